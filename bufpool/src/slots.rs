@@ -1,0 +1,319 @@
+//! The handoff protocol: one atomic state word per sub-buffer.
+//!
+//! Free and written sub-buffers are not kept in linked queues but in a table of state
+//! words, one `u64` per sub-buffer, in the shared region. Every transition of a
+//! sub-buffer is a **single compare-and-swap on its own word**, so a process killed at
+//! any instruction leaves every word in a well-defined state: there is no multi-word
+//! invariant that a half-finished operation could break, and no slot that the living
+//! must wait on. A word names its holder (pid and a start-time tag), so a repair pass
+//! can tell when the holder is gone and move the sub-buffer on ([`crate::salvage`]).
+//! Taking a free or written sub-buffer is a scan from a rotating cursor: O(n) over a
+//! few hundred words, once per sub-buffer filled — never per entry.
+//!
+//! ```text
+//!            acquire (writer CAS)                    publish (writer CAS)
+//!   FREE ─────────────────────────► OWNED(w) ───────────────────────────► WRITTEN
+//!    ▲                                 │  w dead: salvage CAS                │  ▲
+//!    │ release (reader store)          ▼                                     │  │ r dead:
+//!    │                           SALVAGING(s) ── bytes > 0 ──► WRITTEN       │  │ requeue CAS
+//!    │                                 │ bytes == 0 ──► FREE                 ▼  │
+//!    └──────────────────────────────────────────────────────────────── READING(r)
+//!                                                     take (reader CAS)
+//! ```
+//!
+//! Word layout: bits 0..3 state, bits 3..25 pid (Linux pids are < 2²², `PID_MAX_LIMIT`),
+//! bits 25..64 the low 39 bits of the holder's start time in clock ticks
+//! (`/proc/PID/stat` field 22). `FREE` and `WRITTEN` carry no holder.
+//!
+//! Memory ordering: a holder's plain writes to the sub-buffer (header fields and data)
+//! happen before its releasing transition (`publish` and `release` are `Release`), and
+//! the next holder's acquiring CAS (`acquire`, `take`, salvage) is `AcqRel`, so it sees
+//! them. For a holder that died, the salvager does not rely on the state word but on
+//! the `bytes_used` field of the sub-buffer header (see [`crate::layout::SubBufHeader`]).
+
+use crate::sync::{AtomicU64, Ordering};
+
+/// State of a sub-buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    /// In the free set: any writer may take it.
+    Free = 0,
+    /// Held by a writer thread of `holder`.
+    Owned = 1,
+    /// Filled (or flushed) and waiting for a reader.
+    Written = 2,
+    /// Held by a reader process `holder`.
+    Reading = 3,
+    /// Being repaired by process `holder` after its owner died.
+    Salvaging = 4,
+}
+
+/// A process identity robust to pid reuse: pid plus start time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Holder {
+    /// Process id.
+    pub pid: u32,
+    /// Start time tag (low 39 bits of the start time in clock ticks).
+    pub tag: u64,
+}
+
+/// Mask of the start-time tag.
+pub const TAG_MASK: u64 = (1 << 39) - 1;
+const PID_MASK: u64 = (1 << 22) - 1;
+
+impl Holder {
+    /// A holder from a pid and a full start time (in clock ticks).
+    pub fn new(pid: u32, start_ticks: u64) -> Holder {
+        Holder {
+            pid,
+            tag: start_ticks & TAG_MASK,
+        }
+    }
+}
+
+/// A decoded state word.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Word {
+    /// State.
+    pub state: State,
+    /// Holder, for `Owned`, `Reading` and `Salvaging`.
+    pub holder: Option<Holder>,
+}
+
+impl Word {
+    /// Packs a word.
+    pub fn pack(state: State, holder: Option<Holder>) -> u64 {
+        let h = holder.map_or(0, |h| {
+            ((h.pid as u64 & PID_MASK) << 3) | ((h.tag & TAG_MASK) << 25)
+        });
+        state as u64 | h
+    }
+
+    /// Unpacks a word; `None` for an invalid state value.
+    pub fn unpack(w: u64) -> Option<Word> {
+        let state = match w & 7 {
+            0 => State::Free,
+            1 => State::Owned,
+            2 => State::Written,
+            3 => State::Reading,
+            4 => State::Salvaging,
+            _ => return None,
+        };
+        let holder = match state {
+            State::Free | State::Written => None,
+            _ => Some(Holder {
+                pid: ((w >> 3) & PID_MASK) as u32,
+                tag: (w >> 25) & TAG_MASK,
+            }),
+        };
+        Some(Word { state, holder })
+    }
+}
+
+/// The state table: a view over `n` words in the shared region (or in a `Vec` under loom).
+pub struct Slots<'a> {
+    words: &'a [AtomicU64],
+}
+
+impl<'a> Slots<'a> {
+    /// A view over the given words.
+    pub fn new(words: &'a [AtomicU64]) -> Self {
+        Slots { words }
+    }
+
+    /// Number of sub-buffers.
+    pub fn len(&self) -> usize {
+        self.words.len()
+    }
+
+    /// True if there are no sub-buffers.
+    pub fn is_empty(&self) -> bool {
+        self.words.is_empty()
+    }
+
+    /// The current word of slot `i` (a snapshot).
+    pub fn load(&self, i: usize) -> Option<Word> {
+        Word::unpack(self.words[i].load(Ordering::Acquire))
+    }
+
+    fn cas(&self, i: usize, from: u64, to: u64) -> bool {
+        // AcqRel: Acquire pairs with the Release of the previous holder's transition
+        // (publish/release/requeue) so its writes to the sub-buffer are visible to us;
+        // Release orders our own earlier writes (e.g. a salvager's header fix-up) before
+        // the next holder's Acquire.
+        self.words[i]
+            .compare_exchange(from, to, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// Scans from `start` for a slot in `from` state and moves it to `to` with holder
+    /// `h`. Returns the slot index.
+    fn claim(&self, start: usize, from: State, to: State, h: Option<Holder>) -> Option<usize> {
+        let n = self.words.len();
+        let want = Word::pack(from, None);
+        let new = Word::pack(to, h);
+        for k in 0..n {
+            let i = (start + k) % n;
+            if self.words[i].load(Ordering::Relaxed) == want && self.cas(i, want, new) {
+                return Some(i);
+            }
+        }
+        None
+    }
+
+    /// Writer: take a free sub-buffer. `start` is a hint (a rotating cursor).
+    pub fn acquire(&self, start: usize, me: Holder) -> Option<usize> {
+        self.claim(start, State::Free, State::Owned, Some(me))
+    }
+
+    /// Writer: hand a held sub-buffer to the readers. Fails only if the slot is not held
+    /// by `me` (which would mean a repair pass wrongly judged us dead).
+    pub fn publish(&self, i: usize, me: Holder) -> bool {
+        self.cas(
+            i,
+            Word::pack(State::Owned, Some(me)),
+            Word::pack(State::Written, None),
+        )
+    }
+
+    /// Writer: give back a held sub-buffer that holds no entry.
+    pub fn abandon(&self, i: usize, me: Holder) -> bool {
+        self.cas(
+            i,
+            Word::pack(State::Owned, Some(me)),
+            Word::pack(State::Free, None),
+        )
+    }
+
+    /// Reader: take a written sub-buffer.
+    pub fn take(&self, start: usize, me: Holder) -> Option<usize> {
+        self.claim(start, State::Written, State::Reading, Some(me))
+    }
+
+    /// Reader: return a drained sub-buffer to the free set.
+    pub fn release(&self, i: usize, me: Holder) -> bool {
+        self.cas(
+            i,
+            Word::pack(State::Reading, Some(me)),
+            Word::pack(State::Free, None),
+        )
+    }
+
+    /// Reader: put a taken sub-buffer back (it could not be saved).
+    pub fn requeue(&self, i: usize, me: Holder) -> bool {
+        self.cas(
+            i,
+            Word::pack(State::Reading, Some(me)),
+            Word::pack(State::Written, None),
+        )
+    }
+
+    /// Repair: move a slot whose holder is dead from `seen` (an `Owned`, `Reading` or
+    /// `Salvaging` word read earlier) to `Salvaging(me)` (for writer-held ones) or back
+    /// to `Written` (for reader-held ones). Returns the new state on success.
+    pub fn seize(&self, i: usize, seen: Word, me: Holder) -> Option<State> {
+        let from = Word::pack(seen.state, seen.holder);
+        let to = match seen.state {
+            State::Owned | State::Salvaging => State::Salvaging,
+            State::Reading => State::Written,
+            State::Free | State::Written => return None,
+        };
+        let h = (to == State::Salvaging).then_some(me);
+        self.cas(i, from, Word::pack(to, h)).then_some(to)
+    }
+
+    /// Repair: finish a salvage started by [`Slots::seize`].
+    pub fn finish_salvage(&self, i: usize, me: Holder, publish: bool) -> bool {
+        let to = if publish { State::Written } else { State::Free };
+        self.cas(
+            i,
+            Word::pack(State::Salvaging, Some(me)),
+            Word::pack(to, None),
+        )
+    }
+
+    /// Counts slots per state: `[free, owned, written, reading, salvaging]`.
+    pub fn census(&self) -> [usize; 5] {
+        let mut c = [0usize; 5];
+        for w in self.words {
+            if let Some(w) = Word::unpack(w.load(Ordering::Relaxed)) {
+                c[w.state as usize] += 1;
+            }
+        }
+        c
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn table(n: usize) -> Vec<AtomicU64> {
+        (0..n).map(|_| AtomicU64::new(0)).collect()
+    }
+
+    #[test]
+    fn word_round_trips_with_max_pid_and_tag() {
+        let h = Holder {
+            pid: (1 << 22) - 1,
+            tag: TAG_MASK,
+        };
+        for s in [State::Owned, State::Reading, State::Salvaging] {
+            let w = Word::unpack(Word::pack(s, Some(h))).unwrap();
+            assert_eq!(
+                w,
+                Word {
+                    state: s,
+                    holder: Some(h)
+                }
+            );
+        }
+        assert_eq!(
+            Word::unpack(Word::pack(State::Free, None)).unwrap().holder,
+            None
+        );
+        assert!(Word::unpack(7).is_none());
+    }
+
+    #[test]
+    fn full_cycle_and_ownership_checks() {
+        let t = table(2);
+        let s = Slots::new(&t);
+        let w = Holder::new(10, 1);
+        let r = Holder::new(20, 2);
+        let a = s.acquire(0, w).unwrap();
+        let b = s.acquire(0, w).unwrap();
+        assert_ne!(a, b);
+        assert_eq!(s.acquire(0, w), None, "no free slot left");
+        assert!(!s.publish(a, r), "only the owner publishes");
+        assert!(s.publish(a, w));
+        assert_eq!(s.take(0, r), Some(a));
+        assert_eq!(s.take(0, r), None);
+        assert!(!s.release(a, w), "only the reader releases");
+        assert!(s.release(a, r));
+        assert_eq!(s.census(), [1, 1, 0, 0, 0]);
+    }
+
+    #[test]
+    fn seize_dead_holders() {
+        let t = table(2);
+        let s = Slots::new(&t);
+        let w = Holder::new(10, 1);
+        let rep = Holder::new(30, 3);
+        let a = s.acquire(0, w).unwrap();
+        let seen = s.load(a).unwrap();
+        assert_eq!(s.seize(a, seen, rep), Some(State::Salvaging));
+        // A stale view no longer matches: nobody seizes twice.
+        assert_eq!(s.seize(a, seen, rep), None);
+        assert!(!s.publish(a, w), "a seized owner can no longer publish");
+        assert!(s.finish_salvage(a, rep, true));
+        let r = Holder::new(20, 2);
+        assert_eq!(s.take(0, r), Some(a));
+        let seen = s.load(a).unwrap();
+        assert_eq!(
+            s.seize(a, seen, rep),
+            Some(State::Written),
+            "dead reader: requeued"
+        );
+    }
+}

@@ -1,0 +1,245 @@
+//! The writer side: one [`WriterState`] per thread, appending entries to the sub-buffer
+//! that thread holds.
+//!
+//! Appending is a bounds check, a copy, and a `Release` store of the committed length:
+//! no system call, no allocation, no lock, no read-modify-write. Only when the current
+//! sub-buffer is full does [`WriterState::append_slow`] publish it and scan the state
+//! table for a free one (compare-and-swap, once per sub-buffer). When none is free the
+//! writer never waits: it drops the entry, counts it, and tries again only after
+//! `retry_after` more events; the next sub-buffer it gets starts with a `Lost` marker
+//! and carries the count in its header, so recorded + lost = produced, exactly.
+
+use crate::format::{encode_lost, TSC_MASK};
+use crate::layout::{SubBufHeader, FLAG_FLUSH};
+use crate::pool::Pool;
+use crate::slots::Holder;
+use core::sync::atomic::{AtomicU32, Ordering};
+
+/// Slot value meaning "no sub-buffer held".
+pub const NO_SLOT: u32 = u32::MAX;
+
+/// Per-thread writer state. `#[repr(C)]` because C hooks (gcc `-finstrument-functions`)
+/// append through the same state: they check `end - cur`, copy, advance `cur` and store
+/// `cur - start` into `*used` with release semantics, and call the slow path otherwise.
+/// Offsets are part of that contract (`const` asserts below; mirrored in
+/// `gcc-hooks/c/culprit_writer.h`).
+#[repr(C)]
+#[derive(Debug)]
+pub struct WriterState {
+    /// Next free byte in the held sub-buffer's data area (null when none is held).
+    pub cur: *mut u8,
+    /// End of the data area (null when none is held, so `end - cur` is 0).
+    pub end: *mut u8,
+    /// Start of the data area.
+    pub start: *mut u8,
+    /// The held sub-buffer's `bytes_used` (null when none is held).
+    pub used: *const AtomicU32,
+    /// Held slot, or [`NO_SLOT`].
+    pub slot: u32,
+    /// Events still to drop before trying again to get a sub-buffer.
+    pub skip: u32,
+    /// Entries dropped since the last sub-buffer was obtained.
+    pub lost: u64,
+    /// Sequence number of the next sub-buffer this thread obtains.
+    pub seq: u64,
+    /// Owning process id (0 until [`WriterState::attach`]).
+    pub pid: u32,
+    /// Owning thread id.
+    pub tid: u32,
+    /// Process start time in clock ticks.
+    pub start_ticks: u64,
+    /// Entries dropped in total (statistics).
+    pub lost_total: u64,
+}
+
+const _: () = assert!(core::mem::offset_of!(WriterState, cur) == 0);
+const _: () = assert!(core::mem::offset_of!(WriterState, end) == 8);
+const _: () = assert!(core::mem::offset_of!(WriterState, start) == 16);
+const _: () = assert!(core::mem::offset_of!(WriterState, used) == 24);
+const _: () = assert!(core::mem::size_of::<WriterState>() == 80);
+
+impl Default for WriterState {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl WriterState {
+    /// A state that holds nothing and is not attached (appends go to the slow path,
+    /// which drops them until [`WriterState::attach`]).
+    pub const fn new() -> WriterState {
+        WriterState {
+            cur: core::ptr::null_mut(),
+            end: core::ptr::null_mut(),
+            start: core::ptr::null_mut(),
+            used: core::ptr::null(),
+            slot: NO_SLOT,
+            skip: 0,
+            lost: 0,
+            seq: 0,
+            pid: 0,
+            tid: 0,
+            start_ticks: 0,
+            lost_total: 0,
+        }
+    }
+
+    /// Binds the state to a thread. Also used in a forked child: the child's copy of the
+    /// parent's state must be re-attached *without* touching the parent's sub-buffer,
+    /// which the parent still owns.
+    pub fn attach(&mut self, pool: &Pool, pid: u32, start_ticks: u64, tid: u32) {
+        *self = WriterState::new();
+        self.pid = pid;
+        self.tid = tid;
+        self.start_ticks = start_ticks;
+        pool.shared()
+            .writers_attached
+            .fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// True if a sub-buffer is held.
+    pub fn holds(&self) -> bool {
+        self.slot != NO_SLOT
+    }
+
+    fn holder(&self) -> Holder {
+        Holder::new(self.pid, self.start_ticks)
+    }
+
+    /// Appends one encoded entry. Returns false if it was dropped (no free sub-buffer).
+    #[inline(always)]
+    pub fn append(&mut self, pool: &Pool, entry: &[u8]) -> bool {
+        let n = entry.len();
+        if (self.end as usize).wrapping_sub(self.cur as usize) >= n && !self.cur.is_null() {
+            // SAFETY: [cur, cur+n) lies inside the data area of the sub-buffer this thread
+            // holds (checked just above); nobody else accesses it while we hold it.
+            unsafe {
+                core::ptr::copy_nonoverlapping(entry.as_ptr(), self.cur, n);
+                self.cur = self.cur.add(n);
+                // Release: the entry bytes above happen before a salvager's Acquire load.
+                (*self.used).store(self.cur.offset_from(self.start) as u32, Ordering::Release);
+            }
+            true
+        } else {
+            self.append_slow(pool, entry)
+        }
+    }
+
+    /// The slow path of [`WriterState::append`]: publish the full sub-buffer, get a
+    /// new one (or drop and count), then append.
+    #[cold]
+    #[inline(never)]
+    pub fn append_slow(&mut self, pool: &Pool, entry: &[u8]) -> bool {
+        if self.pid == 0 || entry.len() < 8 {
+            return false;
+        }
+        let tsc = (u64::from_le_bytes(entry[..8].try_into().unwrap_or([0; 8])) >> 8) & TSC_MASK;
+        if self.holds() {
+            self.publish(pool, 0, tsc);
+        }
+        if self.skip > 0 {
+            self.skip -= 1;
+            self.drop_one();
+            return false;
+        }
+        if !self.obtain(pool, tsc) {
+            self.skip = pool.info().retry_after;
+            self.drop_one();
+            return false;
+        }
+        let room = (self.end as usize) - (self.cur as usize);
+        if room < entry.len() {
+            // Cannot happen (entries are far smaller than a sub-buffer), but never
+            // write out of bounds.
+            self.drop_one();
+            return false;
+        }
+        self.append(pool, entry)
+    }
+
+    fn drop_one(&mut self) {
+        self.lost += 1;
+        self.lost_total += 1;
+    }
+
+    /// Takes a free sub-buffer, fills its header, and writes the `Lost` marker if
+    /// entries were dropped.
+    fn obtain(&mut self, pool: &Pool, tsc: u64) -> bool {
+        let shared = pool.shared();
+        let n = pool.n_subbufs();
+        let start = shared.acquire_cursor.load(Ordering::Relaxed) as usize % n;
+        let Some(i) = pool.slots().acquire(start, self.holder()) else {
+            shared.acquire_failures.fetch_add(1, Ordering::Relaxed);
+            return false;
+        };
+        shared
+            .acquire_cursor
+            .store(((i + 1) % n) as u32, Ordering::Relaxed);
+        pool.prefault(i);
+        let h: &SubBufHeader = pool.subbuf_header(i);
+        h.flags.store(0, Ordering::Relaxed);
+        h.pid.store(self.pid, Ordering::Relaxed);
+        h.tid.store(self.tid, Ordering::Relaxed);
+        h.seq.store(self.seq, Ordering::Relaxed);
+        h.first_tsc.store(tsc, Ordering::Relaxed);
+        h.last_tsc.store(0, Ordering::Relaxed);
+        h.lost_before.store(self.lost, Ordering::Relaxed);
+        h.owner_start_ticks
+            .store(self.start_ticks, Ordering::Relaxed);
+        h.bytes_used.store(0, Ordering::Release);
+        self.seq += 1;
+        self.slot = i as u32;
+        self.start = pool.subbuf_data(i);
+        self.cur = self.start;
+        // SAFETY: the data area is `data_size` bytes long.
+        self.end = unsafe { self.start.add(pool.data_size()) };
+        self.used = &h.bytes_used;
+        if self.lost > 0 {
+            let m = encode_lost(tsc, self.lost);
+            self.lost = 0;
+            return self.append(pool, m.as_bytes());
+        }
+        true
+    }
+
+    fn publish(&mut self, pool: &Pool, flags: u32, tsc: u64) {
+        let i = self.slot as usize;
+        let h = pool.subbuf_header(i);
+        h.flags.fetch_or(flags, Ordering::Relaxed);
+        h.last_tsc.store(tsc, Ordering::Relaxed);
+        let empty = self.cur == self.start;
+        let me = self.holder();
+        // publish/abandon are Release CASes: everything written above happens before a
+        // reader's (or the next writer's) acquiring CAS.
+        let ok = if empty {
+            pool.reset_header(i);
+            pool.slots().abandon(i, me)
+        } else {
+            pool.slots().publish(i, me)
+        };
+        if ok && !empty {
+            pool.shared().published.fetch_add(1, Ordering::Relaxed);
+        }
+        self.slot = crate::writer::NO_SLOT;
+        self.cur = core::ptr::null_mut();
+        self.end = core::ptr::null_mut();
+        self.start = core::ptr::null_mut();
+        self.used = core::ptr::null();
+    }
+
+    /// Publishes the held sub-buffer now (thread exit, process exit, exec, explicit
+    /// flush). `flags` are `FLAG_*` bits recorded in its header. An empty sub-buffer
+    /// goes back to the free set instead.
+    pub fn flush(&mut self, pool: &Pool, flags: u32) {
+        if self.holds() {
+            let tsc = crate::sys::rdtsc() & TSC_MASK;
+            self.publish(pool, flags | FLAG_FLUSH, tsc);
+        }
+    }
+
+    /// Forgets the held sub-buffer without touching it (a forked child's copy of its
+    /// parent's state: the sub-buffer belongs to the parent).
+    pub fn forget(&mut self) {
+        *self = WriterState::new();
+    }
+}
