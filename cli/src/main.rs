@@ -1,0 +1,59 @@
+//! `culprit` — record what every process of a distributed program does, learn what
+//! normal looks like, and rank the parts of a faulty run by how suspicious they are.
+//!
+//! The binary is thin: each subcommand lives in `cmd/<name>.rs`, parses its own
+//! arguments (clap) and calls into the libraries. Errors print with their whole chain.
+
+mod cmd;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "culprit",
+    version,
+    about = "Find where a distributed program went wrong, without changing the program.",
+    long_about = "Find where a distributed program went wrong, without changing the program.\n\n\
+        Typical session:\n  \
+        culprit record -o normal1 -- ./cluster.sh      # record normal runs (any number)\n  \
+        culprit learn normal1 normal2 -o model.cpm     # learn a model of normal behaviour\n  \
+        culprit record -o faulty -- ./cluster.sh       # record the run that went wrong\n  \
+        culprit rank --model model.cpm faulty --top 10 # the most suspicious execution units"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a command with tracing: create a pool, start readers, follow the process tree.
+    Record(cmd::record::Args),
+    /// Drain a pool to a trace directory (for daemons started by hand with LD_PRELOAD).
+    Reader(cmd::reader::Args),
+    /// Print every recorded entry of a trace directory.
+    Dump(cmd::dump::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let r = match cli.cmd {
+        Command::Record(a) => cmd::record::run(a),
+        Command::Reader(a) => cmd::reader::run(a),
+        Command::Dump(a) => cmd::dump::run(a),
+    };
+    match r {
+        Ok(code) => code,
+        Err(e) => {
+            // A closed pipe (culprit dump | head) is a normal way to stop.
+            if let Some(io) = e.downcast_ref::<std::io::Error>() {
+                if io.kind() == std::io::ErrorKind::BrokenPipe {
+                    return ExitCode::SUCCESS;
+                }
+            }
+            eprintln!("culprit: error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,72 @@
+/*
+ * culprit.h — the C ABI exported by libtrace.so.
+ *
+ * Used by the gcc -finstrument-functions hooks (linked into libtrace.so) and by the
+ * Python tracing shim (which resolves these symbols with dlsym at import time).
+ * Every function is safe to call from any thread, in signal handlers, before the
+ * tracer is initialized (it then does nothing) and from inside the tracer itself
+ * (reentrant calls are dropped, never recursed into). None changes errno.
+ *
+ * Entry kinds (the type byte) are those of bufpool::format::Kind:
+ *   0x01 FnEnter  0x02 FnExit  0x03 PyCall  0x04 PyReturn  0x05 PyExc
+ *   0x06 PyCCall  0x07 PyCReturn
+ * Code-record kinds (bufpool::format::CodeKind): 0 PyCode, 1 PyBuiltin, 2 PyExcType.
+ */
+#ifndef CULPRIT_H
+#define CULPRIT_H
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Mirrors bufpool::writer::WriterState (#[repr(C)], 80 bytes). C hot paths append by
+ * checking end - cur, copying the entry to cur, advancing cur and storing cur - start
+ * into *used with release ordering; otherwise they call culprit_append_slow. */
+struct culprit_writer {
+    uint8_t *cur;
+    uint8_t *end;
+    uint8_t *start;
+    uint32_t *used;          /* AtomicU32 */
+    uint32_t slot;
+    uint32_t skip;
+    uint64_t lost;
+    uint64_t seq;
+    uint32_t pid;
+    uint32_t tid;
+    uint64_t start_ticks;
+    uint64_t lost_total;
+};
+_Static_assert(sizeof(struct culprit_writer) == 80, "must match bufpool::writer::WriterState");
+
+/* 1 once the tracer records in this process, 0 otherwise (not yet initialized,
+ * disabled, or inside the tracer on this thread). */
+int culprit_enabled(void);
+
+/* The calling thread's writer state, or NULL when recording is off for this thread
+ * (not initialized, disabled, reentrant call, thread being torn down). */
+struct culprit_writer *culprit_writer(void);
+
+/* Slow path: publish the full sub-buffer, obtain a new one (or count a drop), append.
+ * Returns 1 if the entry was recorded, 0 if dropped. */
+int culprit_append_slow(struct culprit_writer *w, const void *entry, size_t len);
+
+/* Appends a call-shaped entry (20 bytes: kind, TSC now, caller, callee). */
+void culprit_emit_call(uint8_t kind, uint64_t caller, uint64_t callee);
+
+/* Appends a return-shaped entry (16 bytes: kind, TSC now, callee, aux). */
+void culprit_emit_return(uint8_t kind, uint64_t callee, uint16_t aux);
+
+/* Records a code-table entry (bufpool::format::CodeRecord) naming a Python index. */
+void culprit_emit_code(uint32_t index, uint8_t kind, uint32_t first_line,
+                       const char *name, size_t name_len,
+                       const char *file, size_t file_len);
+
+/* Publishes the calling thread's current sub-buffer now. */
+void culprit_flush_thread(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
