@@ -34,6 +34,16 @@ enum Command {
     Reader(cmd::reader::Args),
     /// Print every recorded entry of a trace directory.
     Dump(cmd::dump::Args),
+    /// Compile C with -finstrument-functions (use as CC="culprit cc" in a make build).
+    Cc(cmd::cc::Args),
+    /// Learn a model of normal behaviour from trace directories.
+    Learn(cmd::learn::Args),
+    /// Merge models learned on different nodes into one.
+    Merge(cmd::merge::Args),
+    /// Rank the execution units of a faulty run by how suspicious they are.
+    Rank(cmd::rank::Args),
+    /// Show one unit's call tree next to its model.
+    Show(cmd::show::Args),
 }
 
 fn main() -> ExitCode {
@@ -42,6 +52,11 @@ fn main() -> ExitCode {
         Command::Record(a) => cmd::record::run(a),
         Command::Reader(a) => cmd::reader::run(a),
         Command::Dump(a) => cmd::dump::run(a),
+        Command::Cc(a) => cmd::cc::run(a),
+        Command::Learn(a) => cmd::learn::run(a),
+        Command::Merge(a) => cmd::merge::run(a),
+        Command::Rank(a) => cmd::rank::run(a),
+        Command::Show(a) => cmd::show::run(a),
     };
     match r {
         Ok(code) => code,

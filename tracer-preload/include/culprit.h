@@ -40,6 +40,30 @@ struct culprit_writer {
 };
 _Static_assert(sizeof(struct culprit_writer) == 80, "must match bufpool::writer::WriterState");
 
+/* Per-thread tracer state. Defined in C (gcc-hooks/c) as an initial-exec TLS variable so
+ * the -finstrument-functions hooks reach it without a function call; the Rust side of
+ * libtrace.so reaches it through culprit_thread_state().
+ *   busy   — reentrancy guard: nonzero while the tracer itself runs on this thread;
+ *            every hook and wrapper records nothing while it is set.
+ *   status — 0: not attached yet (the next event goes to the slow path, which attaches
+ *            the thread and records its start); 1: attached; 2: torn down (thread exit
+ *            flushed it; record nothing more).
+ *   depth  — current C call depth (for the depth filter).            */
+struct culprit_thread {
+    struct culprit_writer w;
+    uint32_t busy;
+    uint32_t status;
+    uint32_t depth;
+    uint32_t reserved;
+};
+
+/* Process-wide switch: 1 while recording, 0 before init, after a fatal setup error, or
+ * when disabled. Read with relaxed loads on hot paths. */
+extern int culprit_global_enabled;
+
+/* Address of the calling thread's state (never NULL). */
+struct culprit_thread *culprit_thread_state(void);
+
 /* 1 once the tracer records in this process, 0 otherwise (not yet initialized,
  * disabled, or inside the tracer on this thread). */
 int culprit_enabled(void);
