@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Runs every test of Culprit: installs what the tests need, builds the whole workspace
+# (the end-to-end tests run the built `culprit` and `libtrace.so`), checks lints, runs
+# the loom model check and a short fuzzing run, then the test suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TERM_COLOR=never
+
+./scripts/setup.sh
+
+echo "== build" >&2
+cargo build --workspace --all-targets
+
+echo "== fmt + clippy" >&2
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets -- -D warnings
+
+if [ -x bufpool/loom.sh ]; then
+    echo "== loom model check of the sub-buffer handoff" >&2
+    bufpool/loom.sh
+fi
+if [ -x bufpool/fuzz/run.sh ]; then
+    echo "== decoder fuzzing (${CULPRIT_FUZZ_SECONDS:-30} s)" >&2
+    bufpool/fuzz/run.sh "${CULPRIT_FUZZ_SECONDS:-30}"
+fi
+
+echo "== tests" >&2
+cargo test --workspace --no-fail-fast
