@@ -35,6 +35,7 @@
 #![deny(missing_docs)]
 
 pub mod consumer;
+pub mod disk;
 pub mod error;
 pub mod format;
 pub mod layout;
