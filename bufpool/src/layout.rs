@@ -136,11 +136,16 @@ pub struct PoolShared {
     pub salvaged: AtomicU64,
     /// Times a writer found no free sub-buffer (Relaxed, statistics).
     pub acquire_failures: AtomicU64,
-    /// Processes that attached as writers (Relaxed, statistics).
+    /// Writer threads that attached (Relaxed, statistics).
     pub writers_attached: AtomicU64,
+    /// Dropped entries whose count could not be written into the trace: a thread flushed
+    /// at exit with drops pending and no free sub-buffer to write its `Lost` marker into.
+    /// Relaxed (a counter read after the writers are gone).
+    pub lost_unreported: AtomicU64,
 }
 
-const _: () = assert!(core::mem::size_of::<PoolShared>() == 40);
+const _: () = assert!(core::mem::size_of::<PoolShared>() == 48);
+const _: () = assert!(256 + core::mem::size_of::<PoolShared>() <= HEADER_SIZE);
 
 /// Header of one sub-buffer (64 bytes at its start).
 ///

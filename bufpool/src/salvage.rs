@@ -5,8 +5,13 @@
 //!   seize it (`Salvaging`), publish the entries its writer had committed (flagged
 //!   [`FLAG_SALVAGED`]), or free it if it holds none;
 //! - `Salvaging` by a dead repairer: seize it and redo the (idempotent) repair;
-//! - `Reading` by a dead reader: put it back on the written set. The dead reader may
-//!   have saved it already; output is keyed by (pid, tid, seq) so it is stored once.
+//! - `Reading` by a dead reader: put it back on the written set (or free it if the reader
+//!   died while resetting it for release). The dead reader may have saved it already;
+//!   output is keyed by (pid, tid, seq) so it is stored once.
+//!
+//! Holders are processes; a thread death inside a live process is judged from the
+//! header's `tid`, which is checked again after the seize to rule out the ABA case of a
+//! sibling thread having acquired the same sub-buffer meanwhile (see `bufpool/FORMAT.md` §5).
 //!
 //! Deaths are judged by pid *and* start time ([`crate::sys::holder_liveness`]), so a
 //! recycled pid never keeps a dead writer's sub-buffer alive, and a live process is
@@ -24,7 +29,8 @@ use core::sync::atomic::Ordering;
 pub struct SalvageReport {
     /// Sub-buffers of dead writers published for the readers.
     pub published: usize,
-    /// Sub-buffers of dead writers that held no entry, returned to the free set.
+    /// Sub-buffers that held no entry (of dead writers, or of dead readers that had
+    /// begun releasing them), returned to the free set.
     pub freed: usize,
     /// Sub-buffers of dead readers put back on the written set.
     pub requeued: usize,
@@ -57,33 +63,60 @@ pub fn salvage(pool: &Pool, me: Holder, oracle: &dyn LivenessOracle) -> SalvageR
     for i in 0..slots.len() {
         let Some(w) = slots.load(i) else { continue };
         let Some(h) = w.holder else { continue };
+        if h == me {
+            continue;
+        }
+        // For an `Owned` slot of a live process, the thread named in the header (read
+        // after the word, so it is the tid of that word's owner or 0 if not yet set).
+        let mut dead_thread = None;
         let dead = match w.state {
             State::Owned => {
                 oracle.process(h) == Liveness::Dead || {
-                    let tid = pool.subbuf_header(i).tid.load(Ordering::Relaxed);
-                    tid != 0 && !oracle.thread(h.pid, tid)
+                    let tid = pool.subbuf_header(i).tid.load(Ordering::Acquire);
+                    let gone = tid != 0 && !oracle.thread(h.pid, tid);
+                    if gone {
+                        dead_thread = Some(tid);
+                    }
+                    gone
                 }
             }
             State::Reading | State::Salvaging => oracle.process(h) == Liveness::Dead,
             State::Free | State::Written => false,
         };
-        if !dead || h == me {
+        if !dead || !slots.seize(i, w, me) {
             continue;
         }
-        match slots.seize(i, w, me) {
-            Some(State::Written) => rep.requeued += 1,
-            Some(State::Salvaging) => {
-                if repair(pool, i) {
-                    slots.finish_salvage(i, me, true);
-                    pool.shared().salvaged.fetch_add(1, Ordering::Relaxed);
-                    rep.published += 1;
-                } else {
-                    pool.reset_header(i);
-                    slots.finish_salvage(i, me, false);
-                    rep.freed += 1;
-                }
+        if let Some(tid) = dead_thread {
+            // ABA: the word names a process, not a thread. Between our load and the seize,
+            // the dead thread's sub-buffer may have been salvaged by another pass, freed,
+            // and acquired by a live sibling thread (same word). The CAS made every header
+            // store before that acquisition visible (the header is reset before FREE), so
+            // the tid is the dead thread's only if the sub-buffer is still its own.
+            if pool.subbuf_header(i).tid.load(Ordering::Relaxed) != tid {
+                slots.give_back(i, me, h);
+                continue;
             }
-            _ => {}
+        }
+        if w.state == State::Reading {
+            // A dead reader: read it again, unless it died while resetting it for
+            // release (bytes_used is reset first), in which case it was saved already.
+            let used = pool.subbuf_header(i).bytes_used.load(Ordering::Acquire);
+            if used > 0 {
+                slots.finish_salvage(i, me, true);
+                rep.requeued += 1;
+            } else {
+                pool.reset_header(i);
+                slots.finish_salvage(i, me, false);
+                rep.freed += 1;
+            }
+        } else if repair(pool, i) {
+            slots.finish_salvage(i, me, true);
+            pool.shared().salvaged.fetch_add(1, Ordering::Relaxed);
+            rep.published += 1;
+        } else {
+            pool.reset_header(i);
+            slots.finish_salvage(i, me, false);
+            rep.freed += 1;
         }
     }
     rep

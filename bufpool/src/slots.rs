@@ -15,10 +15,13 @@
 //!   FREE ─────────────────────────► OWNED(w) ───────────────────────────► WRITTEN
 //!    ▲                                 │  w dead: salvage CAS                │  ▲
 //!    │ release (reader store)          ▼                                     │  │ r dead:
-//!    │                           SALVAGING(s) ── bytes > 0 ──► WRITTEN       │  │ requeue CAS
-//!    │                                 │ bytes == 0 ──► FREE                 ▼  │
+//!    │                           SALVAGING(s) ── bytes > 0 ──► WRITTEN       │  │
+//!    │                                 │ bytes == 0 ──► FREE                 ▼  │ requeue
 //!    └──────────────────────────────────────────────────────────────── READING(r)
 //!                                                     take (reader CAS)
+//!   READING(r), r dead ──seize──► SALVAGING(s) ── bytes > 0 ──► WRITTEN, else FREE
+//!   SALVAGING(s), s dead ──seize──► SALVAGING(s') (the repair is redone)
+//!   SALVAGING(s) ──give_back──► OWNED(w)  (seized by mistake: the owner thread lives)
 //! ```
 //!
 //! Word layout: bits 0..3 state, bits 3..25 pid (Linux pids are < 2²², `PID_MAX_LIMIT`),
@@ -209,17 +212,29 @@ impl<'a> Slots<'a> {
     }
 
     /// Repair: move a slot whose holder is dead from `seen` (an `Owned`, `Reading` or
-    /// `Salvaging` word read earlier) to `Salvaging(me)` (for writer-held ones) or back
-    /// to `Written` (for reader-held ones). Returns the new state on success.
-    pub fn seize(&self, i: usize, seen: Word, me: Holder) -> Option<State> {
-        let from = Word::pack(seen.state, seen.holder);
-        let to = match seen.state {
-            State::Owned | State::Salvaging => State::Salvaging,
-            State::Reading => State::Written,
-            State::Free | State::Written => return None,
-        };
-        let h = (to == State::Salvaging).then_some(me);
-        self.cas(i, from, Word::pack(to, h)).then_some(to)
+    /// `Salvaging` word read earlier) to `Salvaging(me)`. Returns true on success; the
+    /// caller then finishes with [`Slots::finish_salvage`] (or [`Slots::give_back`]).
+    /// Fails if the word changed since `seen` (someone else moved it on).
+    pub fn seize(&self, i: usize, seen: Word, me: Holder) -> bool {
+        if !matches!(seen.state, State::Owned | State::Reading | State::Salvaging) {
+            return false;
+        }
+        self.cas(
+            i,
+            Word::pack(seen.state, seen.holder),
+            Word::pack(State::Salvaging, Some(me)),
+        )
+    }
+
+    /// Repair: undo a [`Slots::seize`] of an `Owned` slot that turned out to belong to a
+    /// live owner (the ABA case of a thread death, see `crate::salvage`): hand it back
+    /// to `owner` untouched.
+    pub fn give_back(&self, i: usize, me: Holder, owner: Holder) -> bool {
+        self.cas(
+            i,
+            Word::pack(State::Salvaging, Some(me)),
+            Word::pack(State::Owned, Some(owner)),
+        )
     }
 
     /// Repair: finish a salvage started by [`Slots::seize`].
@@ -302,18 +317,34 @@ mod tests {
         let rep = Holder::new(30, 3);
         let a = s.acquire(0, w).unwrap();
         let seen = s.load(a).unwrap();
-        assert_eq!(s.seize(a, seen, rep), Some(State::Salvaging));
+        assert!(s.seize(a, seen, rep));
         // A stale view no longer matches: nobody seizes twice.
-        assert_eq!(s.seize(a, seen, rep), None);
+        assert!(!s.seize(a, seen, rep));
         assert!(!s.publish(a, w), "a seized owner can no longer publish");
         assert!(s.finish_salvage(a, rep, true));
         let r = Holder::new(20, 2);
         assert_eq!(s.take(0, r), Some(a));
         let seen = s.load(a).unwrap();
-        assert_eq!(
-            s.seize(a, seen, rep),
-            Some(State::Written),
-            "dead reader: requeued"
+        assert!(s.seize(a, seen, rep), "dead reader: seized");
+        assert!(s.finish_salvage(a, rep, true));
+        assert_eq!(s.load(a).unwrap().state, State::Written);
+        // Free and written words are never seized.
+        assert!(!s.seize(a, s.load(a).unwrap(), rep));
+    }
+
+    #[test]
+    fn give_back_restores_the_owner() {
+        let t = table(1);
+        let s = Slots::new(&t);
+        let w = Holder::new(10, 1);
+        let rep = Holder::new(30, 3);
+        let a = s.acquire(0, w).unwrap();
+        assert!(s.seize(a, s.load(a).unwrap(), rep));
+        assert!(!s.give_back(a, w, w), "only the seizer gives back");
+        assert!(s.give_back(a, rep, w));
+        assert!(
+            s.publish(a, w),
+            "the owner publishes as if nothing happened"
         );
     }
 }

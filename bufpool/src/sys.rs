@@ -153,13 +153,15 @@ pub fn proc_stat(pid: u32) -> Option<(u8, u32, u64)> {
     parse_stat(&buf[..n])
 }
 
-/// True if thread `tid` of process `pid` still exists (and is not a zombie).
+/// True if thread `tid` of process `pid` still exists (and is not a zombie) — or if
+/// `/proc` cannot tell (the process's own directory is unreadable too, e.g. `hidepid`):
+/// a thread is only declared gone when its process is visible and the thread is not.
 pub fn thread_alive(pid: u32, tid: u32) -> bool {
     let mut p = [0u8; 64];
     let mut buf = [0u8; 1024];
     match read_small_file(proc_path(&mut p, pid, Some(tid), "stat"), &mut buf) {
         Some(n) => !matches!(parse_stat(&buf[..n]), Some((b'Z' | b'X', _, _))),
-        None => false,
+        None => read_small_file(proc_path(&mut p, pid, None, "stat"), &mut buf).is_none(),
     }
 }
 
@@ -231,5 +233,11 @@ mod tests {
         };
         assert_eq!(holder_liveness(reused), Liveness::Dead);
         assert!(thread_alive(me.pid, gettid()));
+        let t = std::thread::spawn(gettid).join().unwrap();
+        assert!(!thread_alive(me.pid, t), "an exited thread is gone");
+        assert!(
+            thread_alive(u32::MAX >> 10, 1),
+            "an invisible process cannot be judged"
+        );
     }
 }

@@ -18,6 +18,9 @@ use core::sync::atomic::{AtomicU32, Ordering};
 /// Slot value meaning "no sub-buffer held".
 pub const NO_SLOT: u32 = u32::MAX;
 
+/// How many times `publish` retries while a repair pass briefly holds its word.
+const PUBLISH_RETRIES: u32 = 10_000;
+
 /// Per-thread writer state. `#[repr(C)]` because C hooks (gcc `-finstrument-functions`)
 /// append through the same state: they check `end - cur`, copy, advance `cur` and store
 /// `cur - start` into `*used` with release semantics, and call the slow path otherwise.
@@ -211,12 +214,25 @@ impl WriterState {
         let me = self.holder();
         // publish/abandon are Release CASes: everything written above happens before a
         // reader's (or the next writer's) acquiring CAS.
-        let ok = if empty {
+        if empty {
             pool.reset_header(i);
-            pool.slots().abandon(i, me)
-        } else {
-            pool.slots().publish(i, me)
-        };
+        }
+        let slots = pool.slots();
+        let mut ok = false;
+        // A repair pass may hold our word for a moment (SALVAGING) after seizing it by
+        // mistake in the thread-death ABA case, and then gives it back: retry a bounded
+        // number of times. Any other failure means we were (wrongly) judged dead.
+        for _ in 0..PUBLISH_RETRIES {
+            ok = if empty {
+                slots.abandon(i, me)
+            } else {
+                slots.publish(i, me)
+            };
+            if ok || slots.load(i).map(|w| w.state) != Some(crate::slots::State::Salvaging) {
+                break;
+            }
+            core::hint::spin_loop();
+        }
         if ok && !empty {
             pool.shared().published.fetch_add(1, Ordering::Relaxed);
         }
@@ -230,9 +246,19 @@ impl WriterState {
     /// Publishes the held sub-buffer now (thread exit, process exit, exec, explicit
     /// flush). `flags` are `FLAG_*` bits recorded in its header. An empty sub-buffer
     /// goes back to the free set instead.
+    ///
+    /// A thread with drops not yet written into the trace (it had no sub-buffer) tries
+    /// once more to get one, to write its `Lost` marker; if none is free, the count goes
+    /// to the pool header's `lost_unreported`, so recorded + lost = produced still holds.
     pub fn flush(&mut self, pool: &Pool, flags: u32) {
+        let tsc = crate::sys::rdtsc() & TSC_MASK;
+        if !self.holds() && self.lost > 0 && self.pid != 0 && !self.obtain(pool, tsc) {
+            pool.shared()
+                .lost_unreported
+                .fetch_add(self.lost, Ordering::Relaxed);
+            self.lost = 0;
+        }
         if self.holds() {
-            let tsc = crate::sys::rdtsc() & TSC_MASK;
             self.publish(pool, flags | FLAG_FLUSH, tsc);
         }
     }
