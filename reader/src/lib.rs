@@ -1,1 +1,52 @@
-//! reader
+//! `reader` — Culprit's reader: drains the shared-memory pool into a trace directory,
+//! and reads trace directories back.
+//!
+//! - [`daemon`]: drain threads, the periodic repair pass, the final drain ([`run`]).
+//! - [`chunkfile`]: appending records to chunk files; cutting torn tails ([`repair`]).
+//! - [`manifest`]: `manifest.json` — host, command, times, calibration, geometry,
+//!   processes, totals.
+//! - [`tracedir`]: [`TraceDir`] — every saved sub-buffer per thread, in order, once.
+//! - [`summary`]: per-process counts and totals of a directory.
+//! - [`watch`]: whether any other process still maps the pool.
+//!
+//! The file layout itself is documented in `bufpool::disk`.
+//!
+//! ```
+//! use bufpool::{format, Pool, PoolConfig, WriterState};
+//! use std::sync::atomic::AtomicBool;
+//! # let tmp = tempfile::tempdir().unwrap();
+//! let pool = Pool::create(tmp.path().join("pool"), &PoolConfig {
+//!     n_subbufs: 4, subbuf_size: 8192, ..Default::default() }).unwrap();
+//! let me = pool.holder();
+//! let mut w = WriterState::new();
+//! w.attach(&pool, me.pid, bufpool::sys::proc_stat(me.pid).unwrap().2, bufpool::sys::gettid());
+//! w.append(&pool, format::encode_fn(format::Kind::FnEnter, 1, 0x10, 0x20).as_bytes());
+//! w.flush(&pool, 0);
+//!
+//! let out = tmp.path().join("trace");
+//! let stop = AtomicBool::new(true); // drain what is there, then stop
+//! reader::run(&pool, &out, &reader::ReaderOptions::default(), &stop).unwrap();
+//!
+//! let trace = reader::TraceDir::open(&out).unwrap();
+//! let t = trace.threads().next().unwrap();
+//! let mut n = 0;
+//! trace.for_each_entry(t, |_, _| { n += 1; Ok(()) }).unwrap();
+//! assert_eq!(n, 1);
+//! assert_eq!(trace.manifest().totals.entries, 1);
+//! ```
+#![deny(missing_docs)]
+
+pub mod chunkfile;
+pub mod daemon;
+pub mod error;
+pub mod manifest;
+pub mod summary;
+pub mod tracedir;
+pub mod watch;
+
+pub use chunkfile::{repair, ChunkWriter, Repaired};
+pub use daemon::{run, ReaderOptions, ReaderReport};
+pub use error::{Error, Result};
+pub use manifest::{Manifest, ProcessInfo, Totals};
+pub use summary::{summarize, Summary};
+pub use tracedir::{Chunk, ThreadKey, TraceDir};

@@ -1,0 +1,126 @@
+//! Writing chunk files, and cutting torn records off the end of old ones.
+
+use crate::error::{io, Result};
+use bufpool::disk::{self, ChunkHeader};
+use bufpool::SubBufInfo;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// An append-only chunk file owned by one drain thread.
+pub struct ChunkWriter {
+    path: PathBuf,
+    file: File,
+    buf: Vec<u8>,
+    records: u64,
+    bytes: u64,
+}
+
+impl ChunkWriter {
+    /// Creates `DIR/chunks/<name>` with its file header.
+    pub fn create(dir: &Path, reader_pid: u32, worker: u32, start_unix_ns: u64) -> Result<Self> {
+        let cdir = dir.join(disk::CHUNK_DIR);
+        std::fs::create_dir_all(&cdir).map_err(io(&cdir, "create directory"))?;
+        let path = cdir.join(disk::chunk_file_name(reader_pid, worker, start_unix_ns));
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(io(&path, "create"))?;
+        let h = ChunkHeader::new(reader_pid, start_unix_ns);
+        file.write_all(bytemuck::bytes_of(&h))
+            .map_err(io(&path, "write header"))?;
+        Ok(ChunkWriter {
+            path,
+            file,
+            buf: Vec::new(),
+            records: 0,
+            bytes: 0,
+        })
+    }
+
+    /// The file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends one sub-buffer as a record (one `write` of the whole record). On error
+    /// the file may end with a partial record, which [`repair`] removes later.
+    pub fn append(&mut self, info: &SubBufInfo, data: &[u8]) -> std::io::Result<()> {
+        self.buf.clear();
+        disk::encode_record(info, data, &mut self.buf);
+        self.file.write_all(&self.buf)?;
+        self.records += 1;
+        self.bytes += data.len() as u64;
+        Ok(())
+    }
+
+    /// Records written.
+    pub fn records(&self) -> u64 {
+        self.records
+    }
+
+    /// Flushes to stable storage.
+    pub fn sync(&self) -> Result<()> {
+        self.file.sync_all().map_err(io(&self.path, "fsync"))
+    }
+}
+
+/// What [`repair`] did to one file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Repaired {
+    /// The file.
+    pub path: PathBuf,
+    /// Its length before.
+    pub old_len: u64,
+    /// Its length after.
+    pub new_len: u64,
+    /// Why the tail was cut.
+    pub why: String,
+}
+
+/// Cuts torn records off the end of the chunk files of `dir`: a reader killed in the
+/// middle of a write leaves a partial last record, whose sub-buffer it never released,
+/// so it is saved again. Only a tail that is cut short is removed: a damaged record
+/// followed by more data, a damaged file header, or a file of a reader that is still
+/// running is left alone (and reported by readers of the trace).
+pub fn repair(dir: &Path) -> Result<Vec<Repaired>> {
+    let mut out = Vec::new();
+    for path in crate::tracedir::chunk_files(dir)? {
+        if writer_alive(&path) {
+            continue;
+        }
+        let bytes = std::fs::read(&path).map_err(io(&path, "read"))?;
+        let (good, err) = disk::valid_prefix(&bytes);
+        let Some(err) = err else { continue };
+        if good == 0 || !matches!(err.kind, disk::ChunkErrorKind::Truncated { .. }) {
+            continue;
+        }
+        let f = OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .map_err(io(&path, "open for repair"))?;
+        f.set_len(good as u64).map_err(io(&path, "truncate"))?;
+        out.push(Repaired {
+            path,
+            old_len: bytes.len() as u64,
+            new_len: good as u64,
+            why: err.to_string(),
+        });
+    }
+    Ok(out)
+}
+
+/// True if the chunk file's name says it belongs to a reader process that still runs.
+fn writer_alive(path: &Path) -> bool {
+    let Some(pid) = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.split('-').next())
+        .and_then(|p| p.parse::<u32>().ok())
+    else {
+        return false;
+    };
+    pid == std::process::id()
+        || bufpool::sys::proc_stat(pid).is_some_and(|(state, _, _)| state != b'Z' && state != b'X')
+}

@@ -1,0 +1,299 @@
+//! The reader daemon: drain threads that save written sub-buffers to chunk files, a
+//! periodic repair pass, and the final drain.
+//!
+//! ```text
+//!  main thread: every `salvage_interval`: salvage_dead; check stop conditions
+//!  worker k:    loop { take → append to chunks/<pid>-k-<t>.chunk → release }
+//!  on stop:     workers drain until the pool has nothing written, exit;
+//!               main: { salvage_dead; drain } until a pass finds nothing;
+//!               index the directory, write the final manifest
+//! ```
+//!
+//! A sub-buffer is released only after its record was written: a reader killed at any
+//! point loses nothing (the repair pass of the next reader requeues what it held), and
+//! at worst saves a sub-buffer twice, which [`crate::TraceDir`] deduplicates. When a write
+//! fails (disk full, directory removed), the sub-buffer is requeued, the reader stops
+//! and says how many sub-buffers it left in the pool.
+
+use crate::chunkfile::{repair, ChunkWriter, Repaired};
+use crate::error::{io, Error, Result};
+use crate::manifest::Manifest;
+use crate::summary::{summarize, Summary};
+use crate::tracedir::TraceDir;
+use bufpool::{Consumer, Pool, SalvageReport, State};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// How a reader runs. Defaults: 2 drain threads, repair pass every 100 ms, 2 ms idle
+/// sleep, stop only when asked.
+#[derive(Clone, Debug)]
+pub struct ReaderOptions {
+    /// Drain threads.
+    pub workers: usize,
+    /// Interval of the repair pass (and of the stop checks).
+    pub salvage_interval: Duration,
+    /// How long a drain thread sleeps when the pool has nothing written.
+    pub idle_sleep: Duration,
+    /// The recorded command, for the manifest.
+    pub command: Vec<String>,
+    /// Also stop once a writer attached and no other process maps the pool any more.
+    pub stop_when_unmapped: bool,
+}
+
+impl Default for ReaderOptions {
+    fn default() -> Self {
+        ReaderOptions {
+            workers: 2,
+            salvage_interval: Duration::from_millis(100),
+            idle_sleep: Duration::from_millis(2),
+            command: Vec::new(),
+            stop_when_unmapped: false,
+        }
+    }
+}
+
+/// What a reader run did.
+#[derive(Clone, Debug)]
+pub struct ReaderReport {
+    /// Sub-buffers saved by this run.
+    pub saved: u64,
+    /// Sum of the repair passes.
+    pub salvage: SalvageReport,
+    /// Torn chunk tails cut at start (a previous reader was killed mid-write).
+    pub repaired: Vec<Repaired>,
+    /// Sub-buffers still held by live writers when the reader stopped.
+    pub left_owned: usize,
+    /// Contents of the whole directory (what the manifest says).
+    pub summary: Summary,
+    /// The final manifest.
+    pub manifest: Manifest,
+}
+
+fn now_ns() -> u64 {
+    bufpool::sys::clock_ns(libc::CLOCK_REALTIME)
+}
+
+fn add(a: &mut SalvageReport, b: SalvageReport) {
+    a.published += b.published;
+    a.freed += b.freed;
+    a.requeued += b.requeued;
+}
+
+/// Prepares `dir` for a reader: creates it, cuts torn chunk tails, and writes the
+/// initial manifest (keeping the start time and command of an earlier run).
+pub fn prepare_dir(
+    pool: &Pool,
+    dir: &Path,
+    command: &[String],
+) -> Result<(Manifest, Vec<Repaired>)> {
+    std::fs::create_dir_all(dir).map_err(io(dir, "create trace directory"))?;
+    let repaired = repair(dir)?;
+    let mut m = Manifest::for_pool(pool, command.to_vec(), now_ns());
+    if let Ok(old) = Manifest::read(dir) {
+        m.start_unix_ns = old.start_unix_ns.min(m.start_unix_ns);
+        if m.command.is_empty() {
+            m.command = old.command;
+        }
+    }
+    m.write(dir)?;
+    Ok((m, repaired))
+}
+
+/// Runs a reader on `pool`, saving to `dir`, until `stop` is set (or, with
+/// [`ReaderOptions::stop_when_unmapped`], until the traced processes are gone); then
+/// drains everything, indexes the directory and writes the final manifest.
+pub fn run(
+    pool: &Pool,
+    dir: &Path,
+    opts: &ReaderOptions,
+    stop: &AtomicBool,
+) -> Result<ReaderReport> {
+    let (manifest, repaired) = prepare_dir(pool, dir, &opts.command)?;
+    let pid = std::process::id();
+    let t0 = now_ns();
+    let finishing = AtomicBool::new(false);
+    let failed: Mutex<Option<Error>> = Mutex::new(None);
+    let saved = AtomicU64::new(0);
+    let mut salvage = SalvageReport::default();
+    let workers = opts.workers.max(1);
+    std::thread::scope(|s| {
+        for k in 0..workers {
+            let (finishing, failed, saved) = (&finishing, &failed, &saved);
+            s.spawn(move || {
+                let r = drain_worker(
+                    pool,
+                    dir,
+                    pid,
+                    k as u32,
+                    t0,
+                    opts.idle_sleep,
+                    finishing,
+                    saved,
+                );
+                if let Err(e) = r {
+                    let mut f = failed.lock().unwrap_or_else(|p| p.into_inner());
+                    f.get_or_insert(e);
+                    finishing.store(true, Ordering::Release);
+                }
+            });
+        }
+        let mut last_map_check = Instant::now();
+        loop {
+            std::thread::sleep(opts.salvage_interval);
+            add(&mut salvage, bufpool::salvage_dead(pool));
+            if stop.load(Ordering::Acquire) || finishing.load(Ordering::Acquire) {
+                break;
+            }
+            if opts.stop_when_unmapped
+                && last_map_check.elapsed() >= Duration::from_millis(300)
+                && pool.shared().writers_attached.load(Ordering::Relaxed) > 0
+            {
+                last_map_check = Instant::now();
+                if !crate::watch::others_map(pool.path()) {
+                    break;
+                }
+            }
+        }
+        finishing.store(true, Ordering::Release);
+    });
+    if let Some(e) = failed.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        return Err(e);
+    }
+    // Final passes: publish what dead writers held, drain it, until nothing moves.
+    let mut last: Option<ChunkWriter> = None;
+    loop {
+        let rep = bufpool::salvage_dead(pool);
+        add(&mut salvage, rep);
+        let n = drain_now(pool, dir, pid, workers as u32, t0, &mut last)?;
+        saved.fetch_add(n, Ordering::Relaxed);
+        if rep.published == 0 && rep.requeued == 0 && n == 0 {
+            break;
+        }
+    }
+    if let Some(w) = &last {
+        w.sync()?;
+    }
+    let left_owned = pool.slots().census()[State::Owned as usize];
+    finish(
+        dir,
+        manifest,
+        repaired,
+        saved.into_inner(),
+        salvage,
+        left_owned,
+    )
+}
+
+fn finish(
+    dir: &Path,
+    mut manifest: Manifest,
+    repaired: Vec<Repaired>,
+    saved: u64,
+    salvage: SalvageReport,
+    left_owned: usize,
+) -> Result<ReaderReport> {
+    let trace = TraceDir::index(dir.to_path_buf(), manifest.clone())?;
+    let summary = summarize(&trace)?;
+    manifest.processes = summary.processes.clone();
+    manifest.totals = summary.totals.clone();
+    manifest.end_unix_ns = Some(now_ns());
+    manifest.complete = true;
+    manifest.write(dir)?;
+    Ok(ReaderReport {
+        saved,
+        salvage,
+        repaired,
+        left_owned,
+        summary,
+        manifest,
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn drain_worker(
+    pool: &Pool,
+    dir: &Path,
+    pid: u32,
+    k: u32,
+    t0: u64,
+    idle: Duration,
+    finishing: &AtomicBool,
+    saved: &AtomicU64,
+) -> Result<()> {
+    let c = Consumer::new(pool);
+    let mut w: Option<ChunkWriter> = None;
+    loop {
+        match c.take() {
+            Some(t) => {
+                if w.is_none() {
+                    match ChunkWriter::create(dir, pid, k, t0) {
+                        Ok(nw) => w = Some(nw),
+                        Err(e) => {
+                            t.requeue();
+                            return Err(e);
+                        }
+                    }
+                }
+                let wr = w.as_mut().expect("created above");
+                if let Err(source) = wr.append(t.info(), t.data()) {
+                    t.requeue();
+                    return Err(save_error(pool, wr.path().to_path_buf(), source));
+                }
+                t.release();
+                saved.fetch_add(1, Ordering::Relaxed);
+            }
+            None => {
+                if finishing.load(Ordering::Acquire) {
+                    break;
+                }
+                std::thread::sleep(idle);
+            }
+        }
+    }
+    if let Some(w) = &w {
+        w.sync()?;
+    }
+    Ok(())
+}
+
+fn save_error(pool: &Pool, path: PathBuf, source: std::io::Error) -> Error {
+    Error::Save {
+        path,
+        kept: pool.slots().census()[State::Written as usize],
+        source,
+    }
+}
+
+/// Drains every written sub-buffer now, on the calling thread. Returns how many.
+fn drain_now(
+    pool: &Pool,
+    dir: &Path,
+    pid: u32,
+    k: u32,
+    t0: u64,
+    w: &mut Option<ChunkWriter>,
+) -> Result<u64> {
+    let c = Consumer::new(pool);
+    let mut n = 0;
+    while let Some(t) = c.take() {
+        if w.is_none() {
+            match ChunkWriter::create(dir, pid, k, t0) {
+                Ok(nw) => *w = Some(nw),
+                Err(e) => {
+                    t.requeue();
+                    return Err(e);
+                }
+            }
+        }
+        let wr = w.as_mut().expect("created above");
+        if let Err(source) = wr.append(t.info(), t.data()) {
+            t.requeue();
+            return Err(save_error(pool, wr.path().to_path_buf(), source));
+        }
+        t.release();
+        n += 1;
+    }
+    Ok(n)
+}

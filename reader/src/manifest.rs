@@ -1,0 +1,241 @@
+//! `manifest.json`: what a trace directory holds, in JSON (the schema is owned here; the
+//! rest of the on-disk layout by `bufpool::disk`).
+//!
+//! Written when a reader starts (`complete: false`) and rewritten atomically — written to
+//! `manifest.json.tmp`, then renamed — when it finishes, with the per-process information
+//! and totals computed from the chunk files themselves (deduplicated), so the numbers are
+//! right even when several readers, or a killed and restarted reader, wrote the directory.
+
+use crate::error::{io, Error, Result};
+use bufpool::Calibration;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// Value of [`Manifest::format`].
+pub const MANIFEST_FORMAT: &str = "culprit-trace";
+/// Value of [`Manifest::version`].
+pub const MANIFEST_VERSION: u32 = 1;
+
+/// The manifest of a trace directory.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// Always [`MANIFEST_FORMAT`].
+    pub format: String,
+    /// [`MANIFEST_VERSION`].
+    pub version: u32,
+    /// Host the pool was created on.
+    pub host: String,
+    /// The recorded command (empty for a standalone reader).
+    pub command: Vec<String>,
+    /// When recording started (`CLOCK_REALTIME` ns).
+    pub start_unix_ns: u64,
+    /// When the last reader finished, if one did.
+    pub end_unix_ns: Option<u64>,
+    /// True once a reader finished and wrote the totals.
+    pub complete: bool,
+    /// TSC ↔ clock calibration of the pool (converts entry timestamps to wall time).
+    pub calibration: CalibrationJson,
+    /// Geometry of the pool.
+    pub pool: PoolGeometry,
+    /// Every process seen in the trace, by pid then start time.
+    pub processes: Vec<ProcessInfo>,
+    /// Totals over the directory.
+    pub totals: Totals,
+}
+
+/// [`bufpool::Calibration`] in JSON.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CalibrationJson {
+    /// TSC at the first reading.
+    pub tsc0: u64,
+    /// `CLOCK_REALTIME` ns at the first reading.
+    pub realtime0_ns: u64,
+    /// `CLOCK_MONOTONIC` ns at the first reading.
+    pub monotonic0_ns: u64,
+    /// TSC at the second reading.
+    pub tsc1: u64,
+    /// `CLOCK_REALTIME` ns at the second reading.
+    pub realtime1_ns: u64,
+    /// `CLOCK_MONOTONIC` ns at the second reading.
+    pub monotonic1_ns: u64,
+}
+
+impl From<Calibration> for CalibrationJson {
+    fn from(c: Calibration) -> Self {
+        CalibrationJson {
+            tsc0: c.tsc0,
+            realtime0_ns: c.realtime0_ns,
+            monotonic0_ns: c.monotonic0_ns,
+            tsc1: c.tsc1,
+            realtime1_ns: c.realtime1_ns,
+            monotonic1_ns: c.monotonic1_ns,
+        }
+    }
+}
+
+impl From<CalibrationJson> for Calibration {
+    fn from(c: CalibrationJson) -> Self {
+        Calibration {
+            tsc0: c.tsc0,
+            realtime0_ns: c.realtime0_ns,
+            monotonic0_ns: c.monotonic0_ns,
+            tsc1: c.tsc1,
+            realtime1_ns: c.realtime1_ns,
+            monotonic1_ns: c.monotonic1_ns,
+        }
+    }
+}
+
+/// The pool that was drained.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolGeometry {
+    /// Path of the pool file.
+    pub path: String,
+    /// Number of sub-buffers.
+    pub n_subbufs: u32,
+    /// Size of a sub-buffer, header included.
+    pub subbuf_size: u32,
+    /// Events a writer drops before trying again to get a sub-buffer.
+    pub retry_after: u32,
+    /// When the pool was created (`CLOCK_REALTIME` ns).
+    pub created_unix_ns: u64,
+}
+
+/// One traced process.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessInfo {
+    /// Process id.
+    pub pid: u32,
+    /// Start time in clock ticks since boot (with `pid`, a unique identity).
+    pub start_ticks: u64,
+    /// Parent pid (0 if no process record was seen).
+    pub ppid: u32,
+    /// How the tracer first saw it: `start`, `fork`, `exec`, or `unknown`.
+    pub origin: String,
+    /// Executable (the last one, after any exec), lossily UTF-8.
+    pub exe: String,
+    /// Command line (the last one), lossily UTF-8.
+    pub argv: Vec<String>,
+    /// Number of execs recorded.
+    pub execs: u32,
+    /// Thread ids that wrote entries.
+    pub threads: Vec<u32>,
+    /// Sub-buffers saved.
+    pub subbufs: u64,
+    /// Trace entries (metadata records and lost markers excluded).
+    pub entries: u64,
+    /// Metadata records.
+    pub meta_records: u64,
+    /// Bytes of entry data.
+    pub bytes: u64,
+    /// Entries dropped because the pool was full.
+    pub lost: u64,
+}
+
+/// Totals over a trace directory.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Totals {
+    /// Processes.
+    pub processes: u64,
+    /// Threads.
+    pub threads: u64,
+    /// Distinct sub-buffers saved.
+    pub subbufs: u64,
+    /// Of which published by a repair pass after their writer died.
+    pub salvaged: u64,
+    /// Trace entries.
+    pub entries: u64,
+    /// Metadata records.
+    pub meta_records: u64,
+    /// Bytes of entry data.
+    pub bytes: u64,
+    /// Entries dropped because the pool was full.
+    pub lost: u64,
+    /// Sub-buffers found saved twice (a reader died between saving and releasing).
+    pub duplicates: u64,
+    /// Records whose entries could not all be decoded.
+    pub undecodable: u64,
+}
+
+impl Manifest {
+    /// A fresh, incomplete manifest for a pool.
+    pub fn for_pool(pool: &bufpool::Pool, command: Vec<String>, start_unix_ns: u64) -> Manifest {
+        let info = pool.info();
+        Manifest {
+            format: MANIFEST_FORMAT.into(),
+            version: MANIFEST_VERSION,
+            host: pool.hostname(),
+            command,
+            start_unix_ns,
+            end_unix_ns: None,
+            complete: false,
+            calibration: info.calib.into(),
+            pool: PoolGeometry {
+                path: pool.path().display().to_string(),
+                n_subbufs: info.n_subbufs,
+                subbuf_size: info.subbuf_size,
+                retry_after: info.retry_after,
+                created_unix_ns: info.created_unix_ns,
+            },
+            processes: Vec::new(),
+            totals: Totals::default(),
+        }
+    }
+
+    /// The calibration as the pool type.
+    pub fn calibration(&self) -> Calibration {
+        self.calibration.into()
+    }
+
+    /// Reads and checks `DIR/manifest.json`.
+    pub fn read(dir: &Path) -> Result<Manifest> {
+        let path = dir.join(bufpool::disk::MANIFEST_FILE);
+        let text = match std::fs::read(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(Error::NotATrace {
+                    path: dir.to_path_buf(),
+                    why: format!("no {} in it", bufpool::disk::MANIFEST_FILE),
+                })
+            }
+            Err(e) => return Err(io(&path, "read")(e)),
+        };
+        let m: Manifest = serde_json::from_slice(&text).map_err(|e| Error::Manifest {
+            path: path.clone(),
+            why: e.to_string(),
+        })?;
+        if m.format != MANIFEST_FORMAT {
+            return Err(Error::Manifest {
+                path,
+                why: format!("format is {:?}, expected {MANIFEST_FORMAT:?}", m.format),
+            });
+        }
+        if m.version != MANIFEST_VERSION {
+            return Err(Error::Manifest {
+                path,
+                why: format!(
+                    "version {} (this build reads version {MANIFEST_VERSION})",
+                    m.version
+                ),
+            });
+        }
+        Ok(m)
+    }
+
+    /// Writes `DIR/manifest.json` atomically (temporary file, fsync, rename).
+    pub fn write(&self, dir: &Path) -> Result<()> {
+        use std::io::Write;
+        let path = dir.join(bufpool::disk::MANIFEST_FILE);
+        let tmp = dir.join(format!("{}.tmp", bufpool::disk::MANIFEST_FILE));
+        let mut text = serde_json::to_vec_pretty(self).map_err(|e| Error::Manifest {
+            path: path.clone(),
+            why: e.to_string(),
+        })?;
+        text.push(b'\n');
+        let mut f = std::fs::File::create(&tmp).map_err(io(&tmp, "create"))?;
+        f.write_all(&text).map_err(io(&tmp, "write"))?;
+        f.sync_all().map_err(io(&tmp, "fsync"))?;
+        std::fs::rename(&tmp, &path).map_err(io(&path, "rename into place"))?;
+        Ok(())
+    }
+}

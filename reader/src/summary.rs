@@ -1,0 +1,100 @@
+//! Per-process information and totals of a trace directory, computed from the chunks
+//! themselves (what the final manifest holds).
+
+use crate::error::Result;
+use crate::manifest::{ProcessInfo, Totals};
+use crate::tracedir::TraceDir;
+use bufpool::format::{Kind, Meta, ProcReason};
+use bufpool::layout::FLAG_SALVAGED;
+use std::collections::BTreeMap;
+
+/// What [`summarize`] found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// One per process, ordered by pid then start time.
+    pub processes: Vec<ProcessInfo>,
+    /// Totals.
+    pub totals: Totals,
+    /// The first decode error met, if any (the rest of that sub-buffer is not counted).
+    pub first_decode_error: Option<String>,
+}
+
+/// Decodes every saved sub-buffer once and counts.
+pub fn summarize(trace: &TraceDir) -> Result<Summary> {
+    let mut procs: BTreeMap<(u32, u64), ProcessInfo> = BTreeMap::new();
+    let mut s = Summary::default();
+    for key in trace.threads().collect::<Vec<_>>() {
+        let p = procs
+            .entry((key.pid, key.start_ticks))
+            .or_insert_with(|| ProcessInfo {
+                pid: key.pid,
+                start_ticks: key.start_ticks,
+                origin: "unknown".into(),
+                ..Default::default()
+            });
+        p.threads.push(key.tid);
+        s.totals.threads += 1;
+        for c in trace.chunks(key) {
+            let c = c?;
+            s.totals.subbufs += 1;
+            p.subbufs += 1;
+            if c.info.flags & FLAG_SALVAGED != 0 {
+                s.totals.salvaged += 1;
+            }
+            p.bytes += c.data.len() as u64;
+            p.lost += c.info.lost_before;
+            for e in c.entries() {
+                let e = match e {
+                    Ok(e) => e,
+                    Err(err) => {
+                        s.totals.undecodable += 1;
+                        s.first_decode_error.get_or_insert_with(|| err.to_string());
+                        break;
+                    }
+                };
+                match e.kind {
+                    Kind::Lost => {}
+                    k if k.is_meta() => {
+                        p.meta_records += 1;
+                        if let Ok(Some(Meta::Proc(r))) = e.meta() {
+                            if p.origin == "unknown" {
+                                p.origin = match r.reason {
+                                    ProcReason::Start => "start",
+                                    ProcReason::Fork => "fork",
+                                    ProcReason::Exec => "exec",
+                                }
+                                .into();
+                                p.ppid = r.ppid;
+                            } else if r.reason == ProcReason::Exec {
+                                p.execs += 1;
+                            }
+                            if r.reason == ProcReason::Exec && p.origin == "exec" && p.execs == 0 {
+                                // The first record seen was already an exec's.
+                                p.execs = 1;
+                            }
+                            p.exe = String::from_utf8_lossy(&r.exe).into_owned();
+                            p.argv = r
+                                .argv
+                                .iter()
+                                .map(|a| String::from_utf8_lossy(a).into_owned())
+                                .collect();
+                        }
+                    }
+                    _ => p.entries += 1,
+                }
+            }
+        }
+    }
+    for p in procs.values_mut() {
+        p.threads.sort_unstable();
+        p.threads.dedup();
+        s.totals.entries += p.entries;
+        s.totals.meta_records += p.meta_records;
+        s.totals.bytes += p.bytes;
+        s.totals.lost += p.lost;
+    }
+    s.totals.processes = procs.len() as u64;
+    s.totals.duplicates = trace.duplicates();
+    s.processes = procs.into_values().collect();
+    Ok(s)
+}

@@ -1,0 +1,317 @@
+//! Reading a trace directory back: the manifest, and every saved sub-buffer grouped per
+//! thread, in order, each exactly once.
+//!
+//! [`TraceDir::open`] reads the manifest, then streams every chunk file once, checking
+//! each record (magic, lengths, CRC-32) and keeping only an index in memory: where each
+//! record is, and its [`SubBufInfo`]. Records are deduplicated by (pid, start time, tid,
+//! seq, first TSC) — a reader killed between saving a sub-buffer and releasing it makes it
+//! be saved twice — and ordered per thread by first TSC, then seq (a thread's seq starts
+//! again at 0 when its process execs). [`TraceDir::chunks`] then reads one thread's
+//! records on demand, checking them again.
+
+use crate::error::{io, Error, Result};
+use crate::manifest::Manifest;
+use bufpool::disk::{self, RECORD_FIXED_SIZE};
+use bufpool::format::{Decoder, EntryRef};
+use bufpool::{Calibration, SubBufInfo};
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::io::{BufReader, Read};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Identity of one traced thread: pid, process start time (so a recycled pid is another
+/// process) and tid. Ordered by pid, then start time, then tid.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ThreadKey {
+    /// Process id.
+    pub pid: u32,
+    /// Process start time in clock ticks.
+    pub start_ticks: u64,
+    /// Thread id.
+    pub tid: u32,
+}
+
+impl ThreadKey {
+    /// The key of a saved sub-buffer.
+    pub fn of(info: &SubBufInfo) -> ThreadKey {
+        ThreadKey {
+            pid: info.pid,
+            start_ticks: info.owner_start_ticks,
+            tid: info.tid,
+        }
+    }
+}
+
+/// Where one record is.
+#[derive(Clone, Copy, Debug)]
+struct RecordLoc {
+    file: u32,
+    offset: u64,
+    info: SubBufInfo,
+}
+
+/// One saved sub-buffer: its header and its entries.
+#[derive(Clone, Debug)]
+pub struct Chunk {
+    /// The sub-buffer header, as it was in the pool.
+    pub info: SubBufInfo,
+    /// The entries (`info.bytes_used` bytes).
+    pub data: Vec<u8>,
+    /// The chunk file it was read from.
+    pub path: Arc<PathBuf>,
+    /// Offset of the first data byte in that file.
+    pub data_offset: u64,
+}
+
+impl Chunk {
+    /// Decodes the entries. A decode error names the chunk file and the file offset of
+    /// the bad entry; iteration stops after it.
+    pub fn entries(&self) -> impl Iterator<Item = Result<EntryRef<'_>>> + '_ {
+        Decoder::with_base(&self.data, self.data_offset).map(move |r| {
+            r.map_err(|err| Error::Decode {
+                path: self.path.as_ref().clone(),
+                err,
+            })
+        })
+    }
+}
+
+/// An open trace directory.
+pub struct TraceDir {
+    dir: PathBuf,
+    manifest: Manifest,
+    files: Vec<(Arc<PathBuf>, File)>,
+    threads: BTreeMap<ThreadKey, Vec<RecordLoc>>,
+    records: u64,
+    duplicates: u64,
+}
+
+impl std::fmt::Debug for TraceDir {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TraceDir")
+            .field("dir", &self.dir)
+            .field("files", &self.files.len())
+            .field("threads", &self.threads.len())
+            .field("records", &self.records)
+            .finish()
+    }
+}
+
+/// The chunk files of a trace directory, sorted by name.
+pub fn chunk_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    let cdir = dir.join(disk::CHUNK_DIR);
+    let rd = match std::fs::read_dir(&cdir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io(&cdir, "list")(e)),
+    };
+    let mut v = Vec::new();
+    for ent in rd {
+        let ent = ent.map_err(io(&cdir, "list"))?;
+        let p = ent.path();
+        if p.extension().is_some_and(|e| e == disk::CHUNK_EXT) {
+            v.push(p);
+        }
+    }
+    v.sort();
+    Ok(v)
+}
+
+/// Streams the records of one chunk file, checking each, and calls `f` with its offset,
+/// info and data. Stops at the first damaged record with an error naming the file.
+pub fn scan_chunk_file(
+    path: &Path,
+    mut f: impl FnMut(u64, &SubBufInfo, &[u8]) -> Result<()>,
+) -> Result<()> {
+    let file = File::open(path).map_err(io(path, "open"))?;
+    let len = file.metadata().map_err(io(path, "stat"))?.len();
+    let mut r = BufReader::with_capacity(1 << 20, file);
+    let chunk_err = |err| Error::Chunk {
+        path: path.to_path_buf(),
+        err,
+    };
+    let mut head = vec![0u8; disk::CHUNK_HEADER_SIZE.min(len as usize)];
+    r.read_exact(&mut head).map_err(io(path, "read"))?;
+    disk::parse_chunk_header(&head).map_err(chunk_err)?;
+    let mut off = disk::CHUNK_HEADER_SIZE as u64;
+    let mut fixed = [0u8; RECORD_FIXED_SIZE];
+    let mut data = Vec::new();
+    while off < len {
+        let left = len - off;
+        let n = (left as usize).min(RECORD_FIXED_SIZE);
+        r.read_exact(&mut fixed[..n]).map_err(io(path, "read"))?;
+        let (h, info) = disk::parse_record_fixed(&fixed[..n], off, left).map_err(chunk_err)?;
+        data.resize(h.data_len as usize, 0);
+        r.read_exact(&mut data).map_err(io(path, "read"))?;
+        disk::check_record(&h, &info, &data, off).map_err(chunk_err)?;
+        f(off, &info, &data)?;
+        off += (RECORD_FIXED_SIZE + data.len()) as u64;
+    }
+    Ok(())
+}
+
+fn dedup_key(i: &SubBufInfo) -> (u32, u64, u32, u64, u64) {
+    (i.pid, i.owner_start_ticks, i.tid, i.seq, i.first_tsc)
+}
+
+impl TraceDir {
+    /// Opens a trace directory: reads the manifest and checks and indexes every chunk.
+    pub fn open(dir: impl AsRef<Path>) -> Result<TraceDir> {
+        let dir = dir.as_ref().to_path_buf();
+        match std::fs::metadata(&dir) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => {
+                return Err(Error::NotATrace {
+                    path: dir,
+                    why: "not a directory".into(),
+                })
+            }
+            Err(e) => return Err(io(&dir, "open trace directory")(e)),
+        }
+        let manifest = Manifest::read(&dir)?;
+        Self::index(dir, manifest)
+    }
+
+    /// Indexes the chunks of `dir` under a given manifest (used by a reader that has
+    /// not written the final manifest yet).
+    pub fn index(dir: PathBuf, manifest: Manifest) -> Result<TraceDir> {
+        let mut files = Vec::new();
+        let mut seen: HashMap<(u32, u64, u32, u64, u64), usize> = HashMap::new();
+        let mut threads: BTreeMap<ThreadKey, Vec<RecordLoc>> = BTreeMap::new();
+        let mut records = 0u64;
+        let mut duplicates = 0u64;
+        for path in chunk_files(&dir)? {
+            let fi = files.len() as u32;
+            scan_chunk_file(&path, |offset, info, _| {
+                records += 1;
+                let key = ThreadKey::of(info);
+                let list = threads.entry(key).or_default();
+                let loc = RecordLoc {
+                    file: fi,
+                    offset,
+                    info: *info,
+                };
+                match seen.get(&dedup_key(info)) {
+                    Some(&idx) => {
+                        duplicates += 1;
+                        // Keep the fuller copy (they are normally identical).
+                        if list[idx].info.bytes_used < info.bytes_used {
+                            list[idx] = loc;
+                        }
+                    }
+                    None => {
+                        seen.insert(dedup_key(info), list.len());
+                        list.push(loc);
+                    }
+                }
+                Ok(())
+            })?;
+            let f = File::open(&path).map_err(io(&path, "open"))?;
+            files.push((Arc::new(path), f));
+        }
+        for list in threads.values_mut() {
+            list.sort_by_key(|l| (l.info.first_tsc, l.info.seq));
+        }
+        Ok(TraceDir {
+            dir,
+            manifest,
+            files,
+            threads,
+            records,
+            duplicates,
+        })
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The manifest.
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    /// The pool's TSC calibration (to convert entry timestamps to wall-clock time).
+    pub fn calibration(&self) -> Calibration {
+        self.manifest.calibration()
+    }
+
+    /// Every thread that saved at least one sub-buffer, ordered by pid, start time, tid.
+    pub fn threads(&self) -> impl Iterator<Item = ThreadKey> + '_ {
+        self.threads.keys().copied()
+    }
+
+    /// Distinct pids in the trace, ascending.
+    pub fn pids(&self) -> Vec<u32> {
+        let mut v: Vec<u32> = self.threads.keys().map(|k| k.pid).collect();
+        v.dedup();
+        v
+    }
+
+    /// The headers of one thread's sub-buffers, in order (no data read).
+    pub fn infos(&self, key: ThreadKey) -> impl Iterator<Item = &SubBufInfo> + '_ {
+        self.threads
+            .get(&key)
+            .into_iter()
+            .flat_map(|l| l.iter().map(|r| &r.info))
+    }
+
+    /// Records read (duplicates included).
+    pub fn records(&self) -> u64 {
+        self.records
+    }
+
+    /// Duplicate records skipped.
+    pub fn duplicates(&self) -> u64 {
+        self.duplicates
+    }
+
+    /// One thread's sub-buffers, in order, each once, read from disk on demand.
+    pub fn chunks(&self, key: ThreadKey) -> impl Iterator<Item = Result<Chunk>> + '_ {
+        self.threads
+            .get(&key)
+            .into_iter()
+            .flat_map(|l| l.iter())
+            .map(move |loc| self.read(loc))
+    }
+
+    /// Every entry of one thread, in order. Errors name the file and offset.
+    pub fn for_each_entry(
+        &self,
+        key: ThreadKey,
+        mut f: impl FnMut(&Chunk, EntryRef<'_>) -> Result<()>,
+    ) -> Result<()> {
+        for c in self.chunks(key) {
+            let c = c?;
+            for e in c.entries() {
+                f(&c, e?)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn read(&self, loc: &RecordLoc) -> Result<Chunk> {
+        let (path, file) = &self.files[loc.file as usize];
+        let mut buf = vec![0u8; RECORD_FIXED_SIZE + loc.info.bytes_used as usize];
+        file.read_exact_at(&mut buf, loc.offset)
+            .map_err(io(path.as_ref(), "read"))?;
+        let chunk_err = |err| Error::Chunk {
+            path: path.as_ref().clone(),
+            err,
+        };
+        let (h, info) =
+            disk::parse_record_fixed(&buf[..RECORD_FIXED_SIZE], loc.offset, buf.len() as u64)
+                .map_err(chunk_err)?;
+        let data = buf.split_off(RECORD_FIXED_SIZE);
+        disk::check_record(&h, &info, &data, loc.offset).map_err(chunk_err)?;
+        Ok(Chunk {
+            info,
+            data,
+            path: path.clone(),
+            data_offset: loc.offset + RECORD_FIXED_SIZE as u64,
+        })
+    }
+}
