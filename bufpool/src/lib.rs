@@ -38,6 +38,7 @@ pub mod consumer;
 pub mod disk;
 pub mod error;
 pub mod format;
+pub mod inject;
 pub mod layout;
 pub mod pool;
 pub mod salvage;

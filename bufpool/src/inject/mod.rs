@@ -1,0 +1,463 @@
+//! Fault injection: the rule language, and the allocation-free matcher `libtrace.so` runs
+//! on every wrapped call.
+//!
+//! A *rule* (a SPEC) says which calls to disturb and how:
+//! `FUNC[|FUNC…]:EFFECT[,KEY=VALUE…]`, e.g. `recv:short=3,nth=17`,
+//! `read:errno=ECONNRESET,peer-port=7000,after=600,count=1`,
+//! `send|write:delay=20ms,prob=0.05,seed=7`. The full grammar, every effect and every
+//! key are in [`spec`]; the semantics of a match are below.
+//!
+//! # Using it from the command line side (`culprit record --inject SPEC`)
+//!
+//! Validate every SPEC before starting the program, then pass them all through one
+//! environment variable, [`INJECT_ENV`]:
+//!
+//! ```
+//! use bufpool::inject::{parse_spec, encode_env, INJECT_ENV};
+//! let specs = ["recv:short=3,nth=17", "send|write:delay=20ms,prob=0.05,seed=7"];
+//! for s in &specs {
+//!     // On error: `e` names the column and what was expected; `e.caret(s)` draws it.
+//!     parse_spec(s).map_err(|e| format!("--inject {s:?}: {e}\n{}", e.caret(s))).unwrap();
+//! }
+//! let value = encode_env(&specs).unwrap();            // rules separated by '\n'
+//! # let mut cmd = std::process::Command::new("true");
+//! cmd.env(INJECT_ENV, &value);
+//!
+//! let err = parse_spec("recv:shrt=3").unwrap_err();
+//! assert_eq!(err.column, 6);
+//! assert_eq!(err.to_string(), "column 6: expected an effect: short=N, errno=NAME, eof, \
+//!            corrupt=N, delay=DURATION or close, found `shrt`");
+//! ```
+//!
+//! Rules are separated by newlines ([`RULE_SEPARATOR`]) because a newline is the one
+//! character a rule can never contain; empty lines are ignored. A rule's *index* (0-based,
+//! in the order given) identifies it in the trace: the `inject` option of the affected
+//! `LibExit` entry and the `rule` field of [`crate::format::InjectRecord`].
+//!
+//! # Using it inside the traced process (`libtrace.so`)
+//!
+//! At load time (allocation is fine there): [`RuleSet::from_env_value`], then
+//! [`RuleSet::bind`] with [`ProcessInfo::current`] — this evaluates the process filters
+//! (`pid=`, `exe=`, `argv=`) once. In a forked child call [`RuleSet::on_fork`] (per-process
+//! counters restart, `pid=` is re-evaluated). On each wrapped call:
+//!
+//! ```no_run
+//! # use bufpool::inject::{RuleSet, FdPorts, Effect};
+//! # use bufpool::format::LibFn;
+//! # let rules: RuleSet = RuleSet::from_env_value("recv:short=3").unwrap();
+//! # let fd = 3;
+//! if rules.wants(LibFn::Recv) {                         // one bitmap load
+//!     if let Some(hit) = rules.check(LibFn::Recv, &mut FdPorts::new(fd)) {
+//!         match hit.effect { Effect::Short(n) => { /* call recv with min(n, len) */ }
+//!                            _ => { /* … */ } }
+//!         // record hit.rule / hit.spec with encode_inject(), and set the LibExit
+//!         // entry's `inject` option to hit.rule.
+//!     }
+//! }
+//! ```
+//!
+//! [`RuleSet::check`] never allocates, locks or blocks, and makes a `getsockname` /
+//! `getpeername` system call only when a rule for that function has a port key
+//! ([`FdPorts`] asks lazily and caches).
+//!
+//! # Semantics of a match
+//!
+//! For each rule, in order, a call *matches* when its function is one of the rule's,
+//! the process passes the process filters, and the socket passes the port filters
+//! (a socket without a port — UNIX, or unconnected for `peer-port` — never passes a port
+//! filter). Every matching call increments the rule's per-process counter `c`
+//! (1, 2, 3, …). The call is *eligible* when `c == nth` (if given), `c > after` (if given),
+//! and, if `prob=P` is given, the `c`-th output of a splitmix64 stream seeded with `seed`
+//! is below `P · 2^64`. An eligible call is injected if fewer than `count` injections were
+//! made by this rule in this process (`count=0`, the default, means no limit). One effect
+//! per call: the first rule that injects wins; later rules still count the call but do
+//! not use up their `count`.
+//!
+//! Hence determinism: the decision for a call depends only on the SPEC, the seed and how
+//! many matching calls the process made before it — the same program doing the same
+//! calls gets the same injections, run after run. (Threads of one process share the
+//! counters; with several threads racing for the same function, "the n-th call" is the
+//! n-th in the order the counter was reached.)
+//!
+//! # Effects
+//!
+//! See [`Effect`] for exactly what each does to the call and which functions it applies to
+//! (`short`, `close` to receives and sends; `eof`, `corrupt` to receives; `errno` and
+//! `delay` also to socket setup and event-wait calls).
+
+mod errno;
+mod process;
+mod record;
+pub mod spec;
+
+pub use errno::{errno_from_name, errno_name, ERRNO_NAMES};
+pub use process::{glob_match, ProcessInfo};
+pub use record::{corrupt_bytes, encode_inject, sleep_ns, InjectEvent};
+pub use spec::{parse_spec, Effect, FnSet, Spec, SpecError, KEYS, RECEIVE_FNS, SEND_FNS};
+
+use crate::format::LibFn;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+
+/// The environment variable that carries the rules into traced processes.
+pub const INJECT_ENV: &str = "CULPRIT_INJECT";
+
+/// Separates rules in the value of [`INJECT_ENV`].
+pub const RULE_SEPARATOR: char = '\n';
+
+/// Validates every SPEC and joins them into one [`INJECT_ENV`] value. The error of the
+/// first bad SPEC has `line` set to its 1-based position.
+pub fn encode_env<S: AsRef<str>>(specs: &[S]) -> Result<String, SpecError> {
+    let mut out = String::new();
+    for (i, s) in specs.iter().enumerate() {
+        let s = s.as_ref();
+        parse_spec(s).map_err(|e| SpecError {
+            line: Some(i + 1),
+            ..e
+        })?;
+        if i > 0 {
+            out.push(RULE_SEPARATOR);
+        }
+        out.push_str(s);
+    }
+    Ok(out)
+}
+
+/// Parses an [`INJECT_ENV`] value: one rule per line, empty lines ignored. Errors carry the
+/// 1-based line.
+pub fn parse_rules(value: &str) -> Result<Vec<Spec>, SpecError> {
+    value
+        .split(RULE_SEPARATOR)
+        .enumerate()
+        .filter(|(_, l)| !l.is_empty())
+        .map(|(i, l)| {
+            parse_spec(l).map_err(|e| SpecError {
+                line: Some(i + 1),
+                ..e
+            })
+        })
+        .collect()
+}
+
+impl SpecError {
+    /// Two lines for a terminal: the rule, and a caret under the error's column.
+    pub fn caret(&self, rule: &str) -> String {
+        format!("  {rule}\n  {}^", " ".repeat(self.column.saturating_sub(1)))
+    }
+}
+
+/// Where the port filters get a call's ports from. Asked only when a rule that could
+/// inject into this call has a port key; an implementation should cache its answers.
+pub trait PortSource {
+    /// The local port of the call's socket (`None`: no port — UNIX socket, not a socket).
+    fn local_port(&mut self) -> Option<u16>;
+    /// The peer port of the call's socket (`None`: not connected or no port).
+    fn peer_port(&mut self) -> Option<u16>;
+}
+
+/// For calls without a socket: every port filter fails.
+pub struct NoPorts;
+
+impl PortSource for NoPorts {
+    fn local_port(&mut self) -> Option<u16> {
+        None
+    }
+    fn peer_port(&mut self) -> Option<u16> {
+        None
+    }
+}
+
+/// Known ports (for tests, or when the caller already has them).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct KnownPorts {
+    /// Local port.
+    pub local: Option<u16>,
+    /// Peer port.
+    pub peer: Option<u16>,
+}
+
+impl PortSource for KnownPorts {
+    fn local_port(&mut self) -> Option<u16> {
+        self.local
+    }
+    fn peer_port(&mut self) -> Option<u16> {
+        self.peer
+    }
+}
+
+/// Ports of a descriptor, asked of the kernel on first use with raw `getsockname` /
+/// `getpeername` system calls (errno preserved, no allocation) and cached.
+pub struct FdPorts {
+    fd: i32,
+    local: Option<Option<u16>>,
+    peer: Option<Option<u16>>,
+}
+
+impl FdPorts {
+    /// Ports of `fd`, not yet asked.
+    pub fn new(fd: i32) -> FdPorts {
+        FdPorts {
+            fd,
+            local: None,
+            peer: None,
+        }
+    }
+
+    fn ask(fd: i32, nr: libc::c_long) -> Option<u16> {
+        let _e = crate::sys::ErrnoGuard::new();
+        // SAFETY: sockaddr_storage is plain data; all zeroes is a valid value.
+        let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+        // SAFETY: `ss` and `len` are valid and writable, `len` gives the size of `ss`;
+        // getsockname/getpeername write at most `len` bytes and have no other effect.
+        let r = unsafe {
+            libc::syscall(
+                nr,
+                fd,
+                &mut ss as *mut libc::sockaddr_storage,
+                &mut len as *mut libc::socklen_t,
+            )
+        };
+        if r != 0 {
+            return None;
+        }
+        match ss.ss_family as i32 {
+            libc::AF_INET | libc::AF_INET6 => {
+                // SAFETY: for both families the port is the big-endian u16 at offset 2
+                // (sin_port / sin6_port), inside the storage.
+                let raw = unsafe { *(((&ss) as *const _ as *const u8).add(2) as *const [u8; 2]) };
+                Some(u16::from_be_bytes(raw))
+            }
+            _ => None,
+        }
+    }
+}
+
+impl PortSource for FdPorts {
+    fn local_port(&mut self) -> Option<u16> {
+        let fd = self.fd;
+        *self
+            .local
+            .get_or_insert_with(|| FdPorts::ask(fd, libc::SYS_getsockname))
+    }
+    fn peer_port(&mut self) -> Option<u16> {
+        let fd = self.fd;
+        *self
+            .peer
+            .get_or_insert_with(|| FdPorts::ask(fd, libc::SYS_getpeername))
+    }
+}
+
+/// A rule with its per-process state: fixed size, updated with atomics only.
+#[derive(Debug)]
+pub struct Rule {
+    spec: Spec,
+    index: u32,
+    funcs: FnSet,
+    /// exe= and argv= matched (evaluated once per process image by [`RuleSet::bind`]).
+    image_match: AtomicBool,
+    /// All process filters pass in this process (image_match and pid=).
+    applies: AtomicBool,
+    /// Matching calls seen in this process (the `c` of the module docs).
+    seen: AtomicU64,
+    /// Injections made in this process.
+    fired: AtomicU64,
+}
+
+impl Rule {
+    fn new(spec: Spec, index: u32) -> Rule {
+        let mut funcs = FnSet::EMPTY;
+        for &f in &spec.funcs {
+            funcs.insert(f);
+        }
+        Rule {
+            spec,
+            index,
+            funcs,
+            image_match: AtomicBool::new(false),
+            applies: AtomicBool::new(false),
+            seen: AtomicU64::new(0),
+            fired: AtomicU64::new(0),
+        }
+    }
+
+    /// The parsed SPEC.
+    pub fn spec(&self) -> &Spec {
+        &self.spec
+    }
+
+    /// The rule's index (0-based, in the order given).
+    pub fn index(&self) -> u32 {
+        self.index
+    }
+
+    /// Whether the process filters pass in this process.
+    pub fn applies(&self) -> bool {
+        self.applies.load(Relaxed)
+    }
+
+    /// Matching calls seen so far in this process.
+    pub fn seen(&self) -> u64 {
+        self.seen.load(Relaxed)
+    }
+
+    /// Injections made so far in this process.
+    pub fn fired(&self) -> u64 {
+        self.fired.load(Relaxed)
+    }
+
+    fn ports_pass<P: PortSource + ?Sized>(&self, ports: &mut P) -> bool {
+        if let Some(want) = self.spec.local_port {
+            if ports.local_port() != Some(want) {
+                return false;
+            }
+        }
+        if let Some(want) = self.spec.peer_port {
+            if ports.peer_port() != Some(want) {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Counts a matching call; its number when it is eligible (nth, after, prob).
+    fn count_and_test(&self) -> Option<u64> {
+        // Relaxed: the counter only has to hand out each number once; nothing else is
+        // published through it.
+        let c = self.seen.fetch_add(1, Relaxed).wrapping_add(1);
+        if self.spec.nth.is_some_and(|n| c != n) || self.spec.after.is_some_and(|a| c <= a) {
+            return None;
+        }
+        if let Some(t) = self.spec.prob_threshold {
+            if t != u64::MAX && splitmix64_nth(self.spec.seed, c) >= t {
+                return None;
+            }
+        }
+        Some(c)
+    }
+
+    /// Takes one injection from the `count` budget.
+    fn take_budget(&self) -> bool {
+        if self.spec.count == 0 {
+            self.fired.fetch_add(1, Relaxed);
+            return true;
+        }
+        // Relaxed CAS loop: the budget is a standalone counter.
+        self.fired
+            .fetch_update(Relaxed, Relaxed, |f| (f < self.spec.count).then_some(f + 1))
+            .is_ok()
+    }
+}
+
+/// The `n`-th output (1-based) of splitmix64 seeded with `seed`.
+#[inline]
+pub fn splitmix64_nth(seed: u64, n: u64) -> u64 {
+    let mut z = seed.wrapping_add(n.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// A decision to inject into one call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hit<'a> {
+    /// Index of the rule (0-based).
+    pub rule: u32,
+    /// What to do.
+    pub effect: Effect,
+    /// The rule's text, for the trace record.
+    pub spec: &'a str,
+    /// The call's number among the rule's matching calls in this process (1-based).
+    pub call: u64,
+}
+
+/// Every rule in force in a process. Immutable after [`RuleSet::bind`] except for the
+/// per-rule atomics, so it can live in a `static` and be shared by all threads.
+#[derive(Debug)]
+pub struct RuleSet {
+    rules: Vec<Rule>,
+    wanted: FnSet,
+}
+
+impl RuleSet {
+    /// Rules from parsed SPECs (index = position). Nothing applies until [`RuleSet::bind`].
+    pub fn new(specs: Vec<Spec>) -> RuleSet {
+        let rules: Vec<Rule> = specs
+            .into_iter()
+            .enumerate()
+            .map(|(i, s)| Rule::new(s, i as u32))
+            .collect();
+        let mut wanted = FnSet::EMPTY;
+        for r in &rules {
+            wanted.union_with(&r.funcs);
+        }
+        RuleSet { rules, wanted }
+    }
+
+    /// Parses an [`INJECT_ENV`] value (see [`parse_rules`]).
+    pub fn from_env_value(value: &str) -> Result<RuleSet, SpecError> {
+        Ok(RuleSet::new(parse_rules(value)?))
+    }
+
+    /// The rules, by index.
+    pub fn rules(&self) -> &[Rule] {
+        &self.rules
+    }
+
+    /// True when there are no rules.
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+
+    /// Evaluates the process filters for this process and resets every counter.
+    pub fn bind(&self, p: &ProcessInfo) {
+        for r in &self.rules {
+            let s = &r.spec;
+            let image = s.exe.as_deref().map_or(true, |pat| p.exe_matches(pat))
+                && s.argv.as_deref().map_or(true, |pat| p.argv_matches(pat));
+            r.image_match.store(image, Relaxed);
+        }
+        self.on_fork(p.pid);
+    }
+
+    /// In a forked child (`pid` is the child's): counters restart at zero and `pid=` is
+    /// evaluated again; `exe=`/`argv=` keep their result (the image did not change).
+    pub fn on_fork(&self, pid: u32) {
+        for r in &self.rules {
+            let ok = r.image_match.load(Relaxed) && r.spec.pid.map_or(true, |want| want == pid);
+            r.seen.store(0, Relaxed);
+            r.fired.store(0, Relaxed);
+            r.applies.store(ok, Relaxed);
+        }
+    }
+
+    /// Fast pre-check: could any rule concern `f`? One load from a bitmap.
+    #[inline(always)]
+    pub fn wants(&self, f: LibFn) -> bool {
+        self.wanted.contains(f)
+    }
+
+    /// Counts the call against every rule it matches and returns the injection to make,
+    /// if any. Never allocates or blocks; asks `ports` only for rules with port keys.
+    pub fn check<P: PortSource + ?Sized>(&self, f: LibFn, ports: &mut P) -> Option<Hit<'_>> {
+        let mut hit = None;
+        for r in &self.rules {
+            if !r.funcs.contains(f) || !r.applies.load(Relaxed) || !r.ports_pass(ports) {
+                continue;
+            }
+            if let Some(call) = r.count_and_test() {
+                if hit.is_none() && r.take_budget() {
+                    hit = Some(Hit {
+                        rule: r.index,
+                        effect: r.spec.effect,
+                        spec: &r.spec.text,
+                        call,
+                    });
+                }
+            }
+        }
+        hit
+    }
+}
+
+#[cfg(test)]
+mod tests;
