@@ -1,0 +1,100 @@
+"""culprit_trace — Culprit's Python tracing shim.
+
+Records every Python call, return and exception, and every call of a C function
+(builtin) from Python, into the shared-memory pool of ``libtrace.so`` (Culprit's
+``LD_PRELOAD`` library), from every thread, with a C profile callback
+(``PyEval_SetProfile``) that does no string work per event.
+
+Two ways in:
+
+* ``culprit record -- python3 prog.py ARGS…``: the ``culprit_trace.pth`` start-up hook
+  installed with the package sees ``CULPRIT_POOL`` and libtrace's symbols and starts
+  tracing before ``prog.py`` runs — in every Python process of the job, including
+  children of ``subprocess``, ``multiprocessing`` (fork and spawn) and ``os.fork``.
+* ``python3 -m culprit_trace prog.py ARGS…`` / ``python3 -m culprit_trace -m module ARGS…``:
+  runs the program under tracing (re-executing the interpreter with ``LD_PRELOAD`` if
+  libtrace.so is not loaded yet).
+
+Library use::
+
+    import culprit_trace
+    if culprit_trace.start():       # False: libtrace.so not loaded, nothing recorded
+        ...
+"""
+
+__all__ = ["start", "stop", "available", "active", "flush", "backend"]
+
+_native_error = None
+try:
+    from . import _native
+except ImportError as e:  # pragma: no cover - depends on the build
+    _native = None
+    _native_error = e
+
+_started = False
+_backend = None
+
+
+def backend():
+    """'native', 'python' (the pure-Python fallback) or None if not started."""
+    return _backend
+
+
+def available():
+    """True if libtrace.so's C ABI is present in this process."""
+    if _native is not None:
+        return _native.available()
+    from . import _fallback
+    return _fallback.available()
+
+
+def start():
+    """Starts tracing in this process: the calling thread now, every thread started
+    later through ``_thread``/``threading``. Returns False (and records nothing) if
+    libtrace.so is not loaded. Idempotent."""
+    global _started, _backend
+    if _started:
+        return True
+    import sys
+    import _thread
+    if _native is not None:
+        if not _native.available():
+            return False
+        _native.start()
+        _native.wrap_threads(_thread, sys.modules.get("threading"))
+        _backend = "native"
+    else:
+        from . import _fallback
+        if not _fallback.available():
+            return False
+        sys.stderr.write("culprit_trace: the C extension cannot be loaded (%s); using the "
+                         "pure-Python fallback (slower)\n" % (_native_error,))
+        _fallback.start()
+        _backend = "python"
+    _started = True
+    return True
+
+
+def stop():
+    """Stops tracing on the calling thread (other threads keep their callback)."""
+    if _backend == "native":
+        _native.stop()
+    elif _backend == "python":
+        from . import _fallback
+        _fallback.stop()
+
+
+def active():
+    """True if the calling thread is being traced."""
+    if _backend == "native":
+        return _native.active()
+    if _backend == "python":
+        from . import _fallback
+        return _fallback.active()
+    return False
+
+
+def flush():
+    """Publishes the calling thread's current sub-buffer so readers see it now."""
+    if _native is not None:
+        _native.flush()

@@ -1,0 +1,741 @@
+/*
+ * culprit_trace._native — the C profile callback of Culprit's Python shim.
+ *
+ * What it records (entry kinds of bufpool::format::Kind, through libtrace.so's C ABI in
+ * tracer-preload/include/culprit.h, resolved with dlsym(RTLD_DEFAULT) so this module
+ * loads — and stays inert — when libtrace.so is not preloaded):
+ *
+ *   PyTrace_CALL        PyCall    caller = py_site(calling code index, its f_lasti in
+ *                                 2-byte units), callee = code index
+ *   PyTrace_RETURN      PyReturn  callee = code index, aux = 0
+ *     (exception exit)  PyExc     caller = exception-type index (0: unknown, see below),
+ *                                 callee = code index; then PyReturn with aux = 1
+ *   PyTrace_C_CALL      PyCCall   caller = py_site(current frame), callee = builtin index
+ *   PyTrace_C_RETURN    PyCReturn callee = builtin index, aux = 0
+ *   PyTrace_C_EXCEPTION PyCReturn callee = builtin index, aux = 1
+ *
+ * Indices. A code object's index lives in its PEP 523 co_extra slot (a pointer to a
+ * CodeInfo), so the per-event lookup is two loads and a compare: no hashing, no string
+ * work. Builtins are keyed by their PyMethodDef (the bound-method object CPython passes
+ * for a method descriptor call is a fresh temporary each time, its PyMethodDef is not)
+ * in a small open-addressing table. The first time an index is used in a process its
+ * name (`module.qualname`), file and first line are recorded with culprit_emit_code;
+ * after fork the child records them again, lazily, before its first use (CodeInfo
+ * remembers the pid it was recorded in).
+ *
+ * Balance. Every thread keeps a depth count in its ThreadState (the profile object
+ * CPython hands back to the callback, so it costs no TLS lookup). A return whose call
+ * happened before tracing started on that thread (the frames of the shim or of site.py
+ * that were already running) is not recorded: every recorded return has a recorded call.
+ *
+ * Exceptions. CPython 3.11's profile API reports a frame left by an exception as a
+ * PyTrace_RETURN with arg == NULL and hides the in-flight exception from the profiler
+ * (call_trace_protected fetches it before calling us). The frame and the fact are
+ * recorded (PyExc, then PyReturn aux = 1); the exception type is recorded as index 0
+ * ("unknown") — getting it would need PyEval_SetTrace, whose per-line cost and clash
+ * with debuggers and coverage tools this shim avoids.
+ *
+ * Never disturb the host: the callback always returns 0 (a nonzero return would raise
+ * into the program and uninstall the profiler), saves and restores any pending
+ * exception around the slow paths, and clears errors of its own.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <frameobject.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+#define CULPRIT_PY311 1
+#include "internal/pycore_frame.h"
+/* Mirrors the private _PyCodeObjectExtra of Objects/codeobject.c (3.6–3.11). */
+typedef struct {
+    Py_ssize_t ce_size;
+    void *ce_extras[1];
+} culprit_code_extra;
+#else
+#define CULPRIT_PY311 0
+#endif
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#define CULPRIT_HAVE_TSC 1
+#else
+#define CULPRIT_HAVE_TSC 0
+#endif
+
+#include "culprit.h" /* tracer-preload/include, see setup.py */
+
+enum {
+    K_PYCALL = 0x03,
+    K_PYRETURN = 0x04,
+    K_PYEXC = 0x05,
+    K_PYCCALL = 0x06,
+    K_PYCRETURN = 0x07,
+};
+enum { CK_CODE = 0, CK_BUILTIN = 1, CK_EXCTYPE = 2 };
+
+/* ---- libtrace.so symbols (NULL when not preloaded) ------------------------------- */
+
+static struct {
+    int *global_enabled;
+    struct culprit_thread *(*thread_state)(void);
+    int (*append_slow)(struct culprit_writer *, const void *, size_t);
+    void (*emit_call)(uint8_t, uint64_t, uint64_t);
+    void (*emit_return)(uint8_t, uint64_t, uint16_t);
+    void (*emit_code)(uint32_t, uint8_t, uint32_t, const char *, size_t, const char *, size_t);
+    void (*flush_thread)(void);
+    int (*enabled)(void);
+    int found;      /* all of the above resolved */
+    int fast;       /* inline append allowed (thread_state + append_slow + TSC) */
+} lt;
+
+static void resolve_libtrace(void) {
+    if (lt.found) return;
+    lt.global_enabled = (int *)dlsym(RTLD_DEFAULT, "culprit_global_enabled");
+    lt.thread_state = (struct culprit_thread * (*)(void)) dlsym(RTLD_DEFAULT, "culprit_thread_state");
+    lt.append_slow = (int (*)(struct culprit_writer *, const void *, size_t))dlsym(RTLD_DEFAULT, "culprit_append_slow");
+    lt.emit_call = (void (*)(uint8_t, uint64_t, uint64_t))dlsym(RTLD_DEFAULT, "culprit_emit_call");
+    lt.emit_return = (void (*)(uint8_t, uint64_t, uint16_t))dlsym(RTLD_DEFAULT, "culprit_emit_return");
+    lt.emit_code = (void (*)(uint32_t, uint8_t, uint32_t, const char *, size_t, const char *, size_t))dlsym(
+        RTLD_DEFAULT, "culprit_emit_code");
+    lt.flush_thread = (void (*)(void))dlsym(RTLD_DEFAULT, "culprit_flush_thread");
+    lt.enabled = (int (*)(void))dlsym(RTLD_DEFAULT, "culprit_enabled");
+    lt.found = lt.emit_call && lt.emit_return && lt.emit_code && lt.flush_thread && lt.enabled;
+    const char *nofast = getenv("CULPRIT_PY_NOFAST");
+    lt.fast = lt.found && CULPRIT_HAVE_TSC && lt.global_enabled && lt.thread_state && lt.append_slow &&
+              !(nofast && nofast[0] == '1');
+}
+
+/* ---- per-thread state: the profile object ---------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    struct culprit_thread *ct; /* this thread's libtrace state (stable: initial-exec TLS) */
+    long long depth;           /* recorded calls minus recorded returns */
+    unsigned long long events; /* events seen (statistics) */
+} ThreadState;
+
+static PyTypeObject ThreadStateType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "culprit_trace._native.ThreadState",
+    .tp_basicsize = sizeof(ThreadState),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Per-thread state of the Culprit profile callback.",
+    .tp_new = NULL,
+};
+
+/* ---- appending entries ------------------------------------------------------------ */
+
+#if CULPRIT_HAVE_TSC
+/* Appends one encoded entry straight into the thread's sub-buffer (bufpool's writer
+ * protocol: bounds check, copy, advance, Release store of the committed length), or
+ * hands it to libtrace's slow path. `busy` is raised meanwhile so a signal handler
+ * that traces on this thread drops its entry instead of interleaving with ours. */
+static inline void append_fast(struct culprit_thread *t, const uint8_t *e, size_t n) {
+    struct culprit_writer *w = &t->w;
+    t->busy = 1;
+    if (w->cur != NULL && (size_t)(w->end - w->cur) >= n) {
+        memcpy(w->cur, e, n);
+        w->cur += n;
+        /* Release: pairs with the Acquire load of `used` by a salvager / reader. */
+        __atomic_store_n(w->used, (uint32_t)(w->cur - w->start), __ATOMIC_RELEASE);
+    } else {
+        lt.append_slow(w, e, n);
+    }
+    t->busy = 0;
+}
+#endif
+
+static inline int fast_ok(ThreadState *st) {
+    struct culprit_thread *t = st->ct;
+    return t != NULL && t->status == 1 && t->busy == 0 &&
+           __atomic_load_n(lt.global_enabled, __ATOMIC_RELAXED) != 0;
+}
+
+static inline void put48(uint8_t *p, uint64_t v) {
+    uint64_t x = v & ((1ULL << 48) - 1);
+    memcpy(p, &x, 6); /* little-endian target */
+}
+
+static inline void emit_call(ThreadState *st, uint8_t kind, uint64_t caller, uint64_t callee) {
+#if CULPRIT_HAVE_TSC
+    if (lt.fast && fast_ok(st)) {
+        uint8_t e[24];
+        uint64_t head = ((uint64_t)__rdtsc() << 8) | kind;
+        memcpy(e, &head, 8);
+        put48(e + 8, caller);
+        put48(e + 14, callee);
+        append_fast(st->ct, e, 20);
+        return;
+    }
+#endif
+    (void)st;
+    lt.emit_call(kind, caller, callee);
+}
+
+static inline void emit_return(ThreadState *st, uint8_t kind, uint64_t callee, uint16_t aux) {
+#if CULPRIT_HAVE_TSC
+    if (lt.fast && fast_ok(st)) {
+        uint8_t e[16];
+        uint64_t head = ((uint64_t)__rdtsc() << 8) | kind;
+        memcpy(e, &head, 8);
+        put48(e + 8, callee);
+        memcpy(e + 14, &aux, 2);
+        append_fast(st->ct, e, 16);
+        return;
+    }
+#endif
+    (void)st;
+    lt.emit_return(kind, callee, aux);
+}
+
+/* ---- the index table -------------------------------------------------------------- */
+
+typedef struct {
+    uint32_t index;
+    uint32_t first_line;
+    pid_t recorded_pid; /* process whose trace holds the code record; 0 = none yet */
+    uint8_t kind;
+    char *name;
+    size_t name_len;
+    char *file;
+    size_t file_len;
+} CodeInfo;
+
+static uint32_t g_next_index = 1; /* 0 is reserved: "unknown" */
+static Py_ssize_t g_extra_index = -1;
+static pid_t g_pid;
+static uint64_t g_codes_recorded;
+
+static void record_info(CodeInfo *ci) {
+    if (lt.emit_code) lt.emit_code(ci->index, ci->kind, ci->first_line, ci->name, ci->name_len, ci->file, ci->file_len);
+    ci->recorded_pid = g_pid;
+    g_codes_recorded++;
+}
+
+static char *dup_utf8(PyObject *s, size_t *len) {
+    Py_ssize_t n = 0;
+    const char *p = NULL;
+    if (s != NULL && PyUnicode_Check(s)) p = PyUnicode_AsUTF8AndSize(s, &n);
+    if (p == NULL) {
+        PyErr_Clear();
+        p = "?";
+        n = 1;
+    }
+    char *r = PyMem_RawMalloc((size_t)n + 1);
+    if (r == NULL) {
+        *len = 0;
+        return NULL;
+    }
+    memcpy(r, p, (size_t)n);
+    r[n] = 0;
+    *len = (size_t)n;
+    return r;
+}
+
+static CodeInfo *new_info(uint8_t kind, PyObject *name, PyObject *file, uint32_t first_line) {
+    CodeInfo *ci = PyMem_RawCalloc(1, sizeof(CodeInfo));
+    if (ci == NULL) return NULL;
+    ci->index = g_next_index++;
+    ci->kind = kind;
+    ci->first_line = first_line;
+    ci->name = dup_utf8(name, &ci->name_len);
+    ci->file = file ? dup_utf8(file, &ci->file_len) : NULL;
+    return ci;
+}
+
+/* Slow path of code_index: first sight of `co` (or first use in this process). */
+static uint32_t code_index_slow(PyCodeObject *co, PyObject *globals, CodeInfo *ci) {
+    if (ci == NULL) {
+        PyObject *et, *ev, *tb;
+        PyErr_Fetch(&et, &ev, &tb);
+        PyObject *mod = NULL;
+        if (globals != NULL && PyDict_Check(globals)) mod = PyDict_GetItemString(globals, "__name__");
+        PyObject *full;
+        if (mod != NULL && PyUnicode_Check(mod))
+            full = PyUnicode_FromFormat("%U.%U", mod, co->co_qualname);
+        else
+            full = PyUnicode_FromFormat("?.%U", co->co_qualname);
+        if (full == NULL) PyErr_Clear();
+        ci = new_info(CK_CODE, full ? full : co->co_qualname, co->co_filename, (uint32_t)co->co_firstlineno);
+        Py_XDECREF(full);
+        if (ci != NULL && _PyCode_SetExtra((PyObject *)co, g_extra_index, ci) != 0) {
+            PyErr_Clear(); /* keep the index for this event; the next sight allocates again */
+        }
+        PyErr_Restore(et, ev, tb);
+        if (ci == NULL) return 0;
+    }
+    record_info(ci);
+    return ci->index;
+}
+
+static inline uint32_t code_index(PyCodeObject *co, PyObject *globals) {
+    void *p = NULL;
+#if CULPRIT_PY311
+    culprit_code_extra *ex = (culprit_code_extra *)co->co_extra;
+    if (ex != NULL && g_extra_index < ex->ce_size) p = ex->ce_extras[g_extra_index];
+#else
+    if (_PyCode_GetExtra((PyObject *)co, g_extra_index, &p) != 0) {
+        PyErr_Clear();
+        p = NULL;
+    }
+#endif
+    CodeInfo *ci = (CodeInfo *)p;
+    if (ci != NULL && ci->recorded_pid == g_pid) return ci->index;
+    return code_index_slow(co, globals, ci);
+}
+
+/* Builtins: PyMethodDef* -> CodeInfo*, open addressing, grows at 1/2 load. */
+typedef struct {
+    const void *key;
+    CodeInfo *ci;
+} BEntry;
+static BEntry *g_btab;
+static size_t g_bcap, g_bcount;
+
+static inline size_t bhash(const void *k) {
+    uint64_t x = (uint64_t)(uintptr_t)k;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    return (size_t)x;
+}
+
+static int btab_put(const void *k, CodeInfo *ci) {
+    if ((g_bcount + 1) * 2 > g_bcap) {
+        size_t ncap = g_bcap ? g_bcap * 2 : 256;
+        BEntry *n = PyMem_RawCalloc(ncap, sizeof(BEntry));
+        if (n == NULL) return -1;
+        for (size_t i = 0; i < g_bcap; i++) {
+            if (g_btab[i].key == NULL) continue;
+            size_t j = bhash(g_btab[i].key) & (ncap - 1);
+            while (n[j].key != NULL) j = (j + 1) & (ncap - 1);
+            n[j] = g_btab[i];
+        }
+        PyMem_RawFree(g_btab);
+        g_btab = n;
+        g_bcap = ncap;
+    }
+    size_t j = bhash(k) & (g_bcap - 1);
+    while (g_btab[j].key != NULL) j = (j + 1) & (g_bcap - 1);
+    g_btab[j].key = k;
+    g_btab[j].ci = ci;
+    g_bcount++;
+    return 0;
+}
+
+static inline CodeInfo *btab_get(const void *k) {
+    if (g_bcap == 0) return NULL;
+    size_t j = bhash(k) & (g_bcap - 1);
+    for (;;) {
+        if (g_btab[j].key == k) return g_btab[j].ci;
+        if (g_btab[j].key == NULL) return NULL;
+        j = (j + 1) & (g_bcap - 1);
+    }
+}
+
+/* The type among type(self)'s MRO whose tp_methods holds `ml` (the defining class), so a
+ * method inherited by a Python subclass is named after the C type that defines it:
+ * socket.socket(...).recv -> `_socket.socket.recv`. */
+static PyTypeObject *defining_type(PyObject *self, PyMethodDef *ml) {
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject *mro = tp->tp_mro;
+    if (mro != NULL && PyTuple_Check(mro)) {
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro); i++) {
+            PyTypeObject *t = (PyTypeObject *)PyTuple_GET_ITEM(mro, i);
+            for (PyMethodDef *m = t->tp_methods; m != NULL && m->ml_name != NULL; m++)
+                if (m == ml) return t;
+        }
+        /* Not in any tp_methods (heap types built from specs copy nothing, but e.g.
+         * methods added later): first type whose dict has a descriptor for it. */
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro); i++) {
+            PyTypeObject *t = (PyTypeObject *)PyTuple_GET_ITEM(mro, i);
+            PyObject *d = t->tp_dict ? PyDict_GetItemString(t->tp_dict, ml->ml_name) : NULL;
+            if (d != NULL && Py_IS_TYPE(d, &PyMethodDescr_Type) && ((PyMethodDescrObject *)d)->d_method == ml)
+                return t;
+        }
+    }
+    return tp;
+}
+
+/* `module.qualname` of a type: `_socket.socket`, `builtins.list`. */
+static PyObject *type_fullname(PyTypeObject *t) {
+    PyObject *mod = PyObject_GetAttrString((PyObject *)t, "__module__");
+    PyObject *qn = PyType_GetQualName(t);
+    PyObject *r = NULL;
+    if (mod != NULL && PyUnicode_Check(mod) && qn != NULL)
+        r = PyUnicode_FromFormat("%U.%U", mod, qn);
+    else if (qn != NULL)
+        r = PyUnicode_FromFormat("%U", qn);
+    PyErr_Clear();
+    Py_XDECREF(mod);
+    Py_XDECREF(qn);
+    return r;
+}
+
+static PyObject *builtin_name(PyObject *func) {
+    PyObject *r = NULL;
+    if (PyCFunction_Check(func)) {
+        PyCFunctionObject *f = (PyCFunctionObject *)func;
+        PyMethodDef *ml = f->m_ml;
+        PyObject *self = f->m_self;
+        if (self != NULL && !PyModule_Check(self)) {
+            PyTypeObject *t = PyType_Check(self) && (ml->ml_flags & METH_CLASS) ? (PyTypeObject *)self
+                              : PyType_Check(self) && (ml->ml_flags & METH_STATIC) ? (PyTypeObject *)self
+                                                                                 : NULL;
+            if (t == NULL) t = defining_type(self, ml);
+            PyObject *tn = type_fullname(t);
+            if (tn != NULL) r = PyUnicode_FromFormat("%U.%s", tn, ml->ml_name);
+            Py_XDECREF(tn);
+        } else {
+            PyObject *mod = f->m_module;
+            if (mod != NULL && PyUnicode_Check(mod))
+                r = PyUnicode_FromFormat("%U.%s", mod, ml->ml_name);
+            else if (self != NULL && PyModule_Check(self)) {
+                const char *mn = PyModule_GetName(self);
+                if (mn != NULL) r = PyUnicode_FromFormat("%s.%s", mn, ml->ml_name);
+            } else
+                r = PyUnicode_FromFormat("builtins.%s", ml->ml_name);
+        }
+    } else {
+        PyObject *tn = type_fullname(Py_TYPE(func));
+        if (tn != NULL) r = PyUnicode_FromFormat("%U.__call__", tn);
+        Py_XDECREF(tn);
+    }
+    PyErr_Clear();
+    return r;
+}
+
+static uint32_t builtin_index_slow(const void *key, PyObject *func, CodeInfo *ci) {
+    if (ci == NULL) {
+        PyObject *et, *ev, *tb;
+        PyErr_Fetch(&et, &ev, &tb);
+        PyObject *name = builtin_name(func);
+        ci = new_info(CK_BUILTIN, name, NULL, 0);
+        Py_XDECREF(name);
+        if (ci != NULL && btab_put(key, ci) != 0) { /* keep going: recorded again next time */
+        }
+        PyErr_Clear();
+        PyErr_Restore(et, ev, tb);
+        if (ci == NULL) return 0;
+    }
+    record_info(ci);
+    return ci->index;
+}
+
+static inline uint32_t builtin_index(PyObject *func) {
+    const void *key = PyCFunction_Check(func) ? (const void *)((PyCFunctionObject *)func)->m_ml
+                                              : (const void *)Py_TYPE(func);
+    CodeInfo *ci = btab_get(key);
+    if (ci != NULL && ci->recorded_pid == g_pid) return ci->index;
+    return builtin_index_slow(key, func, ci);
+}
+
+/* ---- frames ----------------------------------------------------------------------- */
+
+#if CULPRIT_PY311
+static inline int frame_incomplete(_PyInterpreterFrame *f) {
+    return f->owner != FRAME_OWNED_BY_GENERATOR && f->prev_instr < _PyCode_CODE(f->f_code) + f->f_code->_co_firsttraceable;
+}
+
+/* py_site of an interpreter frame: its code index and the offset (2-byte units) of the
+ * instruction it is executing. */
+static inline uint64_t site_of(_PyInterpreterFrame *f) {
+    uint32_t ci = code_index(f->f_code, f->f_globals);
+    int lasti = _PyInterpreterFrame_LASTI(f);
+    uint32_t units = lasti < 0 ? 0 : (uint32_t)lasti;
+    return ((uint64_t)ci << 16) | (units > 0xffff ? 0xffff : units);
+}
+#else
+static uint64_t site_of_frame(PyFrameObject *f) {
+    PyCodeObject *co = PyFrame_GetCode(f);
+    PyObject *g = PyFrame_GetGlobals(f);
+    uint32_t ci = code_index(co, g);
+    int lasti = PyFrame_GetLasti(f);
+    Py_DECREF(co);
+    Py_XDECREF(g);
+    uint32_t units = lasti < 0 ? 0 : (uint32_t)lasti / 2;
+    return ((uint64_t)ci << 16) | (units > 0xffff ? 0xffff : units);
+}
+#endif
+
+/* ---- the callback ----------------------------------------------------------------- */
+
+static int profile_cb(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg) {
+    ThreadState *st = (ThreadState *)obj;
+    st->events++;
+    if (lt.global_enabled != NULL && !__atomic_load_n(lt.global_enabled, __ATOMIC_RELAXED)) return 0;
+#if CULPRIT_PY311
+    _PyInterpreterFrame *f = frame->f_frame;
+#endif
+    switch (what) {
+    case PyTrace_CALL: {
+        uint64_t site = 0;
+#if CULPRIT_PY311
+        uint32_t callee = code_index(f->f_code, f->f_globals);
+        _PyInterpreterFrame *p = f->previous;
+        while (p != NULL && frame_incomplete(p)) p = p->previous;
+        if (p != NULL) site = site_of(p);
+#else
+        PyCodeObject *co = PyFrame_GetCode(frame);
+        PyObject *g = PyFrame_GetGlobals(frame);
+        uint32_t callee = code_index(co, g);
+        Py_DECREF(co);
+        Py_XDECREF(g);
+        PyFrameObject *back = PyFrame_GetBack(frame);
+        if (back != NULL) {
+            site = site_of_frame(back);
+            Py_DECREF(back);
+        }
+#endif
+        st->depth++;
+        emit_call(st, K_PYCALL, site, callee);
+        break;
+    }
+    case PyTrace_RETURN: {
+        if (st->depth <= 0) return 0; /* its call was not recorded */
+        st->depth--;
+#if CULPRIT_PY311
+        uint32_t callee = code_index(f->f_code, f->f_globals);
+#else
+        PyCodeObject *co = PyFrame_GetCode(frame);
+        PyObject *g = PyFrame_GetGlobals(frame);
+        uint32_t callee = code_index(co, g);
+        Py_DECREF(co);
+        Py_XDECREF(g);
+#endif
+        if (arg == NULL) {
+            emit_call(st, K_PYEXC, 0, callee);
+            emit_return(st, K_PYRETURN, callee, 1);
+        } else {
+            emit_return(st, K_PYRETURN, callee, 0);
+        }
+        break;
+    }
+    case PyTrace_C_CALL: {
+        if (arg == NULL) return 0;
+        uint32_t callee = builtin_index(arg);
+#if CULPRIT_PY311
+        uint64_t site = frame_incomplete(f) ? 0 : site_of(f);
+#else
+        uint64_t site = site_of_frame(frame);
+#endif
+        st->depth++;
+        emit_call(st, K_PYCCALL, site, callee);
+        break;
+    }
+    case PyTrace_C_RETURN:
+    case PyTrace_C_EXCEPTION: {
+        if (arg == NULL || st->depth <= 0) return 0;
+        st->depth--;
+        uint32_t callee = builtin_index(arg);
+        emit_return(st, K_PYCRETURN, callee, what == PyTrace_C_EXCEPTION ? 1 : 0);
+        break;
+    }
+    default:
+        break;
+    }
+    return 0;
+}
+
+
+/* ---- threads ------------------------------------------------------------------------
+ * CPython 3.11 has no PyEval_SetProfileAllThreads: a new thread gets the callback from
+ * _thread.start_new_thread, which the shim replaces by start_new_thread below. It runs
+ * the thread's function through thread_entry, which installs the callback first and
+ * then reports an escaping exception exactly as _thread's own runner does. */
+
+static PyObject *g_orig_start_new_thread; /* the real _thread.start_new_thread */
+static PyObject *g_thread_entry;          /* thread_entry as a callable */
+
+static PyObject *m_start(PyObject *self, PyObject *noargs);
+
+static PyObject *thread_entry(PyObject *self, PyObject *args) {
+    PyObject *func, *fargs, *fkw = NULL;
+    if (!PyArg_ParseTuple(args, "OO|O", &func, &fargs, &fkw)) return NULL;
+    PyObject *r = m_start(NULL, NULL);
+    if (r == NULL) PyErr_Clear(); /* run the thread untraced rather than not at all */
+    Py_XDECREF(r);
+    PyObject *res = PyObject_Call(func, fargs, fkw);
+    if (res == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_SystemExit))
+            PyErr_Clear();
+        else
+            _PyErr_WriteUnraisableMsg("in thread started by", func);
+        Py_RETURN_NONE;
+    }
+    Py_DECREF(res);
+    Py_RETURN_NONE;
+}
+
+static PyObject *start_new_thread(PyObject *self, PyObject *args) {
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    if (g_orig_start_new_thread == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "culprit_trace: _thread not wrapped");
+        return NULL;
+    }
+    /* Anything unusual goes to the real function unchanged, so errors read the same. */
+    if ((n != 2 && n != 3) || !PyTuple_Check(PyTuple_GET_ITEM(args, 1)) ||
+        (n == 3 && !PyDict_Check(PyTuple_GET_ITEM(args, 2))) || !PyCallable_Check(PyTuple_GET_ITEM(args, 0)))
+        return PyObject_Call(g_orig_start_new_thread, args, NULL);
+    PyObject *inner = n == 2 ? PyTuple_Pack(2, PyTuple_GET_ITEM(args, 0), PyTuple_GET_ITEM(args, 1))
+                             : PyTuple_Pack(3, PyTuple_GET_ITEM(args, 0), PyTuple_GET_ITEM(args, 1),
+                                            PyTuple_GET_ITEM(args, 2));
+    if (inner == NULL) return NULL;
+    PyObject *r = PyObject_CallFunctionObjArgs(g_orig_start_new_thread, g_thread_entry, inner, NULL);
+    Py_DECREF(inner);
+    return r;
+}
+
+static PyMethodDef thread_entry_def = {"thread_entry", thread_entry, METH_VARARGS,
+                                       "Runs a new thread's function with the profile callback installed."};
+static PyMethodDef start_new_thread_def = {
+    "start_new_thread", start_new_thread, METH_VARARGS,
+    "start_new_thread(function, args[, kwargs])\n\n_thread.start_new_thread, with Culprit's profile callback "
+    "installed in the new thread."};
+
+PyDoc_STRVAR(wrap_threads_doc,
+             "wrap_threads(_thread_module, threading_module_or_None) -> bool\n\n"
+             "Replaces _thread.start_new_thread (and start_new, and threading._start_new_thread when threading "
+             "is already imported) so that every new thread is traced. Idempotent.");
+static PyObject *m_wrap_threads(PyObject *self, PyObject *args) {
+    PyObject *thr, *threading;
+    if (!PyArg_ParseTuple(args, "OO", &thr, &threading)) return NULL;
+    if (g_orig_start_new_thread != NULL) Py_RETURN_FALSE;
+    PyObject *orig = PyObject_GetAttrString(thr, "start_new_thread");
+    if (orig == NULL) return NULL;
+    PyObject *modname = PyUnicode_FromString("_thread");
+    PyObject *snt = modname ? PyCFunction_NewEx(&start_new_thread_def, NULL, modname) : NULL;
+    PyObject *entry = PyCFunction_NewEx(&thread_entry_def, NULL, NULL);
+    Py_XDECREF(modname);
+    if (snt == NULL || entry == NULL) {
+        Py_XDECREF(snt);
+        Py_XDECREF(entry);
+        Py_DECREF(orig);
+        return NULL;
+    }
+    g_orig_start_new_thread = orig;
+    g_thread_entry = entry;
+    int rc = PyObject_SetAttrString(thr, "start_new_thread", snt);
+    if (rc == 0 && PyObject_HasAttrString(thr, "start_new")) rc = PyObject_SetAttrString(thr, "start_new", snt);
+    if (rc == 0 && threading != Py_None) {
+        PyObject *cur = PyObject_GetAttrString(threading, "_start_new_thread");
+        if (cur == NULL)
+            PyErr_Clear();
+        else {
+            if (cur == orig) rc = PyObject_SetAttrString(threading, "_start_new_thread", snt);
+            Py_DECREF(cur);
+        }
+    }
+    Py_DECREF(snt);
+    if (rc != 0) return NULL;
+    Py_RETURN_TRUE;
+}
+
+/* ---- module functions ------------------------------------------------------------- */
+
+static void after_fork_child(void) { g_pid = getpid(); }
+
+static int ensure_ready(void) {
+    resolve_libtrace();
+    if (!lt.found) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "libtrace.so is not loaded in this process (culprit_emit_call not found): "
+                        "run under `culprit record` or set LD_PRELOAD");
+        return -1;
+    }
+    if (g_extra_index < 0) {
+        g_extra_index = _PyEval_RequestCodeExtraIndex(NULL);
+        if (g_extra_index < 0) {
+            PyErr_SetString(PyExc_RuntimeError, "no PEP 523 code-extra slot left in this interpreter");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(available_doc, "available() -> bool\n\nTrue if libtrace.so's C ABI is present in this process.");
+static PyObject *m_available(PyObject *self, PyObject *noargs) {
+    resolve_libtrace();
+    return PyBool_FromLong(lt.found);
+}
+
+PyDoc_STRVAR(start_doc,
+             "start() -> bool\n\nInstalls the C profile callback on the calling thread (idempotent). "
+             "Returns False if it was already installed.");
+static PyObject *m_start(PyObject *self, PyObject *noargs) {
+    if (ensure_ready() < 0) return NULL;
+    PyThreadState *ts = PyThreadState_Get();
+    if (ts->c_profilefunc == profile_cb) Py_RETURN_FALSE;
+    ThreadState *st = PyObject_New(ThreadState, &ThreadStateType);
+    if (st == NULL) return NULL;
+    st->ct = lt.thread_state ? lt.thread_state() : NULL;
+    st->depth = 0;
+    st->events = 0;
+    PyEval_SetProfile(profile_cb, (PyObject *)st);
+    Py_DECREF(st); /* the thread state holds the reference */
+    Py_RETURN_TRUE;
+}
+
+PyDoc_STRVAR(stop_doc, "stop()\n\nRemoves the callback from the calling thread if it is installed.");
+static PyObject *m_stop(PyObject *self, PyObject *noargs) {
+    PyThreadState *ts = PyThreadState_Get();
+    if (ts->c_profilefunc == profile_cb) PyEval_SetProfile(NULL, NULL);
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(active_doc, "active() -> bool\n\nTrue if the callback is installed on the calling thread.");
+static PyObject *m_active(PyObject *self, PyObject *noargs) {
+    return PyBool_FromLong(PyThreadState_Get()->c_profilefunc == profile_cb);
+}
+
+PyDoc_STRVAR(flush_doc, "flush()\n\nPublishes the calling thread's current sub-buffer (culprit_flush_thread).");
+static PyObject *m_flush(PyObject *self, PyObject *noargs) {
+    resolve_libtrace();
+    if (lt.flush_thread) lt.flush_thread();
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(stats_doc,
+             "stats() -> dict\n\nIndices assigned, code records written, and whether the inline fast path is used.");
+static PyObject *m_stats(PyObject *self, PyObject *noargs) {
+    PyThreadState *ts = PyThreadState_Get();
+    unsigned long long ev = 0;
+    if (ts->c_profilefunc == profile_cb && ts->c_profileobj) ev = ((ThreadState *)ts->c_profileobj)->events;
+    return Py_BuildValue("{s:I,s:K,s:O,s:O,s:K}", "indices", (unsigned)(g_next_index - 1), "code_records",
+                         (unsigned long long)g_codes_recorded, "fast_path", lt.fast ? Py_True : Py_False,
+                         "libtrace", lt.found ? Py_True : Py_False, "thread_events", ev);
+}
+
+static PyMethodDef methods[] = {
+    {"available", m_available, METH_NOARGS, available_doc},
+    {"start", m_start, METH_NOARGS, start_doc},
+    {"stop", m_stop, METH_NOARGS, stop_doc},
+    {"active", m_active, METH_NOARGS, active_doc},
+    {"flush", m_flush, METH_NOARGS, flush_doc},
+    {"stats", m_stats, METH_NOARGS, stats_doc},
+    {"wrap_threads", m_wrap_threads, METH_VARARGS, wrap_threads_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef moduledef = {
+    PyModuleDef_HEAD_INIT, "culprit_trace._native",
+    "C profile callback of Culprit's Python tracing shim (see python-hook/README.md).", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__native(void) {
+    if (PyType_Ready(&ThreadStateType) < 0) return NULL;
+    static int atfork_done;
+    if (!atfork_done) {
+        g_pid = getpid();
+        pthread_atfork(NULL, NULL, after_fork_child);
+        atfork_done = 1;
+    }
+    PyObject *m = PyModule_Create(&moduledef);
+    if (m == NULL) return NULL;
+    if (PyModule_AddIntConstant(m, "PY311_INTERNALS", CULPRIT_PY311) < 0) return NULL;
+    return m;
+}
