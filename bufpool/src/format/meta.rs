@@ -181,7 +181,9 @@ impl Meta {
                 let mut n = 0usize;
                 let mut used = 0usize;
                 for a in &p.argv {
-                    if used + 2 + a.len() > room {
+                    // `bytes` keeps 2 bytes spare after each string: an entry is kept
+                    // whole (never cut) only if its prefix, bytes and that spare fit.
+                    if used + 4 + a.len() > room {
                         break;
                     }
                     used += 2 + a.len();

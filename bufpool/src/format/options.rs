@@ -273,8 +273,10 @@ impl LibOpts {
     }
 
     /// Encodes into `out` (at most [`MAX_OPTS`] bytes); returns the length written.
-    /// Options are written in tag order; one that no longer fits is left out, so the
-    /// important small ones (fd, ret, errno, len) always come first.
+    /// Options are written in a fixed priority order (fixed-size ones first, then ready
+    /// set, addresses, stack, string); variable-size ones are shortened to the room left
+    /// and one that does not fit at all is left out, so the important small ones (fd,
+    /// ret, errno, len) are always kept. Everything is kept when it fits in [`MAX_OPTS`].
     pub fn encode(&self, out: &mut [u8; MAX_OPTS]) -> usize {
         let mut w = OptWriter { out, pos: 0 };
         if let Some(v) = self.fd {
@@ -310,7 +312,7 @@ impl LibOpts {
         if let Some(r) = &self.ready {
             let mut tmp = [0u8; 2 + MAX_READY_ITEMS * 6];
             // Keep as many items as the remaining space allows; flag the rest.
-            let room = w.room().saturating_sub(3) / 6;
+            let room = w.room().saturating_sub(2) / 6;
             let n = r.items().len().min(room);
             tmp[0] = (r.truncated || n < r.items().len()) as u8;
             tmp[1] = n as u8;
@@ -323,7 +325,7 @@ impl LibOpts {
         for (tag, a) in [(OptTag::Local, &self.local), (OptTag::Peer, &self.peer)] {
             if let Some(a) = a {
                 let mut tmp = [0u8; 5 + MAX_ADDR_BYTES];
-                let n = a.bytes().len().min(w.room().saturating_sub(6));
+                let n = a.bytes().len().min(w.room().saturating_sub(5));
                 tmp[0] = (4 + n) as u8;
                 tmp[1..3].copy_from_slice(&a.family.to_le_bytes());
                 tmp[3..5].copy_from_slice(&a.port.to_le_bytes());
@@ -332,16 +334,18 @@ impl LibOpts {
             }
         }
         if self.stack_len > 0 {
-            let n = (self.stack_len as usize).min(w.room().saturating_sub(2) / 6);
+            let n = (self.stack_len as usize).min(w.room().saturating_sub(1) / 6);
             let mut tmp = [0u8; 1 + MAX_STACK * 6];
             tmp[0] = n as u8;
             for (i, f) in self.stack[..n].iter().enumerate() {
                 tmp[1 + i * 6..7 + i * 6].copy_from_slice(&f.to_le_bytes()[..6]);
             }
-            w.put(OptTag::Stack, &tmp[..1 + n * 6]);
+            if n > 0 {
+                w.put(OptTag::Stack, &tmp[..1 + n * 6]);
+            }
         }
         if let Some(s) = self.str_bytes() {
-            let n = s.len().min(w.room().saturating_sub(2));
+            let n = s.len().min(w.room().saturating_sub(1));
             let mut tmp = [0u8; 1 + MAX_STR];
             tmp[0] = n as u8;
             tmp[1..1 + n].copy_from_slice(&s[..n]);
@@ -458,8 +462,9 @@ struct OptWriter<'a> {
 }
 
 impl OptWriter<'_> {
+    /// Largest payload that still fits after a tag byte.
     fn room(&self) -> usize {
-        MAX_OPTS.saturating_sub(self.pos + 1) // one byte for the tag
+        MAX_OPTS.saturating_sub(self.pos + 1)
     }
 
     fn put(&mut self, tag: OptTag, payload: &[u8]) {
