@@ -111,7 +111,8 @@ pub fn repair(dir: &Path) -> Result<Vec<Repaired>> {
     Ok(out)
 }
 
-/// True if the chunk file's name says it belongs to a reader process that still runs.
+/// True if the chunk file's name says it belongs to another reader process that still
+/// runs.
 fn writer_alive(path: &Path) -> bool {
     let Some(pid) = path
         .file_name()
@@ -121,6 +122,8 @@ fn writer_alive(path: &Path) -> bool {
     else {
         return false;
     };
-    pid == std::process::id()
-        || bufpool::sys::proc_stat(pid).is_some_and(|(state, _, _)| state != b'Z' && state != b'X')
+    // Files of this very process were written by an earlier, finished run (a run
+    // repairs before its own drain threads start).
+    pid != std::process::id()
+        && bufpool::sys::proc_stat(pid).is_some_and(|(state, _, _)| state != b'Z' && state != b'X')
 }

@@ -176,6 +176,7 @@ pub fn run(
         w.sync()?;
     }
     let left_owned = pool.slots().census()[State::Owned as usize];
+    let unreported = pool.shared().lost_unreported.load(Ordering::Relaxed);
     finish(
         dir,
         manifest,
@@ -183,9 +184,11 @@ pub fn run(
         saved.into_inner(),
         salvage,
         left_owned,
+        unreported,
     )
 }
 
+#[allow(clippy::too_many_arguments)]
 fn finish(
     dir: &Path,
     mut manifest: Manifest,
@@ -193,11 +196,14 @@ fn finish(
     saved: u64,
     salvage: SalvageReport,
     left_owned: usize,
+    lost_unreported: u64,
 ) -> Result<ReaderReport> {
     let trace = TraceDir::index(dir.to_path_buf(), manifest.clone())?;
     let summary = summarize(&trace)?;
     manifest.processes = summary.processes.clone();
     manifest.totals = summary.totals.clone();
+    manifest.totals.lost_unreported = lost_unreported;
+    manifest.totals.lost += lost_unreported;
     manifest.end_unix_ns = Some(now_ns());
     manifest.complete = true;
     manifest.write(dir)?;

@@ -149,8 +149,11 @@ pub struct Totals {
     pub meta_records: u64,
     /// Bytes of entry data.
     pub bytes: u64,
-    /// Entries dropped because the pool was full.
+    /// Entries dropped because the pool was full (including `lost_unreported`).
     pub lost: u64,
+    /// Of `lost`, drops no thread could write a marker for (counted in the pool header).
+    #[serde(default)]
+    pub lost_unreported: u64,
     /// Sub-buffers found saved twice (a reader died between saving and releasing).
     pub duplicates: u64,
     /// Records whose entries could not all be decoded.

@@ -1,0 +1,193 @@
+//! A damaged trace directory gives an error naming the file and the problem (and the
+//! byte offset inside a chunk file), never a panic or garbage.
+
+use bufpool::format::{encode_fn, Kind};
+use bufpool::{Pool, PoolConfig, WriterState};
+use reader::{ReaderOptions, TraceDir};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+/// A complete trace directory with a few sub-buffers in one chunk file.
+fn good_trace(tmp: &Path) -> (PathBuf, PathBuf) {
+    let pool = Pool::create(
+        tmp.join("pool"),
+        &PoolConfig {
+            n_subbufs: 8,
+            subbuf_size: 8192,
+            calibration: Duration::from_millis(1),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let me = pool.holder();
+    let mut w = WriterState::new();
+    w.attach(
+        &pool,
+        me.pid,
+        bufpool::sys::proc_stat(me.pid).unwrap().2,
+        bufpool::sys::gettid(),
+    );
+    for i in 0..1000 {
+        w.append(&pool, encode_fn(Kind::FnEnter, i, i, 0x4000).as_bytes());
+    }
+    w.flush(&pool, 0);
+    let out = tmp.join("trace");
+    let opts = ReaderOptions {
+        workers: 1,
+        ..Default::default()
+    };
+    reader::run(&pool, &out, &opts, &AtomicBool::new(true)).unwrap();
+    let files = reader::tracedir::chunk_files(&out).unwrap();
+    assert_eq!(files.len(), 1);
+    (out, files[0].clone())
+}
+
+fn open_err(dir: &Path) -> String {
+    let e = TraceDir::open(dir).unwrap_err();
+    format!("{e}")
+}
+
+fn count_entries(dir: &Path) -> usize {
+    let t = TraceDir::open(dir).unwrap();
+    let mut n = 0;
+    for k in t.threads().collect::<Vec<_>>() {
+        t.for_each_entry(k, |_, _| {
+            n += 1;
+            Ok(())
+        })
+        .unwrap();
+    }
+    n
+}
+
+#[test]
+fn the_good_trace_reads_back() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, _) = good_trace(tmp.path());
+    assert_eq!(count_entries(&dir), 1000);
+}
+
+#[test]
+fn a_truncated_chunk_is_reported_with_file_and_offset() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, chunk) = good_trace(tmp.path());
+    let len = std::fs::metadata(&chunk).unwrap().len();
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&chunk)
+        .unwrap();
+    f.set_len(len - 100).unwrap();
+    let e = open_err(&dir);
+    assert!(e.contains(&chunk.display().to_string()), "{e}");
+    assert!(
+        e.contains("record truncated") && e.contains("at byte offset"),
+        "{e}"
+    );
+    // A reader resuming the directory cuts the torn tail; what is left reads back.
+    let cut = reader::repair(&dir).unwrap();
+    assert_eq!(cut.len(), 1);
+    assert!(cut[0].new_len < len - 100);
+    let n = count_entries(&dir);
+    assert!(n > 0 && n < 1000, "{n}");
+}
+
+#[test]
+fn a_flipped_byte_is_a_checksum_error_and_is_not_cut_away() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, chunk) = good_trace(tmp.path());
+    let mut b = std::fs::read(&chunk).unwrap();
+    let at = bufpool::disk::CHUNK_HEADER_SIZE + bufpool::disk::RECORD_FIXED_SIZE + 5;
+    b[at] ^= 0x40;
+    std::fs::write(&chunk, &b).unwrap();
+    let e = open_err(&dir);
+    assert!(e.contains(&chunk.display().to_string()), "{e}");
+    assert!(
+        e.contains("checksum mismatch")
+            && e.contains(&format!(
+                "at byte offset {}",
+                bufpool::disk::CHUNK_HEADER_SIZE
+            )),
+        "{e}"
+    );
+    // Damage that is not a torn tail is never "repaired" away.
+    assert!(reader::repair(&dir).unwrap().is_empty());
+    assert_eq!(std::fs::read(&chunk).unwrap(), b);
+}
+
+#[test]
+fn a_foreign_file_among_the_chunks_is_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, chunk) = good_trace(tmp.path());
+    let bogus = chunk.with_file_name("0-0-0.chunk");
+    std::fs::write(&bogus, b"#!/bin/sh\necho this is not a chunk file\n").unwrap();
+    let e = open_err(&dir);
+    assert!(
+        e.contains("0-0-0.chunk") && e.contains("not a Culprit chunk file"),
+        "{e}"
+    );
+}
+
+#[test]
+fn garbage_or_missing_manifests_are_clear_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, _) = good_trace(tmp.path());
+    let m = dir.join("manifest.json");
+    std::fs::write(&m, b"{\"format\": \"culprit-trace\", \"version\": ").unwrap();
+    let e = open_err(&dir);
+    assert!(
+        e.contains("manifest.json") && e.contains("bad manifest"),
+        "{e}"
+    );
+
+    std::fs::write(&m, b"\x00\xff garbage").unwrap();
+    assert!(open_err(&dir).contains("bad manifest"));
+
+    let text = serde_json::json!({"format": "something-else", "version": 1});
+    std::fs::write(&m, text.to_string()).unwrap();
+    let e = open_err(&dir);
+    assert!(e.contains("bad manifest"), "{e}");
+
+    std::fs::remove_file(&m).unwrap();
+    let e = open_err(&dir);
+    assert!(
+        e.contains("not a Culprit trace directory") && e.contains("no manifest.json"),
+        "{e}"
+    );
+
+    let e = open_err(&tmp.path().join("does-not-exist"));
+    assert!(
+        e.contains("does-not-exist") && e.contains("No such file"),
+        "{e}"
+    );
+    let e = open_err(&tmp.path().join("pool"));
+    assert!(e.contains("not a directory"), "{e}");
+}
+
+#[test]
+fn an_undecodable_entry_names_the_file_offset() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, chunk) = good_trace(tmp.path());
+    // Rewrite the first record with a bad entry type byte and a valid checksum: the
+    // chunk layer accepts it, the entry decoder reports where.
+    let b = std::fs::read(&chunk).unwrap();
+    let recs: Vec<_> = bufpool::disk::records(&b).map(|r| r.unwrap()).collect();
+    let mut out = b[..bufpool::disk::CHUNK_HEADER_SIZE].to_vec();
+    for (i, r) in recs.iter().enumerate() {
+        let mut data = r.data.to_vec();
+        if i == 0 {
+            data[20] = 0xee; // the type byte of the second entry
+        }
+        bufpool::disk::encode_record(&r.info, &data, &mut out);
+    }
+    std::fs::write(&chunk, &out).unwrap();
+    let t = TraceDir::open(&dir).unwrap();
+    let k = t.threads().next().unwrap();
+    let e = t.for_each_entry(k, |_, _| Ok(())).unwrap_err().to_string();
+    let want = bufpool::disk::CHUNK_HEADER_SIZE + bufpool::disk::RECORD_FIXED_SIZE + 20;
+    assert!(e.contains(&chunk.display().to_string()), "{e}");
+    assert!(
+        e.contains(&format!("at byte offset {want}")) && e.contains("unknown entry type 0xee"),
+        "{e}"
+    );
+}
