@@ -1,0 +1,271 @@
+/*
+ * hooks.c — the gcc -finstrument-functions hooks of libtrace.so, and the per-thread
+ * tracer state they share with the Rust side (culprit_tls).
+ *
+ * A program compiled with -finstrument-functions calls
+ *   __cyg_profile_func_enter(this_fn, call_site) / __cyg_profile_func_exit(this_fn, call_site)
+ * around every instrumented function. glibc exports no-op versions of both, so the program
+ * links without extra flags; under LD_PRELOAD=libtrace.so the definitions in libtrace.so win.
+ *
+ * The exported names (__cyg_profile_func_enter/exit, culprit_thread_state) are one-jump
+ * trampolines in Rust (gcc-hooks/src/lib.rs) to the hidden functions here: rustc's version
+ * script for a cdylib keeps only Rust-defined symbols dynamic, whatever the link arguments.
+ *
+ * Hot path (one event): a relaxed load of culprit_global_enabled, the thread's guard words,
+ * the depth counter, the filter switch, the timestamp, a bounds check, a 20- or 16-byte copy
+ * into the sub-buffer the thread holds, and a release store of the committed length.
+ * No system call, no lock, no allocation, no atomic read-modify-write, errno untouched.
+ * Only a full (or missing) sub-buffer goes to culprit_append_slow (Rust, tracer-preload).
+ *
+ * Signal safety: while an event is being appended, culprit_tls.busy is set (compiler
+ * signal fences order it against the appends), so a signal handler interrupting the
+ * append — whose own instrumented calls or wrapped libc calls would write to the same
+ * sub-buffer — records nothing instead of tearing the entry. Only events that happen in
+ * that window of a few instructions are missed.
+ *
+ * Configuration (clock mode, depth limit, exclusion table) is written once by
+ * culprit_hooks_configure() during tracer start-up, before culprit_global_enabled becomes 1;
+ * the hooks read it with relaxed loads.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "culprit.h"
+
+#define NOINSTR __attribute__((no_instrument_function))
+#define HIDDEN __attribute__((visibility("hidden")))
+#define EXPORT __attribute__((visibility("default")))
+#define LIKELY(x) __builtin_expect(!!(x), 1)
+#define UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* Entry kinds and sizes (bufpool::format). */
+#define KIND_FN_ENTER 0x01u
+#define KIND_FN_EXIT 0x02u
+#define ENTER_SIZE 20u
+#define EXIT_SIZE 16u
+#define ADDR_MASK ((UINT64_C(1) << 48) - 1)
+
+/* Defined in Rust by tracer-preload. Weak, so that any binary linking this object without
+ * the tracer (unit tests, tools) still links, and the hooks then stay disabled. */
+extern int culprit_global_enabled __attribute__((weak));
+extern int culprit_append_slow(struct culprit_writer *w, const void *entry, size_t len)
+	__attribute__((weak));
+
+/* The per-thread tracer state (see culprit.h). initial-exec: the hooks reach it with one
+ * %fs-relative access. libtrace.so is loaded at start-up (LD_PRELOAD), so its TLS is in
+ * the static TLS block. */
+HIDDEN __thread struct culprit_thread culprit_tls __attribute__((tls_model("initial-exec")));
+
+/* State private to the hooks, per thread. */
+struct hook_thread {
+	/* Sampled clock: w.cur right after this thread's last hook append (an entry written by
+	 * anybody else since — a wrapped libc call, a new sub-buffer — moves it, and then the
+	 * next hook event reads the TSC again). */
+	uint8_t *last_cur;
+	/* Sampled clock: the last timestamp written by a hook on this thread. */
+	uint64_t last_tsc;
+	/* Sampled clock: hook events left before the TSC is read again. */
+	uint32_t left;
+	/* Subtree exclusion: 0, or 1 + the depth at which an excluded subtree was entered. */
+	uint32_t mute;
+};
+static __thread struct hook_thread hk __attribute__((tls_model("initial-exec")));
+
+/* Configuration, written by culprit_hooks_configure() before recording starts. */
+static uint32_t cfg_depth_limit = UINT32_MAX; /* record events at depth < this */
+static uint32_t cfg_sample_mask;              /* 0: TSC every event; else 2^k - 1 */
+static uint32_t cfg_filters;                  /* nonzero if the exclusion table is used */
+static const uint64_t *cfg_table;             /* open-addressing set, see lookup() */
+static uint64_t cfg_table_mask;               /* capacity - 1 (capacity a power of 2) */
+
+/* Table entry: (function address << 2) | flags; 0 marks an empty slot. */
+#define EXCL_FN 1u   /* this function's own enter/exit are not recorded */
+#define EXCL_TREE 2u /* nor is anything it calls */
+
+NOINSTR static inline uint64_t hash_addr(uint64_t a)
+{
+	return (a >> 4) * UINT64_C(0x9E3779B97F4A7C15);
+}
+
+/* Flags of `fn` in the exclusion table (0 if absent). Linear probing; the table is at most
+ * half full, so a miss ends after ~1-2 probes. */
+NOINSTR static inline uint32_t lookup(uint64_t fn)
+{
+	const uint64_t *t = cfg_table;
+	uint64_t mask = cfg_table_mask;
+	uint64_t i = (hash_addr(fn) >> 32) & mask;
+	for (;;) {
+		uint64_t e = t[i];
+		if (e == 0)
+			return 0;
+		if ((e >> 2) == fn)
+			return (uint32_t)(e & 3);
+		i = (i + 1) & mask;
+	}
+}
+
+HIDDEN NOINSTR void culprit_hooks_configure(uint32_t depth_limit, uint32_t sample_shift,
+					    const uint64_t *table, uint64_t table_mask)
+{
+	cfg_depth_limit = depth_limit ? depth_limit : UINT32_MAX;
+	cfg_sample_mask = sample_shift ? ((UINT32_C(1) << sample_shift) - 1) : 0;
+	cfg_table = table;
+	cfg_table_mask = table_mask;
+	cfg_filters = table != NULL;
+}
+
+HIDDEN NOINSTR uint32_t culprit_hooks_lookup(uint64_t fn)
+{
+	return cfg_filters ? lookup(fn) : 0;
+}
+
+HIDDEN NOINSTR struct culprit_thread *culprit_hook_thread_state(void)
+{
+	return &culprit_tls;
+}
+
+NOINSTR static inline uint64_t rdtsc(void)
+{
+	return __builtin_ia32_rdtsc();
+}
+
+/* The timestamp of one hook event. */
+NOINSTR static inline uint64_t timestamp(struct culprit_thread *t)
+{
+	uint32_t m = __atomic_load_n(&cfg_sample_mask, __ATOMIC_RELAXED);
+	if (LIKELY(m == 0))
+		return rdtsc();
+	/* Sampled mode: a real reading every 2^k hook events, and whenever another entry was
+	 * written on this thread since the last hook event (a wrapped libc call such as
+	 * select or recv, where time passes); in between, last + 1 — strictly increasing,
+	 * never ahead of the true TSC (an event takes more than one cycle). */
+	if (hk.left != 0 && hk.last_cur == t->w.cur) {
+		hk.left--;
+		return ++hk.last_tsc;
+	}
+	hk.left = m;
+	hk.last_tsc = rdtsc();
+	return hk.last_tsc;
+}
+
+/* The slow path of append(): no sub-buffer held, or not enough room left in it. */
+__attribute__((noinline, cold)) NOINSTR static void append_slow(struct culprit_thread *t, uint64_t a,
+								uint64_t b, uint32_t c, uint32_t len)
+{
+	uint8_t e[ENTER_SIZE];
+	memcpy(e, &a, 8);
+	memcpy(e + 8, &b, 8);
+	memcpy(e + 16, &c, 4);
+	if (&culprit_append_slow != NULL) {
+		int saved = errno;
+		/* The slow path is the tracer itself: it runs with busy clear so that it applies
+		 * its own guard (and a signal meanwhile is its business). */
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		t->busy = 0;
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		culprit_append_slow(&t->w, e, len);
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		t->busy = 1;
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		errno = saved;
+	}
+	hk.last_cur = t->w.cur;
+}
+
+/* Appends one entry of `len` bytes (words a, b and, for 20-byte entries, c). Called with
+ * busy set. */
+NOINSTR static inline void append(struct culprit_thread *t, uint64_t a, uint64_t b, uint32_t c,
+				  uint32_t len)
+{
+	uint8_t *cur = t->w.cur;
+	if (UNLIKELY((uintptr_t)t->w.end - (uintptr_t)cur < len)) {
+		append_slow(t, a, b, c, len);
+		return;
+	}
+	/* [cur, cur + len) lies inside the sub-buffer this thread holds (checked above;
+	 * end == cur == NULL when none is held). memcpy: entries are unaligned. */
+	memcpy(cur, &a, 8);
+	memcpy(cur + 8, &b, 8);
+	if (len == ENTER_SIZE)
+		memcpy(cur + 16, &c, 4);
+	cur += len;
+	t->w.cur = cur;
+	/* Release: the entry bytes happen before a salvager's Acquire load of *used
+	 * (bufpool::salvage::repair) and before the publishing CAS of the slow path. */
+	__atomic_store_n(t->w.used, (uint32_t)(cur - t->w.start), __ATOMIC_RELEASE);
+	hk.last_cur = cur;
+}
+
+NOINSTR static inline int enabled(void)
+{
+	return &culprit_global_enabled != NULL &&
+	       __atomic_load_n(&culprit_global_enabled, __ATOMIC_RELAXED) != 0;
+}
+
+HIDDEN NOINSTR void culprit_hook_enter(void *this_fn, void *call_site)
+{
+	if (UNLIKELY(!enabled()))
+		return;
+	struct culprit_thread *t = &culprit_tls;
+	if (UNLIKELY(t->busy != 0 || t->status == 2))
+		return;
+	t->busy = 1;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	uint32_t d = t->depth++;
+	uint64_t fn = (uint64_t)(uintptr_t)this_fn;
+	if (UNLIKELY(hk.mute != 0 || d >= __atomic_load_n(&cfg_depth_limit, __ATOMIC_RELAXED)))
+		goto out;
+	if (UNLIKELY(__atomic_load_n(&cfg_filters, __ATOMIC_RELAXED) != 0)) {
+		uint32_t f = lookup(fn);
+		if (f & EXCL_TREE)
+			hk.mute = d + 1;
+		if (f)
+			goto out;
+	}
+	{
+		uint64_t site = (uint64_t)(uintptr_t)call_site & ADDR_MASK;
+		uint64_t head = (timestamp(t) << 8) | KIND_FN_ENTER;
+		/* caller u48 | callee low 16 bits, then callee bits 16..48. */
+		uint64_t b = site | (fn << 48);
+		uint32_t c = (uint32_t)((fn & ADDR_MASK) >> 16);
+		append(t, head, b, c, ENTER_SIZE);
+	}
+out:
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	t->busy = 0;
+}
+
+HIDDEN NOINSTR void culprit_hook_exit(void *this_fn, void *call_site)
+{
+	(void)call_site;
+	if (UNLIKELY(!enabled()))
+		return;
+	struct culprit_thread *t = &culprit_tls;
+	if (UNLIKELY(t->busy != 0 || t->status == 2))
+		return;
+	t->busy = 1;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	/* Saturate at 0: functions entered before recording started return after it. */
+	uint32_t d = t->depth;
+	if (LIKELY(d != 0))
+		t->depth = --d;
+	uint64_t fn = (uint64_t)(uintptr_t)this_fn;
+	if (UNLIKELY(hk.mute != 0)) {
+		if (hk.mute == d + 1)
+			hk.mute = 0;
+		goto out;
+	}
+	if (UNLIKELY(d >= __atomic_load_n(&cfg_depth_limit, __ATOMIC_RELAXED)))
+		goto out;
+	if (UNLIKELY(__atomic_load_n(&cfg_filters, __ATOMIC_RELAXED) != 0) && lookup(fn) != 0)
+		goto out;
+	{
+		uint64_t head = (timestamp(t) << 8) | KIND_FN_EXIT;
+		/* callee u48, aux u16 = 0. */
+		append(t, head, fn & ADDR_MASK, 0, EXIT_SIZE);
+	}
+out:
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	t->busy = 0;
+}
