@@ -8,6 +8,8 @@
 //! - [`tracedir`]: [`TraceDir`] — every saved sub-buffer per thread, in order, once.
 //! - [`summary`]: per-process counts and totals of a directory.
 //! - [`watch`]: whether any other process still maps the pool.
+//! - [`signals`]: stopping on SIGINT / SIGTERM.
+//! - [`tree`]: following a traced process tree (subreaper, reaping, descendants).
 //!
 //! The file layout itself is documented in `bufpool::disk`.
 //!
@@ -40,8 +42,10 @@ pub mod chunkfile;
 pub mod daemon;
 pub mod error;
 pub mod manifest;
+pub mod signals;
 pub mod summary;
 pub mod tracedir;
+pub mod tree;
 pub mod watch;
 
 pub use chunkfile::{repair, ChunkWriter, Repaired};

@@ -1,0 +1,44 @@
+//! Stopping on SIGINT / SIGTERM: a handler that only stores to atomics
+//! (async-signal-safe), read by the daemon's loops.
+
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+
+static STOP: AtomicBool = AtomicBool::new(false);
+static PENDING: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn on_signal(sig: libc::c_int) {
+    PENDING.store(sig, Ordering::SeqCst);
+    STOP.store(true, Ordering::SeqCst);
+}
+
+/// Installs the handler for `signals`. Without `SA_RESTART`, so a blocking `waitpid`
+/// returns `EINTR` and the caller sees the signal at once.
+pub fn install(signals: &[libc::c_int]) -> std::io::Result<()> {
+    for &s in signals {
+        // SAFETY: a zeroed sigaction is a valid starting point; the handler only stores
+        // to atomics, which is async-signal-safe; sigemptyset initializes the mask.
+        unsafe {
+            let mut sa: libc::sigaction = core::mem::zeroed();
+            sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+            libc::sigemptyset(&mut sa.sa_mask);
+            sa.sa_flags = 0;
+            if libc::sigaction(s, &sa, core::ptr::null_mut()) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Set once any installed signal arrived.
+pub fn stop_flag() -> &'static AtomicBool {
+    &STOP
+}
+
+/// The last signal received since the previous call, if any.
+pub fn take_pending() -> Option<libc::c_int> {
+    match PENDING.swap(0, Ordering::SeqCst) {
+        0 => None,
+        s => Some(s),
+    }
+}
