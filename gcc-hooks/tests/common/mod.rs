@@ -210,3 +210,27 @@ pub fn s(p: &Path) -> &str {
 pub fn join(dir: &Path, name: &str) -> PathBuf {
     dir.join(name)
 }
+
+/// The cargo profile directory this test was built into (`target/<profile>/`), where the
+/// workspace's `culprit` binary and `libtrace.so` are.
+pub fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current exe");
+    let deps = exe.parent().expect("deps dir");
+    deps.parent().expect("profile dir").to_path_buf()
+}
+
+/// A built artifact of the workspace, or a panic saying how to build it (the test suite
+/// runs after `cargo build --workspace`, see scripts/test.sh).
+pub fn artifact(name: &str, env: &str) -> PathBuf {
+    if let Some(p) = std::env::var_os(env) {
+        return PathBuf::from(p);
+    }
+    let p = profile_dir().join(name);
+    assert!(
+        p.is_file(),
+        "{} not found: run `cargo build --workspace` first (same profile and CARGO_TARGET_DIR), \
+         or set {env}",
+        p.display()
+    );
+    p
+}
