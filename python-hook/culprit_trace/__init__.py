@@ -24,10 +24,14 @@ Library use::
 
 __all__ = ["start", "stop", "available", "active", "flush", "backend"]
 
+import os as _os
+
 _native_error = None
 try:
+    if _os.environ.get("CULPRIT_PY_FALLBACK") == "1":
+        raise ImportError("CULPRIT_PY_FALLBACK=1")
     from . import _native
-except ImportError as e:  # pragma: no cover - depends on the build
+except ImportError as e:  # depends on the build
     _native = None
     _native_error = e
 
@@ -48,31 +52,68 @@ def available():
     return _fallback.available()
 
 
-def start():
-    """Starts tracing in this process: the calling thread now, every thread started
-    later through ``_thread``/``threading``. Returns False (and records nothing) if
-    libtrace.so is not loaded. Idempotent."""
-    global _started, _backend
-    if _started:
+def _prepare():
+    """Chooses the backend and makes every thread started from now on traced, without
+    tracing the calling thread yet. Returns False if libtrace.so is not loaded."""
+    global _backend
+    if _backend is not None:
         return True
     import sys
     import _thread
     if _native is not None:
         if not _native.available():
             return False
-        _native.start()
         _native.wrap_threads(_thread, sys.modules.get("threading"))
         _backend = "native"
+        return True
+    from . import _fallback
+    if not _fallback.available():
+        return False
+    sys.stderr.write("culprit_trace: the C extension cannot be loaded (%s); using the "
+                     "pure-Python fallback (slower, same entries)\n" % (_native_error,))
+    _fallback.wrap_threads()
+    _backend = "python"
+    return True
+
+
+def start():
+    """Starts tracing in this process: the calling thread now, every thread started
+    later through ``_thread``/``threading``. Returns False (and records nothing) if
+    libtrace.so is not loaded. Idempotent."""
+    global _started
+    if _started:
+        return True
+    if not _prepare():
+        return False
+    if _backend == "native":
+        _native.start()
     else:
         from . import _fallback
-        if not _fallback.available():
-            return False
-        sys.stderr.write("culprit_trace: the C extension cannot be loaded (%s); using the "
-                         "pure-Python fallback (slower)\n" % (_native_error,))
         _fallback.start()
-        _backend = "python"
     _started = True
     return True
+
+
+def resume():
+    """Traces the calling thread again after `call_traced` (frames already running are
+    not recorded)."""
+    if _backend == "native":
+        _native.start()
+    elif _backend == "python":
+        from . import _fallback
+        _fallback.start()
+
+
+def call_traced(func, *args):
+    """Calls ``func(*args)`` traced on the calling thread, as a root of the trace (the
+    caller's frames are not recorded), then stops tracing this thread. Used by
+    ``python3 -m culprit_trace`` to record exactly what the program does."""
+    if not _prepare():
+        raise RuntimeError("libtrace.so is not loaded")
+    if _backend == "native":
+        return _native.call_traced(func, args)
+    from . import _fallback
+    return _fallback.call_traced(func, args)
 
 
 def stop():

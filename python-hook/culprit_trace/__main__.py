@@ -53,7 +53,7 @@ def _ensure_tracing():
         if not os.environ.get("CULPRIT_POOL"):
             sys.stderr.write("culprit_trace: warning: CULPRIT_POOL is not set; libtrace.so decides "
                              "where entries go (run under `culprit record`)\n")
-        if not culprit_trace.start():
+        if not culprit_trace._prepare():
             _fail("libtrace.so is loaded but tracing could not start")
         return
     if os.environ.get(_REEXEC):
@@ -78,7 +78,8 @@ def _ensure_tracing():
 
 def _trimmed(tb):
     """The traceback without this module's frames (the program's own start at the top)."""
-    while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
+    here = os.path.dirname(os.path.abspath(__file__))
+    while tb is not None and os.path.dirname(tb.tb_frame.f_code.co_filename) == here:
         tb = tb.tb_next
     return tb
 
@@ -94,7 +95,8 @@ def _run_script(path, args):
         # Directories and zip files with a __main__.py, or errors: as runpy does them.
         import runpy
         sys.path[0] = path
-        runpy.run_path(path, run_name="__main__")
+        import culprit_trace
+        culprit_trace.call_traced(runpy.run_path, path, None, "__main__")
         return
     sys.path[0] = os.path.dirname(real)
     abspath = os.path.abspath(path)
@@ -110,13 +112,15 @@ def _run_script(path, args):
         source = f.read()
     code = compile(source, abspath, "exec", dont_inherit=True)
     del builtins, io, types, SourceFileLoader, source, f, real
-    exec(code, main.__dict__)
+    import culprit_trace
+    culprit_trace.call_traced(exec, code, main.__dict__)
 
 
 def _run_module(modname, args):
     import runpy
+    import culprit_trace
     sys.argv = [modname] + args
-    runpy._run_module_as_main(modname, alter_argv=True)
+    culprit_trace.call_traced(runpy._run_module_as_main, modname, True)
 
 
 def main():
@@ -133,18 +137,25 @@ def main():
     else:
         target = ("script", argv[0], argv[1:])
     _ensure_tracing()
+    import culprit_trace
+    # The program runs traced as a root (culprit_trace.call_traced); afterwards tracing
+    # resumes for what the interpreter does at exit (atexit handlers, thread joins), and
+    # this module's own frames are never recorded.
     try:
         if target[0] == "module":
             _run_module(target[1], target[2])
         else:
             _run_script(target[1], target[2])
-    except SystemExit:
-        raise
-    except KeyboardInterrupt:
+    except (SystemExit, KeyboardInterrupt):
+        culprit_trace.resume()
         raise
     except BaseException as e:
-        sys.excepthook(type(e), e, _trimmed(e.__traceback__))
+        tb = _trimmed(e.__traceback__)
+        e.__traceback__ = tb
+        sys.excepthook(type(e), e, tb)
+        culprit_trace.resume()
         raise SystemExit(1)
+    culprit_trace.resume()
 
 
 if __name__ == "__main__":

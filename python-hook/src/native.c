@@ -117,6 +117,8 @@ typedef struct {
     struct culprit_thread *ct; /* this thread's libtrace state (stable: initial-exec TLS) */
     long long depth;           /* recorded calls minus recorded returns */
     unsigned long long events; /* events seen (statistics) */
+    const void *boundary;      /* the frame call_traced was called from: calls made by it
+                                  are recorded as roots (site 0), as if made from C */
 } ThreadState;
 
 static PyTypeObject ThreadStateType = {
@@ -478,7 +480,7 @@ static int profile_cb(PyObject *obj, PyFrameObject *frame, int what, PyObject *a
         uint32_t callee = code_index(f->f_code, f->f_globals);
         _PyInterpreterFrame *p = f->previous;
         while (p != NULL && frame_incomplete(p)) p = p->previous;
-        if (p != NULL) site = site_of(p);
+        if (p != NULL && (const void *)p != st->boundary) site = site_of(p);
 #else
         PyCodeObject *co = PyFrame_GetCode(frame);
         PyObject *g = PyFrame_GetGlobals(frame);
@@ -486,6 +488,10 @@ static int profile_cb(PyObject *obj, PyFrameObject *frame, int what, PyObject *a
         Py_DECREF(co);
         Py_XDECREF(g);
         PyFrameObject *back = PyFrame_GetBack(frame);
+        if (back != NULL && (const void *)back == st->boundary) {
+            Py_DECREF(back);
+            back = NULL;
+        }
         if (back != NULL) {
             site = site_of_frame(back);
             Py_DECREF(back);
@@ -552,6 +558,7 @@ static PyObject *g_orig_start_new_thread; /* the real _thread.start_new_thread *
 static PyObject *g_thread_entry;          /* thread_entry as a callable */
 
 static PyObject *m_start(PyObject *self, PyObject *noargs);
+static int ensure_ready(void);
 
 static PyObject *thread_entry(PyObject *self, PyObject *args) {
     PyObject *func, *fargs, *fkw = NULL;
@@ -635,6 +642,34 @@ static PyObject *m_wrap_threads(PyObject *self, PyObject *args) {
     Py_RETURN_TRUE;
 }
 
+
+PyDoc_STRVAR(call_traced_doc,
+             "call_traced(func, args) -> result\n\n"
+             "Calls func(*args) with a fresh profile callback on the calling thread and removes it "
+             "afterwards. The frames already running (the caller's) are not recorded, and calls "
+             "made by func are roots of the trace, as when the interpreter runs a program: "
+             "`python3 -m culprit_trace prog.py` records what `python3 prog.py` would.");
+static PyObject *m_call_traced(PyObject *self, PyObject *args) {
+    PyObject *func, *fargs;
+    if (!PyArg_ParseTuple(args, "OO!", &func, &PyTuple_Type, &fargs)) return NULL;
+    if (ensure_ready() < 0) return NULL;
+    PyThreadState *ts = PyThreadState_Get();
+    if (ts->c_profilefunc == profile_cb) PyEval_SetProfile(NULL, NULL);
+    PyObject *r = m_start(NULL, NULL);
+    if (r == NULL) return NULL;
+    Py_DECREF(r);
+    ThreadState *st = (ThreadState *)ts->c_profileobj;
+#if CULPRIT_PY311
+    st->boundary = ts->cframe ? (const void *)ts->cframe->current_frame : NULL;
+#else
+    PyFrameObject *cur = PyEval_GetFrame();
+    st->boundary = cur;
+#endif
+    PyObject *res = PyObject_Call(func, fargs, NULL);
+    if (ts->c_profilefunc == profile_cb) PyEval_SetProfile(NULL, NULL);
+    return res;
+}
+
 /* ---- module functions ------------------------------------------------------------- */
 
 static void after_fork_child(void) { g_pid = getpid(); }
@@ -675,6 +710,7 @@ static PyObject *m_start(PyObject *self, PyObject *noargs) {
     st->ct = lt.thread_state ? lt.thread_state() : NULL;
     st->depth = 0;
     st->events = 0;
+    st->boundary = NULL;
     PyEval_SetProfile(profile_cb, (PyObject *)st);
     Py_DECREF(st); /* the thread state holds the reference */
     Py_RETURN_TRUE;
@@ -718,6 +754,7 @@ static PyMethodDef methods[] = {
     {"flush", m_flush, METH_NOARGS, flush_doc},
     {"stats", m_stats, METH_NOARGS, stats_doc},
     {"wrap_threads", m_wrap_threads, METH_VARARGS, wrap_threads_doc},
+    {"call_traced", m_call_traced, METH_VARARGS, call_traced_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,0 +1,596 @@
+//! The Python tracing shim (`python-hook/`, package `culprit_trace`) end to end: real
+//! Python processes — with nested calls, exceptions caught and uncaught, generators,
+//! `asyncio` coroutines, a thread, a socket, an `os.fork` child, a `subprocess` child and
+//! a `multiprocessing` spawn child — record exactly the expected events, names resolved.
+//!
+//! The shim is built from this checkout into a private *user site* (`PYTHONUSERBASE`),
+//! so its `culprit_trace.pth` start-up hook is processed exactly as after
+//! `pip install ./python-hook`, without touching the machine's site-packages.
+//!
+//! Two recording back ends run the same checks:
+//! - the stand-in libtrace (`python-hook/tests/standin.c`: the C ABI of
+//!   `tracer-preload/include/culprit.h`, writing bufpool entries into per-thread mapped
+//!   files), always;
+//! - the real `libtrace.so` with a real pool (drained with bufpool's consumer after
+//!   salvaging the dead writers' sub-buffers), when it is built.
+//!
+//! Both are decoded with bufpool's decoder. Requires `python3` (3.11) with setuptools and a C
+//! compiler.
+
+use bufpool::format::{decode_all, CodeKind, Entry, Kind, Meta};
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// A private user site holding the shim built from this checkout.
+struct Shim {
+    _dir: tempfile::TempDir,
+    userbase: PathBuf,
+}
+
+fn shim() -> &'static Shim {
+    static S: OnceLock<Shim> = OnceLock::new();
+    S.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let userbase = dir.path().join("userbase");
+        let site = Command::new("python3")
+            .env("PYTHONUSERBASE", &userbase)
+            .args(["-c", "import site; print(site.getusersitepackages())"])
+            .output()
+            .expect("run python3");
+        assert!(site.status.success(), "python3 -c site: {site:?}");
+        let site = PathBuf::from(String::from_utf8_lossy(&site.stdout).trim());
+        std::fs::create_dir_all(&site).expect("mkdir user site");
+        let tmp = dir.path().join("build-temp");
+        let out = Command::new("python3")
+            .current_dir(repo().join("python-hook"))
+            .args(["setup.py", "-q", "build_py", "--build-lib"])
+            .arg(&site)
+            .args(["build_ext", "--build-lib"])
+            .arg(&site)
+            .arg("--build-temp")
+            .arg(&tmp)
+            .output()
+            .expect("run python3 setup.py");
+        assert!(
+            out.status.success(),
+            "building culprit_trace failed:\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(site.join("culprit_trace.pth").is_file(), "the .pth hook was not built");
+        Shim {
+            _dir: dir,
+            userbase,
+        }
+    })
+}
+
+/// The stand-in libtrace, compiled once.
+fn standin() -> &'static Path {
+    static S: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
+    &S.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let so = dir.path().join("libstandin.so");
+        let out = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
+            .args(["-O2", "-shared", "-fPIC", "-pthread", "-I"])
+            .arg(repo().join("tracer-preload/include"))
+            .arg(repo().join("python-hook/tests/standin.c"))
+            .arg("-o")
+            .arg(&so)
+            .output()
+            .expect("run cc");
+        assert!(out.status.success(), "standin.c: {}", String::from_utf8_lossy(&out.stderr));
+        (dir, so)
+    })
+    .1
+}
+
+/// Decoded trace of a run: entries per (pid, tid) in order, code records per (pid, index).
+#[derive(Default)]
+struct Trace {
+    streams: BTreeMap<(u32, u32), Vec<Entry>>,
+    codes: HashMap<(u32, u32), (CodeKind, String)>,
+}
+
+impl Trace {
+    fn add(&mut self, pid: u32, tid: u32, data: &[u8]) {
+        let entries = decode_all(data).unwrap_or_else(|e| panic!("decode {pid}.{tid}: {e:?}"));
+        for e in entries {
+            if let Entry::Meta {
+                meta: Meta::Code(c),
+                ..
+            } = &e
+            {
+                let name = String::from_utf8_lossy(&c.name).into_owned();
+                let prev = self.codes.insert((pid, c.index), (c.kind, name.clone()));
+                if let Some((_, p)) = prev {
+                    assert_eq!(p, name, "index {} of pid {pid} named twice differently", c.index);
+                }
+            }
+            self.streams.entry((pid, tid)).or_default().push(e);
+        }
+    }
+
+    /// A stream rendered as "kind name" lines, keeping only the Python entries whose
+    /// name passes `keep`. Panics on an index used without a code record in its process.
+    fn render(&self, key: (u32, u32), keep: &dyn Fn(&str) -> bool) -> Vec<String> {
+        let name = |idx: u64| -> String {
+            match self.codes.get(&(key.0, idx as u32)) {
+                Some((_, n)) => n.clone(),
+                None => panic!("pid {} uses index {idx} that has no code record", key.0),
+            }
+        };
+        let mut out = Vec::new();
+        for e in &self.streams[&key] {
+            let (label, n) = match *e {
+                Entry::Fn { kind, callee, .. } => match kind {
+                    Kind::PyCall => ("call", name(callee)),
+                    Kind::PyCCall => ("c_call", name(callee)),
+                    Kind::PyExc => ("exception", name(callee)),
+                    _ => continue,
+                },
+                Entry::Ret {
+                    kind, callee, aux, ..
+                } => match (kind, aux) {
+                    (Kind::PyReturn, 0) => ("return", name(callee)),
+                    (Kind::PyReturn, _) => ("unwind", name(callee)),
+                    (Kind::PyCReturn, 0) => ("c_return", name(callee)),
+                    (Kind::PyCReturn, _) => ("c_raise", name(callee)),
+                    _ => continue,
+                },
+                _ => continue,
+            };
+            if keep(&n) {
+                out.push(format!("{label} {n}"));
+            }
+        }
+        out
+    }
+}
+
+fn read_standin(dir: &Path) -> Trace {
+    let mut files: Vec<(u32, u32, u64, PathBuf)> = std::fs::read_dir(dir)
+        .expect("read trace dir")
+        .map(|e| e.expect("dir entry").path())
+        .map(|p| {
+            let n = p.file_name().unwrap().to_string_lossy().into_owned();
+            let v: Vec<u64> = n.split('.').map(|x| x.parse().expect("pid.tid.seq")).collect();
+            (v[0] as u32, v[1] as u32, v[2], p)
+        })
+        .collect();
+    files.sort();
+    let mut t = Trace::default();
+    for (pid, tid, _, p) in files {
+        let b = std::fs::read(&p).expect("read segment");
+        let used = u32::from_le_bytes(b[..4].try_into().unwrap()) as usize;
+        t.add(pid, tid, &b[64..64 + used]);
+    }
+    t
+}
+
+fn read_pool(pool: &bufpool::Pool) -> Trace {
+    bufpool::salvage_dead(pool);
+    let c = bufpool::Consumer::new(pool);
+    let mut subs = Vec::new();
+    while let Some(s) = c.take() {
+        let i = s.info();
+        subs.push((i.pid, i.tid, i.seq, s.data().to_vec()));
+        s.release();
+    }
+    subs.sort_by_key(|s| (s.0, s.1, s.2));
+    let mut t = Trace::default();
+    for (pid, tid, _, d) in subs {
+        t.add(pid, tid, &d);
+    }
+    t
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Backend {
+    Standin,
+    Real,
+}
+
+/// Runs `python3 ARGS` in `cwd` under tracing with `backend`; returns its output and trace.
+fn traced(backend: Backend, cwd: &Path, args: &[&str], preload: bool) -> (tests::RunOutput, Trace) {
+    let shim = shim();
+    let out_dir = tempfile::tempdir().expect("tempdir");
+    let mut cmd = Command::new("python3");
+    cmd.current_dir(cwd)
+        .args(args)
+        .env("PYTHONUSERBASE", &shim.userbase)
+        .env_remove("PYTHONNOUSERSITE")
+        .env_remove("LD_PRELOAD");
+    let deadline = Duration::from_secs(60);
+    match backend {
+        Backend::Standin => {
+            let lib = standin();
+            cmd.env("STANDIN_OUT", out_dir.path())
+                .env("CULPRIT_POOL", out_dir.path().join("pool"))
+                .env("CULPRIT_LIBTRACE", lib);
+            if preload {
+                cmd.env("LD_PRELOAD", lib);
+            }
+            let r = tests::run_with_deadline(&mut cmd, deadline);
+            let t = read_standin(out_dir.path());
+            (r, t)
+        }
+        Backend::Real => {
+            let lib = tests::libtrace().expect("libtrace.so");
+            let pool = tests::temp_pool(256, 1 << 20);
+            cmd.env(bufpool::POOL_ENV, &pool.path).env("CULPRIT_LIBTRACE", &lib);
+            if preload {
+                cmd.env("LD_PRELOAD", &lib);
+            }
+            let r = tests::run_with_deadline(&mut cmd, deadline);
+            let t = read_pool(&pool.pool);
+            (r, t)
+        }
+    }
+}
+
+fn backends() -> Vec<Backend> {
+    let mut v = vec![Backend::Standin];
+    if tests::libtrace_or_skip("python_trace (real libtrace.so)").is_some() {
+        v.push(Backend::Real);
+    }
+    v
+}
+
+const SCENARIO: &str = r#"
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import threading
+
+
+def leaf(x):
+    return x + 1
+
+
+def fails():
+    raise KeyError("k")
+
+
+def catcher():
+    try:
+        fails()
+    except KeyError:
+        pass
+    return leaf(1)
+
+
+def gen(n):
+    for i in range(n):
+        yield leaf(i)
+
+
+async def co_inner():
+    await asyncio.sleep(0)
+    return 1
+
+
+async def co_main():
+    return await co_inner()
+
+
+def in_thread():
+    catcher()
+
+
+def child_work():
+    leaf(5)
+
+
+def uncaught():
+    fails()
+
+
+def main():
+    catcher()
+    sum(gen(2))
+    asyncio.run(co_main())
+    a, b = socket.socketpair()
+    a.send(b"x")
+    b.recv(1)
+    a.close()
+    b.close()
+    t = threading.Thread(target=in_thread)
+    t.start()
+    t.join()
+    pid = os.fork()
+    if pid == 0:
+        child_work()
+        os._exit(0)
+    os.waitpid(pid, 0)
+    subprocess.run([sys.executable, __file__, "child"], check=True)
+    uncaught()
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["child"]:
+        child_work()
+    else:
+        main()
+"#;
+
+fn lines(s: &str) -> Vec<String> {
+    s.lines().map(|l| l.trim()).filter(|l| !l.is_empty()).map(String::from).collect()
+}
+
+/// The main thread of the scenario's first process.
+const MAIN: &str = "
+    call __main__.<module>
+    call __main__.main
+    call __main__.catcher
+    call __main__.fails
+    exception __main__.fails
+    unwind __main__.fails
+    call __main__.leaf
+    return __main__.leaf
+    return __main__.catcher
+    call __main__.gen
+    call __main__.leaf
+    return __main__.leaf
+    return __main__.gen
+    call __main__.gen
+    call __main__.leaf
+    return __main__.leaf
+    return __main__.gen
+    call __main__.gen
+    return __main__.gen
+    call __main__.co_main
+    call __main__.co_inner
+    return __main__.co_inner
+    return __main__.co_main
+    call __main__.co_main
+    call __main__.co_inner
+    return __main__.co_inner
+    return __main__.co_main
+    c_call _socket.socket.send
+    c_return _socket.socket.send
+    c_call _socket.socket.recv
+    c_return _socket.socket.recv
+    call __main__.uncaught
+    call __main__.fails
+    exception __main__.fails
+    unwind __main__.fails
+    exception __main__.uncaught
+    unwind __main__.uncaught
+    exception __main__.main
+    unwind __main__.main
+    exception __main__.<module>
+    unwind __main__.<module>
+";
+
+const THREAD: &str = "
+    call __main__.in_thread
+    call __main__.catcher
+    call __main__.fails
+    exception __main__.fails
+    unwind __main__.fails
+    call __main__.leaf
+    return __main__.leaf
+    return __main__.catcher
+    return __main__.in_thread
+";
+
+const FORK_CHILD: &str = "
+    call __main__.child_work
+    call __main__.leaf
+    return __main__.leaf
+    return __main__.child_work
+";
+
+const SUBPROCESS: &str = "
+    call __main__.<module>
+    call __main__.child_work
+    call __main__.leaf
+    return __main__.leaf
+    return __main__.child_work
+    return __main__.<module>
+";
+
+fn keep_scenario(n: &str) -> bool {
+    n.starts_with("__main__.") || n == "_socket.socket.recv" || n == "_socket.socket.send"
+}
+
+/// Checks the four streams of the scenario: exactly these, with exactly these events.
+fn check_scenario(backend: Backend, how: &str, r: &tests::RunOutput, t: &Trace) {
+    assert!(!r.timed_out, "{backend:?} {how}: timed out\n{}", r.stderr);
+    assert_eq!(
+        r.status.code(),
+        Some(1),
+        "{backend:?} {how}: the uncaught KeyError must end the program with status 1\n{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains("KeyError: 'k'") && r.stderr.contains("in uncaught"),
+        "{backend:?} {how}: the traceback must be Python's own:\n{}",
+        r.stderr
+    );
+    assert!(
+        !r.stderr.contains("culprit_trace"),
+        "{backend:?} {how}: the shim must not show in the program's traceback:\n{}",
+        r.stderr
+    );
+    let mut got: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    let mut other = Vec::new();
+    for &key in t.streams.keys() {
+        let ev = t.render(key, &keep_scenario);
+        if ev.is_empty() {
+            continue;
+        }
+        let role = if ev.first().map(String::as_str) == Some("call __main__.in_thread") {
+            "thread"
+        } else if ev.first().map(String::as_str) == Some("call __main__.child_work") {
+            "fork child"
+        } else if ev.iter().any(|e| e == "call __main__.main") {
+            "main"
+        } else if ev.iter().any(|e| e == "call __main__.child_work") {
+            "subprocess"
+        } else {
+            other.push((key, ev));
+            continue;
+        };
+        assert!(
+            got.insert(role, ev).is_none(),
+            "{backend:?} {how}: two streams look like the {role}"
+        );
+    }
+    assert!(other.is_empty(), "{backend:?} {how}: unexpected streams {other:#?}");
+    for (role, want) in [
+        ("main", MAIN),
+        ("thread", THREAD),
+        ("fork child", FORK_CHILD),
+        ("subprocess", SUBPROCESS),
+    ] {
+        let g = got
+            .get(role)
+            .unwrap_or_else(|| panic!("{backend:?} {how}: no {role} stream; got {got:#?}"));
+        assert_eq!(g, &lines(want), "{backend:?} {how}: the {role}'s events");
+    }
+}
+
+#[test]
+fn scenario_under_preload_is_traced_exactly_in_every_process_and_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("scenario.py"), SCENARIO).unwrap();
+    for b in backends() {
+        // `python3 scenario.py` under LD_PRELOAD + CULPRIT_POOL: the .pth hook traces.
+        let (r, t) = traced(b, dir.path(), &["scenario.py"], true);
+        check_scenario(b, "python3 scenario.py", &r, &t);
+        // `python3 -m culprit_trace scenario.py` without LD_PRELOAD: the shim re-executes
+        // the interpreter with libtrace preloaded.
+        let (r, t) = traced(b, dir.path(), &["-m", "culprit_trace", "scenario.py"], false);
+        check_scenario(b, "python3 -m culprit_trace scenario.py", &r, &t);
+    }
+}
+
+const SPAWNER: &str = r#"
+import multiprocessing as mp
+
+
+def square(x):
+    return x * x
+
+
+def work(q):
+    q.put(square(3))
+
+
+if __name__ == "__main__":
+    mp.set_start_method("spawn")
+    q = mp.Queue()
+    p = mp.Process(target=work, args=(q,))
+    p.start()
+    assert q.get(timeout=30) == 9
+    p.join(30)
+    assert p.exitcode == 0
+"#;
+
+#[test]
+fn multiprocessing_spawn_child_is_traced_without_changing_the_program() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("spawner.py"), SPAWNER).unwrap();
+    for b in backends() {
+        let (r, t) = traced(b, dir.path(), &["spawner.py"], true);
+        r.assert_success(&format!("{b:?} spawner.py"));
+        let keep = |n: &str| n == "__mp_main__.work" || n == "__mp_main__.square";
+        let mut with_work = Vec::new();
+        for &key in t.streams.keys() {
+            let ev = t.render(key, &keep);
+            if !ev.is_empty() {
+                with_work.push(ev);
+            }
+        }
+        assert_eq!(
+            with_work,
+            vec![lines(
+                "call __mp_main__.work
+                 call __mp_main__.square
+                 return __mp_main__.square
+                 return __mp_main__.work"
+            )],
+            "{b:?}: the spawned child's events"
+        );
+    }
+}
+
+const SHOW_ENV: &str = r#"
+import sys
+print(repr(sys.argv))
+print(repr(sys.path[0]))
+print(__name__, __file__, __spec__ is None, type(__loader__).__name__, __package__)
+print(sys.modules["__main__"] is sys.modules[__name__])
+"#;
+
+#[test]
+fn python_m_culprit_trace_sets_argv_main_and_path_like_python() {
+    let dir = tempfile::tempdir().unwrap();
+    let sub = dir.path().join("sub");
+    std::fs::create_dir(&sub).unwrap();
+    std::fs::write(sub.join("show.py"), SHOW_ENV).unwrap();
+    std::fs::write(sub.join("__init__.py"), "").unwrap();
+    let plain = |args: &[&str]| {
+        let mut c = Command::new("python3");
+        c.current_dir(dir.path()).args(args);
+        let r = tests::run_with_deadline(&mut c, Duration::from_secs(30));
+        r.assert_success("plain python3");
+        r.stdout
+    };
+    for b in backends() {
+        for args in [
+            vec!["sub/show.py", "a", "b c"],
+            vec!["-m", "sub.show", "x", "-m"],
+        ] {
+            let want = plain(&args);
+            let mut shim_args = vec!["-m", "culprit_trace"];
+            shim_args.extend(&args);
+            let (r, t) = traced(b, dir.path(), &shim_args, false);
+            r.assert_success(&format!("{b:?} {shim_args:?}"));
+            assert_eq!(r.stdout, want, "{b:?} {args:?}: what the program sees");
+            assert!(
+                t.streams.keys().any(|&k| !t
+                    .render(k, &|n: &str| n == "__main__.<module>")
+                    .is_empty()),
+                "{b:?} {args:?}: the program's module body was not traced"
+            );
+        }
+    }
+}
+
+#[test]
+fn without_libtrace_the_shim_says_why_and_runs_nothing() {
+    let shim = shim();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("p.py"), "print('ran')\n").unwrap();
+    let mut c = Command::new("python3");
+    c.current_dir(dir.path())
+        .args(["-m", "culprit_trace", "p.py"])
+        .env("PYTHONUSERBASE", &shim.userbase)
+        .env_remove("CULPRIT_POOL")
+        .env_remove("LD_PRELOAD");
+    let r = tests::run_with_deadline(&mut c, Duration::from_secs(30));
+    assert_eq!(r.status.code(), Some(2), "{r:?}");
+    assert!(r.stderr.contains("CULPRIT_POOL is unset"), "{}", r.stderr);
+    assert!(!r.stdout.contains("ran"));
+    // Not under `culprit record`: an ordinary python3 run is untouched by the .pth hook.
+    let mut c = Command::new("python3");
+    c.current_dir(dir.path())
+        .args(["-c", "import sys; print('culprit_trace' in sys.modules)"])
+        .env("PYTHONUSERBASE", &shim.userbase)
+        .env_remove("CULPRIT_POOL");
+    let r = tests::run_with_deadline(&mut c, Duration::from_secs(30));
+    r.assert_success("plain python3 with the shim installed");
+    assert_eq!(r.stdout.trim(), "False");
+}
