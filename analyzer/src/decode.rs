@@ -1,0 +1,572 @@
+//! Stage 1 — **decode**: trace data into per-thread event streams with wall-clock times.
+//!
+//! The input of the analyzer is a [`TraceSet`]: processes (host, pid, TSC calibration),
+//! each with threads, each with its chunks (the sub-buffers the readers saved) in sequence
+//! order. Chunks are loaded one at a time ([`ChunkData::File`] reads a byte range of a file
+//! when it is needed), so a trace is streamed, never held whole. [`ThreadTrace::for_each`]
+//! decodes a thread's chunks with `bufpool`'s decoder and hands each entry, turned into an
+//! [`Event`], to a callback. A corrupt entry stops the stream with [`Error::Decode`] naming
+//! the file and the byte offset.
+//!
+//! [`TraceBuilder`] writes the same input by hand (tests, benchmarks), with `bufpool`'s
+//! encoders.
+
+use crate::error::{Error, Result};
+use bufpool::format::{
+    self, encode_fn, encode_lib, encode_meta, encode_ret, Kind, LibFn, LibOpts, Meta, META_BUF,
+};
+use bufpool::Calibration;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// All the traces one analysis looks at (one or many directories, from several hosts).
+#[derive(Clone, Debug, Default)]
+pub struct TraceSet {
+    /// Processes, in any order (stages sort what they output).
+    pub processes: Vec<ProcessTrace>,
+}
+
+/// The traces of one process.
+#[derive(Clone, Debug)]
+pub struct ProcessTrace {
+    /// Host name.
+    pub host: String,
+    /// Process id.
+    pub pid: u32,
+    /// Start time in clock ticks (with `pid`, a pid-reuse-proof identity).
+    pub start_ticks: u64,
+    /// TSC ↔ clock calibration of the pool it wrote into.
+    pub calib: Calibration,
+    /// Threads, in any order.
+    pub threads: Vec<ThreadTrace>,
+}
+
+/// The chunks of one thread, in sequence order.
+#[derive(Clone, Debug)]
+pub struct ThreadTrace {
+    /// Thread id.
+    pub tid: u32,
+    /// Chunks, ordered by sequence number, without duplicates.
+    pub chunks: Vec<Chunk>,
+}
+
+/// One saved sub-buffer.
+#[derive(Clone, Debug)]
+pub struct Chunk {
+    /// Per-thread sequence number.
+    pub seq: u64,
+    /// Entries lost just before this chunk.
+    pub lost_before: u64,
+    /// Where the bytes are.
+    pub data: ChunkData,
+}
+
+/// Where a chunk's bytes are.
+#[derive(Clone, Debug)]
+pub enum ChunkData {
+    /// In memory (hand-built traces). `name` stands for the file in error messages.
+    Memory {
+        /// A name for messages.
+        name: Arc<PathBuf>,
+        /// The entries.
+        bytes: Arc<Vec<u8>>,
+    },
+    /// A byte range of a file, read when the chunk is decoded.
+    File {
+        /// The file.
+        path: Arc<PathBuf>,
+        /// Offset of the first entry in the file.
+        offset: u64,
+        /// Length of the entries in bytes.
+        len: u32,
+    },
+}
+
+impl ChunkData {
+    /// The file (or name) and the file offset of the first byte.
+    pub fn origin(&self) -> (&PathBuf, u64) {
+        match self {
+            ChunkData::Memory { name, .. } => (name, 0),
+            ChunkData::File { path, offset, .. } => (path, *offset),
+        }
+    }
+}
+
+/// Kinds of function-call events.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum CallKind {
+    /// A C function (`-finstrument-functions`): site and callee are addresses.
+    C,
+    /// A Python function: site is a `py_site`, callee a code index.
+    Py,
+    /// A C function called from Python: site is a `py_site`, callee a builtin index.
+    PyBuiltin,
+}
+
+/// One decoded event.
+///
+/// Events are handed to callbacks one at a time and never stored in bulk, so the size of
+/// the library variant (its parsed options) costs nothing worth boxing for.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Debug)]
+pub enum Event {
+    /// A function was entered.
+    Call {
+        /// TSC.
+        tsc: u64,
+        /// Which kind of function.
+        kind: CallKind,
+        /// Call site.
+        site: u64,
+        /// Callee.
+        callee: u64,
+    },
+    /// A function returned.
+    Return {
+        /// TSC.
+        tsc: u64,
+        /// Which kind of function.
+        kind: CallKind,
+        /// The function.
+        callee: u64,
+    },
+    /// A Python exception was raised in a frame.
+    Exception {
+        /// TSC.
+        tsc: u64,
+        /// Code index of the frame.
+        code: u64,
+        /// Index of the exception type.
+        exc_type: u64,
+    },
+    /// A wrapped library call (entry or exit).
+    Lib(LibEvent),
+    /// Entries were lost here.
+    Lost {
+        /// TSC.
+        tsc: u64,
+        /// How many.
+        count: u64,
+    },
+    /// A metadata record.
+    Meta {
+        /// TSC.
+        tsc: u64,
+        /// The record.
+        meta: Meta,
+    },
+}
+
+/// A `LibEnter` or `LibExit` entry.
+#[derive(Clone, Copy, Debug)]
+pub struct LibEvent {
+    /// TSC.
+    pub tsc: u64,
+    /// True for `LibExit`.
+    pub exit: bool,
+    /// Call site (return address in the caller).
+    pub site: u64,
+    /// The function.
+    pub func: LibFn,
+    /// Arguments and results.
+    pub opts: LibOpts,
+}
+
+impl Event {
+    /// The event's TSC.
+    pub fn tsc(&self) -> u64 {
+        match self {
+            Event::Call { tsc, .. }
+            | Event::Return { tsc, .. }
+            | Event::Exception { tsc, .. }
+            | Event::Lost { tsc, .. }
+            | Event::Meta { tsc, .. } => *tsc,
+            Event::Lib(l) => l.tsc,
+        }
+    }
+}
+
+/// Counts of one decoding pass.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DecodeStats {
+    /// Entries decoded.
+    pub entries: u64,
+    /// Bytes decoded.
+    pub bytes: u64,
+    /// Entries the tracer reported lost.
+    pub lost: u64,
+}
+
+impl std::ops::AddAssign for DecodeStats {
+    fn add_assign(&mut self, o: Self) {
+        self.entries += o.entries;
+        self.bytes += o.bytes;
+        self.lost += o.lost;
+    }
+}
+
+impl ThreadTrace {
+    /// Decodes every chunk in order, calling `f` for each event. Loads one chunk at a time.
+    pub fn for_each(&self, mut f: impl FnMut(&Event)) -> Result<DecodeStats> {
+        let mut st = DecodeStats::default();
+        let mut buf = Vec::new();
+        for c in &self.chunks {
+            let (path, base) = c.data.origin();
+            let bytes: &[u8] = match &c.data {
+                ChunkData::Memory { bytes, .. } => bytes,
+                ChunkData::File { path, offset, len } => {
+                    read_range(path, *offset, *len, &mut buf)?;
+                    &buf
+                }
+            };
+            if c.lost_before > 0 {
+                let tsc = first_tsc(bytes);
+                st.lost += c.lost_before;
+                f(&Event::Lost {
+                    tsc,
+                    count: c.lost_before,
+                });
+            }
+            st.bytes += bytes.len() as u64;
+            for e in format::Decoder::with_base(bytes, base) {
+                let e = e.map_err(|source| Error::Decode {
+                    path: path.to_path_buf(),
+                    source,
+                })?;
+                st.entries += 1;
+                let ev = convert(&e).map_err(|source| Error::Decode {
+                    path: path.to_path_buf(),
+                    source,
+                })?;
+                if let Event::Lost { count, .. } = ev {
+                    st.lost += count;
+                }
+                f(&ev);
+            }
+        }
+        Ok(st)
+    }
+}
+
+fn first_tsc(bytes: &[u8]) -> u64 {
+    if bytes.len() >= 8 {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&bytes[..8]);
+        (u64::from_le_bytes(w) >> 8) & format::TSC_MASK
+    } else {
+        0
+    }
+}
+
+fn read_range(path: &PathBuf, offset: u64, len: u32, buf: &mut Vec<u8>) -> Result<()> {
+    let io = |what, source| Error::Io {
+        path: path.to_path_buf(),
+        what,
+        source,
+    };
+    let mut f = std::fs::File::open(path).map_err(|e| io("open", e))?;
+    f.seek(SeekFrom::Start(offset)).map_err(|e| io("seek", e))?;
+    buf.clear();
+    buf.resize(len as usize, 0);
+    f.read_exact(buf)
+        .map_err(|e| io("read chunk (file shorter than its index says)", e))
+}
+
+/// Turns a decoded entry into an [`Event`] (parsing options and metadata).
+pub fn convert(e: &format::EntryRef<'_>) -> std::result::Result<Event, format::DecodeError> {
+    let tsc = e.tsc;
+    Ok(match e.kind {
+        Kind::FnEnter => Event::Call {
+            tsc,
+            kind: CallKind::C,
+            site: e.caller,
+            callee: e.callee,
+        },
+        Kind::PyCall => Event::Call {
+            tsc,
+            kind: CallKind::Py,
+            site: e.caller,
+            callee: e.callee,
+        },
+        Kind::PyCCall => Event::Call {
+            tsc,
+            kind: CallKind::PyBuiltin,
+            site: e.caller,
+            callee: e.callee,
+        },
+        Kind::FnExit => Event::Return {
+            tsc,
+            kind: CallKind::C,
+            callee: e.callee,
+        },
+        Kind::PyReturn => Event::Return {
+            tsc,
+            kind: CallKind::Py,
+            callee: e.callee,
+        },
+        Kind::PyCReturn => Event::Return {
+            tsc,
+            kind: CallKind::PyBuiltin,
+            callee: e.callee,
+        },
+        Kind::PyExc => Event::Exception {
+            tsc,
+            code: e.callee,
+            exc_type: e.caller,
+        },
+        Kind::LibEnter | Kind::LibExit => Event::Lib(LibEvent {
+            tsc,
+            exit: e.kind == Kind::LibExit,
+            site: e.caller,
+            func: e.lib_fn().ok_or(format::DecodeError {
+                offset: e.offset,
+                kind: format::DecodeErrorKind::UnknownLibFn(e.callee),
+            })?,
+            opts: e.opts()?,
+        }),
+        Kind::Lost => Event::Lost { tsc, count: e.lost },
+        _ => match e.meta()? {
+            Some(meta) => Event::Meta { tsc, meta },
+            None => Event::Lost { tsc, count: 0 },
+        },
+    })
+}
+
+/// Builds traces by hand with `bufpool`'s encoders (tests and benchmarks).
+///
+/// ```
+/// use analyzer::decode::TraceBuilder;
+/// use bufpool::format::{LibFn, LibOpts};
+/// let mut t = TraceBuilder::new("host", 100, 100);
+/// t.enter(0x1000, 0x2000);
+/// t.lib(0x2010, LibFn::Socket, LibOpts { ret: Some(3), ..Default::default() });
+/// t.exit(0x2000);
+/// let p = t.finish();
+/// assert_eq!(p.threads.len(), 1);
+/// ```
+pub struct TraceBuilder {
+    host: String,
+    pid: u32,
+    tid: u32,
+    tsc: u64,
+    chunk_size: usize,
+    cur: Vec<u8>,
+    chunks: Vec<Chunk>,
+    threads: Vec<ThreadTrace>,
+    calib: Calibration,
+}
+
+impl TraceBuilder {
+    /// A process `pid` on `host`, writing thread `tid` first. The TSC runs at 1 GHz from
+    /// 1 000 000 ticks, and wall-clock time starts at 1.7e18 ns.
+    pub fn new(host: &str, pid: u32, tid: u32) -> TraceBuilder {
+        TraceBuilder {
+            host: host.to_string(),
+            pid,
+            tid,
+            tsc: 1_000_000,
+            chunk_size: 64 * 1024,
+            cur: Vec::new(),
+            chunks: Vec::new(),
+            threads: Vec::new(),
+            calib: Calibration {
+                tsc0: 1_000_000,
+                realtime0_ns: 1_700_000_000_000_000_000,
+                monotonic0_ns: 1_000_000,
+                tsc1: 2_001_000_000,
+                realtime1_ns: 1_700_000_002_000_000_000,
+                monotonic1_ns: 2_001_000_000,
+            },
+        }
+    }
+
+    /// Sets the chunk size (entries are split into chunks of at most this many bytes).
+    pub fn chunk_size(mut self, n: usize) -> Self {
+        self.chunk_size = n.max(256);
+        self
+    }
+
+    /// Advances the clock by `ticks` (every entry also advances it by 100).
+    pub fn wait(&mut self, ticks: u64) {
+        self.tsc += ticks;
+    }
+
+    /// The current TSC.
+    pub fn now(&self) -> u64 {
+        self.tsc
+    }
+
+    fn push(&mut self, b: &[u8]) {
+        if self.cur.len() + b.len() > self.chunk_size {
+            self.cut();
+        }
+        self.cur.extend_from_slice(b);
+        self.tsc += 100;
+    }
+
+    fn cut(&mut self) {
+        if self.cur.is_empty() {
+            return;
+        }
+        let name = format!(
+            "<memory {}:{}/{} chunk {}>",
+            self.host,
+            self.pid,
+            self.tid,
+            self.chunks.len()
+        );
+        self.chunks.push(Chunk {
+            seq: self.chunks.len() as u64,
+            lost_before: 0,
+            data: ChunkData::Memory {
+                name: Arc::new(PathBuf::from(name)),
+                bytes: Arc::new(std::mem::take(&mut self.cur)),
+            },
+        });
+    }
+
+    /// Appends raw bytes as they are (to test corrupt input).
+    pub fn raw(&mut self, b: &[u8]) {
+        self.cur.extend_from_slice(b);
+    }
+
+    /// A C function entry.
+    pub fn enter(&mut self, site: u64, callee: u64) {
+        let e = encode_fn(Kind::FnEnter, self.tsc, site, callee);
+        self.push(e.as_bytes());
+    }
+
+    /// A C function exit.
+    pub fn exit(&mut self, callee: u64) {
+        let e = encode_ret(Kind::FnExit, self.tsc, callee, 0);
+        self.push(e.as_bytes());
+    }
+
+    /// A Python call (`site` from [`format::py_site`]).
+    pub fn py_call(&mut self, site: u64, code: u32) {
+        let e = encode_fn(Kind::PyCall, self.tsc, site, code as u64);
+        self.push(e.as_bytes());
+    }
+
+    /// A Python return.
+    pub fn py_return(&mut self, code: u32) {
+        let e = encode_ret(Kind::PyReturn, self.tsc, code as u64, 0);
+        self.push(e.as_bytes());
+    }
+
+    /// A call of a builtin from Python.
+    pub fn py_ccall(&mut self, site: u64, builtin: u32) {
+        let e = encode_fn(Kind::PyCCall, self.tsc, site, builtin as u64);
+        self.push(e.as_bytes());
+    }
+
+    /// The return of a builtin called from Python.
+    pub fn py_creturn(&mut self, builtin: u32) {
+        let e = encode_ret(Kind::PyCReturn, self.tsc, builtin as u64, 0);
+        self.push(e.as_bytes());
+    }
+
+    /// A Python exception raised in frame `code`.
+    pub fn py_exc(&mut self, code: u32, exc_type: u32) {
+        let e = encode_fn(Kind::PyExc, self.tsc, exc_type as u64, code as u64);
+        self.push(e.as_bytes());
+    }
+
+    /// A library call: a `LibEnter` with the arguments (fd, len) and a `LibExit` with
+    /// all of `opts`.
+    pub fn lib(&mut self, site: u64, func: LibFn, opts: LibOpts) {
+        let enter = LibOpts {
+            fd: opts.fd,
+            len: opts.len,
+            ..Default::default()
+        };
+        let e = encode_lib(Kind::LibEnter, self.tsc, site, func, &enter);
+        self.push(e.as_bytes());
+        let e = encode_lib(Kind::LibExit, self.tsc, site, func, &opts);
+        self.push(e.as_bytes());
+    }
+
+    /// Only the `LibEnter` of a call that never returns (exit, exec) or is still blocked.
+    pub fn lib_enter(&mut self, site: u64, func: LibFn, opts: LibOpts) {
+        let e = encode_lib(Kind::LibEnter, self.tsc, site, func, &opts);
+        self.push(e.as_bytes());
+    }
+
+    /// A metadata record.
+    pub fn meta(&mut self, m: &Meta) {
+        let mut out = [0u8; META_BUF];
+        let n = encode_meta(self.tsc, m, &mut out);
+        self.push(&out[..n]);
+    }
+
+    /// Starts writing another thread of the same process.
+    pub fn thread(&mut self, tid: u32) {
+        self.cut();
+        let chunks = std::mem::take(&mut self.chunks);
+        if !chunks.is_empty() {
+            self.threads.push(ThreadTrace {
+                tid: self.tid,
+                chunks,
+            });
+        }
+        self.tid = tid;
+    }
+
+    /// Marks `n` entries lost before the next chunk (cuts the current one).
+    pub fn lose(&mut self, n: u64) {
+        self.cut();
+        self.chunks.push(Chunk {
+            seq: self.chunks.len() as u64,
+            lost_before: n,
+            data: ChunkData::Memory {
+                name: Arc::new(PathBuf::from("<memory lost>")),
+                bytes: Arc::new(Vec::new()),
+            },
+        });
+    }
+
+    /// The finished process trace.
+    pub fn finish(mut self) -> ProcessTrace {
+        self.thread(0);
+        ProcessTrace {
+            host: self.host,
+            pid: self.pid,
+            start_ticks: 0,
+            calib: self.calib,
+            threads: self.threads,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_corrupt_input_names_offset() {
+        let mut t = TraceBuilder::new("h", 1, 1);
+        t.enter(0x10, 0x20);
+        t.lib(
+            0x30,
+            LibFn::Recv,
+            LibOpts {
+                fd: Some(4),
+                ret: Some(8),
+                ..Default::default()
+            },
+        );
+        t.exit(0x20);
+        t.raw(&[0x7f; 12]);
+        let p = t.finish();
+        let mut seen = Vec::new();
+        let err = p.threads[0]
+            .for_each(|e| seen.push(e.clone()))
+            .expect_err("corrupt tail");
+        assert_eq!(seen.len(), 4);
+        let msg = format!("{err}");
+        assert!(msg.contains("<memory h:1/1 chunk 0>"), "{msg}");
+        assert!(msg.contains("at byte offset 97"), "{msg}");
+        assert!(msg.contains("unknown entry type 0x7f"), "{msg}");
+    }
+}

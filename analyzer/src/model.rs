@@ -1,0 +1,482 @@
+//! Stage 6 — **models**: process models, process groups and the global model (§4–5).
+//!
+//! A [`ProcessModel`] holds one [`TreeModel`] per **unit class** ([`UnitClass`]): the
+//! initializer, loop and finalizer units of the main thread and of the other threads, and the
+//! handler units of each connection ([`ConnKey`]). A tree model is the union of its units'
+//! trees where each node carries its coverage probability `p = n_g / n_f` (`n_x`: the number
+//! of units in which node `x` appears; `f` the parent of `g`; the root appears in every unit).
+//!
+//! Processes with equal [`Signature`]s form a **process group**; [`merge_models`] merges the
+//! models of a group node by node, each node getting the **mean** of the probabilities it
+//! has in the models that contain it (a handler model whose connection appears in only one
+//! process model is thus copied as is). To make merging associative (`culprit merge` of
+//! models learned on different nodes gives the same result as one `culprit learn` over all
+//! traces), a node stores the sum of those probabilities and how many models contributed.
+//!
+//! The file format — JSON with a magic string and a version number — is documented in
+//! `analyzer/MODEL.md`.
+
+use crate::connections::ConnKey;
+use crate::error::{Error, Result};
+use crate::hash::IdMap;
+use crate::trees::{CallTree, NodeKey, TreeOptions, ROOT};
+use crate::units::{ProcessUnits, Signature, UnitKind};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// The `magic` field of a model file.
+pub const MAGIC: &str = "culprit-model";
+/// The current model format version.
+pub const VERSION: u32 = 1;
+
+/// Which model a unit is compared with.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct UnitClass {
+    /// Unit kind.
+    pub kind: UnitKind,
+    /// Main thread (true) or another thread of the process.
+    pub main_thread: bool,
+    /// Connection of handler units (empty for the other kinds).
+    pub conn: ConnKey,
+}
+
+/// One node of a tree model.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ModelNode {
+    /// Node id (path hash).
+    pub id: u64,
+    /// Parent id (`trees::ROOT` at the top).
+    pub parent: u64,
+    /// What the node is.
+    pub key: NodeKey,
+    /// Sum of the node's probabilities in the merged process models.
+    pub p_sum: f64,
+    /// Number of process models that contain the node.
+    pub models: u32,
+}
+
+impl ModelNode {
+    /// The node's probability: the mean over the process models that contain it.
+    pub fn p(&self) -> f64 {
+        if self.models == 0 {
+            0.0
+        } else {
+            self.p_sum / self.models as f64
+        }
+    }
+}
+
+/// The model of one unit class: a tree whose nodes carry probabilities.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct TreeModel {
+    /// Units learned from (all merged process models together).
+    pub units: u64,
+    /// Process models merged into this one.
+    pub models: u32,
+    /// Nodes, sorted by id.
+    pub nodes: Vec<ModelNode>,
+    #[serde(skip)]
+    index: IdMap<usize>,
+}
+
+impl TreeModel {
+    /// Builds a process-level tree model from unit trees (coverage counts).
+    pub fn from_trees<'a>(trees: impl IntoIterator<Item = &'a CallTree>) -> TreeModel {
+        let mut counts: IdMap<(u64, NodeKey, u64)> = IdMap::default();
+        let mut units = 0u64;
+        for t in trees {
+            units += 1;
+            for (&id, n) in &t.nodes {
+                counts.entry(id).or_insert((n.parent, n.key, 0)).2 += 1;
+            }
+        }
+        let mut nodes: Vec<ModelNode> = counts
+            .iter()
+            .map(|(&id, &(parent, key, n))| {
+                let np = if parent == ROOT {
+                    units
+                } else {
+                    counts.get(&parent).map_or(units, |c| c.2)
+                };
+                ModelNode {
+                    id,
+                    parent,
+                    key,
+                    p_sum: (n as f64 / np.max(1) as f64).min(1.0),
+                    models: 1,
+                }
+            })
+            .collect();
+        nodes.sort_by_key(|n| n.id);
+        let mut m = TreeModel {
+            units,
+            models: 1,
+            nodes,
+            index: IdMap::default(),
+        };
+        m.reindex();
+        m
+    }
+
+    /// A tree model from its parts (nodes in any order).
+    pub fn from_nodes(units: u64, models: u32, mut nodes: Vec<ModelNode>) -> TreeModel {
+        nodes.sort_by_key(|n| n.id);
+        let mut m = TreeModel {
+            units,
+            models,
+            nodes,
+            index: IdMap::default(),
+        };
+        m.reindex();
+        m
+    }
+
+    /// Rebuilds the id index (after loading or changing `nodes`).
+    pub fn reindex(&mut self) {
+        self.index = self
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.id, i))
+            .collect();
+    }
+
+    /// The node with this id.
+    pub fn get(&self, id: u64) -> Option<&ModelNode> {
+        self.index.get(&id).map(|&i| &self.nodes[i])
+    }
+
+    /// Is `id` in the model (the root always is)?
+    pub fn contains(&self, id: u64) -> bool {
+        id == ROOT || self.index.contains_key(&id)
+    }
+
+    /// Adds another model's nodes into this one (mean-probability merge, §5).
+    pub fn merge(&mut self, other: &TreeModel) {
+        self.units += other.units;
+        self.models += other.models;
+        let mut map: BTreeMap<u64, ModelNode> = std::mem::take(&mut self.nodes)
+            .into_iter()
+            .map(|n| (n.id, n))
+            .collect();
+        for n in &other.nodes {
+            map.entry(n.id)
+                .and_modify(|m| {
+                    m.p_sum += n.p_sum;
+                    m.models += n.models;
+                })
+                .or_insert_with(|| n.clone());
+        }
+        self.nodes = map.into_values().collect();
+        self.reindex();
+    }
+}
+
+/// A model per unit class, for one process or one process group.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct GroupModel {
+    /// The signature shared by the group's processes.
+    pub signature: Signature,
+    /// Processes merged into it (`host:pid` of each).
+    pub processes: Vec<String>,
+    /// Executables seen in the group.
+    pub exes: Vec<String>,
+    /// Models by unit class, sorted by class.
+    pub classes: Vec<(UnitClass, TreeModel)>,
+}
+
+impl GroupModel {
+    /// The model of a unit class.
+    pub fn class(&self, c: &UnitClass) -> Option<&TreeModel> {
+        self.classes
+            .binary_search_by(|(k, _)| k.cmp(c))
+            .ok()
+            .map(|i| &self.classes[i].1)
+    }
+
+    fn merge(&mut self, o: &GroupModel) {
+        self.processes.extend(o.processes.iter().cloned());
+        self.processes.sort();
+        self.processes.dedup();
+        self.exes.extend(o.exes.iter().cloned());
+        self.exes.sort();
+        self.exes.dedup();
+        let mut map: BTreeMap<UnitClass, TreeModel> =
+            std::mem::take(&mut self.classes).into_iter().collect();
+        for (c, t) in &o.classes {
+            match map.get_mut(c) {
+                Some(m) => m.merge(t),
+                None => {
+                    map.insert(c.clone(), t.clone());
+                }
+            }
+        }
+        self.classes = map.into_iter().collect();
+    }
+}
+
+/// The model of one process (before grouping).
+pub type ProcessModel = GroupModel;
+
+/// Derives a process model from its units.
+pub fn process_model(p: &ProcessUnits) -> ProcessModel {
+    let mut by_class: BTreeMap<UnitClass, Vec<&CallTree>> = BTreeMap::new();
+    for u in &p.units {
+        let class = UnitClass {
+            kind: u.info.kind,
+            main_thread: u.info.main_thread,
+            conn: if u.info.kind == UnitKind::Handler {
+                u.info.conn.clone()
+            } else {
+                ConnKey::default()
+            },
+        };
+        by_class.entry(class).or_default().push(&u.tree);
+    }
+    GroupModel {
+        signature: p.signature.clone(),
+        processes: vec![format!("{}:{}", p.host, p.pid)],
+        exes: if p.exe.is_empty() {
+            vec![]
+        } else {
+            vec![p.exe.clone()]
+        },
+        classes: by_class
+            .into_iter()
+            .map(|(c, trees)| (c, TreeModel::from_trees(trees)))
+            .collect(),
+    }
+}
+
+/// The global model: process groups and the names of everything in them.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Model {
+    /// Always [`MAGIC`].
+    pub magic: String,
+    /// [`VERSION`].
+    pub version: u32,
+    /// The tree options the model was learned with (ranking uses the same).
+    pub options: TreeOptions,
+    /// Process groups, sorted by signature.
+    pub groups: Vec<GroupModel>,
+    /// Names of key parts (call sites, callees), by stable key.
+    pub names: BTreeMap<u64, String>,
+}
+
+impl Model {
+    /// An empty model.
+    pub fn new(options: TreeOptions) -> Model {
+        Model {
+            magic: MAGIC.to_string(),
+            version: VERSION,
+            options,
+            groups: Vec::new(),
+            names: BTreeMap::new(),
+        }
+    }
+
+    /// The group with this signature.
+    pub fn group(&self, s: &Signature) -> Option<&GroupModel> {
+        self.groups
+            .binary_search_by(|g| g.signature.cmp(s))
+            .ok()
+            .map(|i| &self.groups[i])
+    }
+
+    /// Index of the group with this signature.
+    pub fn group_index(&self, s: &Signature) -> Option<usize> {
+        self.groups.binary_search_by(|g| g.signature.cmp(s)).ok()
+    }
+
+    /// Adds a process (or group) model: merged into the group of equal signature.
+    pub fn add_group(&mut self, g: &GroupModel) {
+        match self.group_index(&g.signature) {
+            Some(i) => self.groups[i].merge(g),
+            None => {
+                let at = self.groups.partition_point(|x| x.signature < g.signature);
+                self.groups.insert(at, g.clone());
+            }
+        }
+    }
+
+    /// Merges another model in (the decentralized step of `culprit merge`).
+    pub fn merge(&mut self, o: &Model) -> std::result::Result<(), String> {
+        if o.options != self.options {
+            return Err(format!(
+                "models were learned with different options ({:?} vs {:?})",
+                self.options, o.options
+            ));
+        }
+        for g in &o.groups {
+            self.add_group(g);
+        }
+        for (k, v) in &o.names {
+            self.names.entry(*k).or_insert_with(|| v.clone());
+        }
+        Ok(())
+    }
+
+    /// The JSON encoding.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// Size of the JSON encoding in bytes.
+    pub fn encoded_size(&self) -> usize {
+        self.to_json().len()
+    }
+
+    /// Writes the model to a file.
+    pub fn save(&self, path: &Path) -> Result<()> {
+        std::fs::write(path, self.to_json() + "\n").map_err(|source| Error::Io {
+            path: path.to_path_buf(),
+            what: "write model",
+            source,
+        })
+    }
+
+    /// Parses a model, checking magic and version.
+    pub fn from_json(path: &Path, text: &str) -> Result<Model> {
+        let bad = |why: String| Error::BadModel {
+            path: path.to_path_buf(),
+            why,
+        };
+        let v: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| bad(format!("not JSON: {e}")))?;
+        if v.get("magic").and_then(|m| m.as_str()) != Some(MAGIC) {
+            return Err(bad(format!("the \"magic\" field is not \"{MAGIC}\"")));
+        }
+        match v.get("version").and_then(|m| m.as_u64()) {
+            Some(x) if x == VERSION as u64 => {}
+            Some(x) => {
+                return Err(bad(format!(
+                    "format version {x}, this culprit reads version {VERSION}"
+                )))
+            }
+            None => return Err(bad("no \"version\" field".into())),
+        }
+        let mut m: Model = serde_json::from_value(v).map_err(|e| bad(format!("{e}")))?;
+        for g in &mut m.groups {
+            for (_, t) in &mut g.classes {
+                t.reindex();
+            }
+            g.classes.sort_by(|a, b| a.0.cmp(&b.0));
+        }
+        m.groups.sort_by(|a, b| a.signature.cmp(&b.signature));
+        Ok(m)
+    }
+
+    /// Reads a model file.
+    pub fn load(path: &Path) -> Result<Model> {
+        let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+            path: path.to_path_buf(),
+            what: "read model",
+            source,
+        })?;
+        Model::from_json(path, &text)
+    }
+
+    /// Total number of nodes.
+    pub fn node_count(&self) -> usize {
+        self.groups
+            .iter()
+            .flat_map(|g| &g.classes)
+            .map(|(_, t)| t.nodes.len())
+            .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trees::{NodeKind, Outcome};
+
+    fn key(n: u64) -> NodeKey {
+        NodeKey {
+            kind: NodeKind::C,
+            site: n,
+            callee: n,
+            outcome: Outcome::Any,
+        }
+    }
+
+    #[test]
+    fn coverage_probabilities() {
+        // 4 units: a in all, b under a in 3, c under b in 1 (repeated calls count once).
+        let mut trees = Vec::new();
+        for i in 0..4 {
+            let mut t = CallTree::default();
+            let a = t.add(ROOT, key(1), 0);
+            if i < 3 {
+                let b = t.add(a, key(2), 0);
+                if i == 0 {
+                    t.add(b, key(3), 0);
+                    t.add(b, key(3), 0);
+                }
+            }
+            trees.push(t);
+        }
+        let m = TreeModel::from_trees(&trees);
+        let a = key(1).child_of(ROOT);
+        let b = key(2).child_of(a);
+        let c = key(3).child_of(b);
+        assert_eq!(m.units, 4);
+        assert_eq!(m.get(a).unwrap().p(), 1.0);
+        assert_eq!(m.get(b).unwrap().p(), 0.75);
+        assert!((m.get(c).unwrap().p() - 1.0 / 3.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn merge_is_mean_and_associative() {
+        let mk = |p: f64| {
+            let mut t = TreeModel {
+                units: 1,
+                models: 1,
+                nodes: vec![ModelNode {
+                    id: 7,
+                    parent: ROOT,
+                    key: key(7),
+                    p_sum: p,
+                    models: 1,
+                }],
+                index: IdMap::default(),
+            };
+            t.reindex();
+            t
+        };
+        let mut ab = mk(1.0);
+        ab.merge(&mk(0.5));
+        let mut abc = ab.clone();
+        abc.merge(&mk(0.0));
+        let mut bc = mk(0.5);
+        bc.merge(&mk(0.0));
+        let mut abc2 = mk(1.0);
+        abc2.merge(&bc);
+        assert_eq!(ab.get(7).unwrap().p(), 0.75);
+        assert_eq!(abc.get(7).unwrap().p(), 0.5);
+        assert_eq!(abc2.get(7).unwrap().p(), 0.5);
+        assert_eq!(abc.models, 3);
+    }
+
+    #[test]
+    fn bad_model_files_are_named() {
+        let p = Path::new("m.json");
+        let e = Model::from_json(p, "{").unwrap_err().to_string();
+        assert!(
+            e.starts_with("m.json: not a usable Culprit model: not JSON"),
+            "{e}"
+        );
+        let e = Model::from_json(p, r#"{"magic":"x","version":1}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("magic"), "{e}");
+        let e = Model::from_json(p, r#"{"magic":"culprit-model","version":99}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("version 99"), "{e}");
+        let m = Model::new(TreeOptions::default());
+        let back = Model::from_json(p, &m.to_json()).unwrap();
+        assert_eq!(back.version, VERSION);
+    }
+}

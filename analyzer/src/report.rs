@@ -1,0 +1,486 @@
+//! Stage 8 — **report**: ranked units with where, when and *why*; text, JSON and HTML.
+//!
+//! A [`RankedUnit`] is a unit's [`UnitInfo`] (host, pid, tid, kind, connection addresses,
+//! wall-clock start and end) with its [`UnitScore`] and the sentences that explain it: the
+//! effective nodes that contributed most, e.g. "expected `recv_dict_msg` (p = 0.98) not
+//! called" or "`close` never seen here". [`annotate`] lays a unit's tree next to its model
+//! (probability and Δ per node) for `culprit show` and the HTML page.
+
+use crate::decode::DecodeStats;
+use crate::model::TreeModel;
+use crate::score::{Effective, NodeClass, UnitScore, Verdict};
+use crate::trees::{CallTree, NodeKey, NodeKind, Outcome, ROOT};
+use crate::units::UnitInfo;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+/// One unit of the ranking.
+#[derive(Clone, Debug)]
+pub struct RankedUnit {
+    /// Where and when.
+    pub info: UnitInfo,
+    /// Score, verdict and effective nodes (the largest contributions; at most
+    /// [`crate::Options::effective_kept`]).
+    pub score: f64,
+    /// How the score was obtained.
+    pub verdict: Verdict,
+    /// Effective nodes, largest Δ first.
+    pub effective: Vec<Effective>,
+    /// Index of the process group in the model (None: no group matched).
+    pub group: Option<usize>,
+    /// Sentences explaining the score.
+    pub why: Vec<String>,
+    /// The unit's tree next to its model (kept for the top units only).
+    pub annotated: Option<Vec<TreeLine>>,
+}
+
+/// A ranking.
+#[derive(Clone, Debug, Default)]
+pub struct Report {
+    /// Units, highest score first (ties: earliest first, then by id).
+    pub units: Vec<RankedUnit>,
+    /// Processes analyzed.
+    pub processes: usize,
+    /// Processes whose signature matched no group.
+    pub unmatched_processes: usize,
+    /// Decoding counts.
+    pub stats: DecodeStats,
+    /// Number of process groups in the model (for colours).
+    pub groups: usize,
+}
+
+/// Names a node for people.
+pub fn node_name(k: &NodeKey, names: &BTreeMap<u64, String>) -> String {
+    let callee = names
+        .get(&k.callee)
+        .cloned()
+        .unwrap_or_else(|| format!("#{:x}", k.callee));
+    let callee = match k.kind {
+        NodeKind::Exception => format!("raise {callee}"),
+        _ => callee,
+    };
+    match k.outcome {
+        Outcome::Any | Outcome::Ok => callee,
+        o => format!("{callee} → {}", o.describe()),
+    }
+}
+
+/// Names a node's call site.
+pub fn site_name(k: &NodeKey, names: &BTreeMap<u64, String>) -> String {
+    names
+        .get(&k.site)
+        .cloned()
+        .unwrap_or_else(|| format!("#{:x}", k.site))
+}
+
+/// The sentence for one effective node.
+pub fn explain(e: &Effective, names: &BTreeMap<u64, String>) -> String {
+    let n = node_name(&e.key, names);
+    match e.class {
+        NodeClass::New => format!(
+            "`{n}` never seen here (called from {})",
+            site_name(&e.key, names)
+        ),
+        NodeClass::Missing => format!("expected `{n}` (p = {:.2}) not called", e.p.unwrap_or(0.0)),
+        NodeClass::Common => format!(
+            "`{n}` called, seen in only {:.0}% of normal units",
+            e.p.unwrap_or(0.0) * 100.0
+        ),
+    }
+}
+
+/// The sentences explaining a score: the verdict, then up to `n` effective nodes with Δ > 0.
+pub fn why(s: &UnitScore, names: &BTreeMap<u64, String>, n: usize) -> Vec<String> {
+    match s.verdict {
+        Verdict::NoProcessGroup => vec![
+            "no process group of the model has this process's signature (its bind/connect/listen/accept stacks)"
+                .into(),
+        ],
+        Verdict::NoUnitModel => vec!["no model for this unit's class (a connection never seen in normal runs)".into()],
+        Verdict::Scored => s
+            .effective
+            .iter()
+            .filter(|e| e.delta > 0.0)
+            .take(n)
+            .map(|e| explain(e, names))
+            .collect(),
+    }
+}
+
+/// One line of an annotated tree.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct TreeLine {
+    /// Depth (0 = child of the root).
+    pub depth: usize,
+    /// Node name.
+    pub name: String,
+    /// Call site name.
+    pub site: String,
+    /// In the unit?
+    pub in_unit: bool,
+    /// Model probability (None: not in the model).
+    pub p: Option<f64>,
+    /// Δ of the node if it is effective.
+    pub delta: Option<f64>,
+    /// Calls in the unit.
+    pub calls: u32,
+}
+
+/// The union of a unit's tree and its model, depth first, with Δ of effective nodes.
+/// At most `limit` lines.
+pub fn annotate(
+    t: &CallTree,
+    m: Option<&TreeModel>,
+    eff: &[Effective],
+    names: &BTreeMap<u64, String>,
+    limit: usize,
+) -> Vec<TreeLine> {
+    let mut children: BTreeMap<u64, Vec<(NodeKey, u64)>> = BTreeMap::new();
+    for (&id, n) in &t.nodes {
+        children.entry(n.parent).or_default().push((n.key, id));
+    }
+    if let Some(m) = m {
+        for n in &m.nodes {
+            if !t.nodes.contains_key(&n.id) {
+                children.entry(n.parent).or_default().push((n.key, n.id));
+            }
+        }
+    }
+    let delta: BTreeMap<u64, f64> = eff.iter().map(|e| (e.id, e.delta)).collect();
+    let mut out = Vec::new();
+    let mut stack = vec![(ROOT, 0usize)];
+    while let Some((id, depth)) = stack.pop() {
+        if id != ROOT {
+            if out.len() >= limit {
+                break;
+            }
+            let tn = t.nodes.get(&id);
+            let mn = m.and_then(|m| m.get(id));
+            let key = tn.map(|n| n.key).or(mn.map(|n| n.key));
+            if let Some(key) = key {
+                out.push(TreeLine {
+                    depth: depth - 1,
+                    name: node_name(&key, names),
+                    site: site_name(&key, names),
+                    in_unit: tn.is_some(),
+                    p: mn.map(|n| n.p()),
+                    delta: delta.get(&id).copied(),
+                    calls: tn.map_or(0, |n| n.calls),
+                });
+            }
+        }
+        if let Some(ch) = children.get_mut(&id) {
+            ch.sort();
+            for &(_, c) in ch.iter().rev() {
+                stack.push((c, depth + 1));
+            }
+        }
+    }
+    out
+}
+
+/// Text form of an annotated tree.
+pub fn tree_text(lines: &[TreeLine]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:<6} {:>6} {:>6}  call tree (unit ∪ model)",
+        "unit", "p", "Δ"
+    );
+    for l in lines {
+        let p = l.p.map_or("-".to_string(), |p| format!("{p:.2}"));
+        let d = l.delta.map_or("".to_string(), |d| format!("{d:.2}"));
+        let mark = if l.in_unit {
+            format!("×{}", l.calls)
+        } else {
+            "·".into()
+        };
+        let _ = writeln!(
+            s,
+            "{:<6} {:>6} {:>6}  {}{}  [{}]",
+            mark,
+            p,
+            d,
+            "  ".repeat(l.depth),
+            l.name,
+            l.site
+        );
+    }
+    s
+}
+
+fn fmt_time(ns: i64) -> String {
+    let secs = ns.div_euclid(1_000_000_000);
+    let frac = ns.rem_euclid(1_000_000_000) / 1000;
+    let day = secs.rem_euclid(86_400);
+    format!(
+        "{:02}:{:02}:{:02}.{:06}",
+        day / 3600,
+        day / 60 % 60,
+        day % 60,
+        frac
+    )
+}
+
+impl RankedUnit {
+    /// The JSON object of `culprit rank --json`.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "id": self.info.id,
+            "score": self.score,
+            "verdict": self.verdict,
+            "host": self.info.host,
+            "pid": self.info.pid,
+            "tid": self.info.tid,
+            "kind": self.info.kind.name(),
+            "fd": self.info.fd,
+            "local": self.info.local,
+            "peer": self.info.peer,
+            "t_start_unix_ns": self.info.t_start_unix_ns,
+            "t_end_unix_ns": self.info.t_end_unix_ns,
+            "duration_ns": self.info.t_end_unix_ns - self.info.t_start_unix_ns,
+            "group": self.group,
+            "why": self.why,
+            "lost": self.info.lost,
+            "injections": self.info.injections,
+        })
+    }
+}
+
+impl Report {
+    /// The text table of `culprit rank` (the first `top` units).
+    pub fn text(&self, top: usize, mark_injections: bool) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "{} units from {} processes ({} entries; {} lost){}",
+            self.units.len(),
+            self.processes,
+            self.stats.entries,
+            self.stats.lost,
+            if self.unmatched_processes > 0 {
+                format!(
+                    "; {} processes match no process group",
+                    self.unmatched_processes
+                )
+            } else {
+                String::new()
+            }
+        );
+        for u in self.units.iter().take(top) {
+            let i = &u.info;
+            let conn = match (&i.local, &i.peer) {
+                (None, None) => String::new(),
+                (l, p) => format!(
+                    " {} ⇄ {}",
+                    l.as_deref().unwrap_or("?"),
+                    p.as_deref().unwrap_or("?")
+                ),
+            };
+            let _ = writeln!(
+                s,
+                "{:.3}  {}  {} pid {} tid {}  {}{}{}  {} +{:.3} ms",
+                u.score,
+                i.id,
+                i.host,
+                i.pid,
+                i.tid,
+                i.kind.name(),
+                i.fd.map_or(String::new(), |fd| format!(" fd {fd}")),
+                conn,
+                fmt_time(i.t_start_unix_ns),
+                (i.t_end_unix_ns - i.t_start_unix_ns) as f64 / 1e6
+            );
+            for w in &u.why {
+                let _ = writeln!(s, "        {w}");
+            }
+            if mark_injections {
+                for inj in &i.injections {
+                    let _ = writeln!(
+                        s,
+                        "        INJECTED: {} on fd {} returned {} (errno {}) — {}",
+                        inj.func, inj.fd, inj.forced_ret, inj.forced_errno, inj.spec
+                    );
+                }
+            }
+        }
+        s
+    }
+
+    /// The JSON array of `culprit rank --json` (the first `top` units).
+    pub fn json(&self, top: usize) -> serde_json::Value {
+        serde_json::Value::Array(self.units.iter().take(top).map(|u| u.to_json()).collect())
+    }
+
+    /// A self-contained HTML page: every unit's score against time (one colour per process
+    /// group), each point opening that unit's annotated call tree. Inline SVG and a little
+    /// script; no external assets.
+    pub fn html(&self) -> String {
+        let palette = [
+            "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
+            "#bcbd22", "#7f7f7f",
+        ];
+        let (w, h, pad) = (960.0f64, 420.0f64, 50.0f64);
+        let t0 = self
+            .units
+            .iter()
+            .map(|u| u.info.t_start_unix_ns)
+            .min()
+            .unwrap_or(0);
+        let t1 = self
+            .units
+            .iter()
+            .map(|u| u.info.t_start_unix_ns)
+            .max()
+            .unwrap_or(1)
+            .max(t0 + 1);
+        let x = |t: i64| pad + (t - t0) as f64 / (t1 - t0) as f64 * (w - 2.0 * pad);
+        let y = |s: f64| h - pad - s * (h - 2.0 * pad);
+        let mut svg = String::new();
+        let _ = write!(
+            svg,
+            r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" style="border:1px solid #ccc">"#
+        );
+        for k in 0..=4 {
+            let s = k as f64 / 4.0;
+            let _ = write!(
+                svg,
+                r##"<line x1="{pad}" x2="{}" y1="{y}" y2="{y}" stroke="#eee"/><text x="5" y="{}" font-size="11">{s:.2}</text>"##,
+                w - pad,
+                y(s) + 4.0,
+                y = y(s)
+            );
+        }
+        let _ = write!(
+            svg,
+            r#"<text x="{}" y="{}" font-size="11">time (s since first unit; span {:.3} s)</text>"#,
+            w / 2.0 - 100.0,
+            h - 10.0,
+            (t1 - t0) as f64 / 1e9
+        );
+        // Draw low scores first so the interesting points are on top.
+        let mut order: Vec<usize> = (0..self.units.len()).collect();
+        order.reverse();
+        for i in order {
+            let u = &self.units[i];
+            let colour = match u.group {
+                Some(g) => palette[g % palette.len()],
+                None => "#000000",
+            };
+            let _ = write!(
+                svg,
+                r#"<circle cx="{:.1}" cy="{:.1}" r="{}" fill="{}" fill-opacity="0.7" onclick="show({})"><title>{} {:.3} {}</title></circle>"#,
+                x(u.info.t_start_unix_ns),
+                y(u.score),
+                if u.annotated.is_some() { 4.0 } else { 2.5 },
+                colour,
+                i,
+                esc(&u.info.id),
+                u.score,
+                u.info.kind.name()
+            );
+        }
+        svg.push_str("</svg>");
+        let data: Vec<serde_json::Value> = self
+            .units
+            .iter()
+            .map(|u| {
+                let mut v = u.to_json();
+                v["tree"] = serde_json::to_value(&u.annotated).unwrap_or_default();
+                v
+            })
+            .collect();
+        let data = serde_json::to_string(&data)
+            .unwrap_or_default()
+            .replace("</", "<\\/");
+        let mut legend = String::new();
+        for (g, colour) in palette.iter().enumerate().take(self.groups) {
+            let _ = write!(
+                legend,
+                r#"<span style="color:{colour}">● group {g}</span> "#
+            );
+        }
+        legend.push_str(r#"<span>● no group</span>"#);
+        format!(
+            r#"<!doctype html><html><head><meta charset="utf-8"><title>Culprit — suspect scores</title>
+<style>body{{font-family:sans-serif;margin:20px}} pre{{background:#f7f7f7;padding:8px;font-size:12px;overflow:auto}} .new{{color:#c00}} .missing{{color:#a60}} td{{padding:2px 8px}}</style></head>
+<body><h2>Suspect score of every execution unit against time</h2>
+<p>{n} units, {p} processes. Click a point to see the unit's call tree next to its model. {legend}</p>
+{svg}
+<div id="detail"><p>Top unit shown below; click any point.</p></div>
+<script>
+const U = {data};
+function esc(s) {{ return String(s).replace(/[&<>]/g, c => ({{'&':'&amp;','<':'&lt;','>':'&gt;'}})[c]); }}
+function show(i) {{
+  const u = U[i];
+  let h = '<h3>' + esc(u.id) + ' — ' + u.kind + ' — score ' + u.score.toFixed(3) + '</h3>';
+  h += '<table><tr><td>host</td><td>' + esc(u.host) + '</td></tr><tr><td>pid / tid</td><td>' + u.pid + ' / ' + u.tid + '</td></tr>';
+  h += '<tr><td>fd</td><td>' + (u.fd ?? '') + '</td></tr><tr><td>local ⇄ peer</td><td>' + esc(u.local ?? '?') + ' ⇄ ' + esc(u.peer ?? '?') + '</td></tr>';
+  h += '<tr><td>start</td><td>' + new Date(u.t_start_unix_ns / 1e6).toISOString() + ' (+' + (u.duration_ns / 1e6).toFixed(3) + ' ms)</td></tr></table>';
+  h += '<h4>why</h4><ul>' + u.why.map(w => '<li>' + esc(w) + '</li>').join('') + '</ul>';
+  if (u.injections.length) h += '<h4>injected faults</h4><ul>' + u.injections.map(j => '<li>' + esc(j.func + ' fd ' + j.fd + ' → ' + j.forced_ret + ' (' + j.spec + ')') + '</li>').join('') + '</ul>';
+  if (u.tree) {{
+    h += '<h4>call tree (× calls in this unit, · only in the model; p = model probability, Δ = contribution)</h4><pre>';
+    for (const l of u.tree) {{
+      const cls = !l.in_unit ? 'missing' : (l.p === null ? 'new' : '');
+      h += '<span class="' + cls + '">' + (l.in_unit ? ('×' + l.calls).padEnd(6) : '·     ') + (l.p === null ? '     -' : l.p.toFixed(2).padStart(6)) + ' ' + (l.delta === null ? '      ' : l.delta.toFixed(2).padStart(6)) + '  ' + '  '.repeat(l.depth) + esc(l.name) + '  [' + esc(l.site) + ']</span>\n';
+    }}
+    h += '</pre>';
+  }} else {{ h += '<p>(call tree kept for the top units only; use <code>culprit show --unit ' + esc(u.id) + '</code>)</p>'; }}
+  document.getElementById('detail').innerHTML = h;
+}}
+if (U.length) show(0);
+</script></body></html>
+"#,
+            n = self.units.len(),
+            p = self.processes,
+        )
+    }
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trees::NodeKind;
+
+    #[test]
+    fn sentences() {
+        let mut names = BTreeMap::new();
+        names.insert(1, "mpd.recv_dict_msg (mpd.py:40)".to_string());
+        names.insert(2, "close".to_string());
+        names.insert(3, "mpd.handle+12".to_string());
+        let k = |callee, outcome| NodeKey {
+            kind: NodeKind::Py,
+            site: 3,
+            callee,
+            outcome,
+        };
+        let e = |callee, class, p, delta| Effective {
+            id: 9,
+            parent: ROOT,
+            key: k(callee, Outcome::Any),
+            class,
+            p,
+            delta,
+        };
+        assert_eq!(
+            explain(&e(1, NodeClass::Missing, Some(0.98), 0.98), &names),
+            "expected `mpd.recv_dict_msg (mpd.py:40)` (p = 0.98) not called"
+        );
+        assert_eq!(
+            explain(&e(2, NodeClass::New, None, 1.0), &names),
+            "`close` never seen here (called from mpd.handle+12)"
+        );
+        let mut short = e(2, NodeClass::New, None, 1.0);
+        short.key.kind = NodeKind::Lib;
+        short.key.outcome = Outcome::Errno(104);
+        assert!(explain(&short, &names).starts_with("`close → errno ECONNRESET (104)` never"));
+        assert_eq!(fmt_time(1_700_000_000_123_456_789), "22:13:20.123456");
+    }
+}

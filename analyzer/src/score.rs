@@ -1,0 +1,246 @@
+//! Stage 7 — **suspect scores**, exactly as §3.1 of the paper (SPEC §6).
+//!
+//! For a unit with tree `T` and model `M`:
+//! - commonality `M ∩ T`: `Δ(n) = 1 − p(n)`;
+//! - **minimum difference** `M ⊕ T`: nodes in exactly one of the two, excluding nodes whose
+//!   parent is also in the difference (a missing call's missing children are its
+//!   consequence and are not counted again; same for a new call's new children):
+//!   `Δ(n) = p(n)` if only in the model, `1` if only in the unit;
+//! - effective nodes `E = (M ∩ T) ∪ (M ⊕ T)`; `Δ(u) = Σ_{n∈E} Δ(n) / |E|` ∈ [0, 1].
+//!
+//! A process whose signature matches no process group, and a unit whose class has no model,
+//! get the maximum score, 1.
+
+use crate::model::{GroupModel, TreeModel, UnitClass};
+use crate::trees::{CallTree, NodeKey, ROOT};
+use crate::units::{Unit, UnitKind};
+use serde::{Deserialize, Serialize};
+
+/// How a unit's score was obtained.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Compared with its model.
+    Scored,
+    /// The process's signature matches no process group: score 1.
+    NoProcessGroup,
+    /// No model for the unit's class (e.g. an unknown connection): score 1.
+    NoUnitModel,
+}
+
+/// Where an effective node is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NodeClass {
+    /// In both the unit and the model.
+    Common,
+    /// Only in the model: expected, not called.
+    Missing,
+    /// Only in the unit: never seen in normal runs.
+    New,
+}
+
+/// One effective node and its contribution.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Effective {
+    /// Node id.
+    pub id: u64,
+    /// Parent id.
+    pub parent: u64,
+    /// The node.
+    pub key: NodeKey,
+    /// Where it is.
+    pub class: NodeClass,
+    /// Its model probability (None for new nodes).
+    pub p: Option<f64>,
+    /// `Δ(n)`.
+    pub delta: f64,
+}
+
+/// The score of one unit.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UnitScore {
+    /// `Δ(u)` in [0, 1].
+    pub score: f64,
+    /// How it was obtained.
+    pub verdict: Verdict,
+    /// Effective nodes, largest `Δ` first (ties: new, missing, common; then by id).
+    pub effective: Vec<Effective>,
+}
+
+/// Scores a tree against a tree model.
+pub fn score_tree(t: &CallTree, m: &TreeModel) -> UnitScore {
+    let mut eff = Vec::new();
+    for (&id, n) in &t.nodes {
+        match m.get(id) {
+            Some(mn) => eff.push(Effective {
+                id,
+                parent: n.parent,
+                key: n.key,
+                class: NodeClass::Common,
+                p: Some(mn.p()),
+                delta: 1.0 - mn.p(),
+            }),
+            None => {
+                // The parent is in T; it is in the difference iff it is not in M.
+                if m.contains(n.parent) {
+                    eff.push(Effective {
+                        id,
+                        parent: n.parent,
+                        key: n.key,
+                        class: NodeClass::New,
+                        p: None,
+                        delta: 1.0,
+                    });
+                }
+            }
+        }
+    }
+    for n in &m.nodes {
+        // The parent is in M; it is in the difference iff it is not in T.
+        if !t.contains(n.id) && t.contains(n.parent) {
+            eff.push(Effective {
+                id: n.id,
+                parent: n.parent,
+                key: n.key,
+                class: NodeClass::Missing,
+                p: Some(n.p()),
+                delta: n.p(),
+            });
+        }
+    }
+    let rank = |c: NodeClass| match c {
+        NodeClass::New => 0,
+        NodeClass::Missing => 1,
+        NodeClass::Common => 2,
+    };
+    eff.sort_by(|a, b| {
+        b.delta
+            .total_cmp(&a.delta)
+            .then(rank(a.class).cmp(&rank(b.class)))
+            .then(a.id.cmp(&b.id))
+    });
+    // Sum in a fixed order so the score never depends on hash-map iteration order.
+    let mut ds: Vec<f64> = eff.iter().map(|e| e.delta).collect();
+    ds.sort_by(|a, b| a.total_cmp(b));
+    let score = if ds.is_empty() {
+        0.0
+    } else {
+        ds.iter().sum::<f64>() / ds.len() as f64
+    };
+    UnitScore {
+        score,
+        verdict: Verdict::Scored,
+        effective: eff,
+    }
+}
+
+/// The class of a unit (which model it is compared with).
+pub fn class_of(u: &Unit) -> UnitClass {
+    UnitClass {
+        kind: u.info.kind,
+        main_thread: u.info.main_thread,
+        conn: if u.info.kind == UnitKind::Handler {
+            u.info.conn.clone()
+        } else {
+            Default::default()
+        },
+    }
+}
+
+/// Scores a unit against its process group (None: no group matched).
+pub fn score_unit(u: &Unit, group: Option<&GroupModel>) -> UnitScore {
+    let Some(g) = group else {
+        return UnitScore {
+            score: 1.0,
+            verdict: Verdict::NoProcessGroup,
+            effective: Vec::new(),
+        };
+    };
+    match g.class(&class_of(u)) {
+        Some(m) => score_tree(&u.tree, m),
+        None => UnitScore {
+            score: 1.0,
+            verdict: Verdict::NoUnitModel,
+            effective: Vec::new(),
+        },
+    }
+}
+
+/// Is `id` the root?
+pub fn is_root(id: u64) -> bool {
+    id == ROOT
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ModelNode;
+    use crate::trees::{NodeKind, Outcome};
+
+    fn key(n: u64) -> NodeKey {
+        NodeKey {
+            kind: NodeKind::C,
+            site: n,
+            callee: 100 + n,
+            outcome: Outcome::Any,
+        }
+    }
+
+    /// The paper's Fig. 3: a, b, c in both (p = 1.0, 0.9, 0.8); d only in the trial;
+    /// e only in the model (p = 0.3) with a child f (skipped: its parent is missing).
+    /// Tree shape: a → {b, e}, b → c, c → d (trial), e → f (model).
+    #[test]
+    fn paper_worked_example_scores_0_32() {
+        let mut t = CallTree::default();
+        let a = t.add(ROOT, key(1), 0);
+        let b = t.add(a, key(2), 0);
+        let c = t.add(b, key(3), 0);
+        let d = t.add(c, key(4), 0);
+        // d's own child, also new: excluded because d is in the difference.
+        t.add(d, key(7), 0);
+        let e = key(5).child_of(a);
+        let f = key(6).child_of(e);
+        let node = |id, parent, k, p| ModelNode {
+            id,
+            parent,
+            key: k,
+            p_sum: p,
+            models: 1,
+        };
+        let nodes = vec![
+            node(a, ROOT, key(1), 1.0),
+            node(b, a, key(2), 0.9),
+            node(c, b, key(3), 0.8),
+            node(e, a, key(5), 0.3),
+            node(f, e, key(6), 0.7),
+        ];
+        let m = TreeModel::from_nodes(10, 1, nodes);
+        let s = score_tree(&t, &m);
+        assert_eq!(s.effective.len(), 5);
+        assert!((s.score - 0.32).abs() < 1e-12, "{}", s.score);
+        assert_eq!(s.effective[0].class, NodeClass::New);
+        assert_eq!(s.effective[0].id, d);
+        let missing: Vec<_> = s
+            .effective
+            .iter()
+            .filter(|e| e.class == NodeClass::Missing)
+            .collect();
+        assert_eq!(missing.len(), 1);
+        assert_eq!(missing[0].id, e);
+    }
+
+    #[test]
+    fn identical_certain_unit_scores_zero_and_empty_model_scores_one() {
+        let mut t = CallTree::default();
+        let a = t.add(ROOT, key(1), 0);
+        t.add(a, key(2), 0);
+        let m = crate::model::TreeModel::from_trees([&t]);
+        assert_eq!(score_tree(&t, &m).score, 0.0);
+        let empty = TreeModel::default();
+        let s = score_tree(&t, &empty);
+        // Only a counts: b's parent is new too.
+        assert_eq!(s.effective.len(), 1);
+        assert_eq!(s.score, 1.0);
+    }
+}

@@ -1,0 +1,355 @@
+//! Stage 2 — **symbolize**: stable keys and human names for what the trace records.
+//!
+//! Raw addresses and Python indices change from run to run (ASLR, the order in which code
+//! objects are first seen), so models cannot use them. [`ProcessSymbols`] is built from a
+//! process's metadata records (`Meta::Map`, `Meta::Code`) and turns them into **stable
+//! keys**:
+//!
+//! - a C address → `(file name of its mapping, address − load base)`; the load base of a
+//!   file is the start of its first mapping minus that mapping's file offset, so static
+//!   functions of PIE executables and shared libraries are covered;
+//! - a Python code or builtin index → `(module.qualname, file, first line)`; a Python call
+//!   site → `(calling code, instruction offset)`;
+//! - a library function → its fixed [`LibFn`] id.
+//!
+//! Names for people come from [`ProcessSymbols::name_c`] (a [`CSym`]: file and relative
+//! address) resolved by an [`ElfResolver`] through the ELF symbol tables (`.symtab` and
+//! `.dynsym`, via `object`) and DWARF line tables (`addr2line`), with a cache per file.
+//! This module is public so that other tools (`culprit dump`) can call it.
+//!
+//! ```
+//! use analyzer::symbolize::{ProcessSymbols, ElfResolver};
+//! use bufpool::format::{Meta, MapRecord};
+//! let mut s = ProcessSymbols::default();
+//! s.add(&Meta::Map(MapRecord { start: 0x5000, end: 0x9000, offset: 0x1000, prot: 5,
+//!                              path: b"/bin/demo".to_vec() }));
+//! let sym = s.name_c(0x5010);
+//! assert_eq!(sym.rel, 0x1010);
+//! // The file does not exist here: the name falls back to file+offset.
+//! assert_eq!(ElfResolver::default().resolve(&sym), "demo+0x1010");
+//! ```
+
+use crate::hash::{mix, str_hash};
+use bufpool::format::{CodeKind, CodeRecord, LibFn, Meta};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// One file mapped in a process.
+#[derive(Clone, Debug)]
+struct Mapping {
+    start: u64,
+    end: u64,
+    module: usize,
+}
+
+#[derive(Clone, Debug)]
+struct Module {
+    path: Arc<str>,
+    base: u64,
+    key: u64,
+}
+
+/// The symbol tables of one process: its memory map and its Python code table.
+#[derive(Clone, Debug, Default)]
+pub struct ProcessSymbols {
+    maps: Vec<Mapping>,
+    modules: Vec<Module>,
+    by_path: HashMap<Arc<str>, usize>,
+    code: HashMap<u32, CodeRecord>,
+}
+
+/// A C address, placed in its file.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CSym {
+    /// The mapped file, if the address is in a recorded mapping.
+    pub module: Option<Arc<str>>,
+    /// Address relative to the file's load base (the raw address when `module` is None).
+    pub rel: u64,
+}
+
+impl ProcessSymbols {
+    /// Takes in one metadata record (others than maps and code records are ignored).
+    pub fn add(&mut self, m: &Meta) {
+        match m {
+            Meta::Map(r) => {
+                let path: Arc<str> = String::from_utf8_lossy(&r.path).into();
+                let module = match self.by_path.get(&path) {
+                    Some(&i) => {
+                        // The load base comes from the file's lowest mapping.
+                        let base = r.start.wrapping_sub(r.offset);
+                        let m = &mut self.modules[i];
+                        if r.start < m.base.wrapping_add(r.offset) && base < m.base {
+                            m.base = base;
+                        }
+                        i
+                    }
+                    None => {
+                        let name = Path::new(&*path)
+                            .file_name()
+                            .map(|s| s.to_string_lossy().into_owned())
+                            .unwrap_or_else(|| path.to_string());
+                        self.modules.push(Module {
+                            path: path.clone(),
+                            base: r.start.wrapping_sub(r.offset),
+                            key: str_hash(name.as_bytes()),
+                        });
+                        self.by_path.insert(path, self.modules.len() - 1);
+                        self.modules.len() - 1
+                    }
+                };
+                let at = self.maps.partition_point(|m| m.start <= r.start);
+                self.maps.insert(
+                    at,
+                    Mapping {
+                        start: r.start,
+                        end: r.end,
+                        module,
+                    },
+                );
+            }
+            Meta::Code(c) => {
+                self.code.insert(c.index, c.clone());
+            }
+            _ => {}
+        }
+    }
+
+    fn module_of(&self, addr: u64) -> Option<&Module> {
+        let i = self.maps.partition_point(|m| m.start <= addr);
+        if i == 0 {
+            return None;
+        }
+        let m = &self.maps[i - 1];
+        if addr < m.end {
+            Some(&self.modules[m.module])
+        } else {
+            None
+        }
+    }
+
+    /// The stable key of a C address.
+    pub fn key_c(&self, addr: u64) -> u64 {
+        match self.module_of(addr) {
+            Some(m) => mix(m.key, addr.wrapping_sub(m.base)),
+            None => mix(0x00c0_ffee, addr),
+        }
+    }
+
+    /// Where a C address is: its file and relative address.
+    pub fn name_c(&self, addr: u64) -> CSym {
+        match self.module_of(addr) {
+            Some(m) => CSym {
+                module: Some(m.path.clone()),
+                rel: addr.wrapping_sub(m.base),
+            },
+            None => CSym {
+                module: None,
+                rel: addr,
+            },
+        }
+    }
+
+    /// The stable key of a Python code, builtin or exception-type index.
+    pub fn key_py(&self, index: u64) -> u64 {
+        match self.code.get(&(index as u32)) {
+            Some(c) => mix(
+                mix(str_hash(&c.name), str_hash(&c.file)),
+                ((c.kind as u64) << 32) | c.first_line as u64,
+            ),
+            None => mix(0x0070_7079, index),
+        }
+    }
+
+    /// The stable key of a Python call site (`py_site`: calling code and offset).
+    pub fn key_py_site(&self, site: u64) -> u64 {
+        let (code, off) = bufpool::format::py_site_parts(site);
+        mix(self.key_py(code as u64), off as u64)
+    }
+
+    /// The name of a Python index: `module.qualname (file:line)`, or `py#N` if unknown.
+    pub fn name_py(&self, index: u64) -> String {
+        match self.code.get(&(index as u32)) {
+            Some(c) => {
+                let name = String::from_utf8_lossy(&c.name);
+                match c.kind {
+                    CodeKind::PyCode if !c.file.is_empty() => format!(
+                        "{} ({}:{})",
+                        name,
+                        short_path(&String::from_utf8_lossy(&c.file)),
+                        c.first_line
+                    ),
+                    _ => name.into_owned(),
+                }
+            }
+            None => format!("py#{index}"),
+        }
+    }
+
+    /// The name of a Python call site: `module.qualname+offset`.
+    pub fn name_py_site(&self, site: u64) -> String {
+        let (code, off) = bufpool::format::py_site_parts(site);
+        match self.code.get(&code) {
+            Some(c) => format!("{}+{}", String::from_utf8_lossy(&c.name), off * 2),
+            None => format!("py#{code}+{}", off * 2),
+        }
+    }
+
+    /// The code record of an index, if recorded.
+    pub fn code(&self, index: u32) -> Option<&CodeRecord> {
+        self.code.get(&index)
+    }
+}
+
+/// The stable key of a library function.
+pub fn key_lib(f: LibFn) -> u64 {
+    f.id()
+}
+
+fn short_path(p: &str) -> &str {
+    Path::new(p)
+        .file_name()
+        .and_then(|s| s.to_str())
+        .unwrap_or(p)
+}
+
+/// Resolves [`CSym`]s to `function (file:line)` through ELF symbols and DWARF, caching one
+/// loader per file. A file that cannot be read gives `file+0xoffset`.
+#[derive(Default)]
+pub struct ElfResolver {
+    files: HashMap<Arc<str>, Option<ElfFile>>,
+}
+
+struct ElfFile {
+    loader: addr2line::Loader,
+    /// Added to a base-relative address to get an ELF virtual address.
+    vaddr_bias: u64,
+}
+
+impl ElfResolver {
+    /// `function (file:line)`, `function`, or `file+0xoffset`.
+    pub fn resolve(&mut self, s: &CSym) -> String {
+        let Some(module) = &s.module else {
+            return format!("0x{:x}", s.rel);
+        };
+        let file = self
+            .files
+            .entry(module.clone())
+            .or_insert_with(|| open_elf(Path::new(&**module)));
+        let fallback = || format!("{}+0x{:x}", short_path(module), s.rel);
+        let Some(f) = file else {
+            return fallback();
+        };
+        let probe = s.rel.wrapping_add(f.vaddr_bias);
+        let sym = f.loader.find_symbol(probe).map(|s| s.to_string());
+        let loc = f.loader.find_location(probe).ok().flatten().and_then(|l| {
+            Some(format!(
+                "{}:{}",
+                short_path(l.file?),
+                l.line.map(|n| n.to_string()).unwrap_or_default()
+            ))
+        });
+        match (sym, loc) {
+            (Some(s), Some(l)) => format!("{s} ({l})"),
+            (Some(s), None) => s,
+            (None, Some(l)) => format!("{} ({l})", fallback()),
+            (None, None) => fallback(),
+        }
+    }
+}
+
+fn open_elf(path: &Path) -> Option<ElfFile> {
+    use object::{Object, ObjectSegment};
+    let data = std::fs::read(path).ok()?;
+    let obj = object::File::parse(&*data).ok()?;
+    // Base-relative addresses count from the page of the lowest loaded segment.
+    let min = obj
+        .segments()
+        .filter(|s| s.size() > 0)
+        .map(|s| s.address())
+        .min()
+        .unwrap_or(0)
+        & !0xfff;
+    let loader = addr2line::Loader::new(PathBuf::from(path)).ok()?;
+    Some(ElfFile {
+        loader,
+        vaddr_bias: min,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bufpool::format::MapRecord;
+
+    fn map(start: u64, end: u64, offset: u64, path: &str) -> Meta {
+        Meta::Map(MapRecord {
+            start,
+            end,
+            offset,
+            prot: 5,
+            path: path.as_bytes().to_vec(),
+        })
+    }
+
+    #[test]
+    fn keys_are_stable_across_load_addresses() {
+        let mut a = ProcessSymbols::default();
+        a.add(&map(0x5555_0000_0000, 0x5555_0000_1000, 0, "/x/prog"));
+        a.add(&map(0x5555_0000_1000, 0x5555_0000_3000, 0x1000, "/x/prog"));
+        let mut b = ProcessSymbols::default();
+        b.add(&map(0x7777_0000_1000, 0x7777_0000_3000, 0x1000, "/y/prog"));
+        b.add(&map(0x7777_0000_0000, 0x7777_0000_1000, 0, "/y/prog"));
+        assert_eq!(a.key_c(0x5555_0000_1234), b.key_c(0x7777_0000_1234));
+        assert_ne!(a.key_c(0x5555_0000_1234), a.key_c(0x5555_0000_1238));
+        assert_eq!(a.name_c(0x5555_0000_1234).rel, 0x1234);
+        assert_eq!(a.name_c(0x10).module, None);
+    }
+
+    #[test]
+    fn python_keys_use_names_not_indices() {
+        let rec = |index, name: &str| {
+            Meta::Code(CodeRecord {
+                index,
+                kind: CodeKind::PyCode,
+                first_line: 10,
+                name: name.as_bytes().to_vec(),
+                file: b"/a/mpd.py".to_vec(),
+            })
+        };
+        let mut a = ProcessSymbols::default();
+        a.add(&rec(1, "mpd.handle"));
+        let mut b = ProcessSymbols::default();
+        b.add(&rec(7, "mpd.handle"));
+        assert_eq!(a.key_py(1), b.key_py(7));
+        assert_eq!(
+            a.key_py_site(bufpool::format::py_site(1, 4)),
+            b.key_py_site(bufpool::format::py_site(7, 4))
+        );
+        assert_eq!(a.name_py(1), "mpd.handle (mpd.py:10)");
+        assert_eq!(
+            a.name_py_site(bufpool::format::py_site(1, 4)),
+            "mpd.handle+8"
+        );
+    }
+
+    #[test]
+    fn resolves_static_functions_of_this_test_binary() {
+        // This test binary is a PIE with a symbol table: map it as the kernel would
+        // (at a random base) and resolve one of its own static functions.
+        let exe = std::env::current_exe().unwrap();
+        let data = std::fs::read(&exe).unwrap();
+        use object::{Object, ObjectSymbol};
+        let obj = object::File::parse(&*data).unwrap();
+        let sym = obj
+            .symbols()
+            .find(|s| s.name().is_ok_and(|n| n.contains("short_path")) && s.address() != 0)
+            .expect("symbol in test binary");
+        let base = 0x5600_0000_0000u64;
+        let mut s = ProcessSymbols::default();
+        s.add(&map(base, base + 0x1000_0000, 0, exe.to_str().unwrap()));
+        let c = s.name_c(base + sym.address());
+        let name = ElfResolver::default().resolve(&c);
+        assert!(name.contains("short_path"), "{name}");
+    }
+}

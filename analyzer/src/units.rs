@@ -1,0 +1,971 @@
+//! Stage 3 — **execution units**: the event loop, and initializer / handler / loop /
+//! finalizer units, each with its call tree (stage 4, built while splitting).
+//!
+//! Two streaming passes over each process:
+//!
+//! 1. [`scan_process`] reads every thread once: it collects the metadata (memory maps, Python
+//!    code tables → [`ProcessSymbols`]), replays the descriptor-creating calls of all threads
+//!    into an [`FdTable`], and finds each thread's **event loop**: the call-stack frame whose
+//!    single activation contains recurring calls to a multiplexer (`select`, `poll`,
+//!    `epoll_wait`… — at least 2) and a receive. Frames that contain the same multiplexer
+//!    calls nest (`main` → `run` → …); the innermost one is taken: the deepest frame holding
+//!    at least half as many multiplexer calls as the frame holding the most. With no function
+//!    entries at all (an `LD_PRELOAD`-only trace) the only frame is the thread itself.
+//! 2. [`split_process`] reads every thread again and cuts it into units:
+//!    - **initializer**: from the start to the first multiplexer call of the event loop;
+//!    - **handler**: starts at an `accept` or a receive on a socket (`recv*`, or `read`/`readv`
+//!      on a descriptor known to be a socket) and runs to the next one; a receive on the same
+//!      descriptor as the current handler's with no multiplexer call in between continues it
+//!      (a receive loop draining one message). A handler also ends when the loop body calls
+//!      its multiplexer again, and — with function entries — when the function under the loop
+//!      frame that contained its first receive returns (its *anchor*); a multiplexer call made
+//!      inside a still-active anchor (a nested wait) does not end it;
+//!    - **loop**: what the loop body does outside handlers (000's pre-/post-processing units:
+//!      the multiplexer call itself, timers, deferred work);
+//!    - **finalizer**: from the return of the loop frame (or a call to `exit`) to the end.
+//!
+//!    Threads without an event loop are one initializer unit.
+//!
+//! **Deferred work** (redis writes replies and closes clients in `beforeSleep`, before the
+//! next `epoll_wait`): with function entries the handler that read the request ends when
+//! its anchor (`aeProcessEvents`) returns, so the deferred writes and closes form a *loop*
+//! unit of their own, modelled per process like the handlers. Without function entries
+//! there is no anchor: the deferred calls belong to the last handler unit that started
+//! before them (the last receive of that loop iteration), up to the next multiplexer call.
+//! Either way the attribution is the same in normal and faulty runs, which is what the
+//! coverage model needs.
+
+use crate::connections::{self, ConnKey, FdTable, SetupCall};
+use crate::decode::{CallKind, DecodeStats, Event, LibEvent, ProcessTrace, ThreadTrace};
+use crate::error::Result;
+use crate::hash::{mix, IdMap};
+use crate::symbolize::{key_lib, CSym, ElfResolver, ProcessSymbols};
+use crate::trees::{CallTree, NodeKey, NodeKind, Outcome, TreeOptions, ROOT};
+use bufpool::format::{LibFn, Meta, ProcReason};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+/// Kinds of execution units.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnitKind {
+    /// From the start to the event loop.
+    Initializer,
+    /// From a receive or accept to the next.
+    Handler,
+    /// Loop-body work outside handlers.
+    Loop,
+    /// From the end of the event loop to the end.
+    Finalizer,
+}
+
+impl UnitKind {
+    /// Lower-case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            UnitKind::Initializer => "initializer",
+            UnitKind::Handler => "handler",
+            UnitKind::Loop => "loop",
+            UnitKind::Finalizer => "finalizer",
+        }
+    }
+}
+
+/// The event loop of a thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LoopSpec {
+    /// Number of frames on the stack down to and including the loop frame (0: the thread).
+    pub depth: usize,
+    /// Raw path hash of the loop frame.
+    pub path: u64,
+    /// Multiplexer calls inside its activations.
+    pub mux_calls: u64,
+}
+
+/// What pass 1 learned about a thread.
+#[derive(Clone, Debug)]
+pub struct ThreadScan {
+    /// Thread id.
+    pub tid: u32,
+    /// The event loop, if any.
+    pub event_loop: Option<LoopSpec>,
+}
+
+/// What pass 1 learned about a process.
+#[derive(Clone, Debug)]
+pub struct ProcessScan {
+    /// Symbol tables.
+    pub symbols: ProcessSymbols,
+    /// Per-thread results, in the order of `ProcessTrace::threads`.
+    pub threads: Vec<ThreadScan>,
+    /// Descriptor history.
+    pub fds: FdTable,
+    /// Executable (from the last process record).
+    pub exe: String,
+    /// Counts.
+    pub stats: DecodeStats,
+}
+
+/// A fault injected by the tracer, as seen in a unit.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Injection {
+    /// Wall-clock time.
+    pub unix_ns: i64,
+    /// The function (libc name).
+    pub func: String,
+    /// The fd of the call.
+    pub fd: i32,
+    /// What the program saw.
+    pub forced_ret: i64,
+    /// The errno the program saw.
+    pub forced_errno: i32,
+    /// The rule's text.
+    pub spec: String,
+}
+
+/// Where and when a unit ran.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnitInfo {
+    /// `host:pid:tid:index`, unique in a trace set.
+    pub id: String,
+    /// Host.
+    pub host: String,
+    /// Process id.
+    pub pid: u32,
+    /// Thread id.
+    pub tid: u32,
+    /// Is this the process's main thread?
+    pub main_thread: bool,
+    /// Index of the unit in its thread.
+    pub index: u32,
+    /// Kind.
+    pub kind: UnitKind,
+    /// Descriptor the handler received from (or accepted on).
+    pub fd: Option<i32>,
+    /// Connection identity (handlers; empty otherwise or when unknown).
+    pub conn: ConnKey,
+    /// Local address of the connection.
+    pub local: Option<String>,
+    /// Peer address of the connection.
+    pub peer: Option<String>,
+    /// Start, TSC.
+    pub tsc_start: u64,
+    /// End, TSC.
+    pub tsc_end: u64,
+    /// Start, wall clock (ns since the epoch).
+    pub t_start_unix_ns: i64,
+    /// End, wall clock.
+    pub t_end_unix_ns: i64,
+    /// Entries lost inside the unit.
+    pub lost: u64,
+    /// Faults injected inside the unit.
+    pub injections: Vec<Injection>,
+}
+
+/// One execution unit.
+#[derive(Clone, Debug)]
+pub struct Unit {
+    /// Where and when.
+    pub info: UnitInfo,
+    /// Its call tree.
+    pub tree: CallTree,
+}
+
+/// A process signature: the stack keys of setup calls in its initializer units.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Signature(pub Vec<u64>);
+
+/// Where names of key parts come from, before ELF resolution.
+#[derive(Clone, Debug)]
+pub enum NameSrc {
+    /// Already a name.
+    Text(String),
+    /// A C address to resolve.
+    C(CSym),
+}
+
+/// Names of the key parts (call sites, callees) seen in a process.
+#[derive(Clone, Debug, Default)]
+pub struct NameBook {
+    /// By stable key.
+    pub names: IdMap<NameSrc>,
+}
+
+impl NameBook {
+    /// Resolves every name (ELF lookups through `r`), in key order.
+    pub fn resolve(&self, r: &mut ElfResolver) -> BTreeMap<u64, String> {
+        let mut keys: Vec<_> = self.names.keys().copied().collect();
+        keys.sort_unstable();
+        keys.into_iter()
+            .map(|k| {
+                let n = match &self.names[&k] {
+                    NameSrc::Text(s) => s.clone(),
+                    NameSrc::C(c) => r.resolve(c),
+                };
+                (k, n)
+            })
+            .collect()
+    }
+}
+
+/// The units of one process.
+#[derive(Clone, Debug)]
+pub struct ProcessUnits {
+    /// Host.
+    pub host: String,
+    /// Process id.
+    pub pid: u32,
+    /// Start time in clock ticks.
+    pub start_ticks: u64,
+    /// Executable.
+    pub exe: String,
+    /// Process signature.
+    pub signature: Signature,
+    /// Units, by thread then time.
+    pub units: Vec<Unit>,
+    /// Names of key parts.
+    pub names: NameBook,
+    /// Counts of both passes together (entries are counted once).
+    pub stats: DecodeStats,
+}
+
+/// Raw path step (pass 1 and pass 2 must agree).
+#[inline]
+fn raw_step(parent: u64, kind: CallKind, site: u64, callee: u64) -> u64 {
+    mix(parent, mix(site ^ ((kind as u64) << 56), callee))
+}
+
+const RAW_ROOT: u64 = 0x7261_7700;
+
+/// The stable node key of a function frame.
+pub fn frame_key(sy: &ProcessSymbols, kind: CallKind, site: u64, callee: u64) -> NodeKey {
+    let (k, site, callee) = match kind {
+        CallKind::C => (NodeKind::C, sy.key_c(site), sy.key_c(callee)),
+        CallKind::Py => (NodeKind::Py, sy.key_py_site(site), sy.key_py(callee)),
+        CallKind::PyBuiltin => (NodeKind::PyBuiltin, sy.key_py_site(site), sy.key_py(callee)),
+    };
+    NodeKey {
+        kind: k,
+        site,
+        callee,
+        outcome: Outcome::Any,
+    }
+}
+
+fn lib_key(sy: &ProcessSymbols, l: &LibEvent, outcome: Outcome) -> NodeKey {
+    NodeKey {
+        kind: NodeKind::Lib,
+        site: sy.key_c(l.site),
+        callee: key_lib(l.func),
+        outcome,
+    }
+}
+
+/// The stable key of a setup call's stack: its path from the thread root, then the native
+/// frames the tracer recorded (if any).
+fn setup_stack_key(sy: &ProcessSymbols, top_abs: u64, l: &LibEvent) -> u64 {
+    let mut h = lib_key(sy, l, Outcome::Any).child_of(top_abs);
+    for &a in l.opts.stack() {
+        h = mix(h, sy.key_c(a));
+    }
+    h
+}
+
+fn is_exit(f: LibFn) -> bool {
+    matches!(f, LibFn::Exit | LibFn::UExit | LibFn::UExitC)
+}
+
+/// Merges the entry's arguments into the exit (fd and length are often only on the entry).
+fn merge_enter(enter: &LibEvent, exit: &mut LibEvent) {
+    if exit.opts.fd.is_none() {
+        exit.opts.fd = enter.opts.fd;
+    }
+    if exit.opts.len.is_none() {
+        exit.opts.len = enter.opts.len;
+    }
+    if exit.opts.fd2.is_none() {
+        exit.opts.fd2 = enter.opts.fd2;
+    }
+    if exit.opts.flags.is_none() {
+        exit.opts.flags = enter.opts.flags;
+    }
+    if exit.opts.stack_len == 0 && enter.opts.stack_len > 0 {
+        exit.opts.stack = enter.opts.stack;
+        exit.opts.stack_len = enter.opts.stack_len;
+    }
+    if exit.opts.is_socket.is_none() {
+        exit.opts.is_socket = enter.opts.is_socket;
+    }
+}
+
+/// Iterates a thread's library calls, paired, with the other events in between.
+fn for_each_paired(
+    t: &ThreadTrace,
+    mut on_event: impl FnMut(&Event),
+    mut on_call: impl FnMut(&LibEvent, Outcome),
+) -> Result<DecodeStats> {
+    let mut pending: Option<LibEvent> = None;
+    let st = t.for_each(|e| match e {
+        Event::Lib(l) => {
+            if !l.exit {
+                if let Some(p) = pending.take() {
+                    on_call(&p, Outcome::Unfinished);
+                }
+                if is_exit(l.func) || l.func.is_exec() {
+                    on_call(l, Outcome::Unfinished);
+                } else {
+                    pending = Some(*l);
+                }
+            } else {
+                let mut ev = *l;
+                if let Some(p) = pending.take() {
+                    if p.func == l.func {
+                        merge_enter(&p, &mut ev);
+                    } else {
+                        on_call(&p, Outcome::Unfinished);
+                    }
+                }
+                let o = Outcome::of(ev.func, &ev.opts);
+                on_call(&ev, o);
+            }
+        }
+        other => {
+            if let Some(p) = pending.take() {
+                on_call(&p, Outcome::Unfinished);
+            }
+            on_event(other)
+        }
+    })?;
+    if let Some(p) = pending.take() {
+        on_call(&p, Outcome::Unfinished);
+    }
+    Ok(st)
+}
+
+// ---------------------------------------------------------------- pass 1
+
+struct P1Frame {
+    kind: CallKind,
+    site: u64,
+    callee: u64,
+    path: u64,
+    mux: u64,
+    recv: u64,
+}
+
+struct RawSetup {
+    call: SetupCall,
+    frames: Vec<(CallKind, u64, u64)>,
+    ev: LibEvent,
+}
+
+#[derive(Default)]
+struct Candidates {
+    by_path: HashMap<u64, LoopSpec>,
+}
+
+impl Candidates {
+    fn consider(&mut self, path: u64, depth: usize, mux: u64, recv: u64) {
+        if mux >= 2 && recv >= 1 {
+            let c = self.by_path.entry(path).or_insert(LoopSpec {
+                depth,
+                path,
+                mux_calls: 0,
+            });
+            c.mux_calls += mux;
+        }
+    }
+
+    fn choose(&self) -> Option<LoopSpec> {
+        let max = self.by_path.values().map(|c| c.mux_calls).max()?;
+        self.by_path
+            .values()
+            .filter(|c| c.mux_calls * 2 >= max)
+            .max_by_key(|c| (c.depth, c.mux_calls, std::cmp::Reverse(c.path)))
+            .copied()
+    }
+}
+
+fn is_socket_receive(l: &LibEvent, known: impl Fn(i32) -> bool) -> bool {
+    use LibFn::*;
+    if l.func.is_accept() {
+        return true;
+    }
+    if !l.func.is_receive() {
+        return false;
+    }
+    match l.opts.is_socket {
+        Some(b) => b,
+        None => {
+            matches!(l.func, Recv | Recvfrom | Recvmsg | Recvmmsg) || l.opts.fd.is_some_and(known)
+        }
+    }
+}
+
+/// Pass 1: symbols, descriptor history and event loops of one process.
+pub fn scan_process(p: &ProcessTrace) -> Result<ProcessScan> {
+    let mut symbols = ProcessSymbols::default();
+    let mut exe = String::new();
+    let mut raw_setups = Vec::new();
+    let mut threads = Vec::new();
+    let mut stats = DecodeStats::default();
+    for t in &p.threads {
+        let mut frames: Vec<P1Frame> = Vec::new();
+        let mut root = (0u64, 0u64);
+        let mut cands = Candidates::default();
+        let mut sockets: HashSet<i32> = HashSet::new();
+        let pop = |frames: &mut Vec<P1Frame>, root: &mut (u64, u64), cands: &mut Candidates| {
+            if let Some(f) = frames.pop() {
+                cands.consider(f.path, frames.len() + 1, f.mux, f.recv);
+                match frames.last_mut() {
+                    Some(p) => {
+                        p.mux += f.mux;
+                        p.recv += f.recv;
+                    }
+                    None => {
+                        root.0 += f.mux;
+                        root.1 += f.recv;
+                    }
+                }
+            }
+        };
+        // The two closures below both need the frame stack: share it through a RefCell.
+        let state = std::cell::RefCell::new((
+            &mut frames,
+            &mut root,
+            &mut cands,
+            &mut sockets,
+            &mut raw_setups,
+            &mut symbols,
+            &mut exe,
+        ));
+        let st = for_each_paired(
+            t,
+            |e| {
+                let mut s = state.borrow_mut();
+                let (frames, root, cands, _, _, symbols, exe) = &mut *s;
+                match e {
+                    Event::Call {
+                        kind, site, callee, ..
+                    } => {
+                        let parent = frames.last().map_or(RAW_ROOT, |f| f.path);
+                        frames.push(P1Frame {
+                            kind: *kind,
+                            site: *site,
+                            callee: *callee,
+                            path: raw_step(parent, *kind, *site, *callee),
+                            mux: 0,
+                            recv: 0,
+                        });
+                    }
+                    Event::Return { kind, callee, .. } => {
+                        if let Some(i) = frames
+                            .iter()
+                            .rposition(|f| f.callee == *callee && f.kind == *kind)
+                        {
+                            while frames.len() > i {
+                                pop(frames, root, cands);
+                            }
+                        }
+                    }
+                    Event::Meta { meta, .. } => {
+                        symbols.add(meta);
+                        if let Meta::Proc(pr) = meta {
+                            if pr.reason != ProcReason::Fork || exe.is_empty() {
+                                **exe = String::from_utf8_lossy(&pr.exe).into_owned();
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            },
+            |l, _o| {
+                let mut s = state.borrow_mut();
+                let (frames, root, _, sockets, raw_setups, _, _) = &mut *s;
+                let counters = match frames.last_mut() {
+                    Some(f) => (&mut f.mux, &mut f.recv),
+                    None => (&mut root.0, &mut root.1),
+                };
+                if l.func.is_multiplexer() {
+                    *counters.0 += 1;
+                }
+                if is_socket_receive(l, |fd| sockets.contains(&fd)) {
+                    *counters.1 += 1;
+                }
+                let ret_fd = l.opts.ret.filter(|r| *r >= 0).map(|r| r as i32);
+                match l.func {
+                    LibFn::Socket | LibFn::Accept | LibFn::Accept4 => {
+                        sockets.extend(ret_fd);
+                    }
+                    LibFn::Close => {
+                        if let Some(fd) = l.opts.fd {
+                            sockets.remove(&fd);
+                        }
+                    }
+                    _ => {}
+                }
+                if connections::is_tracked(l.func) {
+                    raw_setups.push(RawSetup {
+                        call: SetupCall {
+                            tsc: l.tsc,
+                            tid: t.tid,
+                            func: l.func,
+                            fd: l.opts.fd,
+                            fd2: l.opts.fd2,
+                            ret: l.opts.ret,
+                            flags: l.opts.flags,
+                            stack: 0,
+                            local: l.opts.local,
+                            peer: l.opts.peer,
+                        },
+                        frames: frames.iter().map(|f| (f.kind, f.site, f.callee)).collect(),
+                        ev: *l,
+                    });
+                }
+            },
+        )?;
+        while !frames.is_empty() {
+            pop(&mut frames, &mut root, &mut cands);
+        }
+        cands.consider(RAW_ROOT, 0, root.0, root.1);
+        stats += st;
+        threads.push(ThreadScan {
+            tid: t.tid,
+            event_loop: cands.choose(),
+        });
+    }
+    let calls = raw_setups
+        .into_iter()
+        .map(|r| {
+            let mut abs = ROOT;
+            for &(k, s, c) in &r.frames {
+                abs = frame_key(&symbols, k, s, c).child_of(abs);
+            }
+            let mut call = r.call;
+            if connections::is_setup(call.func) {
+                call.stack = setup_stack_key(&symbols, abs, &r.ev);
+            }
+            call
+        })
+        .collect();
+    Ok(ProcessScan {
+        symbols,
+        threads,
+        fds: FdTable::build(calls),
+        exe,
+        stats,
+    })
+}
+
+// ---------------------------------------------------------------- pass 2
+
+struct P2Frame {
+    kind: CallKind,
+    raw_callee: u64,
+    raw_path: u64,
+    key: NodeKey,
+    abs: u64,
+    rel: u64,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Before,
+    In,
+    After,
+}
+
+struct Splitter<'a> {
+    p: &'a ProcessTrace,
+    scan: &'a ProcessScan,
+    opts: TreeOptions,
+    tid: u32,
+    event_loop: Option<LoopSpec>,
+    frames: Vec<P2Frame>,
+    phase: Phase,
+    base: usize,
+    cur: Unit,
+    last_tsc: u64,
+    units: Vec<Unit>,
+    anchor: Option<usize>,
+    mux_since_recv: bool,
+    names: &'a mut NameBook,
+    signature: &'a mut BTreeSet<u64>,
+}
+
+impl Splitter<'_> {
+    fn unix(&self, tsc: u64) -> i64 {
+        let v = self.p.calib.tsc_to_unix_ns(tsc);
+        v.clamp(i64::MIN as i128, i64::MAX as i128) as i64
+    }
+
+    fn new_info(&self, kind: UnitKind, tsc: u64, index: u32) -> UnitInfo {
+        UnitInfo {
+            id: format!("{}:{}:{}:{}", self.p.host, self.p.pid, self.tid, index),
+            host: self.p.host.clone(),
+            pid: self.p.pid,
+            tid: self.tid,
+            main_thread: self.tid == self.p.pid,
+            index,
+            kind,
+            fd: None,
+            conn: ConnKey::default(),
+            local: None,
+            peer: None,
+            tsc_start: tsc,
+            tsc_end: tsc,
+            t_start_unix_ns: self.unix(tsc),
+            t_end_unix_ns: self.unix(tsc),
+            lost: 0,
+            injections: Vec::new(),
+        }
+    }
+
+    fn name_frame(&mut self, f_kind: CallKind, site: u64, callee: u64, key: &NodeKey) {
+        let sy = &self.scan.symbols;
+        let names = &mut self.names.names;
+        names.entry(key.site).or_insert_with(|| match f_kind {
+            CallKind::C => NameSrc::C(sy.name_c(site)),
+            _ => NameSrc::Text(sy.name_py_site(site)),
+        });
+        names.entry(key.callee).or_insert_with(|| match f_kind {
+            CallKind::C => NameSrc::C(sy.name_c(callee)),
+            _ => NameSrc::Text(sy.name_py(callee)),
+        });
+    }
+
+    /// Closes the current unit at `tsc` and opens a new one.
+    fn start(&mut self, kind: UnitKind, tsc: u64, fd: Option<i32>) {
+        let index = self.cur.info.index + 1;
+        let mut next = Unit {
+            info: self.new_info(kind, tsc, index),
+            tree: CallTree::default(),
+        };
+        std::mem::swap(&mut self.cur, &mut next);
+        self.close(next, tsc);
+        let base = match kind {
+            UnitKind::Initializer | UnitKind::Finalizer => 0,
+            _ => self.event_loop.map_or(0, |l| l.depth),
+        };
+        if base != self.base {
+            self.base = base;
+            let mut rel = ROOT;
+            for f in self.frames.iter_mut().skip(base) {
+                rel = f.key.child_of(rel);
+                f.rel = rel;
+            }
+        }
+        let mut parent = ROOT;
+        for f in self.frames.iter().skip(self.base) {
+            parent = self.cur.tree.add(parent, f.key, tsc);
+        }
+        self.anchor = None;
+        if kind == UnitKind::Handler {
+            if let Some(fd) = fd {
+                self.cur.info.fd = Some(fd);
+                if let Some(ci) = self.scan.fds.at(fd, tsc) {
+                    self.cur.info.conn = ci.key();
+                    self.cur.info.local = ci.local.map(|a| a.to_display());
+                    self.cur.info.peer = ci.peer.map(|a| a.to_display());
+                }
+            }
+            if self.frames.len() > self.base
+                && matches!(self.frames[self.base].kind, CallKind::C | CallKind::Py)
+            {
+                self.anchor = Some(self.base);
+            }
+        }
+        self.mux_since_recv = false;
+    }
+
+    fn close(&mut self, mut u: Unit, tsc: u64) {
+        u.info.tsc_end = tsc.max(u.info.tsc_start);
+        u.info.t_end_unix_ns = self.unix(u.info.tsc_end);
+        let keep = !u.tree.nodes.is_empty()
+            || matches!(u.info.kind, UnitKind::Initializer | UnitKind::Handler);
+        if keep {
+            self.units.push(u);
+        }
+    }
+
+    fn top_rel(&self) -> u64 {
+        if self.frames.len() > self.base {
+            self.frames.last().map_or(ROOT, |f| f.rel)
+        } else {
+            ROOT
+        }
+    }
+
+    fn on_event(&mut self, e: &Event) {
+        let tsc = e.tsc();
+        self.last_tsc = self.last_tsc.max(tsc);
+        match e {
+            Event::Call {
+                kind, site, callee, ..
+            } => {
+                let key = frame_key(&self.scan.symbols, *kind, *site, *callee);
+                let (abs_parent, raw_parent, rel_parent) = match self.frames.last() {
+                    Some(f) => (f.abs, f.raw_path, self.top_rel()),
+                    None => (ROOT, RAW_ROOT, ROOT),
+                };
+                let in_unit = self.frames.len() >= self.base;
+                let (rel, new) = if in_unit {
+                    self.cur.tree.add_new(rel_parent, key, tsc)
+                } else {
+                    (key.child_of(rel_parent), false)
+                };
+                if new {
+                    self.name_frame(*kind, *site, *callee, &key);
+                }
+                self.frames.push(P2Frame {
+                    kind: *kind,
+                    raw_callee: *callee,
+                    raw_path: raw_step(raw_parent, *kind, *site, *callee),
+                    key,
+                    abs: key.child_of(abs_parent),
+                    rel,
+                });
+            }
+            Event::Return { kind, callee, .. } => {
+                if let Some(i) = self
+                    .frames
+                    .iter()
+                    .rposition(|f| f.raw_callee == *callee && f.kind == *kind)
+                {
+                    while self.frames.len() > i {
+                        self.frames.pop();
+                        self.after_pop(tsc);
+                    }
+                }
+            }
+            Event::Exception { code, exc_type, .. } => {
+                let sy = &self.scan.symbols;
+                let key = NodeKey {
+                    kind: NodeKind::Exception,
+                    site: sy.key_py(*code),
+                    callee: sy.key_py(*exc_type),
+                    outcome: Outcome::Any,
+                };
+                let (_, new) = self.cur.tree.add_new(self.top_rel(), key, tsc);
+                if new {
+                    let (n1, n2) = (sy.name_py(*code), sy.name_py(*exc_type));
+                    self.names
+                        .names
+                        .entry(key.site)
+                        .or_insert(NameSrc::Text(n1));
+                    self.names
+                        .names
+                        .entry(key.callee)
+                        .or_insert(NameSrc::Text(n2));
+                }
+            }
+            Event::Lost { count, .. } => self.cur.info.lost += count,
+            Event::Meta {
+                meta: Meta::Inject(r),
+                ..
+            } => {
+                let inj = Injection {
+                    unix_ns: self.unix(tsc),
+                    func: LibFn::from_id(r.func as u64)
+                        .map_or_else(|| format!("fn#{}", r.func), |f| f.name().to_string()),
+                    fd: r.fd,
+                    forced_ret: r.forced_ret,
+                    forced_errno: r.forced_errno,
+                    spec: String::from_utf8_lossy(&r.spec).into_owned(),
+                };
+                self.cur.info.injections.push(inj);
+            }
+            Event::Meta { .. } | Event::Lib(_) => {}
+        }
+    }
+
+    fn after_pop(&mut self, tsc: u64) {
+        if self.phase == Phase::In {
+            if let Some(l) = self.event_loop {
+                if l.depth > 0 && self.frames.len() < l.depth {
+                    self.phase = Phase::After;
+                    self.start(UnitKind::Finalizer, tsc, None);
+                    return;
+                }
+            }
+            if self.cur.info.kind == UnitKind::Handler {
+                if let Some(a) = self.anchor {
+                    if self.frames.len() <= a {
+                        self.start(UnitKind::Loop, tsc, None);
+                    }
+                }
+            }
+        }
+    }
+
+    fn anchor_active(&self) -> bool {
+        self.anchor.is_some_and(|a| self.frames.len() > a)
+    }
+
+    fn on_call(&mut self, l: &LibEvent, outcome: Outcome) {
+        let tsc = l.tsc;
+        self.last_tsc = self.last_tsc.max(tsc);
+        if self.phase == Phase::Before && l.func.is_multiplexer() {
+            if let Some(lp) = self.event_loop {
+                let on_path = self.frames.len() >= lp.depth
+                    && (lp.depth == 0 || self.frames[lp.depth - 1].raw_path == lp.path);
+                if on_path {
+                    self.phase = Phase::In;
+                    self.start(UnitKind::Loop, tsc, None);
+                }
+            }
+        }
+        if self.phase == Phase::In {
+            if is_exit(l.func) {
+                self.phase = Phase::After;
+                self.start(UnitKind::Finalizer, tsc, None);
+            } else if l.func.is_multiplexer() {
+                if self.cur.info.kind == UnitKind::Handler && !self.anchor_active() {
+                    self.start(UnitKind::Loop, tsc, None);
+                }
+                self.mux_since_recv = true;
+            } else if is_socket_receive(l, |fd| self.scan.fds.at(fd, tsc).is_some()) {
+                let fd = l.opts.fd;
+                let same = self.cur.info.kind == UnitKind::Handler
+                    && self.cur.info.fd == fd
+                    && !self.mux_since_recv;
+                if !same {
+                    self.start(UnitKind::Handler, tsc, fd);
+                }
+                self.mux_since_recv = false;
+            }
+        }
+        let sy = &self.scan.symbols;
+        if self.cur.info.kind == UnitKind::Initializer && connections::is_setup(l.func) {
+            let top_abs = self.frames.last().map_or(ROOT, |f| f.abs);
+            self.signature.insert(setup_stack_key(sy, top_abs, l));
+        }
+        let o = if self.opts.outcome_aware {
+            outcome
+        } else {
+            Outcome::Any
+        };
+        let key = lib_key(sy, l, o);
+        let (_, new) = self.cur.tree.add_new(self.top_rel(), key, tsc);
+        if new {
+            let site = sy.name_c(l.site);
+            self.names.names.entry(key.site).or_insert(NameSrc::C(site));
+            self.names
+                .names
+                .entry(key.callee)
+                .or_insert_with(|| NameSrc::Text(l.func.name().to_string()));
+        }
+        if let Some(rule) = l.opts.inject {
+            // Covered by a Meta::Inject record when the injector writes one; note it anyway.
+            if self.cur.info.injections.is_empty() {
+                let inj = Injection {
+                    unix_ns: self.unix(tsc),
+                    func: l.func.name().to_string(),
+                    fd: l.opts.fd.unwrap_or(-1),
+                    forced_ret: l.opts.ret.unwrap_or(0),
+                    forced_errno: l.opts.errno.unwrap_or(0),
+                    spec: format!("rule {rule}"),
+                };
+                self.cur.info.injections.push(inj);
+            }
+        }
+    }
+}
+
+/// Pass 2: cuts every thread of a process into units with their call trees.
+pub fn split_process(
+    p: &ProcessTrace,
+    scan: &ProcessScan,
+    opts: &TreeOptions,
+) -> Result<ProcessUnits> {
+    let mut names = NameBook::default();
+    let mut signature = BTreeSet::new();
+    let mut units = Vec::new();
+    for (t, ts) in p.threads.iter().zip(&scan.threads) {
+        let mut s = Splitter {
+            p,
+            scan,
+            opts: *opts,
+            tid: t.tid,
+            event_loop: ts.event_loop,
+            frames: Vec::new(),
+            phase: Phase::Before,
+            base: 0,
+            cur: Unit {
+                info: UnitInfo {
+                    id: String::new(),
+                    host: String::new(),
+                    pid: 0,
+                    tid: 0,
+                    main_thread: false,
+                    index: 0,
+                    kind: UnitKind::Initializer,
+                    fd: None,
+                    conn: ConnKey::default(),
+                    local: None,
+                    peer: None,
+                    tsc_start: 0,
+                    tsc_end: 0,
+                    t_start_unix_ns: 0,
+                    t_end_unix_ns: 0,
+                    lost: 0,
+                    injections: Vec::new(),
+                },
+                tree: CallTree::default(),
+            },
+            last_tsc: 0,
+            units: Vec::new(),
+            anchor: None,
+            mux_since_recv: false,
+            names: &mut names,
+            signature: &mut signature,
+        };
+        s.cur.info = s.new_info(UnitKind::Initializer, 0, 0);
+        let cell = std::cell::RefCell::new(&mut s);
+        for_each_paired(
+            t,
+            |e| {
+                let mut s = cell.borrow_mut();
+                if s.cur.info.tsc_start == 0 && s.cur.info.index == 0 {
+                    let tsc = e.tsc();
+                    s.cur.info.tsc_start = tsc;
+                    s.cur.info.t_start_unix_ns = s.unix(tsc);
+                }
+                s.on_event(e)
+            },
+            |l, o| {
+                let mut s = cell.borrow_mut();
+                if s.cur.info.tsc_start == 0 && s.cur.info.index == 0 {
+                    s.cur.info.tsc_start = l.tsc;
+                    s.cur.info.t_start_unix_ns = s.unix(l.tsc);
+                }
+                s.on_call(l, o)
+            },
+        )?;
+        let end = s.last_tsc;
+        let placeholder = Unit {
+            info: s.new_info(UnitKind::Loop, end, 0),
+            tree: CallTree::default(),
+        };
+        let last = std::mem::replace(&mut s.cur, placeholder);
+        s.close(last, end);
+        units.append(&mut s.units);
+    }
+    Ok(ProcessUnits {
+        host: p.host.clone(),
+        pid: p.pid,
+        start_ticks: p.start_ticks,
+        exe: scan.exe.clone(),
+        signature: Signature(signature.into_iter().collect()),
+        units,
+        names,
+        stats: scan.stats,
+    })
+}
+
+/// Both passes.
+pub fn process_units(p: &ProcessTrace, opts: &TreeOptions) -> Result<ProcessUnits> {
+    let scan = scan_process(p)?;
+    split_process(p, &scan, opts)
+}
