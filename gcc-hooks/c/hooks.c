@@ -158,16 +158,10 @@ __attribute__((noinline, cold)) NOINSTR static void append_slow(struct culprit_t
 	memcpy(e + 8, &b, 8);
 	memcpy(e + 16, &c, 4);
 	if (&culprit_append_slow != NULL) {
+		/* busy stays set: the slow path accepts it (culprit.h), and a signal handler
+		 * meanwhile must not touch the writer the slow path is changing. */
 		int saved = errno;
-		/* The slow path is the tracer itself: it runs with busy clear so that it applies
-		 * its own guard (and a signal meanwhile is its business). */
-		__atomic_signal_fence(__ATOMIC_SEQ_CST);
-		t->busy = 0;
-		__atomic_signal_fence(__ATOMIC_SEQ_CST);
 		culprit_append_slow(&t->w, e, len);
-		__atomic_signal_fence(__ATOMIC_SEQ_CST);
-		t->busy = 1;
-		__atomic_signal_fence(__ATOMIC_SEQ_CST);
 		errno = saved;
 	}
 	hk.last_cur = t->w.cur;

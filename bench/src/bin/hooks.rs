@@ -1,0 +1,661 @@
+//! ns per event of Culprit's gcc `-finstrument-functions` hooks, side by side with the
+//! floor of recording (rdtsc + a 20-byte store, in the program), `uftrace record` and
+//! LTTng-UST's `liblttng-ust-cyg-profile-fast`, on recursive `fib(N)` — one run, rounds
+//! shuffled, each traced row against the plain binary at the same size.
+//!
+//! ```text
+//! cargo build --release -p tracer-preload -p bench
+//! target/release/hooks [--rounds 5] [--n 32] [--n-slow 28] [--libtrace PATH] [--no-lttng]
+//! ```
+//!
+//! Per event = (traced − median(plain)) / events, for the program's own timer around
+//! `fib(N)` ("work": the hot path) and for the whole process ("wall": start-up, flush and
+//! exit included). Culprit rows drain the pool after each run and check that every one of
+//! the 2·calls events was recorded (and none lost), so a row can never be fast by dropping.
+//! Needs gcc; uftrace and lttng rows are skipped (and say so) when the tools are missing.
+
+use anyhow::{bail, Context, Result};
+use bufpool::format::{Decoder, Kind};
+use bufpool::{Consumer, Pool, PoolConfig};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The workload. `fib` is `noipa` and built with `-fno-optimize-sibling-calls`, so every
+/// call is a real call: fib(N) makes exactly 2·F(N+1) − 1 calls (printed as CALLS).
+const FIB_C: &str = r#"
+#define _GNU_SOURCE
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <x86intrin.h>
+#define NOINSTR __attribute__((no_instrument_function))
+#define HOOK __attribute__((no_instrument_function, noipa))
+__attribute__((noipa)) long fib(int n) { if (n < 2) return n; return fib(n - 1) + fib(n - 2); }
+#if defined(FLOOR)
+/* The floor of recording: rdtsc + one packed 20-byte record into a pre-faulted
+ * per-thread buffer (wraps), through a direct call to the program's own hook. */
+struct __attribute__((packed)) rec { uint64_t tsc; uint64_t fn; uint32_t kind; };
+#define BUF_BYTES (64UL << 20)
+#define BUF_RECS (BUF_BYTES / sizeof(struct rec))
+static __thread struct rec *tbuf;
+static __thread size_t tpos;
+NOINSTR __attribute__((always_inline)) static inline void put(void *fn, uint32_t kind) {
+	size_t p = tpos; struct rec *r = &tbuf[p];
+	r->tsc = __rdtsc(); r->fn = (uint64_t)(uintptr_t)fn; r->kind = kind;
+	tpos = (p + 1 == BUF_RECS) ? 0 : p + 1;
+}
+HOOK void __cyg_profile_func_enter(void *fn, void *site) { (void)site; put(fn, 1); }
+HOOK void __cyg_profile_func_exit(void *fn, void *site) { (void)site; put(fn, 2); }
+#endif
+NOINSTR static uint64_t now_ns(void) {
+	struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+NOINSTR static unsigned long fib_calls(int n) {
+	unsigned long a = 0, b = 1;
+	for (int i = 0; i < n + 1; i++) { unsigned long t = a + b; a = b; b = t; }
+	return 2 * a - 1;
+}
+NOINSTR int main(int argc, char **argv) {
+	int n = argc > 1 ? atoi(argv[1]) : 30;
+#if defined(FLOOR)
+	tbuf = mmap(NULL, BUF_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	if (tbuf == MAP_FAILED) { perror("mmap"); return 1; }
+	memset(tbuf, 0, BUF_BYTES);
+#endif
+	uint64_t t0 = now_ns();
+	long r = fib(n);
+	uint64_t t1 = now_ns();
+	printf("CALLS=%lu WORK_NS=%llu RESULT=%ld\n", fib_calls(n), (unsigned long long)(t1 - t0), r);
+	return 0;
+}
+"#;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Tool {
+    Plain,
+    Floor,
+    GlibcNoop,
+    Culprit,
+    Uftrace,
+    Lttng,
+}
+
+#[derive(Clone, Debug)]
+struct Row {
+    id: &'static str,
+    label: String,
+    tool: Tool,
+    n: u32,
+    bin: &'static str,
+    env: Vec<(String, String)>,
+}
+
+#[derive(Clone, Debug, Default)]
+struct Sample {
+    work_ns: f64,
+    wall_ns: f64,
+    cpu_ns: f64,
+    calls: u64,
+    note: Option<String>,
+}
+
+struct Opts {
+    rounds: usize,
+    n: u32,
+    n_slow: u32,
+    libtrace: PathBuf,
+    lttng: bool,
+    uftrace: bool,
+}
+
+fn parse_opts() -> Result<Opts> {
+    let exe_dir = std::env::current_exe()?
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let mut o = Opts {
+        rounds: 5,
+        n: 32,
+        n_slow: 28,
+        libtrace: exe_dir.join("libtrace.so"),
+        lttng: true,
+        uftrace: true,
+    };
+    let mut a = std::env::args().skip(1);
+    while let Some(k) = a.next() {
+        let mut val = || a.next().with_context(|| format!("{k} needs a value"));
+        match k.as_str() {
+            "--rounds" => o.rounds = val()?.parse()?,
+            "--n" => o.n = val()?.parse()?,
+            "--n-slow" => o.n_slow = val()?.parse()?,
+            "--libtrace" => o.libtrace = PathBuf::from(val()?),
+            "--no-lttng" => o.lttng = false,
+            "--no-uftrace" => o.uftrace = false,
+            _ => bail!("unknown argument {k}"),
+        }
+    }
+    Ok(o)
+}
+
+fn have(cmd: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {cmd} >/dev/null")])
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn sh(args: &[&str]) -> Result<String> {
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .with_context(|| format!("run {args:?}"))?;
+    if !out.status.success() {
+        bail!(
+            "{args:?} failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn build(dir: &Path) -> Result<()> {
+    std::fs::write(dir.join("fib.c"), FIB_C)?;
+    let cf = ["-O2", "-g", "-fno-inline", "-fno-optimize-sibling-calls"];
+    let variants: [(&str, &[&str]); 3] = [
+        ("fib_plain", &[]),
+        ("fib_instr", &["-finstrument-functions"]),
+        ("fib_floor", &["-finstrument-functions", "-DFLOOR"]),
+    ];
+    for (name, extra) in variants {
+        let st = Command::new("gcc")
+            .args(cf)
+            .args(extra)
+            .arg("-o")
+            .arg(dir.join(name))
+            .arg(dir.join("fib.c"))
+            .status()
+            .context("run gcc")?;
+        if !st.success() {
+            bail!("building {name} failed");
+        }
+    }
+    Ok(())
+}
+
+fn children_cpu_ns() -> f64 {
+    // SAFETY: getrusage writes into the zeroed struct it is given.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) };
+    let tv = |t: libc::timeval| t.tv_sec as f64 * 1e9 + t.tv_usec as f64 * 1e3;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+fn fib_events(n: u32) -> u64 {
+    let (mut a, mut b) = (0u64, 1u64);
+    for _ in 0..=n {
+        let t = a + b;
+        a = b;
+        b = t;
+    }
+    2 * (2 * a - 1)
+}
+
+/// A pool big enough for every event of a run (no reader needed while timing; the
+/// slow path still publishes and takes a sub-buffer every MiB, as in production).
+fn pool_for(path: &Path, events: u64) -> Result<Pool> {
+    let bytes = events * 18 + (64 << 20);
+    let sub = 1u64 << 20;
+    let cfg = PoolConfig {
+        n_subbufs: (bytes / sub + 1) as u32,
+        subbuf_size: sub as u32,
+        calibration: Duration::from_millis(1),
+        overwrite: true,
+        ..Default::default()
+    };
+    Ok(Pool::create(path, &cfg)?)
+}
+
+/// Drains a pool after its writer exited: (fib events recorded, entries lost).
+fn count_pool(pool: &Pool, fib_addr_hint: Option<u64>) -> Result<(u64, u64)> {
+    bufpool::salvage_dead(pool);
+    let c = Consumer::new(pool);
+    let (mut fn_events, mut lost) = (0u64, 0u64);
+    let _ = fib_addr_hint;
+    while let Some(t) = c.take() {
+        lost += t.info().lost_before;
+        for e in Decoder::new(t.data()) {
+            let e = e.map_err(|e| anyhow::anyhow!("decode: {e}"))?;
+            match e.kind {
+                Kind::FnEnter | Kind::FnExit => fn_events += 1,
+                Kind::Lost => lost += e.lost,
+                _ => {}
+            }
+        }
+        t.release();
+    }
+    Ok((fn_events, lost))
+}
+
+struct Lttng {
+    daemon: Option<Child>,
+    base: PathBuf,
+}
+
+impl Lttng {
+    fn start(base: &Path) -> Result<Lttng> {
+        let running = Command::new("pgrep")
+            .args(["-x", "lttng-sessiond"])
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        let daemon = if running {
+            None
+        } else {
+            let c = Command::new("lttng-sessiond")
+                .arg("--no-kernel")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .context("start lttng-sessiond")?;
+            // Wait until it answers.
+            let t0 = Instant::now();
+            loop {
+                std::thread::sleep(Duration::from_millis(200));
+                if sh(&["lttng", "list"]).is_ok() || t0.elapsed() > Duration::from_secs(10) {
+                    break;
+                }
+            }
+            Some(c)
+        };
+        Ok(Lttng {
+            daemon,
+            base: base.to_path_buf(),
+        })
+    }
+
+    fn before(&self, i: usize) -> Result<String> {
+        let name = format!("culprit-hooks-bench-{}-{i}", std::process::id());
+        let out = self.base.join(&name);
+        sh(&[
+            "lttng",
+            "create",
+            &name,
+            &format!("--output={}", out.display()),
+        ])?;
+        sh(&[
+            "lttng",
+            "enable-event",
+            "-u",
+            "-s",
+            &name,
+            "lttng_ust_cyg_profile_fast:*",
+        ])?;
+        sh(&["lttng", "start", &name])?;
+        Ok(name)
+    }
+
+    fn after(&self, name: &str) -> Result<Option<String>> {
+        sh(&["lttng", "stop", name])?;
+        let list = sh(&["lttng", "list", name]).unwrap_or_default();
+        sh(&["lttng", "destroy", name])?;
+        let _ = std::fs::remove_dir_all(self.base.join(name));
+        let discarded = list
+            .lines()
+            .find(|l| l.contains("Discarded events"))
+            .map(|l| l.trim().to_owned());
+        Ok(discarded)
+    }
+}
+
+impl Drop for Lttng {
+    fn drop(&mut self) {
+        if let Some(c) = &mut self.daemon {
+            // SAFETY: signalling the daemon this program started, by its pid.
+            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+            let _ = c.wait();
+        }
+    }
+}
+
+fn run_once(
+    row: &Row,
+    dir: &Path,
+    opts: &Opts,
+    lttng: Option<&Lttng>,
+    round: usize,
+) -> Result<Sample> {
+    let bin = dir.join(row.bin);
+    let n = row.n.to_string();
+    let mut cmd;
+    let mut pool = None;
+    let pool_path = PathBuf::from(format!(
+        "/dev/shm/culprit-bench-hooks-{}.pool",
+        std::process::id()
+    ));
+    let ufdir = dir.join("uftrace.data");
+    let mut session = None;
+    match row.tool {
+        Tool::Uftrace => {
+            cmd = Command::new("uftrace");
+            cmd.args(["record", "-d"]).arg(&ufdir).arg(&bin).arg(&n);
+        }
+        _ => {
+            cmd = Command::new(&bin);
+            cmd.arg(&n);
+        }
+    }
+    match row.tool {
+        Tool::Culprit => {
+            pool = Some(pool_for(&pool_path, fib_events(row.n))?);
+            cmd.env("LD_PRELOAD", &opts.libtrace)
+                .env(bufpool::POOL_ENV, &pool_path);
+        }
+        Tool::Lttng => {
+            let l = lttng.context("lttng not started")?;
+            session = Some(l.before(round)?);
+            cmd.env("LD_PRELOAD", "liblttng-ust-cyg-profile-fast.so.1");
+        }
+        _ => {}
+    }
+    for (k, v) in &row.env {
+        cmd.env(k, v);
+    }
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let cpu0 = children_cpu_ns();
+    let t0 = Instant::now();
+    let out = cmd.output().with_context(|| format!("run {}", row.id))?;
+    let wall = t0.elapsed().as_nanos() as f64;
+    let cpu = children_cpu_ns() - cpu0;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        bail!(
+            "{} failed ({}): {stdout}{}",
+            row.id,
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let field = |k: &str| -> Result<u64> {
+        stdout
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix(k))
+            .with_context(|| format!("{} printed no {k}: {stdout}", row.id))?
+            .parse()
+            .map_err(Into::into)
+    };
+    let mut s = Sample {
+        work_ns: field("WORK_NS=")? as f64,
+        wall_ns: wall,
+        cpu_ns: cpu,
+        calls: field("CALLS=")?,
+        note: None,
+    };
+    if let Some(p) = pool {
+        let (got, lost) = count_pool(&p, None)?;
+        drop(p);
+        let _ = std::fs::remove_file(&pool_path);
+        let want = 2 * s.calls;
+        if got != want || lost != 0 {
+            s.note = Some(format!(
+                "MISMATCH: recorded {got} of {want} events, lost {lost}"
+            ));
+        }
+    }
+    if let Some(name) = session {
+        let d = lttng.context("lttng")?.after(&name)?;
+        if let Some(d) = d {
+            if !d.ends_with(": 0") {
+                s.note = Some(d);
+            }
+        }
+    }
+    if row.tool == Tool::Uftrace {
+        let _ = std::fs::remove_dir_all(&ufdir);
+    }
+    Ok(s)
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    if n == 0 {
+        f64::NAN
+    } else if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn fmt(x: f64) -> String {
+    if !x.is_finite() {
+        "-".into()
+    } else if x.abs() >= 100.0 {
+        format!("{x:.0}")
+    } else if x.abs() >= 10.0 {
+        format!("{x:.1}")
+    } else {
+        format!("{x:.2}")
+    }
+}
+
+fn main() -> Result<()> {
+    let opts = parse_opts()?;
+    let dir = tempfile::tempdir()?;
+    build(dir.path())?;
+    let culprit_ok = opts.libtrace.is_file()
+        && sh(&["nm", "-D", opts.libtrace.to_str().unwrap_or("")])
+            .is_ok_and(|s| s.contains("T __cyg_profile_func_enter"));
+    let uftrace = opts.uftrace && have("uftrace");
+    let lttng_ok = opts.lttng
+        && have("lttng")
+        && have("lttng-sessiond")
+        && Path::new("/usr/lib/x86_64-linux-gnu/liblttng-ust-cyg-profile-fast.so.1").exists();
+    let (n, ns) = (opts.n, opts.n_slow);
+    let mut rows = vec![
+        Row {
+            id: "plain",
+            label: "plain (no instrumentation)".into(),
+            tool: Tool::Plain,
+            n,
+            bin: "fib_plain",
+            env: vec![],
+        },
+        Row {
+            id: "noop",
+            label: "-finstrument-functions, glibc no-op hooks (PLT)".into(),
+            tool: Tool::GlibcNoop,
+            n,
+            bin: "fib_instr",
+            env: vec![],
+        },
+        Row {
+            id: "floor",
+            label: "floor: rdtsc + 20-byte store (hook in program)".into(),
+            tool: Tool::Floor,
+            n,
+            bin: "fib_floor",
+            env: vec![],
+        },
+    ];
+    if culprit_ok {
+        for (id, clock, label) in [
+            (
+                "culprit_tsc",
+                "tsc",
+                "Culprit hooks, CULPRIT_CLOCK=tsc (default)",
+            ),
+            (
+                "culprit_s16",
+                "sampled:16",
+                "Culprit hooks, CULPRIT_CLOCK=sampled:16",
+            ),
+            (
+                "culprit_s256",
+                "sampled:256",
+                "Culprit hooks, CULPRIT_CLOCK=sampled:256",
+            ),
+        ] {
+            rows.push(Row {
+                id,
+                label: label.into(),
+                tool: Tool::Culprit,
+                n,
+                bin: "fib_instr",
+                env: vec![("CULPRIT_CLOCK".into(), clock.into())],
+            });
+        }
+    } else {
+        eprintln!("hooks: {} has no __cyg_profile_func_enter: Culprit rows skipped (cargo build --release -p tracer-preload)", opts.libtrace.display());
+    }
+    if uftrace || lttng_ok {
+        rows.push(Row {
+            id: "plain_slow",
+            label: "plain (no instrumentation)".into(),
+            tool: Tool::Plain,
+            n: ns,
+            bin: "fib_plain",
+            env: vec![],
+        });
+    }
+    if uftrace {
+        rows.push(Row {
+            id: "uftrace",
+            label: "uftrace record (-finstrument-functions build)".into(),
+            tool: Tool::Uftrace,
+            n: ns,
+            bin: "fib_instr",
+            env: vec![],
+        });
+    } else {
+        eprintln!("hooks: uftrace not found: row skipped");
+    }
+    if culprit_ok && (uftrace || lttng_ok) {
+        rows.push(Row {
+            id: "culprit_tsc_slow",
+            label: "Culprit hooks, CULPRIT_CLOCK=tsc (default)".into(),
+            tool: Tool::Culprit,
+            n: ns,
+            bin: "fib_instr",
+            env: vec![("CULPRIT_CLOCK".into(), "tsc".into())],
+        });
+    }
+    let lttng = if lttng_ok {
+        rows.push(Row {
+            id: "lttng",
+            label: "LTTng-UST cyg-profile-fast (default channel)".into(),
+            tool: Tool::Lttng,
+            n: ns,
+            bin: "fib_instr",
+            env: vec![],
+        });
+        Some(Lttng::start(dir.path())?)
+    } else {
+        eprintln!("hooks: lttng not found: row skipped");
+        None
+    };
+
+    let mut samples: BTreeMap<&'static str, Vec<Sample>> = BTreeMap::new();
+    let mut seed = std::process::id() as u64 ^ 0x9E37_79B9_7F4A_7C15;
+    let t_start = Instant::now();
+    for round in 0..opts.rounds {
+        let mut order: Vec<usize> = (0..rows.len()).collect();
+        for i in (1..order.len()).rev() {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            order.swap(i, (seed % (i as u64 + 1)) as usize);
+        }
+        for &i in &order {
+            let r = &rows[i];
+            let s = run_once(r, dir.path(), &opts, lttng.as_ref(), round)?;
+            samples.entry(r.id).or_default().push(s);
+        }
+        eprintln!(
+            "hooks: round {}/{} done ({:.0} s)",
+            round + 1,
+            opts.rounds,
+            t_start.elapsed().as_secs_f64()
+        );
+    }
+    drop(lttng);
+
+    // Baselines: median plain time per size.
+    let plain_of = |n: u32| if n == opts.n { "plain" } else { "plain_slow" };
+    let base = |id: &str, f: fn(&Sample) -> f64| -> f64 {
+        median(
+            &mut samples
+                .get(id)
+                .map(|v| v.iter().map(f).collect::<Vec<_>>())
+                .unwrap_or_default(),
+        )
+    };
+    let per_ev = |r: &Row, f: fn(&Sample) -> f64| -> Vec<f64> {
+        let b = base(plain_of(r.n), f);
+        samples[r.id]
+            .iter()
+            .map(|s| (f(s) - b) / (2 * s.calls) as f64)
+            .collect()
+    };
+    let floor_work = median(&mut per_ev(&rows[2], |s| s.work_ns));
+    let tsc_work = rows
+        .iter()
+        .find(|r| r.id == "culprit_tsc_slow")
+        .map(|r| median(&mut per_ev(r, |s| s.work_ns)));
+    println!("| fib(N) | tracer | events/run | ns/ev work med | min | max | ns/ev wall med | ns/ev CPU med | × floor (work) | notes |");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    for r in &rows {
+        if r.tool == Tool::Plain {
+            continue;
+        }
+        let mut w = per_ev(r, |s| s.work_ns);
+        let mut wall = per_ev(r, |s| s.wall_ns);
+        let mut cpu = per_ev(r, |s| s.cpu_ns);
+        let wm = median(&mut w);
+        let (mn, mx) = (w[0], w[w.len() - 1]);
+        let ratio = if r.n == opts.n {
+            format!("{:.2}", wm / floor_work)
+        } else {
+            "-".into()
+        };
+        let mut notes: Vec<String> = samples[r.id]
+            .iter()
+            .filter_map(|s| s.note.clone())
+            .collect();
+        notes.dedup();
+        if r.n != opts.n {
+            if let Some(t) = tsc_work {
+                if r.id != "culprit_tsc_slow" {
+                    notes.push(format!("{:.1}× Culprit tsc at this size", wm / t));
+                }
+            }
+        }
+        if r.tool == Tool::Culprit && notes.is_empty() {
+            notes.push("all 2·calls events recorded, 0 lost".into());
+        }
+        println!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            r.n,
+            r.label,
+            fib_events(r.n),
+            fmt(wm),
+            fmt(mn),
+            fmt(mx),
+            fmt(median(&mut wall)),
+            fmt(median(&mut cpu)),
+            ratio,
+            notes.join("; ")
+        );
+    }
+    let plain_ns = base("plain", |s| s.work_ns) / fib_events(opts.n) as f64;
+    println!("\nplain fib({}) costs {} ns per event (work); {} rounds, shuffled. CPU = user+sys of the process tree (LTTng daemons not included).", opts.n, fmt(plain_ns), opts.rounds);
+    Ok(())
+}
