@@ -1,0 +1,211 @@
+//! Fast encoding of `LibEnter`/`LibExit` entries straight into a stack buffer.
+//!
+//! `bufpool::format::encode_lib` goes through the general [`LibOpts`] (about 400 bytes,
+//! zeroed, then re-encoded); this module writes the few options of a hot-path call
+//! directly, byte-identical to `encode_lib` (a unit test checks it on random inputs).
+//! Calls that carry addresses, a call stack or a string (connect, accept, exec… — all
+//! rare) still use `encode_lib`.
+//!
+//! [`LibOpts`]: bufpool::format::LibOpts
+
+use bufpool::format::{Kind, LibFn, OptTag, ReadySet, ADDR_MASK, MAX_ENTRY, MAX_OPTS};
+
+/// The small options of a library entry, in encoding (tag) order.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Small {
+    /// `Fd`.
+    pub fd: Option<i32>,
+    /// `Fd2`.
+    pub fd2: Option<i32>,
+    /// `Len`.
+    pub len: Option<u64>,
+    /// `Ret`.
+    pub ret: Option<i64>,
+    /// `Errno`.
+    pub errno: Option<i32>,
+    /// `Flags`.
+    pub flags: Option<u32>,
+    /// `Arg`.
+    pub arg: Option<u64>,
+    /// `Arg2`.
+    pub arg2: Option<u64>,
+    /// `Inject`.
+    pub inject: Option<u32>,
+    /// `IsSocket`.
+    pub is_socket: Option<bool>,
+}
+
+impl Small {
+    /// Options with just an fd.
+    #[inline(always)]
+    pub fn fd(fd: i32) -> Small {
+        Small {
+            fd: Some(fd),
+            ..Small::default()
+        }
+    }
+}
+
+/// A stack buffer holding one encoded entry.
+pub struct Encoded {
+    buf: [u8; MAX_ENTRY],
+    len: usize,
+}
+
+impl Encoded {
+    /// The encoded bytes.
+    #[inline(always)]
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+struct W<'a> {
+    b: &'a mut [u8; MAX_ENTRY],
+    /// Position inside the option block (which starts at byte 21).
+    pos: usize,
+}
+
+impl W<'_> {
+    #[inline(always)]
+    fn put(&mut self, tag: OptTag, payload: &[u8]) {
+        if self.pos + 1 + payload.len() > MAX_OPTS {
+            return;
+        }
+        let at = 21 + self.pos;
+        self.b[at] = tag as u8;
+        self.b[at + 1..at + 1 + payload.len()].copy_from_slice(payload);
+        self.pos += 1 + payload.len();
+    }
+
+    fn room(&self) -> usize {
+        MAX_OPTS.saturating_sub(self.pos + 1)
+    }
+}
+
+/// Encodes a library entry with small options and an optional ready set.
+#[inline(always)]
+pub fn encode(
+    kind: Kind,
+    tsc: u64,
+    caller: u64,
+    func: LibFn,
+    o: &Small,
+    ready: Option<&ReadySet>,
+) -> Encoded {
+    let mut e = Encoded {
+        buf: [0; MAX_ENTRY],
+        len: 0,
+    };
+    let head = (tsc << 8) | kind as u64;
+    e.buf[..8].copy_from_slice(&head.to_le_bytes());
+    e.buf[8..14].copy_from_slice(&(caller & ADDR_MASK).to_le_bytes()[..6]);
+    e.buf[14..20].copy_from_slice(&func.id().to_le_bytes()[..6]);
+    let mut w = W {
+        b: &mut e.buf,
+        pos: 0,
+    };
+    if let Some(v) = o.fd {
+        w.put(OptTag::Fd, &v.to_le_bytes());
+    }
+    if let Some(v) = o.fd2 {
+        w.put(OptTag::Fd2, &v.to_le_bytes());
+    }
+    if let Some(v) = o.len {
+        w.put(OptTag::Len, &v.to_le_bytes());
+    }
+    if let Some(v) = o.ret {
+        w.put(OptTag::Ret, &v.to_le_bytes());
+    }
+    if let Some(v) = o.errno {
+        w.put(OptTag::Errno, &v.to_le_bytes());
+    }
+    if let Some(v) = o.flags {
+        w.put(OptTag::Flags, &v.to_le_bytes());
+    }
+    if let Some(v) = o.arg {
+        w.put(OptTag::Arg, &v.to_le_bytes());
+    }
+    if let Some(v) = o.arg2 {
+        w.put(OptTag::Arg2, &v.to_le_bytes());
+    }
+    if let Some(v) = o.inject {
+        w.put(OptTag::Inject, &v.to_le_bytes());
+    }
+    if let Some(v) = o.is_socket {
+        w.put(OptTag::IsSocket, &[v as u8]);
+    }
+    if let Some(r) = ready {
+        // Same rule as LibOpts::encode: keep what fits, flag the rest.
+        let items = r.items();
+        let n = items.len().min(w.room().saturating_sub(2) / 6);
+        let mut tmp = [0u8; 2 + bufpool::format::MAX_READY_ITEMS * 6];
+        tmp[0] = (r.truncated || n < items.len()) as u8;
+        tmp[1] = n as u8;
+        for (i, it) in items[..n].iter().enumerate() {
+            tmp[2 + i * 6..6 + i * 6].copy_from_slice(&it.id.to_le_bytes());
+            tmp[6 + i * 6..8 + i * 6].copy_from_slice(&it.events.to_le_bytes());
+        }
+        w.put(OptTag::Ready, &tmp[..2 + n * 6]);
+    }
+    let n = w.pos;
+    e.buf[20] = n as u8;
+    e.len = 21 + n;
+    e
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bufpool::format::{encode_lib, LibOpts, ReadyItem};
+    use proptest::prelude::*;
+
+    fn lib_opts(o: &Small, ready: Option<&ReadySet>) -> LibOpts {
+        LibOpts {
+            fd: o.fd,
+            fd2: o.fd2,
+            len: o.len,
+            ret: o.ret,
+            errno: o.errno,
+            flags: o.flags,
+            arg: o.arg,
+            arg2: o.arg2,
+            inject: o.inject,
+            is_socket: o.is_socket,
+            ready: ready.copied(),
+            ..LibOpts::default()
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn matches_encode_lib(
+            fd in proptest::option::of(any::<i32>()),
+            fd2 in proptest::option::of(any::<i32>()),
+            len in proptest::option::of(any::<u64>()),
+            ret in proptest::option::of(any::<i64>()),
+            errno in proptest::option::of(any::<i32>()),
+            flags in proptest::option::of(any::<u32>()),
+            arg in proptest::option::of(any::<u64>()),
+            arg2 in proptest::option::of(any::<u64>()),
+            inject in proptest::option::of(any::<u32>()),
+            is_socket in proptest::option::of(any::<bool>()),
+            ready in proptest::option::of((any::<bool>(), proptest::collection::vec((any::<u32>(), any::<u16>()), 0..20))),
+            tsc in 0u64..(1 << 56),
+            caller in any::<u64>(),
+        ) {
+            let o = Small { fd, fd2, len, ret, errno, flags, arg, arg2, inject, is_socket };
+            let rs = ready.map(|(t, items)| {
+                let mut r = ReadySet::default();
+                r.truncated = t;
+                for (id, events) in items {
+                    r.push(ReadyItem { id, events });
+                }
+                r
+            });
+            let fast = encode(Kind::LibExit, tsc, caller, LibFn::EpollWait, &o, rs.as_ref());
+            let slow = encode_lib(Kind::LibExit, tsc, caller, LibFn::EpollWait, &lib_opts(&o, rs.as_ref()));
+            prop_assert_eq!(fast.as_bytes(), slow.as_bytes());
+        }
+    }
+}

@@ -1,0 +1,223 @@
+//! The recording layer: wrappers hand it calls, it encodes entries and appends them to
+//! the calling thread's writer.
+//!
+//! Every function here runs under the thread's [`Busy`] guard (so nothing it does is
+//! recorded, and a signal handler interrupting it records nothing), catches any panic at
+//! its edge (a panic switches tracing off for the process instead of unwinding into C),
+//! and leaves errno as it found it. The hot path — [`Call::enter`] / [`Call::exit`] with
+//! small options — encodes into a stack buffer and appends: no system call, no
+//! allocation, no lock.
+
+use crate::entry::{self, Small};
+use crate::global;
+use crate::metabody::{nul_split, MetaOut};
+use crate::tls::{Busy, CulpritThread, STATUS_ATTACHED, STATUS_DEAD, STATUS_NEW};
+use bufpool::format::{encode_lib, Kind, LibFn, LibOpts, ProcReason, ReadySet, META_BUF, TSC_MASK};
+use bufpool::sys::{rdtsc, ErrnoGuard};
+use bufpool::Pool;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// Runs `f` on this thread's state if recording is on for it (enabled, not reentrant,
+/// not torn down). A panic in `f` disables tracing for the process.
+#[inline(always)]
+pub fn with_thread<R>(f: impl FnOnce(&mut CulpritThread, &'static Pool) -> R) -> Option<R> {
+    let pool = global::pool()?;
+    let mut busy = Busy::enter()?;
+    let t = busy.thread();
+    if t.status == STATUS_DEAD {
+        return None;
+    }
+    match catch_unwind(AssertUnwindSafe(|| f(t, pool))) {
+        Ok(r) => Some(r),
+        Err(_) => {
+            global::disable();
+            None
+        }
+    }
+}
+
+/// Appends one encoded entry, attaching the thread first if needed.
+#[inline(always)]
+pub fn append(t: &mut CulpritThread, pool: &Pool, bytes: &[u8]) -> bool {
+    if t.status != STATUS_ATTACHED && !attach(t, pool, true) {
+        return false;
+    }
+    t.w.append(pool, bytes)
+}
+
+/// Binds the thread's writer to this process (first event of a thread, or of the
+/// forking thread in a child) and, if `announce`, records the thread start.
+#[cold]
+#[inline(never)]
+pub fn attach(t: &mut CulpritThread, pool: &Pool, announce: bool) -> bool {
+    if t.status == STATUS_DEAD {
+        return false;
+    }
+    let _e = ErrnoGuard::new();
+    let (pid, ticks) = global::identity();
+    if pid == 0 {
+        return false;
+    }
+    t.w.attach(pool, pid, ticks, bufpool::sys::gettid());
+    t.status = STATUS_ATTACHED;
+    crate::lifecycle::watch_thread_exit();
+    if announce {
+        emit_thread(t, pool);
+    }
+    true
+}
+
+/// Records the thread-start record of the calling thread.
+pub fn emit_thread(t: &mut CulpritThread, pool: &Pool) {
+    let mut name = [0u8; 32];
+    let n = crate::procinfo::thread_name(&mut name);
+    let mut m = MetaOut::<64>::new(Kind::MetaThread, rdtsc() & TSC_MASK);
+    m.u32(t.w.tid);
+    m.u32(t.w.pid);
+    m.bytes(&name[..n]);
+    t.w.append(pool, m.finish());
+}
+
+/// Records a process record (start, fork or exec) for this process.
+pub fn emit_proc(t: &mut CulpritThread, pool: &Pool, reason: ProcReason) {
+    let (pid, ticks) = global::identity();
+    let ppid = bufpool::sys::proc_stat(pid).map_or(0, |s| s.1);
+    let mut exe = [0u8; 1024];
+    let ne = crate::procinfo::exe(&mut exe);
+    let mut cmd = [0u8; 4096];
+    let nc = crate::procinfo::cmdline(&mut cmd);
+    let mut m = MetaOut::<META_BUF>::new(Kind::MetaProc, rdtsc() & TSC_MASK);
+    m.u8(reason as u8);
+    m.u32(pid);
+    m.u32(ppid);
+    m.u64(ticks);
+    m.bytes(&exe[..ne]);
+    m.argv(nul_split(&cmd[..nc]));
+    append(t, pool, m.finish());
+}
+
+/// Records a TSC / clock sample.
+pub fn emit_clock(t: &mut CulpritThread, pool: &Pool) {
+    let tsc = rdtsc();
+    let real = bufpool::sys::clock_ns(libc::CLOCK_REALTIME);
+    let mono = bufpool::sys::clock_ns(libc::CLOCK_MONOTONIC);
+    let mut m = MetaOut::<64>::new(Kind::MetaClock, tsc & TSC_MASK);
+    m.u64(tsc);
+    m.u64(real);
+    m.u64(mono);
+    append(t, pool, m.finish());
+}
+
+/// Records the memory map (executable mappings and each file's first mapping).
+pub fn emit_maps(t: &mut CulpritThread, pool: &Pool) {
+    let tsc = rdtsc() & TSC_MASK;
+    crate::procinfo::for_each_mapping(|l| {
+        let mut m = MetaOut::<META_BUF>::new(Kind::MetaMap, tsc);
+        m.u64(l.start);
+        m.u64(l.end);
+        m.u64(l.offset);
+        m.u8(l.prot);
+        m.bytes(l.path);
+        append(t, pool, m.finish());
+    });
+}
+
+/// A wrapped call in progress: `LibEnter` was recorded; [`Call::exit`] records `LibExit`.
+pub struct Call {
+    func: LibFn,
+    site: u64,
+}
+
+impl Call {
+    /// Records `LibEnter` with small options; `None` if this thread is not recording.
+    #[inline(always)]
+    pub fn enter(func: LibFn, site: usize, o: &Small) -> Option<Call> {
+        with_thread(|t, pool| {
+            let e = entry::encode(
+                Kind::LibEnter,
+                rdtsc() & TSC_MASK,
+                site as u64,
+                func,
+                o,
+                None,
+            );
+            append(t, pool, e.as_bytes());
+        })?;
+        Some(Call {
+            func,
+            site: site as u64,
+        })
+    }
+
+    /// Records `LibEnter` with full options (addresses, stack, string).
+    pub fn enter_full(func: LibFn, site: usize, o: &LibOpts) -> Option<Call> {
+        with_thread(|t, pool| {
+            let e = encode_lib(Kind::LibEnter, rdtsc() & TSC_MASK, site as u64, func, o);
+            append(t, pool, e.as_bytes());
+        })?;
+        Some(Call {
+            func,
+            site: site as u64,
+        })
+    }
+
+    /// Records `LibExit` with small options and an optional ready set.
+    #[inline(always)]
+    pub fn exit(self, o: &Small, ready: Option<&ReadySet>) {
+        with_thread(|t, pool| {
+            let e = entry::encode(
+                Kind::LibExit,
+                rdtsc() & TSC_MASK,
+                self.site,
+                self.func,
+                o,
+                ready,
+            );
+            append(t, pool, e.as_bytes());
+        });
+    }
+
+    /// Records `LibExit` with full options.
+    pub fn exit_full(self, o: &LibOpts) {
+        with_thread(|t, pool| {
+            let e = encode_lib(Kind::LibExit, rdtsc() & TSC_MASK, self.site, self.func, o);
+            append(t, pool, e.as_bytes());
+        });
+    }
+}
+
+/// Publishes the calling thread's sub-buffer with `flags` (`FLAG_*`).
+pub fn flush_thread(flags: u32) {
+    with_thread(|t, pool| {
+        if t.status == STATUS_ATTACHED {
+            t.w.flush(pool, flags);
+        }
+    });
+}
+
+/// Thread exit: publish, then record nothing more on this thread.
+pub fn thread_exit() {
+    // Not `with_thread`: the thread must be torn down even while recording is paused.
+    let Some(pool) = global::pool_if_initialized() else {
+        return;
+    };
+    let Some(mut busy) = Busy::enter() else {
+        return;
+    };
+    let t = busy.thread();
+    if t.status == STATUS_ATTACHED {
+        let _ = catch_unwind(AssertUnwindSafe(|| {
+            t.w.flush(pool, bufpool::layout::FLAG_THREAD_EXIT)
+        }));
+    }
+    t.status = STATUS_DEAD;
+}
+
+/// In a forked child: forget the parent's sub-buffer (it still belongs to the parent),
+/// and let the next event attach this thread to the child.
+pub fn reset_after_fork(t: &mut CulpritThread) {
+    t.w.forget();
+    if t.status == STATUS_ATTACHED {
+        t.status = STATUS_NEW;
+    }
+}
