@@ -238,10 +238,10 @@ pub unsafe fn inject(
     };
     let mut i = 0usize;
     loop {
-        // SAFETY: walking the caller's NULL-terminated array (envp may be null).
         let p = if envp.is_null() {
             core::ptr::null()
         } else {
+            // SAFETY: walking the caller's NULL-terminated array; we stop at NULL.
             unsafe { *envp.add(i) }
         };
         if p.is_null() {

@@ -196,18 +196,18 @@ impl ThreadTrace {
                         out.push(Call {
                             func: *func,
                             site: *caller,
-                            enter: Some((**opts).clone()),
+                            enter: Some(**opts),
                             exit: None,
                         });
                         open = Some(out.len() - 1);
                     }
                     _ => match open.take() {
-                        Some(i) if out[i].func == *func => out[i].exit = Some((**opts).clone()),
+                        Some(i) if out[i].func == *func => out[i].exit = Some(**opts),
                         _ => out.push(Call {
                             func: *func,
                             site: *caller,
                             enter: None,
-                            exit: Some((**opts).clone()),
+                            exit: Some(**opts),
                         }),
                     },
                 }
