@@ -32,25 +32,36 @@
 //! assert_eq!(entries.len(), 1);
 //! t.release();
 //! ```
+//!
+//! Under `--cfg loom` only the protocol parts are built ([`slots`] with loom's atomics,
+//! plus the format), for the model check in `slots::loom_model` (`bufpool/loom.sh`).
 #![deny(missing_docs)]
 
+#[cfg(not(loom))]
 pub mod consumer;
 pub mod disk;
 pub mod error;
 pub mod format;
 pub mod inject;
 pub mod layout;
+#[cfg(not(loom))]
 pub mod pool;
+#[cfg(not(loom))]
 pub mod salvage;
 pub mod slots;
 pub mod sync;
 pub mod sys;
+#[cfg(not(loom))]
 pub mod writer;
 
+#[cfg(not(loom))]
 pub use consumer::{Consumer, Taken};
 pub use error::PoolError;
 pub use layout::{Calibration, PoolInfo, SubBufInfo};
+#[cfg(not(loom))]
 pub use pool::{Pool, PoolConfig, POOL_ENV};
+#[cfg(not(loom))]
 pub use salvage::{salvage, salvage_dead, LivenessOracle, ProcOracle, SalvageReport};
 pub use slots::{Holder, State};
+#[cfg(not(loom))]
 pub use writer::WriterState;
