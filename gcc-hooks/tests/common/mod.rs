@@ -86,6 +86,8 @@ pub fn drain(pool: &Pool) -> Drained {
 pub struct Symbols {
     /// start → (end, name).
     by_start: BTreeMap<u64, (u64, String)>,
+    /// Objects added: (path, load bias, run-time address range of their segments).
+    objects: Vec<(PathBuf, u64, std::ops::Range<u64>)>,
 }
 
 impl Symbols {
@@ -93,6 +95,14 @@ impl Symbols {
     pub fn add_object(&mut self, path: &Path, bias: u64) {
         let data = std::fs::read(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
         let f = object::File::parse(&*data).expect("ELF parses");
+        let lo = f.segments().map(|g| g.address()).min().unwrap_or(0);
+        let hi = f
+            .segments()
+            .map(|g| g.address() + g.size())
+            .max()
+            .unwrap_or(0);
+        self.objects
+            .push((path.to_path_buf(), bias, bias + lo..bias + hi));
         for s in f.symbols().chain(f.dynamic_symbols()) {
             if s.kind() != SymbolKind::Text || s.is_undefined() || s.address() == 0 {
                 continue;
@@ -139,6 +149,32 @@ impl Symbols {
             Some((_, n)) => n.clone(),
             None => format!("?{addr:#x}"),
         }
+    }
+
+    /// Source file (basename) and line of `addr`, from the DWARF of the object holding it.
+    pub fn locate(&self, addr: u64) -> Option<(String, u32)> {
+        for (path, bias, range) in &self.objects {
+            if !range.contains(&addr) {
+                continue;
+            }
+            let Ok(l) = addr2line::Loader::new(path) else {
+                continue;
+            };
+            let probe = addr.wrapping_sub(*bias);
+            if let Ok(Some(loc)) = l.find_location(probe) {
+                let file = loc.file?.rsplit('/').next()?.to_owned();
+                return Some((file, loc.line?));
+            }
+        }
+        None
+    }
+
+    /// Run-time address of the function named `name` (first match).
+    pub fn addr_of(&self, name: &str) -> Option<u64> {
+        self.by_start
+            .iter()
+            .find(|(_, (_, n))| n == name)
+            .map(|(&a, _)| a)
     }
 
     /// Name of the function containing `addr`.
