@@ -16,8 +16,7 @@ use bufpool::format::{
     self, encode_fn, encode_lib, encode_meta, encode_ret, Kind, LibFn, LibOpts, Meta, META_BUF,
 };
 use bufpool::Calibration;
-use std::io::{Read, Seek, SeekFrom};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// All the traces one analysis looks at (one or many directories, from several hosts).
@@ -42,55 +41,155 @@ pub struct ProcessTrace {
     pub threads: Vec<ThreadTrace>,
 }
 
-/// The chunks of one thread, in sequence order.
+/// The chunks of one thread.
 #[derive(Clone, Debug)]
 pub struct ThreadTrace {
     /// Thread id.
     pub tid: u32,
-    /// Chunks, ordered by sequence number, without duplicates.
-    pub chunks: Vec<Chunk>,
+    /// Where its chunks are.
+    pub source: ThreadSource,
 }
 
-/// One saved sub-buffer.
+/// Where a thread's chunks are.
+#[derive(Clone, Debug)]
+pub enum ThreadSource {
+    /// In memory (hand-built traces), in order.
+    Memory(Vec<Chunk>),
+    /// In a trace directory, read (and checked) one chunk at a time.
+    Dir {
+        /// The open directory.
+        dir: Arc<reader::TraceDir>,
+        /// The thread.
+        key: reader::ThreadKey,
+    },
+}
+
+/// One hand-built chunk.
 #[derive(Clone, Debug)]
 pub struct Chunk {
-    /// Per-thread sequence number.
-    pub seq: u64,
     /// Entries lost just before this chunk.
     pub lost_before: u64,
-    /// Where the bytes are.
-    pub data: ChunkData,
+    /// A name standing for the file in error messages.
+    pub name: Arc<PathBuf>,
+    /// The entries.
+    pub bytes: Arc<Vec<u8>>,
 }
 
-/// Where a chunk's bytes are.
-#[derive(Clone, Debug)]
-pub enum ChunkData {
-    /// In memory (hand-built traces). `name` stands for the file in error messages.
-    Memory {
-        /// A name for messages.
-        name: Arc<PathBuf>,
-        /// The entries.
-        bytes: Arc<Vec<u8>>,
-    },
-    /// A byte range of a file, read when the chunk is decoded.
-    File {
-        /// The file.
-        path: Arc<PathBuf>,
-        /// Offset of the first entry in the file.
-        offset: u64,
-        /// Length of the entries in bytes.
-        len: u32,
-    },
-}
-
-impl ChunkData {
-    /// The file (or name) and the file offset of the first byte.
-    pub fn origin(&self) -> (&PathBuf, u64) {
-        match self {
-            ChunkData::Memory { name, .. } => (name, 0),
-            ChunkData::File { path, offset, .. } => (path, *offset),
+impl TraceSet {
+    /// Opens trace directories (written by `culprit record` / `culprit reader`), one or
+    /// many, from one host or several. Chunks are indexed, not read: decoding streams them.
+    pub fn open(dirs: &[PathBuf]) -> Result<TraceSet> {
+        let mut set = TraceSet::default();
+        for d in dirs {
+            let dir = Arc::new(reader::TraceDir::open(d).map_err(Error::Reader)?);
+            let m = dir.manifest();
+            let host = if m.host.is_empty() {
+                d.display().to_string()
+            } else {
+                m.host.clone()
+            };
+            let calib = dir.calibration();
+            let mut by_proc: std::collections::BTreeMap<(u32, u64), Vec<ThreadTrace>> =
+                Default::default();
+            for key in dir.threads() {
+                by_proc
+                    .entry((key.pid, key.start_ticks))
+                    .or_default()
+                    .push(ThreadTrace {
+                        tid: key.tid,
+                        source: ThreadSource::Dir {
+                            dir: dir.clone(),
+                            key,
+                        },
+                    });
+            }
+            for ((pid, start_ticks), threads) in by_proc {
+                set.processes.push(ProcessTrace {
+                    host: host.clone(),
+                    pid,
+                    start_ticks,
+                    calib,
+                    threads,
+                });
+            }
         }
+        Ok(set)
     }
+}
+
+/// Writes hand-built processes (all of one host) as a trace directory, the way
+/// `culprit reader` does: chunk files of checksummed records and a manifest. Used by tests
+/// and benchmarks to exercise the on-disk path end to end.
+pub fn write_trace_dir(dir: &Path, host: &str, processes: &[ProcessTrace]) -> Result<()> {
+    let io = |what| {
+        move |source| Error::Io {
+            path: dir.to_path_buf(),
+            what,
+            source,
+        }
+    };
+    std::fs::create_dir_all(dir).map_err(io("create trace directory"))?;
+    let start = processes.first().map_or(0, |p| p.calib.realtime0_ns);
+    let mut w =
+        reader::ChunkWriter::create(dir, std::process::id(), 0, start).map_err(Error::Reader)?;
+    let mut infos = Vec::new();
+    for p in processes {
+        let mut pinfo = reader::ProcessInfo {
+            pid: p.pid,
+            start_ticks: p.start_ticks,
+            origin: "start".into(),
+            ..Default::default()
+        };
+        for t in &p.threads {
+            pinfo.threads.push(t.tid);
+            let ThreadSource::Memory(chunks) = &t.source else {
+                continue;
+            };
+            for (seq, c) in chunks.iter().enumerate() {
+                let mut last = first_tsc(&c.bytes);
+                let mut n = 0u64;
+                for e in format::Decoder::new(&c.bytes).flatten() {
+                    last = e.tsc;
+                    n += 1;
+                }
+                let info = bufpool::SubBufInfo {
+                    magic: bufpool::layout::SUBBUF_MAGIC,
+                    flags: 0,
+                    pid: p.pid,
+                    tid: t.tid,
+                    seq: seq as u64,
+                    first_tsc: first_tsc(&c.bytes),
+                    last_tsc: last,
+                    lost_before: c.lost_before,
+                    bytes_used: c.bytes.len() as u32,
+                    data_size: c.bytes.len() as u32,
+                    owner_start_ticks: p.start_ticks,
+                };
+                w.append(&info, &c.bytes).map_err(io("write chunk"))?;
+                pinfo.subbufs += 1;
+                pinfo.entries += n;
+                pinfo.bytes += c.bytes.len() as u64;
+                pinfo.lost += c.lost_before;
+            }
+        }
+        infos.push(pinfo);
+    }
+    w.sync().map_err(Error::Reader)?;
+    let calib = processes.first().map(|p| p.calib).unwrap_or_default();
+    let m = reader::Manifest {
+        format: reader::manifest::MANIFEST_FORMAT.into(),
+        version: reader::manifest::MANIFEST_VERSION,
+        host: host.into(),
+        command: vec!["(synthetic)".into()],
+        start_unix_ns: start,
+        end_unix_ns: Some(start),
+        complete: true,
+        calibration: calib.into(),
+        pool: Default::default(),
+        processes: infos,
+        totals: Default::default(),
+    };
+    m.write(dir).map_err(Error::Reader)
 }
 
 /// Kinds of function-call events.
@@ -210,43 +309,62 @@ impl ThreadTrace {
     /// Decodes every chunk in order, calling `f` for each event. Loads one chunk at a time.
     pub fn for_each(&self, mut f: impl FnMut(&Event)) -> Result<DecodeStats> {
         let mut st = DecodeStats::default();
-        let mut buf = Vec::new();
-        for c in &self.chunks {
-            let (path, base) = c.data.origin();
-            let bytes: &[u8] = match &c.data {
-                ChunkData::Memory { bytes, .. } => bytes,
-                ChunkData::File { path, offset, len } => {
-                    read_range(path, *offset, *len, &mut buf)?;
-                    &buf
+        match &self.source {
+            ThreadSource::Memory(chunks) => {
+                for c in chunks {
+                    decode_chunk(&c.name, 0, c.lost_before, &c.bytes, &mut st, &mut f)?;
                 }
-            };
-            if c.lost_before > 0 {
-                let tsc = first_tsc(bytes);
-                st.lost += c.lost_before;
-                f(&Event::Lost {
-                    tsc,
-                    count: c.lost_before,
-                });
             }
-            st.bytes += bytes.len() as u64;
-            for e in format::Decoder::with_base(bytes, base) {
-                let e = e.map_err(|source| Error::Decode {
-                    path: path.to_path_buf(),
-                    source,
-                })?;
-                st.entries += 1;
-                let ev = convert(&e).map_err(|source| Error::Decode {
-                    path: path.to_path_buf(),
-                    source,
-                })?;
-                if let Event::Lost { count, .. } = ev {
-                    st.lost += count;
+            ThreadSource::Dir { dir, key } => {
+                for c in dir.chunks(*key) {
+                    let c = c.map_err(Error::Reader)?;
+                    decode_chunk(
+                        &c.path,
+                        c.data_offset,
+                        c.info.lost_before,
+                        &c.data,
+                        &mut st,
+                        &mut f,
+                    )?;
                 }
-                f(&ev);
             }
         }
         Ok(st)
     }
+}
+
+fn decode_chunk(
+    path: &Path,
+    base: u64,
+    lost_before: u64,
+    bytes: &[u8],
+    st: &mut DecodeStats,
+    f: &mut impl FnMut(&Event),
+) -> Result<()> {
+    if lost_before > 0 {
+        st.lost += lost_before;
+        f(&Event::Lost {
+            tsc: first_tsc(bytes),
+            count: lost_before,
+        });
+    }
+    st.bytes += bytes.len() as u64;
+    for e in format::Decoder::with_base(bytes, base) {
+        let e = e.map_err(|source| Error::Decode {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        st.entries += 1;
+        let ev = convert(&e).map_err(|source| Error::Decode {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        if let Event::Lost { count, .. } = ev {
+            st.lost += count;
+        }
+        f(&ev);
+    }
+    Ok(())
 }
 
 fn first_tsc(bytes: &[u8]) -> u64 {
@@ -257,20 +375,6 @@ fn first_tsc(bytes: &[u8]) -> u64 {
     } else {
         0
     }
-}
-
-fn read_range(path: &PathBuf, offset: u64, len: u32, buf: &mut Vec<u8>) -> Result<()> {
-    let io = |what, source| Error::Io {
-        path: path.to_path_buf(),
-        what,
-        source,
-    };
-    let mut f = std::fs::File::open(path).map_err(|e| io("open", e))?;
-    f.seek(SeekFrom::Start(offset)).map_err(|e| io("seek", e))?;
-    buf.clear();
-    buf.resize(len as usize, 0);
-    f.read_exact(buf)
-        .map_err(|e| io("read chunk (file shorter than its index says)", e))
 }
 
 /// Turns a decoded entry into an [`Event`] (parsing options and metadata).
@@ -353,6 +457,7 @@ pub struct TraceBuilder {
     chunk_size: usize,
     cur: Vec<u8>,
     chunks: Vec<Chunk>,
+    lost: u64,
     threads: Vec<ThreadTrace>,
     calib: Calibration,
 }
@@ -369,6 +474,7 @@ impl TraceBuilder {
             chunk_size: 64 * 1024,
             cur: Vec::new(),
             chunks: Vec::new(),
+            lost: 0,
             threads: Vec::new(),
             calib: Calibration {
                 tsc0: 1_000_000,
@@ -417,12 +523,9 @@ impl TraceBuilder {
             self.chunks.len()
         );
         self.chunks.push(Chunk {
-            seq: self.chunks.len() as u64,
-            lost_before: 0,
-            data: ChunkData::Memory {
-                name: Arc::new(PathBuf::from(name)),
-                bytes: Arc::new(std::mem::take(&mut self.cur)),
-            },
+            lost_before: std::mem::take(&mut self.lost),
+            name: Arc::new(PathBuf::from(name)),
+            bytes: Arc::new(std::mem::take(&mut self.cur)),
         });
     }
 
@@ -507,7 +610,7 @@ impl TraceBuilder {
         if !chunks.is_empty() {
             self.threads.push(ThreadTrace {
                 tid: self.tid,
-                chunks,
+                source: ThreadSource::Memory(chunks),
             });
         }
         self.tid = tid;
@@ -516,14 +619,7 @@ impl TraceBuilder {
     /// Marks `n` entries lost before the next chunk (cuts the current one).
     pub fn lose(&mut self, n: u64) {
         self.cut();
-        self.chunks.push(Chunk {
-            seq: self.chunks.len() as u64,
-            lost_before: n,
-            data: ChunkData::Memory {
-                name: Arc::new(PathBuf::from("<memory lost>")),
-                bytes: Arc::new(Vec::new()),
-            },
-        });
+        self.lost += n;
     }
 
     /// The finished process trace.

@@ -23,6 +23,9 @@ pub enum Error {
         /// The decoder's error, with the byte offset in that file.
         source: bufpool::format::DecodeError,
     },
+    /// A trace directory could not be read (the reader's error names the file and offset).
+    #[error(transparent)]
+    Reader(reader::Error),
     /// A trace directory is not usable.
     #[error("{path}: {why}")]
     BadTrace {

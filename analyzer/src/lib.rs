@@ -54,6 +54,7 @@ pub mod model;
 pub mod report;
 pub mod score;
 pub mod symbolize;
+pub mod synth;
 pub mod trees;
 pub mod units;
 

@@ -76,12 +76,30 @@ pub fn site_name(k: &NodeKey, names: &BTreeMap<u64, String>) -> String {
 /// The sentence for one effective node.
 pub fn explain(e: &Effective, names: &BTreeMap<u64, String>) -> String {
     let n = node_name(&e.key, names);
+    let below = if e.below.is_empty() {
+        String::new()
+    } else {
+        let calls: Vec<String> = e
+            .below
+            .iter()
+            .map(|k| format!("`{}`", node_name(k, names)))
+            .collect();
+        let how = if e.class == NodeClass::New {
+            "it calls"
+        } else {
+            "nor, under it,"
+        };
+        format!("; {how} {}", calls.join(", "))
+    };
     match e.class {
         NodeClass::New => format!(
-            "`{n}` never seen here (called from {})",
+            "`{n}` never seen here (called from {}){below}",
             site_name(&e.key, names)
         ),
-        NodeClass::Missing => format!("expected `{n}` (p = {:.2}) not called", e.p.unwrap_or(0.0)),
+        NodeClass::Missing => format!(
+            "expected `{n}` (p = {:.2}) not called{below}",
+            e.p.unwrap_or(0.0)
+        ),
         NodeClass::Common => format!(
             "`{n}` called, seen in only {:.0}% of normal units",
             e.p.unwrap_or(0.0) * 100.0
@@ -468,6 +486,7 @@ mod tests {
             class,
             p,
             delta,
+            below: Vec::new(),
         };
         assert_eq!(
             explain(&e(1, NodeClass::Missing, Some(0.98), 0.98), &names),

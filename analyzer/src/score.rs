@@ -41,7 +41,7 @@ pub enum NodeClass {
 }
 
 /// One effective node and its contribution.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Effective {
     /// Node id.
     pub id: u64,
@@ -55,6 +55,31 @@ pub struct Effective {
     pub p: Option<f64>,
     /// `Δ(n)`.
     pub delta: f64,
+    /// For a new (missing) node: up to [`BELOW`] library calls under it in the unit (in the
+    /// model) — its consequences, not counted in the score but worth telling.
+    pub below: Vec<NodeKey>,
+}
+
+/// Most library calls listed under a new or missing node.
+pub const BELOW: usize = 3;
+
+/// Library calls under `id`, breadth first, at most [`BELOW`].
+fn lib_below(id: u64, children: &crate::hash::IdMap<Vec<(NodeKey, u64)>>) -> Vec<NodeKey> {
+    let mut out = Vec::new();
+    let mut queue = std::collections::VecDeque::from([id]);
+    while let Some(n) = queue.pop_front() {
+        if let Some(ch) = children.get(&n) {
+            let mut ch = ch.clone();
+            ch.sort();
+            for (k, c) in ch {
+                if k.kind == crate::trees::NodeKind::Lib && out.len() < BELOW && !out.contains(&k) {
+                    out.push(k);
+                }
+                queue.push_back(c);
+            }
+        }
+    }
+    out
 }
 
 /// The score of one unit.
@@ -80,6 +105,7 @@ pub fn score_tree(t: &CallTree, m: &TreeModel) -> UnitScore {
                 class: NodeClass::Common,
                 p: Some(mn.p()),
                 delta: 1.0 - mn.p(),
+                below: Vec::new(),
             }),
             None => {
                 // The parent is in T; it is in the difference iff it is not in M.
@@ -91,6 +117,7 @@ pub fn score_tree(t: &CallTree, m: &TreeModel) -> UnitScore {
                         class: NodeClass::New,
                         p: None,
                         delta: 1.0,
+                        below: Vec::new(),
                     });
                 }
             }
@@ -106,7 +133,25 @@ pub fn score_tree(t: &CallTree, m: &TreeModel) -> UnitScore {
                 class: NodeClass::Missing,
                 p: Some(n.p()),
                 delta: n.p(),
+                below: Vec::new(),
             });
+        }
+    }
+    if eff.iter().any(|e| e.class != NodeClass::Common) {
+        let mut tc: crate::hash::IdMap<Vec<(NodeKey, u64)>> = Default::default();
+        for (&id, n) in &t.nodes {
+            tc.entry(n.parent).or_default().push((n.key, id));
+        }
+        let mut mc: crate::hash::IdMap<Vec<(NodeKey, u64)>> = Default::default();
+        for n in &m.nodes {
+            mc.entry(n.parent).or_default().push((n.key, n.id));
+        }
+        for e in &mut eff {
+            e.below = match e.class {
+                NodeClass::New => lib_below(e.id, &tc),
+                NodeClass::Missing => lib_below(e.id, &mc),
+                NodeClass::Common => Vec::new(),
+            };
         }
     }
     let rank = |c: NodeClass| match c {

@@ -1,12 +1,145 @@
-//! `culprit learn` (being written).
+//! `culprit learn`: learn a model of normal behaviour from trace directories.
 
+use analyzer::decode::TraceSet;
+use anyhow::Context;
+use std::io::IsTerminal;
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 /// Arguments of `culprit learn`.
 #[derive(clap::Args)]
-pub struct Args {}
+#[command(after_help = "Example:\n  \
+    culprit record -o normal1 -- ./ring.sh && culprit record -o normal2 -- ./ring.sh\n  \
+    culprit learn normal1 normal2 -o ring.model\n\n\
+    Each process is cut into execution units (initializer, handlers per connection, loop,\n\
+    finalizer); a process model gives each call-tree node the fraction of units it appears in;\n\
+    processes with the same signature (their bind/connect/listen/accept call stacks) are merged\n\
+    into one process group by mean probability. The model file format is in analyzer/MODEL.md.")]
+pub struct Args {
+    /// Trace directories of normal runs (from one or several hosts).
+    #[arg(required = true, value_name = "DIR")]
+    pub dirs: Vec<PathBuf>,
+    /// Where to write the model.
+    #[arg(short, long, value_name = "MODEL")]
+    pub output: PathBuf,
+    /// Do not distinguish library calls by outcome (errno, end of stream, short transfer).
+    #[arg(long)]
+    pub no_outcomes: bool,
+    /// Worker threads (default: one per core). Results do not depend on it.
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+}
+
+/// Sets the number of rayon worker threads.
+pub(crate) fn set_threads(n: Option<usize>) -> anyhow::Result<()> {
+    if let Some(n) = n {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(n.max(1))
+            .build_global()
+            .context("cannot set up worker threads")?;
+    }
+    Ok(())
+}
+
+/// A progress bar on stderr when it is a terminal.
+pub(crate) struct Bar {
+    bar: std::sync::Mutex<Option<indicatif::ProgressBar>>,
+}
+
+impl analyzer::Progress for Bar {
+    fn start(&self, stage: &str, total: u64) {
+        let b = indicatif::ProgressBar::new(total);
+        b.set_style(
+            indicatif::ProgressStyle::with_template("{msg:>28} [{bar:40}] {pos}/{len} {elapsed}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+                .progress_chars("=> "),
+        );
+        b.set_message(stage.to_string());
+        if let Ok(mut g) = self.bar.lock() {
+            *g = Some(b);
+        }
+    }
+    fn inc(&self, n: u64) {
+        if let Ok(g) = self.bar.lock() {
+            if let Some(b) = &*g {
+                b.inc(n);
+            }
+        }
+    }
+    fn finish(&self) {
+        if let Ok(mut g) = self.bar.lock() {
+            if let Some(b) = g.take() {
+                b.finish_and_clear();
+            }
+        }
+    }
+}
+
+/// Analyzer options with a progress bar if stderr is a terminal.
+pub(crate) fn options() -> analyzer::Options {
+    let mut o = analyzer::Options::default();
+    if std::io::stderr().is_terminal() {
+        o.progress = Some(Arc::new(Bar {
+            bar: std::sync::Mutex::new(None),
+        }));
+    }
+    o
+}
+
+/// Opens trace directories.
+pub(crate) fn open(dirs: &[PathBuf]) -> anyhow::Result<TraceSet> {
+    let set = TraceSet::open(dirs)?;
+    if set.processes.is_empty() {
+        anyhow::bail!(
+            "no traced process in {}",
+            dirs.iter()
+                .map(|d| d.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    Ok(set)
+}
 
 /// Runs `culprit learn`.
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("culprit learn is not built yet")
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    set_threads(args.threads)?;
+    let set = open(&args.dirs)?;
+    let mut opts = options();
+    opts.tree.outcome_aware = !args.no_outcomes;
+    let learned = analyzer::learn(std::slice::from_ref(&set), &opts)?;
+    learned.model.save(&args.output)?;
+    let m = &learned.model;
+    let sizes: Vec<usize> = learned.processes.iter().map(|p| p.model_bytes).collect();
+    let units: usize = learned.processes.iter().map(|p| p.units).sum();
+    eprintln!(
+        "learned from {} processes ({} entries, {} lost), {} units: {} process group(s), {} nodes",
+        learned.processes.len(),
+        learned.stats.entries,
+        learned.stats.lost,
+        units,
+        m.groups.len(),
+        m.node_count()
+    );
+    for (i, g) in m.groups.iter().enumerate() {
+        eprintln!(
+            "  group {i}: {} process(es), {} unit classes, signature of {} setup stack(s){}",
+            g.processes.len(),
+            g.classes.len(),
+            g.signature.0.len(),
+            g.exes.first().map_or(String::new(), |e| format!(", {e}"))
+        );
+    }
+    if let (Some(min), Some(max)) = (sizes.iter().min(), sizes.iter().max()) {
+        eprintln!(
+            "process model size: min {:.1} KB, mean {:.1} KB, max {:.1} KB; global model {:.1} KB → {}",
+            *min as f64 / 1e3,
+            sizes.iter().sum::<usize>() as f64 / sizes.len() as f64 / 1e3,
+            *max as f64 / 1e3,
+            m.encoded_size() as f64 / 1e3,
+            args.output.display()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }

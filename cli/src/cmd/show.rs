@@ -1,12 +1,78 @@
-//! `culprit show` (being written).
+//! `culprit show`: one unit's call tree next to its model.
 
+use super::learn::{open, options};
+use analyzer::model::Model;
+use std::io::Write;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// Arguments of `culprit show`.
 #[derive(clap::Args)]
-pub struct Args {}
+#[command(after_help = "Example:\n  \
+    culprit rank --model ring.model faulty --top 3      # ids look like node3:4242:4242:17\n  \
+    culprit show --model ring.model faulty --unit node3:4242:4242:17\n\n\
+    Columns: ×N the node was called N times in this unit (· only in the model), p its model\n\
+    probability (- never seen in normal runs), Δ its contribution to the score if effective.")]
+pub struct Args {
+    /// The model.
+    #[arg(long, value_name = "MODEL")]
+    pub model: PathBuf,
+    /// Trace directory holding the unit.
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
+    /// The unit id, as printed by `culprit rank` (host:pid:tid:index).
+    #[arg(long, value_name = "ID")]
+    pub unit: String,
+    /// Print JSON (the unit's rank object with its annotated tree).
+    #[arg(long)]
+    pub json: bool,
+}
 
 /// Runs `culprit show`.
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("culprit show is not built yet")
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let model = Model::load(&args.model)?;
+    let set = open(std::slice::from_ref(&args.dir))?;
+    let opts = options();
+    let s = analyzer::show(&model, &set, &args.unit, &opts)?;
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let mut v = s.unit.to_json();
+        v["tree"] = serde_json::to_value(&s.lines)?;
+        serde_json::to_writer_pretty(&mut out, &v)?;
+        writeln!(out)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let u = &s.unit;
+    writeln!(
+        out,
+        "unit {}  {}  score {:.3} ({:?})  {} pid {} tid {}{}",
+        u.info.id,
+        u.info.kind.name(),
+        u.score,
+        u.verdict,
+        u.info.host,
+        u.info.pid,
+        u.info.tid,
+        u.info.fd.map_or(String::new(), |fd| format!(" fd {fd}"))
+    )?;
+    if u.info.local.is_some() || u.info.peer.is_some() {
+        writeln!(
+            out,
+            "connection {} ⇄ {}",
+            u.info.local.as_deref().unwrap_or("?"),
+            u.info.peer.as_deref().unwrap_or("?")
+        )?;
+    }
+    for w in &u.why {
+        writeln!(out, "  why: {w}")?;
+    }
+    for i in &u.info.injections {
+        writeln!(
+            out,
+            "  injected: {} fd {} → {} (errno {}) {}",
+            i.func, i.fd, i.forced_ret, i.forced_errno, i.spec
+        )?;
+    }
+    write!(out, "{}", analyzer::report::tree_text(&s.lines))?;
+    Ok(ExitCode::SUCCESS)
 }
