@@ -63,7 +63,8 @@ pub unsafe extern "C" fn send(
         len: len as u64,
         flags: Some(flags as u32),
     };
-    data_call(c, flat(buf), || {
+    data_call(c, flat(buf), |lim| {
+        let len = len.min(lim);
         real_or_sys!(
             SEND,
             (fd, buf, len, flags),
@@ -90,7 +91,8 @@ pub unsafe extern "C" fn sendto(
         len: len as u64,
         flags: Some(flags as u32),
     };
-    data_call(c, flat(buf), || {
+    data_call(c, flat(buf), |lim| {
+        let len = len.min(lim);
         real_or_sys!(SENDTO, (fd, buf, len, flags, addr, alen), libc::SYS_sendto)
     })
 }
@@ -112,7 +114,11 @@ pub unsafe extern "C" fn sendmsg(
     data_call(
         c,
         |_| msg_data(msg),
-        || real_or_sys!(SENDMSG, (fd, msg, flags), libc::SYS_sendmsg),
+        |lim| {
+            crate::inject::with_limited_msg(msg, lim, false, |msg| {
+                real_or_sys!(SENDMSG, (fd, msg, flags), libc::SYS_sendmsg)
+            })
+        },
     )
 }
 
@@ -131,7 +137,8 @@ pub unsafe extern "C" fn recv(
         len: len as u64,
         flags: Some(flags as u32),
     };
-    data_call(c, flat(buf), || {
+    data_call(c, flat(buf), |lim| {
+        let len = len.min(lim);
         real_or_sys!(
             RECV,
             (fd, buf, len, flags),
@@ -158,7 +165,8 @@ pub unsafe extern "C" fn recvfrom(
         len: len as u64,
         flags: Some(flags as u32),
     };
-    data_call(c, flat(buf), || {
+    data_call(c, flat(buf), |lim| {
+        let len = len.min(lim);
         real_or_sys!(
             RECVFROM,
             (fd, buf, len, flags, addr, alen),
@@ -184,7 +192,11 @@ pub unsafe extern "C" fn recvmsg(
     let r = data_call(
         c,
         |_| msg_data(msg),
-        || real_or_sys!(RECVMSG, (fd, msg, flags), libc::SYS_recvmsg),
+        |lim| {
+            crate::inject::with_limited_msg(msg, lim, true, |msg| {
+                real_or_sys!(RECVMSG, (fd, msg, flags), libc::SYS_recvmsg)
+            })
+        },
     );
     if r >= 0 && !msg.is_null() {
         forget_passed_fds(msg);
@@ -223,7 +235,8 @@ pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, len: size_t, site: us
         len: len as u64,
         flags: None,
     };
-    data_call(c, flat(buf), || {
+    data_call(c, flat(buf), |lim| {
+        let len = len.min(lim);
         real_or_sys!(READ, (fd, buf, len), libc::SYS_read)
     })
 }
@@ -240,7 +253,8 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, len: size_t, site:
         len: len as u64,
         flags: None,
     };
-    data_call(c, flat(buf), || {
+    data_call(c, flat(buf), |lim| {
+        let len = len.min(lim);
         real_or_sys!(WRITE, (fd, buf, len), libc::SYS_write)
     })
 }
@@ -260,7 +274,11 @@ pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, n: c_int, site: usi
     data_call(
         c,
         |_| Data::Iov(iov, n.max(0) as usize),
-        || real_or_sys!(READV, (fd, iov, n), libc::SYS_readv),
+        |lim| {
+            crate::inject::with_limited_iov(iov, n, lim, |iov, n| {
+                real_or_sys!(READV, (fd, iov, n), libc::SYS_readv)
+            })
+        },
     )
 }
 
@@ -279,6 +297,10 @@ pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, n: c_int, site: us
     data_call(
         c,
         |_| Data::Iov(iov, n.max(0) as usize),
-        || real_or_sys!(WRITEV, (fd, iov, n), libc::SYS_writev),
+        |lim| {
+            crate::inject::with_limited_iov(iov, n, lim, |iov, n| {
+                real_or_sys!(WRITEV, (fd, iov, n), libc::SYS_writev)
+            })
+        },
     )
 }

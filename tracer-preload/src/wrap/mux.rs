@@ -21,7 +21,7 @@ fn mux_call(
     real: impl FnOnce() -> c_int,
     ready: impl FnOnce(c_int) -> ReadySet,
 ) -> c_int {
-    let info = CallInfo { func, fd, len: 0 };
+    let info = CallInfo::new(func, fd, 0);
     let forced = if inject::enabled() {
         inject::before(&info)
     } else {

@@ -35,18 +35,16 @@ pub struct DataCall {
 }
 
 /// Runs a data-path call through recording and the fault-injection seam. `real` makes
-/// the real call; `data` describes the bytes it moved given its return value.
+/// the real call, moving at most the given number of bytes (`usize::MAX`: as asked;
+/// less when a `short` fault is injected); `data` describes the bytes it moved given its
+/// return value.
 #[inline(always)]
 pub fn data_call(
     c: DataCall,
     data: impl FnOnce(isize) -> Data,
-    real: impl FnOnce() -> isize,
+    real: impl FnOnce(usize) -> isize,
 ) -> isize {
-    let info = CallInfo {
-        func: c.func,
-        fd: c.fd,
-        len: c.len,
-    };
+    let info = CallInfo::new(c.func, c.fd, c.len);
     let forced = if inject::enabled() {
         inject::before(&info)
     } else {
@@ -69,7 +67,11 @@ pub fn data_call(
             (r, f.errno, Some(f.rule))
         }
         None => {
-            let r = real();
+            let r = real(if inject::enabled() {
+                inject::limit(&info)
+            } else {
+                usize::MAX
+            });
             let e = if r < 0 { errno() } else { 0 };
             if inject::enabled() {
                 let mut out = Outcome {

@@ -228,11 +228,7 @@ pub unsafe extern "C" fn connect(
         with_stack(site, fp, &mut o);
         Call::enter_full(LibFn::Connect, site, &o)
     });
-    let info = CallInfo {
-        func: LibFn::Connect,
-        fd,
-        len: 0,
-    };
+    let info = CallInfo::new(LibFn::Connect, fd, 0);
     let s = seamed(info, || {
         let r: c_int = real_or_sys!(CONNECT, (fd, addr, len), libc::SYS_connect);
         r as i64
@@ -272,7 +268,7 @@ fn accept_common(
         with_stack(site, fp, &mut o);
         Call::enter_full(func, site, &o)
     });
-    let info = CallInfo { func, fd, len: 0 };
+    let info = CallInfo::new(func, fd, 0);
     let s = seamed(info, || real() as i64);
     let nfd = s.ret as c_int;
     if s.ret >= 0 {
@@ -357,17 +353,10 @@ pub unsafe extern "C" fn close(fd: c_int, site: usize) -> c_int {
         return real_or_sys!(CLOSE, (fd), libc::SYS_close);
     }
     let call = Call::enter(LibFn::Close, site, &Small::fd(fd));
-    let s = seamed(
-        CallInfo {
-            func: LibFn::Close,
-            fd,
-            len: 0,
-        },
-        || {
-            let r: c_int = real_or_sys!(CLOSE, (fd), libc::SYS_close);
-            r as i64
-        },
-    );
+    let s = seamed(CallInfo::new(LibFn::Close, fd, 0), || {
+        let r: c_int = real_or_sys!(CLOSE, (fd), libc::SYS_close);
+        r as i64
+    });
     if let Some(c) = call {
         c.exit(&exit_small(Some(fd), &s), None);
     }
