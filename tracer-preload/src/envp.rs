@@ -16,6 +16,10 @@ use core::ffi::c_char;
 
 /// Variable telling a new image that it was exec'd by a traced process with that pid.
 pub const EXEC_PID_VAR: &[u8] = b"CULPRIT_EXEC_PID=";
+/// Variable giving a new image its exec generation (number of traced execs before it).
+/// Writers number their sub-buffers from `generation << 32`, so the sub-buffers of
+/// successive images of one process never share a (pid, tid, seq) key.
+pub const EXEC_GEN_VAR: &[u8] = b"CULPRIT_EXEC_GEN=";
 const PREFIX: &[u8] = b"CULPRIT_";
 const LD_PRELOAD: &[u8] = b"LD_PRELOAD=";
 const CAP: usize = 16384;
@@ -31,8 +35,10 @@ struct Saved {
     /// Offset and length of this library's path (in `buf`, NUL-terminated).
     self_at: usize,
     self_len: usize,
-    /// Whether `CULPRIT_EXEC_PID` named this pid at load time.
+    /// `CULPRIT_EXEC_PID` at load time.
     exec_pid: u64,
+    /// `CULPRIT_EXEC_GEN` at load time.
+    exec_gen: u64,
 }
 
 struct SavedCell(UnsafeCell<Saved>);
@@ -48,6 +54,7 @@ static SAVED: SavedCell = SavedCell(UnsafeCell::new(Saved {
     self_at: 0,
     self_len: 0,
     exec_pid: 0,
+    exec_gen: 0,
 }));
 
 fn saved() -> &'static Saved {
@@ -104,6 +111,10 @@ pub unsafe fn capture(envp: *const *const c_char, self_path: &[u8]) {
             s.exec_pid = parse_dec(v).unwrap_or(0);
             continue;
         }
+        if let Some(v) = e.strip_prefix(EXEC_GEN_VAR) {
+            s.exec_gen = parse_dec(v).unwrap_or(0).min(u32::MAX as u64);
+            continue;
+        }
         if e.starts_with(PREFIX) && s.n_vars < MAX_VARS {
             if let Some(at) = push(s, e) {
                 s.vars[s.n_vars] = at;
@@ -135,6 +146,11 @@ pub fn var(name: &[u8]) -> Option<&'static [u8]> {
 /// The pid an exec'ing tracer announced at load time (0 if none).
 pub fn exec_pid() -> u64 {
     saved().exec_pid
+}
+
+/// This image's exec generation (0 for a process that was not exec'd by a traced one).
+pub fn exec_gen() -> u64 {
+    saved().exec_gen
 }
 
 /// This library's path.
@@ -226,12 +242,12 @@ pub unsafe fn inject(
             old_preload = v;
         }
     }
-    let need = (n + s.n_vars + 3) * 8 + LD_PRELOAD.len() + s.self_len + old_preload.len() + 64;
+    let need = (n + s.n_vars + 4) * 8 + LD_PRELOAD.len() + s.self_len + old_preload.len() + 64;
     let mut sc = Scratch::new(need)?;
-    let out = sc.ptrs(n + s.n_vars + 3)? as *mut [*const c_char] as *mut *const c_char;
+    let out = sc.ptrs(n + s.n_vars + 4)? as *mut [*const c_char] as *mut *const c_char;
     let mut k = 0usize;
     let mut put = |p: *const c_char| {
-        // SAFETY: `out` has n + n_vars + 3 slots; at most n + n_vars + 2 pointers are
+        // SAFETY: `out` has n + n_vars + 4 slots; at most n + n_vars + 3 pointers are
         // put, leaving the last one null.
         unsafe { *out.add(k) = p };
         k += 1;
@@ -260,6 +276,7 @@ pub unsafe fn inject(
     }
     let mut num = [0u8; 20];
     put(sc.cstr(&[EXEC_PID_VAR, crate::sysx::fmt_u64(pid as u64, &mut num)])?);
+    put(sc.cstr(&[EXEC_GEN_VAR, crate::sysx::fmt_u64(s.exec_gen + 1, &mut num)])?);
     // LD_PRELOAD: this library first, then the program's others (minus any libtrace).
     let lp = sc.alloc(LD_PRELOAD.len() + s.self_len + old_preload.len() + 2)?;
     let mut len = 0usize;
@@ -302,6 +319,7 @@ mod tests {
             "CULPRIT_POOL=/dev/shm/p",
             "CULPRIT_X=1",
             "CULPRIT_EXEC_PID=42",
+            "CULPRIT_EXEC_GEN=3",
         ]
         .iter()
         .map(|s| CString::new(*s).unwrap())
@@ -313,6 +331,7 @@ mod tests {
         assert_eq!(var(b"X"), Some(&b"1"[..]));
         assert_eq!(var(b"NOPE"), None);
         assert_eq!(exec_pid(), 42);
+        assert_eq!(exec_gen(), 3);
 
         let custom: Vec<CString> = [
             "HOME=/root",
@@ -336,6 +355,7 @@ mod tests {
                 "CULPRIT_POOL=/dev/shm/p",
                 "CULPRIT_X=1",
                 "CULPRIT_EXEC_PID=777",
+                "CULPRIT_EXEC_GEN=4",
                 "LD_PRELOAD=/opt/culprit/libtrace.so:/usr/lib/libfoo.so:libbar.so",
             ]
         );
@@ -343,6 +363,6 @@ mod tests {
         // SAFETY: null is allowed.
         let (_sc2, out) = unsafe { inject(core::ptr::null(), 1) }.unwrap();
         // SAFETY: NULL-terminated.
-        assert_eq!(unsafe { c_strings(out) }.count(), 4);
+        assert_eq!(unsafe { c_strings(out) }.count(), 5);
     }
 }

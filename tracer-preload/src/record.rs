@@ -59,6 +59,9 @@ pub fn attach(t: &mut CulpritThread, pool: &Pool, announce: bool) -> bool {
         return false;
     }
     t.w.attach(pool, pid, ticks, bufpool::sys::gettid());
+    // Successive images of one process (exec) keep pid and tids: number their
+    // sub-buffers apart (see envp::EXEC_GEN_VAR).
+    t.w.seq = crate::envp::exec_gen() << 32;
     t.status = STATUS_ATTACHED;
     crate::lifecycle::watch_thread_exit();
     if announce {

@@ -177,11 +177,11 @@ pub fn drain(p: &TestPool) -> Trace {
 }
 
 impl ThreadTrace {
-    /// Library calls, pairing each `LibEnter` with the following `LibExit` of the same
-    /// function.
+    /// Library calls, pairing each `LibExit` with the innermost open `LibEnter` of the
+    /// same function (a signal handler's calls nest inside the interrupted one).
     pub fn calls(&self) -> Vec<Call> {
         let mut out: Vec<Call> = Vec::new();
-        let mut open: Option<usize> = None;
+        let mut open: Vec<usize> = Vec::new();
         for e in &self.entries {
             if let Entry::Lib {
                 kind,
@@ -191,25 +191,27 @@ impl ThreadTrace {
                 ..
             } = e
             {
-                match kind {
-                    Kind::LibEnter => {
-                        out.push(Call {
-                            func: *func,
-                            site: *caller,
-                            enter: Some(**opts),
-                            exit: None,
-                        });
-                        open = Some(out.len() - 1);
+                if *kind == Kind::LibEnter {
+                    out.push(Call {
+                        func: *func,
+                        site: *caller,
+                        enter: Some(**opts),
+                        exit: None,
+                    });
+                    open.push(out.len() - 1);
+                    continue;
+                }
+                match open.last() {
+                    Some(&i) if out[i].func == *func => {
+                        out[i].exit = Some(**opts);
+                        open.pop();
                     }
-                    _ => match open.take() {
-                        Some(i) if out[i].func == *func => out[i].exit = Some(**opts),
-                        _ => out.push(Call {
-                            func: *func,
-                            site: *caller,
-                            enter: None,
-                            exit: Some(**opts),
-                        }),
-                    },
+                    _ => out.push(Call {
+                        func: *func,
+                        site: *caller,
+                        enter: None,
+                        exit: Some(**opts),
+                    }),
                 }
             }
         }

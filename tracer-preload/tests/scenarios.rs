@@ -1,0 +1,365 @@
+//! UDP, UNIX sockets, refused connections, threads, exec chains, a program that closes
+//! all its fds, signal handlers, SIGKILL, and an unusable pool.
+
+mod common;
+use bufpool::format::{LibFn, Meta, ProcReason};
+use common::*;
+use std::io::BufRead;
+
+const MISC: &str = include_str!("misc_prog/misc.c");
+
+fn misc(tp: &TestPool) -> std::path::PathBuf {
+    cc(tp.dir.path(), "misc", MISC)
+}
+
+fn only_pid(tr: &Trace) -> u32 {
+    let p = tr.pids();
+    assert_eq!(p.len(), 1, "{p:?}");
+    p[0]
+}
+
+fn rets(calls: &[Call]) -> Vec<i64> {
+    calls.iter().map(|c| c.ret()).collect()
+}
+
+#[test]
+fn udp_and_unix_sockets() {
+    let tp = pool();
+    let prog = misc(&tp);
+    let mut c = traced(&tp.path, &prog);
+    c.arg("udp-unix").arg(tp.dir.path());
+    let out = run(c);
+    assert!(out.status.success(), "{}{}", out.stdout, out.stderr);
+    let kv = kv(&out.stdout);
+    let tr = drain(&tp);
+    let pid = only_pid(&tr);
+    let f = |f| tr.calls_of(pid, f);
+    // UDP.
+    let st = f(LibFn::Sendto);
+    assert_eq!(rets(&st), vec![50; 3]);
+    assert!(st.iter().all(|c| c.fd() == num(&kv, "udp_a") as i32));
+    let rf = f(LibFn::Recvfrom);
+    assert_eq!(rets(&rf), vec![50; 3]);
+    assert!(rf.iter().all(|c| c.fd() == num(&kv, "udp_b") as i32));
+    // UNIX stream: read/write on sockets only (the pipe's are not recorded).
+    let (sv0, sv1, dup) = (
+        num(&kv, "sv0") as i32,
+        num(&kv, "sv1") as i32,
+        num(&kv, "dup") as i32,
+    );
+    let w = f(LibFn::Write);
+    assert_eq!(rets(&w), vec![64, 64, 64, 64, 5]);
+    assert_eq!(
+        w.iter().map(|c| c.fd()).collect::<Vec<_>>(),
+        vec![sv0, sv0, sv0, sv0, dup]
+    );
+    let r = f(LibFn::Read);
+    assert_eq!(rets(&r), vec![64, 64, 64, 64, 5]);
+    assert!(r.iter().all(|c| c.fd() == sv1));
+    let wv = f(LibFn::Writev);
+    assert_eq!((wv.len(), wv[0].ret()), (1, 30));
+    assert_eq!(wv[0].enter.unwrap().len, Some(30));
+    assert_eq!(rets(&f(LibFn::Readv)), vec![30]);
+    let d = f(LibFn::Dup);
+    assert_eq!((d.len(), d[0].fd(), d[0].ret()), (1, sv0, dup as i64));
+    assert_eq!(rets(&f(LibFn::Sendmsg)), vec![30]);
+    assert_eq!(f(LibFn::Sendmsg)[0].enter.unwrap().len, Some(30));
+    assert_eq!(rets(&f(LibFn::Recvmsg)), vec![30]);
+    let sp = f(LibFn::Socketpair);
+    assert_eq!(sp.len(), 2);
+    assert_eq!(sp[0].exit.unwrap().fd, Some(sv0));
+    assert_eq!(sp[0].exit.unwrap().fd2, Some(sv1));
+    // UNIX listener: addresses are the path.
+    let path = format!("unix:{}/sock", tp.dir.path().display());
+    let b = f(LibFn::Bind);
+    assert_eq!(
+        b.last().unwrap().enter.unwrap().local.unwrap().to_display(),
+        path
+    );
+    let a = f(LibFn::Accept4);
+    assert_eq!(a.len(), 1);
+    assert_eq!(a[0].ret(), num(&kv, "unix_s"));
+    assert_eq!(a[0].enter.unwrap().flags, Some(libc::SOCK_CLOEXEC as u32));
+    assert_eq!(a[0].exit.unwrap().local.unwrap().to_display(), path);
+    let con = f(LibFn::Connect);
+    assert_eq!(con[0].enter.unwrap().peer.unwrap().to_display(), path);
+    let p = f(LibFn::Poll);
+    assert_eq!(p.len(), 1);
+    let ready = p[0].exit.unwrap().ready.unwrap();
+    assert_eq!(ready.items().len(), 1);
+    assert_eq!(ready.items()[0].id, num(&kv, "unix_ls") as u32);
+    assert_eq!(ready.items()[0].events, libc::POLLIN as u16);
+    // Closes: the three UNIX sockets, nothing else (the pipe is not a socket).
+    let closes: Vec<i32> = f(LibFn::Close).iter().map(|c| c.fd()).collect();
+    assert_eq!(
+        closes,
+        vec![
+            num(&kv, "unix_s") as i32,
+            num(&kv, "unix_c") as i32,
+            num(&kv, "unix_ls") as i32
+        ]
+    );
+    assert_eq!(tr.lost(), 0);
+}
+
+#[test]
+fn connection_refused_on_a_closed_port() {
+    let tp = pool();
+    let prog = misc(&tp);
+    let mut c = traced(&tp.path, &prog);
+    c.arg("refused");
+    let out = run(c);
+    assert!(out.status.success());
+    let kv = kv(&out.stdout);
+    assert_eq!(num(&kv, "errno"), libc::ECONNREFUSED as i64);
+    let tr = drain(&tp);
+    let pid = only_pid(&tr);
+    let con = tr.calls_of(pid, LibFn::Connect);
+    assert_eq!(con.len(), 2);
+    assert_eq!(con[0].ret(), -1);
+    assert_eq!(con[0].errno(), Some(libc::ECONNREFUSED));
+    assert_eq!(
+        con[0].enter.unwrap().peer.unwrap().to_display(),
+        format!("127.0.0.1:{}", num(&kv, "port"))
+    );
+    assert_eq!(con[1].ret(), num(&kv, "nb_ret"));
+    if num(&kv, "nb_ret") < 0 {
+        assert_eq!(con[1].errno(), Some(num(&kv, "nb_errno") as i32));
+    }
+    let g = tr.calls_of(pid, LibFn::Getsockopt);
+    assert_eq!(g.len(), 1);
+    assert_eq!(g[0].exit.unwrap().arg2, Some(num(&kv, "so_error") as u64));
+}
+
+#[test]
+fn threads_are_recorded_separately_and_flushed_at_exit() {
+    let tp = pool();
+    let prog = misc(&tp);
+    let mut c = traced(&tp.path, &prog);
+    c.arg("threads");
+    let out = run(c);
+    assert!(out.status.success());
+    assert_eq!(num(&kv(&out.stdout), "total"), 60);
+    let tr = drain(&tp);
+    assert_eq!(tr.salvaged, 0, "every thread flushed its own sub-buffer");
+    let pid = only_pid(&tr);
+    let threads: Vec<&ThreadTrace> = tr.threads.values().filter(|t| t.pid == pid).collect();
+    assert_eq!(threads.len(), 4);
+    let mut per_thread: Vec<Vec<i64>> = Vec::new();
+    for t in &threads {
+        let names: Vec<u32> = t
+            .metas()
+            .iter()
+            .filter_map(|m| match m {
+                Meta::Thread(r) => Some(r.tid),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(names, vec![t.tid], "one thread record, first");
+        let sends: Vec<i64> = t
+            .calls()
+            .iter()
+            .filter(|c| c.func == LibFn::Send)
+            .map(|c| c.ret())
+            .collect();
+        per_thread.push(sends);
+    }
+    per_thread.sort();
+    assert_eq!(
+        per_thread,
+        vec![vec![], vec![1; 10], vec![2; 10], vec![3; 10]]
+    );
+}
+
+#[test]
+fn exec_chain_with_custom_envp_and_posix_spawn_stays_traced() {
+    let tp = pool();
+    let prog = misc(&tp);
+    let mut c = traced(&tp.path, &prog);
+    c.arg("exec1");
+    let out = run(c);
+    assert!(out.status.success(), "{}{}", out.stdout, out.stderr);
+    let kv = kv(&out.stdout);
+    let (pid, spawned) = (num(&kv, "pid") as u32, num(&kv, "spawned") as u32);
+    assert_eq!(num(&kv, "spawned_status"), 0);
+    let tr = drain(&tp);
+    assert_eq!(tr.pids(), {
+        let mut v = vec![pid, spawned];
+        v.sort();
+        v
+    });
+    assert_eq!(
+        tr.proc_reason(pid),
+        vec![ProcReason::Start, ProcReason::Exec, ProcReason::Exec]
+    );
+    let procs = tr.procs(pid);
+    assert_eq!(procs[1].argv[1], b"exec2");
+    assert_eq!(procs[2].argv[1], b"exec3");
+    assert!(procs.iter().all(|p| p.start_ticks == procs[0].start_ticks));
+    let me = prog.to_str().unwrap().as_bytes();
+    let el = tr.calls_of(pid, LibFn::Execle);
+    assert_eq!(el.len(), 1);
+    assert_eq!(el[0].enter.unwrap().str_bytes(), Some(me));
+    assert!(el[0].exit.is_none(), "a successful exec does not return");
+    assert_eq!(tr.calls_of(pid, LibFn::Execv).len(), 1);
+    assert_eq!(rets(&tr.calls_of(pid, LibFn::Write)), vec![7, 9]);
+    let ps = tr.calls_of(pid, LibFn::PosixSpawn);
+    assert_eq!(ps.len(), 1);
+    assert_eq!(
+        (ps[0].ret(), ps[0].exit.unwrap().arg),
+        (0, Some(spawned as u64))
+    );
+    // The spawned child had an empty envp and is still traced.
+    let sp = tr.procs(spawned);
+    assert_eq!(sp.len(), 1);
+    assert_eq!((sp[0].reason, sp[0].ppid), (ProcReason::Start, pid));
+    assert_eq!(rets(&tr.calls_of(spawned, LibFn::Write)), vec![5]);
+    // Maps were recorded for every image.
+    let maps = tr
+        .metas(pid)
+        .iter()
+        .filter(|m| matches!(m, Meta::Map(r) if r.path == me && r.offset == 0))
+        .count();
+    assert_eq!(maps, 3, "the executable's first mapping, once per image");
+}
+
+#[test]
+fn a_program_that_closes_all_its_fds_is_still_traced() {
+    let tp = pool();
+    let prog = misc(&tp);
+    let mut c = traced(&tp.path, &prog);
+    c.arg("closeall");
+    let out = run(c);
+    assert!(out.status.success());
+    let tr = drain(&tp);
+    let pid = only_pid(&tr);
+    assert_eq!(rets(&tr.calls_of(pid, LibFn::Write)), vec![11]);
+    assert_eq!(
+        tr.calls_of(pid, LibFn::Close).len(),
+        0,
+        "stdio fds are not sockets"
+    );
+}
+
+#[test]
+fn signal_handlers_writing_to_sockets() {
+    let tp = pool();
+    let prog = misc(&tp);
+    let mut c = traced(&tp.path, &prog);
+    c.arg("signals");
+    let out = run(c);
+    assert!(out.status.success());
+    let kv = kv(&out.stdout);
+    assert_eq!(num(&kv, "raised"), 10);
+    let tr = drain(&tp);
+    let pid = only_pid(&tr);
+    let (sig_fd, main_fd) = (num(&kv, "sig_fd") as i32, num(&kv, "main_fd") as i32);
+    let sends = tr.calls_of(pid, LibFn::Send);
+    assert_eq!(sends.len() as i64, num(&kv, "sends"));
+    assert!(sends
+        .iter()
+        .all(|c| c.fd() == main_fd && c.ret() == 1 && c.exit.is_some()));
+    // Handler writes: the 10 raised ones always; timer ones unless they interrupted the
+    // tracer itself (then they pass through unrecorded, by design).
+    let w = tr.calls_of(pid, LibFn::Write);
+    assert!(w
+        .iter()
+        .all(|c| c.fd() == sig_fd && (c.ret() == 1 || c.errno() == Some(libc::EAGAIN))));
+    assert!(
+        w.len() >= 10 && w.len() as i64 <= num(&kv, "handled"),
+        "{} writes",
+        w.len()
+    );
+    assert_eq!(tr.lost(), 0);
+}
+
+#[test]
+fn sigkill_keeps_what_was_committed() {
+    let tp = pool();
+    let prog = misc(&tp);
+    let mut c = traced(&tp.path, &prog);
+    c.arg("kill");
+    let mut child = c.spawn().unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "ready=1");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let tr = drain(&tp);
+    assert!(tr.salvaged >= 1);
+    let pid = only_pid(&tr);
+    let s = tr.calls_of(pid, LibFn::Send);
+    assert_eq!(rets(&s), vec![1; 100]);
+    assert_eq!(tr.calls_of(pid, LibFn::Recv).len(), 100);
+    assert_eq!(tr.proc_reason(pid), vec![ProcReason::Start]);
+}
+
+fn assert_one_warning(pool_path: &std::path::Path, mode: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = cc(dir.path(), "misc", MISC);
+    let mut c = traced(pool_path, &prog);
+    c.arg(mode);
+    let out = run(c);
+    assert!(out.status.success(), "{}", out.stderr);
+    assert_eq!(out.stdout, "hello\n");
+    let lines: Vec<&str> = out.stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "{:?}", out.stderr);
+    assert!(
+        lines[0].starts_with("culprit: tracing disabled: "),
+        "{}",
+        lines[0]
+    );
+}
+
+#[test]
+fn unusable_pool_means_one_warning_and_an_untraced_run() {
+    let dir = tempfile::tempdir().unwrap();
+    // Missing file, a directory, a file that is not a pool, for one process and for a
+    // fork + exec tree (the warning is printed once per tree).
+    let garbage = dir.path().join("garbage");
+    std::fs::write(&garbage, vec![7u8; 10000]).unwrap();
+    for p in [
+        dir.path().join("missing"),
+        dir.path().to_path_buf(),
+        garbage,
+    ] {
+        assert_one_warning(&p, "plain");
+        assert_one_warning(&p, "forkexec");
+    }
+    // No CULPRIT_POOL at all.
+    let prog = cc(dir.path(), "misc", MISC);
+    let mut c = traced(std::path::Path::new("unused"), &prog);
+    c.env_remove(bufpool::POOL_ENV).arg("plain");
+    let out = run(c);
+    assert!(out.status.success());
+    assert_eq!(
+        out.stderr,
+        "culprit: tracing disabled: CULPRIT_POOL is not set\n"
+    );
+}
+
+#[test]
+fn python_sockets_are_traced() {
+    let py = std::path::Path::new("/usr/bin/python3");
+    if !py.exists() {
+        eprintln!("skipping: no /usr/bin/python3");
+        return;
+    }
+    let tp = pool();
+    let mut c = traced(&tp.path, py);
+    c.arg("-c").arg(
+        "import socket\n\
+         a, b = socket.socketpair()\n\
+         for i in range(7):\n    a.send(b'x' * 33)\n    assert len(b.recv(100)) == 33\n\
+         a.close(); b.close()\n",
+    );
+    let out = run(c);
+    assert!(out.status.success(), "{}", out.stderr);
+    let tr = drain(&tp);
+    let pid = only_pid(&tr);
+    assert_eq!(rets(&tr.calls_of(pid, LibFn::Send)), vec![33; 7]);
+    assert_eq!(rets(&tr.calls_of(pid, LibFn::Recv)), vec![33; 7]);
+    assert_eq!(tr.calls_of(pid, LibFn::Close).len(), 2);
+}
