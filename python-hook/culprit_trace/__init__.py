@@ -37,6 +37,28 @@ except ImportError as e:  # depends on the build
 
 _started = False
 _backend = None
+_mode = None
+
+
+def mode():
+    """'profile' (PyEval_SetProfile: Python calls, returns, exceptions and builtins) or
+    'frames' (PEP 523 frame evaluation: Python frames only, about half the cost, exception
+    types known). Chosen with CULPRIT_PY_MODE; the default is 'profile'."""
+    global _mode
+    if _mode is None:
+        want = _os.environ.get("CULPRIT_PY_MODE", "profile")
+        if want == "frames" and _native is not None and getattr(_native, "PY311_INTERNALS", 0):
+            _mode = "frames"
+        else:
+            if want not in ("profile", "frames"):
+                import sys
+                sys.stderr.write("culprit_trace: unknown CULPRIT_PY_MODE=%s; using profile\n" % want)
+            elif want == "frames":
+                import sys
+                sys.stderr.write("culprit_trace: frames mode needs the C extension on CPython 3.11; "
+                                 "using profile\n")
+            _mode = "profile"
+    return _mode
 
 
 def backend():
@@ -63,7 +85,9 @@ def _prepare():
     if _native is not None:
         if not _native.available():
             return False
-        _native.wrap_threads(_thread, sys.modules.get("threading"))
+        if mode() == "profile":
+            _native.wrap_threads(_thread, sys.modules.get("threading"))
+        _hide_own_code()
         _backend = "native"
         return True
     from . import _fallback
@@ -86,7 +110,10 @@ def start():
     if not _prepare():
         return False
     if _backend == "native":
-        _native.start()
+        if mode() == "frames":
+            _native.start_frames()
+        else:
+            _native.start()
     else:
         from . import _fallback
         _fallback.start()
@@ -94,10 +121,25 @@ def start():
     return True
 
 
+def _hide_own_code():
+    """The shim's functions are never recorded (frames mode and profile mode)."""
+    import sys
+    import types
+    for modname in ("culprit_trace", "culprit_trace.__main__", "__main__"):
+        m = sys.modules.get(modname)
+        if m is None or not getattr(m, "__file__", "").startswith(_os.path.dirname(__file__)):
+            continue
+        for v in list(vars(m).values()):
+            if isinstance(v, types.FunctionType):
+                _native.hide(v.__code__)
+
+
 def resume():
     """Traces the calling thread again after `call_traced` (frames already running are
     not recorded)."""
     if _backend == "native":
+        if mode() == "frames":
+            return  # still installed: it serves every thread
         _native.start()
     elif _backend == "python":
         from . import _fallback
@@ -111,7 +153,7 @@ def call_traced(func, *args):
     if not _prepare():
         raise RuntimeError("libtrace.so is not loaded")
     if _backend == "native":
-        return _native.call_traced(func, args)
+        return _native.call_traced(func, args, mode() == "frames")
     from . import _fallback
     return _fallback.call_traced(func, args)
 
@@ -119,7 +161,10 @@ def call_traced(func, *args):
 def stop():
     """Stops tracing on the calling thread (other threads keep their callback)."""
     if _backend == "native":
-        _native.stop()
+        if mode() == "frames":
+            _native.stop_frames()
+        else:
+            _native.stop()
     elif _backend == "python":
         from . import _fallback
         _fallback.stop()
@@ -128,7 +173,7 @@ def stop():
 def active():
     """True if the calling thread is being traced."""
     if _backend == "native":
-        return _native.active()
+        return _started if mode() == "frames" else _native.active()
     if _backend == "python":
         from . import _fallback
         return _fallback.active()

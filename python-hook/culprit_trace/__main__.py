@@ -138,6 +138,8 @@ def main():
         target = ("script", argv[0], argv[1:])
     _ensure_tracing()
     import culprit_trace
+    if culprit_trace._backend == "native":
+        culprit_trace._hide_own_code()
     # The program runs traced as a root (culprit_trace.call_traced); afterwards tracing
     # resumes for what the interpreter does at exit (atexit handlers, thread joins), and
     # this module's own frames are never recorded.

@@ -151,8 +151,7 @@ static inline void append_fast(struct culprit_thread *t, const uint8_t *e, size_
 }
 #endif
 
-static inline int fast_ok(ThreadState *st) {
-    struct culprit_thread *t = st->ct;
+static inline int fast_ok(struct culprit_thread *t) {
     return t != NULL && t->status == 1 && t->busy == 0 &&
            __atomic_load_n(lt.global_enabled, __ATOMIC_RELAXED) != 0;
 }
@@ -162,37 +161,40 @@ static inline void put48(uint8_t *p, uint64_t v) {
     memcpy(p, &x, 6); /* little-endian target */
 }
 
-static inline void emit_call(ThreadState *st, uint8_t kind, uint64_t caller, uint64_t callee) {
+static inline void emit_call(struct culprit_thread *t, uint8_t kind, uint64_t caller, uint64_t callee) {
 #if CULPRIT_HAVE_TSC
-    if (lt.fast && fast_ok(st)) {
+    if (lt.fast && fast_ok(t)) {
         uint8_t e[24];
         uint64_t head = ((uint64_t)__rdtsc() << 8) | kind;
         memcpy(e, &head, 8);
         put48(e + 8, caller);
         put48(e + 14, callee);
-        append_fast(st->ct, e, 20);
+        append_fast(t, e, 20);
         return;
     }
 #endif
-    (void)st;
+    (void)t;
     lt.emit_call(kind, caller, callee);
 }
 
-static inline void emit_return(ThreadState *st, uint8_t kind, uint64_t callee, uint16_t aux) {
+static inline void emit_return(struct culprit_thread *t, uint8_t kind, uint64_t callee, uint16_t aux) {
 #if CULPRIT_HAVE_TSC
-    if (lt.fast && fast_ok(st)) {
+    if (lt.fast && fast_ok(t)) {
         uint8_t e[16];
         uint64_t head = ((uint64_t)__rdtsc() << 8) | kind;
         memcpy(e, &head, 8);
         put48(e + 8, callee);
         memcpy(e + 14, &aux, 2);
-        append_fast(st->ct, e, 16);
+        append_fast(t, e, 16);
         return;
     }
 #endif
-    (void)st;
+    (void)t;
     lt.emit_return(kind, callee, aux);
 }
+
+static int ensure_ready(void);
+static PyObject *m_start(PyObject *self, PyObject *noargs);
 
 /* ---- the index table -------------------------------------------------------------- */
 
@@ -201,6 +203,7 @@ typedef struct {
     uint32_t first_line;
     pid_t recorded_pid; /* process whose trace holds the code record; 0 = none yet */
     uint8_t kind;
+    uint8_t hidden;     /* the shim's own code: its frames are not recorded */
     char *name;
     size_t name_len;
     char *file;
@@ -249,32 +252,28 @@ static CodeInfo *new_info(uint8_t kind, PyObject *name, PyObject *file, uint32_t
     return ci;
 }
 
-/* Slow path of code_index: first sight of `co` (or first use in this process). */
-static uint32_t code_index_slow(PyCodeObject *co, PyObject *globals, CodeInfo *ci) {
-    if (ci == NULL) {
-        PyObject *et, *ev, *tb;
-        PyErr_Fetch(&et, &ev, &tb);
-        PyObject *mod = NULL;
-        if (globals != NULL && PyDict_Check(globals)) mod = PyDict_GetItemString(globals, "__name__");
-        PyObject *full;
-        if (mod != NULL && PyUnicode_Check(mod))
-            full = PyUnicode_FromFormat("%U.%U", mod, co->co_qualname);
-        else
-            full = PyUnicode_FromFormat("?.%U", co->co_qualname);
-        if (full == NULL) PyErr_Clear();
-        ci = new_info(CK_CODE, full ? full : co->co_qualname, co->co_filename, (uint32_t)co->co_firstlineno);
-        Py_XDECREF(full);
-        if (ci != NULL && _PyCode_SetExtra((PyObject *)co, g_extra_index, ci) != 0) {
-            PyErr_Clear(); /* keep the index for this event; the next sight allocates again */
-        }
-        PyErr_Restore(et, ev, tb);
-        if (ci == NULL) return 0;
+/* The CodeInfo of `co`, created on first sight (NULL only if memory ran out). */
+static CodeInfo *code_info_create(PyCodeObject *co, PyObject *globals) {
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    PyObject *mod = NULL;
+    if (globals != NULL && PyDict_Check(globals)) mod = PyDict_GetItemString(globals, "__name__");
+    PyObject *full;
+    if (mod != NULL && PyUnicode_Check(mod))
+        full = PyUnicode_FromFormat("%U.%U", mod, co->co_qualname);
+    else
+        full = PyUnicode_FromFormat("?.%U", co->co_qualname);
+    if (full == NULL) PyErr_Clear();
+    CodeInfo *ci = new_info(CK_CODE, full ? full : co->co_qualname, co->co_filename, (uint32_t)co->co_firstlineno);
+    Py_XDECREF(full);
+    if (ci != NULL && _PyCode_SetExtra((PyObject *)co, g_extra_index, ci) != 0) {
+        PyErr_Clear(); /* keep the index for this event; the next sight allocates again */
     }
-    record_info(ci);
-    return ci->index;
+    PyErr_Restore(et, ev, tb);
+    return ci;
 }
 
-static inline uint32_t code_index(PyCodeObject *co, PyObject *globals) {
+static inline CodeInfo *code_info_peek(PyCodeObject *co) {
     void *p = NULL;
 #if CULPRIT_PY311
     culprit_code_extra *ex = (culprit_code_extra *)co->co_extra;
@@ -285,9 +284,26 @@ static inline uint32_t code_index(PyCodeObject *co, PyObject *globals) {
         p = NULL;
     }
 #endif
-    CodeInfo *ci = (CodeInfo *)p;
-    if (ci != NULL && ci->recorded_pid == g_pid) return ci->index;
-    return code_index_slow(co, globals, ci);
+    return (CodeInfo *)p;
+}
+
+/* Slow path of code_info: first sight of `co`, or first use in this process. */
+static CodeInfo *code_info_slow(PyCodeObject *co, PyObject *globals, CodeInfo *ci) {
+    if (ci == NULL) ci = code_info_create(co, globals);
+    if (ci != NULL) record_info(ci);
+    return ci;
+}
+
+/* The CodeInfo of `co`, named in this process's trace. */
+static inline CodeInfo *code_info(PyCodeObject *co, PyObject *globals) {
+    CodeInfo *ci = code_info_peek(co);
+    if (ci != NULL && ci->recorded_pid == g_pid) return ci;
+    return code_info_slow(co, globals, ci);
+}
+
+static inline uint32_t code_index(PyCodeObject *co, PyObject *globals) {
+    CodeInfo *ci = code_info(co, globals);
+    return ci != NULL ? ci->index : 0;
 }
 
 /* Builtins: PyMethodDef* -> CodeInfo*, open addressing, grows at 1/2 load. */
@@ -477,7 +493,9 @@ static int profile_cb(PyObject *obj, PyFrameObject *frame, int what, PyObject *a
     case PyTrace_CALL: {
         uint64_t site = 0;
 #if CULPRIT_PY311
-        uint32_t callee = code_index(f->f_code, f->f_globals);
+        CodeInfo *ci = code_info(f->f_code, f->f_globals);
+        if (ci != NULL && ci->hidden) return 0;
+        uint32_t callee = ci != NULL ? ci->index : 0;
         _PyInterpreterFrame *p = f->previous;
         while (p != NULL && frame_incomplete(p)) p = p->previous;
         if (p != NULL && (const void *)p != st->boundary) site = site_of(p);
@@ -498,15 +516,18 @@ static int profile_cb(PyObject *obj, PyFrameObject *frame, int what, PyObject *a
         }
 #endif
         st->depth++;
-        emit_call(st, K_PYCALL, site, callee);
+        emit_call(st->ct, K_PYCALL, site, callee);
         break;
     }
     case PyTrace_RETURN: {
         if (st->depth <= 0) return 0; /* its call was not recorded */
-        st->depth--;
 #if CULPRIT_PY311
-        uint32_t callee = code_index(f->f_code, f->f_globals);
+        CodeInfo *ci = code_info(f->f_code, f->f_globals);
+        if (ci != NULL && ci->hidden) return 0;
+        uint32_t callee = ci != NULL ? ci->index : 0;
+        st->depth--;
 #else
+        st->depth--;
         PyCodeObject *co = PyFrame_GetCode(frame);
         PyObject *g = PyFrame_GetGlobals(frame);
         uint32_t callee = code_index(co, g);
@@ -514,10 +535,10 @@ static int profile_cb(PyObject *obj, PyFrameObject *frame, int what, PyObject *a
         Py_XDECREF(g);
 #endif
         if (arg == NULL) {
-            emit_call(st, K_PYEXC, 0, callee);
-            emit_return(st, K_PYRETURN, callee, 1);
+            emit_call(st->ct, K_PYEXC, 0, callee);
+            emit_return(st->ct, K_PYRETURN, callee, 1);
         } else {
-            emit_return(st, K_PYRETURN, callee, 0);
+            emit_return(st->ct, K_PYRETURN, callee, 0);
         }
         break;
     }
@@ -530,7 +551,7 @@ static int profile_cb(PyObject *obj, PyFrameObject *frame, int what, PyObject *a
         uint64_t site = site_of_frame(frame);
 #endif
         st->depth++;
-        emit_call(st, K_PYCCALL, site, callee);
+        emit_call(st->ct, K_PYCCALL, site, callee);
         break;
     }
     case PyTrace_C_RETURN:
@@ -538,7 +559,7 @@ static int profile_cb(PyObject *obj, PyFrameObject *frame, int what, PyObject *a
         if (arg == NULL || st->depth <= 0) return 0;
         st->depth--;
         uint32_t callee = builtin_index(arg);
-        emit_return(st, K_PYCRETURN, callee, what == PyTrace_C_EXCEPTION ? 1 : 0);
+        emit_return(st->ct, K_PYCRETURN, callee, what == PyTrace_C_EXCEPTION ? 1 : 0);
         break;
     }
     default:
@@ -547,6 +568,138 @@ static int profile_cb(PyObject *obj, PyFrameObject *frame, int what, PyObject *a
     return 0;
 }
 
+
+
+/* Exception types (frames mode knows the exception that ends a frame). Keyed by the type
+ * object's address + 1, which no PyMethodDef or type key of the builtins can equal. */
+static uint32_t exc_type_index(PyObject *type) {
+    if (type == NULL || !PyType_Check(type)) return 0;
+    const void *key = (const char *)type + 1;
+    CodeInfo *ci = btab_get(key);
+    if (ci != NULL && ci->recorded_pid == g_pid) return ci->index;
+    if (ci == NULL) {
+        PyObject *et, *ev, *tb;
+        PyErr_Fetch(&et, &ev, &tb);
+        PyObject *name = type_fullname((PyTypeObject *)type);
+        ci = new_info(CK_EXCTYPE, name, NULL, 0);
+        Py_XDECREF(name);
+        if (ci != NULL) btab_put(key, ci);
+        PyErr_Clear();
+        PyErr_Restore(et, ev, tb);
+        if (ci == NULL) return 0;
+    }
+    record_info(ci);
+    return ci->index;
+}
+
+/* ---- frames mode (PEP 523) ------------------------------------------------------------
+ * CULPRIT_PY_MODE=frames: instead of the profile callback, a frame-evaluation function
+ * (_PyInterpreterState_SetEvalFrameFunc) wraps the evaluation of every Python frame, in
+ * every thread of the interpreter at once. CPython stays out of its tracing mode (no
+ * per-instruction tracing dispatch, no deoptimized instructions, no frame objects), so
+ * the per-event cost is about half; the exception that ends a frame is known (PyExc
+ * carries its type). Not recorded in this mode: calls of C functions (builtins) — the
+ * libc calls they make are still recorded by libtrace.so. Calls are not inlined by the
+ * eval loop while a frame-evaluation function is set, as with any PEP 523 user. */
+#if CULPRIT_PY311
+static _PyFrameEvalFunction g_prev_eval; /* evaluation function we chain to (NULL: default) */
+static int g_frames_on;
+static const void *g_boundary;           /* call_traced's frame: calls from it are roots */
+static __thread int t_suppress;          /* >0 inside the shim's own (hidden) frames */
+
+static inline PyObject *eval_next(PyThreadState *ts, _PyInterpreterFrame *f, int throwflag) {
+    return g_prev_eval ? g_prev_eval(ts, f, throwflag) : _PyEval_EvalFrameDefault(ts, f, throwflag);
+}
+
+static PyObject *eval_hook(PyThreadState *ts, _PyInterpreterFrame *f, int throwflag) {
+    if (t_suppress > 0 || (lt.global_enabled != NULL && !__atomic_load_n(lt.global_enabled, __ATOMIC_RELAXED)))
+        return eval_next(ts, f, throwflag);
+    /* Calling a generator or coroutine function only creates the generator (the frame runs
+     * its RETURN_GENERATOR prefix): not a call, as for the profile API. Its resumptions
+     * (owner: the generator) are. */
+    if (f->owner != FRAME_OWNED_BY_GENERATOR &&
+        (f->f_code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)))
+        return eval_next(ts, f, throwflag);
+    CodeInfo *ci = code_info(f->f_code, f->f_globals);
+    if (ci == NULL) return eval_next(ts, f, throwflag);
+    if (ci->hidden) {
+        t_suppress++;
+        PyObject *r = eval_next(ts, f, throwflag);
+        t_suppress--;
+        return r;
+    }
+    uint32_t callee = ci->index;
+    uint64_t site = 0;
+    _PyInterpreterFrame *p = ts->cframe ? ts->cframe->current_frame : NULL;
+    while (p != NULL && frame_incomplete(p)) p = p->previous;
+    if (p != NULL && (const void *)p != g_boundary) site = site_of(p);
+    struct culprit_thread *t = lt.thread_state ? lt.thread_state() : NULL;
+    emit_call(t, K_PYCALL, site, callee);
+    PyObject *r = eval_next(ts, f, throwflag);
+    /* `f` may be gone now (popped on return): only `callee` is used below. */
+    if (r == NULL) {
+        uint32_t et = exc_type_index(PyErr_Occurred());
+        emit_call(t, K_PYEXC, et, callee);
+        emit_return(t, K_PYRETURN, callee, 1);
+    } else {
+        emit_return(t, K_PYRETURN, callee, 0);
+    }
+    return r;
+}
+
+static int frames_start(void) {
+    if (g_frames_on) return 0;
+    PyInterpreterState *interp = PyInterpreterState_Get();
+    _PyFrameEvalFunction cur = _PyInterpreterState_GetEvalFrameFunc(interp);
+    g_prev_eval = cur == _PyEval_EvalFrameDefault ? NULL : cur;
+    _PyInterpreterState_SetEvalFrameFunc(interp, eval_hook);
+    g_frames_on = 1;
+    return 1;
+}
+
+static void frames_stop(void) {
+    if (!g_frames_on) return;
+    PyInterpreterState *interp = PyInterpreterState_Get();
+    if (_PyInterpreterState_GetEvalFrameFunc(interp) == eval_hook)
+        _PyInterpreterState_SetEvalFrameFunc(interp, g_prev_eval ? g_prev_eval : _PyEval_EvalFrameDefault);
+    g_frames_on = 0;
+}
+#endif
+
+PyDoc_STRVAR(start_frames_doc,
+             "start_frames() -> bool\n\nFrames mode: records every Python frame of every thread through a "
+             "PEP 523 frame-evaluation function (no builtins; see the module source). CPython 3.11 only.");
+static PyObject *m_start_frames(PyObject *self, PyObject *noargs) {
+#if CULPRIT_PY311
+    if (ensure_ready() < 0) return NULL;
+    return PyBool_FromLong(frames_start());
+#else
+    PyErr_SetString(PyExc_RuntimeError, "frames mode needs CPython 3.11");
+    return NULL;
+#endif
+}
+
+PyDoc_STRVAR(stop_frames_doc, "stop_frames()\n\nRemoves the frame-evaluation function.");
+static PyObject *m_stop_frames(PyObject *self, PyObject *noargs) {
+#if CULPRIT_PY311
+    frames_stop();
+#endif
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(hide_doc, "hide(code)\n\nNever records frames of this code object (the shim's own functions).");
+static PyObject *m_hide(PyObject *self, PyObject *arg) {
+    if (!PyCode_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "hide() needs a code object");
+        return NULL;
+    }
+    if (ensure_ready() < 0) return NULL;
+    CodeInfo *ci = code_info_peek((PyCodeObject *)arg);
+    if (ci == NULL) ci = code_info_create((PyCodeObject *)arg, NULL);
+    if (ci == NULL) return PyErr_NoMemory();
+    ci->hidden = 1;
+    Py_RETURN_NONE;
+}
 
 /* ---- threads ------------------------------------------------------------------------
  * CPython 3.11 has no PyEval_SetProfileAllThreads: a new thread gets the callback from
@@ -558,7 +711,6 @@ static PyObject *g_orig_start_new_thread; /* the real _thread.start_new_thread *
 static PyObject *g_thread_entry;          /* thread_entry as a callable */
 
 static PyObject *m_start(PyObject *self, PyObject *noargs);
-static int ensure_ready(void);
 
 static PyObject *thread_entry(PyObject *self, PyObject *args) {
     PyObject *func, *fargs, *fkw = NULL;
@@ -651,8 +803,23 @@ PyDoc_STRVAR(call_traced_doc,
              "`python3 -m culprit_trace prog.py` records what `python3 prog.py` would.");
 static PyObject *m_call_traced(PyObject *self, PyObject *args) {
     PyObject *func, *fargs;
-    if (!PyArg_ParseTuple(args, "OO!", &func, &PyTuple_Type, &fargs)) return NULL;
+    int frames = 0;
+    if (!PyArg_ParseTuple(args, "OO!|p", &func, &PyTuple_Type, &fargs, &frames)) return NULL;
     if (ensure_ready() < 0) return NULL;
+#if CULPRIT_PY311
+    if (frames) {
+        /* The frame-evaluation function stays installed afterwards (it serves every
+         * thread); the caller's frames are hidden, so nothing of the shim is recorded. */
+        PyThreadState *ts0 = PyThreadState_Get();
+        g_boundary = ts0->cframe ? (const void *)ts0->cframe->current_frame : NULL;
+        frames_start();
+        int saved = t_suppress;
+        t_suppress = 0;
+        PyObject *res = PyObject_Call(func, fargs, NULL);
+        t_suppress = saved;
+        return res;
+    }
+#endif
     PyThreadState *ts = PyThreadState_Get();
     if (ts->c_profilefunc == profile_cb) PyEval_SetProfile(NULL, NULL);
     PyObject *r = m_start(NULL, NULL);
@@ -755,6 +922,9 @@ static PyMethodDef methods[] = {
     {"stats", m_stats, METH_NOARGS, stats_doc},
     {"wrap_threads", m_wrap_threads, METH_VARARGS, wrap_threads_doc},
     {"call_traced", m_call_traced, METH_VARARGS, call_traced_doc},
+    {"start_frames", m_start_frames, METH_NOARGS, start_frames_doc},
+    {"stop_frames", m_stop_frames, METH_NOARGS, stop_frames_doc},
+    {"hide", m_hide, METH_O, hide_doc},
     {NULL, NULL, 0, NULL},
 };
 
