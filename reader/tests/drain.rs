@@ -224,6 +224,25 @@ fn child_role() {
             std::mem::forget(t);
             std::thread::sleep(Duration::from_secs(60));
         }
+        // A reader whose files cannot grow past 100 KB (RLIMIT_FSIZE): its writes fail.
+        "reader-fsize" => {
+            let out = std::env::var("READER_OUT").unwrap();
+            // SAFETY: ignoring SIGXFSZ (so write returns EFBIG) and lowering this
+            // process's own file size limit touch no memory of ours.
+            unsafe {
+                libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+                let lim = libc::rlimit {
+                    rlim_cur: 100_000,
+                    rlim_max: 100_000,
+                };
+                assert_eq!(libc::setrlimit(libc::RLIMIT_FSIZE, &lim), 0);
+            }
+            let stop = AtomicBool::new(true);
+            match reader::run(&pool, Path::new(&out), &ReaderOptions::default(), &stop) {
+                Ok(_) => println!("unexpectedly saved everything"),
+                Err(e) => println!("failed: {e}"),
+            }
+        }
         r => panic!("unknown role {r}"),
     }
     std::process::exit(0);
@@ -369,4 +388,40 @@ fn writers_killed_mid_run_keep_what_they_committed() {
         "the killed writers' buffers were salvaged"
     );
     assert_eq!(pool.slots().census()[0], pool.n_subbufs());
+}
+
+#[test]
+fn a_reader_that_cannot_write_leaves_everything_in_the_pool() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pool = pool(tmp.path(), 64);
+    let count = 20_000u64; // 400 KB of entries: more than the 100 KB the reader may write
+    write_entries(&pool, 5, count, 0);
+    let out = tmp.path().join("trace");
+    let r = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child_role", "--nocapture", "--test-threads=1"])
+        .env(ROLE_ENV, "reader-fsize")
+        .env("READER_TEST_POOL", pool.path())
+        .env("READER_OUT", &out)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&r.stdout);
+    assert!(text.contains("failed: saving to"), "{text}");
+    assert!(text.contains("File too large"), "{text}");
+    assert!(text.contains("left in the pool"), "{text}");
+    let written = pool.slots().census()[bufpool::State::Written as usize];
+    assert!(
+        written > 0,
+        "the unsaved sub-buffers stay written in the pool"
+    );
+    // A reader that can write then saves the rest: every entry exactly once.
+    reader::run(
+        &pool,
+        &out,
+        &ReaderOptions::default(),
+        &AtomicBool::new(true),
+    )
+    .unwrap();
+    let (_, by_id) = collect(&out);
+    assert_eq!(by_id[&5].callers, (1..=count).collect::<Vec<_>>());
+    assert_eq!(by_id[&5].lost, 0);
 }

@@ -71,10 +71,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     );
     let r = reader::run(&pool, &args.out, &opts, reader::signals::stop_flag());
-    if args.create && !args.keep_pool {
+    // A pool we made goes away at the end, unless something in it could not be saved.
+    if args.create && !args.keep_pool && r.is_ok() {
         let _ = std::fs::remove_file(&path);
     }
-    let rep = r?;
+    let rep = r.with_context(|| format!("the pool {} keeps what was not saved", path.display()))?;
     let t = &rep.manifest.totals;
     eprintln!(
         "culprit: saved {} process(es), {} thread(s), {} entries ({} bytes) to {}; {} lost",

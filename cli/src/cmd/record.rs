@@ -185,11 +185,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let Some(pool) = pool else {
         return run_untraced(&args.cmd);
     };
-    let r = record(&args, &pool, &lib, &out, inject.as_deref());
-    if !args.keep_pool {
+    let (code, saved_all) = record(&args, &pool, &lib, &out, inject.as_deref())?;
+    if !saved_all {
+        eprintln!(
+            "culprit: the pool {} is kept with what could not be saved: drain it with \
+             `culprit reader --pool {} -o DIR`",
+            pool_path.display(),
+            pool_path.display()
+        );
+    } else if !args.keep_pool {
         let _ = std::fs::remove_file(&pool_path);
     }
-    r
+    Ok(code)
 }
 
 fn run_untraced(cmd: &[OsString]) -> anyhow::Result<ExitCode> {
@@ -208,7 +215,7 @@ fn record(
     lib: &Path,
     out: &Path,
     inject: Option<&str>,
-) -> anyhow::Result<ExitCode> {
+) -> anyhow::Result<(ExitCode, bool)> {
     let command: Vec<String> = args
         .cmd
         .iter()
@@ -257,14 +264,20 @@ fn record(
             .join()
             .map_err(|_| anyhow::anyhow!("the reader thread panicked"))?;
         let end = end?.expect("wait_tree returned");
-        match report {
-            Ok(rep) => print_summary(&rep, out),
-            Err(e) => eprintln!(
-                "culprit: error: the reader failed; the trace in {} is incomplete: {e:#}",
-                out.display()
-            ),
-        }
-        Ok(ExitCode::from(end.main.shell_status()))
+        let saved_all = match report {
+            Ok(rep) => {
+                print_summary(&rep, out);
+                true
+            }
+            Err(e) => {
+                eprintln!(
+                    "culprit: error: the reader failed; the trace in {} is incomplete: {e:#}",
+                    out.display()
+                );
+                false
+            }
+        };
+        Ok((ExitCode::from(end.main.shell_status()), saved_all))
     })
 }
 
