@@ -369,3 +369,65 @@ fn reader_create_prints_the_env_line_and_exits_when_the_traced_process_is_gone()
         assert_eq!(l["caller"], format!("0x{i:x}"));
     }
 }
+
+#[test]
+fn dump_names_c_functions_from_the_recorded_map_and_the_elf_file() {
+    let prog = compile_c(
+        "named",
+        "int culprit_target_fn(int x) {\n  return x * 3;\n}\nint main(void) { return culprit_target_fn(0); }\n",
+        &[],
+    );
+    let nm = Command::new("nm").arg(&prog.path).output().expect("run nm");
+    let nm = String::from_utf8_lossy(&nm.stdout).into_owned();
+    let sym = nm
+        .lines()
+        .find(|l| l.ends_with(" culprit_target_fn"))
+        .and_then(|l| u64::from_str_radix(l.split(' ').next()?, 16).ok())
+        .unwrap_or_else(|| panic!("no culprit_target_fn in nm output:\n{nm}"));
+    let tp = temp_pool(4, 8192);
+    {
+        let mut w = attach(&tp.pool);
+        let base = 0x5555_5555_0000u64;
+        meta(
+            &mut w,
+            &tp.pool,
+            &Meta::Map(format::MapRecord {
+                start: base,
+                end: base + 0x10_0000,
+                offset: 0,
+                prot: 5,
+                path: prog.path.to_str().unwrap().as_bytes().to_vec(),
+            }),
+        );
+        let e = format::encode_fn(Kind::FnEnter, tsc(), base + sym + 4, base + sym);
+        assert!(w.append(&tp.pool, e.as_bytes()));
+        w.flush(&tp.pool, 0);
+    }
+    let out = tp.dir.path().join("trace");
+    let mut r = Guarded::spawn(
+        Command::new(culprit())
+            .args(["reader", "--pool"])
+            .arg(&tp.path)
+            .arg("-o")
+            .arg(&out)
+            .stderr(Stdio::null()),
+    );
+    assert!(wait_until(Duration::from_secs(30), || {
+        tp.pool.slots().census()[bufpool::State::Free as usize] == 4
+    }));
+    sigterm(r.pid());
+    assert!(r.wait_for(Duration::from_secs(30)).unwrap().success());
+    let d = run_with_deadline(
+        Command::new(culprit()).args(["dump", "--json"]).arg(&out),
+        Duration::from_secs(30),
+    );
+    d.assert_success("dump");
+    let lines = parse_json_lines(&d.stdout);
+    let f = lines.iter().find(|l| l["kind"] == "fn_enter").unwrap();
+    let name = f["name"].as_str().unwrap();
+    assert!(name.starts_with("culprit_target_fn (named.c:"), "{name}");
+    assert!(f["caller_name"]
+        .as_str()
+        .unwrap()
+        .starts_with("culprit_target_fn"));
+}

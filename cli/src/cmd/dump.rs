@@ -2,16 +2,17 @@
 //! in order: wall-clock time, pid/tid, call depth, function name, arguments, result.
 //!
 //! Names: library calls by their fixed id; Python code and builtins from the `Meta::Code`
-//! records of the trace; C addresses as `file+0xoffset` from the recorded memory map
-//! (`Meta::Map`), or the raw address when it falls in no recorded mapping.
+//! records of the trace; C addresses through `analyzer::symbolize` — the recorded memory
+//! map (`Meta::Map`) places an address in its file, whose ELF symbols and DWARF give
+//! `function (file:line)`; else `file+0xoffset`, or the raw address outside every mapping.
 
-use bufpool::format::{
-    CodeKind, EntryRef, Kind, LibFn, LibOpts, MapRecord, Meta, ProcReason, ADDR_MASK,
-};
+use analyzer::symbolize::{ElfResolver, ProcessSymbols};
+use bufpool::format::{CodeKind, EntryRef, Kind, LibFn, LibOpts, Meta, ProcReason, ADDR_MASK};
 use bufpool::inject::errno_name;
 use bufpool::Calibration;
 use reader::{ThreadKey, TraceDir};
 use serde_json::{json, Map, Value};
+use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::path::PathBuf;
@@ -110,70 +111,48 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Symbols of one process, from its metadata records.
+/// Symbols of one process, from its metadata records, through the analyzer's
+/// symbolizer: C addresses become `function (file:line)` from the ELF symbol tables and
+/// DWARF of the recorded mappings (or `file+0xoffset` when the file has no symbols or is
+/// gone); Python indices their `module.qualname` from the `Meta::Code` records.
 #[derive(Default)]
 struct Symbols {
-    /// Executable and file mappings, sorted by start.
-    maps: Vec<MapRecord>,
-    /// Load base of each mapped file (its lowest `start - offset`).
-    bases: HashMap<Vec<u8>, u64>,
-    code: HashMap<u32, (CodeKind, String, String, u32)>,
+    ps: ProcessSymbols,
+    elf: RefCell<ElfResolver>,
+    cache: RefCell<HashMap<u64, String>>,
 }
 
 impl Symbols {
     fn add(&mut self, m: Meta) {
-        match m {
-            Meta::Map(r) => {
-                let base = r.start.wrapping_sub(r.offset);
-                let b = self.bases.entry(r.path.clone()).or_insert(base);
-                *b = (*b).min(base);
-                let at = self.maps.partition_point(|x| x.start <= r.start);
-                self.maps.insert(at, r);
-            }
-            Meta::Code(c) => {
-                self.code.insert(
-                    c.index,
-                    (
-                        c.kind,
-                        String::from_utf8_lossy(&c.name).into_owned(),
-                        String::from_utf8_lossy(&c.file).into_owned(),
-                        c.first_line,
-                    ),
-                );
-            }
-            _ => {}
-        }
+        self.ps.add(&m);
     }
 
-    /// `file+0xoffset` for a C address inside a recorded mapping, else `0xaddr`.
+    /// The name of a C address.
     fn c_name(&self, addr: u64) -> String {
-        let i = self.maps.partition_point(|m| m.start <= addr);
-        if i > 0 {
-            let m = &self.maps[i - 1];
-            if addr < m.end {
-                let base = self.bases.get(&m.path).copied().unwrap_or(m.start);
-                let path = String::from_utf8_lossy(&m.path);
-                let file = path.rsplit('/').next().unwrap_or(&path);
-                return format!("{file}+0x{:x}", addr.wrapping_sub(base));
-            }
+        if let Some(n) = self.cache.borrow().get(&addr) {
+            return n.clone();
         }
-        format!("0x{addr:x}")
+        let n = self.elf.borrow_mut().resolve(&self.ps.name_c(addr));
+        self.cache.borrow_mut().insert(addr, n.clone());
+        n
     }
 
     /// `module.qualname`, or `py#N` when the index was never named.
     fn py_name(&self, index: u64) -> String {
-        match self.code.get(&(index as u32)) {
-            Some((_, name, _, _)) => name.clone(),
+        match self.ps.code(index as u32) {
+            Some(c) => String::from_utf8_lossy(&c.name).into_owned(),
             None => format!("py#{index}"),
         }
     }
 
     /// `file:line` of a Python code object, if known.
     fn py_where(&self, index: u64) -> Option<String> {
-        match self.code.get(&(index as u32)) {
-            Some((CodeKind::PyCode, _, file, line)) if !file.is_empty() => {
-                Some(format!("{file}:{line}"))
-            }
+        match self.ps.code(index as u32) {
+            Some(c) if c.kind == CodeKind::PyCode && !c.file.is_empty() => Some(format!(
+                "{}:{}",
+                String::from_utf8_lossy(&c.file),
+                c.first_line
+            )),
             _ => None,
         }
     }
@@ -575,7 +554,7 @@ mod tests {
     #[test]
     fn c_addresses_are_named_by_file_and_offset() {
         let mut s = Symbols::default();
-        s.add(Meta::Map(MapRecord {
+        s.add(Meta::Map(bufpool::format::MapRecord {
             start: 0x5000,
             end: 0x9000,
             offset: 0x1000,
