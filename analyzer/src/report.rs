@@ -101,7 +101,7 @@ pub fn explain(e: &Effective, names: &BTreeMap<u64, String>) -> String {
             e.p.unwrap_or(0.0)
         ),
         NodeClass::Common => format!(
-            "`{n}` called, seen in only {:.0}% of normal units",
+            "`{n}` called, seen in only {:.1}% of normal units",
             e.p.unwrap_or(0.0) * 100.0
         ),
     }
@@ -109,20 +109,24 @@ pub fn explain(e: &Effective, names: &BTreeMap<u64, String>) -> String {
 
 /// The sentences explaining a score: the verdict, then up to `n` effective nodes with Δ > 0.
 pub fn why(s: &UnitScore, names: &BTreeMap<u64, String>, n: usize) -> Vec<String> {
-    match s.verdict {
+    let mut out = match s.verdict {
         Verdict::NoProcessGroup => vec![
             "no process group of the model has this process's signature (its bind/connect/listen/accept stacks)"
-                .into(),
+                .to_string(),
         ],
-        Verdict::NoUnitModel => vec!["no model for this unit's class (a connection never seen in normal runs)".into()],
-        Verdict::Scored => s
-            .effective
+        Verdict::NoUnitModel => {
+            vec!["no model for this unit: units of this kind on this connection never occurred in normal runs".to_string()]
+        }
+        Verdict::Scored => Vec::new(),
+    };
+    out.extend(
+        s.effective
             .iter()
-            .filter(|e| e.delta > 0.0)
+            .filter(|e| e.delta >= 0.005)
             .take(n)
-            .map(|e| explain(e, names))
-            .collect(),
-    }
+            .map(|e| explain(e, names)),
+    );
+    out
 }
 
 /// One line of an annotated tree.

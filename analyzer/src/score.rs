@@ -64,14 +64,15 @@ pub struct Effective {
 pub const BELOW: usize = 3;
 
 /// Library calls under `id`, breadth first, at most [`BELOW`].
-fn lib_below(id: u64, children: &crate::hash::IdMap<Vec<(NodeKey, u64)>>) -> Vec<NodeKey> {
+/// `children` are ordered by their first element (first call time in a unit, 0 in a model).
+fn lib_below(id: u64, children: &crate::hash::IdMap<Vec<(u64, NodeKey, u64)>>) -> Vec<NodeKey> {
     let mut out = Vec::new();
     let mut queue = std::collections::VecDeque::from([id]);
     while let Some(n) = queue.pop_front() {
         if let Some(ch) = children.get(&n) {
             let mut ch = ch.clone();
             ch.sort();
-            for (k, c) in ch {
+            for (_, k, c) in ch {
                 if k.kind == crate::trees::NodeKind::Lib && out.len() < BELOW && !out.contains(&k) {
                     out.push(k);
                 }
@@ -138,13 +139,16 @@ pub fn score_tree(t: &CallTree, m: &TreeModel) -> UnitScore {
         }
     }
     if eff.iter().any(|e| e.class != NodeClass::Common) {
-        let mut tc: crate::hash::IdMap<Vec<(NodeKey, u64)>> = Default::default();
+        type Children = crate::hash::IdMap<Vec<(u64, NodeKey, u64)>>;
+        let mut tc = Children::default();
         for (&id, n) in &t.nodes {
-            tc.entry(n.parent).or_default().push((n.key, id));
+            tc.entry(n.parent)
+                .or_default()
+                .push((n.first_tsc, n.key, id));
         }
-        let mut mc: crate::hash::IdMap<Vec<(NodeKey, u64)>> = Default::default();
+        let mut mc = Children::default();
         for n in &m.nodes {
-            mc.entry(n.parent).or_default().push((n.key, n.id));
+            mc.entry(n.parent).or_default().push((0, n.key, n.id));
         }
         for e in &mut eff {
             e.below = match e.class {
@@ -195,20 +199,19 @@ pub fn class_of(u: &Unit) -> UnitClass {
 
 /// Scores a unit against its process group (None: no group matched).
 pub fn score_unit(u: &Unit, group: Option<&GroupModel>) -> UnitScore {
+    // Without a model every node is new; the effective ones (the top of the tree, with
+    // the library calls under them) still say what the unit did.
+    let unmodelled = |verdict| UnitScore {
+        score: 1.0,
+        verdict,
+        effective: score_tree(&u.tree, &TreeModel::default()).effective,
+    };
     let Some(g) = group else {
-        return UnitScore {
-            score: 1.0,
-            verdict: Verdict::NoProcessGroup,
-            effective: Vec::new(),
-        };
+        return unmodelled(Verdict::NoProcessGroup);
     };
     match g.class(&class_of(u)) {
         Some(m) => score_tree(&u.tree, m),
-        None => UnitScore {
-            score: 1.0,
-            verdict: Verdict::NoUnitModel,
-            effective: Vec::new(),
-        },
+        None => unmodelled(Verdict::NoUnitModel),
     }
 }
 

@@ -280,6 +280,13 @@ pub fn ring(cfg: &Ring) -> Vec<ProcessTrace> {
                     file: Vec::new(),
                 }));
             }
+            g.t.meta(&Meta::Code(CodeRecord {
+                index: 200,
+                kind: CodeKind::PyExcType,
+                first_line: 0,
+                name: b"ConnectionError".to_vec(),
+                file: Vec::new(),
+            }));
             let me = (i + 1) as u8;
             let right = ((i + 1) % n + 1) as u8;
             let left = ((i + n - 1) % n + 1) as u8;
@@ -321,6 +328,7 @@ pub fn ring(cfg: &Ring) -> Vec<ProcessTrace> {
             g.enter(2, 0x14);
             let timer_phase = (seed % 5) as usize;
             let mut dead = false;
+            let mut was_notified = false;
             let total = cfg.iterations + stop.map_or(0, |_| 20);
             for it in 0..total {
                 if it % 16 == timer_phase || dead {
@@ -330,23 +338,27 @@ pub fn ring(cfg: &Ring) -> Vec<ProcessTrace> {
                     g.t.wait(50_000);
                     continue;
                 }
-                if stop.is_some_and(|s| it > s) || it >= cfg.iterations {
+                let waits_for_eof =
+                    !was_notified && cfg.fault.is_some_and(|f| (f.process + n - 1) % n == i);
+                let late = stop.is_some_and(|s| it > s) && !waits_for_eof;
+                if late || it >= cfg.iterations {
                     dead = true;
                     continue;
                 }
                 let faulty = cfg
                     .fault
                     .is_some_and(|f| f.process == i && f.iteration == it);
-                let notified = cfg
-                    .fault
-                    .is_some_and(|f| (f.process + n - 1) % n == i && f.iteration == it);
+                let notified = !was_notified
+                    && cfg
+                        .fault
+                        .is_some_and(|f| (f.process + n - 1) % n == i && it >= f.iteration);
                 g.lib(0x20, Some(4), LibFn::Select, ready(&[5]));
                 g.enter(3, 0x28);
                 g.enter(4, 0x10);
                 if faulty {
                     g.lib(0x20, Some(5), LibFn::Recv, o(5, 3, 8));
                     if cfg.functions == Functions::Python {
-                        g.t.py_exc(g.code[4], g.builtin[5]);
+                        g.t.py_exc(g.code[4], 200);
                     }
                     g.exit();
                     g.enter(8, 0x30);
@@ -374,6 +386,7 @@ pub fn ring(cfg: &Ring) -> Vec<ProcessTrace> {
                     g.lib(0x18, None, LibFn::Close, o(4, 0, 0));
                     g.exit();
                     dead = true;
+                    was_notified = true;
                 }
             }
             g.t.finish()

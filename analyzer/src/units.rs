@@ -969,3 +969,197 @@ pub fn process_units(p: &ProcessTrace, opts: &TreeOptions) -> Result<ProcessUnit
     let scan = scan_process(p)?;
     split_process(p, &scan, opts)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decode::TraceBuilder;
+    use bufpool::format::LibOpts;
+
+    fn o(fd: i32, ret: i64, len: u64) -> LibOpts {
+        LibOpts {
+            fd: Some(fd),
+            ret: Some(ret),
+            len: Some(len),
+            ..Default::default()
+        }
+    }
+
+    fn kinds(p: &ProcessUnits) -> Vec<(UnitKind, Option<i32>)> {
+        p.units.iter().map(|u| (u.info.kind, u.info.fd)).collect()
+    }
+
+    /// No function entries at all: the loop is the thread; accept and receives start
+    /// handlers; consecutive receives on one fd are one; a multiplexer call ends a handler.
+    #[test]
+    fn library_calls_only() {
+        use UnitKind::*;
+        let mut t = TraceBuilder::new("h", 7, 7);
+        t.lib(0x10, LibFn::Socket, o(-1, 3, 0));
+        t.lib(0x20, LibFn::Bind, o(3, 0, 0));
+        t.lib(0x30, LibFn::Listen, o(3, 0, 0));
+        t.lib(0x40, LibFn::Poll, o(-1, 1, 0));
+        t.lib(0x50, LibFn::Accept, o(3, 4, 0));
+        t.lib(0x40, LibFn::Poll, o(-1, 1, 0));
+        t.lib(0x60, LibFn::Recv, o(4, 8, 8));
+        t.lib(0x61, LibFn::Recv, o(4, 100, 100));
+        t.lib(0x70, LibFn::Send, o(4, 108, 108));
+        t.lib(0x40, LibFn::Poll, o(-1, 1, 0));
+        t.lib(0x60, LibFn::Recv, o(4, 0, 8));
+        t.lib(0x80, LibFn::Close, o(4, 0, 0));
+        t.lib(0x40, LibFn::Poll, o(-1, 0, 0));
+        t.lib_enter(0x90, LibFn::Exit, LibOpts::default());
+        let p = t.finish();
+        let u = process_units(&p, &TreeOptions::default()).unwrap();
+        assert_eq!(
+            kinds(&u),
+            vec![
+                (Initializer, None),
+                (Loop, None),
+                (Handler, Some(3)),
+                (Loop, None),
+                (Handler, Some(4)),
+                (Loop, None),
+                (Handler, Some(4)),
+                (Loop, None),
+                (Finalizer, None)
+            ]
+        );
+        // The accept handler's connection is the listening socket's (bind + listen); the
+        // receives' adds the accept's stack.
+        assert_eq!(u.units[2].info.conn.0.len(), 2);
+        assert_eq!(u.units[4].info.conn.0.len(), 3);
+        assert_eq!(u.units[4].info.conn, u.units[6].info.conn);
+        assert_eq!(u.signature.0.len(), 2, "bind and listen in the initializer");
+        // Both receives and the send are in one unit; the EOF one is distinct (outcome).
+        assert_eq!(u.units[4].tree.nodes.len(), 3);
+        let eof = u.units[6]
+            .tree
+            .nodes
+            .values()
+            .find(|n| n.key.callee == LibFn::Recv.id())
+            .unwrap();
+        assert_eq!(eof.key.outcome, Outcome::Eof);
+        let off = process_units(
+            &p,
+            &TreeOptions {
+                outcome_aware: false,
+            },
+        )
+        .unwrap();
+        let any = off.units[6]
+            .tree
+            .nodes
+            .values()
+            .find(|n| n.key.callee == LibFn::Recv.id())
+            .unwrap();
+        assert_eq!(any.key.outcome, Outcome::Any);
+    }
+
+    /// redis-like: the loop frame is `aeMain`; handlers are anchored at `aeProcessEvents`,
+    /// so the replies and closes deferred to `beforeSleep` form a loop unit of their own.
+    #[test]
+    fn deferred_work_goes_to_a_loop_unit_when_handlers_are_anchored() {
+        use UnitKind::*;
+        let (main, ae_main, before_sleep, process_events, read_query) =
+            (0x1000, 0x1100, 0x1200, 0x1300, 0x1400);
+        let mut t = TraceBuilder::new("h", 9, 9);
+        t.enter(0x10, main);
+        t.lib(main + 4, LibFn::Socket, o(-1, 3, 0));
+        t.lib(main + 8, LibFn::Listen, o(3, 0, 0));
+        t.enter(main + 0x10, ae_main);
+        for i in 0..3 {
+            t.enter(ae_main + 4, before_sleep);
+            if i > 0 {
+                let mut w = o(5, 10, 10);
+                w.is_socket = Some(true);
+                t.lib(before_sleep + 4, LibFn::Write, w);
+                t.lib(before_sleep + 8, LibFn::Close, o(6, 0, 0));
+            }
+            t.exit(before_sleep);
+            t.enter(ae_main + 8, process_events);
+            t.lib(process_events + 4, LibFn::EpollWait, o(-1, 2, 0));
+            for fd in [5, 6] {
+                t.enter(process_events + 8, read_query);
+                let mut r = o(fd, 10, 100);
+                r.is_socket = Some(true);
+                t.lib(read_query + 4, LibFn::Read, r);
+                t.exit(read_query);
+            }
+            t.exit(process_events);
+        }
+        t.exit(ae_main);
+        t.exit(main);
+        let p = t.finish();
+        let scan = scan_process(&p).unwrap();
+        assert_eq!(scan.threads[0].event_loop.unwrap().depth, 2, "aeMain");
+        let u = split_process(&p, &scan, &TreeOptions::default()).unwrap();
+        let k = kinds(&u);
+        assert_eq!(k[0], (Initializer, None));
+        assert_eq!(k[1], (Loop, None));
+        assert_eq!(
+            &k[2..5],
+            &[(Handler, Some(5)), (Handler, Some(6)), (Loop, None)]
+        );
+        assert_eq!(*k.last().unwrap(), (Finalizer, None));
+        // The loop unit after the first iteration holds beforeSleep's write and close.
+        let lp = &u.units[4];
+        let libs: Vec<u64> = lp
+            .tree
+            .nodes
+            .values()
+            .filter(|n| n.key.kind == NodeKind::Lib)
+            .map(|n| n.key.callee)
+            .collect();
+        assert!(libs.contains(&LibFn::Write.id()) && libs.contains(&LibFn::Close.id()));
+        // Handler trees start under the loop frame: aeProcessEvents → readQuery → read.
+        assert_eq!(u.units[2].tree.nodes.len(), 3);
+    }
+
+    /// Of nested frames holding the same multiplexer calls, the innermost is the loop.
+    #[test]
+    fn innermost_loop_is_chosen() {
+        let (main, init, run, handle) = (0x1000, 0x1100, 0x1200, 0x1300);
+        let mut t = TraceBuilder::new("h", 5, 5);
+        t.enter(0, main);
+        t.enter(main + 4, init);
+        // A wait in the initializer (connect with poll): also a multiplexer call.
+        t.lib(init + 4, LibFn::Poll, o(-1, 1, 0));
+        t.exit(init);
+        t.enter(main + 8, run);
+        for _ in 0..10 {
+            t.lib(run + 4, LibFn::Select, o(-1, 1, 0));
+            t.enter(run + 8, handle);
+            t.lib(handle + 4, LibFn::Recv, o(4, 8, 8));
+            t.exit(handle);
+        }
+        let p = t.finish();
+        let scan = scan_process(&p).unwrap();
+        let l = scan.threads[0].event_loop.unwrap();
+        assert_eq!(l.depth, 2);
+        assert_eq!(l.mux_calls, 10);
+        let u = split_process(&p, &scan, &TreeOptions::default()).unwrap();
+        // Initializer (with its poll), then loop/handler pairs; the trace ends in the loop.
+        assert_eq!(u.units[0].info.kind, UnitKind::Initializer);
+        assert_eq!(
+            u.units
+                .iter()
+                .filter(|u| u.info.kind == UnitKind::Handler)
+                .count(),
+            10
+        );
+        assert!(u.units.iter().all(|u| u.info.kind != UnitKind::Finalizer));
+    }
+
+    #[test]
+    fn thread_without_a_loop_is_one_initializer() {
+        let mut t = TraceBuilder::new("h", 5, 5);
+        t.lib(0x10, LibFn::Socket, o(-1, 3, 0));
+        t.lib(0x20, LibFn::Connect, o(3, 0, 0));
+        t.lib(0x30, LibFn::Send, o(3, 10, 10));
+        t.lib(0x40, LibFn::Recv, o(3, 10, 10));
+        let u = process_units(&t.finish(), &TreeOptions::default()).unwrap();
+        assert_eq!(kinds(&u), vec![(UnitKind::Initializer, None)]);
+        assert_eq!(u.units[0].tree.nodes.len(), 4);
+    }
+}
