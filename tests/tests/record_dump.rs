@@ -399,7 +399,7 @@ fn dump_names_c_functions_from_the_recorded_map_and_the_elf_file() {
                 path: prog.path.to_str().unwrap().as_bytes().to_vec(),
             }),
         );
-        let e = format::encode_fn(Kind::FnEnter, tsc(), base + sym + 4, base + sym);
+        let e = format::encode_fn(Kind::FnEnter, tsc(), base + sym + 1, base + sym);
         assert!(w.append(&tp.pool, e.as_bytes()));
         w.flush(&tp.pool, 0);
     }
