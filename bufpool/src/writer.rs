@@ -9,7 +9,7 @@
 //! `retry_after` more events; the next sub-buffer it gets starts with a `Lost` marker
 //! and carries the count in its header, so recorded + lost = produced, exactly.
 
-use crate::format::{encode_lost, TSC_MASK};
+use crate::format::{encode_fn, encode_lost, encode_ret, Kind, ADDR_MASK, TSC_MASK};
 use crate::layout::{SubBufHeader, FLAG_FLUSH};
 use crate::pool::Pool;
 use crate::slots::Holder;
@@ -125,6 +125,60 @@ impl WriterState {
             true
         } else {
             self.append_slow(pool, entry)
+        }
+    }
+
+    /// Appends a call-shaped entry (`FnEnter`, `PyCall`, `PyCCall`, `PyExc`: 20 bytes)
+    /// encoded in place — the same bytes as `append(pool, encode_fn(..).as_bytes())`,
+    /// without building the entry on the stack first. Returns false if it was dropped.
+    #[inline(always)]
+    pub fn append_fn(
+        &mut self,
+        pool: &Pool,
+        kind: Kind,
+        tsc: u64,
+        caller: u64,
+        callee: u64,
+    ) -> bool {
+        debug_assert!(kind.is_call_shaped());
+        if (self.end as usize).wrapping_sub(self.cur as usize) >= 20 && !self.cur.is_null() {
+            let head = ((tsc & TSC_MASK) << 8) | kind as u64;
+            let mid = (caller & ADDR_MASK) | (callee << 48);
+            let tail = ((callee & ADDR_MASK) >> 16) as u32;
+            // SAFETY: [cur, cur+20) lies inside the data area of the sub-buffer this
+            // thread holds (checked just above); nobody else accesses it while we hold it.
+            unsafe {
+                (self.cur as *mut u64).write_unaligned(head.to_le());
+                (self.cur.add(8) as *mut u64).write_unaligned(mid.to_le());
+                (self.cur.add(16) as *mut u32).write_unaligned(tail.to_le());
+                self.cur = self.cur.add(20);
+                // Release: the entry bytes above happen before a salvager's Acquire load.
+                (*self.used).store(self.cur.offset_from(self.start) as u32, Ordering::Release);
+            }
+            true
+        } else {
+            self.append_slow(pool, encode_fn(kind, tsc, caller, callee).as_bytes())
+        }
+    }
+
+    /// Appends a return-shaped entry (`FnExit`, `PyReturn`, `PyCReturn`: 16 bytes)
+    /// encoded in place, like [`WriterState::append_fn`].
+    #[inline(always)]
+    pub fn append_ret(&mut self, pool: &Pool, kind: Kind, tsc: u64, callee: u64, aux: u16) -> bool {
+        debug_assert!(kind.is_return_shaped());
+        if (self.end as usize).wrapping_sub(self.cur as usize) >= 16 && !self.cur.is_null() {
+            let head = ((tsc & TSC_MASK) << 8) | kind as u64;
+            let rest = (callee & ADDR_MASK) | ((aux as u64) << 48);
+            // SAFETY: as in `append_fn`, for 16 bytes.
+            unsafe {
+                (self.cur as *mut u64).write_unaligned(head.to_le());
+                (self.cur.add(8) as *mut u64).write_unaligned(rest.to_le());
+                self.cur = self.cur.add(16);
+                (*self.used).store(self.cur.offset_from(self.start) as u32, Ordering::Release);
+            }
+            true
+        } else {
+            self.append_slow(pool, encode_ret(kind, tsc, callee, aux).as_bytes())
         }
     }
 
