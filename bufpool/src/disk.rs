@@ -13,7 +13,8 @@
 //!
 //! ```text
 //! offset 0   ChunkHeader (32 bytes): magic "CULPCHK\x01", version u32 (= CHUNK_VERSION),
-//!            header_size u32 (= 32), created_unix_ns u64, reader pid u32, reserved u32 (0)
+//!            header_size u32 (= 32), created_unix_ns u64, reader pid u32,
+//!            format_version u32 (= crate::layout::FORMAT_VERSION, of the entries inside)
 //! then, back to back, records:
 //!            RecordHeader (16 bytes): magic u32 "CREC", data_len u32,
 //!                                     crc32 u32 (of the info and data bytes), reserved u32 (0)
@@ -77,8 +78,8 @@ pub struct ChunkHeader {
     pub created_unix_ns: u64,
     /// Pid of the reader that wrote it.
     pub reader_pid: u32,
-    /// Reserved (0).
-    pub _reserved: u32,
+    /// [`crate::layout::FORMAT_VERSION`] of the entries and sub-buffer headers inside.
+    pub format_version: u32,
 }
 
 const _: () = assert!(core::mem::size_of::<ChunkHeader>() == CHUNK_HEADER_SIZE);
@@ -92,7 +93,7 @@ impl ChunkHeader {
             header_size: CHUNK_HEADER_SIZE as u32,
             created_unix_ns,
             reader_pid,
-            _reserved: 0,
+            format_version: crate::layout::FORMAT_VERSION,
         }
     }
 }
@@ -227,6 +228,13 @@ pub fn parse_chunk_header(bytes: &[u8]) -> Result<ChunkHeader, ChunkError> {
     }
     if h.header_size != CHUNK_HEADER_SIZE as u32 {
         return Err(bad(format!("header size {}", h.header_size)));
+    }
+    if h.format_version != crate::layout::FORMAT_VERSION {
+        return Err(bad(format!(
+            "entries of format version {} (this build reads version {})",
+            h.format_version,
+            crate::layout::FORMAT_VERSION
+        )));
     }
     Ok(h)
 }
