@@ -317,3 +317,53 @@ fn a_tcp_client_and_server_are_recorded_call_by_call() {
     assert_eq!(cp["origin"], "fork");
     assert_eq!(m["totals"]["lost"], 0);
 }
+
+const KILLED: &str = r#"
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* Connects to a port nobody listens on, then dies by SIGKILL: no chance to flush. */
+int main(void) {
+    int l = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a; memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET; a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(l, (struct sockaddr *)&a, sizeof a);
+    socklen_t al = sizeof a; getsockname(l, (struct sockaddr *)&a, &al);
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    connect(s, (struct sockaddr *)&a, sizeof a);
+    raise(SIGKILL);
+    return 0;
+}
+"#;
+
+#[test]
+fn a_traced_program_killed_by_sigkill_keeps_what_it_recorded() {
+    let prog = compile_c("killed", KILLED, &[]);
+    if libtrace_or_skip("a_traced_program_killed_by_sigkill").is_none() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("t");
+    let r = record(&out, &[], &[prog.path.to_str().unwrap()]);
+    assert!(!r.timed_out);
+    assert_eq!(r.status.code(), Some(128 + 9), "{}", r.stderr);
+    if !libtrace_records("a_traced_program_killed_by_sigkill") {
+        return;
+    }
+    let m = manifest(&out);
+    assert!(m["totals"]["salvaged"].as_u64().unwrap() >= 1, "{m}");
+    let d = run_with_deadline(
+        Command::new(culprit()).args(["dump", "--json"]).arg(&out),
+        DEADLINE,
+    );
+    d.assert_success("dump");
+    let lines = parse_json_lines(&d.stdout);
+    let refused = lines.iter().any(|l| {
+        l["kind"] == "lib_exit" && l["name"] == "connect" && l["errno_name"] == "ECONNREFUSED"
+    });
+    assert!(refused, "the refused connect before SIGKILL was recovered");
+}
