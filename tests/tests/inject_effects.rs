@@ -18,9 +18,11 @@ use std::time::Duration;
 use tests::{compile_c, free_tcp_port, libtrace_or_skip, run_with_deadline, temp_pool, RunOutput};
 
 const PEER_C: &str = r#"/* Test peer for fault injection. Usage:
- *   peer server tcp PORT|unix PATH RECVFN    — accept one connection, read 8 bytes per call
+ *   peer server tcp PORT|unix PATH RECVFN    — accept one connection (retrying after
+ *        ECONNABORTED, EINTR, EAGAIN: "A <attempt#> <ret> <errno>"), read 8 bytes per call
  *        with RECVFN until end of stream or a hard error; print one line per call:
- *        "R <call#> <ret> <errno-name|0> <hex of bytes>"; then echo the total back.
+ *        "R <call#> <ret> <errno-name|0> <hex of bytes>"; then send the total back
+ *        ("E <total> <ret>"), and read (unprinted) whatever is left until end of stream.
  *   peer client tcp PORT|unix PATH SENDFN N MODE  — connect (retrying after ECONNREFUSED or
  *        ENOENT; "C <attempt#> <ret> <errno>" per attempt), send N 8-byte
  *        messages: MODE bulk = one SENDFN call with all of them, each = one call per
@@ -35,6 +37,7 @@ const PEER_C: &str = r#"/* Test peer for fault injection. Usage:
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/un.h>
@@ -52,6 +55,7 @@ static const char *ename(int e) {
     case ETIMEDOUT: return "ETIMEDOUT";
     case EBADF: return "EBADF";
     case ENOTCONN: return "ENOTCONN";
+    case ECONNABORTED: return "ECONNABORTED";
     default: { static char b[16]; snprintf(b, sizeof b, "E%d", e); return b; }
     }
 }
@@ -107,13 +111,36 @@ int main(int argc, char **argv) {
         setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
         if (bind(l, (struct sockaddr *)&ss, sl) || listen(l, 4)) { perror("bind/listen"); return 1; }
         printf("ready\n");
-        int c = accept(l, NULL, NULL);
-        if (c < 0) { printf("A -1 %s\n", ename(errno)); return 1; }
+        int c = -1;
+        for (int i = 1; i <= 10 && c < 0; i++) {
+            errno = 0;
+            c = accept(l, NULL, NULL);
+            int e = c < 0 ? errno : 0;
+            printf("A %d %d %s\n", i, c < 0 ? -1 : 0, ename(e));
+            if (c < 0 && e != ECONNABORTED && e != EINTR && e != EAGAIN) return 1;
+        }
+        if (c < 0) return 1;
+        /* RECVFN "epoll": wait for readability with epoll_wait before each recv, printing
+         * "P <call#> <ret> <errno>" and waiting again after EINTR. */
+        int ep = -1, polls = 0;
+        if (!strcmp(argv[4], "epoll")) {
+            ep = epoll_create1(0);
+            struct epoll_event ev = {.events = EPOLLIN, .data.fd = c};
+            epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev);
+        }
         char buf[8];
         unsigned long total = 0;
         for (int i = 1; i <= 100000; i++) {
+            while (ep >= 0) {
+                struct epoll_event got;
+                errno = 0;
+                int pr = epoll_wait(ep, &got, 1, 10000);
+                int pe = pr < 0 ? errno : 0;
+                printf("P %d %d %s\n", ++polls, pr, ename(pe));
+                if (!(pr < 0 && pe == EINTR)) break;
+            }
             errno = 0;
-            ssize_t r = do_recv(argv[4], c, buf, sizeof buf);
+            ssize_t r = do_recv(ep >= 0 ? "recv" : argv[4], c, buf, sizeof buf);
             int e = r < 0 ? errno : 0;
             printf("R %d %zd %s ", i, r, ename(e));
             for (ssize_t k = 0; k < r; k++) printf("%02x", (unsigned char)buf[k]);
@@ -126,6 +153,10 @@ int main(int argc, char **argv) {
         memcpy(t, &total, 8);
         ssize_t w = send(c, t, 8, 0);
         printf("E %lu %zd\n", total, w);
+        /* Read what is left (unprinted) before closing, so the close never resets the
+         * connection under the client. */
+        shutdown(c, SHUT_WR);
+        while (recv(c, buf, sizeof buf, 0) > 0) {}
         close(c);
         close(l);
         return 0;
@@ -169,6 +200,36 @@ int main(int argc, char **argv) {
 }
 "#;
 
+/// Sends on one end of a socketpair before and after forking, printing every result:
+/// `<who> <call#> <ret> <errno>` — checks that call counters are per process.
+const FORK_C: &str = r#"
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+static void sends(const char *who, int fd, int n) {
+    for (int i = 1; i <= n; i++) {
+        errno = 0;
+        ssize_t r = send(fd, "12345678", 8, 0);
+        printf("%s %d %zd %s\n", who, i, r, r < 0 ? strerror(errno) : "0");
+        fflush(stdout);
+    }
+}
+int main(void) {
+    int s[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, s)) return 1;
+    sends("before", s[0], 2);
+    pid_t p = fork();
+    if (p == 0) { sends("child", s[0], 4); _exit(0); }
+    int st;
+    waitpid(p, &st, 0);
+    sends("parent", s[0], 4);
+    return 0;
+}
+"#;
+
 const PEER_PY: &str = r#""""Python twin of peer.c (same arguments, same output lines)."""
 import errno, os, socket, struct, sys, time
 
@@ -189,7 +250,18 @@ def main():
         l.bind(a)
         l.listen(4)
         print("ready", flush=True)
-        c, _ = l.accept()
+        c = None
+        for i in range(1, 11):
+            try:
+                c, _ = l.accept()
+                print("A %d 0 0" % i, flush=True)
+                break
+            except OSError as ex:
+                print("A %d -1 %s" % (i, ename(ex.errno)), flush=True)
+                if ex.errno not in (errno.ECONNABORTED, errno.EAGAIN):
+                    return
+        if c is None:
+            return
         total = 0
         for i in range(1, 100001):
             try:
@@ -206,6 +278,13 @@ def main():
         except OSError:
             w = -1
         print("E %d %d" % (total, w), flush=True)
+        # Read what is left (unprinted) before closing, as peer.c does.
+        try:
+            c.shutdown(socket.SHUT_WR)
+            while c.recv(4096):
+                pass
+        except OSError:
+            pass
         c.close()
         l.close()
         return
@@ -234,7 +313,10 @@ def main():
             r, e = -1, ex.errno
         us = int((time.monotonic() - t0) * 1e6)
         print("S %d %d %s %d" % (i, r, ename(e), us), flush=True)
-    s.shutdown(socket.SHUT_WR)
+    try:
+        s.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass  # the server may have reset the connection already (as shutdown() in C)
     try:
         got, e = s.recv(8, socket.MSG_WAITALL), 0
     except OSError as ex:
@@ -1176,4 +1258,112 @@ fn culprit_record_injects_and_dump_shows_it() {
     assert_eq!(marked[0]["name"], "recv");
     assert_eq!(marked[0]["ret"], 3);
     assert_eq!(marked[0]["pid"], m["pid"]);
+}
+
+#[test]
+fn errno_eintr_on_the_third_epoll_wait() {
+    let Some(k) = kit("epoll_eintr") else { return };
+    let rules = ["epoll_wait:errno=EINTR,nth=3"];
+    let o = k.run(&Scenario {
+        recv_fn: "epoll",
+        ..scenario(Lang::C, true, &rules)
+    });
+    let polls: Vec<&str> = o
+        .server
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("P "))
+        .collect();
+    assert_eq!(
+        polls[..4],
+        ["P 1 1 0", "P 2 1 0", "P 3 -1 EINTR", "P 4 1 0"],
+        "{polls:?}"
+    );
+    assert!(polls[4..].iter().all(|l| l.ends_with(" 1 0")), "{polls:?}");
+    // The interrupted wait cost the program nothing but a retry.
+    assert_stream_with_one_short_read(&o.reads(), &messages(30), 0, 0);
+    let r = assert_single_injection(
+        &o,
+        o.server_pid(),
+        0,
+        LibFn::EpollWait,
+        3,
+        (-1, libc::EINTR),
+        rules[0],
+    );
+    assert!(r.fd > 2, "the epoll fd: {r:?}");
+}
+
+#[test]
+fn errno_econnaborted_on_the_first_accept() {
+    let Some(k) = kit("accept_abort") else { return };
+    for (lang, f) in [(Lang::C, LibFn::Accept), (Lang::Py, LibFn::Accept4)] {
+        let rules = ["accept|accept4:errno=ECONNABORTED,count=1"];
+        let o = k.run(&scenario(lang, lang == Lang::C, &rules));
+        let accepts: Vec<&str> = o
+            .server
+            .stdout
+            .lines()
+            .filter(|l| l.starts_with("A "))
+            .collect();
+        assert_eq!(accepts, ["A 1 -1 ECONNABORTED", "A 2 0 0"], "{lang:?}");
+        assert_stream_with_one_short_read(&o.reads(), &messages(30), 0, 0);
+        assert_single_injection(
+            &o,
+            o.server_pid(),
+            0,
+            f,
+            1,
+            (-1, libc::ECONNABORTED),
+            rules[0],
+        );
+    }
+}
+
+#[test]
+fn nth_is_counted_per_process_and_restarts_in_a_forked_child() {
+    let Some(k) = kit("fork_counts") else { return };
+    let prog = compile_c("fork_sends", FORK_C, &[]);
+    let pool = temp_pool(16, 64 * 1024);
+    let mut cmd = Command::new(&prog.path);
+    cmd.env("LD_PRELOAD", &k.lib)
+        .env(bufpool::POOL_ENV, &pool.path)
+        .env(INJECT_ENV, "send:errno=EPIPE,nth=3");
+    let r = run_with_deadline(&mut cmd, Duration::from_secs(60));
+    r.assert_success("fork_sends");
+    let epipe = std::io::Error::from_raw_os_error(libc::EPIPE).to_string();
+    let epipe = epipe.split(" (os error").next().unwrap();
+    let fail = |who: &str, i: u32| format!("{who} {i} -1 {epipe}");
+    let ok = |who: &str, i: u32| format!("{who} {i} 8 0");
+    let want = [
+        ok("before", 1),
+        ok("before", 2),
+        ok("child", 1),
+        ok("child", 2),
+        fail("child", 3),
+        ok("child", 4),
+        fail("parent", 1),
+        ok("parent", 2),
+        ok("parent", 3),
+        ok("parent", 4),
+    ];
+    assert_eq!(r.stdout.lines().collect::<Vec<_>>(), want);
+    let trace = Trace::drain(&pool.pool);
+    let inj = trace.all_injections();
+    assert_eq!(inj.len(), 2, "{inj:?}");
+    assert_ne!(inj[0].0, inj[1].0, "one injection in each process");
+    for (pid, rec) in &inj {
+        assert_eq!(
+            (rec.func, rec.forced_errno),
+            (LibFn::Send.id() as u16, libc::EPIPE)
+        );
+        let exits = trace.exits(*pid, LibFn::Send);
+        let marked: Vec<usize> = exits
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.inject.is_some())
+            .map(|(i, _)| i + 1)
+            .collect();
+        assert_eq!(marked, [3], "the third send of each process");
+    }
 }
