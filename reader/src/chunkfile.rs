@@ -113,7 +113,7 @@ pub fn repair(dir: &Path) -> Result<Vec<Repaired>> {
 
 /// True if the chunk file's name says it belongs to another reader process that still
 /// runs.
-fn writer_alive(path: &Path) -> bool {
+pub(crate) fn writer_alive(path: &Path) -> bool {
     let Some(pid) = path
         .file_name()
         .and_then(|n| n.to_str())

@@ -229,7 +229,11 @@ impl Manifest {
     pub fn write(&self, dir: &Path) -> Result<()> {
         use std::io::Write;
         let path = dir.join(bufpool::disk::MANIFEST_FILE);
-        let tmp = dir.join(format!("{}.tmp", bufpool::disk::MANIFEST_FILE));
+        let tmp = dir.join(format!(
+            "{}.{}.tmp",
+            bufpool::disk::MANIFEST_FILE,
+            std::process::id()
+        ));
         let mut text = serde_json::to_vec_pretty(self).map_err(|e| Error::Manifest {
             path: path.clone(),
             why: e.to_string(),

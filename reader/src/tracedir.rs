@@ -184,7 +184,7 @@ impl TraceDir {
         let mut duplicates = 0u64;
         for path in chunk_files(&dir)? {
             let fi = files.len() as u32;
-            scan_chunk_file(&path, |offset, info, _| {
+            let scanned = scan_chunk_file(&path, |offset, info, _| {
                 records += 1;
                 let key = ThreadKey::of(info);
                 let list = threads.entry(key).or_default();
@@ -207,7 +207,16 @@ impl TraceDir {
                     }
                 }
                 Ok(())
-            })?;
+            });
+            match scanned {
+                Ok(()) => {}
+                // Another reader process is still appending to this file: its last record
+                // is not written yet, and it will be indexed when that reader finishes.
+                Err(Error::Chunk { err, .. })
+                    if matches!(err.kind, disk::ChunkErrorKind::Truncated { .. })
+                        && crate::chunkfile::writer_alive(&path) => {}
+                Err(e) => return Err(e),
+            }
             let f = File::open(&path).map_err(io(&path, "open"))?;
             files.push((Arc::new(path), f));
         }

@@ -183,6 +183,16 @@ fn child_role() {
             };
             reader::run(&pool, Path::new(&out), &opts, &stop).unwrap();
         }
+        // A reader that stops on SIGTERM, as `culprit reader` does.
+        "reader-sigterm" => {
+            let out = std::env::var("READER_OUT").unwrap();
+            reader::signals::install(&[libc::SIGTERM]).unwrap();
+            let opts = ReaderOptions {
+                idle_sleep: Duration::from_micros(500),
+                ..Default::default()
+            };
+            reader::run(&pool, Path::new(&out), &opts, reader::signals::stop_flag()).unwrap();
+        }
         // A reader killed after saving a sub-buffer but before releasing it: take one,
         // save it, and wait to be killed.
         "reader-stall" => {
@@ -424,4 +434,67 @@ fn a_reader_that_cannot_write_leaves_everything_in_the_pool() {
     let (_, by_id) = collect(&out);
     assert_eq!(by_id[&5].callers, (1..=count).collect::<Vec<_>>());
     assert_eq!(by_id[&5].lost, 0);
+}
+
+#[test]
+fn two_reader_processes_share_one_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pool = pool(tmp.path(), 16);
+    let out = tmp.path().join("trace");
+    let out_s = out.display().to_string();
+    let mut readers: Vec<Child> = (0..2)
+        .map(|_| {
+            spawn_role(
+                "reader-sigterm",
+                pool.path(),
+                &[("READER_OUT", out_s.clone())],
+            )
+        })
+        .collect();
+    let count = 20_000u64;
+    let mut ws: Vec<Child> = (1..=2u64)
+        .map(|id| {
+            spawn_role(
+                "writer",
+                pool.path(),
+                &[
+                    ("WRITER_ID", id.to_string()),
+                    ("WRITER_COUNT", count.to_string()),
+                ],
+            )
+        })
+        .collect();
+    for w in &mut ws {
+        assert!(w.wait().unwrap().success());
+    }
+    // Let the readers catch up, then stop them one after the other.
+    let t0 = Instant::now();
+    while pool.slots().census()[bufpool::State::Written as usize] > 0 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "readers never drained the pool"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    for r in &mut readers {
+        // SAFETY: kill(2) on our own unreaped child.
+        unsafe { libc::kill(r.id() as i32, libc::SIGTERM) };
+        assert!(r.wait().unwrap().success());
+    }
+    let files = reader::tracedir::chunk_files(&out).unwrap();
+    let pids: std::collections::BTreeSet<&str> = files
+        .iter()
+        .filter_map(|f| f.file_name()?.to_str()?.split('-').next())
+        .collect();
+    assert_eq!(pids.len(), 2, "both readers saved something: {files:?}");
+    let (trace, by_id) = collect(&out);
+    let unreported = pool.shared().lost_unreported.load(Ordering::Relaxed);
+    check_exactly_once(&by_id, &[10, 11, 20, 21], count, unreported);
+    let m = trace.manifest();
+    assert!(m.complete);
+    let recorded: u64 = by_id.values().map(|s| s.callers.len() as u64).sum();
+    assert_eq!(
+        m.totals.entries, recorded,
+        "the last reader to finish counted everything"
+    );
 }
