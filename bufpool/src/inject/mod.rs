@@ -10,7 +10,7 @@
 //! # Using it from the command line side (`culprit record --inject SPEC`)
 //!
 //! Validate every SPEC before starting the program, then pass them all through one
-//! environment variable, [`INJECT_ENV`]:
+//! environment variable, [`INJECT_ENV`]. [`HELP`] documents the grammar for `--help`.
 //!
 //! ```
 //! use bufpool::inject::{parse_spec, encode_env, INJECT_ENV};
@@ -79,6 +79,11 @@
 //! counters; with several threads racing for the same function, "the n-th call" is the
 //! n-th in the order the counter was reached.)
 //!
+//! "Per process" means per process image: a forked child starts its counters at zero
+//! (`libtrace.so` calls [`RuleSet::on_fork`] from a `pthread_atfork` child handler; a
+//! child made with a raw `clone`, or a `vfork` child before it execs, shares the parent's
+//! counts), and so does a program after `exec` (the library is loaded afresh).
+//!
 //! # Effects
 //!
 //! See [`Effect`] for exactly what each does to the call and which functions it applies to
@@ -97,6 +102,42 @@ pub use spec::{parse_spec, Effect, FnSet, Spec, SpecError, KEYS, RECEIVE_FNS, SE
 
 use crate::format::LibFn;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+
+/// The SPEC grammar for a command's `--help` (plain text, 80 columns).
+pub const HELP: &str = "\
+Fault injection: --inject FUNC[|FUNC...]:EFFECT[,KEY=VALUE...] (repeatable)
+
+FUNC    a wrapped libc function: recv recvfrom recvmsg read readv send sendto
+        sendmsg write writev (read/write/readv/writev on sockets only), socket
+        socketpair bind listen accept accept4 connect shutdown getsockopt close
+        select pselect poll ppoll epoll_wait epoll_pwait epoll_pwait2 epoll_ctl
+        sendmmsg recvmmsg
+EFFECT  short=N        move at most N bytes (receives and sends; unread bytes
+                       stay in the socket, unsent ones are not sent)
+        errno=NAME     fail with -1 and that errno, without making the call
+                       (ECONNRESET, EAGAIN, EINTR, ECONNREFUSED, EPIPE,
+                       ETIMEDOUT, ... or a number)
+        eof            return 0 (end of stream) without consuming (receives)
+        corrupt=N      invert (XOR 0xff) the first N bytes returned (receives)
+        delay=DURATION sleep, then make the call (e.g. 500us, 20ms, 1.5s)
+        close          shut the connection down for real; the call fails with
+                       ECONNRESET (receives and sends)
+KEY     pid=PID        only in this process
+        exe=GLOB       only if the executable's base name (or full path, if
+                       GLOB has a '/') matches: exe=python3*
+        argv=TEXT      only if the command line contains TEXT ('*', '?' ok)
+        local-port=P   only on sockets with this local port
+        peer-port=P    only on sockets connected to this peer port
+        nth=N          only the N-th matching call of each process (1-based)
+        after=N        only matching calls after the N-th
+        count=N        at most N injections per process (0 = no limit)
+        prob=P         each eligible call with probability P (0..1) ...
+        seed=S         ... decided by a splitmix64 stream seeded with S
+Same SPEC, seed and program: same calls injected. Examples:
+  recv:short=3,nth=17
+  read:errno=ECONNRESET,peer-port=7000,after=600,count=1
+  send|write:delay=20ms,prob=0.05,seed=7
+";
 
 /// The environment variable that carries the rules into traced processes.
 pub const INJECT_ENV: &str = "CULPRIT_INJECT";

@@ -666,3 +666,41 @@ proptest! {
         prop_assert!(e.column <= cut + 1, "{} for {:?}", e, bad);
     }
 }
+
+#[test]
+fn help_names_every_function_effect_and_key_and_its_examples_parse() {
+    for k in KEYS {
+        assert!(HELP.contains(&format!("{k}=")), "{k}");
+    }
+    for e in [
+        "short=N",
+        "errno=NAME",
+        "eof",
+        "corrupt=N",
+        "delay=DURATION",
+        "close",
+    ] {
+        assert!(HELP.contains(e), "{e}");
+    }
+    let mut all = FnSet::EMPTY;
+    for e in [Effect::Short(1), Effect::Errno(1), Effect::Delay(1)] {
+        all.union_with(&e.applicable());
+    }
+    for f in all.iter() {
+        assert!(
+            HELP.split_whitespace().any(|w| w == f.name()),
+            "{}",
+            f.name()
+        );
+    }
+    let examples: Vec<&str> = HELP
+        .lines()
+        .skip_while(|l| !l.ends_with("Examples:"))
+        .skip(1)
+        .collect();
+    assert_eq!(examples.len(), 3);
+    for ex in examples {
+        ok(ex.trim());
+    }
+    assert!(HELP.lines().all(|l| l.chars().count() <= 80));
+}
