@@ -80,7 +80,8 @@ def run_one(cmd, env):
     if r.returncode != 0:
         raise SystemExit("%s failed (%d):\n%s" % (" ".join(cmd), r.returncode, r.stderr[-3000:]))
     m = re.search(r"WORK_NS=(\d+)", r.stdout)
-    return t1 - t0, int(m.group(1))
+    c = re.search(r"WORK_CPU_NS=(\d+)", r.stdout)
+    return t1 - t0, int(m.group(1)), int(c.group(1))
 
 
 def count_standin(trace_dir):
@@ -123,23 +124,47 @@ def main():
         "culprit": ([py, FIB, "plain", str(n)], standin_env, "standin"),
         "culprit_nofast": ([py, FIB, "plain", str(n)], lambda: standin_env({"CULPRIT_PY_NOFAST": "1"}),
                            "standin"),
+        "culprit_frames": ([py, FIB, "plain", str(n)], lambda: standin_env({"CULPRIT_PY_MODE": "frames"}),
+                           "standin"),
+        # The stand-in without STANDIN_OUT is disabled: the callback is installed and
+        # returns at once — what CPython 3.11's profile API costs by itself.
+        "c_noop": ([py, FIB, "plain", str(n)],
+                   lambda: dict(base_env, CULPRIT_POOL=os.path.join(shm, "pool"), LD_PRELOAD=so), None),
         "viztracer": ([os.path.join(venv, "bin", "viztracer"), "--quiet", "--tracer_entries",
                        str(calls(n) + 1000), "-o", os.path.join(shm, "vz.json"), FIB, "plain", str(n)],
                       lambda: base_env, None),
     }
     if a.culprit:
-        configs["culprit_record"] = ([a.culprit, "record", "--", py, FIB, "plain", str(n)],
-                                     lambda: dict(base_env, CULPRIT_TRACE_DIR=os.path.join(shm, "rec")), None)
-    # Check the recorded event count once before timing.
-    os.makedirs(os.path.join(shm, "t"))
-    run_one(configs["culprit"][0], standin_env())
-    got = count_standin(os.path.join(shm, "t"))
-    ok = got == (calls(n), calls(n))
-    print("[%s] culprit_trace recorded fib calls/returns: %d/%d, formula %d" % (
-        "ok" if ok else "MISMATCH", got[0], got[1], calls(n)))
-    if not ok:
-        raise SystemExit(1)
-    shutil.rmtree(os.path.join(shm, "t"))
+        configs["culprit_record"] = ([a.culprit, "record", "-o", os.path.join(shm, "rec"), "--", py, FIB,
+                                      "plain", str(n)], lambda: base_env, None)
+        configs["culprit_record_frames"] = (
+            [a.culprit, "record", "-o", os.path.join(shm, "rec"), "--", py, FIB, "plain", str(n)],
+            lambda: dict(base_env, CULPRIT_PY_MODE="frames"), None)
+    # Check the recorded event count of every Culprit row once before timing.
+    for k in ("culprit", "culprit_nofast", "culprit_frames"):
+        os.makedirs(os.path.join(shm, "t"))
+        run_one(configs[k][0], configs[k][1]())
+        got = count_standin(os.path.join(shm, "t"))
+        ok = got == (calls(n), calls(n))
+        print("[%s] %s recorded fib calls/returns: %d/%d, formula %d" % (
+            "ok" if ok else "MISMATCH", k, got[0], got[1], calls(n)))
+        if not ok:
+            raise SystemExit(1)
+        shutil.rmtree(os.path.join(shm, "t"))
+    for k in ("culprit_record", "culprit_record_frames"):
+        if k not in configs:
+            continue
+        run_one(configs[k][0], configs[k][1]())
+        out = subprocess.run([a.culprit, "dump", "--json", os.path.join(shm, "rec")], stdout=subprocess.PIPE,
+                             text=True, check=True).stdout
+        c = out.count('"kind":"py_call","name":"__main__.fib"')
+        r = out.count('"kind":"py_return","name":"__main__.fib"')
+        ok = (c, r) == (calls(n), calls(n))
+        print("[%s] %s: culprit dump shows fib calls/returns %d/%d, formula %d" % (
+            "ok" if ok else "MISMATCH", k, c, r, calls(n)))
+        shutil.rmtree(os.path.join(shm, "rec"))
+        if not ok:
+            raise SystemExit(1)
 
     results = {k: [] for k in configs}
     for rnd in range(a.rounds):
@@ -161,33 +186,42 @@ def main():
         sys.stderr.write("round %d/%d done\n" % (rnd + 1, a.rounds))
     shutil.rmtree(shm, ignore_errors=True)
 
-    plain_wall = statistics.median(w for w, _ in results["plain"])
-    plain_work = statistics.median(x for _, x in results["plain"])
+    plain_wall = statistics.median(w for w, _, _ in results["plain"])
+    plain_work = statistics.median(x for _, x, _ in results["plain"])
+    plain_cpu = statistics.median(c for _, _, c in results["plain"])
 
     def per_ev(k):
-        wall = [(w - plain_wall) / events for w, _ in results[k]]
-        work = [(x - plain_work) / events for _, x in results[k]]
-        return statistics.median(wall), min(wall), max(wall), statistics.median(work)
+        wall = [(w - plain_wall) / events for w, _, _ in results[k]]
+        work = [(x - plain_work) / events for _, x, _ in results[k]]
+        cpu = [(c - plain_cpu) / events for _, _, c in results[k]]
+        return (statistics.median(wall), min(wall), max(wall), statistics.median(work),
+                statistics.median(cpu), min(cpu), max(cpu))
 
     names = {
         "setprofile": "sys.setprofile(no-op Python function)",
         "culprit": "culprit_trace (C callback, inline append; stand-in libtrace)",
         "culprit_nofast": "culprit_trace, CULPRIT_PY_NOFAST=1 (every entry via culprit_emit_*)",
-        "culprit_record": "culprit_trace under `culprit record` (real pool + readers)",
+        "culprit_frames": "culprit_trace, CULPRIT_PY_MODE=frames (PEP 523; no builtins)",
+        "c_noop": "PyEval_SetProfile C callback returning at once (the API's own cost)",
+        "culprit_record": "`culprit record -- python3 fib.py` (profile mode; real libtrace.so, pool, readers)",
+        "culprit_record_frames": "`culprit record` with CULPRIT_PY_MODE=frames",
         "viztracer": "viztracer %s --quiet (JSON written at exit)" % vz_version,
     }
     vz = per_ev("viztracer")
     print()
-    print("Python fib(%d): %d events/run, %d rounds, plain %.1f ns/ev (work), load: %s" % (
-        n, events, a.rounds, plain_work / events, open("/proc/loadavg").read().split()[:3]))
+    print("Python fib(%d): %d events/run, %d rounds; plain: %.1f ns/ev work CPU, %.1f ns/ev work wall; "
+          "load after: %s" % (n, events, a.rounds, plain_cpu / events, plain_work / events,
+                              " ".join(open("/proc/loadavg").read().split()[:3])))
     print()
-    print("| tracer | ns/ev wall median | min | max | ns/ev work median | work ÷ VizTracer work | wall ÷ VizTracer wall |")
-    print("|---|---|---|---|---|---|---|")
+    print("| tracer | hot path ns/ev (work CPU) median | min | max | ÷ VizTracer | hot path ns/ev (work wall) | "
+          "whole process ns/ev (wall) median | min | max | ÷ VizTracer |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for k in configs:
         if k == "plain":
             continue
-        m, lo, hi, wk = per_ev(k)
-        print("| %s | %.1f | %.1f | %.1f | %.1f | %.2f | %.3f |" % (names[k], m, lo, hi, wk, wk / vz[3], m / vz[0]))
+        m, lo, hi, wk, cm, clo, chi = per_ev(k)
+        print("| %s | %.1f | %.1f | %.1f | **%.2f** | %.1f | %.1f | %.1f | %.1f | **%.3f** |" % (
+            names[k], cm, clo, chi, cm / vz[4], wk, m, lo, hi, m / vz[0]))
 
 
 if __name__ == "__main__":
