@@ -73,9 +73,12 @@ struct hook_thread {
 static __thread struct hook_thread hk __attribute__((tls_model("initial-exec")));
 
 /* Configuration, written by culprit_hooks_configure() before recording starts. */
+#define F_DEPTH 1u   /* a depth limit is set */
+#define F_FILTER 2u  /* the exclusion table is in use */
+#define F_SAMPLED 4u /* sampled clock */
+static uint32_t cfg_flags;                    /* 0: the plain fast path (TSC, no filter) */
 static uint32_t cfg_depth_limit = UINT32_MAX; /* record events at depth < this */
-static uint32_t cfg_sample_mask;              /* 0: TSC every event; else 2^k - 1 */
-static uint32_t cfg_filters;                  /* nonzero if the exclusion table is used */
+static uint32_t cfg_sample_mask;              /* sampled clock: 2^k - 1 */
 static const uint64_t *cfg_table;             /* open-addressing set, see lookup() */
 static uint64_t cfg_table_mask;               /* capacity - 1 (capacity a power of 2) */
 
@@ -112,12 +115,14 @@ HIDDEN NOINSTR void culprit_hooks_configure(uint32_t depth_limit, uint32_t sampl
 	cfg_sample_mask = sample_shift ? ((UINT32_C(1) << sample_shift) - 1) : 0;
 	cfg_table = table;
 	cfg_table_mask = table_mask;
-	cfg_filters = table != NULL;
+	__atomic_store_n(&cfg_flags,
+			 (depth_limit ? F_DEPTH : 0) | (table ? F_FILTER : 0) | (sample_shift ? F_SAMPLED : 0),
+			 __ATOMIC_RELEASE);
 }
 
 HIDDEN NOINSTR uint32_t culprit_hooks_lookup(uint64_t fn)
 {
-	return cfg_filters ? lookup(fn) : 0;
+	return (cfg_flags & F_FILTER) ? lookup(fn) : 0;
 }
 
 HIDDEN NOINSTR struct culprit_thread *culprit_hook_thread_state(void)
@@ -130,23 +135,62 @@ NOINSTR static inline uint64_t rdtsc(void)
 	return __builtin_ia32_rdtsc();
 }
 
-/* The timestamp of one hook event. */
-NOINSTR static inline uint64_t timestamp(struct culprit_thread *t)
+/* The timestamp of one hook event when the clock is sampled: a real reading every 2^k
+ * hook events, and whenever another entry was written on this thread since the last hook
+ * event (a wrapped libc call such as select or recv, where time passes); in between,
+ * last + 1 — strictly increasing, never ahead of the true TSC (an event takes more than
+ * one cycle). */
+NOINSTR static inline uint64_t sampled_timestamp(struct culprit_thread *t)
 {
-	uint32_t m = __atomic_load_n(&cfg_sample_mask, __ATOMIC_RELAXED);
-	if (LIKELY(m == 0))
-		return rdtsc();
-	/* Sampled mode: a real reading every 2^k hook events, and whenever another entry was
-	 * written on this thread since the last hook event (a wrapped libc call such as
-	 * select or recv, where time passes); in between, last + 1 — strictly increasing,
-	 * never ahead of the true TSC (an event takes more than one cycle). */
 	if (hk.left != 0 && hk.last_cur == t->w.cur) {
 		hk.left--;
 		return ++hk.last_tsc;
 	}
-	hk.left = m;
+	hk.left = __atomic_load_n(&cfg_sample_mask, __ATOMIC_RELAXED);
 	hk.last_tsc = rdtsc();
 	return hk.last_tsc;
+}
+
+/* Filters and clock of an entry when some setting is not the default. Returns 0 if the
+ * event is filtered out, else 1 with *tsc set. `d` is the depth of the call. */
+NOINSTR static inline int configured_enter(struct culprit_thread *t, uint32_t flags, uint64_t fn,
+					   uint32_t d, uint64_t *tsc)
+{
+	if (d >= __atomic_load_n(&cfg_depth_limit, __ATOMIC_RELAXED))
+		return 0;
+	if (flags & F_FILTER) {
+		/* hk.mute is only ever set while the exclusion table is in use. */
+		if (hk.mute != 0)
+			return 0;
+		uint32_t f = lookup(fn);
+		if (f & EXCL_TREE)
+			hk.mute = d + 1;
+		if (f)
+			return 0;
+	}
+	*tsc = (flags & F_SAMPLED) ? sampled_timestamp(t) : rdtsc();
+	return 1;
+}
+
+/* The same for an exit at depth `d` (the depth of the returning call). Events at depth >=
+ * the limit were not recorded at entry either (and cannot be the call that muted a
+ * subtree: that one was entered below the limit). */
+NOINSTR static inline int configured_exit(struct culprit_thread *t, uint32_t flags, uint64_t fn,
+					  uint32_t d, uint64_t *tsc)
+{
+	if (d >= __atomic_load_n(&cfg_depth_limit, __ATOMIC_RELAXED))
+		return 0;
+	if (flags & F_FILTER) {
+		if (hk.mute != 0) {
+			if (hk.mute == d + 1)
+				hk.mute = 0;
+			return 0;
+		}
+		if (lookup(fn) != 0)
+			return 0;
+	}
+	*tsc = (flags & F_SAMPLED) ? sampled_timestamp(t) : rdtsc();
+	return 1;
 }
 
 /* The slow path of append(): no sub-buffer held, or not enough room left in it. */
@@ -170,7 +214,7 @@ __attribute__((noinline, cold)) NOINSTR static void append_slow(struct culprit_t
 /* Appends one entry of `len` bytes (words a, b and, for 20-byte entries, c). Called with
  * busy set. */
 NOINSTR static inline void append(struct culprit_thread *t, uint64_t a, uint64_t b, uint32_t c,
-				  uint32_t len)
+				  uint32_t len, uint32_t flags)
 {
 	uint8_t *cur = t->w.cur;
 	if (UNLIKELY((uintptr_t)t->w.end - (uintptr_t)cur < len)) {
@@ -188,7 +232,8 @@ NOINSTR static inline void append(struct culprit_thread *t, uint64_t a, uint64_t
 	/* Release: the entry bytes happen before a salvager's Acquire load of *used
 	 * (bufpool::salvage::repair) and before the publishing CAS of the slow path. */
 	__atomic_store_n(t->w.used, (uint32_t)(cur - t->w.start), __ATOMIC_RELEASE);
-	hk.last_cur = cur;
+	if (flags & F_SAMPLED)
+		hk.last_cur = cur;
 }
 
 NOINSTR static inline int enabled(void)
@@ -197,33 +242,38 @@ NOINSTR static inline int enabled(void)
 	       __atomic_load_n(&culprit_global_enabled, __ATOMIC_RELAXED) != 0;
 }
 
+/* Reads busy and status (adjacent u32 words) at once: the hooks run only if busy == 0
+ * and status is 0 (not attached: the slow path attaches) or 1 (attached). */
+NOINSTR static inline int thread_idle(const struct culprit_thread *t)
+{
+	uint64_t g;
+	memcpy(&g, &t->busy, 8);
+	return (g & ~(UINT64_C(1) << 32)) == 0;
+}
+
 HIDDEN NOINSTR void culprit_hook_enter(void *this_fn, void *call_site)
 {
 	if (UNLIKELY(!enabled()))
 		return;
 	struct culprit_thread *t = &culprit_tls;
-	if (UNLIKELY(t->busy != 0 || t->status == 2))
+	if (UNLIKELY(!thread_idle(t)))
 		return;
 	t->busy = 1;
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	uint32_t d = t->depth++;
 	uint64_t fn = (uint64_t)(uintptr_t)this_fn;
-	if (UNLIKELY(hk.mute != 0 || d >= __atomic_load_n(&cfg_depth_limit, __ATOMIC_RELAXED)))
+	uint32_t flags = __atomic_load_n(&cfg_flags, __ATOMIC_RELAXED);
+	uint64_t tsc;
+	if (LIKELY(flags == 0))
+		tsc = rdtsc();
+	else if (!configured_enter(t, flags, fn, d, &tsc))
 		goto out;
-	if (UNLIKELY(__atomic_load_n(&cfg_filters, __ATOMIC_RELAXED) != 0)) {
-		uint32_t f = lookup(fn);
-		if (f & EXCL_TREE)
-			hk.mute = d + 1;
-		if (f)
-			goto out;
-	}
 	{
 		uint64_t site = (uint64_t)(uintptr_t)call_site & ADDR_MASK;
-		uint64_t head = (timestamp(t) << 8) | KIND_FN_ENTER;
 		/* caller u48 | callee low 16 bits, then callee bits 16..48. */
 		uint64_t b = site | (fn << 48);
 		uint32_t c = (uint32_t)((fn & ADDR_MASK) >> 16);
-		append(t, head, b, c, ENTER_SIZE);
+		append(t, (tsc << 8) | KIND_FN_ENTER, b, c, ENTER_SIZE, flags);
 	}
 out:
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
@@ -236,7 +286,7 @@ HIDDEN NOINSTR void culprit_hook_exit(void *this_fn, void *call_site)
 	if (UNLIKELY(!enabled()))
 		return;
 	struct culprit_thread *t = &culprit_tls;
-	if (UNLIKELY(t->busy != 0 || t->status == 2))
+	if (UNLIKELY(!thread_idle(t)))
 		return;
 	t->busy = 1;
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
@@ -245,20 +295,14 @@ HIDDEN NOINSTR void culprit_hook_exit(void *this_fn, void *call_site)
 	if (LIKELY(d != 0))
 		t->depth = --d;
 	uint64_t fn = (uint64_t)(uintptr_t)this_fn;
-	if (UNLIKELY(hk.mute != 0)) {
-		if (hk.mute == d + 1)
-			hk.mute = 0;
+	uint32_t flags = __atomic_load_n(&cfg_flags, __ATOMIC_RELAXED);
+	uint64_t tsc;
+	if (LIKELY(flags == 0))
+		tsc = rdtsc();
+	else if (!configured_exit(t, flags, fn, d, &tsc))
 		goto out;
-	}
-	if (UNLIKELY(d >= __atomic_load_n(&cfg_depth_limit, __ATOMIC_RELAXED)))
-		goto out;
-	if (UNLIKELY(__atomic_load_n(&cfg_filters, __ATOMIC_RELAXED) != 0) && lookup(fn) != 0)
-		goto out;
-	{
-		uint64_t head = (timestamp(t) << 8) | KIND_FN_EXIT;
-		/* callee u48, aux u16 = 0. */
-		append(t, head, fn & ADDR_MASK, 0, EXIT_SIZE);
-	}
+	/* callee u48, aux u16 = 0. */
+	append(t, (tsc << 8) | KIND_FN_EXIT, fn & ADDR_MASK, 0, EXIT_SIZE, flags);
 out:
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	t->busy = 0;
