@@ -6,7 +6,7 @@
 //! map (`Meta::Map`) places an address in its file, whose ELF symbols and DWARF give
 //! `function (file:line)`; else `file+0xoffset`, or the raw address outside every mapping.
 
-use analyzer::symbolize::{ElfResolver, ProcessSymbols};
+use analyzer::symbolize::{CSym, ElfResolver, ProcessSymbols};
 use bufpool::format::{CodeKind, EntryRef, Kind, LibFn, LibOpts, Meta, ProcReason, ADDR_MASK};
 use bufpool::inject::errno_name;
 use bufpool::Calibration;
@@ -54,55 +54,44 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
     }
     let calib = trace.calibration();
+    let syms = process_symbols(&trace)?;
+    let namer = Namer::default();
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
-    // Threads grouped by process: a process's symbols can come from any of its threads.
-    let mut by_proc: BTreeMap<(u32, u64), Vec<ThreadKey>> = BTreeMap::new();
-    for k in trace.threads() {
-        if args.pid.is_empty() || args.pid.contains(&k.pid) {
-            by_proc.entry((k.pid, k.start_ticks)).or_default().push(k);
+    for k in trace.threads().collect::<Vec<_>>() {
+        if !args.pid.is_empty() && !args.pid.contains(&k.pid) {
+            continue;
         }
-    }
-    for threads in by_proc.values() {
-        let mut syms = Symbols::default();
-        for &k in threads {
-            trace.for_each_entry(k, |_, e| {
-                if e.kind == Kind::MetaMap || e.kind == Kind::MetaCode {
-                    if let Ok(Some(m)) = e.meta() {
-                        syms.add(m);
-                    }
+        let symbols = Symbols {
+            ps: syms.get(&(k.pid, k.start_ticks)),
+            namer: &namer,
+        };
+        if !args.json {
+            writeln!(out, "# pid {} tid {}", k.pid, k.tid)?;
+        }
+        let mut depth: u32 = 0;
+        for c in trace.chunks(k) {
+            let c = c?;
+            let line = Line {
+                key: k,
+                seq: c.info.seq,
+                calib: &calib,
+                syms: &symbols,
+            };
+            for e in c.entries() {
+                let e = e?;
+                if matches!(e.kind, Kind::FnExit | Kind::PyReturn | Kind::PyCReturn) {
+                    depth = depth.saturating_sub(1);
                 }
-                Ok(())
-            })?;
-        }
-        for &k in threads {
-            if !args.json {
-                writeln!(out, "# pid {} tid {}", k.pid, k.tid)?;
-            }
-            let mut depth: u32 = 0;
-            for c in trace.chunks(k) {
-                let c = c?;
-                let line = Line {
-                    key: k,
-                    seq: c.info.seq,
-                    calib: &calib,
-                    syms: &syms,
-                };
-                for e in c.entries() {
-                    let e = e?;
-                    if matches!(e.kind, Kind::FnExit | Kind::PyReturn | Kind::PyCReturn) {
-                        depth = depth.saturating_sub(1);
-                    }
-                    if args.json {
-                        serde_json::to_writer(&mut out, &line.json(&e, depth)?)
-                            .map_err(std::io::Error::from)?;
-                        writeln!(out)?;
-                    } else {
-                        writeln!(out, "{}", line.text(&e, depth)?)?;
-                    }
-                    if e.kind.is_call_shaped() && e.kind != Kind::PyExc {
-                        depth += 1;
-                    }
+                if args.json {
+                    serde_json::to_writer(&mut out, &line.json(&e, depth)?)
+                        .map_err(std::io::Error::from)?;
+                    writeln!(out)?;
+                } else {
+                    writeln!(out, "{}", line.text(&e, depth)?)?;
+                }
+                if e.kind.is_call_shaped() && e.kind != Kind::PyExc {
+                    depth += 1;
                 }
             }
         }
@@ -111,35 +100,93 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Symbols of one process, from its metadata records, through the analyzer's
-/// symbolizer: C addresses become `function (file:line)` from the ELF symbol tables and
-/// DWARF of the recorded mappings (or `file+0xoffset` when the file has no symbols or is
-/// gone); Python indices their `module.qualname` from the `Meta::Code` records.
-#[derive(Default)]
-struct Symbols {
-    ps: ProcessSymbols,
-    elf: RefCell<ElfResolver>,
-    cache: RefCell<HashMap<u64, String>>,
+/// The symbol tables of every process, from the `Meta::Map` and `Meta::Code` records of
+/// all its threads. A forked child records no memory map of its own (it is its parent's
+/// at the time of the fork), so it starts from a copy of its parent's tables.
+fn process_symbols(trace: &TraceDir) -> anyhow::Result<HashMap<(u32, u64), ProcessSymbols>> {
+    struct Found {
+        metas: Vec<Meta>,
+        forked_from: Option<u32>,
+    }
+    let mut found: BTreeMap<(u64, u32), Found> = BTreeMap::new();
+    for k in trace.threads().collect::<Vec<_>>() {
+        let f = found.entry((k.start_ticks, k.pid)).or_insert(Found {
+            metas: Vec::new(),
+            forked_from: None,
+        });
+        trace.for_each_entry(k, |_, e| {
+            if matches!(e.kind, Kind::MetaMap | Kind::MetaCode | Kind::MetaProc) {
+                match e.meta() {
+                    Ok(Some(Meta::Proc(p)))
+                        if p.reason == ProcReason::Fork && f.forked_from.is_none() =>
+                    {
+                        f.forked_from = Some(p.ppid);
+                    }
+                    Ok(Some(Meta::Proc(_))) => {}
+                    Ok(Some(m)) => f.metas.push(m),
+                    _ => {}
+                }
+            }
+            Ok(())
+        })?;
+    }
+    // Parents start before their children: build in start-time order.
+    let mut latest: HashMap<u32, (u64, u32)> = HashMap::new();
+    let mut out: HashMap<(u32, u64), ProcessSymbols> = HashMap::new();
+    for ((start, pid), f) in found {
+        let mut ps = f
+            .forked_from
+            .and_then(|pp| latest.get(&pp))
+            .and_then(|&(s, p)| out.get(&(p, s)))
+            .cloned()
+            .unwrap_or_default();
+        for m in &f.metas {
+            ps.add(m);
+        }
+        out.insert((pid, start), ps);
+        latest.insert(pid, (start, pid));
+    }
+    Ok(out)
 }
 
-impl Symbols {
-    fn add(&mut self, m: Meta) {
-        self.ps.add(&m);
-    }
+/// Resolves C addresses through ELF symbols and DWARF, with one cache for the whole run.
+#[derive(Default)]
+struct Namer {
+    elf: RefCell<ElfResolver>,
+    cache: RefCell<HashMap<CSym, String>>,
+}
 
+/// Names in one process: its tables (if any were recorded) and the shared resolver.
+/// C addresses become `function (file:line)` from the ELF symbol tables and DWARF of the
+/// recorded mappings (or `file+0xoffset` when the file has no symbols or is gone);
+/// Python indices their `module.qualname` from the `Meta::Code` records.
+struct Symbols<'a> {
+    ps: Option<&'a ProcessSymbols>,
+    namer: &'a Namer,
+}
+
+impl Symbols<'_> {
     /// The name of a C address.
     fn c_name(&self, addr: u64) -> String {
-        if let Some(n) = self.cache.borrow().get(&addr) {
+        let Some(ps) = self.ps else {
+            return format!("0x{addr:x}");
+        };
+        let sym = ps.name_c(addr);
+        if let Some(n) = self.namer.cache.borrow().get(&sym) {
             return n.clone();
         }
-        let n = self.elf.borrow_mut().resolve(&self.ps.name_c(addr));
-        self.cache.borrow_mut().insert(addr, n.clone());
+        let n = self.namer.elf.borrow_mut().resolve(&sym);
+        self.namer.cache.borrow_mut().insert(sym, n.clone());
         n
+    }
+
+    fn code(&self, index: u64) -> Option<&bufpool::format::CodeRecord> {
+        self.ps.and_then(|p| p.code(index as u32))
     }
 
     /// `module.qualname`, or `py#N` when the index was never named.
     fn py_name(&self, index: u64) -> String {
-        match self.ps.code(index as u32) {
+        match self.code(index) {
             Some(c) => String::from_utf8_lossy(&c.name).into_owned(),
             None => format!("py#{index}"),
         }
@@ -147,7 +194,7 @@ impl Symbols {
 
     /// `file:line` of a Python code object, if known.
     fn py_where(&self, index: u64) -> Option<String> {
-        match self.ps.code(index as u32) {
+        match self.code(index) {
             Some(c) if c.kind == CodeKind::PyCode && !c.file.is_empty() => Some(format!(
                 "{}:{}",
                 String::from_utf8_lossy(&c.file),
@@ -167,7 +214,7 @@ struct Line<'a> {
     key: ThreadKey,
     seq: u64,
     calib: &'a Calibration,
-    syms: &'a Symbols,
+    syms: &'a Symbols<'a>,
 }
 
 fn kind_name(k: Kind) -> &'static str {
@@ -264,6 +311,9 @@ impl Line<'_> {
                     "caller".into(),
                     json!(format!("0x{:x}", e.caller & ADDR_MASK)),
                 );
+                if e.caller != 0 {
+                    o.insert("caller_name".into(), json!(self.syms.c_name(e.caller)));
+                }
                 lib_json(&mut o, e.lib_fn(), &opts);
             }
             Kind::Lost => {
@@ -553,14 +603,19 @@ mod tests {
 
     #[test]
     fn c_addresses_are_named_by_file_and_offset() {
-        let mut s = Symbols::default();
-        s.add(Meta::Map(bufpool::format::MapRecord {
+        let mut ps = ProcessSymbols::default();
+        ps.add(&Meta::Map(bufpool::format::MapRecord {
             start: 0x5000,
             end: 0x9000,
             offset: 0x1000,
             prot: 5,
             path: b"/usr/bin/demo".to_vec(),
         }));
+        let namer = Namer::default();
+        let s = Symbols {
+            ps: Some(&ps),
+            namer: &namer,
+        };
         assert_eq!(s.c_name(0x5010), "demo+0x1010");
         assert_eq!(s.c_name(0x9000), "0x9000");
         assert_eq!(s.py_name(3), "py#3");
