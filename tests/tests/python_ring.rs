@@ -149,3 +149,77 @@ fn a_header_split_across_segments_breaks_the_ring_and_the_launcher_reports_the_h
         "daemons outlived the launcher"
     );
 }
+
+/// `culprit record` of the ring, normal and with a short `recv` injected from outside:
+/// every daemon's handlers are in the trace, named, with the socket calls they make.
+/// Needs the built `culprit` and libtrace.so and the shim (`pip install ./python-hook`).
+#[test]
+fn the_ring_under_culprit_record_is_traced_in_every_daemon() {
+    if tests::libtrace_or_skip("the_ring_under_culprit_record").is_none() {
+        return;
+    }
+    let shim = Command::new("python3")
+        .args(["-c", "import culprit_trace._native"])
+        .output()
+        .expect("python3");
+    if !shim.status.success() {
+        eprintln!("the_ring_under_culprit_record: SKIPPED: culprit_trace is not installed (pip install ./python-hook)");
+        return;
+    }
+    let culprit = tests::culprit();
+    for (inject, want_status) in [(None, 0), (Some("recv:short=3,nth=17"), 3)] {
+        let out = tempfile::tempdir().unwrap();
+        let dir = out.path().join("trace");
+        let base = free_base(5).to_string();
+        let mut c = Command::new(&culprit);
+        c.arg("record").arg("-o").arg(&dir);
+        if let Some(spec) = inject {
+            c.args(["--inject", spec]);
+        }
+        c.arg("--")
+            .arg("python3")
+            .arg(ring_dir().join("run_ring.py"))
+            .args(["--nodes", "5", "--jobs", "12", "--base-port", &base, "--timeout", "8"]);
+        let r = tests::run_with_deadline(&mut c, Duration::from_secs(90));
+        assert!(!r.timed_out, "{r:?}");
+        assert_eq!(r.status.code(), Some(want_status), "inject {inject:?}: {r:?}");
+        let dump = tests::run_with_deadline(
+            Command::new(&culprit).arg("dump").arg("--json").arg(&dir),
+            Duration::from_secs(60),
+        );
+        dump.assert_success("culprit dump");
+        // Per pid: which handlers ran, and whether recv_dict_msg called _socket.socket.recv.
+        let mut handlers: std::collections::BTreeMap<u64, std::collections::BTreeSet<String>> =
+            Default::default();
+        for v in tests::parse_json_lines(&dump.stdout) {
+            let kind = v["kind"].as_str().unwrap_or("");
+            let name = v["name"].as_str().unwrap_or("");
+            let pid = v["pid"].as_u64().unwrap_or(0);
+            if kind == "py_call" && name.starts_with("__main__.Node.handle_") {
+                handlers.entry(pid).or_default().insert(name.to_string());
+            }
+            if kind == "py_ccall"
+                && name == "_socket.socket.recv"
+                && v["caller"].as_str().unwrap_or("").starts_with("__main__.recv_dict_msg+")
+            {
+                handlers.entry(pid).or_default().insert("recv from recv_dict_msg".into());
+            }
+        }
+        let daemons: Vec<_> = handlers
+            .values()
+            .filter(|h| {
+                h.contains("__main__.Node.handle_lhs_input")
+                    && h.contains("__main__.Node.handle_new_connection")
+                    && h.contains("recv from recv_dict_msg")
+            })
+            .collect();
+        assert_eq!(daemons.len(), 5, "inject {inject:?}: handlers per pid {handlers:#?}");
+        if inject.is_some() {
+            assert!(
+                r.stderr.contains("lost the lhs connection (short or empty header)"),
+                "{}",
+                r.stderr
+            );
+        }
+    }
+}
