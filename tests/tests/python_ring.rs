@@ -19,7 +19,8 @@ fn free_base(n: u16) -> u16 {
         if base > 65000 - n {
             continue;
         }
-        let all_free = (base..base + n).all(|p| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok());
+        let all_free =
+            (base..base + n).all(|p| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok());
         if all_free {
             return base;
         }
@@ -43,7 +44,18 @@ fn every_job_goes_round_the_ring_with_select_and_with_poll() {
     for lp in ["select", "poll"] {
         let base = free_base(5).to_string();
         let r = run_ring(
-            &["--nodes", "5", "--jobs", "20", "--loop", lp, "--base-port", &base, "--timeout", "30"],
+            &[
+                "--nodes",
+                "5",
+                "--jobs",
+                "20",
+                "--loop",
+                lp,
+                "--base-port",
+                &base,
+                "--timeout",
+                "30",
+            ],
             Duration::from_secs(60),
         );
         r.assert_success(&format!("run_ring --loop {lp}"));
@@ -52,7 +64,11 @@ fn every_job_goes_round_the_ring_with_select_and_with_poll() {
             "{lp}: {}",
             r.stdout
         );
-        assert!(r.stderr.contains("ring node 0: all 20 jobs completed"), "{}", r.stderr);
+        assert!(
+            r.stderr.contains("ring node 0: all 20 jobs completed"),
+            "{}",
+            r.stderr
+        );
         assert!(!r.stderr.contains("lost the lhs"), "{lp}: {}", r.stderr);
     }
 }
@@ -111,11 +127,20 @@ fn ring_with_relay(split: u32, timeout: &str) -> (tests::RunOutput, tests::RunOu
     rc.arg(&relay)
         .arg(ring_dir())
         .args(["2", "5", &base.to_string(), &split.to_string()]);
-    let relay_thread = std::thread::spawn(move || tests::run_with_deadline(&mut rc, Duration::from_secs(40)));
+    let relay_thread =
+        std::thread::spawn(move || tests::run_with_deadline(&mut rc, Duration::from_secs(40)));
     let r = run_ring(
         &[
-            "--nodes", "5", "--jobs", "8", "--external", "2", "--base-port", &base.to_string(),
-            "--timeout", timeout,
+            "--nodes",
+            "5",
+            "--jobs",
+            "8",
+            "--external",
+            "2",
+            "--base-port",
+            &base.to_string(),
+            "--timeout",
+            timeout,
         ],
         Duration::from_secs(60),
     );
@@ -128,7 +153,10 @@ fn a_header_split_across_segments_breaks_the_ring_and_the_launcher_reports_the_h
     // Control: the same relay, never splitting: the ring completes.
     let (r, relay, _) = ring_with_relay(0, "30");
     r.assert_success("ring with a relay that never splits");
-    assert!(relay.stdout.contains("relay: forwarded 8 jobs"), "{relay:?}");
+    assert!(
+        relay.stdout.contains("relay: forwarded 8 jobs"),
+        "{relay:?}"
+    );
 
     // The 3rd job's header leaves in two segments: node 3 reads 3 bytes with its one
     // recv(8), closes its lhs connection, the job is lost and the ring hangs.
@@ -137,12 +165,16 @@ fn a_header_split_across_segments_breaks_the_ring_and_the_launcher_reports_the_h
     assert_eq!(r.status.code(), Some(3), "a hang is exit status 3: {r:?}");
     assert!(r.stderr.contains("the ring hung"), "{}", r.stderr);
     assert!(
-        r.stderr.contains("ring node 3: lost the lhs connection (short or empty header)"),
+        r.stderr
+            .contains("ring node 3: lost the lhs connection (short or empty header)"),
         "the daemon after the relay must take the short header for a lost connection:\n{}",
         r.stderr
     );
     assert!(!r.stderr.contains("all 8 jobs completed"), "{}", r.stderr);
-    assert!(relay.stdout.contains("relay: splitting the header of job"), "{relay:?}");
+    assert!(
+        relay.stdout.contains("relay: splitting the header of job"),
+        "{relay:?}"
+    );
     // Every daemon is gone: all the ring's ports can be bound again.
     assert!(
         tests::wait_until(Duration::from_secs(10), || ring_ports_released(base, 5)),
@@ -179,10 +211,23 @@ fn the_ring_under_culprit_record_is_traced_in_every_daemon() {
         c.arg("--")
             .arg("python3")
             .arg(ring_dir().join("run_ring.py"))
-            .args(["--nodes", "5", "--jobs", "12", "--base-port", &base, "--timeout", "8"]);
+            .args([
+                "--nodes",
+                "5",
+                "--jobs",
+                "12",
+                "--base-port",
+                &base,
+                "--timeout",
+                "8",
+            ]);
         let r = tests::run_with_deadline(&mut c, Duration::from_secs(90));
         assert!(!r.timed_out, "{r:?}");
-        assert_eq!(r.status.code(), Some(want_status), "inject {inject:?}: {r:?}");
+        assert_eq!(
+            r.status.code(),
+            Some(want_status),
+            "inject {inject:?}: {r:?}"
+        );
         let dump = tests::run_with_deadline(
             Command::new(&culprit).arg("dump").arg("--json").arg(&dir),
             Duration::from_secs(60),
@@ -200,9 +245,15 @@ fn the_ring_under_culprit_record_is_traced_in_every_daemon() {
             }
             if kind == "py_ccall"
                 && name == "_socket.socket.recv"
-                && v["caller"].as_str().unwrap_or("").starts_with("__main__.recv_dict_msg+")
+                && v["caller"]
+                    .as_str()
+                    .unwrap_or("")
+                    .starts_with("__main__.recv_dict_msg+")
             {
-                handlers.entry(pid).or_default().insert("recv from recv_dict_msg".into());
+                handlers
+                    .entry(pid)
+                    .or_default()
+                    .insert("recv from recv_dict_msg".into());
             }
         }
         let daemons: Vec<_> = handlers
@@ -213,10 +264,15 @@ fn the_ring_under_culprit_record_is_traced_in_every_daemon() {
                     && h.contains("recv from recv_dict_msg")
             })
             .collect();
-        assert_eq!(daemons.len(), 5, "inject {inject:?}: handlers per pid {handlers:#?}");
+        assert_eq!(
+            daemons.len(),
+            5,
+            "inject {inject:?}: handlers per pid {handlers:#?}"
+        );
         if inject.is_some() {
             assert!(
-                r.stderr.contains("lost the lhs connection (short or empty header)"),
+                r.stderr
+                    .contains("lost the lhs connection (short or empty header)"),
                 "{}",
                 r.stderr
             );

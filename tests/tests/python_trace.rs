@@ -64,7 +64,10 @@ fn shim() -> &'static Shim {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
-        assert!(site.join("culprit_trace.pth").is_file(), "the .pth hook was not built");
+        assert!(
+            site.join("culprit_trace.pth").is_file(),
+            "the .pth hook was not built"
+        );
         Shim {
             _dir: dir,
             userbase,
@@ -86,7 +89,11 @@ fn standin() -> &'static Path {
             .arg(&so)
             .output()
             .expect("run cc");
-        assert!(out.status.success(), "standin.c: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "standin.c: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         (dir, so)
     })
     .1
@@ -111,7 +118,11 @@ impl Trace {
                 let name = String::from_utf8_lossy(&c.name).into_owned();
                 let prev = self.codes.insert((pid, c.index), (c.kind, name.clone()));
                 if let Some((_, p)) = prev {
-                    assert_eq!(p, name, "index {} of pid {pid} named twice differently", c.index);
+                    assert_eq!(
+                        p, name,
+                        "index {} of pid {pid} named twice differently",
+                        c.index
+                    );
                 }
             }
             self.streams.entry((pid, tid)).or_default().push(e);
@@ -161,7 +172,10 @@ fn read_standin(dir: &Path) -> Trace {
         .map(|e| e.expect("dir entry").path())
         .map(|p| {
             let n = p.file_name().unwrap().to_string_lossy().into_owned();
-            let v: Vec<u64> = n.split('.').map(|x| x.parse().expect("pid.tid.seq")).collect();
+            let v: Vec<u64> = n
+                .split('.')
+                .map(|x| x.parse().expect("pid.tid.seq"))
+                .collect();
             (v[0] as u32, v[1] as u32, v[2], p)
         })
         .collect();
@@ -237,7 +251,8 @@ fn traced_mode(
         Backend::Real => {
             let lib = tests::libtrace().expect("libtrace.so");
             let pool = tests::temp_pool(256, 1 << 20);
-            cmd.env(bufpool::POOL_ENV, &pool.path).env("CULPRIT_LIBTRACE", &lib);
+            cmd.env(bufpool::POOL_ENV, &pool.path)
+                .env("CULPRIT_LIBTRACE", &lib);
             if preload {
                 cmd.env("LD_PRELOAD", &lib);
             }
@@ -336,7 +351,11 @@ if __name__ == "__main__":
 "#;
 
 fn lines(s: &str) -> Vec<String> {
-    s.lines().map(|l| l.trim()).filter(|l| !l.is_empty()).map(String::from).collect()
+    s.lines()
+        .map(|l| l.trim())
+        .filter(|l| !l.is_empty())
+        .map(String::from)
+        .collect()
 }
 
 /// The main thread of the scenario's first process.
@@ -465,7 +484,10 @@ fn check_scenario_mode(backend: Backend, mode: &str, how: &str, r: &tests::RunOu
             "{backend:?} {how}: two streams look like the {role}"
         );
     }
-    assert!(other.is_empty(), "{backend:?} {how}: unexpected streams {other:#?}");
+    assert!(
+        other.is_empty(),
+        "{backend:?} {how}: unexpected streams {other:#?}"
+    );
     for (role, want) in [
         ("main", MAIN),
         ("thread", THREAD),
@@ -488,7 +510,10 @@ fn frames_mode_records_the_same_python_events_and_the_exception_types() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("scenario.py"), SCENARIO).unwrap();
     for b in backends() {
-        for args in [&["scenario.py"][..], &["-m", "culprit_trace", "scenario.py"][..]] {
+        for args in [
+            &["scenario.py"][..],
+            &["-m", "culprit_trace", "scenario.py"][..],
+        ] {
             let (r, t) = traced_mode(b, "frames", dir.path(), args, args.len() == 1);
             check_scenario_mode(b, "frames", &args.join(" "), &r, &t);
             // Every exception entry of the script's functions names the exception type.
@@ -529,7 +554,12 @@ fn scenario_under_preload_is_traced_exactly_in_every_process_and_thread() {
         check_scenario(b, "python3 scenario.py", &r, &t);
         // `python3 -m culprit_trace scenario.py` without LD_PRELOAD: the shim re-executes
         // the interpreter with libtrace preloaded.
-        let (r, t) = traced(b, dir.path(), &["-m", "culprit_trace", "scenario.py"], false);
+        let (r, t) = traced(
+            b,
+            dir.path(),
+            &["-m", "culprit_trace", "scenario.py"],
+            false,
+        );
         check_scenario(b, "python3 -m culprit_trace scenario.py", &r, &t);
     }
 }
@@ -618,9 +648,9 @@ fn python_m_culprit_trace_sets_argv_main_and_path_like_python() {
             r.assert_success(&format!("{b:?} {shim_args:?}"));
             assert_eq!(r.stdout, want, "{b:?} {args:?}: what the program sees");
             assert!(
-                t.streams.keys().any(|&k| !t
-                    .render(k, &|n: &str| n == "__main__.<module>")
-                    .is_empty()),
+                t.streams
+                    .keys()
+                    .any(|&k| !t.render(k, &|n: &str| n == "__main__.<module>").is_empty()),
                 "{b:?} {args:?}: the program's module body was not traced"
             );
         }
