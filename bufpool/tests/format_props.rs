@@ -10,6 +10,7 @@ use bufpool::format::{
 };
 use proptest::collection::vec;
 use proptest::prelude::*;
+use proptest::strategy::ValueTree;
 
 /// Encodes one owned entry the way the tracer does.
 fn encode(e: &Entry) -> Vec<u8> {
@@ -509,4 +510,22 @@ fn malformed_blocks_name_the_entry_and_the_position() {
     b.push(0);
     let err = decode_all(&b).unwrap_err();
     assert!(err.to_string().contains("trailing bytes"), "{err}");
+}
+
+/// Writes a few valid entry streams as seeds for the fuzzer (`bufpool/fuzz/run.sh`
+/// runs this with `CULPRIT_FUZZ_SEED_DIR` set).
+#[test]
+#[ignore = "writes fuzz seeds; run by bufpool/fuzz/run.sh"]
+fn write_fuzz_seeds() {
+    let dir = std::path::PathBuf::from(
+        std::env::var("CULPRIT_FUZZ_SEED_DIR").expect("CULPRIT_FUZZ_SEED_DIR"),
+    );
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let strat = vec(entry(), 1..12);
+    for i in 0..64 {
+        let entries = strat.new_tree(&mut runner).unwrap().current();
+        let buf: Vec<u8> = entries.iter().flat_map(encode).collect();
+        std::fs::write(dir.join(format!("seed{i:02}")), buf).unwrap();
+    }
 }
