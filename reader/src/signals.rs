@@ -42,3 +42,28 @@ pub fn take_pending() -> Option<libc::c_int> {
         s => Some(s),
     }
 }
+
+/// Blocks (`true`) or unblocks `signals` in the calling thread. Threads inherit the
+/// mask, so blocking before spawning helper threads and unblocking afterwards makes the
+/// calling thread the one the signals interrupt (e.g. in a blocking `waitpid`).
+pub fn set_blocked(signals: &[libc::c_int], blocked: bool) -> std::io::Result<()> {
+    // SAFETY: the set is initialized by sigemptyset before use; pthread_sigmask only
+    // changes this thread's mask.
+    let r = unsafe {
+        let mut set: libc::sigset_t = core::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for &s in signals {
+            libc::sigaddset(&mut set, s);
+        }
+        let how = if blocked {
+            libc::SIG_BLOCK
+        } else {
+            libc::SIG_UNBLOCK
+        };
+        libc::pthread_sigmask(how, &set, core::ptr::null_mut())
+    };
+    if r != 0 {
+        return Err(std::io::Error::from_raw_os_error(r));
+    }
+    Ok(())
+}

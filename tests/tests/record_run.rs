@@ -371,3 +371,40 @@ fn a_traced_program_killed_by_sigkill_keeps_what_it_recorded() {
     });
     assert!(refused, "the refused connect before SIGKILL was recovered");
 }
+
+#[test]
+fn sigint_stops_the_tree_including_daemons_then_the_trace_is_drained() {
+    if libtrace_or_skip("sigint_stops_the_tree").is_none() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("t");
+    let ready = tmp.path().join("ready");
+    // The main process and a daemon in its own session both sleep 30 s.
+    let script = format!(
+        "setsid sleep 30 & echo > {}; exec sleep 30",
+        ready.display()
+    );
+    let mut rec = Guarded::spawn(
+        Command::new(culprit())
+            .args(["record", "-o"])
+            .arg(&out)
+            .args(["--", "sh", "-c", &script])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped()),
+    );
+    assert!(wait_until(Duration::from_secs(30), || ready.exists()));
+    std::thread::sleep(Duration::from_millis(200));
+    // As a terminal's Ctrl-C: SIGINT to the foreground process group (culprit record
+    // and the main process, not the daemon, which left the group).
+    // SAFETY: kill(2) on the process group of our own child.
+    unsafe { libc::kill(-(rec.pid() as i32), libc::SIGINT) };
+    let st = rec
+        .wait_for(Duration::from_secs(20))
+        .expect("culprit record ends well before the 30 s sleeps");
+    assert_eq!(st.code(), Some(128 + libc::SIGINT), "{st}");
+    let mut err = String::new();
+    std::io::Read::read_to_string(rec.child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(err.contains("culprit: recorded"), "{err}");
+    assert_eq!(manifest(&out)["complete"], true);
+}

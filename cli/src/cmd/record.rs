@@ -224,8 +224,8 @@ fn record(
     // Fail before running anything if the output directory is unusable.
     reader::daemon::prepare_dir(pool, out, &command)?;
     reader::tree::become_subreaper().context("prctl(PR_SET_CHILD_SUBREAPER)")?;
-    reader::signals::install(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP])
-        .context("installing signal handlers")?;
+    const SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+    reader::signals::install(&SIGNALS).context("installing signal handlers")?;
     let opts = reader::ReaderOptions {
         workers: args.readers.max(1),
         command,
@@ -233,7 +233,11 @@ fn record(
     };
     let done = AtomicBool::new(false);
     std::thread::scope(|s| {
+        // The drain threads never take these signals: they must interrupt this thread's
+        // waitpid, so that they are passed on at once.
+        reader::signals::set_blocked(&SIGNALS, true)?;
         let drain = s.spawn(|| reader::run(pool, out, &opts, &done));
+        reader::signals::set_blocked(&SIGNALS, false)?;
         let mut cmd = std::process::Command::new(&args.cmd[0]);
         cmd.args(&args.cmd[1..])
             .env(
@@ -244,8 +248,8 @@ fn record(
         if let Some(v) = inject {
             cmd.env(bufpool::inject::INJECT_ENV, v);
         }
-        let spawned = cmd.spawn();
-        let end = match spawned {
+        // Exit status: the command's, or 127 (as a shell) when it cannot be started.
+        let end = match cmd.spawn() {
             Ok(child) => {
                 let main = child.id();
                 let mut interrupts = 0;
@@ -253,17 +257,22 @@ fn record(
                     interrupts += 1;
                     forward(sig, interrupts);
                 })
-                .map(Some)
+                .map(|end| end.main.shell_status())
                 .context("waiting for the traced processes")
             }
-            Err(e) => Err(anyhow::Error::new(e)
-                .context(format!("cannot run {}", args.cmd[0].to_string_lossy()))),
+            Err(e) => {
+                eprintln!(
+                    "culprit: error: cannot run {}: {e}",
+                    args.cmd[0].to_string_lossy()
+                );
+                Ok(127)
+            }
         };
         done.store(true, Ordering::Release);
         let report = drain
             .join()
             .map_err(|_| anyhow::anyhow!("the reader thread panicked"))?;
-        let end = end?.expect("wait_tree returned");
+        let status = end?;
         let saved_all = match report {
             Ok(rep) => {
                 print_summary(&rep, out);
@@ -277,7 +286,7 @@ fn record(
                 false
             }
         };
-        Ok((ExitCode::from(end.main.shell_status()), saved_all))
+        Ok((ExitCode::from(status), saved_all))
     })
 }
 
