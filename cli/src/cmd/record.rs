@@ -78,7 +78,8 @@ pub struct Args {
     pub out: Option<PathBuf>,
     #[command(flatten)]
     pub pool: PoolArgs,
-    /// Inject a fault (repeatable), e.g. `recv:short=3,nth=17` (see bufpool::inject).
+    /// Inject a fault (repeatable): FUNC[|FUNC…]:EFFECT[,KEY=VALUE…], e.g.
+    /// `recv:short=3,nth=17` or `read:errno=ECONNRESET,peer-port=7000,count=1`.
     #[arg(long = "inject", value_name = "SPEC")]
     pub inject: Vec<String>,
     /// Drain threads.
