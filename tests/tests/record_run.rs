@@ -220,8 +220,8 @@ int main(void) {
         int s = socket(AF_INET, SOCK_STREAM, 0);
         if (connect(s, (struct sockaddr *)&a, sizeof a)) { perror("connect"); _exit(2); }
         if (send(s, "hello", 5, 0) != 5) _exit(3);
-        char buf[16]; ssize_t n = recv(s, buf, sizeof buf, 0);
-        if (n != 3) _exit(4);
+        char buf[16]; size_t n = 0;
+        while (n < 3) { ssize_t r = recv(s, buf + n, sizeof buf - n, 0); if (r <= 0) _exit(4); n += r; }
         close(s);
         int r = socket(AF_INET, SOCK_STREAM, 0);
         if (connect(r, (struct sockaddr *)&c, sizeof c) == 0) _exit(5);
@@ -310,6 +310,7 @@ fn a_tcp_client_and_server_are_recorded_call_by_call() {
     assert_eq!((csend.len(), csend[0]["bytes"].as_u64()), (1, Some(5)));
     let crecv = exits(child, "recv");
     assert_eq!((crecv.len(), crecv[0]["bytes"].as_u64()), (1, Some(3)));
+    assert_eq!(r.stdout.trim_end(), format!("child {child} status 0"));
 
     let m = manifest(&out);
     let procs = m["processes"].as_array().unwrap();
@@ -407,4 +408,48 @@ fn sigint_stops_the_tree_including_daemons_then_the_trace_is_drained() {
     std::io::Read::read_to_string(rec.child.stderr.as_mut().unwrap(), &mut err).unwrap();
     assert!(err.contains("culprit: recorded"), "{err}");
     assert_eq!(manifest(&out)["complete"], true);
+}
+
+#[test]
+fn an_injected_short_read_is_recorded_with_its_rule() {
+    let prog = compile_c("tcp_pair", TCP_PAIR, &[]);
+    if !libtrace_records("an_injected_short_read") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("t");
+    let rule = "recv:short=2,count=1";
+    let r = record(&out, &["--inject", rule], &[prog.path.to_str().unwrap()]);
+    // Both sides loop until they have the whole message: the program still succeeds.
+    r.assert_success("tcp_pair with a short read injected");
+    let d = run_with_deadline(
+        Command::new(culprit()).args(["dump", "--json"]).arg(&out),
+        DEADLINE,
+    );
+    d.assert_success("dump");
+    let lines = parse_json_lines(&d.stdout);
+    let recvs: Vec<_> = lines
+        .iter()
+        .filter(|l| l["kind"] == "lib_exit" && l["name"] == "recv")
+        .collect();
+    let injected: Vec<_> = recvs
+        .iter()
+        .filter(|l| l.get("inject_rule").is_some())
+        .collect();
+    // One injection per process (count=1): the server's and the client's first recv.
+    assert_eq!(injected.len(), 2, "{recvs:?}");
+    for l in &injected {
+        assert_eq!(l["inject_rule"], 0);
+        assert_eq!(l["bytes"], 2, "{l}");
+    }
+    let total: u64 = recvs.iter().map(|l| l["bytes"].as_u64().unwrap_or(0)).sum();
+    assert_eq!(total, 5 + 3, "every byte still arrives");
+    let metas: Vec<_> = lines
+        .iter()
+        .filter(|l| l["kind"] == "meta_inject")
+        .collect();
+    assert_eq!(metas.len(), 2);
+    assert!(metas
+        .iter()
+        .all(|m| m["spec"] == rule && m["func"] == "recv"));
 }
