@@ -567,6 +567,8 @@ fn messages(n: usize) -> Vec<u8> {
 /// Every entry recorded, per process, each thread's entries in order.
 struct Trace {
     procs: BTreeMap<u32, Vec<Entry>>,
+    /// The pool's TSC calibration (to turn entry timestamps into durations).
+    calib: bufpool::Calibration,
 }
 
 impl Trace {
@@ -586,7 +588,10 @@ impl Trace {
         for (pid, _, _, e) in bufs {
             procs.entry(pid).or_default().extend(e);
         }
-        Trace { procs }
+        Trace {
+            procs,
+            calib: pool.info().calib,
+        }
     }
 
     fn pid_with_arg(&self, arg: &str) -> u32 {
@@ -654,6 +659,36 @@ impl Trace {
                 _ => None,
             })
             .collect()
+    }
+
+    /// For each call of `f` in a single-threaded process: the time from its `LibEnter` to
+    /// its `LibExit` entry (ns), and the `LibExit` options.
+    fn spans(&self, pid: u32, f: LibFn) -> Vec<(i128, LibOpts)> {
+        let mut open = None;
+        let mut v = Vec::new();
+        for e in &self.procs[&pid] {
+            if let Entry::Lib {
+                kind,
+                tsc,
+                func,
+                opts,
+                ..
+            } = e
+            {
+                if *func != f {
+                    continue;
+                }
+                match kind {
+                    Kind::LibEnter => open = Some(*tsc),
+                    _ => {
+                        let t0 = open.take().expect("LibExit after its LibEnter");
+                        let ns = self.calib.tsc_to_unix_ns(*tsc) - self.calib.tsc_to_unix_ns(t0);
+                        v.push((ns, **opts));
+                    }
+                }
+            }
+        }
+        v
     }
 
     /// `(pid, function, options)` of every `LibExit` entry that carries the inject option.
@@ -1090,6 +1125,13 @@ fn delay_with_probability_is_deterministic_across_runs() {
             assert_eq!(received(&o.reads()), messages(200));
             let lf = LibFn::from_name(f).unwrap();
             let calls = injected_send_calls(&o, lf);
+            // The traced call spans the delay (a generous bound: the TSC calibration of
+            // a test pool is short).
+            for (ns, e) in o.trace.spans(o.client_pid(), lf) {
+                if e.inject.is_some() {
+                    assert!(ns >= 18_000_000, "traced delayed call lasted {ns} ns");
+                }
+            }
             let inj = o.trace.injections(o.client_pid());
             assert_eq!(inj.len(), calls.len());
             assert!(inj

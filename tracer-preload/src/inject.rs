@@ -20,7 +20,7 @@
 //! | `errno=E`   | `before`: call not made      | -1, errno E                                         |
 //! | `eof`       | `before`: call not made      | 0; nothing consumed                                 |
 //! | `close`     | `before`: `shutdown(fd, SHUT_RDWR)` for real, call not made | -1, `ECONNRESET`; the fd stays open (the program's own `close` works), the peer sees end of stream, later calls fail as the kernel decides (`EPIPE` on send, 0 on receive) |
-//! | `delay=D`   | `before`: sleeps D           | the real result, D later                            |
+//! | `delay=D`   | sleeps D, then the real call (data calls sleep after `LibEnter` is recorded, so the traced call spans the delay) | the real result, D later |
 //! | `short=N`   | real call with `min(N, len)` bytes | at most N bytes moved; unread bytes stay in the socket, unsent ones are not sent |
 //! | `corrupt=N` | `after`: XOR 0xff            | the first `min(N, ret)` returned bytes inverted     |
 //!
@@ -242,7 +242,11 @@ pub fn before(call: &CallInfo) -> Option<Forced> {
             forced(-1, libc::ECONNRESET)
         }
         Effect::Delay(ns) => {
-            sleep_ns(ns);
+            // Data calls sleep in `limit`, which `data_call` runs after recording
+            // `LibEnter`, so the traced call spans the delay; the others sleep here.
+            if !is_data(call.func) {
+                sleep_ns(ns);
+            }
             call.pending.set(Some(p));
             None
         }
@@ -253,7 +257,8 @@ pub fn before(call: &CallInfo) -> Option<Forced> {
     }
 }
 
-/// The byte count the real call may move (`usize::MAX`: no limit).
+/// Called by `data_call` right before the real call: the byte count the real call may
+/// move (`usize::MAX`: no limit). A pending `delay` of a data call sleeps here.
 #[inline]
 pub fn limit(call: &CallInfo) -> usize {
     match call.pending.get() {
@@ -261,8 +266,20 @@ pub fn limit(call: &CallInfo) -> usize {
             effect: Effect::Short(n),
             ..
         }) => usize::try_from(n).unwrap_or(usize::MAX),
+        Some(Pending {
+            effect: Effect::Delay(ns),
+            ..
+        }) => {
+            sleep_ns(ns);
+            usize::MAX
+        }
         _ => usize::MAX,
     }
+}
+
+/// The calls that go through `wrap::seam::data_call` (and so through [`limit`]).
+fn is_data(f: LibFn) -> bool {
+    bufpool::inject::RECEIVE_FNS.contains(&f) || bufpool::inject::SEND_FNS.contains(&f)
 }
 
 /// Called after the real call; returns the rule id if an injection concerned it.

@@ -88,7 +88,8 @@
 //!
 //! See [`Effect`] for exactly what each does to the call and which functions it applies to
 //! (`short`, `close` to receives and sends; `eof`, `corrupt` to receives; `errno` and
-//! `delay` also to socket setup and event-wait calls).
+//! `delay` also to `accept`, `accept4`, `connect` and the event waits `select`,
+//! `pselect`, `poll`, `ppoll`, `epoll_wait`, `epoll_pwait`; `delay` also to `close`).
 
 mod errno;
 mod process;
@@ -107,11 +108,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 pub const HELP: &str = "\
 Fault injection: --inject FUNC[|FUNC...]:EFFECT[,KEY=VALUE...] (repeatable)
 
-FUNC    a wrapped libc function: recv recvfrom recvmsg read readv send sendto
-        sendmsg write writev (read/write/readv/writev on sockets only), socket
-        socketpair bind listen accept accept4 connect shutdown getsockopt close
-        select pselect poll ppoll epoll_wait epoll_pwait epoll_pwait2 epoll_ctl
-        sendmmsg recvmmsg
+FUNC    recv recvfrom recvmsg read readv send sendto sendmsg write writev
+        (read, write, readv, writev on sockets only), accept accept4 connect
+        select pselect poll ppoll epoll_wait epoll_pwait, close (delay only)
 EFFECT  short=N        move at most N bytes (receives and sends; unread bytes
                        stay in the socket, unsent ones are not sent)
         errno=NAME     fail with -1 and that errno, without making the call
