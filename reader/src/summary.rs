@@ -65,12 +65,9 @@ pub fn summarize(trace: &TraceDir) -> Result<Summary> {
                                 }
                                 .into();
                                 p.ppid = r.ppid;
-                            } else if r.reason == ProcReason::Exec {
-                                p.execs += 1;
                             }
-                            if r.reason == ProcReason::Exec && p.origin == "exec" && p.execs == 0 {
-                                // The first record seen was already an exec's.
-                                p.execs = 1;
+                            if r.reason == ProcReason::Exec {
+                                p.execs += 1;
                             }
                             p.exe = String::from_utf8_lossy(&r.exe).into_owned();
                             p.argv = r

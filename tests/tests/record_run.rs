@@ -453,3 +453,28 @@ fn an_injected_short_read_is_recorded_with_its_rule() {
         .iter()
         .all(|m| m["spec"] == rule && m["func"] == "recv"));
 }
+
+#[test]
+fn the_manifest_lists_processes_with_their_fork_and_exec_links() {
+    if !libtrace_records("the_manifest_lists_processes") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("t");
+    // sh forks a child, which execs sh, which execs true.
+    record(&out, &[], &["sh", "-c", "sh -c 'exec true'; true"]).assert_success("record");
+    let m = manifest(&out);
+    let procs = m["processes"].as_array().unwrap();
+    assert_eq!(procs.len(), 2, "{procs:?}");
+    let by_origin = |o: &str| procs.iter().find(|p| p["origin"] == o).unwrap();
+    let (parent, child) = (by_origin("start"), by_origin("fork"));
+    assert_eq!(parent["origin"], "start");
+    assert_eq!(parent["argv"][0], "sh");
+    assert_eq!(child["origin"], "fork");
+    assert_eq!(child["ppid"], parent["pid"]);
+    assert_eq!(child["execs"], 2);
+    assert!(child["exe"].as_str().unwrap().ends_with("/true"), "{child}");
+    assert_eq!(child["argv"], serde_json::json!(["true"]));
+    assert_eq!(m["totals"]["processes"], 2);
+    assert_eq!(m["totals"]["lost"], 0);
+}
