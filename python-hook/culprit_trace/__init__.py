@@ -87,6 +87,7 @@ def _prepare():
             return False
         if mode() == "profile":
             _native.wrap_threads(_thread, sys.modules.get("threading"))
+            _native.wrap_sys(sys)
         _hide_own_code()
         _backend = "native"
         return True

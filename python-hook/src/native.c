@@ -119,11 +119,19 @@ typedef struct {
     unsigned long long events; /* events seen (statistics) */
     const void *boundary;      /* the frame call_traced was called from: calls made by it
                                   are recorded as roots (site 0), as if made from C */
+    PyObject *chained;         /* the program's own sys.setprofile function, called after
+                                  recording each event (NULL: none) */
 } ThreadState;
+
+static void thread_state_dealloc(PyObject *o) {
+    Py_CLEAR(((ThreadState *)o)->chained);
+    PyObject_Free(o);
+}
 
 static PyTypeObject ThreadStateType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "culprit_trace._native.ThreadState",
     .tp_basicsize = sizeof(ThreadState),
+    .tp_dealloc = thread_state_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Per-thread state of the Culprit profile callback.",
     .tp_new = NULL,
@@ -482,8 +490,7 @@ static uint64_t site_of_frame(PyFrameObject *f) {
 
 /* ---- the callback ----------------------------------------------------------------- */
 
-static int profile_cb(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg) {
-    ThreadState *st = (ThreadState *)obj;
+static inline int record_event(ThreadState *st, PyFrameObject *frame, int what, PyObject *arg) {
     st->events++;
     if (lt.global_enabled != NULL && !__atomic_load_n(lt.global_enabled, __ATOMIC_RELAXED)) return 0;
 #if CULPRIT_PY311
@@ -565,6 +572,32 @@ static int profile_cb(PyObject *obj, PyFrameObject *frame, int what, PyObject *a
     default:
         break;
     }
+    return 0;
+}
+
+/* Event names a Python profile function receives, by PyTrace_* value. */
+static PyObject *g_event_names[8];
+
+/* Calls the program's own profile function as CPython's profile_trampoline would: an
+ * exception it raises propagates into the program and removes it (not this callback). */
+static int call_chained(ThreadState *st, PyFrameObject *frame, int what, PyObject *arg) {
+    if (what < 0 || what > 7 || g_event_names[what] == NULL) return 0;
+    PyObject *f = st->chained;
+    Py_INCREF(f);
+    PyObject *r = PyObject_CallFunctionObjArgs(f, (PyObject *)frame, g_event_names[what], arg ? arg : Py_None, NULL);
+    Py_DECREF(f);
+    if (r == NULL) {
+        Py_CLEAR(st->chained);
+        return -1;
+    }
+    Py_DECREF(r);
+    return 0;
+}
+
+static int profile_cb(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg) {
+    ThreadState *st = (ThreadState *)obj;
+    record_event(st, frame, what, arg);
+    if (st->chained != NULL) return call_chained(st, frame, what, arg);
     return 0;
 }
 
@@ -701,6 +734,89 @@ static PyObject *m_hide(PyObject *self, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
+
+/* ---- the program's own sys.setprofile ---------------------------------------------
+ * The profile slot of a thread is single. So that a program (or threading.setprofile)
+ * setting its own profile function keeps both working, the shim replaces sys.setprofile
+ * and sys.getprofile: on a traced thread the function is called by profile_cb after each
+ * event (exactly the events and arguments CPython would give it); elsewhere the real
+ * functions run. */
+static PyObject *g_orig_setprofile, *g_orig_getprofile;
+
+static PyObject *sys_setprofile(PyObject *self, PyObject *func) {
+    PyThreadState *ts = PyThreadState_Get();
+    if (ts->c_profilefunc != profile_cb || ts->c_profileobj == NULL)
+        return PyObject_CallOneArg(g_orig_setprofile, func);
+    if (PySys_Audit("sys.setprofile", NULL) < 0) return NULL;
+    ThreadState *st = (ThreadState *)ts->c_profileobj;
+    PyObject *old = st->chained;
+    if (func == Py_None) {
+        st->chained = NULL;
+    } else {
+        Py_INCREF(func);
+        st->chained = func;
+    }
+    Py_XDECREF(old);
+    Py_RETURN_NONE;
+}
+
+static PyObject *sys_getprofile(PyObject *self, PyObject *noargs) {
+    PyThreadState *ts = PyThreadState_Get();
+    if (ts->c_profilefunc != profile_cb || ts->c_profileobj == NULL) return PyObject_CallNoArgs(g_orig_getprofile);
+    PyObject *f = ((ThreadState *)ts->c_profileobj)->chained;
+    if (f == NULL) Py_RETURN_NONE;
+    Py_INCREF(f);
+    return f;
+}
+
+static PyMethodDef sys_setprofile_def = {"setprofile", sys_setprofile, METH_O,
+                                         "setprofile(function)\n\nSet the profiling function (kept working "
+                                         "alongside Culprit's tracer)."};
+static PyMethodDef sys_getprofile_def = {"getprofile", sys_getprofile, METH_NOARGS,
+                                         "getprofile()\n\nReturn the profiling function set with setprofile()."};
+
+PyDoc_STRVAR(wrap_sys_doc, "wrap_sys(sys_module) -> bool\n\nReplaces sys.setprofile and sys.getprofile (see the source).");
+static PyObject *m_wrap_sys(PyObject *self, PyObject *sys) {
+    if (g_orig_setprofile != NULL) Py_RETURN_FALSE;
+    PyObject *os = PyObject_GetAttrString(sys, "setprofile");
+    PyObject *og = os ? PyObject_GetAttrString(sys, "getprofile") : NULL;
+    PyObject *name = og ? PyUnicode_FromString("sys") : NULL;
+    PyObject *ns = name ? PyCFunction_NewEx(&sys_setprofile_def, NULL, name) : NULL;
+    PyObject *ng = ns ? PyCFunction_NewEx(&sys_getprofile_def, NULL, name) : NULL;
+    Py_XDECREF(name);
+    if (ng == NULL || PyObject_SetAttrString(sys, "setprofile", ns) < 0 ||
+        PyObject_SetAttrString(sys, "getprofile", ng) < 0) {
+        Py_XDECREF(os);
+        Py_XDECREF(og);
+        Py_XDECREF(ns);
+        Py_XDECREF(ng);
+        return NULL;
+    }
+    g_orig_setprofile = os;
+    g_orig_getprofile = og;
+    Py_DECREF(ns);
+    Py_DECREF(ng);
+    Py_RETURN_TRUE;
+}
+
+
+/* Removes the callback from this thread; a profile function the program set meanwhile is
+ * installed in its place, as sys.setprofile would have. */
+static void uninstall_here(void) {
+    PyThreadState *ts = PyThreadState_Get();
+    if (ts->c_profilefunc != profile_cb) return;
+    ThreadState *st = (ThreadState *)ts->c_profileobj;
+    PyObject *chained = st ? st->chained : NULL;
+    Py_XINCREF(chained);
+    PyEval_SetProfile(NULL, NULL);
+    if (chained != NULL) {
+        PyObject *r = g_orig_setprofile ? PyObject_CallOneArg(g_orig_setprofile, chained) : NULL;
+        if (r == NULL) PyErr_Clear();
+        Py_XDECREF(r);
+        Py_DECREF(chained);
+    }
+}
+
 /* ---- threads ------------------------------------------------------------------------
  * CPython 3.11 has no PyEval_SetProfileAllThreads: a new thread gets the callback from
  * _thread.start_new_thread, which the shim replaces by start_new_thread below. It runs
@@ -833,7 +949,10 @@ static PyObject *m_call_traced(PyObject *self, PyObject *args) {
     st->boundary = cur;
 #endif
     PyObject *res = PyObject_Call(func, fargs, NULL);
-    if (ts->c_profilefunc == profile_cb) PyEval_SetProfile(NULL, NULL);
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    uninstall_here();
+    PyErr_Restore(et, ev, tb);
     return res;
 }
 
@@ -878,6 +997,14 @@ static PyObject *m_start(PyObject *self, PyObject *noargs) {
     st->depth = 0;
     st->events = 0;
     st->boundary = NULL;
+    st->chained = NULL;
+    /* A profile function set with sys.setprofile before (its object is what
+     * sys.getprofile returns) keeps being called, after our recording. */
+    if (ts->c_profilefunc != NULL && ts->c_profileobj != NULL && PyCallable_Check(ts->c_profileobj) &&
+        !PyObject_TypeCheck(ts->c_profileobj, &ThreadStateType)) {
+        Py_INCREF(ts->c_profileobj);
+        st->chained = ts->c_profileobj;
+    }
     PyEval_SetProfile(profile_cb, (PyObject *)st);
     Py_DECREF(st); /* the thread state holds the reference */
     Py_RETURN_TRUE;
@@ -885,8 +1012,7 @@ static PyObject *m_start(PyObject *self, PyObject *noargs) {
 
 PyDoc_STRVAR(stop_doc, "stop()\n\nRemoves the callback from the calling thread if it is installed.");
 static PyObject *m_stop(PyObject *self, PyObject *noargs) {
-    PyThreadState *ts = PyThreadState_Get();
-    if (ts->c_profilefunc == profile_cb) PyEval_SetProfile(NULL, NULL);
+    uninstall_here();
     Py_RETURN_NONE;
 }
 
@@ -925,6 +1051,7 @@ static PyMethodDef methods[] = {
     {"start_frames", m_start_frames, METH_NOARGS, start_frames_doc},
     {"stop_frames", m_stop_frames, METH_NOARGS, stop_frames_doc},
     {"hide", m_hide, METH_O, hide_doc},
+    {"wrap_sys", m_wrap_sys, METH_O, wrap_sys_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -941,6 +1068,9 @@ PyMODINIT_FUNC PyInit__native(void) {
         pthread_atfork(NULL, NULL, after_fork_child);
         atfork_done = 1;
     }
+    static const char *names[8] = {"call", "exception", "line", "return", "c_call", "c_exception", "c_return", "opcode"};
+    for (int i = 0; i < 8; i++)
+        if (g_event_names[i] == NULL && (g_event_names[i] = PyUnicode_InternFromString(names[i])) == NULL) return NULL;
     PyObject *m = PyModule_Create(&moduledef);
     if (m == NULL) return NULL;
     if (PyModule_AddIntConstant(m, "PY311_INTERNALS", CULPRIT_PY311) < 0) return NULL;

@@ -682,3 +682,72 @@ fn without_libtrace_the_shim_says_why_and_runs_nothing() {
     r.assert_success("plain python3 with the shim installed");
     assert_eq!(r.stdout.trim(), "False");
 }
+
+/// A program using `sys.setprofile` / `threading.setprofile` itself (and a profile
+/// function that raises): it sees exactly what it sees without the shim, and the shim
+/// records on.
+const OWN_PROFILER: &str = r#"
+import sys, threading
+seen = []
+def prof(frame, event, arg):
+    if frame.f_code.co_name in ("work", "inner") or event.startswith("c_") and getattr(arg, "__name__", "") == "abs":
+        seen.append((threading.current_thread().name, event, frame.f_code.co_name))
+def inner(x):
+    return abs(x)
+def work():
+    return inner(-1)
+def boom(frame, event, arg):
+    if event == "call" and frame.f_code.co_name == "inner":
+        raise RuntimeError("profiler failed")
+sys.setprofile(prof)
+print(sys.getprofile() is prof)
+work()
+threading.setprofile(prof)
+t = threading.Thread(target=work, name="T"); t.start(); t.join()
+sys.setprofile(None)
+print(sys.getprofile())
+work()
+sys.setprofile(boom)
+try:
+    work()
+except RuntimeError as e:
+    print("raised:", e, sys.getprofile())
+work()
+for s in seen:
+    print(s)
+"#;
+
+#[test]
+fn the_programs_own_profile_function_keeps_working() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("prof.py"), OWN_PROFILER).unwrap();
+    let mut c = Command::new("python3");
+    c.current_dir(dir.path()).arg("prof.py");
+    let plain = tests::run_with_deadline(&mut c, Duration::from_secs(30));
+    plain.assert_success("plain prof.py");
+    assert!(
+        plain.stdout.contains("raised: profiler failed None"),
+        "{}",
+        plain.stdout
+    );
+    for b in backends() {
+        let (r, t) = traced(b, dir.path(), &["prof.py"], true);
+        r.assert_success(&format!("{b:?} prof.py"));
+        assert_eq!(
+            r.stdout, plain.stdout,
+            "{b:?}: what the program's profiler saw"
+        );
+        let keep = |n: &str| n == "__main__.work";
+        let per_thread: Vec<usize> = t
+            .streams
+            .keys()
+            .map(|&k| t.render(k, &keep).len())
+            .filter(|&n| n > 0)
+            .collect();
+        // Main thread: work() 4 times (call + return or exception + unwind each, the third
+        // one raising); thread T: once.
+        let mut got = per_thread.clone();
+        got.sort();
+        assert_eq!(got, vec![2, 9], "{b:?}: {per_thread:?}");
+    }
+}
