@@ -478,3 +478,50 @@ fn the_manifest_lists_processes_with_their_fork_and_exec_links() {
     assert_eq!(m["totals"]["processes"], 2);
     assert_eq!(m["totals"]["lost"], 0);
 }
+
+#[test]
+fn a_standalone_reader_records_a_daemon_started_by_hand() {
+    if !libtrace_records("a_standalone_reader") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let pool = tmp.path().join("by-hand.pool");
+    let out = tmp.path().join("t");
+    let mut r = Guarded::spawn(
+        Command::new(culprit())
+            .args(["reader", "--create", "--pool"])
+            .arg(&pool)
+            .arg("-o")
+            .arg(&out)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null()),
+    );
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(r.child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    // Start "the daemon" the way a user would, with the printed variables.
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", "echo started"]);
+    for kv in line.split_whitespace() {
+        let (k, v) = kv.split_once('=').unwrap();
+        cmd.env(k, v);
+    }
+    let d = run_with_deadline(&mut cmd, DEADLINE);
+    d.assert_success("the hand-started program");
+    assert_eq!(d.stdout, "started\n");
+    let st = r
+        .wait_for(Duration::from_secs(30))
+        .expect("the reader stops once the traced program is gone");
+    assert!(st.success(), "{st}");
+    let m = manifest(&out);
+    assert_eq!(m["complete"], true);
+    assert_eq!(m["totals"]["processes"], 1, "{m}");
+    assert_eq!(
+        m["processes"][0]["argv"],
+        serde_json::json!(["sh", "-c", "echo started"])
+    );
+    assert!(!pool.exists());
+}
