@@ -86,9 +86,10 @@ fn collect(dir: &Path) -> (TraceDir, BTreeMap<u64, Seen>) {
 fn check_exactly_once(by_id: &BTreeMap<u64, Seen>, ids: &[u64], count: u64, unreported: u64) {
     let mut lost_total = 0;
     for id in ids {
-        let s = by_id
-            .get(id)
-            .unwrap_or_else(|| panic!("writer {id}: nothing recorded"));
+        // A thread that ran only while the pool was full recorded nothing; its drops
+        // are then all in the pool's `lost_unreported`.
+        let none = Seen::default();
+        let s = by_id.get(id).unwrap_or(&none);
         assert!(
             s.callers.windows(2).all(|w| w[0] < w[1]),
             "writer {id}: entries duplicated or out of order"
