@@ -452,6 +452,21 @@ fn two_reader_processes_share_one_directory() {
             )
         })
         .collect();
+    // Both readers have the pool mapped (they are draining) before the writers start.
+    let t0 = Instant::now();
+    for r in &readers {
+        let maps = format!("/proc/{}/maps", r.id());
+        while !std::fs::read_to_string(&maps)
+            .unwrap_or_default()
+            .contains(&pool.path().display().to_string())
+        {
+            assert!(
+                t0.elapsed() < Duration::from_secs(30),
+                "reader never started"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
     let count = 20_000u64;
     let mut ws: Vec<Child> = (1..=2u64)
         .map(|id| {
