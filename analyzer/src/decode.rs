@@ -13,7 +13,8 @@
 
 use crate::error::{Error, Result};
 use bufpool::format::{
-    self, encode_fn, encode_lib, encode_meta, encode_ret, Kind, LibFn, LibOpts, Meta, META_BUF,
+    self, encode_fn, encode_lib, encode_meta, encode_ret, Addr, Kind, LibFn, LibOpts, Meta,
+    META_BUF,
 };
 use bufpool::Calibration;
 use std::path::{Path, PathBuf};
@@ -258,7 +259,7 @@ pub enum Event {
 }
 
 /// A `LibEnter` or `LibExit` entry.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct LibEvent {
     /// TSC.
     pub tsc: u64,
@@ -268,8 +269,144 @@ pub struct LibEvent {
     pub site: u64,
     /// The function.
     pub func: LibFn,
-    /// Arguments and results.
-    pub opts: LibOpts,
+    /// Arguments and results the analyzer uses.
+    pub opts: CallOpts,
+}
+
+/// The options of a library entry the analyzer needs, parsed without building a whole
+/// [`LibOpts`] (which carries buffers for addresses, stacks and strings): scalars always;
+/// addresses and the native stack only for descriptor-creating calls
+/// ([`crate::connections::is_tracked`]) — the rare ones.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CallOpts {
+    /// fd argument.
+    pub fd: Option<i32>,
+    /// Second fd.
+    pub fd2: Option<i32>,
+    /// Requested length.
+    pub len: Option<u64>,
+    /// Return value.
+    pub ret: Option<i64>,
+    /// errno.
+    pub errno: Option<i32>,
+    /// Flags / command argument.
+    pub flags: Option<u32>,
+    /// Fault-injection rule.
+    pub inject: Option<u32>,
+    /// Whether the fd is a socket.
+    pub is_socket: Option<bool>,
+    /// Addresses and stack (descriptor-creating calls only).
+    pub extra: Option<Box<CallExtra>>,
+}
+
+/// The rarely needed options of a call.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CallExtra {
+    /// Local address.
+    pub local: Option<Addr>,
+    /// Peer address.
+    pub peer: Option<Addr>,
+    /// Native call stack.
+    pub stack: Vec<u64>,
+}
+
+impl CallOpts {
+    /// From fully parsed options.
+    pub fn from_lib_opts(o: &LibOpts, extra: bool) -> CallOpts {
+        CallOpts {
+            fd: o.fd,
+            fd2: o.fd2,
+            len: o.len,
+            ret: o.ret,
+            errno: o.errno,
+            flags: o.flags,
+            inject: o.inject,
+            is_socket: o.is_socket,
+            extra: extra.then(|| {
+                Box::new(CallExtra {
+                    local: o.local,
+                    peer: o.peer,
+                    stack: o.stack().to_vec(),
+                })
+            }),
+        }
+    }
+
+    /// Local address, if recorded.
+    pub fn local(&self) -> Option<Addr> {
+        self.extra.as_ref().and_then(|x| x.local)
+    }
+
+    /// Peer address, if recorded.
+    pub fn peer(&self) -> Option<Addr> {
+        self.extra.as_ref().and_then(|x| x.peer)
+    }
+
+    /// Native call stack (empty if not recorded).
+    pub fn stack(&self) -> &[u64] {
+        self.extra.as_ref().map_or(&[], |x| &x.stack)
+    }
+
+    /// Parses the scalar options of a block; None if the block has anything else (or is
+    /// malformed), in which case the caller parses it fully.
+    #[inline]
+    fn parse_scalars(b: &[u8]) -> Option<CallOpts> {
+        let mut o = CallOpts::default();
+        let mut p = 0usize;
+        let get = |p: usize, n: usize| b.get(p..p + n);
+        while p < b.len() {
+            let tag = b[p];
+            p += 1;
+            match tag {
+                0x01 | 0x02 | 0x05 | 0x06 | 0x0e => {
+                    let v = u32::from_le_bytes(get(p, 4)?.try_into().ok()?);
+                    p += 4;
+                    match tag {
+                        0x01 => o.fd = Some(v as i32),
+                        0x02 => o.fd2 = Some(v as i32),
+                        0x05 => o.errno = Some(v as i32),
+                        0x06 => o.flags = Some(v),
+                        _ => o.inject = Some(v),
+                    }
+                }
+                0x03 | 0x04 | 0x0c | 0x0d => {
+                    let v = u64::from_le_bytes(get(p, 8)?.try_into().ok()?);
+                    p += 8;
+                    match tag {
+                        0x03 => o.len = Some(v),
+                        0x04 => o.ret = Some(v as i64),
+                        _ => {}
+                    }
+                }
+                0x0f => {
+                    let v = *b.get(p)?;
+                    if v > 1 {
+                        return None;
+                    }
+                    o.is_socket = Some(v == 1);
+                    p += 1;
+                }
+                0x09 => {
+                    // Ready set: flags, n, n × 6 bytes; not used by the analyzer.
+                    let h = get(p, 2)?;
+                    if h[0] > 1 || h[1] as usize > bufpool::format::MAX_READY_ITEMS {
+                        return None;
+                    }
+                    let n = 2 + h[1] as usize * 6;
+                    get(p, n)?;
+                    p += n;
+                }
+                0x0b => {
+                    // A string (exec path): not used by the analyzer.
+                    let n = *b.get(p)? as usize;
+                    get(p + 1, n)?;
+                    p += 1 + n;
+                }
+                _ => return None,
+            }
+        }
+        Some(o)
+    }
 }
 
 impl Event {
@@ -419,16 +556,24 @@ pub fn convert(e: &format::EntryRef<'_>) -> std::result::Result<Event, format::D
             code: e.callee,
             exc_type: e.caller,
         },
-        Kind::LibEnter | Kind::LibExit => Event::Lib(LibEvent {
-            tsc,
-            exit: e.kind == Kind::LibExit,
-            site: e.caller,
-            func: e.lib_fn().ok_or(format::DecodeError {
+        Kind::LibEnter | Kind::LibExit => {
+            let func = e.lib_fn().ok_or(format::DecodeError {
                 offset: e.offset,
                 kind: format::DecodeErrorKind::UnknownLibFn(e.callee),
-            })?,
-            opts: e.opts()?,
-        }),
+            })?;
+            let tracked = crate::connections::is_tracked(func);
+            let opts = match (tracked, CallOpts::parse_scalars(e.body)) {
+                (false, Some(o)) => o,
+                _ => CallOpts::from_lib_opts(&e.opts()?, tracked),
+            };
+            Event::Lib(LibEvent {
+                tsc,
+                exit: e.kind == Kind::LibExit,
+                site: e.caller,
+                func,
+                opts,
+            })
+        }
         Kind::Lost => Event::Lost { tsc, count: e.lost },
         _ => match e.meta()? {
             Some(meta) => Event::Meta { tsc, meta },

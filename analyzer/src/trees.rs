@@ -13,8 +13,9 @@
 //! normal one — hence outcome-aware nodes. See `analyzer/MODEL.md` for the measurement that
 //! chose the default.
 
+use crate::decode::CallOpts;
 use crate::hash::{mix, IdMap};
-use bufpool::format::{LibFn, LibOpts};
+use bufpool::format::LibFn;
 use serde::{Deserialize, Serialize};
 
 /// The id of every tree's (virtual) root.
@@ -71,7 +72,7 @@ pub enum Outcome {
 
 impl Outcome {
     /// The outcome of a returned library call.
-    pub fn of(func: LibFn, o: &LibOpts) -> Outcome {
+    pub fn of(func: LibFn, o: &CallOpts) -> Outcome {
         if let Some(e) = o.errno {
             if o.ret.map_or(true, |r| r < 0) {
                 return Outcome::Errno(e);
@@ -298,7 +299,7 @@ mod tests {
 
     #[test]
     fn outcomes() {
-        let o = |ret: i64, len: u64, errno: Option<i32>| LibOpts {
+        let o = |ret: i64, len: u64, errno: Option<i32>| CallOpts {
             ret: Some(ret),
             len: Some(len),
             errno,

@@ -278,24 +278,19 @@ fn is_exit(f: LibFn) -> bool {
 
 /// Merges the entry's arguments into the exit (fd and length are often only on the entry).
 fn merge_enter(enter: &LibEvent, exit: &mut LibEvent) {
-    if exit.opts.fd.is_none() {
-        exit.opts.fd = enter.opts.fd;
-    }
-    if exit.opts.len.is_none() {
-        exit.opts.len = enter.opts.len;
-    }
-    if exit.opts.fd2.is_none() {
-        exit.opts.fd2 = enter.opts.fd2;
-    }
-    if exit.opts.flags.is_none() {
-        exit.opts.flags = enter.opts.flags;
-    }
-    if exit.opts.stack_len == 0 && enter.opts.stack_len > 0 {
-        exit.opts.stack = enter.opts.stack;
-        exit.opts.stack_len = enter.opts.stack_len;
-    }
-    if exit.opts.is_socket.is_none() {
-        exit.opts.is_socket = enter.opts.is_socket;
+    let (e, x) = (&enter.opts, &mut exit.opts);
+    x.fd = x.fd.or(e.fd);
+    x.len = x.len.or(e.len);
+    x.fd2 = x.fd2.or(e.fd2);
+    x.flags = x.flags.or(e.flags);
+    x.is_socket = x.is_socket.or(e.is_socket);
+    if let Some(ee) = &e.extra {
+        let xx = x.extra.get_or_insert_with(Default::default);
+        if xx.stack.is_empty() {
+            xx.stack = ee.stack.clone();
+        }
+        xx.local = xx.local.or(ee.local);
+        xx.peer = xx.peer.or(ee.peer);
     }
 }
 
@@ -315,10 +310,10 @@ fn for_each_paired(
                 if is_exit(l.func) || l.func.is_exec() {
                     on_call(l, Outcome::Unfinished);
                 } else {
-                    pending = Some(*l);
+                    pending = Some(l.clone());
                 }
             } else {
-                let mut ev = *l;
+                let mut ev = l.clone();
                 if let Some(p) = pending.take() {
                     if p.func == l.func {
                         merge_enter(&p, &mut ev);
@@ -516,11 +511,11 @@ pub fn scan_process(p: &ProcessTrace) -> Result<ProcessScan> {
                             ret: l.opts.ret,
                             flags: l.opts.flags,
                             stack: 0,
-                            local: l.opts.local,
-                            peer: l.opts.peer,
+                            local: l.opts.local(),
+                            peer: l.opts.peer(),
                         },
                         frames: frames.iter().map(|f| (f.kind, f.site, f.callee)).collect(),
-                        ev: *l,
+                        ev: l.clone(),
                     });
                 }
             },
