@@ -15,7 +15,7 @@
 
 use crate::record::{self, with_thread};
 use crate::{envp, global, real, sysx, tls};
-use bufpool::format::ProcReason;
+use bufpool::format::{encode_meta, Kind, ProcReason, META_BUF, TSC_MASK};
 use bufpool::layout::FLAG_PROCESS_EXIT;
 use core::ffi::{c_char, c_int, c_void};
 use core::sync::atomic::{AtomicU32, Ordering};
@@ -112,6 +112,13 @@ fn start(envp_ptr: *const *const c_char) {
     let pid = bufpool::sys::getpid();
     let ticks = bufpool::sys::proc_stat(pid).map_or(0, |s| s.2);
     global::set_identity(pid, ticks);
+    // The C hooks read their settings with relaxed loads: configure before enabling.
+    let hooks = gcc_hooks::install_from_env();
+    for w in &hooks.warnings {
+        sysx::write_all(2, format!("culprit: {w}\n").as_bytes());
+    }
+    let mut filter = [0u8; META_BUF];
+    let filter_len = encode_meta(0, &hooks.meta(), &mut filter);
     global::enable(pool);
     let reason = if envp::exec_pid() == pid as u64 {
         ProcReason::Exec
@@ -124,6 +131,10 @@ fn start(envp_ptr: *const *const c_char) {
             record::emit_thread(t, pool);
             record::emit_clock(t, pool);
             record::emit_maps(t, pool);
+            // Stamp the filter record now (it was encoded before recording started).
+            let head = ((bufpool::sys::rdtsc() & TSC_MASK) << 8) | Kind::MetaFilter as u64;
+            filter[..8].copy_from_slice(&head.to_le_bytes());
+            record::append(t, pool, &filter[..filter_len]);
         }
     });
 }

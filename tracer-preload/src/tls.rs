@@ -1,10 +1,10 @@
 //! The calling thread's tracer state (`struct culprit_thread` of `culprit.h`) and the
 //! reentrancy guard around everything the tracer does on a thread.
 //!
-//! The state lives in initial-exec TLS defined in C by gcc-hooks (so the
-//! `-finstrument-functions` hooks reach it without a call); Rust reaches it through
-//! `culprit_thread_state()`. With the `rust-tls` feature the state is defined here
-//! instead (used until the C definition is linked in).
+//! The state lives in initial-exec TLS defined in C by gcc-hooks (`culprit_tls`, so the
+//! `-finstrument-functions` hooks reach it without a call); the exported
+//! `culprit_thread_state()` is gcc-hooks' too. The Rust side computes the same address
+//! inline ([`state`]): the wrappers reach it twice per call.
 
 use bufpool::WriterState;
 use core::sync::atomic::{compiler_fence, Ordering};
@@ -35,48 +35,32 @@ pub struct CulpritThread {
 const _: () = assert!(core::mem::size_of::<CulpritThread>() == 96);
 const _: () = assert!(core::mem::offset_of!(CulpritThread, busy) == 80);
 
-#[cfg(not(feature = "rust-tls"))]
 extern "C" {
-    /// Defined in C by gcc-hooks: the address of the calling thread's state.
-    fn culprit_thread_state() -> *mut CulpritThread;
+    /// `culprit_tls` (gcc-hooks/c/hooks.c): hidden, initial-exec TLS in this library.
+    /// Only its address is used, through the `asm!` below.
+    static culprit_tls: CulpritThread;
 }
 
-#[cfg(feature = "rust-tls")]
-mod rust_tls {
-    use super::CulpritThread;
-    use core::cell::UnsafeCell;
-
-    thread_local! {
-        // `const` initializer and no Drop: no lazy-init flag, no destructor registration,
-        // so reaching it never allocates and works during thread teardown.
-        static STATE: UnsafeCell<CulpritThread> = const {
-            UnsafeCell::new(CulpritThread {
-                w: bufpool::WriterState::new(),
-                busy: 0,
-                status: super::STATUS_NEW,
-                depth: 0,
-                reserved: 0,
-            })
-        };
-    }
-
-    /// The calling thread's state (never null).
-    ///
-    /// # Safety
-    /// None; `unsafe` only to match the C declaration used without the feature.
-    #[cfg_attr(not(test), no_mangle)]
-    pub unsafe extern "C" fn culprit_thread_state() -> *mut CulpritThread {
-        STATE.with(|s| s.get())
-    }
-}
-#[cfg(feature = "rust-tls")]
-use rust_tls::culprit_thread_state;
-
-/// The calling thread's state.
+/// The calling thread's state: `%fs:0` (the thread pointer) plus the variable's
+/// initial-exec offset from the GOT — what `culprit_thread_state()` returns, without the
+/// two calls.
 #[inline(always)]
 pub fn state() -> *mut CulpritThread {
-    // SAFETY: culprit_thread_state has no preconditions and never returns null.
-    unsafe { culprit_thread_state() }
+    let p: *mut CulpritThread;
+    // SAFETY: reads the thread pointer and the GOT slot the linker fills with
+    // `culprit_tls`'s TLS offset (R_X86_64_GOTTPOFF); no memory is written. libtrace.so
+    // is loaded at start-up, so the variable is in the static TLS block (the C hooks rely
+    // on the same model).
+    unsafe {
+        core::arch::asm!(
+            "mov {p}, qword ptr fs:[0]",
+            "add {p}, qword ptr [rip + {tls}@GOTTPOFF]",
+            p = out(reg) p,
+            tls = sym culprit_tls,
+            options(pure, readonly, nostack),
+        );
+    }
+    p
 }
 
 /// RAII reentrancy guard: while it lives, `busy` is set on this thread, so wrappers and

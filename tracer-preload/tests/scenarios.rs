@@ -90,6 +90,14 @@ fn udp_and_unix_sockets() {
     assert_eq!(ready.items()[0].id, num(&kv, "unix_ls") as u32);
     assert_eq!(ready.items()[0].events, libc::POLLIN as u16);
     // Closes: the three UNIX sockets, nothing else (the pipe is not a socket).
+    // Start-up records: process, thread, clock, maps, and the gcc hooks' filter record.
+    let metas = tr.metas(pid);
+    let count = |k: fn(&Meta) -> bool| metas.iter().filter(|m| k(m)).count();
+    assert_eq!(count(|m| matches!(m, Meta::Proc(_))), 1);
+    assert_eq!(count(|m| matches!(m, Meta::Thread(_))), 1);
+    assert_eq!(count(|m| matches!(m, Meta::Clock(_))), 1);
+    assert_eq!(count(|m| matches!(m, Meta::Filter(_))), 1);
+    assert!(count(|m| matches!(m, Meta::Map(_))) >= 3);
     let closes: Vec<i32> = f(LibFn::Close).iter().map(|c| c.fd()).collect();
     assert_eq!(
         closes,
