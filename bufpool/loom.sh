@@ -1,7 +1,7 @@
 #!/bin/sh
 # Model-checks the sub-buffer handoff protocol (bufpool/src/slots.rs, `loom_model`) with loom.
+# Explores every interleaving (no preemption bound unless LOOM_MAX_PREEMPTIONS is set).
 # Usage: bufpool/loom.sh [extra cargo test args]
 set -eu
 cd "$(dirname "$0")/.."
-RUSTFLAGS="${RUSTFLAGS:-} --cfg loom" LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-3}" \
-    exec cargo test -p bufpool --release --lib loom "$@"
+RUSTFLAGS="${RUSTFLAGS:-} --cfg loom" exec cargo test -p bufpool --release --lib loom "$@"

@@ -515,8 +515,9 @@ mod loom_model {
     }
 
     fn run(writer_steps: usize, reader_steps: usize) {
-        let mut b = loom::model::Builder::new();
-        b.preemption_bound = Some(3);
+        // No preemption bound (unless LOOM_MAX_PREEMPTIONS is set): the model is small
+        // enough for loom to explore every interleaving, in about two seconds in all.
+        let b = loom::model::Builder::new();
         b.check(move || {
             let sh = Arc::new(Shared {
                 words: vec![AtomicU64::new(0)],

@@ -16,7 +16,9 @@ use std::time::{Duration, Instant};
 #[test]
 #[ignore = "entry point of child processes"]
 fn child() {
-    assert!(child_main(), "run only as a child process");
+    if !child_main() {
+        eprintln!("`child` is the entry point of child processes: nothing to do here");
+    }
 }
 
 fn kill(c: &mut Child) {
