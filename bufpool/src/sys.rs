@@ -181,7 +181,8 @@ pub enum Liveness {
     Dead,
 }
 
-/// Checks a holder: `kill(pid, 0)`, then the start time, so a reused pid is seen as dead.
+/// Checks a holder: `kill(pid, 0)`, then the start time, so a reused pid is seen as dead
+/// (unless the holder's tag is 0: its start time was unknown, so only existence counts).
 pub fn holder_liveness(h: Holder) -> Liveness {
     if h.pid == 0 {
         return Liveness::Dead;
@@ -195,7 +196,11 @@ pub fn holder_liveness(h: Holder) -> Liveness {
     }
     match proc_stat(h.pid) {
         Some((b'Z' | b'X', _, _)) => Liveness::Dead,
-        Some((_, _, start)) if start & crate::slots::TAG_MASK != h.tag => Liveness::Dead,
+        // Tag 0 means the holder could not read its own start time (e.g. the traced
+        // program was out of file descriptors): judge by existence only, never by tag.
+        Some((_, _, start)) if h.tag != 0 && start & crate::slots::TAG_MASK != h.tag => {
+            Liveness::Dead
+        }
         Some(_) => Liveness::Alive,
         // /proc unreadable (hidepid, no /proc): cannot tell, never salvage a live writer.
         None => Liveness::Alive,
@@ -232,6 +237,11 @@ mod tests {
             tag: (me.tag + 1) & crate::slots::TAG_MASK,
         };
         assert_eq!(holder_liveness(reused), Liveness::Dead);
+        let unknown_start = Holder {
+            pid: me.pid,
+            tag: 0,
+        };
+        assert_eq!(holder_liveness(unknown_start), Liveness::Alive);
         assert!(thread_alive(me.pid, gettid()));
         let t = std::thread::spawn(gettid).join().unwrap();
         assert!(!thread_alive(me.pid, t), "an exited thread is gone");

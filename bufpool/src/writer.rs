@@ -90,7 +90,13 @@ impl WriterState {
     /// Binds the state to a thread. Also used in a forked child: the child's copy of the
     /// parent's state must be re-attached *without* touching the parent's sub-buffer,
     /// which the parent still owns.
+    ///
+    /// A state that still holds a sub-buffer of the *same* process (re-attaching a
+    /// thread) publishes it first, so it is not stranded.
     pub fn attach(&mut self, pool: &Pool, pid: u32, start_ticks: u64, tid: u32) {
+        if self.holds() && self.pid == pid && self.start_ticks == start_ticks {
+            self.flush(pool, 0);
+        }
         *self = WriterState::new();
         self.pid = pid;
         self.tid = tid;

@@ -44,3 +44,29 @@ proptest! {
         prop_assert_eq!(got, want);
     }
 }
+
+#[test]
+fn re_attaching_publishes_the_held_sub_buffer_and_a_forked_copy_does_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = PoolConfig {
+        n_subbufs: 4,
+        subbuf_size: 8192,
+        calibration: std::time::Duration::from_millis(1),
+        ..Default::default()
+    };
+    let pool = Pool::create(dir.path().join("p"), &cfg).unwrap();
+    let me = pool.holder();
+    let start = sys::proc_stat(me.pid).unwrap().2;
+    let mut w = WriterState::new();
+    w.attach(&pool, me.pid, start, sys::gettid());
+    assert!(w.append_fn(&pool, Kind::FnEnter, 1, 2, 3));
+    // A forked child re-attaches its copy under its own pid: the parent's sub-buffer
+    // must stay the parent's.
+    let mut child_copy = WriterState { ..w };
+    child_copy.attach(&pool, me.pid + 1, 5, 77);
+    assert_eq!(pool.slots().census(), [3, 1, 0, 0, 0]);
+    assert!(!child_copy.holds());
+    // The same thread re-attaching publishes what it held.
+    w.attach(&pool, me.pid, start, sys::gettid());
+    assert_eq!(pool.slots().census(), [3, 0, 1, 0, 0]);
+}
