@@ -300,6 +300,7 @@ pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
             });
             // Keep full units (trees) only for this process's best candidates.
             let rest = scored.split_off(scored.len().min(opts.trees_kept));
+            // Units ranked below them keep only what their *why* needs.
             let light = rest
                 .into_iter()
                 .map(|s| RankedUnit {
@@ -310,7 +311,8 @@ pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
                         .score
                         .effective
                         .into_iter()
-                        .take(opts.effective_kept)
+                        .filter(|e| e.delta >= report::WHY_MIN_DELTA)
+                        .take(opts.why)
                         .collect(),
                     group: s.group,
                     why: Vec::new(),

@@ -107,6 +107,9 @@ pub fn explain(e: &Effective, names: &BTreeMap<u64, String>) -> String {
     }
 }
 
+/// Effective nodes contributing less than this are not worth a sentence.
+pub const WHY_MIN_DELTA: f64 = 0.005;
+
 /// The sentences explaining a score: the verdict, then up to `n` effective nodes with Δ > 0.
 pub fn why(s: &UnitScore, names: &BTreeMap<u64, String>, n: usize) -> Vec<String> {
     let mut out = match s.verdict {
@@ -122,7 +125,7 @@ pub fn why(s: &UnitScore, names: &BTreeMap<u64, String>, n: usize) -> Vec<String
     out.extend(
         s.effective
             .iter()
-            .filter(|e| e.delta >= 0.005)
+            .filter(|e| e.delta >= WHY_MIN_DELTA)
             .take(n)
             .map(|e| explain(e, names)),
     );
