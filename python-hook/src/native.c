@@ -147,14 +147,18 @@ static PyTypeObject ThreadStateType = {
 static inline void append_fast(struct culprit_thread *t, const uint8_t *e, size_t n) {
     struct culprit_writer *w = &t->w;
     t->busy = 1;
+    /* Compiler barriers: the entry is written strictly between raising and lowering busy,
+     * as a signal handler on this thread sees it (the gcc hooks do the same). */
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
     if (w->cur != NULL && (size_t)(w->end - w->cur) >= n) {
         memcpy(w->cur, e, n);
         w->cur += n;
         /* Release: pairs with the Acquire load of `used` by a salvager / reader. */
         __atomic_store_n(w->used, (uint32_t)(w->cur - w->start), __ATOMIC_RELEASE);
     } else {
-        lt.append_slow(w, e, n);
+        lt.append_slow(w, e, n); /* accepts busy held (culprit.h) */
     }
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
     t->busy = 0;
 }
 #endif
