@@ -5,7 +5,7 @@
  *   ring_node node --id I --nodes N --base-port P [--jobs K] [--window W] [--loop L]
  *             [--max-seconds S]
  *
- * `launch` picks N consecutive free ports on 127.0.0.1, starts N daemons (fork + exec of
+ * `launch` picks N consecutive free ports on 127.0.0.1, starts N daemons (posix_spawn of
  * this same program with `node --id I ...`, so every daemon's argv names its id), waits for
  * them and exits 0 when the jobs went round, 3 when the ring hung (the global timeout
  * passed; every daemon is then killed), 1 when a daemon failed.
@@ -27,6 +27,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -528,6 +529,7 @@ static int free_base_port(int n)
     exit(1);
 }
 
+extern char **environ;
 static pid_t children[64];
 static int nchildren;
 
@@ -567,12 +569,16 @@ static int launch_main(const char *self, const struct opts *o)
         snprintf(jobs, sizeof jobs, "%d", o->jobs);
         snprintf(win, sizeof win, "%d", o->window);
         snprintf(maxs, sizeof maxs, "%g", o->timeout + 10);
-        pid_t p = fork();
-        if (p == 0) {
-            execl(self, self, "node", "--id", id, "--nodes", n, "--base-port", b, "--jobs", jobs,
-                  "--window", win, "--loop", o->use_poll ? "poll" : "select", "--max-seconds",
-                  maxs, (char *)NULL);
-            _exit(127);
+        /* posix_spawn, not fork + exec: the daemons start as fresh images. */
+        char *args[] = {(char *)self, "node", "--id", id, "--nodes", n, "--base-port", b,
+                        "--jobs", jobs, "--window", win, "--loop",
+                        o->use_poll ? "poll" : "select", "--max-seconds", maxs, NULL};
+        pid_t p;
+        int err = posix_spawn(&p, self, NULL, NULL, args, environ);
+        if (err) {
+            fprintf(stderr, "run_ring: cannot start node %d: %s\n", i, strerror(err));
+            kill_all();
+            return 1;
         }
         children[nchildren++] = p;
     }
@@ -625,5 +631,12 @@ int main(int argc, char **argv)
         }
         return node_main(&o);
     }
-    return launch_main("/proc/self/exe", &o);
+    char self[4096];
+    ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (k <= 0) {
+        perror("ring_node: /proc/self/exe");
+        return 1;
+    }
+    self[k] = 0;
+    return launch_main(self, &o);
 }

@@ -127,14 +127,7 @@ fn a_partial_header_recv_on_the_python_ring_is_ranked_first() {
         v.earliest["id"],
         v.rank_of_close
     );
-    // The injection is the ground truth: it is inside a unit of node 2.
-    let injected: Vec<_> = units
-        .iter()
-        .filter(|u| u["injections"].as_array().is_some_and(|a| !a.is_empty()))
-        .collect();
-    assert_eq!(injected.len(), 1, "{}", describe(&units, &ids, 10));
-    assert_eq!(ids.get(&pid(injected[0])), Some(&BROKEN));
-
+    check_injected(&units, &ids, BROKEN);
     check_html(&model, &faulty, &tmp.path().join("report.html"), &units);
     check_show(&model, &faulty, &units[0]);
 }

@@ -1,0 +1,38 @@
+//! Issue 5's end-to-end story on a C program compiled with `-finstrument-functions`: the
+//! C version of the MPD-like ring (`tests/e2e/ring_node.c`: select loop, 8-byte header
+//! read with one `recv` whose short result closes the ring connection), traced by
+//! `libtrace.so` (C function entries and library calls). In the faulty run the `recv(8)`
+//! of job 4's header on node 2 returns 3 bytes: node 2 closes its lhs connection, node 1
+//! gets the reset, the ring hangs. `culprit rank` must put a unit of node 2 or 1 first,
+//! and the earliest high-scoring one there must tell the close/reset.
+
+#[path = "../e2e/common.rs"]
+mod common;
+
+use common::*;
+
+#[test]
+fn a_partial_header_recv_on_the_instrumented_c_ring_is_ranked_first() {
+    let tmp = tempfile::tempdir().expect("temporary directory");
+    let (model, faulty, units, _prog) = c_ring_story(
+        &CRingStory {
+            name: "C ring (-finstrument-functions)",
+            cflags: &["-finstrument-functions"],
+            fault: "recv:short=3,argv=--id 2 --nodes,nth=11",
+            broken: 2,
+            peer: 1,
+            fn_entries: true,
+        },
+        tmp.path(),
+    );
+    // The C function names reach the report: the close happens in handle_lhs_input.
+    let top_why = why(&units[0]).join("\n");
+    assert!(
+        units.iter().take(3).any(|u| why(u)
+            .iter()
+            .any(|w| w.contains("handle_lhs_input") || w.contains("handle_rhs_input"))),
+        "no C handler named in the top units' why:\n{top_why}"
+    );
+    check_html(&model, &faulty, &tmp.path().join("report.html"), &units);
+    check_show(&model, &faulty, &units[0]);
+}
