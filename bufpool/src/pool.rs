@@ -104,13 +104,14 @@ impl Pool {
         }
         let file = oo.open(&path).map_err(io("create"))?;
         let size = file_size(cfg.n_subbufs, cfg.subbuf_size);
-        file.set_len(size).map_err(io("resize"))?;
-        // Pre-fault at creation: the pages exist in the page cache before any traced
-        // program touches them.
-        let map = MmapOptions::new()
-            .populate()
-            .map_raw(&file)
-            .map_err(io("map"))?;
+        let map = match Self::size_and_map(&file, size) {
+            Ok(m) => m,
+            Err((what, source)) => {
+                // Leave no half-made pool behind.
+                let _ = std::fs::remove_file(&path);
+                return Err(PoolError::Io { path, what, source });
+            }
+        };
         let me = sys::current_holder();
         let c0 = (
             sys::rdtsc(),
@@ -186,6 +187,27 @@ impl Pool {
             },
             ..pool
         })
+    }
+
+    /// Sizes a new pool file, reserves its blocks and maps it pre-faulted.
+    fn size_and_map(file: &File, size: u64) -> Result<MmapRaw, (&'static str, std::io::Error)> {
+        file.set_len(size).map_err(|e| ("resize", e))?;
+        // Reserve the blocks now: on a full tmpfs (or over a size limit) creation fails
+        // here with a clear error instead of SIGBUS in a traced program later.
+        {
+            use std::os::fd::AsRawFd;
+            // SAFETY: a valid open fd and an in-range length.
+            let r = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, size as libc::off_t) };
+            if r != 0 {
+                return Err(("allocate", std::io::Error::from_raw_os_error(r)));
+            }
+        }
+        // Pre-fault at creation: the pages exist in the page cache before any traced
+        // program touches them.
+        MmapOptions::new()
+            .populate()
+            .map_raw(file)
+            .map_err(|e| ("map", e))
     }
 
     /// Opens an existing pool read-write, validating magic, version, geometry and size

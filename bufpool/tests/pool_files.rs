@@ -204,3 +204,59 @@ fn bad_geometry_is_refused_at_creation() {
         assert!(!dir.path().join("g").exists(), "nothing is created");
     }
 }
+
+/// Child half of `creation_beyond_the_space_available_fails_cleanly`: runs under a small
+/// file-size limit (set by the parent), so the pool's blocks cannot all be allocated.
+#[test]
+#[ignore = "run by creation_beyond_the_space_available_fails_cleanly in a child process"]
+fn create_under_a_file_size_limit() {
+    let Some(dir) = std::env::var_os("BUFPOOL_TEST_FSIZE_DIR") else {
+        eprintln!("not run by its parent test: nothing to do");
+        return;
+    };
+    let p = Path::new(&dir).join("pool");
+    let e = match Pool::create(&p, &small()) {
+        Ok(_) => panic!("created a pool larger than the file-size limit"),
+        Err(e) => e.to_string(),
+    };
+    assert!(e.contains(&p.display().to_string()), "{e}");
+    assert!(e.contains("resize") || e.contains("allocate"), "{e}");
+    assert!(!p.exists(), "the half-made file is removed");
+    println!("REFUSED: {e}");
+}
+
+#[test]
+fn creation_beyond_the_space_available_fails_cleanly() {
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = std::process::Command::new(std::env::current_exe().unwrap());
+    c.args([
+        "create_under_a_file_size_limit",
+        "--exact",
+        "--ignored",
+        "--nocapture",
+    ])
+    .env("BUFPOOL_TEST_FSIZE_DIR", dir.path());
+    // SAFETY: only async-signal-safe calls (signal, setrlimit) between fork and exec.
+    unsafe {
+        c.pre_exec(|| {
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            let lim = libc::rlimit {
+                rlim_cur: 16384,
+                rlim_max: 16384,
+            };
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = c.output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "child failed: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("REFUSED"), "the child ran the check: {text}");
+}
