@@ -97,14 +97,28 @@ pub fn encode(
         buf: [0; MAX_ENTRY],
         len: 0,
     };
+    e.len = encode_into(&mut e.buf, kind, tsc, caller, func, o, ready);
+    e
+}
+
+/// Encodes into `out` (at least [`MAX_ENTRY`] bytes, e.g. straight into the free part of
+/// a sub-buffer); returns the entry's length. Only the entry's bytes are written.
+#[inline(always)]
+pub fn encode_into(
+    out: &mut [u8; MAX_ENTRY],
+    kind: Kind,
+    tsc: u64,
+    caller: u64,
+    func: LibFn,
+    o: &Small,
+    ready: Option<&ReadySet>,
+) -> usize {
     let head = (tsc << 8) | kind as u64;
-    e.buf[..8].copy_from_slice(&head.to_le_bytes());
-    e.buf[8..14].copy_from_slice(&(caller & ADDR_MASK).to_le_bytes()[..6]);
-    e.buf[14..20].copy_from_slice(&func.id().to_le_bytes()[..6]);
-    let mut w = W {
-        b: &mut e.buf,
-        pos: 0,
-    };
+    out[..8].copy_from_slice(&head.to_le_bytes());
+    // caller (48 bits) then the function id (48 bits): two overlapping 8-byte stores.
+    out[8..16].copy_from_slice(&(caller & ADDR_MASK).to_le_bytes());
+    out[14..22].copy_from_slice(&func.id().to_le_bytes());
+    let mut w = W { b: out, pos: 0 };
     if let Some(v) = o.fd {
         w.put(OptTag::Fd, &v.to_le_bytes());
     }
@@ -149,9 +163,8 @@ pub fn encode(
         w.put(OptTag::Ready, &tmp[..2 + n * 6]);
     }
     let n = w.pos;
-    e.buf[20] = n as u8;
-    e.len = 21 + n;
-    e
+    out[20] = n as u8;
+    21 + n
 }
 
 #[cfg(test)]

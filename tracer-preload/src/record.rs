@@ -12,7 +12,9 @@ use crate::entry::{self, Small};
 use crate::global;
 use crate::metabody::{nul_split, MetaOut};
 use crate::tls::{Busy, CulpritThread, STATUS_ATTACHED, STATUS_DEAD, STATUS_NEW};
-use bufpool::format::{encode_lib, Kind, LibFn, LibOpts, ProcReason, ReadySet, META_BUF, TSC_MASK};
+use bufpool::format::{
+    encode_lib, Kind, LibFn, LibOpts, ProcReason, ReadySet, MAX_ENTRY, META_BUF, TSC_MASK,
+};
 use bufpool::sys::{rdtsc, ErrnoGuard};
 use bufpool::Pool;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -125,6 +127,45 @@ pub fn emit_maps(t: &mut CulpritThread, pool: &Pool) {
     });
 }
 
+/// Encodes a library entry with small options straight into the thread's sub-buffer
+/// when it has room for the largest entry (the common case: no copy, no zeroing), and
+/// through [`append`] otherwise.
+#[inline(always)]
+fn emit_small(
+    t: &mut CulpritThread,
+    pool: &Pool,
+    kind: Kind,
+    site: u64,
+    func: LibFn,
+    o: &Small,
+    ready: Option<&ReadySet>,
+) {
+    let w = &mut t.w;
+    let room = (w.end as usize).wrapping_sub(w.cur as usize);
+    if t.status == STATUS_ATTACHED
+        && !w.cur.is_null()
+        && room >= MAX_ENTRY
+        && room <= pool.data_size()
+    {
+        // SAFETY: [cur, cur + MAX_ENTRY) lies inside the data area of the sub-buffer this
+        // thread holds (checked just above); nobody else touches it while we hold it.
+        let out = unsafe { &mut *(w.cur as *mut [u8; MAX_ENTRY]) };
+        let n = entry::encode_into(out, kind, rdtsc() & TSC_MASK, site, func, o, ready);
+        // SAFETY: n <= MAX_ENTRY <= room; `used` points to the held sub-buffer's header.
+        unsafe {
+            w.cur = w.cur.add(n);
+            // Release: the entry bytes happen before a salvager's Acquire load.
+            (*w.used).store(
+                w.cur.offset_from(w.start) as u32,
+                core::sync::atomic::Ordering::Release,
+            );
+        }
+        return;
+    }
+    let e = entry::encode(kind, rdtsc() & TSC_MASK, site, func, o, ready);
+    append(t, pool, e.as_bytes());
+}
+
 /// A wrapped call in progress: `LibEnter` was recorded; [`Call::exit`] records `LibExit`.
 pub struct Call {
     func: LibFn,
@@ -135,17 +176,7 @@ impl Call {
     /// Records `LibEnter` with small options; `None` if this thread is not recording.
     #[inline(always)]
     pub fn enter(func: LibFn, site: usize, o: &Small) -> Option<Call> {
-        with_thread(|t, pool| {
-            let e = entry::encode(
-                Kind::LibEnter,
-                rdtsc() & TSC_MASK,
-                site as u64,
-                func,
-                o,
-                None,
-            );
-            append(t, pool, e.as_bytes());
-        })?;
+        with_thread(|t, pool| emit_small(t, pool, Kind::LibEnter, site as u64, func, o, None))?;
         Some(Call {
             func,
             site: site as u64,
@@ -167,17 +198,7 @@ impl Call {
     /// Records `LibExit` with small options and an optional ready set.
     #[inline(always)]
     pub fn exit(self, o: &Small, ready: Option<&ReadySet>) {
-        with_thread(|t, pool| {
-            let e = entry::encode(
-                Kind::LibExit,
-                rdtsc() & TSC_MASK,
-                self.site,
-                self.func,
-                o,
-                ready,
-            );
-            append(t, pool, e.as_bytes());
-        });
+        with_thread(|t, pool| emit_small(t, pool, Kind::LibExit, self.site, self.func, o, ready));
     }
 
     /// Records `LibExit` with full options.
