@@ -219,6 +219,10 @@ mod tests {
             let fast = encode(Kind::LibExit, tsc, caller, LibFn::EpollWait, &o, rs.as_ref());
             let slow = encode_lib(Kind::LibExit, tsc, caller, LibFn::EpollWait, &lib_opts(&o, rs.as_ref()));
             prop_assert_eq!(fast.as_bytes(), slow.as_bytes());
+            // In place over stale bytes (a reused sub-buffer): only the entry matters.
+            let mut dirty = [0xaau8; MAX_ENTRY];
+            let n = encode_into(&mut dirty, Kind::LibExit, tsc, caller, LibFn::EpollWait, &o, rs.as_ref());
+            prop_assert_eq!(&dirty[..n], slow.as_bytes());
         }
     }
 }
