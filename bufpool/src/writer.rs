@@ -25,7 +25,7 @@ const PUBLISH_RETRIES: u32 = 10_000;
 /// append through the same state: they check `end - cur`, copy, advance `cur` and store
 /// `cur - start` into `*used` with release semantics, and call the slow path otherwise.
 /// Offsets are part of that contract (`const` asserts below; mirrored in
-/// `gcc-hooks/c/culprit_writer.h`).
+/// `struct culprit_writer` in `tracer-preload/include/culprit.h`).
 #[repr(C)]
 #[derive(Debug)]
 pub struct WriterState {
