@@ -751,3 +751,53 @@ fn the_programs_own_profile_function_keeps_working() {
         assert_eq!(got, vec![2, 9], "{b:?}: {per_thread:?}");
     }
 }
+
+#[test]
+fn the_pure_python_fallback_records_the_same_calls_and_says_it_is_used() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("scenario.py"), SCENARIO).unwrap();
+    let shim = shim();
+    let out_dir = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new("python3");
+    cmd.current_dir(dir.path())
+        .arg("scenario.py")
+        .env("PYTHONUSERBASE", &shim.userbase)
+        .env("CULPRIT_PY_FALLBACK", "1")
+        .env("STANDIN_OUT", out_dir.path())
+        .env("CULPRIT_POOL", out_dir.path().join("pool"))
+        .env("LD_PRELOAD", standin());
+    let r = tests::run_with_deadline(&mut cmd, Duration::from_secs(120));
+    assert_eq!(r.status.code(), Some(1), "{r:?}");
+    assert!(
+        r.stderr.contains("using the pure-Python fallback"),
+        "the fallback must say it is used:\n{}",
+        r.stderr
+    );
+    let t = read_standin(out_dir.path());
+    // sys.setprofile cannot tell an exception exit from a return: no `exception` entries,
+    // `return` instead of `unwind`; builtins are not compared (named after the class they
+    // were looked up on).
+    let fallback = |want: &str| -> Vec<String> {
+        lines(want)
+            .into_iter()
+            .filter(|l| !l.starts_with("exception") && !l.starts_with("c_"))
+            .map(|l| l.replace("unwind ", "return "))
+            .collect()
+    };
+    let keep = |n: &str| n.starts_with("__main__.");
+    let mut got: Vec<Vec<String>> = t
+        .streams
+        .keys()
+        .map(|&k| t.render(k, &keep))
+        .filter(|v| !v.is_empty())
+        .collect();
+    got.sort();
+    let mut want = vec![
+        fallback(MAIN),
+        fallback(THREAD),
+        fallback(FORK_CHILD),
+        fallback(SUBPROCESS),
+    ];
+    want.sort();
+    assert_eq!(got, want);
+}
