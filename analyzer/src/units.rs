@@ -571,7 +571,24 @@ enum Phase {
     After,
 }
 
+/// Appends a number in decimal without the formatting machinery (one per unit).
+fn push_decimal(s: &mut String, mut v: u32) {
+    let mut buf = [0u8; 10];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    s.extend(buf[i..].iter().map(|&b| b as char));
+}
+
 struct Splitter<'a> {
+    /// `host:pid:tid:`, the prefix of unit ids.
+    id_prefix: String,
     p: &'a ProcessTrace,
     scan: &'a ProcessScan,
     opts: TreeOptions,
@@ -597,7 +614,12 @@ impl Splitter<'_> {
 
     fn new_info(&self, kind: UnitKind, tsc: u64, index: u32) -> UnitInfo {
         UnitInfo {
-            id: format!("{}:{}:{}:{}", self.p.host, self.p.pid, self.tid, index),
+            id: {
+                let mut id = String::with_capacity(self.id_prefix.len() + 6);
+                id.push_str(&self.id_prefix);
+                push_decimal(&mut id, index);
+                id
+            },
             host: self.p.host.clone(),
             pid: self.p.pid,
             tid: self.tid,
@@ -879,6 +901,7 @@ pub fn split_process(
     let mut units = Vec::new();
     for (t, ts) in p.threads.iter().zip(&scan.threads) {
         let mut s = Splitter {
+            id_prefix: format!("{}:{}:{}:", p.host, p.pid, t.tid),
             p,
             scan,
             opts: *opts,

@@ -2,7 +2,8 @@
 //! peak memory, and the wall time of a synthetic trial at the paper's scale (78 processes,
 //! ~1.5 MB of trace each), read from trace directories on disk.
 //!
-//! `cargo run --release -p bench --bin analyzer [-- --processes 78 --mb 1.5]`
+//! `cargo run --release -p bench --bin analyzer [-- --processes 78 --mb 1.5 [--keep DIR]]`
+//! (`--keep DIR` leaves the generated traces and the model in DIR, for profiling).
 //!
 //! Each measured stage runs in a child process (this binary with `--stage`), so its peak
 //! resident memory (`VmHWM`) is the stage's own and not the generator's.
@@ -180,8 +181,14 @@ fn main() -> anyhow::Result<()> {
     }
     let iterations = ((mb * 1e6) / (probe_bytes as f64 / 200.0)) as usize;
     let tmp = tempfile::tempdir()?;
-    let normal = tmp.path().join("normal");
-    let trial = tmp.path().join("trial");
+    let keep: PathBuf = arg("--keep", PathBuf::new());
+    let base = if keep.as_os_str().is_empty() {
+        tmp.path().to_path_buf()
+    } else {
+        keep
+    };
+    let normal = base.join("normal");
+    let trial = base.join("trial");
     let t0 = Instant::now();
     let (nb, ne) = generate(
         &normal,
@@ -219,7 +226,7 @@ fn main() -> anyhow::Result<()> {
         n / 2,
         t0.elapsed().as_secs_f64()
     );
-    let model = tmp.path().join("ring.model");
+    let model = base.join("ring.model");
     println!(
         "Throughput per core is entries / CPU seconds of the stage (user + system), so it does"
     );
