@@ -140,11 +140,17 @@ pub fn run(
             });
         }
         let mut last_map_check = Instant::now();
+        let mut last_salvage = Instant::now();
+        // Stop requests are noticed within 10 ms; repair passes run every interval.
+        let tick = opts.salvage_interval.min(Duration::from_millis(10));
         loop {
-            std::thread::sleep(opts.salvage_interval);
-            add(&mut salvage, bufpool::salvage_dead(pool));
+            std::thread::sleep(tick);
             if stop.load(Ordering::Acquire) || finishing.load(Ordering::Acquire) {
                 break;
+            }
+            if last_salvage.elapsed() >= opts.salvage_interval {
+                last_salvage = Instant::now();
+                add(&mut salvage, bufpool::salvage_dead(pool));
             }
             if opts.stop_when_unmapped
                 && last_map_check.elapsed() >= Duration::from_millis(300)
