@@ -180,12 +180,18 @@ impl FdTable {
 
     /// What `fd` was at `tsc` (None: not a known socket then).
     pub fn at(&self, fd: i32, tsc: u64) -> Option<&Arc<ConnInfo>> {
+        self.state(fd, tsc).flatten()
+    }
+
+    /// Like [`FdTable::at`], telling apart "no recorded history before `tsc`" (None) from
+    /// "known closed or not a socket" (Some(None)).
+    pub fn state(&self, fd: i32, tsc: u64) -> Option<Option<&Arc<ConnInfo>>> {
         let h = self.hist.get(&fd)?;
         let i = h.partition_point(|(t, _)| *t <= tsc);
         if i == 0 {
             return None;
         }
-        h[i - 1].1.as_ref()
+        Some(h[i - 1].1.as_ref())
     }
 }
 

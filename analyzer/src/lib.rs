@@ -161,6 +161,18 @@ fn sorted_processes(sets: &[TraceSet]) -> Vec<&ProcessTrace> {
     v
 }
 
+/// Pass 1 over every process (in parallel), then what forked children inherited.
+fn scan_all(procs: &[&ProcessTrace]) -> Result<Vec<units::ProcessScan>> {
+    let scans: Vec<Result<units::ProcessScan>> =
+        procs.par_iter().map(|p| units::scan_process(p)).collect();
+    let mut out = Vec::with_capacity(scans.len());
+    for s in scans {
+        out.push(s?);
+    }
+    units::inherit(procs, &mut out);
+    Ok(out)
+}
+
 fn merge_names(books: &[&NameBook]) -> BTreeMap<u64, String> {
     let mut all: BTreeMap<u64, &NameSrc> = BTreeMap::new();
     for b in books {
@@ -185,10 +197,12 @@ fn merge_names(books: &[&NameBook]) -> BTreeMap<u64, String> {
 pub fn learn(sets: &[TraceSet], opts: &Options) -> Result<Learned> {
     let procs = sorted_processes(sets);
     opts.start("learning process models", procs.len());
+    let scans = scan_all(&procs)?;
     let per: Vec<Result<LearnedProcess>> = procs
         .par_iter()
-        .map(|p| {
-            let mut u = units::process_units(p, &opts.tree)?;
+        .zip(&scans)
+        .map(|(p, scan)| {
+            let mut u = units::split_process(p, scan, &opts.tree)?;
             let m = model::process_model(&u);
             u.units = Vec::new();
             opts.inc();
@@ -269,10 +283,12 @@ fn rank_key(a: &RankedUnit) -> (std::cmp::Reverse<u64>, i64, &str) {
 pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
     let procs = sorted_processes(std::slice::from_ref(set));
     opts.start("scoring units", procs.len());
+    let scans = scan_all(&procs)?;
     let per: Vec<Result<ProcessRanking>> = procs
         .par_iter()
-        .map(|p| {
-            let mut pu = units::process_units(p, &model.options)?;
+        .zip(&scans)
+        .map(|(p, scan)| {
+            let mut pu = units::split_process(p, scan, &model.options)?;
             let gi = model.group_index(&pu.signature);
             let g = gi.map(|i| &model.groups[i]);
             let mut scored: Vec<Scored> = std::mem::take(&mut pu.units)
@@ -413,12 +429,13 @@ pub fn show(model: &Model, set: &TraceSet, id: &str, opts: &Options) -> Result<S
         return Err(Error::NoSuchUnit(id.to_string()));
     };
     let _ = tid;
-    let p = set
-        .processes
+    let procs = sorted_processes(std::slice::from_ref(set));
+    let i = procs
         .iter()
-        .find(|p| p.host == host && p.pid == pid)
+        .position(|p| p.host == host && p.pid == pid)
         .ok_or_else(|| Error::NoSuchUnit(id.to_string()))?;
-    let pu = units::process_units(p, &model.options)?;
+    let scans = scan_all(&procs)?;
+    let pu = units::split_process(procs[i], &scans[i], &model.options)?;
     let gi = model.group_index(&pu.signature);
     let g = gi.map(|i| &model.groups[i]);
     let u = pu

@@ -107,6 +107,9 @@ pub fn explain(e: &Effective, names: &BTreeMap<u64, String>) -> String {
     }
 }
 
+/// Most units plotted in the HTML page (the highest-ranked).
+pub const HTML_UNITS: usize = 20_000;
+
 /// Effective nodes contributing less than this are not worth a sentence.
 pub const WHY_MIN_DELTA: f64 = 0.005;
 
@@ -341,19 +344,20 @@ impl Report {
     /// group), each point opening that unit's annotated call tree. Inline SVG and a little
     /// script; no external assets.
     pub fn html(&self) -> String {
+        // The units are ranked: plotting the first HTML_UNITS keeps every interesting point
+        // and the page small enough for a browser.
+        let shown = &self.units[..self.units.len().min(HTML_UNITS)];
         let palette = [
             "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
             "#bcbd22", "#7f7f7f",
         ];
         let (w, h, pad) = (960.0f64, 420.0f64, 50.0f64);
-        let t0 = self
-            .units
+        let t0 = shown
             .iter()
             .map(|u| u.info.t_start_unix_ns)
             .min()
             .unwrap_or(0);
-        let t1 = self
-            .units
+        let t1 = shown
             .iter()
             .map(|u| u.info.t_start_unix_ns)
             .max()
@@ -384,10 +388,7 @@ impl Report {
             (t1 - t0) as f64 / 1e9
         );
         // Draw low scores first so the interesting points are on top.
-        let mut order: Vec<usize> = (0..self.units.len()).collect();
-        order.reverse();
-        for i in order {
-            let u = &self.units[i];
+        for (i, u) in shown.iter().enumerate().rev() {
             let colour = match u.group {
                 Some(g) => palette[g % palette.len()],
                 None => "#000000",
@@ -406,8 +407,7 @@ impl Report {
             );
         }
         svg.push_str("</svg>");
-        let data: Vec<serde_json::Value> = self
-            .units
+        let data: Vec<serde_json::Value> = shown
             .iter()
             .map(|u| {
                 let mut v = u.to_json();
@@ -430,7 +430,7 @@ impl Report {
             r#"<!doctype html><html><head><meta charset="utf-8"><title>Culprit — suspect scores</title>
 <style>body{{font-family:sans-serif;margin:20px}} pre{{background:#f7f7f7;padding:8px;font-size:12px;overflow:auto}} .new{{color:#c00}} .missing{{color:#a60}} td{{padding:2px 8px}}</style></head>
 <body><h2>Suspect score of every execution unit against time</h2>
-<p>{n} units, {p} processes. Click a point to see the unit's call tree next to its model. {legend}</p>
+<p>{n} units, {p} processes{cut}. Click a point to see the unit's call tree next to its model. {legend}</p>
 {svg}
 <div id="detail"><p>Top unit shown below; click any point.</p></div>
 <script>
@@ -459,6 +459,11 @@ if (U.length) show(0);
 "#,
             n = self.units.len(),
             p = self.processes,
+            cut = if shown.len() < self.units.len() {
+                format!(" (the {} highest-scoring are plotted)", shown.len())
+            } else {
+                String::new()
+            },
         )
     }
 }

@@ -195,6 +195,26 @@ impl ProcessSymbols {
         }
     }
 
+    /// Takes what a forked child inherited from its parent and did not record itself: the
+    /// parent's mappings when the child recorded none, and code records of indices the child
+    /// did not name. Returns true if anything was added.
+    pub fn inherit(&mut self, parent: &ProcessSymbols) -> bool {
+        let mut changed = false;
+        if self.maps.is_empty() && !parent.maps.is_empty() {
+            self.maps = parent.maps.clone();
+            self.modules = parent.modules.clone();
+            self.by_path = parent.by_path.clone();
+            changed = true;
+        }
+        for (k, v) in &parent.code {
+            if !self.code.contains_key(k) {
+                self.code.insert(*k, v.clone());
+                changed = true;
+            }
+        }
+        changed
+    }
+
     /// The code record of an index, if recorded.
     pub fn code(&self, index: u32) -> Option<&CodeRecord> {
         self.code.get(&index)

@@ -104,6 +104,55 @@ pub struct ProcessScan {
     pub exe: String,
     /// Counts.
     pub stats: DecodeStats,
+    /// `(parent pid, TSC)` of the fork that made this process, if it was forked (and did
+    /// not exec since).
+    pub forked_from: Option<(u32, u64)>,
+    /// The parent's descriptors at the fork (see [`inherit`]).
+    pub inherited_fds: Option<(FdTable, u64)>,
+}
+
+impl ProcessScan {
+    /// What `fd` was at `tsc`: this process's own history, else what it inherited at fork.
+    pub fn fd_at(&self, fd: i32, tsc: u64) -> Option<&std::sync::Arc<connections::ConnInfo>> {
+        match self.fds.state(fd, tsc) {
+            Some(s) => s,
+            None => self
+                .inherited_fds
+                .as_ref()
+                .and_then(|(t, at)| t.at(fd, *at)),
+        }
+    }
+}
+
+/// Gives forked children what they inherited and did not record again: the parent's symbol
+/// tables (memory map, Python code table) and descriptors at the fork. `scans[i]` belongs
+/// to `procs[i]`; parents are found by host and pid.
+pub fn inherit(procs: &[&ProcessTrace], scans: &mut [ProcessScan]) {
+    // Grandchildren need their parent to have inherited first: a few rounds suffice.
+    for _ in 0..4 {
+        let mut changed = false;
+        for i in 0..scans.len() {
+            let Some((ppid, at)) = scans[i].forked_from else {
+                continue;
+            };
+            let Some(j) = (0..procs.len())
+                .find(|&j| j != i && procs[j].host == procs[i].host && procs[j].pid == ppid)
+            else {
+                continue;
+            };
+            let parent_syms = scans[j].symbols.clone();
+            let parent_fds = scans[j].fds.clone();
+            let c = &mut scans[i];
+            changed |= c.symbols.inherit(&parent_syms);
+            if c.inherited_fds.is_none() {
+                c.inherited_fds = Some((parent_fds, at));
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
 }
 
 /// A fault injected by the tracer, as seen in a unit.
@@ -402,6 +451,7 @@ fn is_socket_receive(l: &LibEvent, known: impl Fn(i32) -> bool) -> bool {
 pub fn scan_process(p: &ProcessTrace) -> Result<ProcessScan> {
     let mut symbols = ProcessSymbols::default();
     let mut exe = String::new();
+    let mut forked: Option<(u32, u64)> = None;
     let mut raw_setups = Vec::new();
     let mut threads = Vec::new();
     let mut stats = DecodeStats::default();
@@ -434,12 +484,13 @@ pub fn scan_process(p: &ProcessTrace) -> Result<ProcessScan> {
             &mut raw_setups,
             &mut symbols,
             &mut exe,
+            &mut forked,
         ));
         let st = for_each_paired(
             t,
             |e| {
                 let mut s = state.borrow_mut();
-                let (frames, root, cands, _, _, symbols, exe) = &mut *s;
+                let (frames, root, cands, _, _, symbols, exe, forked) = &mut *s;
                 match e {
                     Event::Call {
                         kind, site, callee, ..
@@ -470,6 +521,11 @@ pub fn scan_process(p: &ProcessTrace) -> Result<ProcessScan> {
                             if pr.reason != ProcReason::Fork || exe.is_empty() {
                                 **exe = String::from_utf8_lossy(&pr.exe).into_owned();
                             }
+                            **forked = match pr.reason {
+                                ProcReason::Fork => Some((pr.ppid, e.tsc())),
+                                ProcReason::Exec => None,
+                                ProcReason::Start => **forked,
+                            };
                         }
                     }
                     _ => {}
@@ -477,7 +533,7 @@ pub fn scan_process(p: &ProcessTrace) -> Result<ProcessScan> {
             },
             |l, _o| {
                 let mut s = state.borrow_mut();
-                let (frames, root, _, sockets, raw_setups, _, _) = &mut *s;
+                let (frames, root, _, sockets, raw_setups, _, _, _) = &mut *s;
                 let counters = match frames.last_mut() {
                     Some(f) => (&mut f.mux, &mut f.recv),
                     None => (&mut root.0, &mut root.1),
@@ -485,7 +541,10 @@ pub fn scan_process(p: &ProcessTrace) -> Result<ProcessScan> {
                 if l.func.is_multiplexer() {
                     *counters.0 += 1;
                 }
-                if is_socket_receive(l, |fd| sockets.contains(&fd)) {
+                // Descriptors inherited at fork are not known yet here: a read on a
+                // descriptor of unknown kind counts as a possible receive (the loop also
+                // needs multiplexer calls).
+                if is_socket_receive(l, |fd| sockets.contains(&fd) || fd > 2) {
                     *counters.1 += 1;
                 }
                 let ret_fd = l.opts.ret.filter(|r| *r >= 0).map(|r| r as i32);
@@ -550,6 +609,8 @@ pub fn scan_process(p: &ProcessTrace) -> Result<ProcessScan> {
         fds: FdTable::build(calls),
         exe,
         stats,
+        forked_from: forked,
+        inherited_fds: None,
     })
 }
 
@@ -681,7 +742,7 @@ impl Splitter<'_> {
         if kind == UnitKind::Handler {
             if let Some(fd) = fd {
                 self.cur.info.fd = Some(fd);
-                if let Some(ci) = self.scan.fds.at(fd, tsc) {
+                if let Some(ci) = self.scan.fd_at(fd, tsc) {
                     self.cur.info.conn = ci.key();
                     self.cur.info.local = ci.local.map(|a| a.to_display());
                     self.cur.info.peer = ci.peer.map(|a| a.to_display());
@@ -842,7 +903,7 @@ impl Splitter<'_> {
                     self.start(UnitKind::Loop, tsc, None);
                 }
                 self.mux_since_recv = true;
-            } else if is_socket_receive(l, |fd| self.scan.fds.at(fd, tsc).is_some()) {
+            } else if is_socket_receive(l, |fd| self.scan.fd_at(fd, tsc).is_some()) {
                 let fd = l.opts.fd;
                 let same = self.cur.info.kind == UnitKind::Handler
                     && self.cur.info.fd == fd
@@ -1179,5 +1240,72 @@ mod tests {
         let u = process_units(&t.finish(), &TreeOptions::default()).unwrap();
         assert_eq!(kinds(&u), vec![(UnitKind::Initializer, None)]);
         assert_eq!(u.units[0].tree.nodes.len(), 4);
+    }
+
+    /// A forked child records neither the code table nor the accept of the descriptor it
+    /// serves: it inherits both from its parent.
+    #[test]
+    fn forked_child_inherits_code_table_and_descriptors() {
+        use bufpool::format::{py_site, CodeKind, CodeRecord, ProcRecord};
+        let code = |index, name: &str| {
+            Meta::Code(CodeRecord {
+                index,
+                kind: CodeKind::PyCode,
+                first_line: 1,
+                name: name.as_bytes().to_vec(),
+                file: b"/srv/d.py".to_vec(),
+            })
+        };
+        let mut parent = TraceBuilder::new("h", 10, 10);
+        parent.meta(&code(1, "d.serve"));
+        parent.meta(&code(2, "d.handle"));
+        parent.lib(0x10, LibFn::Socket, o(-1, 3, 0));
+        parent.lib(0x20, LibFn::Listen, o(3, 0, 0));
+        parent.lib(0x30, LibFn::Accept, o(3, 4, 0));
+        parent.wait(1000);
+        let fork_at = parent.now();
+        let mut child = TraceBuilder::new("h", 11, 11);
+        child.wait(fork_at - child.now());
+        child.meta(&Meta::Proc(ProcRecord {
+            reason: ProcReason::Fork,
+            pid: 11,
+            ppid: 10,
+            start_ticks: 0,
+            exe: Vec::new(),
+            argv: Vec::new(),
+        }));
+        child.py_call(0, 1);
+        for _ in 0..3 {
+            child.lib(0x40, LibFn::Poll, o(-1, 1, 0));
+            child.py_call(py_site(1, 4), 2);
+            let mut r = o(4, 10, 10);
+            r.is_socket = None;
+            child.lib(0x50, LibFn::Read, r);
+            child.py_return(2);
+        }
+        let procs = [parent.finish(), child.finish()];
+        let refs: Vec<&ProcessTrace> = procs.iter().collect();
+        let mut scans: Vec<ProcessScan> = refs.iter().map(|p| scan_process(p).unwrap()).collect();
+        assert_eq!(scans[1].forked_from, Some((10, fork_at)));
+        inherit(&refs, &mut scans);
+        let u = split_process(&procs[1], &scans[1], &TreeOptions::default()).unwrap();
+        let handlers: Vec<&Unit> = u
+            .units
+            .iter()
+            .filter(|u| u.info.kind == UnitKind::Handler)
+            .collect();
+        // read(4) is known as a socket only through the parent's accept.
+        assert_eq!(handlers.len(), 3);
+        assert_eq!(handlers[0].info.conn.0.len(), 2, "listen + accept stacks");
+        let names: Vec<String> = u
+            .names
+            .names
+            .values()
+            .filter_map(|n| match n {
+                NameSrc::Text(t) => Some(t.clone()),
+                NameSrc::C(_) => None,
+            })
+            .collect();
+        assert!(names.iter().any(|n| n.starts_with("d.handle")), "{names:?}");
     }
 }
