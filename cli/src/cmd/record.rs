@@ -72,6 +72,7 @@ pub fn parse_size(s: &str) -> Result<u32, String> {
 
 /// Arguments of `culprit record`.
 #[derive(clap::Args, Debug)]
+#[command(override_usage = "culprit record [OPTIONS] -- CMD [ARGS]...")]
 pub struct Args {
     /// Trace directory to write (default: culprit-<command>-<unix time>).
     #[arg(short = 'o', long = "output", value_name = "DIR")]
