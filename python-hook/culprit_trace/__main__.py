@@ -5,8 +5,9 @@ The program sees what it would see if started as ``python3 script.py ARGS…`` (
 ``sys.path[0]`` set the same way, the same traceback and exit status 1 on an uncaught
 exception. If libtrace.so is not loaded in this process, the interpreter is re-executed
 with it in ``LD_PRELOAD`` (found through ``CULPRIT_LIBTRACE`` or next to the ``culprit``
-binary); if it cannot be found, or no pool is configured, the reason is printed and
-nothing runs (exit status 2).
+binary). Started outside `culprit record` (no ``CULPRIT_POOL``), it re-executes itself as
+``culprit record -- python3 -m culprit_trace …`` (``culprit`` found through ``CULPRIT_BIN`` or
+``PATH``). If none of that is possible the reason is printed and nothing runs (exit status 2).
 """
 import os
 import sys
@@ -32,6 +33,15 @@ def _fail(msg):
     raise SystemExit(2)
 
 
+def _find_culprit():
+    """The `culprit` binary: $CULPRIT_BIN (empty: none), else on PATH."""
+    p = os.environ.get("CULPRIT_BIN")
+    if p is not None:
+        return p if p and os.access(p, os.X_OK) else None
+    import shutil
+    return shutil.which("culprit")
+
+
 def _find_libtrace():
     p = os.environ.get("CULPRIT_LIBTRACE")
     if p:
@@ -50,6 +60,7 @@ def _find_libtrace():
 def _ensure_tracing():
     import culprit_trace
     if culprit_trace.available():
+        os.environ.pop(_REEXEC, None)  # the program's environment stays as it was given
         if not os.environ.get("CULPRIT_POOL"):
             sys.stderr.write("culprit_trace: warning: CULPRIT_POOL is not set; libtrace.so decides "
                              "where entries go (run under `culprit record`)\n")
@@ -57,11 +68,23 @@ def _ensure_tracing():
             _fail("libtrace.so is loaded but tracing could not start")
         return
     if os.environ.get(_REEXEC):
-        _fail("re-executed with LD_PRELOAD=%s but libtrace.so's symbols are still missing "
-              "(is it the right library?)" % os.environ.get("LD_PRELOAD", ""))
+        _fail("re-executed (LD_PRELOAD=%s, CULPRIT_POOL=%s) but libtrace.so's symbols are still "
+              "missing (is it the right library?)" % (os.environ.get("LD_PRELOAD", ""),
+                                                      os.environ.get("CULPRIT_POOL", "")))
     if not os.environ.get("CULPRIT_POOL"):
-        _fail("not tracing: no pool to record into (CULPRIT_POOL is unset). Run\n"
-              "    culprit record -- %s -m culprit_trace %s" % (sys.executable, " ".join(sys.argv[1:])))
+        # Standalone: let `culprit record` make the pool, start readers and preload libtrace.
+        culprit = _find_culprit()
+        if culprit is None:
+            _fail("not tracing: no pool to record into (CULPRIT_POOL is unset) and no `culprit` "
+                  "binary found (PATH, or CULPRIT_BIN). Run\n"
+                  "    culprit record -- %s -m culprit_trace %s" % (sys.executable, " ".join(sys.argv[1:])))
+        env = dict(os.environ)
+        env[_REEXEC] = "1"
+        argv = list(getattr(sys, "orig_argv", None) or [sys.executable, "-m", "culprit_trace"] + sys.argv[1:])
+        sys.stderr.write("culprit_trace: running under `%s record`\n" % culprit)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.execve(culprit, [culprit, "record", "--", sys.executable] + argv[1:], env)
     lib = _find_libtrace()
     if lib is None:
         _fail("not tracing: libtrace.so is not loaded and was not found (set CULPRIT_LIBTRACE "

@@ -666,6 +666,7 @@ fn without_libtrace_the_shim_says_why_and_runs_nothing() {
     c.current_dir(dir.path())
         .args(["-m", "culprit_trace", "p.py"])
         .env("PYTHONUSERBASE", &shim.userbase)
+        .env("CULPRIT_BIN", "")
         .env_remove("CULPRIT_POOL")
         .env_remove("LD_PRELOAD");
     let r = tests::run_with_deadline(&mut c, Duration::from_secs(30));
@@ -800,4 +801,58 @@ fn the_pure_python_fallback_records_the_same_calls_and_says_it_is_used() {
     ];
     want.sort();
     assert_eq!(got, want);
+}
+
+/// Standalone `python3 -m culprit_trace prog.py` (no `culprit record` around it): the shim
+/// re-executes itself under `culprit record`, and the trace directory holds the program.
+#[test]
+fn standalone_python_m_culprit_trace_records_through_culprit_record() {
+    if tests::libtrace_or_skip("standalone_python_m_culprit_trace").is_none() {
+        return;
+    }
+    let culprit = tests::culprit();
+    let shim = shim();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("p.py"),
+        "import os\ndef hello():\n    print('ran', '_CULPRIT_TRACE_REEXEC' in os.environ)\nhello()\n",
+    )
+    .unwrap();
+    let mut c = Command::new("python3");
+    c.current_dir(dir.path())
+        .args(["-m", "culprit_trace", "p.py"])
+        .env("PYTHONUSERBASE", &shim.userbase)
+        .env("CULPRIT_BIN", &culprit)
+        .env_remove("CULPRIT_POOL")
+        .env_remove("LD_PRELOAD");
+    let r = tests::run_with_deadline(&mut c, Duration::from_secs(60));
+    r.assert_success("python3 -m culprit_trace p.py (standalone)");
+    assert!(r.stdout.contains("ran False"), "{}", r.stdout);
+    let trace = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.is_dir()
+                && p.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with("culprit-")
+        })
+        .unwrap_or_else(|| panic!("no trace directory written: {r:?}"));
+    let dump = tests::run_with_deadline(
+        Command::new(&culprit).arg("dump").arg("--json").arg(&trace),
+        Duration::from_secs(60),
+    );
+    dump.assert_success("culprit dump");
+    let calls: Vec<String> = tests::parse_json_lines(&dump.stdout)
+        .into_iter()
+        .filter(|v| v["kind"] == "py_call")
+        .map(|v| v["name"].as_str().unwrap_or("").to_string())
+        .filter(|n| n.starts_with("__main__."))
+        .collect();
+    assert_eq!(
+        calls,
+        vec!["__main__.<module>", "__main__.hello"],
+        "{trace:?}"
+    );
 }
