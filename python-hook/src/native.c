@@ -39,6 +39,7 @@
  * into the program and uninstall the profiler), saves and restores any pending
  * exception around the slow paths, and clears errors of its own.
  */
+#define _GNU_SOURCE
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <frameobject.h>
@@ -644,11 +645,45 @@ static int g_frames_on;
 static const void *g_boundary;           /* call_traced's frame: calls from it are roots */
 static __thread int t_suppress;          /* >0 inside the shim's own (hidden) frames */
 
+#define UNLIKELY_LOW_STACK() __builtin_expect((uintptr_t)__builtin_frame_address(0) < stack_limit(), 0)
+
 static inline PyObject *eval_next(PyThreadState *ts, _PyInterpreterFrame *f, int throwflag) {
     return g_prev_eval ? g_prev_eval(ts, f, throwflag) : _PyEval_EvalFrameDefault(ts, f, throwflag);
 }
 
+/* C stack guard. With a frame-evaluation function set, every Python call recurses in C
+ * (the eval loop inlines calls only without one), so a program that raised the recursion
+ * limit could run off its thread's stack where plain CPython 3.11 would not. Below this
+ * address (the stack's low end + min(512 KiB, a quarter of the stack)) the frame is
+ * evaluated with the recursion budget at 0: CPython itself raises RecursionError and
+ * unwinds the frame as at its own limit. Computed once per thread; 1 = unknown. */
+static __thread uintptr_t t_stack_limit;
+
+static uintptr_t stack_limit(void) {
+    if (t_stack_limit == 0) {
+        pthread_attr_t a;
+        void *addr = NULL;
+        size_t size = 0;
+        t_stack_limit = 1;
+        if (pthread_getattr_np(pthread_self(), &a) == 0) {
+            if (pthread_attr_getstack(&a, &addr, &size) == 0 && addr != NULL && size > 0) {
+                size_t margin = size / 4 < (512u << 10) ? size / 4 : (512u << 10);
+                t_stack_limit = (uintptr_t)addr + margin;
+            }
+            pthread_attr_destroy(&a);
+        }
+    }
+    return t_stack_limit;
+}
+
 static PyObject *eval_hook(PyThreadState *ts, _PyInterpreterFrame *f, int throwflag) {
+    if (UNLIKELY_LOW_STACK()) {
+        int saved = ts->recursion_remaining;
+        ts->recursion_remaining = 0;
+        PyObject *r = eval_next(ts, f, throwflag);
+        ts->recursion_remaining = saved;
+        return r;
+    }
     if (t_suppress > 0 || (lt.global_enabled != NULL && !__atomic_load_n(lt.global_enabled, __ATOMIC_RELAXED)))
         return eval_next(ts, f, throwflag);
     /* Calling a generator or coroutine function only creates the generator (the frame runs

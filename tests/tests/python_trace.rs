@@ -856,3 +856,43 @@ fn standalone_python_m_culprit_trace_records_through_culprit_record() {
         "{trace:?}"
     );
 }
+
+/// A program that raises the recursion limit and recurses deeply, in the main thread and in
+/// a thread with a 1 MiB stack: in frames mode (calls recurse in C) it must get
+/// RecursionError, never a crash; in profile mode it runs exactly as untraced.
+const DEEP: &str = r#"
+import sys, threading
+sys.setrecursionlimit(1000000)
+def r(n):
+    return 0 if n == 0 else 1 + r(n - 1)
+def probe():
+    for d in (10000, 50000, 200000):
+        try:
+            print(d, r(d), flush=True)
+        except RecursionError as e:
+            print(d, "RecursionError", e, flush=True)
+probe()
+threading.stack_size(1 << 20)
+t = threading.Thread(target=probe); t.start(); t.join()
+print(r(100))
+"#;
+
+#[test]
+fn deep_recursion_never_crashes_the_program() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("deep.py"), DEEP).unwrap();
+    let mut c = Command::new("python3");
+    c.current_dir(dir.path()).arg("deep.py");
+    let plain = tests::run_with_deadline(&mut c, Duration::from_secs(60));
+    plain.assert_success("plain deep.py");
+    for mode in ["profile", "frames"] {
+        let (r, _t) = traced_mode(Backend::Standin, mode, dir.path(), &["deep.py"], true);
+        r.assert_success(&format!("deep.py [{mode}]"));
+        assert!(r.stdout.ends_with("100\n"), "{mode}: {}", r.stdout);
+        if mode == "profile" {
+            assert_eq!(r.stdout, plain.stdout, "profile mode changes nothing");
+        } else {
+            assert!(r.stdout.starts_with("10000 10000\n"), "{}", r.stdout);
+        }
+    }
+}
