@@ -1409,3 +1409,61 @@ fn nth_is_counted_per_process_and_restarts_in_a_forked_child() {
         assert_eq!(marked, [3], "the third send of each process");
     }
 }
+
+#[test]
+fn errno_on_socket_bind_and_listen_stops_the_server() {
+    let Some(k) = kit("setup_errno") else { return };
+    for (lang, rule, func, errno, message) in [
+        (
+            Lang::C,
+            "bind:errno=EADDRINUSE",
+            LibFn::Bind,
+            libc::EADDRINUSE,
+            "bind/listen: Address already in use",
+        ),
+        (
+            Lang::Py,
+            "bind:errno=EADDRINUSE",
+            LibFn::Bind,
+            libc::EADDRINUSE,
+            "OSError: [Errno 98] Address already in use",
+        ),
+        (
+            Lang::C,
+            "listen:errno=EACCES",
+            LibFn::Listen,
+            libc::EACCES,
+            "bind/listen: Permission denied",
+        ),
+        (
+            Lang::Py,
+            "socket:errno=EMFILE",
+            LibFn::Socket,
+            libc::EMFILE,
+            "OSError: [Errno 24] Too many open files",
+        ),
+    ] {
+        // The server alone: it never gets to accept a client.
+        let pool = temp_pool(16, 64 * 1024);
+        let args = ["server", "tcp", &free_tcp_port().to_string(), "recv"].map(String::from);
+        let mut cmd = k.command(lang, &args, &pool.path, &[rule.to_string()]);
+        let r = run_with_deadline(&mut cmd, Duration::from_secs(60));
+        assert!(
+            !r.timed_out && !r.status.success(),
+            "{rule} {lang:?}: {r:?}"
+        );
+        assert!(r.stderr.contains(message), "{rule} {lang:?}: {}", r.stderr);
+        assert!(!r.stdout.contains("ready"), "{}", r.stdout);
+        let t = Trace::drain(&pool.pool);
+        let inj = t.all_injections();
+        assert_eq!(inj.len(), 1, "{inj:?}");
+        let (pid, rec) = &inj[0];
+        assert_eq!(
+            (rec.func, rec.forced_ret, rec.forced_errno),
+            (func.id() as u16, -1, errno)
+        );
+        let exits = t.exits(*pid, func);
+        assert_eq!(exits.len(), 1);
+        assert_eq!((exits[0].inject, exits[0].errno), (Some(0), Some(errno)));
+    }
+}

@@ -88,7 +88,8 @@
 //!
 //! See [`Effect`] for exactly what each does to the call and which functions it applies to
 //! (`short`, `close` to receives and sends; `eof`, `corrupt` to receives; `errno` and
-//! `delay` also to `accept`, `accept4`, `connect` and the event waits `select`,
+//! `delay` also to `socket`, `bind`, `listen`, `accept`, `accept4`, `connect` and the
+//! event waits `select`,
 //! `pselect`, `poll`, `ppoll`, `epoll_wait`, `epoll_pwait`; `delay` also to `close`).
 
 mod errno;
@@ -109,8 +110,9 @@ pub const HELP: &str = "\
 Fault injection: --inject FUNC[|FUNC...]:EFFECT[,KEY=VALUE...] (repeatable)
 
 FUNC    recv recvfrom recvmsg read readv send sendto sendmsg write writev
-        (read, write, readv, writev on sockets only), accept accept4 connect
-        select pselect poll ppoll epoll_wait epoll_pwait, close (delay only)
+        (read, write, readv, writev on sockets only), socket bind listen accept
+        accept4 connect select pselect poll ppoll epoll_wait epoll_pwait, close
+        (delay only)
 EFFECT  short=N        move at most N bytes (receives and sends; unread bytes
                        stay in the socket, unsent ones are not sent)
         errno=NAME     fail with -1 and that errno, without making the call

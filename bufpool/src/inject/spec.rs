@@ -158,9 +158,13 @@ const DATA_FNS: &[LibFn] = &[
     LibFn::Writev,
 ];
 
-/// Other calls that can be made to fail (`errno`) or be delayed (`delay`): connection
-/// setup and event waits — the calls `libtrace.so` routes through its injection seam.
+/// Other calls that can be made to fail (`errno`) or be delayed (`delay`): socket and
+/// connection setup and event waits — the calls `libtrace.so` routes through its
+/// injection seam.
 const OTHER_FAILING_FNS: &[LibFn] = &[
+    LibFn::Socket,
+    LibFn::Bind,
+    LibFn::Listen,
     LibFn::Accept,
     LibFn::Accept4,
     LibFn::Connect,

@@ -151,7 +151,12 @@ fn function_errors_name_the_column() {
     err_at("fork:errno=EAGAIN", 1, "`errno` applies to", "`fork`");
     err_at("exit:delay=1s", 1, "`delay` applies to", "`exit`");
     // Calls libtrace.so does not route through its injection seam are refused.
-    err_at("bind:errno=EADDRINUSE", 1, "`errno` applies to", "`bind`");
+    err_at(
+        "shutdown:errno=EPIPE",
+        1,
+        "`errno` applies to",
+        "`shutdown`",
+    );
     err_at(
         "recv|epoll_ctl:delay=1s",
         6,

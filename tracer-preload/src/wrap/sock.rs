@@ -84,20 +84,16 @@ pub unsafe extern "C" fn socket(domain: c_int, ty: c_int, proto: c_int, site: us
             ..Small::default()
         },
     );
-    let r: c_int = real_or_sys!(SOCKET, (domain, ty, proto), libc::SYS_socket);
-    let e = errno();
+    let s = seamed(CallInfo::new(LibFn::Socket, -1, 0), || {
+        let r: c_int = real_or_sys!(SOCKET, (domain, ty, proto), libc::SYS_socket);
+        r as i64
+    });
+    let r = s.ret as c_int;
     if r >= 0 {
         fdtab::mark(r, true);
     }
     if let Some(c) = call {
-        c.exit(
-            &Small {
-                ret: Some(r as i64),
-                errno: (r < 0).then_some(e),
-                ..Small::default()
-            },
-            None,
-        );
+        c.exit(&exit_small(None, &s), None);
     }
     r
 }
@@ -165,12 +161,16 @@ pub unsafe extern "C" fn bind(
         with_stack(site, fp, &mut o);
         Call::enter_full(LibFn::Bind, site, &o)
     });
-    let r: c_int = real_or_sys!(BIND, (fd, addr, len), libc::SYS_bind);
-    let e = errno();
+    let s = seamed(CallInfo::new(LibFn::Bind, fd, 0), || {
+        let r: c_int = real_or_sys!(BIND, (fd, addr, len), libc::SYS_bind);
+        r as i64
+    });
+    let (r, e) = (s.ret as c_int, s.err);
     if let Some(c) = call {
         let mut o = LibOpts {
             fd: Some(fd),
             ret: Some(r as i64),
+            inject: s.rule,
             ..LibOpts::default()
         };
         o.errno = (r < 0).then_some(e);
@@ -194,20 +194,14 @@ pub unsafe extern "C" fn listen(fd: c_int, backlog: c_int, site: usize, fp: usiz
         with_stack(site, fp, &mut o);
         Call::enter_full(LibFn::Listen, site, &o)
     });
-    let r: c_int = real_or_sys!(LISTEN, (fd, backlog), libc::SYS_listen);
-    let e = errno();
+    let s = seamed(CallInfo::new(LibFn::Listen, fd, 0), || {
+        let r: c_int = real_or_sys!(LISTEN, (fd, backlog), libc::SYS_listen);
+        r as i64
+    });
     if let Some(c) = call {
-        c.exit(
-            &Small {
-                fd: Some(fd),
-                ret: Some(r as i64),
-                errno: (r < 0).then_some(e),
-                ..Small::default()
-            },
-            None,
-        );
+        c.exit(&exit_small(Some(fd), &s), None);
     }
-    r
+    s.ret as c_int
 }
 
 /// `connect`.
