@@ -289,7 +289,7 @@ pub fn after(call: &CallInfo, out: &mut Outcome, data: Data) -> Option<u32> {
     let forced_errno = if out.ret < 0 { out.errno } else { 0 };
     let original = match p.effect {
         Effect::Short(n) if out.ret >= 0 && call.len > n => {
-            if p.effect_is_receive(call.func) {
+            if bufpool::inject::RECEIVE_FNS.contains(&call.func) {
                 if out.ret as u64 == n {
                     (out.ret as u64 + queued(call.fd).min(call.len - n)) as i64
                 } else {
@@ -309,12 +309,6 @@ pub fn after(call: &CallInfo, out: &mut Outcome, data: Data) -> Option<u32> {
     };
     record(call, &p, original, out.ret, forced_errno);
     Some(p.rule)
-}
-
-impl Pending {
-    fn effect_is_receive(&self, f: LibFn) -> bool {
-        bufpool::inject::RECEIVE_FNS.contains(&f)
-    }
 }
 
 /// Bytes queued for reading on a socket (`FIONREAD`), 0 if unknown.
