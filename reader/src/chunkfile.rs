@@ -112,7 +112,8 @@ pub fn repair(dir: &Path) -> Result<Vec<Repaired>> {
 }
 
 /// True if the chunk file's name says it belongs to another reader process that still
-/// runs.
+/// runs. A process with that pid that started after the file was created is another
+/// process (the pid was reused), so the file's writer is gone.
 pub(crate) fn writer_alive(path: &Path) -> bool {
     let Some(pid) = path
         .file_name()
@@ -124,6 +125,67 @@ pub(crate) fn writer_alive(path: &Path) -> bool {
     };
     // Files of this very process were written by an earlier, finished run (a run
     // repairs before its own drain threads start).
-    pid != std::process::id()
-        && bufpool::sys::proc_stat(pid).is_some_and(|(state, _, _)| state != b'Z' && state != b'X')
+    if pid == std::process::id() {
+        return false;
+    }
+    let Some((state, _, start_ticks)) = bufpool::sys::proc_stat(pid) else {
+        return false;
+    };
+    if state == b'Z' || state == b'X' {
+        return false;
+    }
+    match (created_unix_s(path), boot_time_s()) {
+        (Some(created), Some(boot)) => {
+            // SAFETY: sysconf has no memory effects.
+            let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+            // One second of slack for the rounding of both clocks.
+            boot + start_ticks / hz <= created + 1
+        }
+        _ => true,
+    }
+}
+
+/// The creation time (s) stored in a chunk file's header.
+fn created_unix_s(path: &Path) -> Option<u64> {
+    use std::io::Read;
+    let mut head = [0u8; disk::CHUNK_HEADER_SIZE];
+    File::open(path).ok()?.read_exact(&mut head).ok()?;
+    let h = disk::parse_chunk_header(&head).ok()?;
+    Some(h.created_unix_ns / 1_000_000_000)
+}
+
+/// Boot time (s since the epoch), from `/proc/stat`.
+fn boot_time_s() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    stat.lines()
+        .find_map(|l| l.strip_prefix("btime "))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_live_writer_is_recognized_and_a_reused_pid_is_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let now = bufpool::sys::clock_ns(libc::CLOCK_REALTIME);
+        // Written by the live child, after it started.
+        let w = ChunkWriter::create(dir.path(), pid, 0, now + 2_000_000_000).unwrap();
+        assert!(writer_alive(w.path()));
+        // "Written" long before the child started: the pid must have been reused.
+        let old = ChunkWriter::create(dir.path(), pid, 1, now - 3_600_000_000_000).unwrap();
+        assert!(!writer_alive(old.path()));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(!writer_alive(w.path()));
+        // This process's own files are never "alive": it writes none while repairing.
+        let own = ChunkWriter::create(dir.path(), std::process::id(), 2, now).unwrap();
+        assert!(!writer_alive(own.path()));
+    }
 }
