@@ -133,6 +133,9 @@ site_on_stack!(recvfrom, io::recvfrom,
     (fd: c_int, b: *mut c_void, n: size_t, f: c_int, a: *mut sockaddr, l: *mut socklen_t) -> ssize_t);
 site_in!(recvmsg, "rcx", io::recvmsg, (fd: c_int, m: *mut msghdr, f: c_int) -> ssize_t);
 site_in!(read, "rcx", io::read, (fd: c_int, b: *mut c_void, n: size_t) -> ssize_t);
+site_in!(__read_chk, "r8", io::read_chk, (fd: c_int, b: *mut c_void, n: size_t, bl: size_t) -> ssize_t);
+site_in!(__recv_chk, "r9", io::recv_chk,
+    (fd: c_int, b: *mut c_void, n: size_t, bl: size_t, f: c_int) -> ssize_t);
 site_in!(write, "rcx", io::write, (fd: c_int, b: *const c_void, n: size_t) -> ssize_t);
 site_in!(readv, "rcx", io::readv, (fd: c_int, v: *const iovec, n: c_int) -> ssize_t);
 site_in!(writev, "rcx", io::writev, (fd: c_int, v: *const iovec, n: c_int) -> ssize_t);

@@ -107,6 +107,8 @@ reals! {
     RECVFROM: Recvfrom = "recvfrom" fn(c_int, *mut c_void, size_t, c_int, *mut sockaddr, *mut socklen_t) -> ssize_t;
     RECVMSG: Recvmsg = "recvmsg" fn(c_int, *mut msghdr, c_int) -> ssize_t;
     READ: Read = "read" fn(c_int, *mut c_void, size_t) -> ssize_t;
+    READ_CHK: ReadChk = "__read_chk" fn(c_int, *mut c_void, size_t, size_t) -> ssize_t;
+    RECV_CHK: RecvChk = "__recv_chk" fn(c_int, *mut c_void, size_t, size_t, c_int) -> ssize_t;
     WRITE: Write = "write" fn(c_int, *const c_void, size_t) -> ssize_t;
     READV: Readv = "readv" fn(c_int, *const iovec, c_int) -> ssize_t;
     WRITEV: Writev = "writev" fn(c_int, *const iovec, c_int) -> ssize_t;

@@ -5,6 +5,7 @@ mod common;
 use bufpool::format::{LibFn, Meta, ProcReason};
 use common::*;
 use std::io::BufRead;
+use std::process::Command;
 
 const MISC: &str = include_str!("misc_prog/misc.c");
 
@@ -370,4 +371,118 @@ fn python_sockets_are_traced() {
     assert_eq!(rets(&tr.calls_of(pid, LibFn::Send)), vec![33; 7]);
     assert_eq!(rets(&tr.calls_of(pid, LibFn::Recv)), vec![33; 7]);
     assert_eq!(tr.calls_of(pid, LibFn::Close).len(), 2);
+}
+
+#[test]
+fn fork_and_vfork_in_a_multithreaded_parent() {
+    let tp = pool();
+    let prog = misc(&tp);
+    let mut c = traced(&tp.path, &prog);
+    c.arg("mtfork");
+    let out = run(c);
+    assert!(out.status.success(), "{}{}", out.stdout, out.stderr);
+    let kv = kv(&out.stdout);
+    let kids: Vec<u32> = (0..6)
+        .map(|i| num(&kv, &format!("kid{i}")) as u32)
+        .collect();
+    // `drain` already checked that no sub-buffer was published twice.
+    let tr = drain(&tp);
+    assert_eq!(tr.lost(), 0);
+    let parent = *tr.pids().iter().find(|p| !kids.contains(p)).unwrap();
+    assert_eq!(tr.pids().len(), 7);
+    // The background thread's sends are all there, in the parent only.
+    let bg = num(&kv, "bg") as usize;
+    let parent_sends = tr.calls_of(parent, LibFn::Send);
+    assert_eq!(parent_sends.len(), bg);
+    for &k in &kids[..5] {
+        assert_eq!(tr.proc_reason(k), vec![ProcReason::Fork]);
+        assert_eq!(tr.procs(k)[0].ppid, parent);
+        let s = tr.calls_of(k, LibFn::Send);
+        assert_eq!(rets(&s), vec![1; 20], "child {k}");
+        // One thread, attached afresh: nothing of the parent's threads.
+        assert_eq!(tr.threads.keys().filter(|t| t.0 == k).count(), 1);
+    }
+    let forks = tr.calls_of(parent, LibFn::Fork);
+    assert_eq!(
+        rets(&forks),
+        kids[..5].iter().map(|&k| k as i64).collect::<Vec<_>>()
+    );
+    // vfork (run as fork), then execl in the child: fork record, then exec record.
+    let v = kids[5];
+    assert_eq!(rets(&tr.calls_of(parent, LibFn::Vfork)), vec![v as i64]);
+    assert_eq!(tr.proc_reason(v), vec![ProcReason::Fork, ProcReason::Exec]);
+    assert_eq!(tr.calls_of(v, LibFn::Execl).len(), 1);
+    assert_eq!(rets(&tr.calls_of(v, LibFn::Write)), vec![3]);
+}
+
+#[test]
+fn daemon_child_is_traced() {
+    let tp = pool();
+    let prog = misc(&tp);
+    let mut c = traced(&tp.path, &prog);
+    c.arg("daemon").arg(tp.dir.path());
+    let out = run(c);
+    assert!(out.status.success());
+    let pidfile = tp.dir.path().join("daemon.pid");
+    let t0 = std::time::Instant::now();
+    let dpid: u32 = loop {
+        if let Some(p) = std::fs::read_to_string(&pidfile)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+        {
+            break p;
+        }
+        assert!(t0.elapsed().as_secs() < 20, "daemon did not write its pid");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    // Wait for the daemon to exit (it returns right after writing the file); nobody may
+    // reap it here, so a zombie counts as gone.
+    while matches!(bufpool::sys::proc_stat(dpid), Some((s, _, _)) if s != b'Z') {
+        assert!(t0.elapsed().as_secs() < 20, "daemon did not exit");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let tr = drain(&tp);
+    let parent = *tr.pids().iter().find(|&&p| p != dpid).unwrap();
+    let d = tr.calls_of(parent, LibFn::Daemon);
+    assert_eq!(d.len(), 1, "the daemon() entry is in the caller");
+    assert!(d[0].exit.is_none());
+    assert_eq!(tr.proc_reason(dpid), vec![ProcReason::Fork]);
+    let dd = tr.calls_of(dpid, LibFn::Daemon);
+    assert_eq!(dd.len(), 1);
+    assert_eq!(dd[0].ret(), 0);
+    assert_eq!(rets(&tr.calls_of(dpid, LibFn::Send)), vec![1; 4]);
+}
+
+#[test]
+fn fortified_read_and_recv_are_recorded() {
+    const SRC: &str = r#"
+#include <stdio.h>
+#include <sys/socket.h>
+#include <unistd.h>
+int main(void) {
+    int sv[2];
+    socketpair(AF_UNIX, SOCK_STREAM, 0, sv);
+    char buf[32];
+    volatile size_t n = sizeof buf; /* not a constant: the _chk variants are used */
+    send(sv[0], "abcdefgh", 8, 0);
+    if (read(sv[1], buf, n) != 8) return 1;
+    send(sv[0], "ijkl", 4, 0);
+    if (recv(sv[1], buf, n, 0) != 4) return 2;
+    return 0;
+}
+"#;
+    let tp = pool();
+    let prog = cc_with(tp.dir.path(), "fortified", SRC, &["-D_FORTIFY_SOURCE=2"]);
+    let syms = Command::new("nm").arg("-D").arg(&prog).output().unwrap();
+    let syms = String::from_utf8_lossy(&syms.stdout);
+    assert!(
+        syms.contains("__read_chk") && syms.contains("__recv_chk"),
+        "{syms}"
+    );
+    let out = run(traced(&tp.path, &prog));
+    assert!(out.status.success(), "{}", out.stderr);
+    let tr = drain(&tp);
+    let pid = only_pid(&tr);
+    assert_eq!(rets(&tr.calls_of(pid, LibFn::Read)), vec![8]);
+    assert_eq!(rets(&tr.calls_of(pid, LibFn::Recv)), vec![4]);
 }

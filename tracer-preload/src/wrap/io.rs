@@ -304,3 +304,74 @@ pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, n: c_int, site: us
         },
     )
 }
+
+/// The real `__*_chk` function, or the system call after the check it makes.
+fn chk_fallback(len: size_t, buflen: size_t) {
+    if len > buflen {
+        // What glibc's __chk_fail does: the program asked for more than its buffer holds.
+        // SAFETY: abort has no preconditions.
+        unsafe { libc::abort() };
+    }
+}
+
+/// `__read_chk` (`read` under `_FORTIFY_SOURCE`; recorded as `read`, on sockets only).
+pub unsafe extern "C" fn read_chk(
+    fd: c_int,
+    buf: *mut c_void,
+    len: size_t,
+    buflen: size_t,
+    site: usize,
+) -> ssize_t {
+    let real = |len: size_t| -> ssize_t {
+        match READ_CHK.get() {
+            // SAFETY: the real __read_chk with the program's arguments.
+            Some(f) => unsafe { f(fd, buf, len, buflen) },
+            None => {
+                chk_fallback(len, buflen);
+                // SAFETY: the program's read arguments, checked against its buffer.
+                unsafe { libc::syscall(libc::SYS_read, fd, buf, len) as ssize_t }
+            }
+        }
+    };
+    if !fdtab::is_socket(fd) {
+        return real(len);
+    }
+    let c = DataCall {
+        func: LibFn::Read,
+        site,
+        fd,
+        len: len as u64,
+        flags: None,
+    };
+    data_call(c, flat(buf), |lim| real(len.min(lim)) as _)
+}
+
+/// `__recv_chk` (`recv` under `_FORTIFY_SOURCE`; recorded as `recv`).
+pub unsafe extern "C" fn recv_chk(
+    fd: c_int,
+    buf: *mut c_void,
+    len: size_t,
+    buflen: size_t,
+    flags: c_int,
+    site: usize,
+) -> ssize_t {
+    let c = DataCall {
+        func: LibFn::Recv,
+        site,
+        fd,
+        len: len as u64,
+        flags: Some(flags as u32),
+    };
+    data_call(c, flat(buf), |lim| {
+        let len = len.min(lim);
+        match RECV_CHK.get() {
+            // SAFETY: the real __recv_chk with the program's arguments.
+            Some(f) => unsafe { f(fd, buf, len, buflen, flags) as _ },
+            None => {
+                chk_fallback(len, buflen);
+                // SAFETY: the program's recv arguments, checked against its buffer.
+                unsafe { libc::syscall(libc::SYS_recvfrom, fd, buf, len, flags, 0, 0) as _ }
+            }
+        }
+    })
+}

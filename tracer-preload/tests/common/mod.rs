@@ -25,10 +25,16 @@ pub fn libtrace() -> PathBuf {
 
 /// Compiles `src` (C) into `dir/name` (`-O1`, frame pointers kept, pthreads).
 pub fn cc(dir: &Path, name: &str, src: &str) -> PathBuf {
+    cc_with(dir, name, src, &[])
+}
+
+/// [`cc`] with extra compiler flags.
+pub fn cc_with(dir: &Path, name: &str, src: &str, flags: &[&str]) -> PathBuf {
     let c = dir.join(format!("{name}.c"));
     std::fs::write(&c, src).unwrap();
     let out = dir.join(name);
     let st = Command::new("cc")
+        .args(flags)
         .args(["-O1", "-g", "-fno-omit-frame-pointer", "-pthread", "-o"])
         .arg(&out)
         .arg(&c)

@@ -256,6 +256,68 @@ static int killme(void) {
     for (;;) pause();
 }
 
+static volatile int stop_bg;
+static void *bg_sender(void *p) {
+    int fd = *(int *)p;
+    char buf[4096];
+    long n = 0;
+    while (!stop_bg) {
+        send(fd, "b", 1, MSG_DONTWAIT);
+        recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+        n++;
+    }
+    return (void *)n;
+}
+
+/* fork (and vfork) while another thread is busy recording. */
+static int mtfork(const char *self) {
+    int sv[2];
+    socketpair(AF_UNIX, SOCK_DGRAM, 0, sv);
+    pthread_t th;
+    pthread_create(&th, NULL, bg_sender, &sv[0]);
+    int kids[6];
+    for (int i = 0; i < 5; i++) {
+        fflush(stdout);
+        pid_t c = fork();
+        if (c == 0) {
+            for (int k = 0; k < 20; k++) send(sv[1], "c", 1, 0);
+            _exit(0);
+        }
+        kids[i] = c;
+    }
+    fflush(stdout);
+    pid_t v = vfork();
+    if (v == 0) {
+        execl(self, self, "plain", (char *)NULL);
+        _exit(61);
+    }
+    kids[5] = v;
+    for (int i = 0; i < 6; i++) {
+        int st;
+        waitpid(kids[i], &st, 0);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) return 70;
+        printf("kid%d=%d\n", i, kids[i]);
+    }
+    stop_bg = 1;
+    void *n;
+    pthread_join(th, &n);
+    printf("bg=%ld\n", (long)n);
+    return 0;
+}
+
+static int daemonize(const char *dir) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/daemon.pid", dir);
+    if (daemon(1, 0) != 0) return 80;
+    int sv[2];
+    socketpair(AF_UNIX, SOCK_DGRAM, 0, sv);
+    for (int i = 0; i < 4; i++) send(sv[0], "d", 1, 0);
+    FILE *f = fopen(path, "w");
+    fprintf(f, "%d\n", getpid());
+    fclose(f);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) return 1;
     const char *m = argv[1];
@@ -266,6 +328,8 @@ int main(int argc, char **argv) {
     if (!strcmp(m, "closeall")) return closeall();
     if (!strcmp(m, "signals")) return signals();
     if (!strcmp(m, "kill")) return killme();
+    if (!strcmp(m, "mtfork")) return mtfork(argv[0]);
+    if (!strcmp(m, "daemon")) return daemonize(argv[2]);
     if (!strcmp(m, "plain")) {
         printf("hello\n");
         return send_n(3, 'p') == 3 ? 0 : 60;
