@@ -1467,3 +1467,37 @@ fn errno_on_socket_bind_and_listen_stops_the_server() {
         assert_eq!((exits[0].inject, exits[0].errno), (Some(0), Some(errno)));
     }
 }
+
+#[test]
+fn a_malformed_inject_variable_warns_once_and_injects_nothing() {
+    let Some(k) = kit("bad_env") else { return };
+    let pool = temp_pool(16, 64 * 1024);
+    let prog = compile_c("fork_sends", FORK_C, &[]);
+    let mut cmd = Command::new(&prog.path);
+    cmd.env("LD_PRELOAD", &k.lib)
+        .env(bufpool::POOL_ENV, &pool.path)
+        .env(INJECT_ENV, "send:errno=EPIPE,nth=1\nsend:shrt=3");
+    let r = run_with_deadline(&mut cmd, Duration::from_secs(60));
+    r.assert_success("fork_sends");
+    // One line from the process itself (its forked child inherits the parsed state).
+    let warnings: Vec<&str> = r
+        .stderr
+        .lines()
+        .filter(|l| l.contains("fault injection"))
+        .collect();
+    assert_eq!(
+        warnings,
+        [
+            "culprit: fault injection disabled: CULPRIT_INJECT: line 2, column 6: expected an \
+          effect: short=N, errno=NAME, eof, corrupt=N, delay=DURATION or close, found `shrt`"
+        ],
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stdout.lines().all(|l| l.ends_with(" 8 0")),
+        "{}",
+        r.stdout
+    );
+    assert!(Trace::drain(&pool.pool).all_injections().is_empty());
+}
