@@ -127,6 +127,8 @@ struct Sample {
     cpu_ns: f64,
     calls: u64,
     warm_calls: u64,
+    /// Sampled clock: median, p99 and max bound on the timestamp lag (ns).
+    lag_ns: Option<[f64; 3]>,
     note: Option<String>,
 }
 
@@ -264,22 +266,23 @@ fn make_pool(path: &Path, events: u64, concurrent_reader: bool) -> Result<Pool> 
 
 /// A reader thread: takes written sub-buffers while the traced program runs, copies them
 /// out (as `culprit reader` saves them) and gives them back.
-fn reader(pool: &Pool, stop: &AtomicBool) -> Vec<Vec<u8>> {
+fn reader(pool: &Pool, stop: &AtomicBool) -> Vec<(u64, Vec<u8>)> {
     let c = Consumer::new(pool);
     let mut out = Vec::new();
     loop {
         let mut took = false;
         while let Some(t) = c.take() {
-            out.push(t.data().to_vec());
+            out.push((t.info().seq, t.data().to_vec()));
             t.release();
             took = true;
         }
         if stop.load(Ordering::Acquire) {
             bufpool::salvage_dead(pool);
             while let Some(t) = c.take() {
-                out.push(t.data().to_vec());
+                out.push((t.info().seq, t.data().to_vec()));
                 t.release();
             }
+            out.sort_by_key(|b| b.0);
             return out;
         }
         if !took {
@@ -288,20 +291,49 @@ fn reader(pool: &Pool, stop: &AtomicBool) -> Vec<Vec<u8>> {
     }
 }
 
-/// (fib events recorded, entries lost) in the saved sub-buffers.
-fn count_saved(bufs: &[Vec<u8>]) -> Result<(u64, u64)> {
+/// What the saved sub-buffers of a (single-threaded) run hold.
+struct Saved {
+    /// FnEnter + FnExit entries.
+    fn_events: u64,
+    /// Entries lost (Lost markers).
+    lost: u64,
+    /// Per hook event, how far its timestamp may lag the truth, in TSC ticks: the
+    /// distance to the next real reading (0 for real readings). A real reading is any
+    /// timestamp that is not the previous one + 1 (see `CULPRIT_CLOCK=sampled`).
+    lag_bounds: Vec<u64>,
+}
+
+fn count_saved(bufs: &[(u64, Vec<u8>)]) -> Result<Saved> {
     let (mut fn_events, mut lost) = (0u64, 0u64);
-    for b in bufs {
+    let mut tscs = Vec::new();
+    for (_, b) in bufs {
         for e in Decoder::new(b) {
             let e = e.map_err(|e| anyhow::anyhow!("decode: {e}"))?;
             match e.kind {
-                Kind::FnEnter | Kind::FnExit => fn_events += 1,
+                Kind::FnEnter | Kind::FnExit => {
+                    fn_events += 1;
+                    tscs.push(e.tsc);
+                }
                 Kind::Lost => lost += e.lost,
                 _ => {}
             }
         }
     }
-    Ok((fn_events, lost))
+    let mut lag_bounds = vec![0u64; tscs.len()];
+    let mut next_real: Option<u64> = None;
+    for i in (0..tscs.len()).rev() {
+        let real = i == 0 || tscs[i] != tscs[i - 1].wrapping_add(1);
+        if real {
+            next_real = Some(tscs[i]);
+        } else if let Some(r) = next_real {
+            lag_bounds[i] = r.saturating_sub(tscs[i]);
+        }
+    }
+    Ok(Saved {
+        fn_events,
+        lost,
+        lag_bounds,
+    })
 }
 
 struct Lttng {
@@ -486,10 +518,25 @@ fn run_once(
         cpu_ns: cpu,
         calls: field("CALLS=")?,
         warm_calls: field("WARM_CALLS=")?,
+        lag_ns: None,
         note: None,
     };
     if let Some(saved) = saved {
-        let (got, lost) = count_saved(&saved)?;
+        let sv = count_saved(&saved)?;
+        let (got, lost) = (sv.fn_events, sv.lost);
+        if row
+            .env
+            .iter()
+            .any(|(k, v)| k == "CULPRIT_CLOCK" && v.starts_with("sampled"))
+        {
+            let tpn = pool.as_ref().map_or(0.0, |p| p.info().calib.ticks_per_ns());
+            let mut b = sv.lag_bounds;
+            b.sort_unstable();
+            let q = |f: f64| b[((b.len() - 1) as f64 * f) as usize] as f64 / tpn;
+            if !b.is_empty() && tpn > 0.0 {
+                s.lag_ns = Some([q(0.5), q(0.99), q(1.0)]);
+            }
+        }
         drop(pool);
         let _ = std::fs::remove_file(&pool_path);
         let want = 2 * (s.calls + s.warm_calls);
@@ -759,7 +806,17 @@ fn main() -> Result<()> {
                 notes.push(format!("{:.1}× Culprit tsc at this size", cm / t));
             }
         }
-        if r.tool == Tool::Culprit && notes.is_empty() {
+        let lags: Vec<[f64; 3]> = samples[r.id].iter().filter_map(|s| s.lag_ns).collect();
+        if !lags.is_empty() {
+            let m = |i: usize| median(&mut lags.iter().map(|l| l[i]).collect::<Vec<_>>());
+            notes.push(format!(
+                "timestamp lag bound: median {} ns, p99 {} ns, max {} ns",
+                fmt(m(0)),
+                fmt(m(1)),
+                fmt(lags.iter().map(|l| l[2]).fold(0.0, f64::max))
+            ));
+        }
+        if r.tool == Tool::Culprit && notes.iter().all(|n| !n.starts_with("MISMATCH")) {
             notes.push("all 2·calls events recorded, 0 lost".into());
         }
         println!(
