@@ -519,10 +519,6 @@ pub fn c_ring_story(s: &CRingStory, tmp: &Path) -> (PathBuf, PathBuf, Vec<Value>
         v.earliest["id"],
         v.rank_of_close
     );
-    let injected: Vec<&Value> = units
-        .iter()
-        .filter(|u| u["injections"].as_array().is_some_and(|a| !a.is_empty()))
-        .collect();
     check_injected(&units, &ids, s.broken);
     (model, faulty, units, prog)
 }
