@@ -360,6 +360,33 @@ fn main() -> anyhow::Result<()> {
         }
     }
 
+    // The sink's own speed, without the pool: write(2) of 256 KiB chunks for as long.
+    let chunk = vec![0x5au8; 256 * 1024 - 64];
+    for sink_name in ["/dev/null", "tmpfs file"] {
+        let mut gbs = vec![];
+        for _ in 0..rounds.min(5) {
+            let mut sink = if sink_name == "/dev/null" {
+                std::fs::OpenOptions::new().write(true).open("/dev/null")?
+            } else {
+                std::fs::File::create(&tmpfs_path)?
+            };
+            let t0 = Instant::now();
+            let mut bytes = 0u64;
+            while t0.elapsed() < dur {
+                sink.write_all(&chunk)?;
+                bytes += chunk.len() as u64;
+            }
+            gbs.push(bytes as f64 / t0.elapsed().as_secs_f64() / 1e9);
+            drop(sink);
+            let _ = std::fs::remove_file(&tmpfs_path);
+        }
+        let g = stat(gbs);
+        println!(
+            "| floor: write(2) of 256 KiB chunks, no pool | {sink_name} | – | {:.2} ({:.2}–{:.2}) | – |",
+            g.med, g.min, g.max
+        );
+    }
+
     // ---- overload -----------------------------------------------------------------
     println!("\n## Overload: the reader sleeps 2 ms per 256 KiB sub-buffer (≤ 0.13 GB/s), 20 B entries\n");
     println!("| produced | recorded | lost | drop rate | recorded + lost = produced |");
