@@ -88,6 +88,10 @@ pub struct Options {
     pub tree: TreeOptions,
     /// Sentences of *why* per unit. Default 3.
     pub why: usize,
+    /// Units whose *why* is written out by [`rank`] (the highest-ranked); the others'
+    /// is made when printed ([`report::Report::why_of`]), which keeps a large ranking small
+    /// in memory. Default 100.
+    pub why_units: usize,
     /// Effective nodes kept per ranked unit. Default 16.
     pub effective_kept: usize,
     /// Units whose annotated call tree is kept (the highest-ranked). Default 200.
@@ -103,6 +107,7 @@ impl Default for Options {
         Options {
             tree: TreeOptions::default(),
             why: 3,
+            why_units: 100,
             effective_kept: 16,
             trees_kept: 200,
             tree_lines: 400,
@@ -400,13 +405,12 @@ pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
         });
     }
     rep.units.sort_by(|a, b| rank_key(a).cmp(&rank_key(b)));
-    for u in &mut rep.units {
-        let s = score::UnitScore {
-            score: u.score,
-            verdict: u.verdict,
-            effective: u.effective.clone(),
-        };
-        u.why = report::why(&s, &names, opts.why);
+    rep.names = names;
+    rep.why_sentences = opts.why;
+    let n = rep.units.len().min(opts.why_units);
+    for i in 0..n {
+        let w = rep.why_of(&rep.units[i]);
+        rep.units[i].why = w;
     }
     Ok(rep)
 }

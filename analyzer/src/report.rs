@@ -47,6 +47,10 @@ pub struct Report {
     pub stats: DecodeStats,
     /// Number of process groups in the model (for colours).
     pub groups: usize,
+    /// Names of key parts (model and traces).
+    pub names: BTreeMap<u64, String>,
+    /// Sentences of *why* per unit.
+    pub why_sentences: usize,
 }
 
 /// Names a node for people.
@@ -276,6 +280,28 @@ impl RankedUnit {
 }
 
 impl Report {
+    /// A unit's *why*: the sentences stored with it, or made now from its effective nodes.
+    pub fn why_of(&self, u: &RankedUnit) -> Vec<String> {
+        if !u.why.is_empty() {
+            return u.why.clone();
+        }
+        let s = UnitScore {
+            score: u.score,
+            verdict: u.verdict,
+            effective: u.effective.clone(),
+        };
+        why(&s, &self.names, self.why_sentences.max(1))
+    }
+
+    /// The JSON object of one unit (see [`RankedUnit::to_json`]), with its *why*.
+    pub fn unit_json(&self, u: &RankedUnit) -> serde_json::Value {
+        let mut v = u.to_json();
+        if u.why.is_empty() {
+            v["why"] = serde_json::to_value(self.why_of(u)).unwrap_or_default();
+        }
+        v
+    }
+
     /// The text table of `culprit rank` (the first `top` units).
     pub fn text(&self, top: usize, mark_injections: bool) -> String {
         let mut s = String::new();
@@ -319,7 +345,7 @@ impl Report {
                 fmt_time(i.t_start_unix_ns),
                 (i.t_end_unix_ns - i.t_start_unix_ns) as f64 / 1e6
             );
-            for w in &u.why {
+            for w in self.why_of(u) {
                 let _ = writeln!(s, "        {w}");
             }
             if mark_injections {
@@ -337,7 +363,13 @@ impl Report {
 
     /// The JSON array of `culprit rank --json` (the first `top` units).
     pub fn json(&self, top: usize) -> serde_json::Value {
-        serde_json::Value::Array(self.units.iter().take(top).map(|u| u.to_json()).collect())
+        serde_json::Value::Array(
+            self.units
+                .iter()
+                .take(top)
+                .map(|u| self.unit_json(u))
+                .collect(),
+        )
     }
 
     /// A self-contained HTML page: every unit's score against time (one colour per process
@@ -410,7 +442,7 @@ impl Report {
         let data: Vec<serde_json::Value> = shown
             .iter()
             .map(|u| {
-                let mut v = u.to_json();
+                let mut v = self.unit_json(u);
                 v["tree"] = serde_json::to_value(&u.annotated).unwrap_or_default();
                 v
             })
