@@ -525,3 +525,35 @@ fn a_standalone_reader_records_a_daemon_started_by_hand() {
     );
     assert!(!pool.exists());
 }
+
+#[test]
+fn a_pool_larger_than_its_file_system_is_refused_and_the_program_still_runs() {
+    if libtrace_or_skip("a_pool_larger_than_its_file_system").is_none() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    // 1 Mi sub-buffers of 1 GiB: 1 PiB, more than any /dev/shm.
+    let r = run_with_deadline(
+        Command::new(culprit())
+            .args([
+                "record",
+                "--subbufs",
+                "1048576",
+                "--subbuf-size",
+                "1024M",
+                "-o",
+            ])
+            .arg(tmp.path().join("t"))
+            .args(["--", "sh", "-c", "echo ran; exit 4"]),
+        DEADLINE,
+    );
+    assert_eq!(r.status.code(), Some(4));
+    assert_eq!(r.stdout, "ran\n");
+    let lines: Vec<&str> = r.stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "{:?}", r.stderr);
+    assert!(
+        lines[0].contains("warning") && lines[0].contains("MiB free"),
+        "{}",
+        lines[0]
+    );
+}

@@ -161,6 +161,39 @@ fn default_out(cmd: &[OsString]) -> PathBuf {
     PathBuf::from(format!("culprit-{base}-{secs}"))
 }
 
+/// Checks that the file system of the pool has room for it: a pool on a full tmpfs
+/// would fault (SIGBUS) in the traced programs when they touch a page that cannot be
+/// allocated.
+fn check_space(path: &Path, cfg: &PoolConfig) -> Result<(), String> {
+    use std::os::unix::ffi::OsStrExt;
+    let need = bufpool::layout::file_size(cfg.n_subbufs, cfg.subbuf_size);
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return Err(format!("{}: path contains a NUL byte", dir.display()));
+    };
+    // SAFETY: `c` is a NUL-terminated path; `st` is a writable statvfs for the result.
+    let mut st: libc::statvfs = unsafe { core::mem::zeroed() };
+    // SAFETY: as above.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        // Let Pool::create report what is wrong with the path.
+        return Ok(());
+    }
+    let free = st.f_bavail as u64 * st.f_frsize as u64;
+    if free < need {
+        return Err(format!(
+            "{}: {} MiB free, the pool needs {} MiB (use --pool on another file system, or \
+             fewer/smaller sub-buffers)",
+            dir.display(),
+            free >> 20,
+            need.div_ceil(1 << 20)
+        ));
+    }
+    Ok(())
+}
+
 /// Runs `culprit record`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let inject = inject_value(&args.inject)?;
@@ -174,7 +207,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
     }
     let pool_path = args.pool.path();
-    let pool = match Pool::create(&pool_path, &args.pool.config()) {
+    let created = check_space(&pool_path, &args.pool.config())
+        .and_then(|()| Pool::create(&pool_path, &args.pool.config()).map_err(|e| e.to_string()));
+    let pool = match created {
         Ok(p) => Some(p),
         Err(e) => {
             eprintln!(
