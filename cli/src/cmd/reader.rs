@@ -2,7 +2,7 @@
 //! with `LD_PRELOAD` and `CULPRIT_POOL` set. With `--create` it also creates the pool
 //! and prints the line to put before those daemons' command lines.
 
-use super::record::{find_libtrace, preload_value, PoolArgs};
+use super::record::{check_space, find_libtrace, preload_value, PoolArgs};
 use anyhow::Context;
 use bufpool::{Pool, POOL_ENV};
 use std::path::PathBuf;
@@ -40,6 +40,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let pool = if args.create {
         args.pool.config().validate()?;
+        check_space(&path, &args.pool.config()).map_err(anyhow::Error::msg)?;
         let pool = Pool::create(&path, &args.pool.config())?;
         let lib = find_libtrace()?;
         let pre = preload_value(&lib, None);

@@ -164,7 +164,7 @@ fn default_out(cmd: &[OsString]) -> PathBuf {
 /// Checks that the file system of the pool has room for it: a pool on a full tmpfs
 /// would fault (SIGBUS) in the traced programs when they touch a page that cannot be
 /// allocated.
-fn check_space(path: &Path, cfg: &PoolConfig) -> Result<(), String> {
+pub fn check_space(path: &Path, cfg: &PoolConfig) -> Result<(), String> {
     use std::os::unix::ffi::OsStrExt;
     let need = bufpool::layout::file_size(cfg.n_subbufs, cfg.subbuf_size);
     let dir = match path.parent() {
