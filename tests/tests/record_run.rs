@@ -312,6 +312,19 @@ fn a_tcp_client_and_server_are_recorded_call_by_call() {
     assert_eq!((crecv.len(), crecv[0]["bytes"].as_u64()), (1, Some(3)));
     assert_eq!(r.stdout.trim_end(), format!("child {child} status 0"));
 
+    // --pid keeps exactly that process's lines.
+    let only = run_with_deadline(
+        Command::new(culprit())
+            .args(["dump", "--json", "--pid", &child.to_string()])
+            .arg(&out),
+        DEADLINE,
+    );
+    only.assert_success("dump --pid");
+    let only = parse_json_lines(&only.stdout);
+    let all_child = lines.iter().filter(|l| l["pid"] == child).count();
+    assert_eq!(only.len(), all_child);
+    assert!(only.iter().all(|l| l["pid"] == child));
+
     let m = manifest(&out);
     let procs = m["processes"].as_array().unwrap();
     let cp = procs
