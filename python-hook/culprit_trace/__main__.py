@@ -1,4 +1,4 @@
-"""``python3 -m culprit_trace [-m module | script.py] ARGS…`` — run a program under tracing.
+"""``python3 -m culprit_trace [-m module | -c command | script.py] ARGS…`` — run a program under tracing.
 
 The program sees what it would see if started as ``python3 script.py ARGS…`` (or
 ``python3 -m module ARGS…``): the same ``sys.argv``, a real ``__main__`` module,
@@ -12,7 +12,7 @@ binary). Started outside `culprit record` (no ``CULPRIT_POOL``), it re-executes 
 import os
 import sys
 
-USAGE = """usage: python3 -m culprit_trace [-m module | script.py] [args...]
+USAGE = """usage: python3 -m culprit_trace [-m module | -c command | script.py] [args...]
 
 Runs a Python program with Culprit's Python tracer (calls, returns, exceptions and
 builtin calls of every thread) recording into libtrace.so's pool. Normally used as
@@ -130,11 +130,31 @@ def _run_script(path, args):
     main.__spec__ = None
     main.__package__ = None
     main.__cached__ = None
+    main.__annotations__ = {}
     sys.modules["__main__"] = main
     with io.open_code(abspath) as f:
         source = f.read()
     code = compile(source, abspath, "exec", dont_inherit=True)
     del builtins, io, types, SourceFileLoader, source, f, real
+    import culprit_trace
+    culprit_trace.call_traced(exec, code, main.__dict__)
+
+
+def _run_command(command, args):
+    """`-c COMMAND`: as python runs it (argv[0] '-c', sys.path[0] '', a fresh __main__)."""
+    import builtins
+    import types
+    from importlib.machinery import BuiltinImporter
+    sys.argv = ["-c"] + args
+    sys.path[0] = ""
+    main = types.ModuleType("__main__")
+    main.__builtins__ = builtins
+    main.__loader__ = BuiltinImporter
+    main.__spec__ = None
+    main.__package__ = None
+    main.__annotations__ = {}
+    sys.modules["__main__"] = main
+    code = compile(command, "<string>", "exec", dont_inherit=True)
     import culprit_trace
     culprit_trace.call_traced(exec, code, main.__dict__)
 
@@ -155,8 +175,12 @@ def main():
         if len(argv) < 2:
             _fail("-m needs a module name")
         target = ("module", argv[1], argv[2:])
+    elif argv[0] == "-c":
+        if len(argv) < 2:
+            _fail("-c needs a command")
+        target = ("command", argv[1], argv[2:])
     elif argv[0].startswith("-") and argv[0] != "-":
-        _fail("unknown option %s (usage: python3 -m culprit_trace [-m module | script.py] [args...])" % argv[0])
+        _fail("unknown option %s (usage: python3 -m culprit_trace [-m module | -c command | script.py] [args...])" % argv[0])
     else:
         target = ("script", argv[0], argv[1:])
     _ensure_tracing()
@@ -169,6 +193,8 @@ def main():
     try:
         if target[0] == "module":
             _run_module(target[1], target[2])
+        elif target[0] == "command":
+            _run_command(target[1], target[2])
         else:
             _run_script(target[1], target[2])
     except (SystemExit, KeyboardInterrupt):

@@ -615,6 +615,7 @@ fn multiprocessing_spawn_child_is_traced_without_changing_the_program() {
 }
 
 const SHOW_ENV: &str = r#"
+print(sorted(k for k in globals() if k.startswith("__")))
 import sys
 print(repr(sys.argv))
 print(repr(sys.path[0]))
@@ -637,9 +638,12 @@ fn python_m_culprit_trace_sets_argv_main_and_path_like_python() {
         r.stdout
     };
     for b in backends() {
+        let command = "import sys, __main__; print(sorted(vars(__main__)), __main__.__loader__, \
+                       sys.argv, repr(sys.path[0]), __name__)";
         for args in [
             vec!["sub/show.py", "a", "b c"],
             vec!["-m", "sub.show", "x", "-m"],
+            vec!["-c", command, "y", "-c"],
         ] {
             let want = plain(&args);
             let mut shim_args = vec!["-m", "culprit_trace"];
