@@ -33,7 +33,12 @@
  * (call_trace_protected fetches it before calling us). The frame and the fact are
  * recorded (PyExc, then PyReturn aux = 1); the exception type is recorded as index 0
  * ("unknown") — getting it would need PyEval_SetTrace, whose per-line cost and clash
- * with debuggers and coverage tools this shim avoids.
+ * with debuggers and coverage tools this shim avoids. Frames mode (below) records it.
+ *
+ * Layout of this file: libtrace symbols; per-thread state; the inline append; the index
+ * table (code objects, builtins, exception types); the profile callback (profile mode,
+ * the default) and the program's own sys.setprofile chained behind it; the frame-
+ * evaluation function (frames mode, CULPRIT_PY_MODE=frames); threads; module functions.
  *
  * Never disturb the host: the callback always returns 0 (a nonzero return would raise
  * into the program and uninstall the profiler), saves and restores any pending
