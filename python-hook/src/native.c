@@ -36,9 +36,10 @@
  * with debuggers and coverage tools this shim avoids. Frames mode (below) records it.
  *
  * Layout of this file: libtrace symbols; per-thread state; the inline append; the index
- * table (code objects, builtins, exception types); the profile callback (profile mode,
- * the default) and the program's own sys.setprofile chained behind it; the frame-
- * evaluation function (frames mode, CULPRIT_PY_MODE=frames); threads; module functions.
+ * table (code objects, builtins); the profile callback (profile mode, the default);
+ * exception types and the frame-evaluation function (frames mode, CULPRIT_PY_MODE=frames);
+ * the program's own sys.setprofile chained behind the profile callback; threads; module
+ * functions.
  *
  * Never disturb the host: the callback always returns 0 (a nonzero return would raise
  * into the program and uninstall the profiler), saves and restores any pending
