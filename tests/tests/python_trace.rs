@@ -566,6 +566,7 @@ fn scenario_under_preload_is_traced_exactly_in_every_process_and_thread() {
 
 const SPAWNER: &str = r#"
 import multiprocessing as mp
+import sys
 
 
 def square(x):
@@ -577,7 +578,7 @@ def work(q):
 
 
 if __name__ == "__main__":
-    mp.set_start_method("spawn")
+    mp.set_start_method(sys.argv[1])
     q = mp.Queue()
     p = mp.Process(target=work, args=(q,))
     p.start()
@@ -587,13 +588,22 @@ if __name__ == "__main__":
 "#;
 
 #[test]
-fn multiprocessing_spawn_child_is_traced_without_changing_the_program() {
+fn multiprocessing_children_are_traced_with_every_start_method() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("spawner.py"), SPAWNER).unwrap();
-    for b in backends() {
-        let (r, t) = traced(b, dir.path(), &["spawner.py"], true);
-        r.assert_success(&format!("{b:?} spawner.py"));
-        let keep = |n: &str| n == "__mp_main__.work" || n == "__mp_main__.square";
+    for (b, method) in backends()
+        .into_iter()
+        .flat_map(|b| ["spawn", "fork", "forkserver"].map(|m| (b, m)))
+    {
+        let (r, t) = traced(b, dir.path(), &["spawner.py", method], true);
+        r.assert_success(&format!("{b:?} spawner.py {method}"));
+        // Under fork the child runs the parent's __main__ module; otherwise __mp_main__.
+        let m = if method == "fork" {
+            "__main__"
+        } else {
+            "__mp_main__"
+        };
+        let keep = |n: &str| n == format!("{m}.work") || n == format!("{m}.square");
         let mut with_work = Vec::new();
         for &key in t.streams.keys() {
             let ev = t.render(key, &keep);
@@ -603,13 +613,13 @@ fn multiprocessing_spawn_child_is_traced_without_changing_the_program() {
         }
         assert_eq!(
             with_work,
-            vec![lines(
-                "call __mp_main__.work
-                 call __mp_main__.square
-                 return __mp_main__.square
-                 return __mp_main__.work"
-            )],
-            "{b:?}: the spawned child's events"
+            vec![lines(&format!(
+                "call {m}.work
+                 call {m}.square
+                 return {m}.square
+                 return {m}.work"
+            ))],
+            "{b:?} {method}: the child's events"
         );
     }
 }
