@@ -874,17 +874,21 @@ fn an_exe_filter_that_matches_nothing_changes_nothing() {
 }
 
 #[test]
-fn errno_by_port_after_n_count_1_on_read_and_recv() {
+fn errno_by_port_after_n_count_1_on_read_and_send() {
     let Some(k) = kit("errno_ports") else { return };
     for lang in [Lang::C, Lang::Py] {
         let rules = [
-            // The server's accepted socket has local port {port}; the client's has peer port {port}.
+            // The server's accepted socket has local port {port}; the client's socket has
+            // peer port {port} (asked while connected: a socket whose connection is fully
+            // closed has no peer any more, so it would not match).
             "read:errno=ECONNRESET,local-port={port},after=20,count=1",
-            "recv:errno=ETIMEDOUT,peer-port={port},count=1",
-            "read|recv:errno=EPIPE,peer-port=1",
+            "send:errno=ETIMEDOUT,peer-port={port},nth=30",
+            "read|recv|send:errno=EPIPE,peer-port=1",
         ];
         let o = k.run(&Scenario {
             recv_fn: "read",
+            messages: 30,
+            mode: "each",
             ..scenario(lang, true, &rules)
         });
         let reads = o.reads();
@@ -896,8 +900,15 @@ fn errno_by_port_after_n_count_1_on_read_and_recv() {
         );
         // The server stopped at the error and sent back what it had.
         assert_eq!(o.server_end(), (160, 8));
-        // The client's one recv failed as told.
-        assert_eq!(o.client_end(), (-1, "ETIMEDOUT".into(), 0));
+        // The client's 30th send failed as told; the others went through.
+        let sends = o.sends();
+        assert_eq!(sends.len(), 30);
+        assert!(
+            sends[..29].iter().all(|s| s.ret == 8 && s.errno == "0"),
+            "{sends:?}"
+        );
+        assert_eq!((sends[29].ret, sends[29].errno.as_str()), (-1, "ETIMEDOUT"));
+        assert_eq!(o.client_end(), (8, "0".into(), 160));
 
         let (s, c) = (o.server_pid(), o.client_pid());
         let mut inj = o.trace.all_injections();
@@ -911,8 +922,9 @@ fn errno_by_port_after_n_count_1_on_read_and_recv() {
         assert_eq!(inj[0].1.spec, o.rules[0].as_bytes());
         assert_eq!(inj[1].0, c);
         assert_eq!(inj[1].1.rule, 1);
-        assert_eq!(inj[1].1.func, LibFn::Recv.id() as u16);
+        assert_eq!(inj[1].1.func, LibFn::Send.id() as u16);
         assert_eq!(inj[1].1.forced_errno, libc::ETIMEDOUT);
+        assert_eq!(inj[1].1.spec, o.rules[1].as_bytes());
         let reads_traced = o.trace.exits(s, LibFn::Read);
         assert_eq!(reads_traced.len(), 21);
         assert!(reads_traced[..20]
@@ -920,8 +932,9 @@ fn errno_by_port_after_n_count_1_on_read_and_recv() {
             .all(|e| e.inject.is_none() && e.ret == Some(8)));
         assert_eq!(reads_traced[20].inject, Some(0));
         assert_eq!(reads_traced[20].errno, Some(libc::ECONNRESET));
+        assert_eq!(injected_send_calls(&o, LibFn::Send), [30]);
         assert_eq!(o.trace.injected_exits().len(), 2);
-        let _ = &o.net;
+        assert!(matches!(o.net, Net::Tcp(_)));
     }
 }
 
