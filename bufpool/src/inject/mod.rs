@@ -64,8 +64,9 @@
 //!
 //! For each rule, in order, a call *matches* when its function is one of the rule's,
 //! the process passes the process filters, and the socket passes the port filters
-//! (a socket without a port — UNIX, or unconnected for `peer-port` — never passes a port
-//! filter). Every matching call increments the rule's per-process counter `c`
+//! (a socket without a port — UNIX, or not connected for `peer-port`: not yet, or no
+//! longer, once the kernel has fully closed the connection — never passes a port filter;
+//! ports are asked of the kernel at the time of the call). Every matching call increments the rule's per-process counter `c`
 //! (1, 2, 3, …). The call is *eligible* when `c == nth` (if given), `c > after` (if given),
 //! and, if `prob=P` is given, the `c`-th output of a splitmix64 stream seeded with `seed`
 //! is below `P · 2^64`. An eligible call is injected if fewer than `count` injections were
