@@ -20,8 +20,9 @@
  * Signal safety: while an event is being appended, culprit_tls.busy is set (compiler
  * signal fences order it against the appends), so a signal handler interrupting the
  * append — whose own instrumented calls or wrapped libc calls would write to the same
- * sub-buffer — records nothing instead of tearing the entry. Only events that happen in
- * that window of a few instructions are missed.
+ * sub-buffer — records nothing instead of tearing the entry; the hooks count what they
+ * could not record then as lost. Only events in that window of a few instructions (the
+ * TSC is read before it) are missed.
  *
  * Configuration (clock mode, depth limit, exclusion table) is written once by
  * culprit_hooks_configure() during tracer start-up, before culprit_global_enabled becomes 1;
@@ -42,8 +43,10 @@
 /* Entry kinds and sizes (bufpool::format). */
 #define KIND_FN_ENTER 0x01u
 #define KIND_FN_EXIT 0x02u
+#define KIND_LOST 0x20u
 #define ENTER_SIZE 20u
 #define EXIT_SIZE 16u
+#define LOST_SIZE 16u
 #define ADDR_MASK ((UINT64_C(1) << 48) - 1)
 
 /* Defined in Rust by tracer-preload. Weak, so that any binary linking this object without
@@ -69,6 +72,11 @@ struct hook_thread {
 	uint32_t left;
 	/* Subtree exclusion: 0, or 1 + the depth at which an excluded subtree was entered. */
 	uint32_t mute;
+	/* Hook events that arrived while busy was set on this thread (from a signal handler,
+	 * or from program code the tracer called back) and so were not recorded; written
+	 * into the trace as a Lost marker by the next hook event that appends. Changed only
+	 * with single add/sub instructions, so a signal never splits an update. */
+	uint32_t unrecorded;
 };
 static __thread struct hook_thread hk __attribute__((tls_model("initial-exec")));
 
@@ -194,10 +202,11 @@ NOINSTR static inline int configured_exit(struct culprit_thread *t, uint32_t fla
 }
 
 /* The slow path of append(): no sub-buffer held, or not enough room left in it. */
-__attribute__((noinline, cold)) NOINSTR static void append_slow(struct culprit_thread *t, uint64_t a,
-								uint64_t b, uint32_t c, uint32_t len)
+__attribute__((noinline, cold)) NOINSTR static int append_slow(struct culprit_thread *t, uint64_t a,
+							       uint64_t b, uint32_t c, uint32_t len)
 {
 	uint8_t e[ENTER_SIZE];
+	int ok = 0;
 	memcpy(e, &a, 8);
 	memcpy(e + 8, &b, 8);
 	memcpy(e + 16, &c, 4);
@@ -205,22 +214,21 @@ __attribute__((noinline, cold)) NOINSTR static void append_slow(struct culprit_t
 		/* busy stays set: the slow path accepts it (culprit.h), and a signal handler
 		 * meanwhile must not touch the writer the slow path is changing. */
 		int saved = errno;
-		culprit_append_slow(&t->w, e, len);
+		ok = culprit_append_slow(&t->w, e, len);
 		errno = saved;
 	}
 	hk.last_cur = t->w.cur;
+	return ok;
 }
 
 /* Appends one entry of `len` bytes (words a, b and, for 20-byte entries, c). Called with
  * busy set. */
-NOINSTR static inline void append(struct culprit_thread *t, uint64_t a, uint64_t b, uint32_t c,
-				  uint32_t len, uint32_t flags)
+NOINSTR static inline int append(struct culprit_thread *t, uint64_t a, uint64_t b, uint32_t c,
+				 uint32_t len, uint32_t flags)
 {
 	uint8_t *cur = t->w.cur;
-	if (UNLIKELY((uintptr_t)t->w.end - (uintptr_t)cur < len)) {
-		append_slow(t, a, b, c, len);
-		return;
-	}
+	if (UNLIKELY((uintptr_t)t->w.end - (uintptr_t)cur < len))
+		return append_slow(t, a, b, c, len);
 	/* [cur, cur + len) lies inside the sub-buffer this thread holds (checked above;
 	 * end == cur == NULL when none is held). memcpy: entries are unaligned. */
 	memcpy(cur, &a, 8);
@@ -234,6 +242,18 @@ NOINSTR static inline void append(struct culprit_thread *t, uint64_t a, uint64_t
 	__atomic_store_n(t->w.used, (uint32_t)(cur - t->w.start), __ATOMIC_RELEASE);
 	if (flags & F_SAMPLED)
 		hk.last_cur = cur;
+	return 1;
+}
+
+/* Writes the Lost marker for hk.unrecorded events (called with busy set, right after this
+ * event's own entry, with its timestamp). If the marker cannot be written (no sub-buffer)
+ * the count stays for the next event. */
+__attribute__((noinline, cold)) NOINSTR static void report_unrecorded(struct culprit_thread *t,
+									uint64_t tsc, uint32_t flags)
+{
+	uint32_t n = hk.unrecorded;
+	if (append(t, (tsc << 8) | KIND_LOST, n, 0, LOST_SIZE, flags))
+		__asm__ volatile("subl %1, %0" : "+m"(hk.unrecorded) : "r"(n));
 }
 
 NOINSTR static inline int enabled(void)
@@ -251,22 +271,45 @@ NOINSTR static inline int thread_idle(const struct culprit_thread *t)
 	return t->busy == 0 && t->status != 2;
 }
 
+/* busy value while a hook appends (the Rust side of the tracer uses 1). */
+#define BUSY_HOOK 2u
+
+/* An event that cannot be recorded because busy is set on this thread: a signal handler
+ * interrupted a hook's append (busy == BUSY_HOOK) or the tracer itself (its slow path, a
+ * wrapped libc call), or the tracer called back into program code (e.g. atfork handlers
+ * around a traced fork). The tracer's own code is never instrumented, so this is always a
+ * program event: count it, so the trace says it is missing. Not counted before the thread
+ * is attached (status 0) or after it is torn down (status 2). */
+__attribute__((noinline, cold)) NOINSTR static void busy_event(struct culprit_thread *t)
+{
+	if (t->status == 1)
+		__asm__ volatile("addl $1, %0" : "+m"(hk.unrecorded));
+}
+
 HIDDEN NOINSTR void culprit_hook_enter(void *this_fn, void *call_site)
 {
 	if (UNLIKELY(!enabled()))
 		return;
 	struct culprit_thread *t = &culprit_tls;
-	if (UNLIKELY(!thread_idle(t)))
+	if (UNLIKELY(!thread_idle(t))) {
+		busy_event(t);
 		return;
-	t->busy = 1;
+	}
+	uint32_t flags = __atomic_load_n(&cfg_flags, __ATOMIC_RELAXED);
+	uint64_t tsc = 0;
+	/* The TSC is read before busy is set: the guarded window (where a signal handler's
+	 * events are lost) stays a few instructions long instead of including the ~11 ns
+	 * rdtsc. A handler running between the reading and the append records its events
+	 * first, with later timestamps: buffer order stays exact, timestamps may then step
+	 * back by the handler's duration. */
+	if (LIKELY(flags == 0))
+		tsc = rdtsc();
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	t->busy = BUSY_HOOK;
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	uint32_t d = t->depth++;
 	uint64_t fn = (uint64_t)(uintptr_t)this_fn;
-	uint32_t flags = __atomic_load_n(&cfg_flags, __ATOMIC_RELAXED);
-	uint64_t tsc;
-	if (LIKELY(flags == 0))
-		tsc = rdtsc();
-	else if (!configured_enter(t, flags, fn, d, &tsc))
+	if (UNLIKELY(flags != 0) && !configured_enter(t, flags, fn, d, &tsc))
 		goto out;
 	{
 		uint64_t site = (uint64_t)(uintptr_t)call_site & ADDR_MASK;
@@ -274,6 +317,8 @@ HIDDEN NOINSTR void culprit_hook_enter(void *this_fn, void *call_site)
 		uint64_t b = site | (fn << 48);
 		uint32_t c = (uint32_t)((fn & ADDR_MASK) >> 16);
 		append(t, (tsc << 8) | KIND_FN_ENTER, b, c, ENTER_SIZE, flags);
+		if (UNLIKELY(hk.unrecorded != 0))
+			report_unrecorded(t, tsc, flags);
 	}
 out:
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
@@ -286,23 +331,28 @@ HIDDEN NOINSTR void culprit_hook_exit(void *this_fn, void *call_site)
 	if (UNLIKELY(!enabled()))
 		return;
 	struct culprit_thread *t = &culprit_tls;
-	if (UNLIKELY(!thread_idle(t)))
+	if (UNLIKELY(!thread_idle(t))) {
+		busy_event(t);
 		return;
-	t->busy = 1;
+	}
+	uint32_t flags = __atomic_load_n(&cfg_flags, __ATOMIC_RELAXED);
+	uint64_t tsc = 0;
+	if (LIKELY(flags == 0))
+		tsc = rdtsc(); /* before busy: see culprit_hook_enter */
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	t->busy = BUSY_HOOK;
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	/* Saturate at 0: functions entered before recording started return after it. */
 	uint32_t d = t->depth;
 	if (LIKELY(d != 0))
 		t->depth = --d;
 	uint64_t fn = (uint64_t)(uintptr_t)this_fn;
-	uint32_t flags = __atomic_load_n(&cfg_flags, __ATOMIC_RELAXED);
-	uint64_t tsc;
-	if (LIKELY(flags == 0))
-		tsc = rdtsc();
-	else if (!configured_exit(t, flags, fn, d, &tsc))
+	if (UNLIKELY(flags != 0) && !configured_exit(t, flags, fn, d, &tsc))
 		goto out;
 	/* callee u48, aux u16 = 0. */
 	append(t, (tsc << 8) | KIND_FN_EXIT, fn & ADDR_MASK, 0, EXIT_SIZE, flags);
+	if (UNLIKELY(hk.unrecorded != 0))
+		report_unrecorded(t, tsc, flags);
 out:
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	t->busy = 0;

@@ -155,8 +155,8 @@ fn traced(b: &Built, extra_env: &[(&str, &str)]) -> Traced {
     let lib = artifact("libtrace.so", "CULPRIT_LIBTRACE");
     let pool_path = b.dir.path().join(format!("pool-{}", extra_env.len()));
     let cfg = PoolConfig {
-        n_subbufs: 32,
-        subbuf_size: 65536,
+        n_subbufs: 64,
+        subbuf_size: 256 * 1024,
         ..Default::default()
     };
     let pool = Pool::create(&pool_path, &cfg).expect("create pool");
@@ -345,4 +345,101 @@ fn record_time_filters_and_clock_reach_the_trace() {
             "sampled: strictly increasing"
         );
     }
+}
+
+const SIGNAL_C: &str = r#"#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#define NOINSTR __attribute__((no_instrument_function))
+static volatile long ticks;
+int tick_leaf(int x) { return x + 1; }
+void on_tick(int sig) { (void)sig; ticks = tick_leaf((int)ticks); }
+long fib(int n) { return n < 2 ? n : fib(n - 1) + fib(n - 2); }
+NOINSTR int main(void) {
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_tick;
+	sa.sa_flags = SA_RESTART;
+	sigaction(SIGALRM, &sa, NULL);
+	/* A high-resolution timer: a signal every 20 us of wall time. */
+	timer_t tm;
+	struct sigevent ev;
+	memset(&ev, 0, sizeof ev);
+	ev.sigev_notify = SIGEV_SIGNAL;
+	ev.sigev_signo = SIGALRM;
+	timer_create(CLOCK_MONOTONIC, &ev, &tm);
+	struct itimerspec its = { { 0, 20000 }, { 0, 20000 } };
+	timer_settime(tm, 0, &its, NULL);
+	long s = 0;
+	for (int i = 0; i < 8; i++)
+		s += fib(20);
+	timer_delete(tm);
+	tick_leaf(0); /* a last hook event, which reports what the last window missed */
+	printf("ticks %ld sum %ld\n", ticks, s);
+	return 0;
+}
+"#;
+
+/// A timer signal whose handler calls instrumented functions interrupts the program
+/// every 20 µs — often inside a hook. Every entry must still decode, every thread's calls
+/// must nest (each handler run either fully recorded, as a child of whatever ran, or not
+/// at all), and the accounting must be exact: handler runs recorded + handler runs
+/// reported lost (4 events each: on_tick and tick_leaf, enter and exit) = handler runs.
+#[test]
+fn signal_handlers_interrupting_hooks_never_tear_the_trace() {
+    let d = tempdir();
+    std::fs::write(d.path().join("sig.c"), SIGNAL_C).unwrap();
+    cc(
+        &[
+            "-O1",
+            "-g",
+            "-fno-inline",
+            "-finstrument-functions",
+            "-o",
+            "sig",
+            "sig.c",
+        ],
+        d.path(),
+    );
+    let b = Built {
+        prog: d.path().join("sig"),
+        dir: d,
+    };
+    let t = traced(&b, &[]);
+    assert!(t.out.status.success(), "{:?}", t.out);
+    let stdout = String::from_utf8_lossy(&t.out.stdout).into_owned();
+    let ticks: usize = stdout
+        .split_whitespace()
+        .nth(1)
+        .and_then(|w| w.parse().ok())
+        .unwrap_or_else(|| panic!("bad output {stdout:?}"));
+    assert!(ticks > 0, "the timer fired");
+    let on_tick = t.syms.addr_of("on_tick").expect("on_tick named");
+    let fib = t.syms.addr_of("fib").expect("fib named");
+    let mut recorded_ticks = 0;
+    let mut fibs = 0;
+    for evs in t.drained.events.values() {
+        // Nesting is checked by `tree`; it panics on any unmatched exit.
+        let tr = tree(evs, &t.syms);
+        assert!(!tr.is_empty());
+        for e in evs
+            .iter()
+            .filter(|e| e.kind == bufpool::format::Kind::FnEnter)
+        {
+            recorded_ticks += usize::from(e.callee == on_tick);
+            fibs += usize::from(e.callee == fib);
+        }
+    }
+    let lost = t.drained.lost;
+    eprintln!("{recorded_ticks} of {ticks} handler runs recorded, {lost} events reported lost");
+    assert!(
+        recorded_ticks > 0,
+        "handler runs outside the hooks' window are recorded"
+    );
+    assert_eq!(lost % 4, 0, "whole handler runs are lost");
+    // The last tick_leaf(0) of main is one more recorded tick_leaf, not an on_tick.
+    assert_eq!(recorded_ticks + lost / 4, ticks, "recorded + lost = ran");
+    // fib(20) makes 21891 calls, 8 times: none missing.
+    assert_eq!(fibs, 8 * 21891, "fib calls recorded");
 }

@@ -45,6 +45,8 @@ pub struct Drained {
     pub metas: BTreeMap<(u32, u32), Vec<bufpool::format::Meta>>,
     /// Entries of other kinds (library calls, lost markers…) per thread.
     pub others: BTreeMap<(u32, u32), usize>,
+    /// Entries lost (sum of `Lost` markers).
+    pub lost: usize,
 }
 
 /// Takes every written sub-buffer of `pool` (after a salvage pass for dead writers) and
@@ -74,7 +76,12 @@ pub fn drain(pool: &Pool) -> Drained {
                     let m = e.meta().expect("metadata parses").expect("is metadata");
                     d.metas.entry((pid, tid)).or_default().push(m);
                 }
-                _ => *d.others.entry((pid, tid)).or_default() += 1,
+                k => {
+                    if k == Kind::Lost {
+                        d.lost += e.lost as usize;
+                    }
+                    *d.others.entry((pid, tid)).or_default() += 1
+                }
             }
         }
     }
