@@ -319,8 +319,12 @@ pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
                     )
                     .then(a.unit.info.id.cmp(&b.unit.info.id))
             });
-            // Keep full units (trees) only for this process's best candidates.
-            let rest = scored.split_off(scored.len().min(opts.trees_kept));
+            // Keep full units (trees) only for this process's best candidates: enough for
+            // the global top `trees_kept` unless a few processes hold all of it.
+            let keep = opts
+                .trees_kept
+                .min((opts.trees_kept * 4 / procs.len().max(1)).max(16));
+            let rest = scored.split_off(scored.len().min(keep));
             // Units ranked below them keep only what their *why* needs.
             let light = rest
                 .into_iter()
@@ -355,6 +359,12 @@ pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
         groups: model.groups.len(),
         ..Default::default()
     };
+    let total: usize = per
+        .iter()
+        .flatten()
+        .map(|p| p.light.len() + p.heavy.len())
+        .sum();
+    rep.units.reserve_exact(total);
     let mut heavy = Vec::new();
     let mut books = Vec::new();
     for r in per {
