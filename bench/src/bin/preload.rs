@@ -577,9 +577,10 @@ fn redis(o: &Opts) -> Result<()> {
     let rounds = ps.len();
     println!("### redis-benchmark -c 50 -n {requests} -t set,get against redis-server ({rounds} rounds, interleaved)\n");
     println!(
-        "redis-server is single-threaded and CPU-bound here, so its CPU time per request \
-         (user + sys, from wait4) is the load-independent measure of the throughput cost; \
-         requests/s are shown too but depend on what else the machine runs.\n"
+        "redis-server serves requests on one thread: its CPU time per request (user + sys, \
+         from wait4) is the load-independent measure of the tracer's cost, and for a server \
+         its clients saturate, throughput changes by the inverse ratio. Requests/s are shown \
+         too but depend on what else the machine runs.\n"
     );
     println!("| measure | plain median (min–max) | libtrace.so median (min–max) | change |");
     println!("|---|---|---|---|");
