@@ -59,6 +59,10 @@ pub fn wait_tree(main: u32, mut on_signal: impl FnMut(libc::c_int)) -> io::Resul
     let mut main_exit = None;
     let mut reaped = 0;
     loop {
+        // A signal that arrived while we were not blocked in waitpid (e.g. during spawn).
+        if let Some(sig) = crate::signals::take_pending() {
+            on_signal(sig);
+        }
         let mut st: libc::c_int = 0;
         // SAFETY: waitpid writes the status into `st`, a valid c_int.
         let r = unsafe { libc::waitpid(-1, &mut st, 0) };
@@ -71,11 +75,7 @@ pub fn wait_tree(main: u32, mut on_signal: impl FnMut(libc::c_int)) -> io::Resul
         }
         let e = io::Error::last_os_error();
         match e.raw_os_error() {
-            Some(libc::EINTR) => {
-                if let Some(sig) = crate::signals::take_pending() {
-                    on_signal(sig);
-                }
-            }
+            Some(libc::EINTR) => {}
             Some(libc::ECHILD) => break,
             _ => return Err(e),
         }
