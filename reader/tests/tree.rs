@@ -2,6 +2,9 @@
 //! and the main process's status is reported. (Its own test binary: `wait_tree` reaps
 //! every child of the process.)
 
+// The children are reaped by `wait_tree` (waitpid(-1)), not through `Child::wait`.
+#![allow(clippy::zombie_processes)]
+
 use reader::tree::{become_subreaper, descendants, wait_tree, Exit};
 use std::process::Command;
 
