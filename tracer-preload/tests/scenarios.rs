@@ -486,3 +486,100 @@ int main(void) {
     assert_eq!(rets(&tr.calls_of(pid, LibFn::Read)), vec![8]);
     assert_eq!(rets(&tr.calls_of(pid, LibFn::Recv)), vec![4]);
 }
+
+/// Compiles `src` as a shared library `dir/lib<name>.so`.
+fn cc_shared(dir: &std::path::Path, name: &str, src: &str) -> std::path::PathBuf {
+    let c = dir.join(format!("{name}.c"));
+    std::fs::write(&c, src).unwrap();
+    let out = dir.join(format!("lib{name}.so"));
+    let st = Command::new("cc")
+        .args(["-O1", "-shared", "-fPIC", "-o"])
+        .arg(&out)
+        .arg(&c)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    out
+}
+
+#[test]
+fn dlopen_records_the_new_mappings() {
+    const PLUG: &str = "int plug_answer(void) { return 42; }\n";
+    const MAIN: &str = r#"
+#include <dlfcn.h>
+#include <stdio.h>
+#include <sys/socket.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    void *h = dlopen(argv[1], RTLD_NOW);
+    if (!h) return 1;
+    int (*f)(void) = (int (*)(void))dlsym(h, "plug_answer");
+    int sv[2];
+    socketpair(AF_UNIX, SOCK_STREAM, 0, sv);
+    return (f && f() == 42 && write(sv[0], "x", 1) == 1) ? 0 : 2;
+}
+"#;
+    let tp = pool();
+    let plug = cc_shared(tp.dir.path(), "plug", PLUG);
+    let prog = cc_with(tp.dir.path(), "dl", MAIN, &["-ldl"]);
+    let mut c = traced(&tp.path, &prog);
+    c.arg(&plug);
+    let out = run(c);
+    assert!(out.status.success(), "{}", out.stderr);
+    let tr = drain(&tp);
+    let pid = only_pid(&tr);
+    let plug_maps: Vec<_> = tr
+        .metas(pid)
+        .into_iter()
+        .filter_map(|m| match m {
+            Meta::Map(r) if r.path == plug.to_str().unwrap().as_bytes() => Some(r),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        plug_maps.iter().any(|m| m.prot & 1 == 1),
+        "executable mapping of the plug-in"
+    );
+    assert!(plug_maps.iter().any(|m| m.offset == 0), "its load base");
+    assert_eq!(rets(&tr.calls_of(pid, LibFn::Write)), vec![1]);
+}
+
+#[test]
+fn sockets_used_by_another_preloaded_constructor_are_safe() {
+    // Another preloaded library whose constructor uses sockets: depending on the loader's
+    // order it runs before or after libtrace's; either way the program works and what is
+    // recorded decodes.
+    const EARLY: &str = r#"
+#include <sys/socket.h>
+#include <unistd.h>
+__attribute__((constructor)) static void early(void) {
+    int sv[2];
+    char b[8];
+    socketpair(AF_UNIX, SOCK_STREAM, 0, sv);
+    write(sv[0], "early", 5);
+    read(sv[1], b, sizeof b);
+    close(sv[0]);
+    close(sv[1]);
+}
+"#;
+    let tp = pool();
+    let early = cc_shared(tp.dir.path(), "early", EARLY);
+    let prog = misc(&tp);
+    for order in [
+        format!("{}:{}", early.display(), libtrace().display()),
+        format!("{}:{}", libtrace().display(), early.display()),
+    ] {
+        let mut c = traced(&tp.path, &prog);
+        c.env("LD_PRELOAD", &order).arg("plain");
+        let out = run(c);
+        assert!(out.status.success(), "{order}: {}", out.stderr);
+        assert_eq!(out.stdout, "hello\n");
+        assert_eq!(out.stderr, "");
+    }
+    let tr = drain(&tp);
+    assert_eq!(tr.pids().len(), 2);
+    for pid in tr.pids() {
+        // The program's own write is always recorded.
+        assert!(tr.calls_of(pid, LibFn::Write).iter().any(|c| c.ret() == 3));
+    }
+}
