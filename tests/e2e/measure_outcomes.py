@@ -43,7 +43,7 @@ def cases(tmp):
     src = os.path.join(ROOT, "tests/e2e/ring_node.c")
     inst = os.path.join(tmp, "ring_inst")
     plain = os.path.join(tmp, "ring_plain")
-    for out, flags in ((inst, ["-finstrument-functions"]),
+    for out, flags in ((inst, ["-finstrument-functions", "-fno-omit-frame-pointer"]),
                        (plain, ["-DHEADER_READ", "-fno-omit-frame-pointer"])):
         subprocess.run(["cc", "-O1", "-g", "-Wall", "-o", out, src] + flags, check=True)
     c = ["launch", "--nodes", "5", "--jobs", "20"]
