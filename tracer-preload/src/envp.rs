@@ -124,6 +124,41 @@ pub unsafe fn capture(envp: *const *const c_char, self_path: &[u8]) {
     }
 }
 
+/// Sets the saved `CULPRIT_<name>` to `value` (what exec'd images will get). Does nothing
+/// if the storage is full.
+///
+/// # Safety
+/// Constructor only (single-threaded, no reader yet).
+pub unsafe fn replace_var(name: &[u8], value: &[u8]) {
+    // SAFETY: the caller guarantees exclusive access.
+    let s = unsafe { &mut *SAVED.0.get() };
+    let need = PREFIX.len() + name.len() + 1 + value.len() + 1;
+    if s.used + need > CAP {
+        return;
+    }
+    let at = s.used;
+    let mut pos = at;
+    for part in [PREFIX, name, b"=", value, b"\0"] {
+        s.buf[pos..pos + part.len()].copy_from_slice(part);
+        pos += part.len();
+    }
+    s.used = pos;
+    let existing = s.vars[..s.n_vars].iter().position(|&v| {
+        let e = until_nul(&s.buf[v..]);
+        e.strip_prefix(PREFIX)
+            .and_then(|r| r.strip_prefix(name))
+            .is_some_and(|r| r.first() == Some(&b'='))
+    });
+    match existing {
+        Some(i) => s.vars[i] = at,
+        None if s.n_vars < MAX_VARS => {
+            s.vars[s.n_vars] = at;
+            s.n_vars += 1;
+        }
+        None => {}
+    }
+}
+
 fn parse_dec(b: &[u8]) -> Option<u64> {
     if b.is_empty() || b.len() > 19 {
         return None;
@@ -359,6 +394,11 @@ mod tests {
                 "LD_PRELOAD=/opt/culprit/libtrace.so:/usr/lib/libfoo.so:libbar.so",
             ]
         );
+        // A replaced variable (the pool path made absolute) is what children get.
+        // SAFETY: single-threaded test of the constructor-only function.
+        unsafe { replace_var(b"POOL", b"/abs/pool") };
+        assert_eq!(var(b"POOL"), Some(&b"/abs/pool"[..]));
+        assert_eq!(var(b"X"), Some(&b"1"[..]));
         // An empty (null) envp still gets the tracer's variables.
         // SAFETY: null is allowed.
         let (_sc2, out) = unsafe { inject(core::ptr::null(), 1) }.unwrap();

@@ -98,9 +98,9 @@ fn start(envp_ptr: *const *const c_char) {
         global::disable();
         return;
     };
-    let path = std::path::PathBuf::from(std::ffi::OsStr::new(
-        std::str::from_utf8(path).unwrap_or_default(),
-    ));
+    let path = std::path::PathBuf::from(
+        <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(path),
+    );
     let pool = match bufpool::Pool::open(&path) {
         Ok(p) => p,
         Err(e) => {
@@ -109,6 +109,14 @@ fn start(envp_ptr: *const *const c_char) {
             return;
         }
     };
+    if path.is_relative() {
+        // Children exec'd from another directory must find the same pool.
+        if let Ok(abs) = std::env::current_dir().map(|d| d.join(&path)) {
+            use std::os::unix::ffi::OsStrExt;
+            // SAFETY: constructor, single-threaded, before recording starts.
+            unsafe { envp::replace_var(b"POOL", abs.as_os_str().as_bytes()) };
+        }
+    }
     let pid = bufpool::sys::getpid();
     let ticks = bufpool::sys::proc_stat(pid).map_or(0, |s| s.2);
     global::set_identity(pid, ticks);

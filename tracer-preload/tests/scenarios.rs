@@ -583,3 +583,21 @@ __attribute__((constructor)) static void early(void) {
         assert!(tr.calls_of(pid, LibFn::Write).iter().any(|c| c.ret() == 3));
     }
 }
+
+#[test]
+fn a_relative_pool_path_survives_chdir_and_exec() {
+    let tp = pool();
+    let prog = misc(&tp);
+    let mut c = traced(std::path::Path::new("pool"), &prog);
+    c.current_dir(tp.dir.path()).arg("chdir-exec");
+    let out = run(c);
+    assert!(out.status.success(), "{}", out.stderr);
+    assert_eq!(out.stderr, "");
+    let tr = drain(&tp);
+    let pid = only_pid(&tr);
+    assert_eq!(
+        tr.proc_reason(pid),
+        vec![ProcReason::Start, ProcReason::Exec]
+    );
+    assert_eq!(rets(&tr.calls_of(pid, LibFn::Write)), vec![3]);
+}
