@@ -601,3 +601,90 @@ fn a_relative_pool_path_survives_chdir_and_exec() {
     );
     assert_eq!(rets(&tr.calls_of(pid, LibFn::Write)), vec![3]);
 }
+
+#[test]
+fn c_abi_emit_functions_record_entries() {
+    // What the Python shim does: resolve the emit functions with dlsym and call them.
+    const SRC: &str = r#"
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+int main(void) {
+    int (*enabled)(void) = dlsym(RTLD_DEFAULT, "culprit_enabled");
+    void *(*writer)(void) = dlsym(RTLD_DEFAULT, "culprit_writer");
+    void (*call)(uint8_t, uint64_t, uint64_t) = dlsym(RTLD_DEFAULT, "culprit_emit_call");
+    void (*ret)(uint8_t, uint64_t, uint16_t) = dlsym(RTLD_DEFAULT, "culprit_emit_return");
+    void (*code)(uint32_t, uint8_t, uint32_t, const char *, size_t, const char *, size_t) =
+        dlsym(RTLD_DEFAULT, "culprit_emit_code");
+    void (*flush)(void) = dlsym(RTLD_DEFAULT, "culprit_flush_thread");
+    if (!enabled || !writer || !call || !ret || !code || !flush) return 1;
+    printf("enabled=%d\nwriter=%d\n", enabled(), writer() != NULL);
+    code(7, 0, 12, "mod.fn", 6, "x.py", 4);
+    call(0x03, (7u << 16) | 3, 7);      /* PyCall */
+    call(0x02, 1, 2);                    /* not call-shaped: ignored */
+    ret(0x04, 7, 0);                     /* PyReturn */
+    ret(0x99, 7, 0);                     /* unknown kind: ignored */
+    flush();
+    call(0x03, 0, 8);                    /* goes into a new sub-buffer */
+    return 0;
+}
+"#;
+    let tp = pool();
+    let prog = cc_with(tp.dir.path(), "abi", SRC, &["-ldl"]);
+    let out = run(traced(&tp.path, &prog));
+    assert!(out.status.success(), "{}", out.stderr);
+    let kv = kv(&out.stdout);
+    assert_eq!((num(&kv, "enabled"), num(&kv, "writer")), (1, 1));
+    let tr = drain(&tp);
+    let pid = only_pid(&tr);
+    let t = tr.threads.values().find(|t| t.pid == pid).unwrap();
+    use bufpool::format::{CodeKind, Entry, Kind};
+    let mine: Vec<&Entry> = t
+        .entries
+        .iter()
+        .filter(|e| {
+            matches!(e, Entry::Fn { .. } | Entry::Ret { .. })
+                || matches!(
+                    e,
+                    Entry::Meta {
+                        meta: Meta::Code(_),
+                        ..
+                    }
+                )
+        })
+        .collect();
+    assert_eq!(mine.len(), 4, "{mine:?}");
+    match mine[0] {
+        Entry::Meta {
+            meta: Meta::Code(c),
+            ..
+        } => {
+            assert_eq!((c.index, c.kind, c.first_line), (7, CodeKind::PyCode, 12));
+            assert_eq!((&c.name[..], &c.file[..]), (&b"mod.fn"[..], &b"x.py"[..]));
+        }
+        e => panic!("{e:?}"),
+    }
+    assert!(
+        matches!(mine[1], Entry::Fn { kind: Kind::PyCall, caller, callee: 7, .. } if *caller == (7 << 16) | 3)
+    );
+    assert!(matches!(
+        mine[2],
+        Entry::Ret {
+            kind: Kind::PyReturn,
+            callee: 7,
+            aux: 0,
+            ..
+        }
+    ));
+    assert!(matches!(
+        mine[3],
+        Entry::Fn {
+            kind: Kind::PyCall,
+            callee: 8,
+            ..
+        }
+    ));
+    // culprit_flush_thread published the sub-buffer: the last call went into a second one.
+    assert_eq!(t.seqs, vec![0, 1]);
+}
