@@ -5,8 +5,8 @@
 //! recorded, and a signal handler interrupting it records nothing), catches any panic at
 //! its edge (a panic switches tracing off for the process instead of unwinding into C),
 //! and leaves errno as it found it. The hot path — [`Call::enter`] / [`Call::exit`] with
-//! small options — encodes into a stack buffer and appends: no system call, no
-//! allocation, no lock.
+//! small options — encodes straight into the free part of the thread's sub-buffer and
+//! publishes the new length: no system call, no allocation, no lock, no copy.
 
 use crate::entry::{self, Small};
 use crate::global;
