@@ -10,17 +10,30 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// `target/<profile>/libtrace.so`, next to this test binary's `deps/` directory.
+/// `target/<profile>/libtrace.so`, next to this test binary's `deps/` directory, built
+/// (or brought up to date) once per test binary: `cargo test` does not rebuild a
+/// `cdylib` for integration tests.
 pub fn libtrace() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().unwrap().parent().unwrap();
-    let so = dir.join("libtrace.so");
-    assert!(
-        so.exists(),
-        "{} is missing: run `cargo build -p tracer-preload` first",
-        so.display()
-    );
-    so
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let exe = std::env::current_exe().unwrap();
+            let profile_dir = exe.parent().unwrap().parent().unwrap();
+            let target_dir = profile_dir.parent().unwrap();
+            let mut c = Command::new(option_env!("CARGO").unwrap_or("cargo"));
+            c.args(["build", "--quiet", "-p", "tracer-preload", "--lib"])
+                .env("CARGO_TARGET_DIR", target_dir)
+                .current_dir(env!("CARGO_MANIFEST_DIR"));
+            if profile_dir.file_name() == Some(std::ffi::OsStr::new("release")) {
+                c.arg("--release");
+            }
+            let st = c.status().expect("running cargo build -p tracer-preload");
+            assert!(st.success(), "cargo build -p tracer-preload failed");
+            let so = profile_dir.join("libtrace.so");
+            assert!(so.exists(), "{} is missing", so.display());
+            so
+        })
+        .clone()
 }
 
 /// Compiles `src` (C) into `dir/name` (`-O1`, frame pointers kept, pthreads).
