@@ -242,6 +242,36 @@ fn nothing_is_recorded_when_disabled_or_busy() {
     assert_eq!(unsafe { (*t).depth }, 0, "depth is left balanced");
 }
 
+/// Program calls made while `busy` is set (a signal handler interrupting a hook or the
+/// tracer) are not recorded but counted, and the next recorded event writes the count as
+/// a `Lost` marker: recorded + lost = made.
+#[test]
+fn calls_made_while_busy_are_reported_lost() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let f = fixture();
+    let p = pool();
+    drain(p);
+    gcc_hooks::install(&HooksConfig::default());
+    culprit_global_enabled.store(1, Ordering::Release);
+    assert_eq!((f.main)(3), 19); // attaches this thread (status 1)
+    let t = gcc_hooks::thread_state();
+    // SAFETY: this thread's own state.
+    unsafe { (*t).busy = 1 };
+    assert_eq!((f.main)(3), 19); // 16 events, none recorded
+                                 // SAFETY: as above.
+    unsafe { (*t).busy = 0 };
+    assert_eq!((f.main)(3), 19);
+    culprit_global_enabled.store(0, Ordering::Release);
+    flush_thread();
+    let d = drain(p);
+    let me = (bufpool::sys::getpid(), bufpool::sys::gettid());
+    let evs = &d.events[&me];
+    let syms = own_symbols();
+    assert_eq!(tree(evs, &syms), FULL_TREE.repeat(2));
+    assert_eq!(d.lost, 16, "the 16 busy events are reported");
+    assert_eq!(d.others.get(&me), Some(&1), "in one Lost marker");
+}
+
 #[test]
 fn function_tree_and_file_exclusions() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
