@@ -533,8 +533,15 @@ extern char **environ;
 static pid_t children[64];
 static int nchildren;
 
+static pid_t ring_pgid; /* the daemons' process group */
+
+/* Kills every daemon with ONE killpg: each has SIGKILL pending before any of them dies
+ * and closes its sockets, so no daemon lives on to see a neighbour's connection end and
+ * react to it (which would add teardown noise to the trace of a hung run). */
 static void kill_all(void)
 {
+    if (ring_pgid > 0)
+        killpg(ring_pgid, SIGKILL);
     for (int i = 0; i < nchildren; i++)
         if (children[i] > 0)
             kill(children[i], SIGKILL);
@@ -574,12 +581,19 @@ static int launch_main(const char *self, const struct opts *o)
                         "--jobs", jobs, "--window", win, "--loop",
                         o->use_poll ? "poll" : "select", "--max-seconds", maxs, NULL};
         pid_t p;
-        int err = posix_spawn(&p, self, NULL, NULL, args, environ);
+        posix_spawnattr_t attr;
+        posix_spawnattr_init(&attr);
+        posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+        posix_spawnattr_setpgroup(&attr, ring_pgid); /* 0: the first daemon leads it */
+        int err = posix_spawn(&p, self, NULL, &attr, args, environ);
+        posix_spawnattr_destroy(&attr);
         if (err) {
             fprintf(stderr, "run_ring: cannot start node %d: %s\n", i, strerror(err));
             kill_all();
             return 1;
         }
+        if (ring_pgid == 0)
+            ring_pgid = p;
         children[nchildren++] = p;
     }
     int status[64], left = nchildren, bad = 0;
