@@ -29,6 +29,7 @@
  * the hooks read it with relaxed loads.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -126,6 +127,19 @@ HIDDEN NOINSTR void culprit_hooks_configure(uint32_t depth_limit, uint32_t sampl
 	__atomic_store_n(&cfg_flags,
 			 (depth_limit ? F_DEPTH : 0) | (table ? F_FILTER : 0) | (sample_shift ? F_SAMPLED : 0),
 			 __ATOMIC_RELEASE);
+}
+
+/* In a forked child, the copy of the forking thread's count of unrecorded events belongs
+ * to the parent, which reports it. Depth and subtree muting stay: the child continues on
+ * the same call stack. */
+NOINSTR static void after_fork_child(void)
+{
+	hk.unrecorded = 0;
+}
+
+__attribute__((constructor)) NOINSTR static void register_atfork(void)
+{
+	pthread_atfork(NULL, NULL, after_fork_child);
 }
 
 HIDDEN NOINSTR uint32_t culprit_hooks_lookup(uint64_t fn)
