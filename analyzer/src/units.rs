@@ -12,7 +12,8 @@
 //!    at least half as many multiplexer calls as the frame holding the most. With no function
 //!    entries at all (an `LD_PRELOAD`-only trace) the only frame is the thread itself.
 //! 2. [`split_process`] reads every thread again and cuts it into units:
-//!    - **initializer**: from the start to the first multiplexer call of the event loop;
+//!    - **initializer**: from the start to the first handler (the loop's first iteration up
+//!      to its first receive or accept is part of it);
 //!    - **handler**: starts at an `accept` or a receive on a socket (`recv*`, or `read`/`readv`
 //!      on a descriptor known to be a socket) and runs to the next one; a receive on the same
 //!      descriptor as the current handler's with no multiplexer call in between continues it
@@ -21,7 +22,8 @@
 //!      frame that contained its first receive returns (its *anchor*); a multiplexer call made
 //!      inside a still-active anchor (a nested wait) does not end it;
 //!    - **loop**: what the loop body does outside handlers (000's pre-/post-processing units:
-//!      the multiplexer call itself, timers, deferred work);
+//!      the multiplexer call itself, timers, deferred work); a handler takes from the loop
+//!      unit before it the frames entered there that led to its first receive;
 //!    - **finalizer**: from the return of the loop frame (or a call to `exit`) to the end.
 //!
 //!    Threads without an event loop are one initializer unit.
@@ -618,6 +620,8 @@ pub fn scan_process(p: &ProcessTrace) -> Result<ProcessScan> {
 
 struct P2Frame {
     kind: CallKind,
+    /// Index of the unit that was current when the frame was entered.
+    unit: u32,
     raw_callee: u64,
     raw_path: u64,
     key: NodeKey,
@@ -721,7 +725,28 @@ impl Splitter<'_> {
             tree: CallTree::default(),
         };
         std::mem::swap(&mut self.cur, &mut next);
+        // A handler takes from the loop unit before it the calls that led to its first
+        // receive: the frames under the loop frame entered during that loop unit (e.g.
+        // `handle_lhs_input`, entered after `select`), with everything they called. They
+        // belong to the handling of this message, not to the loop's own work.
+        let moved = if kind == UnitKind::Handler && next.info.kind == UnitKind::Loop {
+            let base = self.event_loop.map_or(0, |l| l.depth);
+            match self
+                .frames
+                .iter()
+                .skip(base)
+                .find(|f| f.unit == next.info.index)
+            {
+                Some(f) => take_subtree(&mut next.tree, f.rel),
+                None => Vec::new(),
+            }
+        } else {
+            Vec::new()
+        };
         self.close(next, tsc);
+        for (id, n) in moved {
+            self.cur.tree.nodes.insert(id, n);
+        }
         let base = match kind {
             UnitKind::Initializer | UnitKind::Finalizer => 0,
             _ => self.event_loop.map_or(0, |l| l.depth),
@@ -798,6 +823,7 @@ impl Splitter<'_> {
                 }
                 self.frames.push(P2Frame {
                     kind: *kind,
+                    unit: self.cur.info.index,
                     raw_callee: *callee,
                     raw_path: raw_step(raw_parent, *kind, *site, *callee),
                     key,
@@ -889,8 +915,11 @@ impl Splitter<'_> {
                 let on_path = self.frames.len() >= lp.depth
                     && (lp.depth == 0 || self.frames[lp.depth - 1].raw_path == lp.path);
                 if on_path {
+                    // The initializer runs on through the loop's first iteration up to
+                    // the first receive: a first "loop" unit would always be a truncated
+                    // iteration (it starts at the multiplexer, after what precedes it in
+                    // later iterations) and rank as an anomaly in every run.
                     self.phase = Phase::In;
-                    self.start(UnitKind::Loop, tsc, None);
                 }
             }
         }
@@ -949,6 +978,28 @@ impl Splitter<'_> {
             }
         }
     }
+}
+
+/// Removes node `id` and its descendants from `t`, returning them.
+fn take_subtree(t: &mut CallTree, id: u64) -> Vec<(u64, crate::trees::TreeNode)> {
+    if !t.nodes.contains_key(&id) {
+        return Vec::new();
+    }
+    let mut children: IdMap<Vec<u64>> = IdMap::default();
+    for (&c, n) in &t.nodes {
+        children.entry(n.parent).or_default().push(c);
+    }
+    let mut out = Vec::new();
+    let mut stack = vec![id];
+    while let Some(x) = stack.pop() {
+        if let Some(n) = t.nodes.remove(&x) {
+            out.push((x, n));
+        }
+        if let Some(ch) = children.get(&x) {
+            stack.extend(ch.iter().copied());
+        }
+    }
+    out
 }
 
 /// Pass 2: cuts every thread of a process into units with their call trees.
@@ -1094,7 +1145,6 @@ mod tests {
             kinds(&u),
             vec![
                 (Initializer, None),
-                (Loop, None),
                 (Handler, Some(3)),
                 (Loop, None),
                 (Handler, Some(4)),
@@ -1106,13 +1156,13 @@ mod tests {
         );
         // The accept handler's connection is the listening socket's (bind + listen); the
         // receives' adds the accept's stack.
-        assert_eq!(u.units[2].info.conn.0.len(), 2);
-        assert_eq!(u.units[4].info.conn.0.len(), 3);
-        assert_eq!(u.units[4].info.conn, u.units[6].info.conn);
+        assert_eq!(u.units[1].info.conn.0.len(), 2);
+        assert_eq!(u.units[3].info.conn.0.len(), 3);
+        assert_eq!(u.units[3].info.conn, u.units[5].info.conn);
         assert_eq!(u.signature.0.len(), 2, "bind and listen in the initializer");
         // Both receives and the send are in one unit; the EOF one is distinct (outcome).
-        assert_eq!(u.units[4].tree.nodes.len(), 3);
-        let eof = u.units[6]
+        assert_eq!(u.units[3].tree.nodes.len(), 3);
+        let eof = u.units[5]
             .tree
             .nodes
             .values()
@@ -1126,7 +1176,7 @@ mod tests {
             },
         )
         .unwrap();
-        let any = off.units[6]
+        let any = off.units[5]
             .tree
             .nodes
             .values()
@@ -1175,14 +1225,13 @@ mod tests {
         let u = split_process(&p, &scan, &TreeOptions::default()).unwrap();
         let k = kinds(&u);
         assert_eq!(k[0], (Initializer, None));
-        assert_eq!(k[1], (Loop, None));
         assert_eq!(
-            &k[2..5],
+            &k[1..4],
             &[(Handler, Some(5)), (Handler, Some(6)), (Loop, None)]
         );
         assert_eq!(*k.last().unwrap(), (Finalizer, None));
         // The loop unit after the first iteration holds beforeSleep's write and close.
-        let lp = &u.units[4];
+        let lp = &u.units[3];
         let libs: Vec<u64> = lp
             .tree
             .nodes
@@ -1192,7 +1241,7 @@ mod tests {
             .collect();
         assert!(libs.contains(&LibFn::Write.id()) && libs.contains(&LibFn::Close.id()));
         // Handler trees start under the loop frame: aeProcessEvents → readQuery → read.
-        assert_eq!(u.units[2].tree.nodes.len(), 3);
+        assert_eq!(u.units[1].tree.nodes.len(), 3);
     }
 
     /// Of nested frames holding the same multiplexer calls, the innermost is the loop.
