@@ -68,7 +68,10 @@ def measure(units, ids):
                  and any("reset" in w.lower() or "close" in w.lower() for w in u["why"]
                          if not w.startswith("expected")))
     pair = first(lambda u: ids.get(u["pid"]) in (BROKEN, PEER))
-    return inj, peer, pair, units[0]["score"] if units else None
+    top = units[0] if units else None
+    top_desc = "-" if top is None else "node %s %s: %s" % (
+        ids.get(top["pid"], "?"), top["kind"], (top["why"] or [""])[0].replace("|", "/"))
+    return inj, peer, pair, top["score"] if top else None, top_desc
 
 
 def main():
@@ -106,12 +109,12 @@ def main():
                 rows.append((name, mode, len(units)) + measure(units, ids))
         print("| case | nodes | units | injected unit (node 2 handler): rank, score | "
               "peer's reset/close handler (node 1): rank, score | first unit on node 2/1 | "
-              "top score |")
-        print("|---|---|---|---|---|---|---|")
-        for name, mode, n, inj, peer, pair, top in rows:
+              "top score | top unit |")
+        print("|---|---|---|---|---|---|---|---|")
+        for name, mode, n, inj, peer, pair, top, top_desc in rows:
             fmt = lambda x: "-" if x[0] is None else "%d, %.3f" % x
-            print("| %s | %s | %d | %s | %s | %d | %.3f |" % (
-                name, mode, n, fmt(inj), fmt(peer), pair[0] or 0, top))
+            print("| %s | %s | %d | %s | %s | %d | %.3f | %s |" % (
+                name, mode, n, fmt(inj), fmt(peer), pair[0] or 0, top, top_desc))
 
 
 if __name__ == "__main__":
