@@ -126,6 +126,18 @@ fn passes_every_argument_and_the_exit_status() {
         .unwrap();
     assert_eq!(st.code(), Some(42));
     assert_eq!(std::fs::read_to_string(&log).unwrap(), "-dumpversion\n");
+    // A real compiler that leads back to `culprit cc`: an error, not an endless loop.
+    let out = Command::new(culprit())
+        .args(["cc", "-c", "x.c"])
+        .env("CULPRIT_REAL_CC", format!("{} cc", culprit().display()))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("runs `culprit cc` again"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // A compiler that does not exist: an error, not a hang or a silent success.
     let out = Command::new(culprit())
         .args(["cc", "-c", "x.c"])

@@ -10,6 +10,10 @@ use std::process::ExitCode;
 /// Names the real compiler (may hold a command with arguments, e.g. `ccache gcc`).
 pub const REAL_CC_ENV: &str = "CULPRIT_REAL_CC";
 
+/// Set in the real compiler's environment: a `culprit cc` started under it means
+/// `$CULPRIT_REAL_CC` leads back to `culprit cc`, which would loop forever.
+const ACTIVE_ENV: &str = "CULPRIT_CC_ACTIVE";
+
 /// Arguments of `culprit cc`.
 #[derive(clap::Args)]
 #[command(disable_help_flag = true, disable_version_flag = true)]
@@ -74,11 +78,16 @@ pub fn real_cc() -> anyhow::Result<Vec<OsString>> {
 /// Runs `culprit cc`: execs the real compiler; returns only if that fails.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     use std::os::unix::process::CommandExt;
+    anyhow::ensure!(
+        std::env::var_os(ACTIVE_ENV).is_none(),
+        "{REAL_CC_ENV} runs `culprit cc` again; point it at the real compiler"
+    );
     let cc = real_cc()?;
     let mut cmd = std::process::Command::new(&cc[0]);
     cmd.args(&cc[1..])
         .args(added_flags(&args.args))
-        .args(&args.args);
+        .args(&args.args)
+        .env(ACTIVE_ENV, "1");
     let err = cmd.exec();
     Err(err).with_context(|| format!("cannot run the compiler {:?}", cc[0]))
 }
