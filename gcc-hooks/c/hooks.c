@@ -88,8 +88,10 @@ static __thread struct hook_thread hk __attribute__((tls_model("initial-exec")))
 static uint32_t cfg_flags;                    /* 0: the plain fast path (TSC, no filter) */
 static uint32_t cfg_depth_limit = UINT32_MAX; /* record events at depth < this */
 static uint32_t cfg_sample_mask;              /* sampled clock: 2^k - 1 */
-static const uint64_t *cfg_table;             /* open-addressing set, see lookup() */
-static uint64_t cfg_table_mask;               /* capacity - 1 (capacity a power of 2) */
+/* The exclusion table, see lookup(): [0] = capacity - 1 (capacity a power of 2), then the
+ * slots. One pointer, so a hook never pairs one table with another's mask; tables are
+ * never freed, so a hook still probing a replaced one reads valid memory. */
+static const uint64_t *cfg_table;
 
 /* Table entry: (function address << 2) | flags; 0 marks an empty slot. */
 #define EXCL_FN 1u   /* this function's own enter/exit are not recorded */
@@ -104,8 +106,13 @@ NOINSTR static inline uint64_t hash_addr(uint64_t a)
  * half full, so a miss ends after ~1-2 probes. */
 NOINSTR static inline uint32_t lookup(uint64_t fn)
 {
-	const uint64_t *t = cfg_table;
-	uint64_t mask = cfg_table_mask;
+	/* Acquire: pairs with the release store in culprit_hooks_configure (the slots are
+	 * written before the pointer is published). */
+	const uint64_t *tab = __atomic_load_n(&cfg_table, __ATOMIC_ACQUIRE);
+	if (tab == NULL)
+		return 0;
+	uint64_t mask = tab[0];
+	const uint64_t *t = tab + 1;
 	uint64_t i = (hash_addr(fn) >> 32) & mask;
 	for (;;) {
 		uint64_t e = t[i];
@@ -117,13 +124,13 @@ NOINSTR static inline uint32_t lookup(uint64_t fn)
 	}
 }
 
+/* `table`: NULL, or [capacity - 1, slots...] that live for the rest of the process. */
 HIDDEN NOINSTR void culprit_hooks_configure(uint32_t depth_limit, uint32_t sample_shift,
-					    const uint64_t *table, uint64_t table_mask)
+					    const uint64_t *table)
 {
 	cfg_depth_limit = depth_limit ? depth_limit : UINT32_MAX;
 	cfg_sample_mask = sample_shift ? ((UINT32_C(1) << sample_shift) - 1) : 0;
-	cfg_table = table;
-	cfg_table_mask = table_mask;
+	__atomic_store_n(&cfg_table, table, __ATOMIC_RELEASE);
 	__atomic_store_n(&cfg_flags,
 			 (depth_limit ? F_DEPTH : 0) | (table ? F_FILTER : 0) | (sample_shift ? F_SAMPLED : 0),
 			 __ATOMIC_RELEASE);

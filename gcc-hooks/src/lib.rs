@@ -69,12 +69,7 @@ extern "C" {
     fn culprit_hook_enter(this_fn: *mut c_void, call_site: *mut c_void);
     fn culprit_hook_exit(this_fn: *mut c_void, call_site: *mut c_void);
     fn culprit_hook_thread_state() -> *mut CulpritThread;
-    fn culprit_hooks_configure(
-        depth_limit: u32,
-        sample_shift: u32,
-        table: *const u64,
-        table_mask: u64,
-    );
+    fn culprit_hooks_configure(depth_limit: u32, sample_shift: u32, table: *const u64);
     fn culprit_hooks_lookup(fn_addr: u64) -> u32;
 }
 
@@ -127,13 +122,14 @@ impl Installed {
 }
 
 /// Resolves `cfg`'s filters against the objects loaded now and configures the hooks.
-/// Call once per process, during tracer start-up and before `culprit_global_enabled` is
-/// set (the hooks read the settings with relaxed loads; a thread that raced start-up
-/// would record at most a few events with the default settings). Allocates and reads
-/// the objects' ELF files: never call it from a hook.
+/// Call during tracer start-up, before `culprit_global_enabled` is set (a thread that
+/// raced start-up would record at most a few events with the previous settings). Safe to
+/// call again while hooks run (each table stays valid forever; a hook never mixes two),
+/// though each call leaks its table. Allocates and reads the objects' ELF files: never
+/// call it from a hook.
 pub fn install(cfg: &HooksConfig) -> Installed {
     let mut warnings = Vec::new();
-    let (table_ptr, mask, resolved) = if cfg.has_exclusions() {
+    let (table_ptr, resolved) = if cfg.has_exclusions() {
         let r = filter::resolve(cfg, &filter::loaded_objects());
         for p in &r.unmatched {
             warnings.push(format!("exclusion pattern {p:?} matched no function"));
@@ -142,20 +138,23 @@ pub fn install(cfg: &HooksConfig) -> Installed {
             warnings.push(format!("cannot read symbols of {}: {why}", path.display()));
         }
         let table = filter::ExclusionTable::build(&r.addrs);
-        let mask = table.mask();
         let n = table.len();
-        // Leaked on purpose: the hooks read it for the rest of the process's life.
-        let slots: &'static [u64] = Box::leak(table.slots().to_vec().into_boxed_slice());
-        (slots.as_ptr(), mask, n)
+        // The layout hooks.c reads: [capacity - 1, slots...]. Leaked on purpose: the
+        // hooks read it for the rest of the process's life (even after a new install).
+        let mut words = Vec::with_capacity(table.slots().len() + 1);
+        words.push(table.mask());
+        words.extend_from_slice(table.slots());
+        let words: &'static [u64] = Box::leak(words.into_boxed_slice());
+        (words.as_ptr(), n)
     } else {
-        (core::ptr::null(), 0, 0)
+        (core::ptr::null(), 0)
     };
     let shift = match cfg.clock {
         config::ClockMode::Tsc => 0,
         config::ClockMode::Sampled { shift } => u32::from(shift),
     };
-    // SAFETY: `table_ptr` is null or points to `mask + 1` slots that live forever.
-    unsafe { culprit_hooks_configure(cfg.depth_limit, shift, table_ptr, mask) };
+    // SAFETY: `table_ptr` is null or points to [mask, mask + 1 slots] that live forever.
+    unsafe { culprit_hooks_configure(cfg.depth_limit, shift, table_ptr) };
     Installed {
         config: cfg.clone(),
         resolved,
