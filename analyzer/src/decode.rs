@@ -2,8 +2,9 @@
 //!
 //! The input of the analyzer is a [`TraceSet`]: processes (host, pid, TSC calibration),
 //! each with threads, each with its chunks (the sub-buffers the readers saved) in sequence
-//! order. Chunks are loaded one at a time ([`ChunkData::File`] reads a byte range of a file
-//! when it is needed), so a trace is streamed, never held whole. [`ThreadTrace::for_each`]
+//! order. Chunks are loaded one at a time ([`ThreadSource::Dir`] reads them from a trace
+//! directory through `reader::TraceDir`, which checks each), so a trace is streamed, never
+//! held whole. [`ThreadTrace::for_each`]
 //! decodes a thread's chunks with `bufpool`'s decoder and hands each entry, turned into an
 //! [`Event`], to a callback. A corrupt entry stops the stream with [`Error::Decode`] naming
 //! the file and the byte offset.

@@ -6,7 +6,7 @@
 //! trees where each node carries its coverage probability `p = n_g / n_f` (`n_x`: the number
 //! of units in which node `x` appears; `f` the parent of `g`; the root appears in every unit).
 //!
-//! Processes with equal [`Signature`]s form a **process group**; [`merge_models`] merges the
+//! Processes with equal [`Signature`]s form a **process group**; [`Model::add_group`] merges the
 //! models of a group node by node, each node getting the **mean** of the probabilities it
 //! has in the models that contain it (a handler model whose connection appears in only one
 //! process model is thus copied as is). To make merging associative (`culprit merge` of
