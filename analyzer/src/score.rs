@@ -184,6 +184,25 @@ pub fn score_tree(t: &CallTree, m: &TreeModel) -> UnitScore {
     }
 }
 
+/// 000's **edge** variant of the score (the Japanese predecessor of the paper, its Fig. 2): the
+/// tree's edges are compared instead of its nodes — `|p − 1|` for an edge in both trees, `p`
+/// for an edge only in the model, `1` for an edge only in the unit, skipping edges under a
+/// caller already missing on the other side. An edge is a node with its parent, so this is
+/// [`score_tree`] without the edges from the unit's virtual root (the unit's starting calls
+/// are the roots of 000's trees, not edges). Not used by `culprit rank`; kept for comparison.
+pub fn score_tree_edges(t: &CallTree, m: &TreeModel) -> UnitScore {
+    let mut s = score_tree(t, m);
+    s.effective.retain(|e| e.parent != ROOT);
+    let mut ds: Vec<f64> = s.effective.iter().map(|e| e.delta).collect();
+    ds.sort_by(|a, b| a.total_cmp(b));
+    s.score = if ds.is_empty() {
+        0.0
+    } else {
+        ds.iter().sum::<f64>() / ds.len() as f64
+    };
+    s
+}
+
 /// The class of a unit (which model it is compared with).
 pub fn class_of(u: &Unit) -> UnitClass {
     UnitClass {
@@ -290,5 +309,45 @@ mod tests {
         // Only a counts: b's parent is new too.
         assert_eq!(s.effective.len(), 1);
         assert_eq!(s.score, 1.0);
+    }
+
+    /// 000's Fig. 2: model a → b (0.9), b → c (0.8), b → d (0.2), a → e (0.3), e → f, e → g;
+    /// the unit has a → b → c only. Δ = 0.1, 0.2, 0.2, 0.3 (f, g skipped) → 0.2.
+    #[test]
+    fn edge_variant_worked_example_scores_0_2() {
+        let mut t = CallTree::default();
+        let a = t.add(ROOT, key(1), 0);
+        let b = t.add(a, key(2), 0);
+        t.add(b, key(3), 0);
+        let c = key(3).child_of(b);
+        let d = key(4).child_of(b);
+        let e = key(5).child_of(a);
+        let f = key(6).child_of(e);
+        let g = key(7).child_of(e);
+        let node = |id, parent, k, p| ModelNode {
+            id,
+            parent,
+            key: k,
+            p_sum: p,
+            models: 1,
+        };
+        let m = TreeModel::from_nodes(
+            10,
+            1,
+            vec![
+                node(a, ROOT, key(1), 1.0),
+                node(b, a, key(2), 0.9),
+                node(c, b, key(3), 0.8),
+                node(d, b, key(4), 0.2),
+                node(e, a, key(5), 0.3),
+                node(f, e, key(6), 1.0),
+                node(g, e, key(7), 0.5),
+            ],
+        );
+        let s = score_tree_edges(&t, &m);
+        assert_eq!(s.effective.len(), 4);
+        assert!((s.score - 0.2).abs() < 1e-12, "{}", s.score);
+        // The node variant counts a too (Δ = 0): 0.8 / 5.
+        assert!((score_tree(&t, &m).score - 0.16).abs() < 1e-12);
     }
 }
