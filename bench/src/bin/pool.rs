@@ -119,17 +119,33 @@ struct PipeResult {
     seen_lost: u64,
 }
 
-/// One writer thread appending `entry` for `dur` while one reader thread writes every
-/// sub-buffer it takes into `sink` (and optionally sleeps `reader_pause` per sub-buffer).
-fn pipeline(
-    pool: &Pool,
-    entry: &[u8],
+/// How a pipeline run is set up.
+struct PipeOpts<'a> {
+    /// The encoded entry the writer appends over and over.
+    entry: &'a [u8],
+    /// Re-stamp the entry with `rdtsc` before each append.
     stamp: bool,
+    /// How long the writer runs.
     dur: Duration,
-    sink: &mut std::fs::File,
+    /// The reader sleeps this long after each sub-buffer (to overload it).
     reader_pause: Duration,
+    /// The reader decodes and counts the entries (and `Lost` markers).
     count: bool,
-) -> PipeResult {
+    /// Pace the writer to this many bytes per second (as fast as it can if `None`).
+    rate: Option<f64>,
+}
+
+/// One writer thread appending `o.entry` for `o.dur` while one reader thread writes
+/// every sub-buffer it takes into `sink`.
+fn pipeline(pool: &Pool, o: &PipeOpts<'_>, sink: &mut std::fs::File) -> PipeResult {
+    let PipeOpts {
+        entry,
+        stamp,
+        dur,
+        reader_pause,
+        count,
+        rate,
+    } = *o;
     discard_all(pool);
     let stop = AtomicBool::new(false);
     let saved_bytes = AtomicU64::new(0);
@@ -182,6 +198,13 @@ fn pipeline(
                 w.append(pool, &e[..n]);
             }
             produced += 4096;
+            if let Some(bytes_per_s) = rate {
+                // Paced writer: wait until the wall clock catches up with the bytes sent.
+                let due = Duration::from_secs_f64((produced * n as u64) as f64 / bytes_per_s);
+                while t0.elapsed() < due {
+                    std::hint::spin_loop();
+                }
+            }
         }
         w.flush(pool, 0);
         stop.store(true, Ordering::Release);
@@ -339,7 +362,15 @@ fn main() -> anyhow::Result<()> {
                 } else {
                     std::fs::File::create(&tmpfs_path)?
                 };
-                let r = pipeline(&pool, e, stamp, dur, &mut sink, Duration::ZERO, false);
+                let o = PipeOpts {
+                    entry: e,
+                    stamp,
+                    dur,
+                    reader_pause: Duration::ZERO,
+                    count: false,
+                    rate: None,
+                };
+                let r = pipeline(&pool, &o, &mut sink);
                 eps.push(r.entries_per_s);
                 gbs.push(r.gb_per_s);
                 drops += r.lost;
@@ -358,6 +389,37 @@ fn main() -> anyhow::Result<()> {
                 100.0 * drops as f64 / prod as f64
             );
         }
+    }
+
+    // The goal: one reader keeps up with one writer producing ≥ 1 GB/s, into tmpfs.
+    for gbps in [1.0, 1.25] {
+        let (mut got, mut drops, mut prod) = (vec![], 0u64, 0u64);
+        for _ in 0..rounds.min(5) {
+            let mut sink = std::fs::File::create(&tmpfs_path)?;
+            let o = PipeOpts {
+                entry: big.as_bytes(),
+                stamp: true,
+                dur,
+                reader_pause: Duration::ZERO,
+                count: false,
+                rate: Some(gbps * 1e9),
+            };
+            let r = pipeline(&pool, &o, &mut sink);
+            got.push(r.gb_per_s);
+            drops += r.lost;
+            prod += r.produced;
+            drop(sink);
+            let _ = std::fs::remove_file(&tmpfs_path);
+        }
+        let g = stat(got);
+        println!(
+            "| {} B LibExit, writer paced at {gbps:.2} GB/s | tmpfs file | – | {:.2} ({:.2}–{:.2}) | {drops} of {prod} ({:.3} %) |",
+            big.as_bytes().len(),
+            g.med,
+            g.min,
+            g.max,
+            100.0 * drops as f64 / prod as f64
+        );
     }
 
     // The sink's own speed, without the pool: write(2) of 256 KiB chunks for as long.
@@ -392,15 +454,15 @@ fn main() -> anyhow::Result<()> {
     println!("| produced | recorded | lost | drop rate | recorded + lost = produced |");
     println!("|---|---|---|---|---|");
     let mut sink = std::fs::OpenOptions::new().write(true).open("/dev/null")?;
-    let r = pipeline(
-        &pool,
-        fn_entry.as_bytes(),
-        true,
+    let o = PipeOpts {
+        entry: fn_entry.as_bytes(),
+        stamp: true,
         dur,
-        &mut sink,
-        Duration::from_millis(2),
-        true,
-    );
+        reader_pause: Duration::from_millis(2),
+        count: true,
+        rate: None,
+    };
+    let r = pipeline(&pool, &o, &mut sink);
     // What reached the reader (decoded) against what the writer produced.
     println!(
         "| {} | {} | {} | {:.1} % | {} |",
