@@ -658,6 +658,21 @@ fn main() -> Result<()> {
                 lib: opts.libtrace.clone(),
             });
         }
+        // The cost of having filters on: an exclusion table in use (it names `main`, which
+        // is not instrumented, so every fib event is still recorded and probes the table)
+        // and a depth limit fib(N) never reaches.
+        rows.push(Row {
+            id: "culprit_filter",
+            label: "Culprit hooks, tsc + CULPRIT_EXCLUDE=main + CULPRIT_DEPTH=1000 (nothing filtered out)".into(),
+            tool: Tool::Culprit,
+            n,
+            bin: "fib_instr",
+            env: vec![
+                ("CULPRIT_EXCLUDE".into(), "main".into()),
+                ("CULPRIT_DEPTH".into(), "1000".into()),
+            ],
+            lib: opts.libtrace.clone(),
+        });
         if let Some(b) = &opts.libtrace_b {
             let name = b.display().to_string();
             for (id, clock) in [("b_tsc", "tsc"), ("b_s16", "sampled:16")] {
