@@ -30,8 +30,10 @@
 //! ```
 //!
 //! Until the tracer sets `culprit_global_enabled` (defined by `tracer-preload`) the hooks
-//! do nothing; they also do nothing on a thread whose state is `busy` (the tracer itself
-//! runs) or torn down (`status == 2`).
+//! do nothing; they also do nothing on a thread whose state is torn down (`status == 2`).
+//! On a thread whose state is `busy` (the tracer itself runs, or a signal handler
+//! interrupted a hook) they record nothing but count the event, and the thread's next
+//! recorded hook event writes the count as a `Lost` marker.
 #![deny(missing_docs)]
 
 pub mod config;
