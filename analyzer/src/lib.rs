@@ -167,9 +167,17 @@ fn sorted_processes(sets: &[TraceSet]) -> Vec<&ProcessTrace> {
 }
 
 /// Pass 1 over every process (in parallel), then what forked children inherited.
-fn scan_all(procs: &[&ProcessTrace]) -> Result<Vec<units::ProcessScan>> {
-    let scans: Vec<Result<units::ProcessScan>> =
-        procs.par_iter().map(|p| units::scan_process(p)).collect();
+fn scan_all(procs: &[&ProcessTrace], opts: &Options) -> Result<Vec<units::ProcessScan>> {
+    opts.start("finding event loops", procs.len());
+    let scans: Vec<Result<units::ProcessScan>> = procs
+        .par_iter()
+        .map(|p| {
+            let s = units::scan_process(p);
+            opts.inc();
+            s
+        })
+        .collect();
+    opts.finish();
     let mut out = Vec::with_capacity(scans.len());
     for s in scans {
         out.push(s?);
@@ -202,7 +210,7 @@ fn merge_names(books: &[&NameBook]) -> BTreeMap<u64, String> {
 pub fn learn(sets: &[TraceSet], opts: &Options) -> Result<Learned> {
     let procs = sorted_processes(sets);
     opts.start("learning process models", procs.len());
-    let scans = scan_all(&procs)?;
+    let scans = scan_all(&procs, opts)?;
     let per: Vec<Result<LearnedProcess>> = procs
         .par_iter()
         .zip(&scans)
@@ -288,7 +296,7 @@ fn rank_key(a: &RankedUnit) -> (std::cmp::Reverse<u64>, i64, &str) {
 pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
     let procs = sorted_processes(std::slice::from_ref(set));
     opts.start("scoring units", procs.len());
-    let scans = scan_all(&procs)?;
+    let scans = scan_all(&procs, opts)?;
     let per: Vec<Result<ProcessRanking>> = procs
         .par_iter()
         .zip(&scans)
@@ -448,7 +456,7 @@ pub fn show(model: &Model, set: &TraceSet, id: &str, opts: &Options) -> Result<S
         .iter()
         .position(|p| p.host == host && p.pid == pid)
         .ok_or_else(|| Error::NoSuchUnit(id.to_string()))?;
-    let scans = scan_all(&procs)?;
+    let scans = scan_all(&procs, opts)?;
     let pu = units::split_process(procs[i], &scans[i], &model.options)?;
     let gi = model.group_index(&pu.signature);
     let g = gi.map(|i| &model.groups[i]);
