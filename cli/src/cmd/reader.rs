@@ -38,11 +38,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         (None, true) => args.pool.path(),
         (None, false) => anyhow::bail!("--pool FILE is required (or --create to make a new pool)"),
     };
+    // Handlers first: a signal that arrives while a large pool is being created and
+    // pre-faulted must stop the reader normally (removing the pool), not kill it.
+    reader::signals::install(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP])
+        .context("installing signal handlers")?;
     let pool = if args.create {
         args.pool.config().validate()?;
         check_space(&path, &args.pool.config()).map_err(anyhow::Error::msg)?;
-        let pool = Pool::create(&path, &args.pool.config())?;
+        // Everything that can fail comes before the pool exists, so an error leaves no
+        // pool file behind.
         let lib = find_libtrace()?;
+        let pool = Pool::create(&path, &args.pool.config())?;
         let pre = preload_value(&lib, None);
         // The one line of stdout: what to put before the commands to trace.
         println!(
@@ -54,8 +60,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         Pool::open(&path)?
     };
-    reader::signals::install(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP])
-        .context("installing signal handlers")?;
     let opts = reader::ReaderOptions {
         workers: args.readers.max(1),
         stop_when_unmapped: !args.keep_running,
