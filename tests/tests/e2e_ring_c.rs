@@ -37,5 +37,30 @@ fn a_partial_header_recv_on_the_instrumented_c_ring_is_ranked_first() {
         "no C handler named in the top units' why:\n{top_why}"
     );
     check_html(&model, &faulty, &tmp.path().join("report.html"), &units);
+
+    // The decentralized step: a model learned per run and merged ranks the faulty run
+    // exactly as the model learned from all runs at once.
+    let mut parts = Vec::new();
+    for i in 0..3 {
+        let m = tmp.path().join(format!("part{i}.model"));
+        learn(&[tmp.path().join(format!("normal{i}"))], &m, &[]);
+        parts.push(m);
+    }
+    let merged = tmp.path().join("merged.model");
+    let mut args: Vec<&str> = vec!["merge"];
+    args.extend(parts.iter().map(|p| p.to_str().expect("utf-8")));
+    args.extend(["-o", merged.to_str().expect("utf-8")]);
+    run_culprit(&args, std::time::Duration::from_secs(120)).assert_success("culprit merge");
+    let by_merged = rank_json(&merged, &faulty);
+    let key = |us: &[serde_json::Value]| -> Vec<(String, String)> {
+        us.iter()
+            .map(|u| (u["id"].to_string(), format!("{:.9}", score(u))))
+            .collect()
+    };
+    assert_eq!(
+        key(&by_merged),
+        key(&units),
+        "merged per-run models rank differently from the model learned at once"
+    );
     check_show(&model, &faulty, &units[0]);
 }
