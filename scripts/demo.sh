@@ -73,8 +73,10 @@ sed 's/^/   | /' "$OUT/faulty.log"
 [ "$status" = 3 ] || fail "the faulty run ended with status $status, not 3 (a hang)"
 
 say "4. Ranking the faulty run's units by suspicion (highest first)"
-echo "   Score = how far each unit's call tree is from its model (0 normal .. 1 never seen)."
-"$CULPRIT" rank --model "$OUT/ring.model" "$OUT/faulty" --top 5 --html "$OUT/report.html"
+echo "   Score = how far each unit's call tree is from its model (0 normal .. 1 never seen);"
+echo "   INJECTED marks the unit holding the fault we caused (the ground truth, for this demo)."
+"$CULPRIT" rank --model "$OUT/ring.model" "$OUT/faulty" --top 5 --mark-injections \
+    --html "$OUT/report.html"
 "$CULPRIT" rank --model "$OUT/ring.model" "$OUT/faulty" --json >"$OUT/ranking.json"
 
 say "5. Checking the verdict"
