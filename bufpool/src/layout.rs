@@ -145,6 +145,12 @@ pub struct PoolShared {
 }
 
 const _: () = assert!(core::mem::size_of::<PoolShared>() == 48);
+const _: () = assert!(core::mem::offset_of!(PoolShared, published) == 8);
+const _: () = assert!(core::mem::offset_of!(PoolShared, lost_unreported) == 40);
+const _: () = assert!(core::mem::offset_of!(PoolInfo, retry_after) == 56);
+const _: () = assert!(core::mem::offset_of!(PoolInfo, creator_start_ticks) == 184);
+const _: () = assert!(core::mem::offset_of!(SubBufHeader, seq) == 16);
+const _: () = assert!(core::mem::offset_of!(SubBufHeader, owner_start_ticks) == 56);
 const _: () = assert!(256 + core::mem::size_of::<PoolShared>() <= HEADER_SIZE);
 
 /// Header of one sub-buffer (64 bytes at its start).
