@@ -559,23 +559,30 @@ fn redis(o: &Opts) -> Result<()> {
     let (mut ps, mut pg, mut ts, mut tg) = (vec![], vec![], vec![], vec![]);
     let (mut pc, mut tc) = (vec![], vec![]);
     let (mut entries, mut lost, mut bytes) = (0u64, 0u64, 0u64);
-    for _ in 0..o.rounds.min(5) {
-        let (s, g, c) = redis_once(o, None, requests)?;
-        ps.push(s);
-        pg.push(g);
-        pc.push(c);
-        let d = Drained::new("redis", true)?;
-        let (s, g, c) = redis_once(o, Some(&d), requests)?;
-        ts.push(s);
-        tg.push(g);
-        tc.push(c);
-        let (b, l, e, _) = d.finish();
-        bytes += b;
-        lost += l;
-        entries += e;
+    for round in 0..o.rounds {
+        // Alternate which configuration goes first, so drift in the machine's load does
+        // not favour one of them.
+        for traced in [round % 2 == 1, round % 2 == 0] {
+            if !traced {
+                let (s, g, c) = redis_once(o, None, requests)?;
+                ps.push(s);
+                pg.push(g);
+                pc.push(c);
+                continue;
+            }
+            let d = Drained::new("redis", true)?;
+            let (s, g, c) = redis_once(o, Some(&d), requests)?;
+            ts.push(s);
+            tg.push(g);
+            tc.push(c);
+            let (b, l, e, _) = d.finish();
+            bytes += b;
+            lost += l;
+            entries += e;
+        }
     }
     let rounds = ps.len();
-    println!("### redis-benchmark -c 50 -n {requests} -t set,get against redis-server ({rounds} rounds, interleaved)\n");
+    println!("### redis-benchmark -c 50 -n {requests} -t set,get against redis-server ({rounds} rounds, interleaved, order alternating)\n");
     println!(
         "redis-server serves requests on one thread: its CPU time per request (user + sys, \
          from wait4) is the load-independent measure of the tracer's cost, and for a server \
