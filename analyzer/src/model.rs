@@ -28,7 +28,7 @@ use std::path::Path;
 /// The `magic` field of a model file.
 pub const MAGIC: &str = "culprit-model";
 /// The current model format version.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 /// Which model a unit is compared with.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

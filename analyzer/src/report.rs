@@ -121,7 +121,7 @@ pub const WHY_MIN_DELTA: f64 = 0.005;
 pub fn why(s: &UnitScore, names: &BTreeMap<u64, String>, n: usize) -> Vec<String> {
     let mut out = match s.verdict {
         Verdict::NoProcessGroup => vec![
-            "no process group of the model has this process's signature (its bind/connect/listen/accept stacks)"
+            "no process group of the model has this process's signature (its program and its bind/connect/listen/accept stacks)"
                 .to_string(),
         ],
         Verdict::NoUnitModel => {

@@ -144,8 +144,14 @@ pub fn inherit(procs: &[&ProcessTrace], scans: &mut [ProcessScan]) {
             };
             let parent_syms = scans[j].symbols.clone();
             let parent_fds = scans[j].fds.clone();
+            let parent_exe = scans[j].exe.clone();
             let c = &mut scans[i];
             changed |= c.symbols.inherit(&parent_syms);
+            // A child that did not exec runs its parent's program.
+            if c.exe.is_empty() && !parent_exe.is_empty() {
+                c.exe = parent_exe;
+                changed = true;
+            }
             if c.inherited_fds.is_none() {
                 c.inherited_fds = Some((parent_fds, at));
                 changed = true;
@@ -222,10 +228,26 @@ pub struct Unit {
     pub tree: CallTree,
 }
 
-/// A process signature: the stack keys of setup calls in its initializer units.
+/// A process signature: the stack keys of setup calls in its initializer units, and the
+/// key of the program ([`program_key`]: its executable's file name) when it is known.
+/// Processes of different programs never play the same role, so they never share a group
+/// even when neither makes a setup call (shell wrappers, `basename`, `env`…).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct Signature(pub Vec<u64>);
+
+/// The signature element standing for a program: a hash of the file name of its
+/// executable (`/usr/bin/basename` → `basename`), so that the same program installed in
+/// different directories on different hosts is still one program — the same rule as the
+/// stable keys of C addresses ([`crate::symbolize`]). Tagged so it cannot be mistaken for
+/// a stack key.
+pub fn program_key(exe: &str) -> u64 {
+    let name = exe.rsplit('/').next().unwrap_or(exe);
+    crate::hash::mix(
+        0x7072_6f67_7261_6d00,
+        crate::hash::str_hash(name.as_bytes()),
+    )
+}
 
 /// Where names of key parts come from, before ELF resolution.
 #[derive(Clone, Debug)]
@@ -1082,6 +1104,9 @@ pub fn split_process(
         s.close(last, end);
         units.append(&mut s.units);
     }
+    if !scan.exe.is_empty() {
+        signature.insert(program_key(&scan.exe));
+    }
     Ok(ProcessUnits {
         host: p.host.clone(),
         pid: p.pid,
@@ -1289,6 +1314,54 @@ mod tests {
         let u = process_units(&t.finish(), &TreeOptions::default()).unwrap();
         assert_eq!(kinds(&u), vec![(UnitKind::Initializer, None)]);
         assert_eq!(u.units[0].tree.nodes.len(), 4);
+    }
+
+    /// Helper processes with no setup call at all (a shell wrapper, `basename`) used to share
+    /// the empty signature, so their models were merged and each was scored against the
+    /// other's calls ("`write` expected", "`fork` never seen here"). The program is part of the
+    /// signature: they form one group per program and score 0 against their own runs.
+    #[test]
+    fn programs_without_setup_calls_group_per_program() {
+        use bufpool::format::ProcRecord;
+        let helper = |pid: u32, exe: &str, calls: &[(u64, LibFn)]| {
+            let mut t = TraceBuilder::new("h", pid, pid);
+            t.meta(&Meta::Proc(ProcRecord {
+                reason: ProcReason::Start,
+                pid,
+                ppid: 1,
+                start_ticks: 0,
+                exe: exe.as_bytes().to_vec(),
+                argv: vec![exe.as_bytes().to_vec()],
+            }));
+            for &(site, f) in calls {
+                t.lib(site, f, o(1, 0, 0));
+            }
+            t.finish()
+        };
+        let run = |base: u32| crate::decode::TraceSet {
+            processes: vec![
+                helper(
+                    base,
+                    "/bin/bash",
+                    &[(0x10, LibFn::Fork), (0x20, LibFn::Close)],
+                ),
+                helper(base + 1, "/usr/bin/basename", &[(0x30, LibFn::Write)]),
+            ],
+        };
+        let opts = crate::Options::default();
+        let learned = crate::learn(&[run(100), run(200)], &opts).unwrap();
+        assert_eq!(learned.model.groups.len(), 2, "one group per program");
+        let rep = crate::rank(&learned.model, &run(300), &opts).unwrap();
+        assert_eq!(rep.units.len(), 2);
+        for u in &rep.units {
+            assert_eq!(u.score, 0.0, "{} {:?}", u.info.id, u.why);
+        }
+        // A forked child that did not exec runs its parent's program.
+        assert_eq!(
+            program_key("/usr/bin/basename"),
+            program_key("/bin/basename")
+        );
+        assert_ne!(program_key("/bin/bash"), program_key("/usr/bin/basename"));
     }
 
     /// A forked child records neither the code table nor the accept of the descriptor it
