@@ -18,7 +18,7 @@
 use crate::wrap::{dl, exec, io, mux, process, sock};
 use core::ffi::{c_char, c_int, c_uint, c_void};
 use libc::{
-    epoll_event, fd_set, iovec, msghdr, nfds_t, pid_t, pollfd, posix_spawn_file_actions_t,
+    epoll_event, fd_set, iovec, mmsghdr, msghdr, nfds_t, pid_t, pollfd, posix_spawn_file_actions_t,
     posix_spawnattr_t, sigset_t, size_t, sockaddr, socklen_t, ssize_t, timespec, timeval,
 };
 
@@ -132,6 +132,9 @@ site_in!(recv, "r8", io::recv, (fd: c_int, b: *mut c_void, n: size_t, f: c_int) 
 site_on_stack!(recvfrom, io::recvfrom,
     (fd: c_int, b: *mut c_void, n: size_t, f: c_int, a: *mut sockaddr, l: *mut socklen_t) -> ssize_t);
 site_in!(recvmsg, "rcx", io::recvmsg, (fd: c_int, m: *mut msghdr, f: c_int) -> ssize_t);
+site_in!(sendmmsg, "r8", io::sendmmsg, (fd: c_int, v: *mut mmsghdr, n: c_uint, f: c_int) -> c_int);
+site_in!(recvmmsg, "r9", io::recvmmsg,
+    (fd: c_int, v: *mut mmsghdr, n: c_uint, f: c_int, t: *mut timespec) -> c_int);
 site_in!(read, "rcx", io::read, (fd: c_int, b: *mut c_void, n: size_t) -> ssize_t);
 site_in!(__read_chk, "r8", io::read_chk, (fd: c_int, b: *mut c_void, n: size_t, bl: size_t) -> ssize_t);
 site_in!(__recv_chk, "r9", io::recv_chk,
@@ -150,6 +153,8 @@ site_in!(ppoll, "r8", mux::ppoll, (f: *mut pollfd, n: nfds_t, t: *const timespec
 site_in!(epoll_wait, "r8", mux::epoll_wait, (e: c_int, ev: *mut epoll_event, n: c_int, t: c_int) -> c_int);
 site_in!(epoll_pwait, "r9", mux::epoll_pwait,
     (e: c_int, ev: *mut epoll_event, n: c_int, t: c_int, m: *const sigset_t) -> c_int);
+site_in!(epoll_pwait2, "r9", mux::epoll_pwait2,
+    (e: c_int, ev: *mut epoll_event, n: c_int, t: *const timespec, m: *const sigset_t) -> c_int);
 site_in!(epoll_ctl, "r8", mux::epoll_ctl, (e: c_int, op: c_int, fd: c_int, ev: *mut epoll_event) -> c_int);
 
 // Processes.

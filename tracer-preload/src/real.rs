@@ -9,7 +9,7 @@ use core::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use core::marker::PhantomData;
 use core::sync::atomic::{AtomicUsize, Ordering};
 use libc::{
-    epoll_event, fd_set, iovec, msghdr, nfds_t, pid_t, pollfd, posix_spawn_file_actions_t,
+    epoll_event, fd_set, iovec, mmsghdr, msghdr, nfds_t, pid_t, pollfd, posix_spawn_file_actions_t,
     posix_spawnattr_t, sigset_t, size_t, sockaddr, socklen_t, ssize_t, timespec, timeval,
 };
 
@@ -122,7 +122,10 @@ reals! {
     PPOLL: Ppoll = "ppoll" fn(*mut pollfd, nfds_t, *const timespec, *const sigset_t) -> c_int;
     EPOLL_WAIT: EpollWait = "epoll_wait" fn(c_int, *mut epoll_event, c_int, c_int) -> c_int;
     EPOLL_PWAIT: EpollPwait = "epoll_pwait" fn(c_int, *mut epoll_event, c_int, c_int, *const sigset_t) -> c_int;
+    EPOLL_PWAIT2: EpollPwait2 = "epoll_pwait2" fn(c_int, *mut epoll_event, c_int, *const timespec, *const sigset_t) -> c_int;
     EPOLL_CTL: EpollCtl = "epoll_ctl" fn(c_int, c_int, c_int, *mut epoll_event) -> c_int;
+    SENDMMSG: Sendmmsg = "sendmmsg" fn(c_int, *mut mmsghdr, c_uint, c_int) -> c_int;
+    RECVMMSG: Recvmmsg = "recvmmsg" fn(c_int, *mut mmsghdr, c_uint, c_int, *mut timespec) -> c_int;
     FORK: Fork = "fork" fn() -> pid_t;
     EXECVE: Execve = "execve" fn(CStrP, Argv, Argv) -> c_int;
     EXECVPE: Execvpe = "execvpe" fn(CStrP, Argv, Argv) -> c_int;

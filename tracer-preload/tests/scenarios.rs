@@ -688,3 +688,60 @@ int main(void) {
     // culprit_flush_thread published the sub-buffer: the last call went into a second one.
     assert_eq!(t.seqs, vec![0, 1]);
 }
+
+#[test]
+fn sendmmsg_recvmmsg_and_epoll_pwait2() {
+    const SRC: &str = r#"
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <time.h>
+int main(void) {
+    int sv[2];
+    socketpair(AF_UNIX, SOCK_DGRAM, 0, sv);
+    char a[10], b[20], r1[64], r2[64];
+    memset(a, 'a', sizeof a);
+    memset(b, 'b', sizeof b);
+    struct iovec ia = {a, sizeof a}, ib = {b, sizeof b}, ir1 = {r1, sizeof r1}, ir2 = {r2, sizeof r2};
+    struct mmsghdr out[2], in[2];
+    memset(out, 0, sizeof out);
+    memset(in, 0, sizeof in);
+    out[0].msg_hdr.msg_iov = &ia; out[0].msg_hdr.msg_iovlen = 1;
+    out[1].msg_hdr.msg_iov = &ib; out[1].msg_hdr.msg_iovlen = 1;
+    in[0].msg_hdr.msg_iov = &ir1; in[0].msg_hdr.msg_iovlen = 1;
+    in[1].msg_hdr.msg_iov = &ir2; in[1].msg_hdr.msg_iovlen = 1;
+    if (sendmmsg(sv[0], out, 2, 0) != 2) return 1;
+    int ep = epoll_create1(0);
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = sv[1]}, got[4];
+    epoll_ctl(ep, EPOLL_CTL_ADD, sv[1], &ev);
+    struct timespec ts = {1, 0};
+    int n = epoll_pwait2(ep, got, 4, &ts, NULL);
+    printf("pwait2=%d\nfd=%d\n", n, sv[1]);
+    if (recvmmsg(sv[1], in, 2, 0, NULL) != 2) return 2;
+    if (in[0].msg_len != 10 || in[1].msg_len != 20) return 3;
+    return 0;
+}
+"#;
+    let tp = pool();
+    let prog = cc(tp.dir.path(), "mmsg", SRC);
+    let out = run(traced(&tp.path, &prog));
+    assert!(out.status.success(), "{} {}", out.stdout, out.stderr);
+    let kv = kv(&out.stdout);
+    let tr = drain(&tp);
+    let pid = only_pid(&tr);
+    let s = tr.calls_of(pid, LibFn::Sendmmsg);
+    assert_eq!(rets(&s), vec![2]);
+    assert_eq!(s[0].enter.unwrap().len, Some(30));
+    let r = tr.calls_of(pid, LibFn::Recvmmsg);
+    assert_eq!(rets(&r), vec![2]);
+    assert_eq!(r[0].enter.unwrap().len, Some(128));
+    let w = tr.calls_of(pid, LibFn::EpollPwait2);
+    assert_eq!(rets(&w), vec![num(&kv, "pwait2")]);
+    if num(&kv, "pwait2") == 1 {
+        let ready = w[0].exit.unwrap().ready.unwrap();
+        assert_eq!(ready.items()[0].id as i64, num(&kv, "fd"));
+        assert_eq!(w[0].enter.unwrap().arg2, Some(1000));
+    }
+}

@@ -375,3 +375,59 @@ pub unsafe extern "C" fn recv_chk(
         }
     })
 }
+
+fn mmsg_len(v: *const libc::mmsghdr, n: core::ffi::c_uint) -> u64 {
+    if v.is_null() {
+        return 0;
+    }
+    // SAFETY: the program passes `n` mmsghdrs to the call, which the kernel reads too.
+    let v = unsafe { core::slice::from_raw_parts(v, (n as usize).min(1024)) };
+    v.iter()
+        .fold(0u64, |s, m| s.saturating_add(msg_len(&m.msg_hdr)))
+}
+
+/// `sendmmsg`: len = bytes offered over all messages; ret = messages sent.
+pub unsafe extern "C" fn sendmmsg(
+    fd: c_int,
+    v: *mut libc::mmsghdr,
+    n: core::ffi::c_uint,
+    flags: c_int,
+    site: usize,
+) -> c_int {
+    let c = DataCall {
+        func: LibFn::Sendmmsg,
+        site,
+        fd,
+        len: mmsg_len(v, n),
+        flags: Some(flags as u32),
+    };
+    // A byte cap from fault injection does not apply to message vectors.
+    data_call(
+        c,
+        |_| Data::None,
+        |_| real_or_sys!(SENDMMSG, (fd, v, n, flags), libc::SYS_sendmmsg),
+    ) as c_int
+}
+
+/// `recvmmsg`: len = buffer bytes offered over all messages; ret = messages received.
+pub unsafe extern "C" fn recvmmsg(
+    fd: c_int,
+    v: *mut libc::mmsghdr,
+    n: core::ffi::c_uint,
+    flags: c_int,
+    ts: *mut libc::timespec,
+    site: usize,
+) -> c_int {
+    let c = DataCall {
+        func: LibFn::Recvmmsg,
+        site,
+        fd,
+        len: mmsg_len(v, n),
+        flags: Some(flags as u32),
+    };
+    data_call(
+        c,
+        |_| Data::None,
+        |_| real_or_sys!(RECVMMSG, (fd, v, n, flags, ts), libc::SYS_recvmmsg),
+    ) as c_int
+}

@@ -1,4 +1,4 @@
-//! Event multiplexers: `select pselect poll ppoll epoll_wait epoll_pwait` (with the ready
+//! Event multiplexers: `select pselect poll ppoll epoll_wait epoll_pwait epoll_pwait2` (with the ready
 //! set in the `LibExit` entry) and `epoll_ctl` (which maps epoll data to fds).
 
 use super::real_or_sys;
@@ -309,6 +309,38 @@ pub unsafe extern "C" fn epoll_pwait(
         || match EPOLL_PWAIT.get() {
             // SAFETY: the real epoll_pwait with the program's arguments.
             Some(f) => unsafe { f(epfd, ev, max, timeout, mask) },
+            None => {
+                set_errno(libc::ENOSYS);
+                -1
+            }
+        },
+        |r| epoll_ready(ev, r),
+    )
+}
+
+/// `epoll_pwait2` (timeout as a timespec; arg2 = timeout in ms).
+pub unsafe extern "C" fn epoll_pwait2(
+    epfd: c_int,
+    ev: *mut epoll_event,
+    max: c_int,
+    ts: *const timespec,
+    mask: *const sigset_t,
+    site: usize,
+) -> c_int {
+    let enter = Small {
+        fd: Some(epfd),
+        arg: Some(max as u64),
+        arg2: timeout_ts(ts),
+        ..Small::default()
+    };
+    mux_call(
+        LibFn::EpollPwait2,
+        site,
+        epfd,
+        enter,
+        || match EPOLL_PWAIT2.get() {
+            // SAFETY: the real epoll_pwait2 with the program's arguments.
+            Some(f) => unsafe { f(epfd, ev, max, ts, mask) },
             None => {
                 set_errno(libc::ENOSYS);
                 -1
