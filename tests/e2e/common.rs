@@ -541,3 +541,27 @@ pub fn check_injected(units: &[Value], ids: &BTreeMap<u64, u32>, broken: u32) {
         assert_eq!(ids.get(&pid(u)), Some(&broken), "injection listed in {u}");
     }
 }
+
+/// The base port a ring launcher printed (`run_ring: base port N`).
+pub fn base_port(stdout: &str) -> u16 {
+    stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("run_ring: base port "))
+        .and_then(|p| p.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no base port in the launcher's output:\n{stdout}"))
+}
+
+/// The top unit is a handler of the broken connection: node `broken`'s listening port
+/// (base + broken) is one end of it (its local address on node `broken`, which accepted
+/// the connection; its peer address on the node that connected to it).
+pub fn check_broken_connection(top: &Value, base: u16, broken: u32) {
+    assert_eq!(
+        top["kind"], "handler",
+        "the top unit is not a handler: {top}"
+    );
+    let port = format!("127.0.0.1:{}", base as u32 + broken);
+    assert!(
+        top["local"].as_str() == Some(&port) || top["peer"].as_str() == Some(&port),
+        "the top unit is not on the connection to {port}: {top}"
+    );
+}

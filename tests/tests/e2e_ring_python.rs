@@ -119,6 +119,7 @@ fn a_partial_header_recv_on_the_python_ring_is_ranked_first() {
     let ids = ring_ids(&faulty);
     let units = rank_json(&model, &faulty);
     let v = check_story(&units, &ids, BROKEN, PEER, floor).unwrap_or_else(|e| panic!("{e}"));
+    check_broken_connection(&units[0], base_port(&r.stdout), BROKEN);
     eprintln!(
         "python ring: top unit on node {} (score {:.3}, noise floor {floor:.3}); earliest \
          high-scoring unit {}; first unit telling the close/reset ranked {:?}",
