@@ -91,7 +91,7 @@ impl FdTable {
         let mut t = FdTable::default();
         let mut cur: HashMap<i32, Arc<ConnInfo>> = HashMap::new();
         for c in &calls {
-            let ok = c.ret.map_or(true, |r| r >= 0);
+            let ok = c.ret.is_none_or(|r| r >= 0);
             let tsc = c.tsc;
             let set = |fd: i32,
                        v: Option<Arc<ConnInfo>>,

@@ -454,17 +454,16 @@ impl ThreadTrace {
                 }
             }
             ThreadSource::Dir { dir, key } => {
-                for c in dir.chunks(*key) {
-                    let c = c.map_err(Error::Reader)?;
+                dir.visit_chunks(*key, |c| {
                     decode_chunk(
-                        &c.path,
+                        c.path,
                         c.data_offset,
                         c.info.lost_before,
-                        &c.data,
+                        c.data,
                         &mut st,
                         &mut f,
-                    )?;
-                }
+                    )
+                })?;
             }
         }
         Ok(st)

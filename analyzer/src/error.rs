@@ -47,5 +47,11 @@ pub enum Error {
     NoSuchUnit(String),
 }
 
+impl From<reader::Error> for Error {
+    fn from(e: reader::Error) -> Self {
+        Error::Reader(e)
+    }
+}
+
 /// Result alias of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

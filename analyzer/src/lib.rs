@@ -63,8 +63,8 @@ pub use error::{Error, Result};
 use decode::{DecodeStats, ProcessTrace, TraceSet};
 use model::{GroupModel, Model};
 use rayon::prelude::*;
-use report::{RankedUnit, Report};
-use std::collections::BTreeMap;
+use report::{ConnRow, RankedUnit, Report, Row};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use symbolize::ElfResolver;
 use trees::TreeOptions;
@@ -98,6 +98,10 @@ pub struct Options {
     pub trees_kept: usize,
     /// Lines of an annotated tree. Default 400.
     pub tree_lines: usize,
+    /// Units of a ranking kept whole in [`Report::units`] (the highest-ranked); the others
+    /// are kept compact and made whole when listed. Default [`report::HTML_UNITS`] (the
+    /// units the HTML page plots).
+    pub units_kept: usize,
     /// Progress receiver. Default none.
     pub progress: Option<Arc<dyn Progress>>,
 }
@@ -111,6 +115,7 @@ impl Default for Options {
             effective_kept: 16,
             trees_kept: 200,
             tree_lines: 400,
+            units_kept: report::HTML_UNITS,
             progress: None,
         }
     }
@@ -269,93 +274,225 @@ struct LearnedProcess {
     units: ProcessUnits,
 }
 
-/// A process's scored units: the best kept whole (with trees), the rest light.
+/// A process's scored units, compact; the best also kept whole (trees) for annotation.
 struct ProcessRanking {
-    light: Vec<RankedUnit>,
-    heavy: Vec<Scored>,
+    rows: Vec<Row>,
+    /// Sort keys of `rows` (see [`RowKey`]).
+    keys: Vec<RowKey>,
+    /// Connections the rows refer to (indices local to the process).
+    conns: Vec<ConnRow>,
+    heavy: Vec<Heavy>,
     units: ProcessUnits,
     unmatched: bool,
 }
 
-struct Scored {
-    unit: Unit,
+/// A unit among its process's best, kept with its tree.
+struct Heavy {
+    /// Index of its row in its process's rows.
+    row: usize,
+    tree: trees::CallTree,
+    class: model::UnitClass,
     score: score::UnitScore,
-    group: Option<usize>,
 }
 
-fn rank_key(a: &RankedUnit) -> (std::cmp::Reverse<u64>, i64, &str) {
-    (
-        std::cmp::Reverse(a.score.to_bits()),
-        a.info.t_start_unix_ns,
-        &a.info.id,
-    )
+/// The ranking order: score (highest first), start time, then id — compared through the
+/// id's first 16 bytes, and the whole id only when they are equal.
+#[derive(Clone, Copy, Debug)]
+struct RowKey {
+    score: f64,
+    t_start: i64,
+    id_prefix: u128,
+}
+
+fn id_prefix(id: &str) -> u128 {
+    let mut b = [0u8; 16];
+    let n = id.len().min(16);
+    b[..n].copy_from_slice(&id.as_bytes()[..n]);
+    u128::from_be_bytes(b)
+}
+
+fn row_id(r: &Row, procs: &[(String, u32)]) -> String {
+    let (host, pid) = &procs[r.proc_ as usize];
+    format!("{host}:{pid}:{}:{}", r.tid, r.index)
+}
+
+fn cmp_keys(a: (&RowKey, &Row), b: (&RowKey, &Row), procs: &[(String, u32)]) -> std::cmp::Ordering {
+    b.0.score
+        .total_cmp(&a.0.score)
+        .then(a.0.t_start.cmp(&b.0.t_start))
+        .then(a.0.id_prefix.cmp(&b.0.id_prefix))
+        .then_with(|| row_id(a.1, procs).cmp(&row_id(b.1, procs)))
+}
+
+/// Order-independent fingerprint of a tree's node set (its score against a model depends
+/// only on that set, unless it holds nodes the model lacks — see [`rank`]).
+fn tree_fingerprint(t: &trees::CallTree) -> (u64, u64) {
+    let (mut a, mut b) = (t.nodes.len() as u64, 0u64);
+    for &id in t.nodes.keys() {
+        a = a.wrapping_add(hash::mix(id, 0x51));
+        b = b.wrapping_add(hash::mix(0x52, id));
+    }
+    (a, b)
 }
 
 /// Ranks the units of a (faulty) run by suspect score (§6). Deterministic: the result does
 /// not depend on the number of threads.
+///
+/// Memory: each process's units are scored as soon as they are split, and only a compact
+/// row is kept per unit (the effective nodes its *why* needs are shared by the units of equal
+/// trees); trees are kept for each process's best units only. The first
+/// [`Options::units_kept`] units of the ranking are then made whole.
 pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
     let procs = sorted_processes(std::slice::from_ref(set));
     opts.start("scoring units", procs.len());
     let scans = scan_all(&procs, opts)?;
+    let keep = opts
+        .trees_kept
+        .min((opts.trees_kept * 4 / procs.len().max(1)).max(16));
     let per: Vec<Result<ProcessRanking>> = procs
         .par_iter()
         .zip(&scans)
-        .map(|(p, scan)| {
+        .enumerate()
+        .map(|(pi, (p, scan))| {
             let mut pu = units::split_process(p, scan, &model.options)?;
             let gi = model.group_index(&pu.signature);
             let g = gi.map(|i| &model.groups[i]);
-            let mut scored: Vec<Scored> = std::mem::take(&mut pu.units)
-                .into_iter()
-                .map(|u| {
-                    let s = score::score_unit(&u, g);
-                    Scored {
-                        unit: u,
-                        score: s,
-                        group: gi,
+            let units = std::mem::take(&mut pu.units);
+            // Scores of trees already seen (same class, same node set): the light effective
+            // nodes are shared. Scores with nodes new to the model are not cached: which
+            // library calls are listed under a new node depends on the order of the calls.
+            type Cached = (f64, score::Verdict, Arc<[score::Effective]>);
+            let mut cache: HashMap<(usize, u64, u64), Cached> = HashMap::new();
+            let mut class_idx: HashMap<model::UnitClass, usize> = HashMap::new();
+            let mut conn_idx: HashMap<ConnRow, u32> = HashMap::new();
+            let mut conns: Vec<ConnRow> = Vec::new();
+            let mut rows = Vec::with_capacity(units.len());
+            let mut keys = Vec::with_capacity(units.len());
+            let mut ids = Vec::with_capacity(units.len());
+            let mut kept: Vec<Option<(trees::CallTree, model::UnitClass)>> = Vec::new();
+            let light = |e: &[score::Effective]| -> Arc<[score::Effective]> {
+                e.iter()
+                    .filter(|e| e.delta >= report::WHY_MIN_DELTA)
+                    .take(opts.why)
+                    .cloned()
+                    .collect()
+            };
+            for u in units {
+                let class = score::class_of(&u);
+                let ci = match class_idx.get(&class) {
+                    Some(&i) => i,
+                    None => {
+                        let i = match g {
+                            None => usize::MAX,
+                            Some(g) => g
+                                .classes
+                                .binary_search_by(|(k, _)| k.cmp(&class))
+                                .unwrap_or(usize::MAX - 1),
+                        };
+                        class_idx.insert(class.clone(), i);
+                        i
                     }
-                })
-                .collect();
-            scored.sort_by(|a, b| {
-                b.score
-                    .score
-                    .total_cmp(&a.score.score)
-                    .then(
-                        a.unit
-                            .info
-                            .t_start_unix_ns
-                            .cmp(&b.unit.info.t_start_unix_ns),
-                    )
-                    .then(a.unit.info.id.cmp(&b.unit.info.id))
-            });
-            // Keep full units (trees) only for this process's best candidates: enough for
-            // the global top `trees_kept` unless a few processes hold all of it.
-            let keep = opts
-                .trees_kept
-                .min((opts.trees_kept * 4 / procs.len().max(1)).max(16));
-            let rest = scored.split_off(scored.len().min(keep));
-            // Units ranked below them keep only what their *why* needs.
-            let light = rest
-                .into_iter()
-                .map(|s| RankedUnit {
-                    info: s.unit.info,
-                    score: s.score.score,
-                    verdict: s.score.verdict,
-                    effective: s
-                        .score
-                        .effective
-                        .into_iter()
-                        .filter(|e| e.delta >= report::WHY_MIN_DELTA)
-                        .take(opts.why)
-                        .collect(),
-                    group: s.group,
-                    why: Vec::new(),
+                };
+                let (fa, fb) = tree_fingerprint(&u.tree);
+                let (score, verdict, effective) = match cache.get(&(ci, fa, fb)) {
+                    Some(c) => c.clone(),
+                    None => {
+                        let s = score::score_unit(&u, g);
+                        let e = light(&s.effective);
+                        let c = (s.score, s.verdict, e);
+                        let cacheable = s.verdict == score::Verdict::Scored
+                            && s.effective.iter().all(|e| e.class != score::NodeClass::New);
+                        if cacheable {
+                            cache.insert((ci, fa, fb), c.clone());
+                        }
+                        c
+                    }
+                };
+                let Unit { info, tree } = u;
+                let conn_key: ConnRow = (info.conn, info.local, info.peer);
+                let conn = match conn_idx.get(&conn_key) {
+                    Some(&c) => c,
+                    None => {
+                        let c = conns.len() as u32;
+                        conns.push(conn_key.clone());
+                        conn_idx.insert(conn_key, c);
+                        c
+                    }
+                };
+                keys.push(RowKey {
+                    score,
+                    t_start: info.t_start_unix_ns,
+                    id_prefix: id_prefix(&info.id),
+                });
+                ids.push(info.id);
+                kept.push(Some((tree, class)));
+                rows.push(Row {
+                    score,
+                    verdict,
+                    group: gi,
+                    effective,
                     annotated: None,
+                    proc_: pi as u32,
+                    conn,
+                    tid: info.tid,
+                    index: info.index,
+                    kind: info.kind,
+                    main_thread: info.main_thread,
+                    fd: info.fd,
+                    tsc_start: info.tsc_start,
+                    tsc_end: info.tsc_end,
+                    t_start_unix_ns: info.t_start_unix_ns,
+                    t_end_unix_ns: info.t_end_unix_ns,
+                    lost: info.lost,
+                    injections: info.injections,
+                });
+            }
+            // This process's best candidates keep their trees (and all their effective
+            // nodes): enough for the global top `trees_kept` unless a few processes hold all
+            // of it.
+            let mut order: Vec<usize> = (0..rows.len()).collect();
+            order.sort_by(|&a, &b| {
+                rows[b]
+                    .score
+                    .total_cmp(&rows[a].score)
+                    .then(keys[a].t_start.cmp(&keys[b].t_start))
+                    .then_with(|| ids[a].cmp(&ids[b]))
+            });
+            order.truncate(keep);
+            let heavy = order
+                .into_iter()
+                .filter_map(|row| {
+                    let (tree, class) = kept[row].take()?;
+                    let mc = g.and_then(|g| g.class(&class));
+                    let s = match (g, mc) {
+                        (Some(_), Some(m)) => score::score_tree(&tree, m),
+                        (None, _) => score::UnitScore {
+                            score: 1.0,
+                            verdict: score::Verdict::NoProcessGroup,
+                            effective: score::score_tree(&tree, &model::TreeModel::default())
+                                .effective,
+                        },
+                        (Some(_), None) => score::UnitScore {
+                            score: 1.0,
+                            verdict: score::Verdict::NoUnitModel,
+                            effective: score::score_tree(&tree, &model::TreeModel::default())
+                                .effective,
+                        },
+                    };
+                    Some(Heavy {
+                        row,
+                        tree,
+                        class,
+                        score: s,
+                    })
                 })
                 .collect();
             opts.inc();
             Ok(ProcessRanking {
-                light,
-                heavy: scored,
+                rows,
+                keys,
+                conns,
+                heavy,
                 units: pu,
                 unmatched: gi.is_none(),
             })
@@ -367,18 +504,25 @@ pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
         groups: model.groups.len(),
         ..Default::default()
     };
-    let total: usize = per
-        .iter()
-        .flatten()
-        .map(|p| p.light.len() + p.heavy.len())
-        .sum();
-    rep.units.reserve_exact(total);
+    rep.procs = procs.iter().map(|p| (p.host.clone(), p.pid)).collect();
+    let total: usize = per.iter().flatten().map(|p| p.rows.len()).sum();
+    let mut rows: Vec<Row> = Vec::with_capacity(total);
+    let mut keys: Vec<RowKey> = Vec::with_capacity(total);
     let mut heavy = Vec::new();
     let mut books = Vec::new();
     for r in per {
         let pr = r?;
-        rep.units.extend(pr.light);
-        heavy.extend(pr.heavy);
+        let (row0, conn0) = (rows.len(), rep.conns.len() as u32);
+        rows.extend(pr.rows.into_iter().map(|mut r| {
+            r.conn += conn0;
+            r
+        }));
+        keys.extend(pr.keys);
+        rep.conns.extend(pr.conns);
+        heavy.extend(pr.heavy.into_iter().map(|mut h| {
+            h.row += row0;
+            h
+        }));
         rep.stats += pr.units.stats;
         rep.unmatched_processes += pr.unmatched as usize;
         books.push(pr.units.names);
@@ -389,40 +533,47 @@ pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
         names.entry(k).or_insert(v);
     }
     heavy.sort_by(|a, b| {
-        b.score
-            .score
-            .total_cmp(&a.score.score)
-            .then(
-                a.unit
-                    .info
-                    .t_start_unix_ns
-                    .cmp(&b.unit.info.t_start_unix_ns),
-            )
-            .then(a.unit.info.id.cmp(&b.unit.info.id))
+        cmp_keys(
+            (&keys[a.row], &rows[a.row]),
+            (&keys[b.row], &rows[b.row]),
+            &rep.procs,
+        )
     });
-    for (i, s) in heavy.into_iter().enumerate() {
-        let annotated = (i < opts.trees_kept).then(|| {
-            let m = s
-                .group
-                .and_then(|g| model.groups[g].class(&score::class_of(&s.unit)));
-            report::annotate(&s.unit.tree, m, &s.score.effective, &names, opts.tree_lines)
-        });
-        rep.units.push(RankedUnit {
-            info: s.unit.info,
-            score: s.score.score,
-            verdict: s.score.verdict,
-            effective: s
-                .score
-                .effective
-                .into_iter()
-                .take(opts.effective_kept)
-                .collect(),
-            group: s.group,
-            why: Vec::new(),
-            annotated,
-        });
+    for (i, h) in heavy.into_iter().enumerate() {
+        let row = &mut rows[h.row];
+        if i < opts.trees_kept {
+            let m = row.group.and_then(|g| model.groups[g].class(&h.class));
+            row.annotated = Some(report::annotate(
+                &h.tree,
+                m,
+                &h.score.effective,
+                &names,
+                opts.tree_lines,
+            ));
+        }
+        row.effective = h
+            .score
+            .effective
+            .into_iter()
+            .take(opts.effective_kept)
+            .collect();
     }
-    rep.units.sort_by(|a, b| rank_key(a).cmp(&rank_key(b)));
+    let mut order: Vec<u32> = (0..rows.len() as u32).collect();
+    order.sort_by(|&a, &b| {
+        let (a, b) = (a as usize, b as usize);
+        cmp_keys((&keys[a], &rows[a]), (&keys[b], &rows[b]), &rep.procs)
+    });
+    drop(keys);
+    let mut slots: Vec<Option<Row>> = rows.into_iter().map(Some).collect();
+    let kept = opts.units_kept.min(slots.len());
+    let mut sorted = order.into_iter().filter_map(|i| slots[i as usize].take());
+    rep.units = sorted
+        .by_ref()
+        .take(kept)
+        .map(|r| r.ranked(&rep.procs, &rep.conns))
+        .collect();
+    rep.rest = sorted.collect();
+    drop(slots);
     rep.names = names;
     rep.why_sentences = opts.why;
     let n = rep.units.len().min(opts.why_units);

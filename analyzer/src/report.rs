@@ -34,11 +34,50 @@ pub struct RankedUnit {
     pub annotated: Option<Vec<TreeLine>>,
 }
 
+/// A ranked unit below the first [`crate::Options::units_kept`], kept compact: the
+/// process and the connection are indices into tables of the [`Report`], and the effective
+/// nodes are shared by every unit whose tree (and so whose score) is the same. Made into a
+/// [`RankedUnit`] when listed ([`Report::unit`]).
+#[derive(Clone, Debug)]
+pub(crate) struct Row {
+    pub score: f64,
+    pub verdict: Verdict,
+    pub group: Option<usize>,
+    pub effective: std::sync::Arc<[Effective]>,
+    pub annotated: Option<Vec<TreeLine>>,
+    /// Index in `Report::procs`.
+    pub proc_: u32,
+    /// Index in `Report::conns`.
+    pub conn: u32,
+    pub tid: u32,
+    pub index: u32,
+    pub kind: crate::units::UnitKind,
+    pub main_thread: bool,
+    pub fd: Option<i32>,
+    pub tsc_start: u64,
+    pub tsc_end: u64,
+    pub t_start_unix_ns: i64,
+    pub t_end_unix_ns: i64,
+    pub lost: u64,
+    pub injections: Vec<crate::units::Injection>,
+}
+
+/// A connection as the rows of a [`Report`] share it: identity, local and peer address.
+pub(crate) type ConnRow = (crate::connections::ConnKey, Option<String>, Option<String>);
+
 /// A ranking.
 #[derive(Clone, Debug, Default)]
 pub struct Report {
-    /// Units, highest score first (ties: earliest first, then by id).
+    /// The highest-ranked units (at most [`crate::Options::units_kept`] of them), highest
+    /// score first (ties: earliest first, then by id). The others follow in the same order,
+    /// kept compact: [`Report::len`] counts all, [`Report::unit`] gives any.
     pub units: Vec<RankedUnit>,
+    /// The units after `units`, compact.
+    pub(crate) rest: Vec<Row>,
+    /// Host and pid of each process the rows refer to.
+    pub(crate) procs: Vec<(String, u32)>,
+    /// Connections the rows refer to.
+    pub(crate) conns: Vec<ConnRow>,
     /// Processes analyzed.
     pub processes: usize,
     /// Processes whose signature matched no group.
@@ -279,7 +318,70 @@ impl RankedUnit {
     }
 }
 
+impl Row {
+    /// The full form of a compact unit.
+    pub(crate) fn ranked(&self, procs: &[(String, u32)], conns: &[ConnRow]) -> RankedUnit {
+        let (host, pid) = &procs[self.proc_ as usize];
+        let (conn, local, peer) = &conns[self.conn as usize];
+        RankedUnit {
+            info: UnitInfo {
+                id: format!("{host}:{pid}:{}:{}", self.tid, self.index),
+                host: host.clone(),
+                pid: *pid,
+                tid: self.tid,
+                main_thread: self.main_thread,
+                index: self.index,
+                kind: self.kind,
+                fd: self.fd,
+                conn: conn.clone(),
+                local: local.clone(),
+                peer: peer.clone(),
+                tsc_start: self.tsc_start,
+                tsc_end: self.tsc_end,
+                t_start_unix_ns: self.t_start_unix_ns,
+                t_end_unix_ns: self.t_end_unix_ns,
+                lost: self.lost,
+                injections: self.injections.clone(),
+            },
+            score: self.score,
+            verdict: self.verdict,
+            effective: self.effective.to_vec(),
+            group: self.group,
+            why: Vec::new(),
+            annotated: self.annotated.clone(),
+        }
+    }
+}
+
 impl Report {
+    /// Number of ranked units (those in [`Report::units`] and the compact rest).
+    pub fn len(&self) -> usize {
+        self.units.len() + self.rest.len()
+    }
+
+    /// True if no unit was ranked.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The `i`-th unit of the ranking (borrowed from [`Report::units`], or made from its
+    /// compact form).
+    pub fn unit(&self, i: usize) -> Option<std::borrow::Cow<'_, RankedUnit>> {
+        use std::borrow::Cow;
+        match self.units.get(i) {
+            Some(u) => Some(Cow::Borrowed(u)),
+            None => self
+                .rest
+                .get(i - self.units.len())
+                .map(|r| Cow::Owned(r.ranked(&self.procs, &self.conns))),
+        }
+    }
+
+    /// The units in ranking order (see [`Report::unit`]).
+    pub fn iter(&self) -> impl Iterator<Item = std::borrow::Cow<'_, RankedUnit>> + '_ {
+        (0..self.len()).filter_map(move |i| self.unit(i))
+    }
+
     /// A unit's *why*: the sentences stored with it, or made now from its effective nodes.
     pub fn why_of(&self, u: &RankedUnit) -> Vec<String> {
         if !u.why.is_empty() {
@@ -308,7 +410,7 @@ impl Report {
         let _ = writeln!(
             s,
             "{} units from {} processes ({} entries; {} lost){}",
-            self.units.len(),
+            self.len(),
             self.processes,
             self.stats.entries,
             self.stats.lost,
@@ -321,7 +423,8 @@ impl Report {
                 String::new()
             }
         );
-        for u in self.units.iter().take(top) {
+        for u in self.iter().take(top) {
+            let u = &*u;
             let i = &u.info;
             let conn = match (&i.local, &i.peer) {
                 (None, None) => String::new(),
@@ -363,13 +466,7 @@ impl Report {
 
     /// The JSON array of `culprit rank --json` (the first `top` units).
     pub fn json(&self, top: usize) -> serde_json::Value {
-        serde_json::Value::Array(
-            self.units
-                .iter()
-                .take(top)
-                .map(|u| self.unit_json(u))
-                .collect(),
-        )
+        serde_json::Value::Array(self.iter().take(top).map(|u| self.unit_json(&u)).collect())
     }
 
     /// A self-contained HTML page: every unit's score against time (one colour per process
@@ -378,6 +475,8 @@ impl Report {
     pub fn html(&self) -> String {
         // The units are ranked: plotting the first HTML_UNITS keeps every interesting point
         // and the page small enough for a browser.
+        // `units` holds at least HTML_UNITS units when there are that many (the default
+        // `units_kept`); with a smaller `units_kept` only those are plotted.
         let shown = &self.units[..self.units.len().min(HTML_UNITS)];
         let palette = [
             "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
@@ -489,9 +588,9 @@ function show(i) {{
 if (U.length) show(0);
 </script></body></html>
 "#,
-            n = self.units.len(),
+            n = self.len(),
             p = self.processes,
-            cut = if shown.len() < self.units.len() {
+            cut = if shown.len() < self.len() {
                 format!(" (the {} highest-scoring are plotted)", shown.len())
             } else {
                 String::new()

@@ -74,7 +74,7 @@ impl Outcome {
     /// The outcome of a returned library call.
     pub fn of(func: LibFn, o: &CallOpts) -> Outcome {
         if let Some(e) = o.errno {
-            if o.ret.map_or(true, |r| r < 0) {
+            if o.ret.is_none_or(|r| r < 0) {
                 return Outcome::Errno(e);
             }
         }

@@ -116,3 +116,42 @@ fn golden_ring_python() {
 fn golden_ring_preload_only() {
     check("ring_preload", Functions::None);
 }
+
+/// Units below `units_kept` are kept compact: listing them gives the same units, in the
+/// same order, as keeping every unit whole.
+#[test]
+fn compact_units_list_the_same() {
+    let normal = TraceSet {
+        processes: ring(&Ring {
+            processes: 4,
+            iterations: 30,
+            functions: Functions::C,
+            fault: None,
+            seed: 1,
+        }),
+    };
+    let trial = TraceSet {
+        processes: ring(&Ring {
+            processes: 4,
+            iterations: 40,
+            functions: Functions::C,
+            fault: Some(Fault {
+                process: 2,
+                iteration: 20,
+            }),
+            seed: 7,
+        }),
+    };
+    let opts = analyzer::Options::default();
+    let model = analyzer::learn(&[normal], &opts).unwrap().model;
+    let whole = analyzer::rank(&model, &trial, &opts).unwrap();
+    let small = analyzer::Options {
+        units_kept: 5,
+        ..Default::default()
+    };
+    let compact = analyzer::rank(&model, &trial, &small).unwrap();
+    assert_eq!(compact.units.len(), 5);
+    assert_eq!(compact.len(), whole.len());
+    assert_eq!(compact.json(usize::MAX), whole.json(usize::MAX));
+    assert_eq!(compact.text(1000, true), whole.text(1000, true));
+}

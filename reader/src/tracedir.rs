@@ -7,7 +7,12 @@
 //! seq, first TSC) — a reader killed between saving a sub-buffer and releasing it makes it
 //! be saved twice — and ordered per thread by first TSC, then seq (a thread's seq starts
 //! again at 0 when its process execs). [`TraceDir::chunks`] then reads one thread's
-//! records on demand, checking them again.
+//! records on demand. The checksum is verified once, when the directory is indexed (so
+//! every record has been checked before anything is decoded); a record read again later
+//! must still parse and carry the very sub-buffer header that was indexed, or the read is
+//! an error (the file changed under the reader), but its data is not checksummed a second
+//! time — that doubled the cost of reading a trace. [`TraceDir::visit_chunks`] reads into
+//! one reused buffer instead of allocating one per record.
 
 use crate::error::{io, Error, Result};
 use crate::manifest::Manifest;
@@ -76,6 +81,19 @@ impl Chunk {
             })
         })
     }
+}
+
+/// One saved sub-buffer lent to a [`TraceDir::visit_chunks`] callback.
+#[derive(Clone, Copy, Debug)]
+pub struct ChunkRef<'a> {
+    /// The sub-buffer header, as it was in the pool.
+    pub info: &'a SubBufInfo,
+    /// The entries (`info.bytes_used` bytes).
+    pub data: &'a [u8],
+    /// The chunk file it was read from.
+    pub path: &'a Arc<PathBuf>,
+    /// Offset of the first data byte in that file.
+    pub data_offset: u64,
 }
 
 /// An open trace directory.
@@ -302,25 +320,64 @@ impl TraceDir {
         Ok(())
     }
 
+    /// One thread's sub-buffers, in order, each once, read from disk into one buffer that
+    /// is reused from record to record; stops at the first error (of the read or of `f`).
+    pub fn visit_chunks<E: From<Error>>(
+        &self,
+        key: ThreadKey,
+        mut f: impl FnMut(ChunkRef<'_>) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
+        let mut buf = Vec::new();
+        for loc in self.threads.get(&key).into_iter().flatten() {
+            let data_offset = self.read_into(loc, &mut buf)?;
+            f(ChunkRef {
+                info: &loc.info,
+                data: &buf,
+                path: &self.files[loc.file as usize].0,
+                data_offset,
+            })?;
+        }
+        Ok(())
+    }
+
     fn read(&self, loc: &RecordLoc) -> Result<Chunk> {
+        let mut data = Vec::new();
+        let data_offset = self.read_into(loc, &mut data)?;
+        Ok(Chunk {
+            info: loc.info,
+            data,
+            path: self.files[loc.file as usize].0.clone(),
+            data_offset,
+        })
+    }
+
+    /// Reads the data of an indexed record into `buf`; returns the file offset of the data.
+    /// The record was checksummed when indexed: here its fixed part must still parse and
+    /// hold the indexed sub-buffer header.
+    fn read_into(&self, loc: &RecordLoc, buf: &mut Vec<u8>) -> Result<u64> {
         let (path, file) = &self.files[loc.file as usize];
-        let mut buf = vec![0u8; RECORD_FIXED_SIZE + loc.info.bytes_used as usize];
-        file.read_exact_at(&mut buf, loc.offset)
+        let mut fixed = [0u8; RECORD_FIXED_SIZE];
+        file.read_exact_at(&mut fixed, loc.offset)
             .map_err(io(path.as_ref(), "read"))?;
         let chunk_err = |err| Error::Chunk {
             path: path.as_ref().clone(),
             err,
         };
-        let (h, info) =
-            disk::parse_record_fixed(&buf[..RECORD_FIXED_SIZE], loc.offset, buf.len() as u64)
-                .map_err(chunk_err)?;
-        let data = buf.split_off(RECORD_FIXED_SIZE);
-        disk::check_record(&h, &info, &data, loc.offset).map_err(chunk_err)?;
-        Ok(Chunk {
-            info,
-            data,
-            path: path.clone(),
-            data_offset: loc.offset + RECORD_FIXED_SIZE as u64,
-        })
+        let need = (RECORD_FIXED_SIZE + loc.info.bytes_used as usize) as u64;
+        let (h, info) = disk::parse_record_fixed(&fixed, loc.offset, need).map_err(chunk_err)?;
+        if info != loc.info {
+            return Err(chunk_err(disk::ChunkError {
+                offset: loc.offset,
+                kind: disk::ChunkErrorKind::Inconsistent(
+                    "the record changed since the directory was indexed".into(),
+                ),
+            }));
+        }
+        let data_offset = loc.offset + RECORD_FIXED_SIZE as u64;
+        buf.clear();
+        buf.resize(h.data_len as usize, 0);
+        file.read_exact_at(buf, data_offset)
+            .map_err(io(path.as_ref(), "read"))?;
+        Ok(data_offset)
     }
 }

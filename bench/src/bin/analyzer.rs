@@ -107,7 +107,7 @@ fn stage(which: &str, threads: usize, model: &Path, dirs: &[PathBuf]) -> anyhow:
             let top = &r.units[0];
             serde_json::json!({
                 "entries": r.stats.entries,
-                "units": r.units.len(),
+                "units": r.len(),
                 "top": format!("{} {} {:.3}", top.info.id, top.info.kind.name(), top.score),
                 "top_why": top.why.first(),
             })
