@@ -446,6 +446,11 @@ impl std::ops::AddAssign for DecodeStats {
 impl ThreadTrace {
     /// Decodes every chunk in order, calling `f` for each event. Loads one chunk at a time.
     pub fn for_each(&self, mut f: impl FnMut(&Event)) -> Result<DecodeStats> {
+        self.for_each_owned(|e| f(&e))
+    }
+
+    /// Like [`ThreadTrace::for_each`], handing each event over (no copy needed to keep it).
+    pub fn for_each_owned(&self, mut f: impl FnMut(Event)) -> Result<DecodeStats> {
         let mut st = DecodeStats::default();
         match &self.source {
             ThreadSource::Memory(chunks) => {
@@ -476,11 +481,11 @@ fn decode_chunk(
     lost_before: u64,
     bytes: &[u8],
     st: &mut DecodeStats,
-    f: &mut impl FnMut(&Event),
+    f: &mut impl FnMut(Event),
 ) -> Result<()> {
     if lost_before > 0 {
         st.lost += lost_before;
-        f(&Event::Lost {
+        f(Event::Lost {
             tsc: first_tsc(bytes),
             count: lost_before,
         });
@@ -499,7 +504,7 @@ fn decode_chunk(
         if let Event::Lost { count, .. } = ev {
             st.lost += count;
         }
-        f(&ev);
+        f(ev);
     }
     Ok(())
 }

@@ -374,21 +374,21 @@ fn for_each_paired(
     mut on_call: impl FnMut(&LibEvent, Outcome),
 ) -> Result<DecodeStats> {
     let mut pending: Option<LibEvent> = None;
-    let st = t.for_each(|e| match e {
+    let st = t.for_each_owned(|e| match e {
         Event::Lib(l) => {
             if !l.exit {
                 if let Some(p) = pending.take() {
                     on_call(&p, Outcome::Unfinished);
                 }
                 if is_exit(l.func) || l.func.is_exec() {
-                    on_call(l, Outcome::Unfinished);
+                    on_call(&l, Outcome::Unfinished);
                 } else {
-                    pending = Some(l.clone());
+                    pending = Some(l);
                 }
             } else {
-                let mut ev = l.clone();
+                let mut ev = l;
                 if let Some(p) = pending.take() {
-                    if p.func == l.func {
+                    if p.func == ev.func {
                         merge_enter(&p, &mut ev);
                     } else {
                         on_call(&p, Outcome::Unfinished);
@@ -402,7 +402,7 @@ fn for_each_paired(
             if let Some(p) = pending.take() {
                 on_call(&p, Outcome::Unfinished);
             }
-            on_event(other)
+            on_event(&other)
         }
     })?;
     if let Some(p) = pending.take() {
@@ -691,6 +691,9 @@ struct Splitter<'a> {
     mux_since_recv: bool,
     names: &'a mut NameBook,
     signature: &'a mut BTreeSet<u64>,
+    /// Identity and addresses of each connection seen, by its `ConnInfo`'s address (formatting
+    /// addresses for every handler unit was a tenth of the splitting time).
+    conns: HashMap<usize, (ConnKey, Option<String>, Option<String>)>,
 }
 
 impl Splitter<'_> {
@@ -790,9 +793,19 @@ impl Splitter<'_> {
             if let Some(fd) = fd {
                 self.cur.info.fd = Some(fd);
                 if let Some(ci) = self.scan.fd_at(fd, tsc) {
-                    self.cur.info.conn = ci.key();
-                    self.cur.info.local = ci.local.map(|a| a.to_display());
-                    self.cur.info.peer = ci.peer.map(|a| a.to_display());
+                    let (conn, local, peer) = self
+                        .conns
+                        .entry(std::sync::Arc::as_ptr(ci) as usize)
+                        .or_insert_with(|| {
+                            (
+                                ci.key(),
+                                ci.local.map(|a| a.to_display()),
+                                ci.peer.map(|a| a.to_display()),
+                            )
+                        });
+                    self.cur.info.conn = conn.clone();
+                    self.cur.info.local = local.clone();
+                    self.cur.info.peer = peer.clone();
                 }
             }
             if self.frames.len() > self.base
@@ -1072,6 +1085,7 @@ pub fn split_process(
             mux_since_recv: false,
             names: &mut names,
             signature: &mut signature,
+            conns: HashMap::new(),
         };
         s.cur.info = s.new_info(UnitKind::Initializer, 0, 0);
         let cell = std::cell::RefCell::new(&mut s);
