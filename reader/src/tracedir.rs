@@ -163,11 +163,186 @@ pub fn scan_chunk_file(
         let (h, info) = disk::parse_record_fixed(&fixed[..n], off, left).map_err(chunk_err)?;
         data.resize(h.data_len as usize, 0);
         r.read_exact(&mut data).map_err(io(path, "read"))?;
-        disk::check_record(&h, &info, &data, off).map_err(chunk_err)?;
+        check_record(&h, &info, &data, off).map_err(chunk_err)?;
         f(off, &info, &data)?;
         off += (RECORD_FIXED_SIZE + data.len()) as u64;
     }
     Ok(())
+}
+
+/// [`disk::check_record`], with the CRC-32 computed by carry-less multiplication where the
+/// CPU has it (x86-64 `PCLMULQDQ`: ~10× the table-driven speed; checking every record when a
+/// directory is opened was a tenth of the analyzer's time). Same result, same error.
+fn check_record(
+    h: &disk::RecordHeader,
+    info: &SubBufInfo,
+    data: &[u8],
+    offset: u64,
+) -> std::result::Result<(), disk::ChunkError> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if let Some(crc) = fast_crc::crc32(bytemuck::bytes_of(info), data) {
+            if crc == h.crc32 {
+                return Ok(());
+            }
+            return Err(disk::ChunkError {
+                offset,
+                kind: disk::ChunkErrorKind::Checksum {
+                    stored: h.crc32,
+                    computed: crc,
+                },
+            });
+        }
+    }
+    disk::check_record(h, info, data, offset)
+}
+
+/// CRC-32 (IEEE 802.3, reflected) folded with `PCLMULQDQ`, after Gopal et al., *Fast CRC
+/// computation for generic polynomials using PCLMULQDQ instruction* (Intel, 2009); constants
+/// and the final reduction as in the `crc32fast` crate (MIT/Apache-2.0). Inputs shorter than
+/// 128 bytes, and the last bytes of longer ones that do not fill a 16-byte block, go through
+/// a byte table.
+#[cfg(target_arch = "x86_64")]
+mod fast_crc {
+    use std::arch::x86_64 as arch;
+
+    const K1: i64 = 0x154442bd4;
+    const K2: i64 = 0x1c6e41596;
+    const K3: i64 = 0x1751997d0;
+    const K4: i64 = 0x0ccaa009e;
+    const K5: i64 = 0x163cd6124;
+    const P_X: i64 = 0x1DB710641;
+    const U_PRIME: i64 = 0x1F7011641;
+
+    const TABLE: [u32; 256] = {
+        let mut t = [0u32; 256];
+        let mut i = 0;
+        while i < 256 {
+            let mut c = i as u32;
+            let mut k = 0;
+            while k < 8 {
+                c = if c & 1 != 0 {
+                    0xEDB8_8320 ^ (c >> 1)
+                } else {
+                    c >> 1
+                };
+                k += 1;
+            }
+            t[i] = c;
+            i += 1;
+        }
+        t
+    };
+
+    /// CRC of `a` followed by `b`, or None if the CPU lacks the instructions.
+    pub(super) fn crc32(a: &[u8], b: &[u8]) -> Option<u32> {
+        if !(is_x86_feature_detected!("pclmulqdq") && is_x86_feature_detected!("sse4.1")) {
+            return None;
+        }
+        // SAFETY: the CPU has the features `update` is compiled for (checked just above).
+        Some(unsafe { update(update(0, a), b) })
+    }
+
+    /// Continues a (finalized) CRC with bytes, a byte at a time.
+    pub(super) fn table_update(crc: u32, data: &[u8]) -> u32 {
+        let mut c = !crc;
+        for &b in data {
+            c = TABLE[((c ^ b as u32) & 0xff) as usize] ^ (c >> 8);
+        }
+        !c
+    }
+
+    #[inline]
+    fn get(a: &mut &[u8]) -> arch::__m128i {
+        // SAFETY: `a[..16]` is 16 readable bytes (the indexing panics otherwise), the load
+        // needs no alignment, and SSE2 is part of x86-64.
+        let r = unsafe { arch::_mm_loadu_si128(a[..16].as_ptr() as *const arch::__m128i) };
+        *a = &a[16..];
+        r
+    }
+
+    #[target_feature(enable = "pclmulqdq", enable = "sse4.1")]
+    fn reduce128(a: arch::__m128i, b: arch::__m128i, keys: arch::__m128i) -> arch::__m128i {
+        let t1 = arch::_mm_clmulepi64_si128(a, keys, 0x00);
+        let t2 = arch::_mm_clmulepi64_si128(a, keys, 0x11);
+        arch::_mm_xor_si128(arch::_mm_xor_si128(b, t1), t2)
+    }
+
+    /// Continues a (finalized) CRC with `data`.
+    #[target_feature(enable = "pclmulqdq", enable = "sse4.1")]
+    pub(super) fn update(crc: u32, mut data: &[u8]) -> u32 {
+        if data.len() < 128 {
+            return table_update(crc, data);
+        }
+        let mut x3 = get(&mut data);
+        let mut x2 = get(&mut data);
+        let mut x1 = get(&mut data);
+        let mut x0 = get(&mut data);
+        x3 = arch::_mm_xor_si128(x3, arch::_mm_cvtsi32_si128(!crc as i32));
+        let k1k2 = arch::_mm_set_epi64x(K2, K1);
+        while data.len() >= 64 {
+            x3 = reduce128(x3, get(&mut data), k1k2);
+            x2 = reduce128(x2, get(&mut data), k1k2);
+            x1 = reduce128(x1, get(&mut data), k1k2);
+            x0 = reduce128(x0, get(&mut data), k1k2);
+        }
+        let k3k4 = arch::_mm_set_epi64x(K4, K3);
+        let mut x = reduce128(x3, x2, k3k4);
+        x = reduce128(x, x1, k3k4);
+        x = reduce128(x, x0, k3k4);
+        while data.len() >= 16 {
+            x = reduce128(x, get(&mut data), k3k4);
+        }
+        // 128 → 64 bits, then a Barrett reduction to 32 (bit-reflected variant).
+        let x = arch::_mm_xor_si128(
+            arch::_mm_clmulepi64_si128(x, k3k4, 0x10),
+            arch::_mm_srli_si128(x, 8),
+        );
+        let x = arch::_mm_xor_si128(
+            arch::_mm_clmulepi64_si128(
+                arch::_mm_and_si128(x, arch::_mm_set_epi32(0, 0, 0, !0)),
+                arch::_mm_set_epi64x(0, K5),
+                0x00,
+            ),
+            arch::_mm_srli_si128(x, 4),
+        );
+        let pu = arch::_mm_set_epi64x(U_PRIME, P_X);
+        let t1 = arch::_mm_clmulepi64_si128(
+            arch::_mm_and_si128(x, arch::_mm_set_epi32(0, 0, 0, !0)),
+            pu,
+            0x10,
+        );
+        let t2 = arch::_mm_clmulepi64_si128(
+            arch::_mm_and_si128(t1, arch::_mm_set_epi32(0, 0, 0, !0)),
+            pu,
+            0x00,
+        );
+        let crc = !(arch::_mm_extract_epi32(arch::_mm_xor_si128(x, t2), 1) as u32);
+        table_update(crc, data)
+    }
+
+    #[cfg(test)]
+    mod tests {
+        #[test]
+        fn agrees_with_the_table_driven_crc_at_every_length_and_split() {
+            let data: Vec<u8> = (0..2000u32)
+                .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+                .collect();
+            let have = is_x86_feature_detected!("pclmulqdq") && is_x86_feature_detected!("sse4.1");
+            assert_eq!(super::crc32(&[], &data).is_some(), have);
+            for n in (0..600).chain([1023, 1024, 1025, 1999, 2000]) {
+                let want = bufpool::disk::crc32(&data[..n]);
+                assert_eq!(super::crc32(&[], &data[..n]).unwrap_or(want), want, "{n}");
+                let k = n / 3;
+                assert_eq!(
+                    super::crc32(&data[..k], &data[k..n]).unwrap_or(want),
+                    want,
+                    "split {n}"
+                );
+                assert_eq!(super::table_update(0, &data[..n]), want);
+            }
+        }
+    }
 }
 
 fn dedup_key(i: &SubBufInfo) -> (u32, u64, u32, u64, u64) {
