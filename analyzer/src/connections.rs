@@ -10,7 +10,7 @@
 
 use bufpool::format::{Addr, LibFn};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 /// The identity of a connection: the sorted set of its setup call-stack keys.
@@ -81,7 +81,7 @@ type History = Vec<(u64, Option<Arc<ConnInfo>>)>;
 /// The history of every descriptor of one process.
 #[derive(Clone, Debug, Default)]
 pub struct FdTable {
-    hist: HashMap<i32, History>,
+    hist: crate::hash::FxMap<i32, History>,
 }
 
 impl FdTable {
@@ -89,14 +89,14 @@ impl FdTable {
     pub fn build(mut calls: Vec<SetupCall>) -> FdTable {
         calls.sort_by_key(|c| (c.tsc, c.tid));
         let mut t = FdTable::default();
-        let mut cur: HashMap<i32, Arc<ConnInfo>> = HashMap::new();
+        let mut cur: crate::hash::FxMap<i32, Arc<ConnInfo>> = Default::default();
         for c in &calls {
             let ok = c.ret.is_none_or(|r| r >= 0);
             let tsc = c.tsc;
             let set = |fd: i32,
                        v: Option<Arc<ConnInfo>>,
                        t: &mut FdTable,
-                       cur: &mut HashMap<i32, Arc<ConnInfo>>| {
+                       cur: &mut crate::hash::FxMap<i32, Arc<ConnInfo>>| {
                 match &v {
                     Some(v) => cur.insert(fd, v.clone()),
                     None => cur.remove(&fd),

@@ -64,7 +64,7 @@ use decode::{DecodeStats, ProcessTrace, TraceSet};
 use model::{GroupModel, Model};
 use rayon::prelude::*;
 use report::{ConnRow, RankedUnit, Report, Row};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use symbolize::ElfResolver;
 use trees::TreeOptions;
@@ -362,9 +362,9 @@ pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
             // nodes are shared. Scores with nodes new to the model are not cached: which
             // library calls are listed under a new node depends on the order of the calls.
             type Cached = (f64, score::Verdict, Arc<[score::Effective]>);
-            let mut cache: HashMap<(usize, u64, u64), Cached> = HashMap::new();
-            let mut class_idx: HashMap<model::UnitClass, usize> = HashMap::new();
-            let mut conn_idx: HashMap<ConnRow, u32> = HashMap::new();
+            let mut cache: hash::FxMap<(usize, u64, u64), Cached> = Default::default();
+            let mut class_idx: hash::FxMap<model::UnitClass, usize> = Default::default();
+            let mut conn_idx: hash::FxMap<ConnRow, u32> = Default::default();
             let mut conns: Vec<ConnRow> = Vec::new();
             let mut rows = Vec::with_capacity(units.len());
             let mut keys = Vec::with_capacity(units.len());

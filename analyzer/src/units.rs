@@ -693,7 +693,7 @@ struct Splitter<'a> {
     signature: &'a mut BTreeSet<u64>,
     /// Identity and addresses of each connection seen, by its `ConnInfo`'s address (formatting
     /// addresses for every handler unit was a tenth of the splitting time).
-    conns: HashMap<usize, (ConnKey, Option<String>, Option<String>)>,
+    conns: crate::hash::FxMap<usize, (ConnKey, Option<String>, Option<String>)>,
 }
 
 impl Splitter<'_> {
@@ -1085,7 +1085,7 @@ pub fn split_process(
             mux_since_recv: false,
             names: &mut names,
             signature: &mut signature,
-            conns: HashMap::new(),
+            conns: Default::default(),
         };
         s.cur.info = s.new_info(UnitKind::Initializer, 0, 0);
         let cell = std::cell::RefCell::new(&mut s);
