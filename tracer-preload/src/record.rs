@@ -117,6 +117,9 @@ pub fn emit_clock(t: &mut CulpritThread, pool: &Pool) {
 pub fn emit_maps(t: &mut CulpritThread, pool: &Pool) {
     let tsc = rdtsc() & TSC_MASK;
     crate::procinfo::for_each_mapping(|l| {
+        if l.prot & 1 != 0 {
+            crate::stack::note_code_range(l.start, l.end);
+        }
         let mut m = MetaOut::<META_BUF>::new(Kind::MetaMap, tsc);
         m.u64(l.start);
         m.u64(l.end);
