@@ -60,7 +60,7 @@ fn check_geometry(n: u32, size: u32) -> Result<(), String> {
     if n == 0 || n > 1 << 20 {
         return Err(format!("{n} sub-buffers: must be 1 to 1048576"));
     }
-    if !(8192..=1 << 30).contains(&size) || size as usize % PAGE != 0 {
+    if !(8192..=1 << 30).contains(&size) || !(size as usize).is_multiple_of(PAGE) {
         return Err(format!(
             "sub-buffer size {size}: must be a multiple of 4096 from 8192 to 1 GiB"
         ));

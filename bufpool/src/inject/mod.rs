@@ -455,8 +455,8 @@ impl RuleSet {
     pub fn bind(&self, p: &ProcessInfo) {
         for r in &self.rules {
             let s = &r.spec;
-            let image = s.exe.as_deref().map_or(true, |pat| p.exe_matches(pat))
-                && s.argv.as_deref().map_or(true, |pat| p.argv_matches(pat));
+            let image = s.exe.as_deref().is_none_or(|pat| p.exe_matches(pat))
+                && s.argv.as_deref().is_none_or(|pat| p.argv_matches(pat));
             r.image_match.store(image, Relaxed);
         }
         self.on_fork(p.pid);
@@ -466,7 +466,7 @@ impl RuleSet {
     /// evaluated again; `exe=`/`argv=` keep their result (the image did not change).
     pub fn on_fork(&self, pid: u32) {
         for r in &self.rules {
-            let ok = r.image_match.load(Relaxed) && r.spec.pid.map_or(true, |want| want == pid);
+            let ok = r.image_match.load(Relaxed) && r.spec.pid.is_none_or(|want| want == pid);
             r.seen.store(0, Relaxed);
             r.fired.store(0, Relaxed);
             r.applies.store(ok, Relaxed);
