@@ -475,6 +475,7 @@ impl ThreadTrace {
     }
 }
 
+#[inline(always)]
 fn decode_chunk(
     path: &Path,
     base: u64,
@@ -520,6 +521,7 @@ fn first_tsc(bytes: &[u8]) -> u64 {
 }
 
 /// Turns a decoded entry into an [`Event`] (parsing options and metadata).
+#[inline(always)]
 pub fn convert(e: &format::EntryRef<'_>) -> std::result::Result<Event, format::DecodeError> {
     let tsc = e.tsc;
     Ok(match e.kind {
