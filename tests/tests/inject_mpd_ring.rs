@@ -287,5 +287,5 @@ fn a_short_header_recv_breaks_the_ring_and_ranks_first() {
     assert!(top["score"].as_f64().unwrap() > 0.0);
     assert!(units[1..]
         .iter()
-        .all(|u| u["injections"].as_array().map_or(true, |a| a.is_empty())));
+        .all(|u| u["injections"].as_array().is_none_or(|a| a.is_empty())));
 }

@@ -71,7 +71,7 @@ pub fn walk(site: usize, fp: usize, out: &mut [u64; MAX_STACK]) -> usize {
     let here = &n as *const usize as usize;
     let mut fp = fp;
     while n < MAX_STACK {
-        if fp % 8 != 0 || fp <= here || fp - here > MAX_STACK_SPAN {
+        if !fp.is_multiple_of(8) || fp <= here || fp - here > MAX_STACK_SPAN {
             break;
         }
         let Some([next, ret]) = crate::sysx::peek16(fp) else {

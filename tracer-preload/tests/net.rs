@@ -190,7 +190,7 @@ fn echo(mode: &str) {
         })
         .collect();
     let mut want = vec![vec![ls as u32]];
-    want.extend(std::iter::repeat(vec![conn as u32]).take(6));
+    want.extend(std::iter::repeat_n(vec![conn as u32], 6));
     assert_eq!(readies, want);
     if mode == "epoll" {
         let ctl = s(LibFn::EpollCtl);

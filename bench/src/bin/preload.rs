@@ -627,7 +627,7 @@ fn main() -> Result<()> {
         load.trim()
     );
     println!();
-    let want = |s: &str| o.only.as_deref().map_or(true, |x| x == s);
+    let want = |s: &str| o.only.as_deref().is_none_or(|x| x == s);
     if want("hot") {
         hot_path(&o, &prog, &stub)?;
     }
