@@ -220,9 +220,9 @@ pub fn learn(sets: &[TraceSet], opts: &Options) -> Result<Learned> {
         .par_iter()
         .zip(&scans)
         .map(|(p, scan)| {
-            let mut u = units::split_process(p, scan, &opts.tree)?;
-            let m = model::process_model(&u);
-            u.units = Vec::new();
+            let mut b = model::ProcessModelBuilder::default();
+            let u = units::split_process_each(p, scan, &opts.tree, |u| b.add(&u))?;
+            let m = b.finish(&u);
             opts.inc();
             Ok(LearnedProcess { model: m, units: u })
         })

@@ -83,14 +83,15 @@ pub struct TreeModel {
 impl TreeModel {
     /// Builds a process-level tree model from unit trees (coverage counts).
     pub fn from_trees<'a>(trees: impl IntoIterator<Item = &'a CallTree>) -> TreeModel {
-        let mut counts: IdMap<(u64, NodeKey, u64)> = IdMap::default();
-        let mut units = 0u64;
+        let mut c = Coverage::default();
         for t in trees {
-            units += 1;
-            for (&id, n) in &t.nodes {
-                counts.entry(id).or_insert((n.parent, n.key, 0)).2 += 1;
-            }
+            c.add(t);
         }
+        c.model()
+    }
+
+    /// A tree model from coverage counts.
+    fn from_counts(units: u64, counts: &IdMap<(u64, NodeKey, u64)>) -> TreeModel {
         let mut nodes: Vec<ModelNode> = counts
             .iter()
             .map(|(&id, &(parent, key, n))| {
@@ -216,13 +217,40 @@ impl GroupModel {
     }
 }
 
+/// Coverage counts of the trees of one unit class: units, and per node the number of units
+/// it appears in.
+#[derive(Default)]
+struct Coverage {
+    units: u64,
+    counts: IdMap<(u64, NodeKey, u64)>,
+}
+
+impl Coverage {
+    fn add(&mut self, t: &CallTree) {
+        self.units += 1;
+        for (&id, n) in &t.nodes {
+            self.counts.entry(id).or_insert((n.parent, n.key, 0)).2 += 1;
+        }
+    }
+
+    fn model(&self) -> TreeModel {
+        TreeModel::from_counts(self.units, &self.counts)
+    }
+}
+
 /// The model of one process (before grouping).
 pub type ProcessModel = GroupModel;
 
-/// Derives a process model from its units.
-pub fn process_model(p: &ProcessUnits) -> ProcessModel {
-    let mut by_class: BTreeMap<UnitClass, Vec<&CallTree>> = BTreeMap::new();
-    for u in &p.units {
+/// Builds a process model unit by unit, without holding the units ([`process_model`] over
+/// units handed over one at a time).
+#[derive(Default)]
+pub struct ProcessModelBuilder {
+    by_class: BTreeMap<UnitClass, Coverage>,
+}
+
+impl ProcessModelBuilder {
+    /// Counts one unit.
+    pub fn add(&mut self, u: &crate::units::Unit) {
         let class = UnitClass {
             kind: u.info.kind,
             main_thread: u.info.main_thread,
@@ -232,21 +260,35 @@ pub fn process_model(p: &ProcessUnits) -> ProcessModel {
                 ConnKey::default()
             },
         };
-        by_class.entry(class).or_default().push(&u.tree);
+        self.by_class.entry(class).or_default().add(&u.tree);
     }
-    GroupModel {
-        signature: p.signature.clone(),
-        processes: vec![format!("{}:{}", p.host, p.pid)],
-        exes: if p.exe.is_empty() {
-            vec![]
-        } else {
-            vec![p.exe.clone()]
-        },
-        classes: by_class
-            .into_iter()
-            .map(|(c, trees)| (c, TreeModel::from_trees(trees)))
-            .collect(),
+
+    /// The model of process `p` (its units, if any, are not looked at).
+    pub fn finish(self, p: &ProcessUnits) -> ProcessModel {
+        GroupModel {
+            signature: p.signature.clone(),
+            processes: vec![format!("{}:{}", p.host, p.pid)],
+            exes: if p.exe.is_empty() {
+                vec![]
+            } else {
+                vec![p.exe.clone()]
+            },
+            classes: self
+                .by_class
+                .into_iter()
+                .map(|(c, cov)| (c, cov.model()))
+                .collect(),
+        }
     }
+}
+
+/// Derives a process model from its units.
+pub fn process_model(p: &ProcessUnits) -> ProcessModel {
+    let mut b = ProcessModelBuilder::default();
+    for u in &p.units {
+        b.add(u);
+    }
+    b.finish(p)
 }
 
 /// The global model: process groups and the names of everything in them.

@@ -686,7 +686,8 @@ struct Splitter<'a> {
     base: usize,
     cur: Unit,
     last_tsc: u64,
-    units: Vec<Unit>,
+    /// Receives each unit as it is closed.
+    sink: &'a mut dyn FnMut(Unit),
     anchor: Option<usize>,
     mux_since_recv: bool,
     names: &'a mut NameBook,
@@ -823,7 +824,7 @@ impl Splitter<'_> {
         let keep = !u.tree.nodes.is_empty()
             || matches!(u.info.kind, UnitKind::Initializer | UnitKind::Handler);
         if keep {
-            self.units.push(u);
+            (self.sink)(u);
         }
     }
 
@@ -1043,9 +1044,22 @@ pub fn split_process(
     scan: &ProcessScan,
     opts: &TreeOptions,
 ) -> Result<ProcessUnits> {
+    let mut units = Vec::new();
+    let mut pu = split_process_each(p, scan, opts, |u| units.push(u))?;
+    pu.units = units;
+    Ok(pu)
+}
+
+/// Like [`split_process`], handing each unit to `on_unit` as soon as it is closed (by thread,
+/// then time) instead of collecting them: the returned [`ProcessUnits`] has no units.
+pub fn split_process_each(
+    p: &ProcessTrace,
+    scan: &ProcessScan,
+    opts: &TreeOptions,
+    mut on_unit: impl FnMut(Unit),
+) -> Result<ProcessUnits> {
     let mut names = NameBook::default();
     let mut signature = BTreeSet::new();
-    let mut units = Vec::new();
     for (t, ts) in p.threads.iter().zip(&scan.threads) {
         let mut s = Splitter {
             id_prefix: format!("{}:{}:{}:", p.host, p.pid, t.tid),
@@ -1080,7 +1094,7 @@ pub fn split_process(
                 tree: CallTree::default(),
             },
             last_tsc: 0,
-            units: Vec::new(),
+            sink: &mut on_unit,
             anchor: None,
             mux_since_recv: false,
             names: &mut names,
@@ -1116,7 +1130,6 @@ pub fn split_process(
         };
         let last = std::mem::replace(&mut s.cur, placeholder);
         s.close(last, end);
-        units.append(&mut s.units);
     }
     if !scan.exe.is_empty() {
         signature.insert(program_key(&scan.exe));
@@ -1127,7 +1140,7 @@ pub fn split_process(
         start_ticks: p.start_ticks,
         exe: scan.exe.clone(),
         signature: Signature(signature.into_iter().collect()),
-        units,
+        units: Vec::new(),
         names,
         stats: scan.stats,
     })
