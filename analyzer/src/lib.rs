@@ -99,8 +99,8 @@ pub struct Options {
     /// Lines of an annotated tree. Default 400.
     pub tree_lines: usize,
     /// Units of a ranking kept whole in [`Report::units`] (the highest-ranked); the others
-    /// are kept compact and made whole when listed. Default [`report::HTML_UNITS`] (the
-    /// units the HTML page plots).
+    /// are kept compact (~170 bytes each) and made whole when listed ([`Report::iter`]).
+    /// Default 1000.
     pub units_kept: usize,
     /// Progress receiver. Default none.
     pub progress: Option<Arc<dyn Progress>>,
@@ -115,7 +115,7 @@ impl Default for Options {
             effective_kept: 16,
             trees_kept: 200,
             tree_lines: 400,
-            units_kept: report::HTML_UNITS,
+            units_kept: 1000,
             progress: None,
         }
     }
@@ -324,6 +324,25 @@ fn cmp_keys(a: (&RowKey, &Row), b: (&RowKey, &Row), procs: &[(String, u32)]) -> 
         .then_with(|| row_id(a.1, procs).cmp(&row_id(b.1, procs)))
 }
 
+/// Reorders `rows` so that the new `rows[k]` is the old `rows[order[k]]`, with one swap per
+/// row and nothing allocated but a bitmap (`order` is a permutation of the indices).
+fn permute_in_place(rows: &mut [Row], order: &[u32]) {
+    let mut done = vec![false; rows.len()];
+    for start in 0..rows.len() {
+        let mut k = start;
+        // Along a cycle, position k holds the old row `start` until it is swapped on.
+        while !done[k] {
+            done[k] = true;
+            let src = order[k] as usize;
+            if src == start {
+                break;
+            }
+            rows.swap(k, src);
+            k = src;
+        }
+    }
+}
+
 /// Order-independent fingerprint of a tree's node set (its score against a model depends
 /// only on that set, unless it holds nodes the model lacks — see [`rank`]).
 fn tree_fingerprint(t: &trees::CallTree) -> (u64, u64) {
@@ -429,7 +448,7 @@ pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
                 rows.push(Row {
                     score,
                     verdict,
-                    group: gi,
+                    group: gi.map(|g| g as u32),
                     effective,
                     annotated: None,
                     proc_: pi as u32,
@@ -444,7 +463,7 @@ pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
                     t_start_unix_ns: info.t_start_unix_ns,
                     t_end_unix_ns: info.t_end_unix_ns,
                     lost: info.lost,
-                    injections: info.injections,
+                    injections: (!info.injections.is_empty()).then(|| Box::new(info.injections)),
                 });
             }
             // This process's best candidates keep their trees (and all their effective
@@ -506,8 +525,9 @@ pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
     };
     rep.procs = procs.iter().map(|p| (p.host.clone(), p.pid)).collect();
     let total: usize = per.iter().flatten().map(|p| p.rows.len()).sum();
+    // Rows are sorted through their keys, then put in that order in place.
     let mut rows: Vec<Row> = Vec::with_capacity(total);
-    let mut keys: Vec<RowKey> = Vec::with_capacity(total);
+    let mut keys: Vec<(RowKey, u32)> = Vec::with_capacity(total);
     let mut heavy = Vec::new();
     let mut books = Vec::new();
     for r in per {
@@ -517,7 +537,12 @@ pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
             r.conn += conn0;
             r
         }));
-        keys.extend(pr.keys);
+        keys.extend(
+            pr.keys
+                .into_iter()
+                .enumerate()
+                .map(|(i, k)| (k, (row0 + i) as u32)),
+        );
         rep.conns.extend(pr.conns);
         heavy.extend(pr.heavy.into_iter().map(|mut h| {
             h.row += row0;
@@ -534,22 +559,24 @@ pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
     }
     heavy.sort_by(|a, b| {
         cmp_keys(
-            (&keys[a.row], &rows[a.row]),
-            (&keys[b.row], &rows[b.row]),
+            (&keys[a.row].0, &rows[a.row]),
+            (&keys[b.row].0, &rows[b.row]),
             &rep.procs,
         )
     });
     for (i, h) in heavy.into_iter().enumerate() {
         let row = &mut rows[h.row];
         if i < opts.trees_kept {
-            let m = row.group.and_then(|g| model.groups[g].class(&h.class));
-            row.annotated = Some(report::annotate(
+            let m = row
+                .group
+                .and_then(|g| model.groups[g as usize].class(&h.class));
+            row.annotated = Some(Box::new(report::annotate(
                 &h.tree,
                 m,
                 &h.score.effective,
                 &names,
                 opts.tree_lines,
-            ));
+            )));
         }
         row.effective = h
             .score
@@ -558,22 +585,25 @@ pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
             .take(opts.effective_kept)
             .collect();
     }
-    let mut order: Vec<u32> = (0..rows.len() as u32).collect();
-    order.sort_by(|&a, &b| {
-        let (a, b) = (a as usize, b as usize);
-        cmp_keys((&keys[a], &rows[a]), (&keys[b], &rows[b]), &rep.procs)
+    // Ids are unique, so the order is total and an unstable sort gives the one ranking.
+    keys.sort_unstable_by(|a, b| {
+        cmp_keys(
+            (&a.0, &rows[a.1 as usize]),
+            (&b.0, &rows[b.1 as usize]),
+            &rep.procs,
+        )
     });
-    drop(keys);
-    let mut slots: Vec<Option<Row>> = rows.into_iter().map(Some).collect();
-    let kept = opts.units_kept.min(slots.len());
-    let mut sorted = order.into_iter().filter_map(|i| slots[i as usize].take());
-    rep.units = sorted
-        .by_ref()
-        .take(kept)
+    // Put the rows in ranking order in place (each moved once, following the cycles of the
+    // permutation), so the ranking is never held twice.
+    let order: Vec<u32> = keys.into_iter().map(|(_, i)| i).collect();
+    permute_in_place(&mut rows, &order);
+    drop(order);
+    let kept = opts.units_kept.min(rows.len());
+    rep.units = rows
+        .drain(..kept)
         .map(|r| r.ranked(&rep.procs, &rep.conns))
         .collect();
-    rep.rest = sorted.collect();
-    drop(slots);
+    rep.rest = rows;
     rep.names = names;
     rep.why_sentences = opts.why;
     let n = rep.units.len().min(opts.why_units);

@@ -42,9 +42,9 @@ pub struct RankedUnit {
 pub(crate) struct Row {
     pub score: f64,
     pub verdict: Verdict,
-    pub group: Option<usize>,
+    pub group: Option<u32>,
     pub effective: std::sync::Arc<[Effective]>,
-    pub annotated: Option<Vec<TreeLine>>,
+    pub annotated: Option<Box<Vec<TreeLine>>>,
     /// Index in `Report::procs`.
     pub proc_: u32,
     /// Index in `Report::conns`.
@@ -59,7 +59,7 @@ pub(crate) struct Row {
     pub t_start_unix_ns: i64,
     pub t_end_unix_ns: i64,
     pub lost: u64,
-    pub injections: Vec<crate::units::Injection>,
+    pub injections: Option<Box<Vec<crate::units::Injection>>>,
 }
 
 /// A connection as the rows of a [`Report`] share it: identity, local and peer address.
@@ -341,14 +341,14 @@ impl Row {
                 t_start_unix_ns: self.t_start_unix_ns,
                 t_end_unix_ns: self.t_end_unix_ns,
                 lost: self.lost,
-                injections: self.injections.clone(),
+                injections: self.injections.as_deref().cloned().unwrap_or_default(),
             },
             score: self.score,
             verdict: self.verdict,
             effective: self.effective.to_vec(),
-            group: self.group,
+            group: self.group.map(|g| g as usize),
             why: Vec::new(),
-            annotated: self.annotated.clone(),
+            annotated: self.annotated.as_deref().cloned(),
         }
     }
 }
@@ -475,9 +475,7 @@ impl Report {
     pub fn html(&self) -> String {
         // The units are ranked: plotting the first HTML_UNITS keeps every interesting point
         // and the page small enough for a browser.
-        // `units` holds at least HTML_UNITS units when there are that many (the default
-        // `units_kept`); with a smaller `units_kept` only those are plotted.
-        let shown = &self.units[..self.units.len().min(HTML_UNITS)];
+        let shown: Vec<std::borrow::Cow<'_, RankedUnit>> = self.iter().take(HTML_UNITS).collect();
         let palette = [
             "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
             "#bcbd22", "#7f7f7f",

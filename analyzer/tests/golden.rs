@@ -154,4 +154,5 @@ fn compact_units_list_the_same() {
     assert_eq!(compact.len(), whole.len());
     assert_eq!(compact.json(usize::MAX), whole.json(usize::MAX));
     assert_eq!(compact.text(1000, true), whole.text(1000, true));
+    assert_eq!(compact.html(), whole.html());
 }

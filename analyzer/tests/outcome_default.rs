@@ -54,25 +54,23 @@ fn measure(functions: Functions, outcome_aware: bool) -> Measure {
         format!("node{}", fault.process - 1),
     ];
     let is_culprit = |h: &str| hosts.iter().any(|x| x == h);
-    Measure {
+    let m = Measure {
         culprit: rep
-            .units
             .iter()
             .filter(|u| u.info.host == hosts[0])
             .map(|u| u.score)
             .fold(0.0, f64::max),
         elsewhere: rep
-            .units
             .iter()
             .filter(|u| !is_culprit(&u.info.host))
             .map(|u| u.score)
             .fold(0.0, f64::max),
         rank: rep
-            .units
             .iter()
             .position(|u| is_culprit(&u.info.host))
             .unwrap_or(usize::MAX),
-    }
+    };
+    m
 }
 
 #[test]

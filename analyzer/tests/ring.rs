@@ -79,7 +79,6 @@ fn check(functions: Functions) {
     assert!(top.score > floor, "{floor}\n{}", rep.text(5, false));
     // Normal handlers score low.
     let normal_handlers: Vec<f64> = rep
-        .units
         .iter()
         .filter(|u| u.info.kind == UnitKind::Handler && u.info.host == "node0")
         .map(|u| u.score)
@@ -91,7 +90,6 @@ fn check(functions: Functions) {
     );
     // The earliest of the faulty node's / peer's high-scoring units explains the close.
     let earliest = rep
-        .units
         .iter()
         .filter(|u| u.score > floor && (u.info.host == faulty_host || u.info.host == peer_host))
         .min_by_key(|u| u.info.t_start_unix_ns)
