@@ -44,6 +44,8 @@ pub(crate) struct Row {
     pub verdict: Verdict,
     pub group: Option<u32>,
     pub effective: std::sync::Arc<[Effective]>,
+    // Boxed: 8 bytes in every row for what only the best few hundred units have.
+    #[allow(clippy::box_collection)]
     pub annotated: Option<Box<Vec<TreeLine>>>,
     /// Index in `Report::procs`.
     pub proc_: u32,
@@ -59,6 +61,8 @@ pub(crate) struct Row {
     pub t_start_unix_ns: i64,
     pub t_end_unix_ns: i64,
     pub lost: u64,
+    // Boxed for the same reason: injections are rare.
+    #[allow(clippy::box_collection)]
     pub injections: Option<Box<Vec<crate::units::Injection>>>,
 }
 
