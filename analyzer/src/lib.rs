@@ -373,10 +373,23 @@ pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
         .zip(&scans)
         .enumerate()
         .map(|(pi, (p, scan))| {
-            let mut pu = units::split_process(p, scan, &model.options)?;
+            // Units are scored once the process's signature (so its group) is known, i.e.
+            // after splitting; meanwhile they are held in blocks (no reallocation copies).
+            const BLOCK: usize = 1024;
+            let mut blocks: Vec<Vec<Unit>> = Vec::new();
+            let pu =
+                units::split_process_each(p, scan, &model.options, |u| match blocks.last_mut() {
+                    Some(b) if b.len() < BLOCK => b.push(u),
+                    _ => {
+                        let mut b = Vec::with_capacity(BLOCK);
+                        b.push(u);
+                        blocks.push(b);
+                    }
+                })?;
             let gi = model.group_index(&pu.signature);
             let g = gi.map(|i| &model.groups[i]);
-            let units = std::mem::take(&mut pu.units);
+            let n_units: usize = blocks.iter().map(Vec::len).sum();
+            let units = blocks.into_iter().flatten();
             // Scores of trees already seen (same class, same node set): the light effective
             // nodes are shared. Scores with nodes new to the model are not cached: which
             // library calls are listed under a new node depends on the order of the calls.
@@ -385,10 +398,11 @@ pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
             let mut class_idx: hash::FxMap<model::UnitClass, usize> = Default::default();
             let mut conn_idx: hash::FxMap<ConnRow, u32> = Default::default();
             let mut conns: Vec<ConnRow> = Vec::new();
-            let mut rows = Vec::with_capacity(units.len());
-            let mut keys = Vec::with_capacity(units.len());
-            let mut ids = Vec::with_capacity(units.len());
-            let mut kept: Vec<Option<(trees::CallTree, model::UnitClass)>> = Vec::new();
+            let mut rows = Vec::with_capacity(n_units);
+            let mut keys = Vec::with_capacity(n_units);
+            let mut ids = Vec::with_capacity(n_units);
+            let mut kept: Vec<Option<(trees::CallTree, model::UnitClass)>> =
+                Vec::with_capacity(n_units);
             let light = |e: &[score::Effective]| -> Arc<[score::Effective]> {
                 e.iter()
                     .filter(|e| e.delta >= report::WHY_MIN_DELTA)
