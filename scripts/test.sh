@@ -25,4 +25,11 @@ if [ -x bufpool/fuzz/run.sh ]; then
 fi
 
 echo "== tests" >&2
-cargo test --workspace --no-fail-fast
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+status=0
+cargo test --workspace --no-fail-fast 2>&1 | tee "$log" || status=$?
+# One closing line over every test binary (cargo's last line is often a doc-test run
+# of a crate without doc tests).
+awk '/^test result:/ { p += $4; f += $6; i += $8 } END { printf "Tests: %d passed, %d failed, %d skipped\n", p, f, i }' "$log"
+exit "$status"
