@@ -324,25 +324,6 @@ fn cmp_keys(a: (&RowKey, &Row), b: (&RowKey, &Row), procs: &[(String, u32)]) -> 
         .then_with(|| row_id(a.1, procs).cmp(&row_id(b.1, procs)))
 }
 
-/// Reorders `rows` so that the new `rows[k]` is the old `rows[order[k]]`, with one swap per
-/// row and nothing allocated but a bitmap (`order` is a permutation of the indices).
-fn permute_in_place(rows: &mut [Row], order: &[u32]) {
-    let mut done = vec![false; rows.len()];
-    for start in 0..rows.len() {
-        let mut k = start;
-        // Along a cycle, position k holds the old row `start` until it is swapped on.
-        while !done[k] {
-            done[k] = true;
-            let src = order[k] as usize;
-            if src == start {
-                break;
-            }
-            rows.swap(k, src);
-            k = src;
-        }
-    }
-}
-
 /// Order-independent fingerprint of a tree's node set (its score against a model depends
 /// only on that set, unless it holds nodes the model lacks — see [`rank`]).
 fn tree_fingerprint(t: &trees::CallTree) -> (u64, u64) {
@@ -539,29 +520,28 @@ pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
     };
     rep.procs = procs.iter().map(|p| (p.host.clone(), p.pid)).collect();
     let total: usize = per.iter().flatten().map(|p| p.rows.len()).sum();
-    // Rows are sorted through their keys, then put in that order in place.
-    let mut rows: Vec<Row> = Vec::with_capacity(total);
-    let mut keys: Vec<(RowKey, u32)> = Vec::with_capacity(total);
+    // Rows stay in their process's vector (never copied); the ranking is an order over
+    // (process, index) pairs.
+    let mut blocks: Vec<Vec<Row>> = Vec::with_capacity(per.len());
+    let mut keys: Vec<(RowKey, report::RowRef)> = Vec::with_capacity(total);
     let mut heavy = Vec::new();
     let mut books = Vec::new();
     for r in per {
         let pr = r?;
-        let (row0, conn0) = (rows.len(), rep.conns.len() as u32);
-        rows.extend(pr.rows.into_iter().map(|mut r| {
+        let (b, conn0) = (blocks.len() as u32, rep.conns.len() as u32);
+        let mut rows = pr.rows;
+        for r in &mut rows {
             r.conn += conn0;
-            r
-        }));
+        }
+        blocks.push(rows);
         keys.extend(
             pr.keys
                 .into_iter()
                 .enumerate()
-                .map(|(i, k)| (k, (row0 + i) as u32)),
+                .map(|(i, k)| (k, (b, i as u32))),
         );
         rep.conns.extend(pr.conns);
-        heavy.extend(pr.heavy.into_iter().map(|mut h| {
-            h.row += row0;
-            h
-        }));
+        heavy.extend(pr.heavy.into_iter().map(|h| ((b, h.row as u32), h)));
         rep.stats += pr.units.stats;
         rep.unmatched_processes += pr.unmatched as usize;
         books.push(pr.units.names);
@@ -571,15 +551,26 @@ pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
     for (k, v) in merge_names(&book_refs) {
         names.entry(k).or_insert(v);
     }
-    heavy.sort_by(|a, b| {
+    // Until sorted, `keys` lists the rows block after block: row (b, i) is at offsets[b] + i.
+    let offsets: Vec<usize> = blocks
+        .iter()
+        .scan(0, |o, b| {
+            let at = *o;
+            *o += b.len();
+            Some(at)
+        })
+        .collect();
+    let key_of = |r: report::RowRef| &keys[offsets[r.0 as usize] + r.1 as usize].0;
+    let row_of = |r: report::RowRef| &blocks[r.0 as usize][r.1 as usize];
+    heavy.sort_by(|(ra, _), (rb, _)| {
         cmp_keys(
-            (&keys[a.row].0, &rows[a.row]),
-            (&keys[b.row].0, &rows[b.row]),
+            (key_of(*ra), row_of(*ra)),
+            (key_of(*rb), row_of(*rb)),
             &rep.procs,
         )
     });
-    for (i, h) in heavy.into_iter().enumerate() {
-        let row = &mut rows[h.row];
+    for (i, (r, h)) in heavy.into_iter().enumerate() {
+        let row = &mut blocks[r.0 as usize][r.1 as usize];
         if i < opts.trees_kept {
             let m = row
                 .group
@@ -602,22 +593,19 @@ pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
     // Ids are unique, so the order is total and an unstable sort gives the one ranking.
     keys.sort_unstable_by(|a, b| {
         cmp_keys(
-            (&a.0, &rows[a.1 as usize]),
-            (&b.0, &rows[b.1 as usize]),
+            (&a.0, &blocks[a.1 .0 as usize][a.1 .1 as usize]),
+            (&b.0, &blocks[b.1 .0 as usize][b.1 .1 as usize]),
             &rep.procs,
         )
     });
-    // Put the rows in ranking order in place (each moved once, following the cycles of the
-    // permutation), so the ranking is never held twice.
-    let order: Vec<u32> = keys.into_iter().map(|(_, i)| i).collect();
-    permute_in_place(&mut rows, &order);
-    drop(order);
-    let kept = opts.units_kept.min(rows.len());
-    rep.units = rows
-        .drain(..kept)
-        .map(|r| r.ranked(&rep.procs, &rep.conns))
+    let kept = opts.units_kept.min(keys.len());
+    rep.units = keys[..kept]
+        .iter()
+        .map(|(_, r)| blocks[r.0 as usize][r.1 as usize].ranked(&rep.procs, &rep.conns))
         .collect();
-    rep.rest = rows;
+    rep.rest_order = keys[kept..].iter().map(|(_, r)| *r).collect();
+    drop(keys);
+    rep.rest = blocks;
     rep.names = names;
     rep.why_sentences = opts.why;
     let n = rep.units.len().min(opts.why_units);

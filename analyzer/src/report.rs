@@ -66,6 +66,9 @@ pub(crate) struct Row {
     pub injections: Option<Box<Vec<crate::units::Injection>>>,
 }
 
+/// Where a compact unit is: (vector, index) in `Report::rest`.
+pub(crate) type RowRef = (u32, u32);
+
 /// A connection as the rows of a [`Report`] share it: identity, local and peer address.
 pub(crate) type ConnRow = (crate::connections::ConnKey, Option<String>, Option<String>);
 
@@ -76,8 +79,10 @@ pub struct Report {
     /// score first (ties: earliest first, then by id). The others follow in the same order,
     /// kept compact: [`Report::len`] counts all, [`Report::unit`] gives any.
     pub units: Vec<RankedUnit>,
-    /// The units after `units`, compact.
-    pub(crate) rest: Vec<Row>,
+    /// Compact units, one vector per process (in any order; see `rest_order`).
+    pub(crate) rest: Vec<Vec<Row>>,
+    /// The units after `units`, in ranking order, as positions in `rest`.
+    pub(crate) rest_order: Vec<RowRef>,
     /// Host and pid of each process the rows refer to.
     pub(crate) procs: Vec<(String, u32)>,
     /// Connections the rows refer to.
@@ -360,7 +365,7 @@ impl Row {
 impl Report {
     /// Number of ranked units (those in [`Report::units`] and the compact rest).
     pub fn len(&self) -> usize {
-        self.units.len() + self.rest.len()
+        self.units.len() + self.rest_order.len()
     }
 
     /// True if no unit was ranked.
@@ -374,10 +379,9 @@ impl Report {
         use std::borrow::Cow;
         match self.units.get(i) {
             Some(u) => Some(Cow::Borrowed(u)),
-            None => self
-                .rest
-                .get(i - self.units.len())
-                .map(|r| Cow::Owned(r.ranked(&self.procs, &self.conns))),
+            None => self.rest_order.get(i - self.units.len()).map(|&(b, j)| {
+                Cow::Owned(self.rest[b as usize][j as usize].ranked(&self.procs, &self.conns))
+            }),
         }
     }
 
