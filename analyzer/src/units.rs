@@ -374,6 +374,10 @@ fn for_each_paired(
     mut on_call: impl FnMut(&LibEvent, Outcome),
 ) -> Result<DecodeStats> {
     let mut pending: Option<LibEvent> = None;
+    // Fault-injection records wait for the library call they describe: the injector
+    // writes one before that call's entry (a skipped call: errno, eof…) or between its
+    // entry and exit (short, corrupt…), and it belongs to the unit that call is part of.
+    let mut held: Vec<Event> = Vec::new();
     let st = t.for_each_owned(|e| match e {
         Event::Lib(l) => {
             if !l.exit {
@@ -396,8 +400,18 @@ fn for_each_paired(
                 }
                 let o = Outcome::of(ev.func, &ev.opts);
                 on_call(&ev, o);
+                for h in held.drain(..) {
+                    on_event(&h);
+                }
             }
         }
+        Event::Meta {
+            meta: Meta::Inject(_),
+            ..
+        } => held.push(e),
+        // Other metadata (a code record, the map after dlopen) says nothing about calls:
+        // it never ends a pending library call.
+        meta @ Event::Meta { .. } => on_event(&meta),
         other => {
             if let Some(p) = pending.take() {
                 on_call(&p, Outcome::Unfinished);
@@ -407,6 +421,9 @@ fn for_each_paired(
     })?;
     if let Some(p) = pending.take() {
         on_call(&p, Outcome::Unfinished);
+    }
+    for h in held.drain(..) {
+        on_event(&h);
     }
     Ok(st)
 }
@@ -914,7 +931,17 @@ impl Splitter<'_> {
                     forced_errno: r.forced_errno,
                     spec: String::from_utf8_lossy(&r.spec).into_owned(),
                 };
-                self.cur.info.injections.push(inj);
+                // The call's own `inject` option may already have noted it (as "rule N"):
+                // the record, which has the rule's text, replaces that note.
+                let note = format!("rule {}", r.rule);
+                let injections = &mut self.cur.info.injections;
+                match injections
+                    .iter_mut()
+                    .find(|i| i.spec == note && i.func == inj.func && i.fd == inj.fd)
+                {
+                    Some(i) => *i = inj,
+                    None => injections.push(inj),
+                }
             }
             Event::Meta { .. } | Event::Lib(_) => {}
         }
@@ -1235,6 +1262,94 @@ mod tests {
             .find(|n| n.key.callee == LibFn::Recv.id())
             .unwrap();
         assert_eq!(any.key.outcome, Outcome::Any);
+    }
+
+    /// An injection record written between a call's entry and exit (a short read) or
+    /// before its entry (a skipped call) belongs to that call's unit, once, and never
+    /// ends the call (it used to show as "`recv → unfinished`" and be counted twice).
+    #[test]
+    fn injection_records_belong_to_the_call_they_describe() {
+        use bufpool::format::{encode_lib, InjectRecord, Kind};
+        let inj = |rule: u32, forced_ret: i64, forced_errno: i32, spec: &str| {
+            Meta::Inject(InjectRecord {
+                rule,
+                func: LibFn::Recv.id() as u16,
+                fd: 3,
+                original_ret: -1,
+                forced_ret,
+                forced_errno,
+                spec: spec.as_bytes().to_vec(),
+            })
+        };
+        let exit = |t: &mut TraceBuilder, ret: i64, errno: Option<i32>, rule: u32| {
+            let opts = LibOpts {
+                fd: Some(3),
+                ret: Some(ret),
+                errno,
+                inject: Some(rule),
+                ..Default::default()
+            };
+            let e = encode_lib(Kind::LibExit, t.now(), 0x60, LibFn::Recv, &opts);
+            t.raw(e.as_bytes());
+        };
+        let enter = LibOpts {
+            fd: Some(3),
+            len: Some(8),
+            ..Default::default()
+        };
+        let mut t = TraceBuilder::new("h", 7, 7);
+        t.lib(0x10, LibFn::Socket, o(-1, 3, 0));
+        t.lib(0x20, LibFn::Connect, o(3, 0, 0));
+        t.lib(0x40, LibFn::Poll, o(-1, 1, 0));
+        t.lib(0x60, LibFn::Recv, o(3, 8, 8));
+        t.lib(0x40, LibFn::Poll, o(-1, 1, 0));
+        // Short read: entry, injection record, exit.
+        t.lib_enter(0x60, LibFn::Recv, enter);
+        t.meta(&inj(0, 3, 0, "recv:short=3"));
+        exit(&mut t, 3, None, 0);
+        t.lib(0x40, LibFn::Poll, o(-1, 1, 0));
+        // Skipped call: injection record, entry, exit.
+        t.meta(&inj(1, -1, 104, "recv:errno=ECONNRESET"));
+        t.lib_enter(0x60, LibFn::Recv, enter);
+        exit(&mut t, -1, Some(104), 1);
+        t.lib(0x80, LibFn::Close, o(3, 0, 0));
+        t.lib(0x40, LibFn::Poll, o(-1, 0, 0));
+        let u = process_units(&t.finish(), &TreeOptions::default()).unwrap();
+        let with: Vec<&Unit> = u
+            .units
+            .iter()
+            .filter(|u| !u.info.injections.is_empty())
+            .collect();
+        assert_eq!(with.len(), 2, "one unit per injection: {:?}", kinds(&u));
+        for (unit, spec, outcome) in [
+            (with[0], "recv:short=3", Outcome::Short),
+            (with[1], "recv:errno=ECONNRESET", Outcome::Errno(104)),
+        ] {
+            assert_eq!(unit.info.kind, UnitKind::Handler);
+            let specs: Vec<&str> = unit
+                .info
+                .injections
+                .iter()
+                .map(|i| i.spec.as_str())
+                .collect();
+            assert_eq!(
+                specs,
+                vec![spec],
+                "the record's text replaces the rule-id note"
+            );
+            let recvs: Vec<Outcome> = unit
+                .tree
+                .nodes
+                .values()
+                .filter(|n| n.key.callee == LibFn::Recv.id())
+                .map(|n| n.key.outcome)
+                .collect();
+            assert_eq!(
+                recvs,
+                vec![outcome],
+                "the injected call is one finished call"
+            );
+        }
     }
 
     /// redis-like: the loop frame is `aeMain`; handlers are anchored at `aeProcessEvents`,
