@@ -532,8 +532,8 @@ pub fn check_injected(units: &[Value], ids: &BTreeMap<u64, u32>, broken: u32) {
         .filter(|u| u["injections"].as_array().is_some_and(|a| !a.is_empty()))
         .collect();
     assert!(
-        !injected.is_empty() && injected.len() <= 2,
-        "{} units list the injection:\n{}",
+        injected.len() == 1,
+        "{} units list the injection (want exactly the unit of the injected call):\n{}",
         injected.len(),
         describe(units, ids, 10)
     );
