@@ -56,9 +56,13 @@ def recv_dict_msg(sock):
     return json.loads(body)
 
 
-def send_dict_msg(sock, msg):
+def encode_dict_msg(msg):
     body = json.dumps(msg).encode()
-    sock.sendall(b"%08d" % len(body) + body)
+    return b"%08d" % len(body) + body
+
+
+def send_dict_msg(sock, msg):
+    sock.sendall(encode_dict_msg(msg))
 
 
 def handle_lhs_input(me, lhs, rhs, state):
@@ -103,8 +107,10 @@ def main():
     log("daemon %d: ring up" % me)
     state = {"back": 0, "rounds": rounds}
     if me == 0:
-        for r in range(rounds):
-            send_dict_msg(rhs, {"cmd": "ping", "round": r})
+        # Every ping in one write: they are all in daemon 1's receive buffer before it
+        # reads one, so daemon 1 closing the connection early can never reset a send of
+        # ours still to come (that would end daemon 0 with a traceback, not a hang).
+        rhs.sendall(b"".join(encode_dict_msg({"cmd": "ping", "round": r}) for r in range(rounds)))
     while True:
         watch = [lhs] if lhs is not None else [lsock]
         ready, _, _ = select.select(watch, [], [], IDLE)
