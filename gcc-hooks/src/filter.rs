@@ -68,27 +68,10 @@ pub fn loaded_objects() -> Vec<LoadedObject> {
     out
 }
 
-/// Matches `s` against a glob with `*` (any run) and `?` (any one character).
+/// Matches `s` against a glob with `*` (any run) and `?` (any one byte): the same
+/// matcher fault-injection rules use for `exe=`/`argv=` ([`bufpool::inject::glob_match`]).
 pub fn glob_match(pat: &str, s: &str) -> bool {
-    let (p, s) = (pat.as_bytes(), s.as_bytes());
-    let (mut pi, mut si) = (0usize, 0usize);
-    let mut star: Option<(usize, usize)> = None;
-    while si < s.len() {
-        if pi < p.len() && (p[pi] == b'?' || p[pi] == s[si]) {
-            pi += 1;
-            si += 1;
-        } else if pi < p.len() && p[pi] == b'*' {
-            star = Some((pi, si));
-            pi += 1;
-        } else if let Some((sp, ss)) = star {
-            pi = sp + 1;
-            si = ss + 1;
-            star = Some((sp, ss + 1));
-        } else {
-            return false;
-        }
-    }
-    p[pi..].iter().all(|&c| c == b'*')
+    bufpool::inject::glob_match(pat.as_bytes(), s.as_bytes())
 }
 
 /// Does a source path match a file pattern? A pattern without `/` or `*` matches the
