@@ -6,34 +6,18 @@
 //! `culprit_thread_state()` is gcc-hooks' too. The Rust side computes the same address
 //! inline ([`state`]): the wrappers reach it twice per call.
 
-use bufpool::WriterState;
 use core::sync::atomic::{compiler_fence, Ordering};
 
 /// `status`: the thread has not recorded yet (its next event attaches it).
 pub const STATUS_NEW: u32 = 0;
-/// `status`: attached (a [`WriterState::attach`] was done for this thread and process).
+/// `status`: attached (a [`bufpool::WriterState::attach`] was done for this thread and process).
 pub const STATUS_ATTACHED: u32 = 1;
 /// `status`: torn down (thread exit flushed it); nothing more is recorded.
 pub const STATUS_DEAD: u32 = 2;
 
-/// Mirror of `struct culprit_thread` (culprit.h).
-#[repr(C)]
-#[derive(Debug)]
-pub struct CulpritThread {
-    /// The thread's writer (`struct culprit_writer`).
-    pub w: WriterState,
-    /// Nonzero while the tracer itself runs on this thread.
-    pub busy: u32,
-    /// One of `STATUS_*`.
-    pub status: u32,
-    /// C call depth (owned by the gcc hooks).
-    pub depth: u32,
-    /// Unused.
-    pub reserved: u32,
-}
-
-const _: () = assert!(core::mem::size_of::<CulpritThread>() == 96);
-const _: () = assert!(core::mem::offset_of!(CulpritThread, busy) == 80);
+/// `struct culprit_thread` (culprit.h), mirrored once, by gcc-hooks (with its layout
+/// asserts); `status` holds one of the `STATUS_*` values above.
+pub use gcc_hooks::CulpritThread;
 
 extern "C" {
     /// `culprit_tls` (gcc-hooks/c/hooks.c): hidden, initial-exec TLS in this library.
