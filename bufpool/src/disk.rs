@@ -413,89 +413,32 @@ pub fn valid_prefix(file: &[u8]) -> (usize, Option<ChunkError>) {
     (end, None)
 }
 
-/// Incremental CRC-32 (IEEE 802.3, reflected, polynomial 0xEDB88320), slicing by 8
-/// (eight table lookups per 8 bytes; about 2 GB/s where a byte-wise loop does 0.4).
-#[derive(Clone, Copy, Debug)]
-pub struct Crc32(u32);
-
-/// `CRC_TABLES[0]` is the classic byte table; `CRC_TABLES[k][b]` is the CRC of byte `b`
-/// followed by `k` zero bytes.
-const CRC_TABLES: [[u32; 256]; 8] = {
-    let mut t = [[0u32; 256]; 8];
-    let mut i = 0;
-    while i < 256 {
-        let mut c = i as u32;
-        let mut k = 0;
-        while k < 8 {
-            c = if c & 1 != 0 {
-                0xEDB8_8320 ^ (c >> 1)
-            } else {
-                c >> 1
-            };
-            k += 1;
-        }
-        t[0][i] = c;
-        i += 1;
-    }
-    let mut i = 0;
-    while i < 256 {
-        let mut k = 1;
-        while k < 8 {
-            let prev = t[k - 1][i];
-            t[k][i] = (prev >> 8) ^ t[0][(prev & 0xff) as usize];
-            k += 1;
-        }
-        i += 1;
-    }
-    t
-};
-
-impl Default for Crc32 {
-    fn default() -> Self {
-        Self::new()
-    }
-}
+/// Incremental CRC-32 (IEEE 802.3, reflected, polynomial 0xEDB88320): the `crc32fast`
+/// crate, which folds with `PCLMULQDQ` where the CPU has it (about 10× a table-driven loop)
+/// and slices by 16 elsewhere.
+#[derive(Clone, Debug, Default)]
+pub struct Crc32(crc32fast::Hasher);
 
 impl Crc32 {
     /// A fresh checksum.
     pub fn new() -> Crc32 {
-        Crc32(0xFFFF_FFFF)
+        Crc32(crc32fast::Hasher::new())
     }
 
     /// Feeds bytes.
     pub fn update(&mut self, bytes: &[u8]) {
-        let t = &CRC_TABLES;
-        let mut c = self.0;
-        let mut chunks = bytes.chunks_exact(8);
-        for b in &mut chunks {
-            let lo = c ^ u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
-            let hi = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
-            c = t[7][(lo & 0xff) as usize]
-                ^ t[6][((lo >> 8) & 0xff) as usize]
-                ^ t[5][((lo >> 16) & 0xff) as usize]
-                ^ t[4][(lo >> 24) as usize]
-                ^ t[3][(hi & 0xff) as usize]
-                ^ t[2][((hi >> 8) & 0xff) as usize]
-                ^ t[1][((hi >> 16) & 0xff) as usize]
-                ^ t[0][(hi >> 24) as usize];
-        }
-        for &b in chunks.remainder() {
-            c = t[0][((c ^ b as u32) & 0xff) as usize] ^ (c >> 8);
-        }
-        self.0 = c;
+        self.0.update(bytes);
     }
 
     /// The checksum of everything fed so far.
     pub fn finish(&self) -> u32 {
-        self.0 ^ 0xFFFF_FFFF
+        self.0.clone().finalize()
     }
 }
 
 /// CRC-32 of one byte slice.
 pub fn crc32(bytes: &[u8]) -> u32 {
-    let mut c = Crc32::new();
-    c.update(bytes);
-    c.finish()
+    crc32fast::hash(bytes)
 }
 
 #[cfg(test)]
@@ -526,7 +469,7 @@ mod tests {
     fn crc32_matches_the_standard_check_value() {
         assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
         assert_eq!(crc32(b""), 0);
-        // Slicing by 8 agrees with the bit-by-bit definition at every length and split.
+        // Agrees with the bit-by-bit definition at every length and split.
         let data: Vec<u8> = (0..200u32).map(|i| (i * 7 + 3) as u8).collect();
         let slow = |d: &[u8]| {
             let mut c = 0xFFFF_FFFFu32;
