@@ -1,8 +1,8 @@
 //! Event multiplexers: `select pselect poll ppoll epoll_wait epoll_pwait epoll_pwait2` (with the ready
 //! set in the `LibExit` entry) and `epoll_ctl` (which maps epoll data to fds).
 
-use super::real_or_sys;
 use super::seam::{errno, set_errno};
+use super::{real_or_enosys, real_or_sys};
 use crate::entry::Small;
 use crate::inject::{self, CallInfo, Data, Outcome};
 use crate::real::*;
@@ -170,14 +170,7 @@ pub unsafe extern "C" fn pselect(
         site,
         -1,
         enter,
-        || match PSELECT.get() {
-            // SAFETY: the real pselect with the program's arguments.
-            Some(f) => unsafe { f(nfds, r, w, x, ts, mask) },
-            None => {
-                set_errno(libc::ENOSYS);
-                -1
-            }
-        },
+        || real_or_enosys!(PSELECT, (nfds, r, w, x, ts, mask), -1),
         |_| select_ready(nfds, r, w, x),
     )
 }
@@ -233,14 +226,7 @@ pub unsafe extern "C" fn ppoll(
         site,
         -1,
         enter,
-        || match PPOLL.get() {
-            // SAFETY: the real ppoll with the program's arguments.
-            Some(f) => unsafe { f(fds, n, ts, mask) },
-            None => {
-                set_errno(libc::ENOSYS);
-                -1
-            }
-        },
+        || real_or_enosys!(PPOLL, (fds, n, ts, mask), -1),
         |_| poll_ready(fds, n),
     )
 }
@@ -306,14 +292,7 @@ pub unsafe extern "C" fn epoll_pwait(
         site,
         epfd,
         enter,
-        || match EPOLL_PWAIT.get() {
-            // SAFETY: the real epoll_pwait with the program's arguments.
-            Some(f) => unsafe { f(epfd, ev, max, timeout, mask) },
-            None => {
-                set_errno(libc::ENOSYS);
-                -1
-            }
-        },
+        || real_or_enosys!(EPOLL_PWAIT, (epfd, ev, max, timeout, mask), -1),
         |r| epoll_ready(ev, r),
     )
 }
@@ -338,14 +317,7 @@ pub unsafe extern "C" fn epoll_pwait2(
         site,
         epfd,
         enter,
-        || match EPOLL_PWAIT2.get() {
-            // SAFETY: the real epoll_pwait2 with the program's arguments.
-            Some(f) => unsafe { f(epfd, ev, max, ts, mask) },
-            None => {
-                set_errno(libc::ENOSYS);
-                -1
-            }
-        },
+        || real_or_enosys!(EPOLL_PWAIT2, (epfd, ev, max, ts, mask), -1),
         |r| epoll_ready(ev, r),
     )
 }
