@@ -17,9 +17,12 @@ if [ ${#need_apt[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
-# The Python tracing shim (a C extension; needs the interpreter's headers).
-if ! python3 -c 'import culprit_trace._native' 2>/dev/null || [ "${CULPRIT_REINSTALL:-0}" = 1 ] \
-    || [ python-hook -nt "$(python3 -c 'import culprit_trace,os;print(os.path.dirname(culprit_trace.__file__))' 2>/dev/null || echo /nonexistent)" ]; then
+# The Python tracing shim (a C extension; needs the interpreter's headers). Reinstalled
+# when it is missing or when any of its sources is newer than the installed copy.
+installed=$(python3 -c 'import culprit_trace._native as n; print(n.__file__)' 2>/dev/null || true)
+if [ -z "$installed" ] || [ "${CULPRIT_REINSTALL:-0}" = 1 ] || [ -n "$(find python-hook tracer-preload/include \
+        -newer "$installed" -type f -not -path '*/build/*' -not -path '*.egg-info*' \
+        -not -path '*/__pycache__/*' -print -quit)" ]; then
     echo "setup: pip install ./python-hook" >&2
-    python3 -m pip install --quiet --disable-pip-version-check ./python-hook
+    python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore ./python-hook
 fi
