@@ -475,6 +475,12 @@ impl ThreadTrace {
     }
 }
 
+/// Decodes one chunk. The common entries — function entries and returns, and library calls
+/// whose options are scalars — are decoded in place (the checks are those of `bufpool`'s
+/// [`format::Decoder`]: an entry is taken here only when all of it is in the chunk, its
+/// option block fits and its function id is known); everything else (metadata, lost
+/// markers, exceptions, descriptor-creating calls, and any entry in doubt) goes through the
+/// decoder and [`convert`], which name the offset of what is wrong.
 #[inline(always)]
 fn decode_chunk(
     path: &Path,
@@ -492,7 +498,69 @@ fn decode_chunk(
         });
     }
     st.bytes += bytes.len() as u64;
-    for e in format::Decoder::with_base(bytes, base) {
+    let n = bytes.len();
+    let word = |at: usize| -> u64 {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&bytes[at..at + 8]);
+        u64::from_le_bytes(w)
+    };
+    let mut p = 0usize;
+    while p < n {
+        if n - p >= 21 {
+            let head = word(p);
+            let tsc = (head >> 8) & format::TSC_MASK;
+            let w8 = word(p + 8);
+            let call = |kind| Event::Call {
+                tsc,
+                kind,
+                site: w8 & format::ADDR_MASK,
+                callee: word(p + 12) >> 16,
+            };
+            let ret = |kind| Event::Return {
+                tsc,
+                kind,
+                callee: w8 & format::ADDR_MASK,
+            };
+            let fast = match head as u8 {
+                0x01 => Some((call(CallKind::C), 20)),
+                0x03 => Some((call(CallKind::Py), 20)),
+                0x06 => Some((call(CallKind::PyBuiltin), 20)),
+                0x02 => Some((ret(CallKind::C), 16)),
+                0x04 => Some((ret(CallKind::Py), 16)),
+                0x07 => Some((ret(CallKind::PyBuiltin), 16)),
+                k @ (0x10 | 0x11) => {
+                    let m = bytes[p + 20] as usize;
+                    match LibFn::from_id(word(p + 12) >> 16) {
+                        Some(func)
+                            if m <= format::MAX_OPTS
+                                && n - p >= 21 + m
+                                && !crate::connections::is_tracked(func) =>
+                        {
+                            CallOpts::parse_scalars(&bytes[p + 21..p + 21 + m]).map(|opts| {
+                                let ev = Event::Lib(LibEvent {
+                                    tsc,
+                                    exit: k == 0x11,
+                                    site: w8 & format::ADDR_MASK,
+                                    func,
+                                    opts,
+                                });
+                                (ev, 21 + m)
+                            })
+                        }
+                        _ => None,
+                    }
+                }
+                _ => None,
+            };
+            if let Some((ev, size)) = fast {
+                st.entries += 1;
+                f(ev);
+                p += size;
+                continue;
+            }
+        }
+        let mut d = format::Decoder::with_base(&bytes[p..], base + p as u64);
+        let Some(e) = d.next() else { break };
         let e = e.map_err(|source| Error::Decode {
             path: path.to_path_buf(),
             source,
@@ -506,6 +574,7 @@ fn decode_chunk(
             st.lost += count;
         }
         f(ev);
+        p += e.size;
     }
     Ok(())
 }

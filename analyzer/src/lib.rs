@@ -68,7 +68,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use symbolize::ElfResolver;
 use trees::TreeOptions;
-use units::{NameBook, NameSrc, ProcessUnits, Unit};
+use units::{NameBook, NameSrc, ProcessUnits};
 
 /// Receives progress of long stages (the CLI shows bars with it).
 pub trait Progress: Send + Sync {
@@ -221,7 +221,7 @@ pub fn learn(sets: &[TraceSet], opts: &Options) -> Result<Learned> {
         .zip(&scans)
         .map(|(p, scan)| {
             let mut b = model::ProcessModelBuilder::default();
-            let u = units::split_process_each(p, scan, &opts.tree, |u| b.add(&u))?;
+            let u = units::split_process_each(p, scan, &opts.tree, |u| b.add_view(&u))?;
             let m = b.finish(&u);
             opts.inc();
             Ok(LearnedProcess { model: m, units: u })
@@ -304,13 +304,6 @@ struct RowKey {
     id_prefix: u128,
 }
 
-fn id_prefix(id: &str) -> u128 {
-    let mut b = [0u8; 16];
-    let n = id.len().min(16);
-    b[..n].copy_from_slice(&id.as_bytes()[..n]);
-    u128::from_be_bytes(b)
-}
-
 fn row_id(r: &Row, procs: &[(String, u32)]) -> String {
     let (host, pid) = &procs[r.proc_ as usize];
     format!("{host}:{pid}:{}:{}", r.tid, r.index)
@@ -324,15 +317,210 @@ fn cmp_keys(a: (&RowKey, &Row), b: (&RowKey, &Row), procs: &[(String, u32)]) -> 
         .then_with(|| row_id(a.1, procs).cmp(&row_id(b.1, procs)))
 }
 
-/// Order-independent fingerprint of a tree's node set (its score against a model depends
-/// only on that set, unless it holds nodes the model lacks — see [`rank`]).
-fn tree_fingerprint(t: &trees::CallTree) -> (u64, u64) {
-    let (mut a, mut b) = (t.nodes.len() as u64, 0u64);
-    for &id in t.nodes.keys() {
-        a = a.wrapping_add(hash::mix(id, 0x51));
-        b = b.wrapping_add(hash::mix(0x52, id));
+/// A score shared by the units of equal trees: score, verdict, light effective nodes.
+type CachedScore = (f64, score::Verdict, Arc<[score::Effective]>);
+
+/// Scores one process's units as the splitter lends them, into compact rows.
+struct Ranker<'a> {
+    model: &'a Model,
+    opts: &'a Options,
+    pi: u32,
+    host: &'a str,
+    pid: u32,
+    /// The process's group in the model (`Some(None)`: no group matched), once known.
+    group: Option<Option<usize>>,
+    /// Scores of trees already seen (same class, same node set), with their light effective
+    /// nodes. Scores with nodes new to the model are not cached: which library calls are
+    /// listed under a new node depends on the order of the calls.
+    cache: hash::FxMap<(usize, u64, u64), CachedScore>,
+    /// Index in the group's classes of each class key (`usize::MAX`: no group,
+    /// `usize::MAX - 1`: no model of this class).
+    class_idx: hash::FxMap<(units::UnitKind, bool, u32), usize>,
+    rows: Vec<Row>,
+    keys: Vec<RowKey>,
+    best: BestUnits<(trees::CallTree, model::UnitClass)>,
+}
+
+impl Ranker<'_> {
+    fn unit(&mut self, u: &units::UnitView<'_>) {
+        let gi = self.group.flatten();
+        let g = gi.map(|i| &self.model.groups[i]);
+        let ci = *self
+            .class_idx
+            .entry(u.class_key())
+            .or_insert_with(|| match g {
+                None => usize::MAX,
+                Some(g) => {
+                    let class = u.class();
+                    g.classes
+                        .binary_search_by(|(k, _)| k.cmp(&class))
+                        .unwrap_or(usize::MAX - 1)
+                }
+            });
+        let (fa, fb) = u.tree.fingerprint();
+        let (score, verdict, effective) = match self.cache.get(&(ci, fa, fb)) {
+            Some(c) => c.clone(),
+            None => {
+                let tree = u.tree.to_tree();
+                let s = match g {
+                    None => score::unmodelled(&tree, score::Verdict::NoProcessGroup),
+                    Some(g) => match g.classes.get(ci) {
+                        Some((_, m)) => score::score_tree(&tree, m),
+                        None => score::unmodelled(&tree, score::Verdict::NoUnitModel),
+                    },
+                };
+                let light: Arc<[score::Effective]> = s
+                    .effective
+                    .iter()
+                    .filter(|e| e.delta >= report::WHY_MIN_DELTA)
+                    .take(self.opts.why)
+                    .cloned()
+                    .collect();
+                let c = (s.score, s.verdict, light);
+                let cacheable = s.verdict == score::Verdict::Scored
+                    && s.effective.iter().all(|e| e.class != score::NodeClass::New);
+                if cacheable {
+                    self.cache.insert((ci, fa, fb), c.clone());
+                }
+                c
+            }
+        };
+        let h = u.head;
+        let key = RowKey {
+            score,
+            t_start: h.t_start_unix_ns,
+            id_prefix: id_prefix_of(self.host, self.pid, h.tid, h.index),
+        };
+        let row = self.rows.len();
+        let (host, pid) = (self.host, self.pid);
+        self.best.offer(
+            (key, h.tid, h.index),
+            row,
+            || (u.tree.to_tree(), u.class()),
+            |a, b| cmp_unit_keys(a, b, host, pid),
+        );
+        self.keys.push(key);
+        self.rows.push(Row {
+            score,
+            verdict,
+            group: gi.map(|g| g as u32),
+            effective,
+            annotated: None,
+            proc_: self.pi,
+            conn: h.conn,
+            tid: h.tid,
+            index: h.index,
+            kind: h.kind,
+            main_thread: h.main_thread,
+            fd: h.fd,
+            tsc_start: h.tsc_start,
+            tsc_end: h.tsc_end,
+            t_start_unix_ns: h.t_start_unix_ns,
+            t_end_unix_ns: h.t_end_unix_ns,
+            lost: h.lost,
+            injections: (!h.injections.is_empty()).then(|| Box::new(h.injections.clone())),
+        });
     }
-    (a, b)
+}
+
+/// A unit's place in the ranking order within its process: its key, thread and index.
+type UnitKey = (RowKey, u32, u32);
+
+/// The ranking order of two units of one process (see [`cmp_keys`]).
+fn cmp_unit_keys(a: &UnitKey, b: &UnitKey, host: &str, pid: u32) -> std::cmp::Ordering {
+    b.0.score
+        .total_cmp(&a.0.score)
+        .then(a.0.t_start.cmp(&b.0.t_start))
+        .then(a.0.id_prefix.cmp(&b.0.id_prefix))
+        .then_with(|| units::unit_id(host, pid, a.1, a.2).cmp(&units::unit_id(host, pid, b.1, b.2)))
+}
+
+/// The `n` best units of a process in the ranking order, with what each keeps (its tree),
+/// chosen as they come without keeping everyone's: a unit worse than the `n`-th best of
+/// a set seen earlier cannot be among the `n` best, so it is turned away at once; the
+/// candidates are cut back to `n` whenever they reach `2n`.
+struct BestUnits<T> {
+    n: usize,
+    cands: Vec<(UnitKey, usize, T)>,
+    /// The worst key kept at the last cut.
+    bar: Option<UnitKey>,
+}
+
+impl<T> BestUnits<T> {
+    fn new(n: usize) -> Self {
+        BestUnits {
+            n,
+            cands: Vec::new(),
+            bar: None,
+        }
+    }
+
+    /// Offers unit `row` with key `key`; `keep` makes what it keeps if it is taken.
+    fn offer(
+        &mut self,
+        key: UnitKey,
+        row: usize,
+        keep: impl FnOnce() -> T,
+        cmp: impl Fn(&UnitKey, &UnitKey) -> std::cmp::Ordering,
+    ) {
+        if self.n == 0 {
+            return;
+        }
+        if let Some(bar) = &self.bar {
+            if cmp(&key, bar) == std::cmp::Ordering::Greater {
+                return;
+            }
+        }
+        self.cands.push((key, row, keep()));
+        if self.cands.len() >= 2 * self.n {
+            self.cut(&cmp);
+        }
+    }
+
+    fn cut(&mut self, cmp: &impl Fn(&UnitKey, &UnitKey) -> std::cmp::Ordering) {
+        self.cands.sort_by(|a, b| cmp(&a.0, &b.0));
+        self.cands.truncate(self.n);
+        if self.cands.len() == self.n {
+            self.bar = self.cands.last().map(|c| c.0);
+        }
+    }
+
+    /// The best `n` (row, kept), best first.
+    fn finish(mut self, cmp: impl Fn(&UnitKey, &UnitKey) -> std::cmp::Ordering) -> Vec<(usize, T)> {
+        self.cut(&cmp);
+        self.cands.into_iter().map(|(_, r, t)| (r, t)).collect()
+    }
+}
+
+/// The first 16 bytes of the id `host:pid:tid:index`, big-endian (see [`RowKey`]).
+fn id_prefix_of(host: &str, pid: u32, tid: u32, index: u32) -> u128 {
+    let mut b = [0u8; 16];
+    let mut n = 0;
+    let mut put = |bytes: &[u8]| {
+        for &c in bytes {
+            if n < 16 {
+                b[n] = c;
+                n += 1;
+            }
+        }
+    };
+    put(host.as_bytes());
+    for v in [pid, tid, index] {
+        put(b":");
+        let mut d = [0u8; 10];
+        let mut i = d.len();
+        let mut v = v;
+        loop {
+            i -= 1;
+            d[i] = b'0' + (v % 10) as u8;
+            v /= 10;
+            if v == 0 {
+                break;
+            }
+        }
+        put(&d[i..]);
+    }
+    u128::from_be_bytes(b)
 }
 
 /// Ranks the units of a (faulty) run by suspect score (§6). Deterministic: the result does
@@ -354,153 +542,79 @@ pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
         .zip(&scans)
         .enumerate()
         .map(|(pi, (p, scan))| {
-            // Units are scored once the process's signature (so its group) is known, i.e.
-            // after splitting; meanwhile they are held in blocks (no reallocation copies).
-            const BLOCK: usize = 1024;
-            let mut blocks: Vec<Vec<Unit>> = Vec::new();
-            let pu =
-                units::split_process_each(p, scan, &model.options, |u| match blocks.last_mut() {
-                    Some(b) if b.len() < BLOCK => b.push(u),
-                    _ => {
-                        let mut b = Vec::with_capacity(BLOCK);
-                        b.push(u);
-                        blocks.push(b);
-                    }
-                })?;
-            let gi = model.group_index(&pu.signature);
-            let g = gi.map(|i| &model.groups[i]);
-            let n_units: usize = blocks.iter().map(Vec::len).sum();
-            let units = blocks.into_iter().flatten();
-            // Scores of trees already seen (same class, same node set): the light effective
-            // nodes are shared. Scores with nodes new to the model are not cached: which
-            // library calls are listed under a new node depends on the order of the calls.
-            type Cached = (f64, score::Verdict, Arc<[score::Effective]>);
-            let mut cache: hash::FxMap<(usize, u64, u64), Cached> = Default::default();
-            let mut class_idx: hash::FxMap<model::UnitClass, usize> = Default::default();
-            let mut conn_idx: hash::FxMap<ConnRow, u32> = Default::default();
-            let mut conns: Vec<ConnRow> = Vec::new();
-            let mut rows = Vec::with_capacity(n_units);
-            let mut keys = Vec::with_capacity(n_units);
-            let mut ids = Vec::with_capacity(n_units);
-            let mut kept: Vec<Option<(trees::CallTree, model::UnitClass)>> =
-                Vec::with_capacity(n_units);
-            let light = |e: &[score::Effective]| -> Arc<[score::Effective]> {
-                e.iter()
-                    .filter(|e| e.delta >= report::WHY_MIN_DELTA)
-                    .take(opts.why)
-                    .cloned()
-                    .collect()
+            let mut r = Ranker {
+                model,
+                opts,
+                pi: pi as u32,
+                host: &p.host,
+                pid: p.pid,
+                group: None,
+                cache: Default::default(),
+                class_idx: Default::default(),
+                rows: Vec::new(),
+                keys: Vec::new(),
+                best: BestUnits::new(keep),
             };
-            for u in units {
-                let class = score::class_of(&u);
-                let ci = match class_idx.get(&class) {
-                    Some(&i) => i,
-                    None => {
-                        let i = match g {
-                            None => usize::MAX,
-                            Some(g) => g
-                                .classes
-                                .binary_search_by(|(k, _)| k.cmp(&class))
-                                .unwrap_or(usize::MAX - 1),
-                        };
-                        class_idx.insert(class.clone(), i);
-                        i
-                    }
-                };
-                let (fa, fb) = tree_fingerprint(&u.tree);
-                let (score, verdict, effective) = match cache.get(&(ci, fa, fb)) {
-                    Some(c) => c.clone(),
-                    None => {
-                        let s = score::score_unit(&u, g);
-                        let e = light(&s.effective);
-                        let c = (s.score, s.verdict, e);
-                        let cacheable = s.verdict == score::Verdict::Scored
-                            && s.effective.iter().all(|e| e.class != score::NodeClass::New);
-                        if cacheable {
-                            cache.insert((ci, fa, fb), c.clone());
+            // A unit is scored against its process's group, known once the signature is
+            // final (after the initializer of the process's last thread): units closed
+            // before that wait, with their trees.
+            let mut waiting: Vec<(units::UnitHead, trees::TreeBuf)> = Vec::new();
+            let pu = units::split_process_each(p, scan, &model.options, |u| {
+                match (&r.group, u.signature) {
+                    (Some(_), _) => r.unit(&u),
+                    (None, Some(sig)) => {
+                        r.group = Some(model.group_index(sig));
+                        for (head, tree) in waiting.drain(..) {
+                            r.unit(&units::UnitView {
+                                head: &head,
+                                tree: &tree,
+                                ..u
+                            });
                         }
-                        c
+                        r.unit(&u);
                     }
-                };
-                let Unit { info, tree } = u;
-                let conn_key: ConnRow = (info.conn, info.local, info.peer);
-                let conn = match conn_idx.get(&conn_key) {
-                    Some(&c) => c,
-                    None => {
-                        let c = conns.len() as u32;
-                        conns.push(conn_key.clone());
-                        conn_idx.insert(conn_key, c);
-                        c
-                    }
-                };
-                keys.push(RowKey {
-                    score,
-                    t_start: info.t_start_unix_ns,
-                    id_prefix: id_prefix(&info.id),
-                });
-                ids.push(info.id);
-                kept.push(Some((tree, class)));
-                rows.push(Row {
-                    score,
-                    verdict,
-                    group: gi.map(|g| g as u32),
-                    effective,
-                    annotated: None,
-                    proc_: pi as u32,
-                    conn,
-                    tid: info.tid,
-                    index: info.index,
-                    kind: info.kind,
-                    main_thread: info.main_thread,
-                    fd: info.fd,
-                    tsc_start: info.tsc_start,
-                    tsc_end: info.tsc_end,
-                    t_start_unix_ns: info.t_start_unix_ns,
-                    t_end_unix_ns: info.t_end_unix_ns,
-                    lost: info.lost,
-                    injections: (!info.injections.is_empty()).then(|| Box::new(info.injections)),
+                    (None, None) => waiting.push((u.head.clone(), u.tree.clone())),
+                }
+            })?;
+            if r.group.is_none() {
+                r.group = Some(model.group_index(&pu.signature));
+            }
+            for (head, tree) in waiting.drain(..) {
+                r.unit(&units::UnitView {
+                    host: &p.host,
+                    pid: p.pid,
+                    head: &head,
+                    tree: &tree,
+                    conns: &pu.conns,
+                    signature: None,
                 });
             }
+            let gi = r.group.flatten();
+            let g = gi.map(|i| &model.groups[i]);
             // This process's best candidates keep their trees (and all their effective
             // nodes): enough for the global top `trees_kept` unless a few processes hold all
             // of it.
-            let mut order: Vec<usize> = (0..rows.len()).collect();
-            order.sort_by(|&a, &b| {
-                rows[b]
-                    .score
-                    .total_cmp(&rows[a].score)
-                    .then(keys[a].t_start.cmp(&keys[b].t_start))
-                    .then_with(|| ids[a].cmp(&ids[b]))
-            });
-            order.truncate(keep);
-            let heavy = order
+            let heavy = r
+                .best
+                .finish(|a, b| cmp_unit_keys(a, b, &p.host, p.pid))
                 .into_iter()
-                .filter_map(|row| {
-                    let (tree, class) = kept[row].take()?;
+                .map(|(row, (tree, class))| {
                     let mc = g.and_then(|g| g.class(&class));
                     let s = match (g, mc) {
                         (Some(_), Some(m)) => score::score_tree(&tree, m),
-                        (None, _) => score::UnitScore {
-                            score: 1.0,
-                            verdict: score::Verdict::NoProcessGroup,
-                            effective: score::score_tree(&tree, &model::TreeModel::default())
-                                .effective,
-                        },
-                        (Some(_), None) => score::UnitScore {
-                            score: 1.0,
-                            verdict: score::Verdict::NoUnitModel,
-                            effective: score::score_tree(&tree, &model::TreeModel::default())
-                                .effective,
-                        },
+                        (None, _) => score::unmodelled(&tree, score::Verdict::NoProcessGroup),
+                        (Some(_), None) => score::unmodelled(&tree, score::Verdict::NoUnitModel),
                     };
-                    Some(Heavy {
+                    Heavy {
                         row,
                         tree,
                         class,
                         score: s,
-                    })
+                    }
                 })
                 .collect();
+            let (rows, keys) = (r.rows, r.keys);
+            let conns = pu.conns.clone();
             opts.inc();
             Ok(ProcessRanking {
                 rows,
@@ -668,4 +782,57 @@ pub fn show(model: &Model, set: &TraceSet, id: &str, opts: &Options) -> Result<S
         },
         lines,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn id_prefix_is_the_first_16_bytes_of_the_id() {
+        for (host, pid, tid, index) in [
+            ("n", 1, 1, 0),
+            ("node12", 4242, 4243, 1234567),
+            ("a-very-long-host-name", 7, 8, 9),
+            ("", 0, 0, 4_294_967_295),
+        ] {
+            let id = units::unit_id(host, pid, tid, index);
+            let mut b = [0u8; 16];
+            let n = id.len().min(16);
+            b[..n].copy_from_slice(&id.as_bytes()[..n]);
+            assert_eq!(
+                id_prefix_of(host, pid, tid, index),
+                u128::from_be_bytes(b),
+                "{id}"
+            );
+        }
+    }
+
+    #[test]
+    fn best_units_keeps_exactly_the_n_best() {
+        let key = |score: f64, t: i64, i: u32| {
+            (
+                RowKey {
+                    score,
+                    t_start: t,
+                    id_prefix: id_prefix_of("h", 1, 1, i),
+                },
+                1,
+                i,
+            )
+        };
+        let cmp = |a: &UnitKey, b: &UnitKey| cmp_unit_keys(a, b, "h", 1);
+        let mut all = Vec::new();
+        let mut b = BestUnits::new(5);
+        for i in 0..200u32 {
+            // Scores repeat, so ties are decided by start time and then by id.
+            let k = key(((i * 37) % 11) as f64 / 10.0, ((i * 13) % 7) as i64, i);
+            all.push((k, i as usize));
+            b.offer(k, i as usize, || i, cmp);
+        }
+        all.sort_by(|a, c| cmp(&a.0, &c.0));
+        let want: Vec<usize> = all.iter().take(5).map(|x| x.1).collect();
+        let got: Vec<usize> = b.finish(cmp).into_iter().map(|(r, _)| r).collect();
+        assert_eq!(got, want);
+    }
 }

@@ -18,9 +18,9 @@
 
 use crate::connections::ConnKey;
 use crate::error::{Error, Result};
-use crate::hash::IdMap;
+use crate::hash::{FxMap, IdMap};
 use crate::trees::{CallTree, NodeKey, TreeOptions, ROOT};
-use crate::units::{ProcessUnits, Signature, UnitKind};
+use crate::units::{ProcessUnits, Signature, UnitKind, UnitView};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -241,30 +241,95 @@ impl Coverage {
 /// The model of one process (before grouping).
 pub type ProcessModel = GroupModel;
 
+/// The distinct trees of one unit class, each with the number of units that had it: most
+/// units of a class repeat a few trees, so counting a tree once per distinct node set
+/// ([`TreeBuf::fingerprint`]) and expanding the counts at the end gives the coverage counts
+/// of [`Coverage`] for a fraction of the work.
+#[derive(Default)]
+struct DistinctTrees {
+    units: u64,
+    seen: FxMap<(u64, u64), usize>,
+    /// Each distinct tree: its number of units and its nodes (id, parent, key).
+    trees: Vec<(u64, Vec<ModelEdge>)>,
+}
+
+/// A node of a distinct tree: id, parent id, key.
+type ModelEdge = (u64, u64, NodeKey);
+
+impl DistinctTrees {
+    fn add<'a>(
+        &mut self,
+        fingerprint: (u64, u64),
+        nodes: impl Iterator<Item = (u64, &'a crate::trees::TreeNode)>,
+    ) {
+        self.units += 1;
+        match self.seen.entry(fingerprint) {
+            std::collections::hash_map::Entry::Occupied(e) => self.trees[*e.get()].0 += 1,
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(self.trees.len());
+                self.trees
+                    .push((1, nodes.map(|(id, n)| (id, n.parent, n.key)).collect()));
+            }
+        }
+    }
+
+    fn model(&self) -> TreeModel {
+        let mut counts: IdMap<(u64, NodeKey, u64)> = IdMap::default();
+        for (mult, nodes) in &self.trees {
+            for &(id, parent, key) in nodes {
+                counts.entry(id).or_insert((parent, key, 0)).2 += mult;
+            }
+        }
+        TreeModel::from_counts(self.units, &counts)
+    }
+}
+
 /// Builds a process model unit by unit, without holding the units ([`process_model`] over
 /// units handed over one at a time).
 #[derive(Default)]
 pub struct ProcessModelBuilder {
-    by_class: BTreeMap<UnitClass, Coverage>,
+    /// Slot in `classes` of each class key of the process ([`UnitView::class_key`]).
+    by_key: FxMap<(UnitKind, bool, u32), usize>,
+    /// Slot of each class.
+    by_class: BTreeMap<UnitClass, usize>,
+    classes: Vec<DistinctTrees>,
 }
 
 impl ProcessModelBuilder {
+    fn slot(&mut self, class: UnitClass) -> usize {
+        let n = self.classes.len();
+        let s = *self.by_class.entry(class).or_insert(n);
+        if s == n {
+            self.classes.push(DistinctTrees::default());
+        }
+        s
+    }
+
+    /// Counts one unit, as the splitter lends it.
+    pub fn add_view(&mut self, u: &UnitView<'_>) {
+        let key = u.class_key();
+        let s = match self.by_key.get(&key) {
+            Some(&s) => s,
+            None => {
+                let s = self.slot(u.class());
+                self.by_key.insert(key, s);
+                s
+            }
+        };
+        let t = u.tree;
+        self.classes[s].add(t.fingerprint(), t.nodes().iter().map(|(id, n)| (*id, n)));
+    }
+
     /// Counts one unit.
     pub fn add(&mut self, u: &crate::units::Unit) {
-        let class = UnitClass {
-            kind: u.info.kind,
-            main_thread: u.info.main_thread,
-            conn: if u.info.kind == UnitKind::Handler {
-                u.info.conn.clone()
-            } else {
-                ConnKey::default()
-            },
-        };
-        self.by_class.entry(class).or_default().add(&u.tree);
+        let s = self.slot(crate::score::class_of(u));
+        let t = &u.tree;
+        self.classes[s].add(t.fingerprint(), t.nodes.iter().map(|(id, n)| (*id, n)));
     }
 
     /// The model of process `p` (its units, if any, are not looked at).
     pub fn finish(self, p: &ProcessUnits) -> ProcessModel {
+        let classes = self.classes;
         GroupModel {
             signature: p.signature.clone(),
             processes: vec![format!("{}:{}", p.host, p.pid)],
@@ -276,7 +341,7 @@ impl ProcessModelBuilder {
             classes: self
                 .by_class
                 .into_iter()
-                .map(|(c, cov)| (c, cov.model()))
+                .map(|(c, s)| (c, classes[s].model()))
                 .collect(),
         }
     }

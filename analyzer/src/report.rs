@@ -70,7 +70,7 @@ pub(crate) struct Row {
 pub(crate) type RowRef = (u32, u32);
 
 /// A connection as the rows of a [`Report`] share it: identity, local and peer address.
-pub(crate) type ConnRow = (crate::connections::ConnKey, Option<String>, Option<String>);
+pub(crate) use crate::units::ConnRow;
 
 /// A ranking.
 #[derive(Clone, Debug, Default)]

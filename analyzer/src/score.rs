@@ -218,19 +218,23 @@ pub fn class_of(u: &Unit) -> UnitClass {
 
 /// Scores a unit against its process group (None: no group matched).
 pub fn score_unit(u: &Unit, group: Option<&GroupModel>) -> UnitScore {
-    // Without a model every node is new; the effective ones (the top of the tree, with
-    // the library calls under them) still say what the unit did.
-    let unmodelled = |verdict| UnitScore {
-        score: 1.0,
-        verdict,
-        effective: score_tree(&u.tree, &TreeModel::default()).effective,
-    };
     let Some(g) = group else {
-        return unmodelled(Verdict::NoProcessGroup);
+        return unmodelled(&u.tree, Verdict::NoProcessGroup);
     };
     match g.class(&class_of(u)) {
         Some(m) => score_tree(&u.tree, m),
-        None => unmodelled(Verdict::NoUnitModel),
+        None => unmodelled(&u.tree, Verdict::NoUnitModel),
+    }
+}
+
+/// The score of a tree that has no model (no process group, or no model of its class): 1.
+/// Every node is new; the effective ones (the top of the tree, with the library calls under
+/// them) still say what the unit did.
+pub fn unmodelled(t: &CallTree, verdict: Verdict) -> UnitScore {
+    UnitScore {
+        score: 1.0,
+        verdict,
+        effective: score_tree(t, &TreeModel::default()).effective,
     }
 }
 

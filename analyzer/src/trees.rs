@@ -14,7 +14,7 @@
 //! chose the default.
 
 use crate::decode::CallOpts;
-use crate::hash::{mix, IdMap};
+use crate::hash::{mix, IdMap, IdSet};
 use bufpool::format::LibFn;
 use serde::{Deserialize, Serialize};
 
@@ -269,6 +269,167 @@ impl CallTree {
     }
 }
 
+/// A unit's call tree while it is built, reused from unit to unit: nodes in insertion
+/// order, an index by id, and an order-independent **fingerprint** of the node set kept up
+/// to date as nodes are added (two units with equal node sets score alike against any
+/// model, so learn and rank handle a repeated tree once — see [`TreeBuf::fingerprint`]).
+///
+/// Clearing keeps the allocations, so building a unit's tree allocates nothing once the
+/// buffers have grown to the size of the process's units.
+#[derive(Clone, Debug, Default)]
+pub struct TreeBuf {
+    nodes: Vec<(u64, TreeNode)>,
+    index: IdMap<u32>,
+    fa: u64,
+    fb: u64,
+}
+
+/// Above this many index slots a cleared buffer gives its index back (one huge unit, such
+/// as an initializer, must not make clearing every later small unit costly).
+const TREEBUF_KEEP: usize = 4096;
+
+impl TreeBuf {
+    /// Adds (or counts again) node `key` under `parent`; returns its id and whether it is
+    /// new in this tree.
+    #[inline]
+    pub fn add_new(&mut self, parent: u64, key: NodeKey, tsc: u64) -> (u64, bool) {
+        let id = key.child_of(parent);
+        match self.index.entry(id) {
+            std::collections::hash_map::Entry::Occupied(e) => {
+                let n = &mut self.nodes[*e.get() as usize].1;
+                n.calls = n.calls.saturating_add(1);
+                (id, false)
+            }
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(self.nodes.len() as u32);
+                self.nodes.push((
+                    id,
+                    TreeNode {
+                        parent,
+                        key,
+                        first_tsc: tsc,
+                        calls: 1,
+                    },
+                ));
+                self.fa = self.fa.wrapping_add(mix(id, 0x51));
+                self.fb = self.fb.wrapping_add(mix(0x52, id));
+                (id, true)
+            }
+        }
+    }
+
+    /// Like [`TreeBuf::add_new`], returning the id only.
+    #[inline]
+    pub fn add(&mut self, parent: u64, key: NodeKey, tsc: u64) -> u64 {
+        self.add_new(parent, key, tsc).0
+    }
+
+    /// Puts a node taken from another tree (see [`TreeBuf::take_subtree`]); a node already
+    /// present is replaced.
+    pub fn insert(&mut self, id: u64, n: TreeNode) {
+        match self.index.get(&id) {
+            Some(&i) => self.nodes[i as usize].1 = n,
+            None => {
+                self.index.insert(id, self.nodes.len() as u32);
+                self.nodes.push((id, n));
+                self.fa = self.fa.wrapping_add(mix(id, 0x51));
+                self.fb = self.fb.wrapping_add(mix(0x52, id));
+            }
+        }
+    }
+
+    /// Removes node `id` and its descendants, returning them (parents before children).
+    pub fn take_subtree(&mut self, id: u64) -> Vec<(u64, TreeNode)> {
+        let Some(&at) = self.index.get(&id) else {
+            return Vec::new();
+        };
+        // Descendants were added after their ancestors: one scan from `id` on finds them.
+        let mut taken: IdSet = IdSet::default();
+        taken.insert(id);
+        let mut out = Vec::new();
+        let mut kept = Vec::with_capacity(self.nodes.len());
+        for (i, (nid, n)) in self.nodes.drain(..).enumerate() {
+            if i >= at as usize && (nid == id || taken.contains(&n.parent)) {
+                taken.insert(nid);
+                out.push((nid, n));
+            } else {
+                kept.push((nid, n));
+            }
+        }
+        self.nodes = kept;
+        self.index.clear();
+        for (i, (nid, _)) in self.nodes.iter().enumerate() {
+            self.index.insert(*nid, i as u32);
+        }
+        for (nid, _) in &out {
+            self.fa = self.fa.wrapping_sub(mix(*nid, 0x51));
+            self.fb = self.fb.wrapping_sub(mix(0x52, *nid));
+        }
+        out
+    }
+
+    /// Empties the tree, keeping its allocations (unless they grew very large).
+    pub fn clear(&mut self) {
+        self.nodes.clear();
+        if self.index.capacity() > TREEBUF_KEEP {
+            self.index = IdMap::default();
+        } else {
+            self.index.clear();
+        }
+        self.fa = 0;
+        self.fb = 0;
+    }
+
+    /// The nodes, in the order they were first added.
+    pub fn nodes(&self) -> &[(u64, TreeNode)] {
+        &self.nodes
+    }
+
+    /// Number of nodes.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Has the tree no node?
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// Is this id in the tree (the root always is)?
+    pub fn contains(&self, id: u64) -> bool {
+        id == ROOT || self.index.contains_key(&id)
+    }
+
+    /// Order-independent fingerprint of the node set: equal sets give equal fingerprints
+    /// (and unequal ones differ but with probability ~2⁻¹²⁸). The same as
+    /// [`CallTree::fingerprint`] of [`TreeBuf::to_tree`].
+    pub fn fingerprint(&self) -> (u64, u64) {
+        (self.fa.wrapping_add(self.nodes.len() as u64), self.fb)
+    }
+
+    /// A [`CallTree`] holding the same nodes.
+    pub fn to_tree(&self) -> CallTree {
+        let mut nodes = IdMap::default();
+        nodes.reserve(self.nodes.len());
+        for (id, n) in &self.nodes {
+            nodes.insert(*id, *n);
+        }
+        CallTree { nodes }
+    }
+}
+
+impl CallTree {
+    /// Order-independent fingerprint of the node set (see [`TreeBuf::fingerprint`]).
+    pub fn fingerprint(&self) -> (u64, u64) {
+        let (mut a, mut b) = (self.nodes.len() as u64, 0u64);
+        for &id in self.nodes.keys() {
+            a = a.wrapping_add(mix(id, 0x51));
+            b = b.wrapping_add(mix(0x52, id));
+        }
+        (a, b)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -295,6 +456,40 @@ mod tests {
         assert_eq!(t.nodes.len(), 4);
         assert_eq!(t.nodes[&b1].calls, 2);
         assert_eq!(t.ids_sorted(), vec![a, b1, c, b_elsewhere]);
+    }
+
+    #[test]
+    fn tree_buffer_fingerprints_node_sets_and_moves_subtrees() {
+        let mut a = TreeBuf::default();
+        let x = a.add(ROOT, k(1), 0);
+        let y = a.add(x, k(2), 1);
+        let z = a.add(y, k(3), 2);
+        let w = a.add(x, k(4), 3);
+        a.add(y, k(3), 4);
+        assert_eq!(a.len(), 4);
+        assert_eq!(a.fingerprint(), a.to_tree().fingerprint());
+        // Another order, other counts: the same node set, the same fingerprint.
+        let mut b = TreeBuf::default();
+        b.add(ROOT, k(1), 9);
+        b.add(x, k(4), 9);
+        b.add(x, k(2), 9);
+        assert_ne!(a.fingerprint(), b.fingerprint());
+        b.add(y, k(3), 9);
+        assert_eq!(a.fingerprint(), b.fingerprint());
+        // Taking y's subtree leaves x and w, and the fingerprint of that set.
+        let moved = a.take_subtree(y);
+        assert_eq!(moved.iter().map(|m| m.0).collect::<Vec<_>>(), vec![y, z]);
+        assert_eq!(moved[1].1.calls, 2);
+        assert!(a.contains(x) && a.contains(w) && !a.contains(y) && !a.contains(z));
+        assert_eq!(a.fingerprint(), a.to_tree().fingerprint());
+        let mut c = TreeBuf::default();
+        for (id, n) in moved {
+            c.insert(id, n);
+        }
+        assert_eq!(c.to_tree().nodes[&z].calls, 2);
+        a.clear();
+        assert!(a.is_empty());
+        assert_eq!(a.fingerprint(), TreeBuf::default().fingerprint());
     }
 
     #[test]

@@ -40,12 +40,12 @@
 use crate::connections::{self, ConnKey, FdTable, SetupCall};
 use crate::decode::{CallKind, DecodeStats, Event, LibEvent, ProcessTrace, ThreadTrace};
 use crate::error::Result;
-use crate::hash::{mix, IdMap};
+use crate::hash::{mix, FxMap, FxSet, IdMap};
 use crate::symbolize::{key_lib, CSym, ElfResolver, ProcessSymbols};
-use crate::trees::{CallTree, NodeKey, NodeKind, Outcome, TreeOptions, ROOT};
+use crate::trees::{CallTree, NodeKey, NodeKind, Outcome, TreeBuf, TreeOptions, ROOT};
 use bufpool::format::{LibFn, Meta, ProcReason};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Kinds of execution units.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -299,6 +299,8 @@ pub struct ProcessUnits {
     pub units: Vec<Unit>,
     /// Names of key parts.
     pub names: NameBook,
+    /// Connections of the units (what [`UnitHead::conn`] indexes; 0 is none).
+    pub conns: Vec<ConnRow>,
     /// Counts of both passes together (entries are counted once).
     pub stats: DecodeStats,
 }
@@ -367,12 +369,17 @@ fn merge_enter(enter: &LibEvent, exit: &mut LibEvent) {
     }
 }
 
+/// Receives a thread's events with its library calls paired (see [`for_each_paired`]).
+trait PairSink {
+    /// An event other than a library call.
+    fn event(&mut self, e: &Event);
+    /// A library call: its exit with the entry's arguments merged in (or an entry that
+    /// never returned), and its outcome.
+    fn call(&mut self, l: &LibEvent, o: Outcome);
+}
+
 /// Iterates a thread's library calls, paired, with the other events in between.
-fn for_each_paired(
-    t: &ThreadTrace,
-    mut on_event: impl FnMut(&Event),
-    mut on_call: impl FnMut(&LibEvent, Outcome),
-) -> Result<DecodeStats> {
+fn for_each_paired<S: PairSink>(t: &ThreadTrace, s: &mut S) -> Result<DecodeStats> {
     let mut pending: Option<LibEvent> = None;
     // Fault-injection records wait for the library call they describe: the injector
     // writes one before that call's entry (a skipped call: errno, eof…) or between its
@@ -382,10 +389,10 @@ fn for_each_paired(
         Event::Lib(l) => {
             if !l.exit {
                 if let Some(p) = pending.take() {
-                    on_call(&p, Outcome::Unfinished);
+                    s.call(&p, Outcome::Unfinished);
                 }
                 if is_exit(l.func) || l.func.is_exec() {
-                    on_call(&l, Outcome::Unfinished);
+                    s.call(&l, Outcome::Unfinished);
                 } else {
                     pending = Some(l);
                 }
@@ -395,13 +402,13 @@ fn for_each_paired(
                     if p.func == ev.func {
                         merge_enter(&p, &mut ev);
                     } else {
-                        on_call(&p, Outcome::Unfinished);
+                        s.call(&p, Outcome::Unfinished);
                     }
                 }
                 let o = Outcome::of(ev.func, &ev.opts);
-                on_call(&ev, o);
+                s.call(&ev, o);
                 for h in held.drain(..) {
-                    on_event(&h);
+                    s.event(&h);
                 }
             }
         }
@@ -411,19 +418,19 @@ fn for_each_paired(
         } => held.push(e),
         // Other metadata (a code record, the map after dlopen) says nothing about calls:
         // it never ends a pending library call.
-        meta @ Event::Meta { .. } => on_event(&meta),
+        meta @ Event::Meta { .. } => s.event(&meta),
         other => {
             if let Some(p) = pending.take() {
-                on_call(&p, Outcome::Unfinished);
+                s.call(&p, Outcome::Unfinished);
             }
-            on_event(&other)
+            s.event(&other)
         }
     })?;
     if let Some(p) = pending.take() {
-        on_call(&p, Outcome::Unfinished);
+        s.call(&p, Outcome::Unfinished);
     }
     for h in held.drain(..) {
-        on_event(&h);
+        s.event(&h);
     }
     Ok(st)
 }
@@ -447,7 +454,7 @@ struct RawSetup {
 
 #[derive(Default)]
 struct Candidates {
-    by_path: HashMap<u64, LoopSpec>,
+    by_path: IdMap<LoopSpec>,
 }
 
 impl Candidates {
@@ -488,6 +495,144 @@ fn is_socket_receive(l: &LibEvent, known: impl Fn(i32) -> bool) -> bool {
     }
 }
 
+/// Pass 1 over one thread: its frames (with the multiplexer and receive calls each
+/// activation contained), the loop candidates, and what the process-wide scan collects.
+struct ThreadScanner<'a> {
+    tid: u32,
+    frames: Vec<P1Frame>,
+    /// Multiplexer and receive calls made outside any frame.
+    root: (u64, u64),
+    cands: Candidates,
+    sockets: FxSet<i32>,
+    raw_setups: &'a mut Vec<RawSetup>,
+    symbols: &'a mut ProcessSymbols,
+    exe: &'a mut String,
+    forked: &'a mut Option<(u32, u64)>,
+}
+
+impl ThreadScanner<'_> {
+    fn pop(&mut self) {
+        if let Some(f) = self.frames.pop() {
+            self.cands
+                .consider(f.path, self.frames.len() + 1, f.mux, f.recv);
+            match self.frames.last_mut() {
+                Some(p) => {
+                    p.mux += f.mux;
+                    p.recv += f.recv;
+                }
+                None => {
+                    self.root.0 += f.mux;
+                    self.root.1 += f.recv;
+                }
+            }
+        }
+    }
+
+    /// The thread's event loop, once every event was seen.
+    fn finish(mut self) -> Option<LoopSpec> {
+        while !self.frames.is_empty() {
+            self.pop();
+        }
+        self.cands.consider(RAW_ROOT, 0, self.root.0, self.root.1);
+        self.cands.choose()
+    }
+}
+
+impl PairSink for ThreadScanner<'_> {
+    fn event(&mut self, e: &Event) {
+        match e {
+            Event::Call {
+                kind, site, callee, ..
+            } => {
+                let parent = self.frames.last().map_or(RAW_ROOT, |f| f.path);
+                self.frames.push(P1Frame {
+                    kind: *kind,
+                    site: *site,
+                    callee: *callee,
+                    path: raw_step(parent, *kind, *site, *callee),
+                    mux: 0,
+                    recv: 0,
+                });
+            }
+            Event::Return { kind, callee, .. } => {
+                if let Some(i) = self
+                    .frames
+                    .iter()
+                    .rposition(|f| f.callee == *callee && f.kind == *kind)
+                {
+                    while self.frames.len() > i {
+                        self.pop();
+                    }
+                }
+            }
+            Event::Meta { meta, .. } => {
+                self.symbols.add(meta);
+                if let Meta::Proc(pr) = meta {
+                    if pr.reason != ProcReason::Fork || self.exe.is_empty() {
+                        *self.exe = String::from_utf8_lossy(&pr.exe).into_owned();
+                    }
+                    *self.forked = match pr.reason {
+                        ProcReason::Fork => Some((pr.ppid, e.tsc())),
+                        ProcReason::Exec => None,
+                        ProcReason::Start => *self.forked,
+                    };
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn call(&mut self, l: &LibEvent, _o: Outcome) {
+        let counters = match self.frames.last_mut() {
+            Some(f) => (&mut f.mux, &mut f.recv),
+            None => (&mut self.root.0, &mut self.root.1),
+        };
+        if l.func.is_multiplexer() {
+            *counters.0 += 1;
+        }
+        // Descriptors inherited at fork are not known yet here: a read on a descriptor of
+        // unknown kind counts as a possible receive (the loop also needs multiplexer calls).
+        let sockets = &self.sockets;
+        if is_socket_receive(l, |fd| sockets.contains(&fd) || fd > 2) {
+            *counters.1 += 1;
+        }
+        let ret_fd = l.opts.ret.filter(|r| *r >= 0).map(|r| r as i32);
+        match l.func {
+            LibFn::Socket | LibFn::Accept | LibFn::Accept4 => {
+                self.sockets.extend(ret_fd);
+            }
+            LibFn::Close => {
+                if let Some(fd) = l.opts.fd {
+                    self.sockets.remove(&fd);
+                }
+            }
+            _ => {}
+        }
+        if connections::is_tracked(l.func) {
+            self.raw_setups.push(RawSetup {
+                call: SetupCall {
+                    tsc: l.tsc,
+                    tid: self.tid,
+                    func: l.func,
+                    fd: l.opts.fd,
+                    fd2: l.opts.fd2,
+                    ret: l.opts.ret,
+                    flags: l.opts.flags,
+                    stack: 0,
+                    local: l.opts.local(),
+                    peer: l.opts.peer(),
+                },
+                frames: self
+                    .frames
+                    .iter()
+                    .map(|f| (f.kind, f.site, f.callee))
+                    .collect(),
+                ev: l.clone(),
+            });
+        }
+    }
+}
+
 /// Pass 1: symbols, descriptor history and event loops of one process.
 pub fn scan_process(p: &ProcessTrace) -> Result<ProcessScan> {
     let mut symbols = ProcessSymbols::default();
@@ -497,137 +642,21 @@ pub fn scan_process(p: &ProcessTrace) -> Result<ProcessScan> {
     let mut threads = Vec::new();
     let mut stats = DecodeStats::default();
     for t in &p.threads {
-        let mut frames: Vec<P1Frame> = Vec::new();
-        let mut root = (0u64, 0u64);
-        let mut cands = Candidates::default();
-        let mut sockets: HashSet<i32> = HashSet::new();
-        let pop = |frames: &mut Vec<P1Frame>, root: &mut (u64, u64), cands: &mut Candidates| {
-            if let Some(f) = frames.pop() {
-                cands.consider(f.path, frames.len() + 1, f.mux, f.recv);
-                match frames.last_mut() {
-                    Some(p) => {
-                        p.mux += f.mux;
-                        p.recv += f.recv;
-                    }
-                    None => {
-                        root.0 += f.mux;
-                        root.1 += f.recv;
-                    }
-                }
-            }
+        let mut s = ThreadScanner {
+            tid: t.tid,
+            frames: Vec::new(),
+            root: (0, 0),
+            cands: Candidates::default(),
+            sockets: FxSet::default(),
+            raw_setups: &mut raw_setups,
+            symbols: &mut symbols,
+            exe: &mut exe,
+            forked: &mut forked,
         };
-        // The two closures below both need the frame stack: share it through a RefCell.
-        let state = std::cell::RefCell::new((
-            &mut frames,
-            &mut root,
-            &mut cands,
-            &mut sockets,
-            &mut raw_setups,
-            &mut symbols,
-            &mut exe,
-            &mut forked,
-        ));
-        let st = for_each_paired(
-            t,
-            |e| {
-                let mut s = state.borrow_mut();
-                let (frames, root, cands, _, _, symbols, exe, forked) = &mut *s;
-                match e {
-                    Event::Call {
-                        kind, site, callee, ..
-                    } => {
-                        let parent = frames.last().map_or(RAW_ROOT, |f| f.path);
-                        frames.push(P1Frame {
-                            kind: *kind,
-                            site: *site,
-                            callee: *callee,
-                            path: raw_step(parent, *kind, *site, *callee),
-                            mux: 0,
-                            recv: 0,
-                        });
-                    }
-                    Event::Return { kind, callee, .. } => {
-                        if let Some(i) = frames
-                            .iter()
-                            .rposition(|f| f.callee == *callee && f.kind == *kind)
-                        {
-                            while frames.len() > i {
-                                pop(frames, root, cands);
-                            }
-                        }
-                    }
-                    Event::Meta { meta, .. } => {
-                        symbols.add(meta);
-                        if let Meta::Proc(pr) = meta {
-                            if pr.reason != ProcReason::Fork || exe.is_empty() {
-                                **exe = String::from_utf8_lossy(&pr.exe).into_owned();
-                            }
-                            **forked = match pr.reason {
-                                ProcReason::Fork => Some((pr.ppid, e.tsc())),
-                                ProcReason::Exec => None,
-                                ProcReason::Start => **forked,
-                            };
-                        }
-                    }
-                    _ => {}
-                }
-            },
-            |l, _o| {
-                let mut s = state.borrow_mut();
-                let (frames, root, _, sockets, raw_setups, _, _, _) = &mut *s;
-                let counters = match frames.last_mut() {
-                    Some(f) => (&mut f.mux, &mut f.recv),
-                    None => (&mut root.0, &mut root.1),
-                };
-                if l.func.is_multiplexer() {
-                    *counters.0 += 1;
-                }
-                // Descriptors inherited at fork are not known yet here: a read on a
-                // descriptor of unknown kind counts as a possible receive (the loop also
-                // needs multiplexer calls).
-                if is_socket_receive(l, |fd| sockets.contains(&fd) || fd > 2) {
-                    *counters.1 += 1;
-                }
-                let ret_fd = l.opts.ret.filter(|r| *r >= 0).map(|r| r as i32);
-                match l.func {
-                    LibFn::Socket | LibFn::Accept | LibFn::Accept4 => {
-                        sockets.extend(ret_fd);
-                    }
-                    LibFn::Close => {
-                        if let Some(fd) = l.opts.fd {
-                            sockets.remove(&fd);
-                        }
-                    }
-                    _ => {}
-                }
-                if connections::is_tracked(l.func) {
-                    raw_setups.push(RawSetup {
-                        call: SetupCall {
-                            tsc: l.tsc,
-                            tid: t.tid,
-                            func: l.func,
-                            fd: l.opts.fd,
-                            fd2: l.opts.fd2,
-                            ret: l.opts.ret,
-                            flags: l.opts.flags,
-                            stack: 0,
-                            local: l.opts.local(),
-                            peer: l.opts.peer(),
-                        },
-                        frames: frames.iter().map(|f| (f.kind, f.site, f.callee)).collect(),
-                        ev: l.clone(),
-                    });
-                }
-            },
-        )?;
-        while !frames.is_empty() {
-            pop(&mut frames, &mut root, &mut cands);
-        }
-        cands.consider(RAW_ROOT, 0, root.0, root.1);
-        stats += st;
+        stats += for_each_paired(t, &mut s)?;
         threads.push(ThreadScan {
             tid: t.tid,
-            event_loop: cands.choose(),
+            event_loop: s.finish(),
         });
     }
     let calls = raw_setups
@@ -675,7 +704,7 @@ enum Phase {
     After,
 }
 
-/// Appends a number in decimal without the formatting machinery (one per unit).
+/// Appends a number in decimal without the formatting machinery.
 fn push_decimal(s: &mut String, mut v: u32) {
     let mut buf = [0u8; 10];
     let mut i = buf.len();
@@ -690,9 +719,215 @@ fn push_decimal(s: &mut String, mut v: u32) {
     s.extend(buf[i..].iter().map(|&b| b as char));
 }
 
+/// A connection as reports show it: identity, local and peer address.
+pub type ConnRow = (ConnKey, Option<String>, Option<String>);
+
+/// A unit as the splitter closes it: what a [`UnitInfo`] holds, without its strings (the id,
+/// the host, the connection's addresses), which only reports need.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnitHead {
+    /// Kind.
+    pub kind: UnitKind,
+    /// Thread id.
+    pub tid: u32,
+    /// Is this the process's main thread?
+    pub main_thread: bool,
+    /// Index of the unit in its thread.
+    pub index: u32,
+    /// Descriptor the handler received from (or accepted on).
+    pub fd: Option<i32>,
+    /// Index of its connection in [`UnitView::conns`] (0: none — the empty connection).
+    pub conn: u32,
+    /// Start, TSC.
+    pub tsc_start: u64,
+    /// End, TSC.
+    pub tsc_end: u64,
+    /// Start, wall clock (ns since the epoch).
+    pub t_start_unix_ns: i64,
+    /// End, wall clock.
+    pub t_end_unix_ns: i64,
+    /// Entries lost inside the unit.
+    pub lost: u64,
+    /// Faults injected inside the unit.
+    pub injections: Vec<Injection>,
+}
+
+/// A closed unit, lent to the callback of [`split_process_each`] (its tree is a buffer
+/// the splitter reuses for the next unit).
+pub struct UnitView<'a> {
+    /// Host.
+    pub host: &'a str,
+    /// Process id.
+    pub pid: u32,
+    /// The unit.
+    pub head: &'a UnitHead,
+    /// Its call tree.
+    pub tree: &'a TreeBuf,
+    /// The process's connections so far (`head.conn` indexes it).
+    pub conns: &'a [ConnRow],
+    /// The process's signature, once it is final: from the unit that closes the
+    /// initializer of the process's last thread on (the signature is made of the setup
+    /// calls of initializer units and of the program).
+    pub signature: Option<&'a Signature>,
+}
+
+impl UnitView<'_> {
+    /// The unit's connection (identity and addresses).
+    pub fn conn(&self) -> &ConnRow {
+        &self.conns[self.head.conn as usize]
+    }
+
+    /// What selects the unit's model inside a process: kind, main thread, and for handlers
+    /// the index of the connection (equal connections may have several indices; see
+    /// [`UnitView::class`]).
+    pub fn class_key(&self) -> (UnitKind, bool, u32) {
+        let conn = if self.head.kind == UnitKind::Handler {
+            self.head.conn
+        } else {
+            0
+        };
+        (self.head.kind, self.head.main_thread, conn)
+    }
+
+    /// The unit's class (which model it is compared with).
+    pub fn class(&self) -> crate::model::UnitClass {
+        crate::model::UnitClass {
+            kind: self.head.kind,
+            main_thread: self.head.main_thread,
+            conn: if self.head.kind == UnitKind::Handler {
+                self.conn().0.clone()
+            } else {
+                ConnKey::default()
+            },
+        }
+    }
+
+    /// `host:pid:tid:index`.
+    pub fn id(&self) -> String {
+        unit_id(self.host, self.pid, self.head.tid, self.head.index)
+    }
+
+    /// The whole [`UnitInfo`].
+    pub fn info(&self) -> UnitInfo {
+        let h = self.head;
+        let (conn, local, peer) = self.conn().clone();
+        UnitInfo {
+            id: self.id(),
+            host: self.host.to_string(),
+            pid: self.pid,
+            tid: h.tid,
+            main_thread: h.main_thread,
+            index: h.index,
+            kind: h.kind,
+            fd: h.fd,
+            conn,
+            local,
+            peer,
+            tsc_start: h.tsc_start,
+            tsc_end: h.tsc_end,
+            t_start_unix_ns: h.t_start_unix_ns,
+            t_end_unix_ns: h.t_end_unix_ns,
+            lost: h.lost,
+            injections: h.injections.clone(),
+        }
+    }
+
+    /// An owned [`Unit`].
+    pub fn to_unit(&self) -> Unit {
+        Unit {
+            info: self.info(),
+            tree: self.tree.to_tree(),
+        }
+    }
+}
+
+/// The id of a unit: `host:pid:tid:index`.
+pub fn unit_id(host: &str, pid: u32, tid: u32, index: u32) -> String {
+    let mut id = String::with_capacity(host.len() + 24);
+    id.push_str(host);
+    for v in [pid, tid] {
+        id.push(':');
+        push_decimal(&mut id, v);
+    }
+    id.push(':');
+    push_decimal(&mut id, index);
+    id
+}
+
+/// What the splitters of a process's threads share: names, the signature, the connections
+/// seen, and the stable keys already computed.
+struct ProcCtx {
+    names: NameBook,
+    signature: BTreeSet<u64>,
+    /// Connections, distinct by value; 0 is "none".
+    conns: Vec<ConnRow>,
+    /// Index in `conns` of each connection state seen, by its `ConnInfo`'s address
+    /// (formatting addresses for every handler unit was a tenth of the splitting time).
+    conn_by_ptr: FxMap<usize, u32>,
+    conn_by_value: FxMap<ConnRow, u32>,
+    /// Node keys by raw parts (`memo_*` below): symbolizing a raw address or Python index
+    /// (a search of the memory map, string hashes) is done once per process, and so is
+    /// naming — the flag tells whether the parts' names were noted.
+    memo: FxMap<(u64, u64, u64), (NodeKey, bool)>,
+    /// The signature, once final (see [`UnitView::signature`]).
+    final_sig: Option<Signature>,
+}
+
+impl ProcCtx {
+    fn new() -> ProcCtx {
+        let none: ConnRow = (ConnKey::default(), None, None);
+        let mut conn_by_value = FxMap::default();
+        conn_by_value.insert(none.clone(), 0);
+        ProcCtx {
+            names: NameBook::default(),
+            signature: BTreeSet::new(),
+            conns: vec![none],
+            conn_by_ptr: FxMap::default(),
+            conn_by_value,
+            memo: FxMap::default(),
+            final_sig: None,
+        }
+    }
+
+    /// The process's signature: the setup calls' stack keys and the program.
+    fn signature(&self, exe: &str) -> Signature {
+        let mut s = self.signature.clone();
+        if !exe.is_empty() {
+            s.insert(program_key(exe));
+        }
+        Signature(s.into_iter().collect())
+    }
+
+    fn conn_index(&mut self, ci: &std::sync::Arc<connections::ConnInfo>) -> u32 {
+        let ptr = std::sync::Arc::as_ptr(ci) as usize;
+        if let Some(&i) = self.conn_by_ptr.get(&ptr) {
+            return i;
+        }
+        let row: ConnRow = (
+            ci.key(),
+            ci.local.map(|a| a.to_display()),
+            ci.peer.map(|a| a.to_display()),
+        );
+        let i = match self.conn_by_value.get(&row) {
+            Some(&i) => i,
+            None => {
+                let i = self.conns.len() as u32;
+                self.conns.push(row.clone());
+                self.conn_by_value.insert(row, i);
+                i
+            }
+        };
+        self.conn_by_ptr.insert(ptr, i);
+        i
+    }
+}
+
+/// Memo tags of [`ProcCtx::memo`] (the first part of the raw key).
+const MEMO_FRAME: u64 = 1 << 62;
+const MEMO_LIB: u64 = 2 << 62;
+const MEMO_EXC: u64 = 3 << 62;
+
 struct Splitter<'a> {
-    /// `host:pid:tid:`, the prefix of unit ids.
-    id_prefix: String,
     p: &'a ProcessTrace,
     scan: &'a ProcessScan,
     opts: TreeOptions,
@@ -701,17 +936,19 @@ struct Splitter<'a> {
     frames: Vec<P2Frame>,
     phase: Phase,
     base: usize,
-    cur: Unit,
+    /// The current unit and its tree.
+    head: UnitHead,
+    tree: TreeBuf,
+    /// The tree of the unit being closed (kept to reuse its allocations).
+    spare: TreeBuf,
     last_tsc: u64,
     /// Receives each unit as it is closed.
-    sink: &'a mut dyn FnMut(Unit),
+    sink: &'a mut dyn FnMut(UnitView<'_>),
     anchor: Option<usize>,
     mux_since_recv: bool,
-    names: &'a mut NameBook,
-    signature: &'a mut BTreeSet<u64>,
-    /// Identity and addresses of each connection seen, by its `ConnInfo`'s address (formatting
-    /// addresses for every handler unit was a tenth of the splitting time).
-    conns: crate::hash::FxMap<usize, (ConnKey, Option<String>, Option<String>)>,
+    ctx: &'a mut ProcCtx,
+    /// Is this the process's last thread (whose initializer completes the signature)?
+    last_thread: bool,
 }
 
 impl Splitter<'_> {
@@ -720,75 +957,80 @@ impl Splitter<'_> {
         v.clamp(i64::MIN as i128, i64::MAX as i128) as i64
     }
 
-    fn new_info(&self, kind: UnitKind, tsc: u64, index: u32) -> UnitInfo {
-        UnitInfo {
-            id: {
-                let mut id = String::with_capacity(self.id_prefix.len() + 6);
-                id.push_str(&self.id_prefix);
-                push_decimal(&mut id, index);
-                id
-            },
-            host: self.p.host.clone(),
-            pid: self.p.pid,
+    fn new_head(&self, kind: UnitKind, tsc: u64, index: u32) -> UnitHead {
+        let t = self.unix(tsc);
+        UnitHead {
+            kind,
             tid: self.tid,
             main_thread: self.tid == self.p.pid,
             index,
-            kind,
             fd: None,
-            conn: ConnKey::default(),
-            local: None,
-            peer: None,
+            conn: 0,
             tsc_start: tsc,
             tsc_end: tsc,
-            t_start_unix_ns: self.unix(tsc),
-            t_end_unix_ns: self.unix(tsc),
+            t_start_unix_ns: t,
+            t_end_unix_ns: t,
             lost: 0,
             injections: Vec::new(),
         }
     }
 
-    fn name_frame(&mut self, f_kind: CallKind, site: u64, callee: u64, key: &NodeKey) {
+    /// The node key of a function frame, and whether its names were noted.
+    #[inline]
+    fn frame_key(&mut self, kind: CallKind, site: u64, callee: u64) -> (NodeKey, bool) {
+        let raw = (MEMO_FRAME | kind as u64, site, callee);
+        if let Some(&k) = self.ctx.memo.get(&raw) {
+            return k;
+        }
+        let k = frame_key(&self.scan.symbols, kind, site, callee);
+        self.ctx.memo.insert(raw, (k, false));
+        (k, false)
+    }
+
+    /// Notes the names of a frame's parts (once per process).
+    #[cold]
+    fn name_frame(&mut self, kind: CallKind, site: u64, callee: u64, key: &NodeKey) {
         let sy = &self.scan.symbols;
-        let names = &mut self.names.names;
-        names.entry(key.site).or_insert_with(|| match f_kind {
+        let names = &mut self.ctx.names.names;
+        names.entry(key.site).or_insert_with(|| match kind {
             CallKind::C => NameSrc::C(sy.name_c(site)),
             _ => NameSrc::Text(sy.name_py_site(site)),
         });
-        names.entry(key.callee).or_insert_with(|| match f_kind {
+        names.entry(key.callee).or_insert_with(|| match kind {
             CallKind::C => NameSrc::C(sy.name_c(callee)),
             _ => NameSrc::Text(sy.name_py(callee)),
         });
+        if let Some(m) = self
+            .ctx
+            .memo
+            .get_mut(&(MEMO_FRAME | kind as u64, site, callee))
+        {
+            m.1 = true;
+        }
     }
 
     /// Closes the current unit at `tsc` and opens a new one.
     fn start(&mut self, kind: UnitKind, tsc: u64, fd: Option<i32>) {
-        let index = self.cur.info.index + 1;
-        let mut next = Unit {
-            info: self.new_info(kind, tsc, index),
-            tree: CallTree::default(),
-        };
-        std::mem::swap(&mut self.cur, &mut next);
+        let index = self.head.index + 1;
+        let next = self.new_head(kind, tsc, index);
+        let old = std::mem::replace(&mut self.head, next);
+        std::mem::swap(&mut self.tree, &mut self.spare);
         // A handler takes from the loop unit before it the calls that led to its first
         // receive: the frames under the loop frame entered during that loop unit (e.g.
         // `handle_lhs_input`, entered after `select`), with everything they called. They
         // belong to the handling of this message, not to the loop's own work.
-        let moved = if kind == UnitKind::Handler && next.info.kind == UnitKind::Loop {
+        let moved = if kind == UnitKind::Handler && old.kind == UnitKind::Loop {
             let base = self.event_loop.map_or(0, |l| l.depth);
-            match self
-                .frames
-                .iter()
-                .skip(base)
-                .find(|f| f.unit == next.info.index)
-            {
-                Some(f) => take_subtree(&mut next.tree, f.rel),
+            match self.frames.iter().skip(base).find(|f| f.unit == old.index) {
+                Some(f) => self.spare.take_subtree(f.rel),
                 None => Vec::new(),
             }
         } else {
             Vec::new()
         };
-        self.close(next, tsc);
+        self.close_spare(old, tsc);
         for (id, n) in moved {
-            self.cur.tree.nodes.insert(id, n);
+            self.tree.insert(id, n);
         }
         let base = match kind {
             UnitKind::Initializer | UnitKind::Finalizer => 0,
@@ -804,26 +1046,14 @@ impl Splitter<'_> {
         }
         let mut parent = ROOT;
         for f in self.frames.iter().skip(self.base) {
-            parent = self.cur.tree.add(parent, f.key, tsc);
+            parent = self.tree.add(parent, f.key, tsc);
         }
         self.anchor = None;
         if kind == UnitKind::Handler {
             if let Some(fd) = fd {
-                self.cur.info.fd = Some(fd);
+                self.head.fd = Some(fd);
                 if let Some(ci) = self.scan.fd_at(fd, tsc) {
-                    let (conn, local, peer) = self
-                        .conns
-                        .entry(std::sync::Arc::as_ptr(ci) as usize)
-                        .or_insert_with(|| {
-                            (
-                                ci.key(),
-                                ci.local.map(|a| a.to_display()),
-                                ci.peer.map(|a| a.to_display()),
-                            )
-                        });
-                    self.cur.info.conn = conn.clone();
-                    self.cur.info.local = local.clone();
-                    self.cur.info.peer = peer.clone();
+                    self.head.conn = self.ctx.conn_index(ci);
                 }
             }
             if self.frames.len() > self.base
@@ -835,14 +1065,26 @@ impl Splitter<'_> {
         self.mux_since_recv = false;
     }
 
-    fn close(&mut self, mut u: Unit, tsc: u64) {
-        u.info.tsc_end = tsc.max(u.info.tsc_start);
-        u.info.t_end_unix_ns = self.unix(u.info.tsc_end);
-        let keep = !u.tree.nodes.is_empty()
-            || matches!(u.info.kind, UnitKind::Initializer | UnitKind::Handler);
-        if keep {
-            (self.sink)(u);
+    /// Hands the unit `head`, whose tree is in `spare`, to the sink; empties `spare`.
+    fn close_spare(&mut self, mut head: UnitHead, tsc: u64) {
+        head.tsc_end = tsc.max(head.tsc_start);
+        head.t_end_unix_ns = self.unix(head.tsc_end);
+        let keep = !self.spare.is_empty()
+            || matches!(head.kind, UnitKind::Initializer | UnitKind::Handler);
+        if head.kind == UnitKind::Initializer && self.last_thread && self.ctx.final_sig.is_none() {
+            self.ctx.final_sig = Some(self.ctx.signature(&self.scan.exe));
         }
+        if keep {
+            (self.sink)(UnitView {
+                host: &self.p.host,
+                pid: self.p.pid,
+                head: &head,
+                tree: &self.spare,
+                conns: &self.ctx.conns,
+                signature: self.ctx.final_sig.as_ref(),
+            });
+        }
+        self.spare.clear();
     }
 
     fn top_rel(&self) -> u64 {
@@ -853,30 +1095,88 @@ impl Splitter<'_> {
         }
     }
 
-    fn on_event(&mut self, e: &Event) {
+    /// Sets the first unit's start at the thread's first event.
+    #[inline]
+    fn first(&mut self, tsc: u64) {
+        if self.head.tsc_start == 0 && self.head.index == 0 {
+            self.head.tsc_start = tsc;
+            self.head.t_start_unix_ns = self.unix(tsc);
+        }
+    }
+
+    fn after_pop(&mut self, tsc: u64) {
+        if self.phase == Phase::In {
+            if let Some(l) = self.event_loop {
+                if l.depth > 0 && self.frames.len() < l.depth {
+                    self.phase = Phase::After;
+                    self.start(UnitKind::Finalizer, tsc, None);
+                    return;
+                }
+            }
+            if self.head.kind == UnitKind::Handler {
+                if let Some(a) = self.anchor {
+                    if self.frames.len() <= a {
+                        self.start(UnitKind::Loop, tsc, None);
+                    }
+                }
+            }
+        }
+    }
+
+    fn anchor_active(&self) -> bool {
+        self.anchor.is_some_and(|a| self.frames.len() > a)
+    }
+
+    fn on_injection(&mut self, tsc: u64, r: &bufpool::format::InjectRecord) {
+        let inj = Injection {
+            unix_ns: self.unix(tsc),
+            func: LibFn::from_id(r.func as u64)
+                .map_or_else(|| format!("fn#{}", r.func), |f| f.name().to_string()),
+            fd: r.fd,
+            forced_ret: r.forced_ret,
+            forced_errno: r.forced_errno,
+            spec: String::from_utf8_lossy(&r.spec).into_owned(),
+        };
+        // The call's own `inject` option may already have noted it (as "rule N"): the
+        // record, which has the rule's text, replaces that note.
+        let note = format!("rule {}", r.rule);
+        let injections = &mut self.head.injections;
+        match injections
+            .iter_mut()
+            .find(|i| i.spec == note && i.func == inj.func && i.fd == inj.fd)
+        {
+            Some(i) => *i = inj,
+            None => injections.push(inj),
+        }
+    }
+}
+
+impl PairSink for Splitter<'_> {
+    fn event(&mut self, e: &Event) {
         let tsc = e.tsc();
+        self.first(tsc);
         self.last_tsc = self.last_tsc.max(tsc);
         match e {
             Event::Call {
                 kind, site, callee, ..
             } => {
-                let key = frame_key(&self.scan.symbols, *kind, *site, *callee);
+                let (key, named) = self.frame_key(*kind, *site, *callee);
                 let (abs_parent, raw_parent, rel_parent) = match self.frames.last() {
                     Some(f) => (f.abs, f.raw_path, self.top_rel()),
                     None => (ROOT, RAW_ROOT, ROOT),
                 };
                 let in_unit = self.frames.len() >= self.base;
                 let (rel, new) = if in_unit {
-                    self.cur.tree.add_new(rel_parent, key, tsc)
+                    self.tree.add_new(rel_parent, key, tsc)
                 } else {
                     (key.child_of(rel_parent), false)
                 };
-                if new {
+                if new && !named {
                     self.name_frame(*kind, *site, *callee, &key);
                 }
                 self.frames.push(P2Frame {
                     kind: *kind,
-                    unit: self.cur.info.index,
+                    unit: self.head.index,
                     raw_callee: *callee,
                     raw_path: raw_step(raw_parent, *kind, *site, *callee),
                     key,
@@ -897,81 +1197,45 @@ impl Splitter<'_> {
                 }
             }
             Event::Exception { code, exc_type, .. } => {
-                let sy = &self.scan.symbols;
-                let key = NodeKey {
-                    kind: NodeKind::Exception,
-                    site: sy.key_py(*code),
-                    callee: sy.key_py(*exc_type),
-                    outcome: Outcome::Any,
+                let raw = (MEMO_EXC, *code, *exc_type);
+                let (key, named) = match self.ctx.memo.get(&raw) {
+                    Some(&k) => k,
+                    None => {
+                        let sy = &self.scan.symbols;
+                        let key = NodeKey {
+                            kind: NodeKind::Exception,
+                            site: sy.key_py(*code),
+                            callee: sy.key_py(*exc_type),
+                            outcome: Outcome::Any,
+                        };
+                        self.ctx.memo.insert(raw, (key, false));
+                        (key, false)
+                    }
                 };
-                let (_, new) = self.cur.tree.add_new(self.top_rel(), key, tsc);
-                if new {
+                let (_, new) = self.tree.add_new(self.top_rel(), key, tsc);
+                if new && !named {
+                    let sy = &self.scan.symbols;
                     let (n1, n2) = (sy.name_py(*code), sy.name_py(*exc_type));
-                    self.names
-                        .names
-                        .entry(key.site)
-                        .or_insert(NameSrc::Text(n1));
-                    self.names
-                        .names
-                        .entry(key.callee)
-                        .or_insert(NameSrc::Text(n2));
+                    let names = &mut self.ctx.names.names;
+                    names.entry(key.site).or_insert(NameSrc::Text(n1));
+                    names.entry(key.callee).or_insert(NameSrc::Text(n2));
+                    if let Some(m) = self.ctx.memo.get_mut(&raw) {
+                        m.1 = true;
+                    }
                 }
             }
-            Event::Lost { count, .. } => self.cur.info.lost += count,
+            Event::Lost { count, .. } => self.head.lost += count,
             Event::Meta {
                 meta: Meta::Inject(r),
                 ..
-            } => {
-                let inj = Injection {
-                    unix_ns: self.unix(tsc),
-                    func: LibFn::from_id(r.func as u64)
-                        .map_or_else(|| format!("fn#{}", r.func), |f| f.name().to_string()),
-                    fd: r.fd,
-                    forced_ret: r.forced_ret,
-                    forced_errno: r.forced_errno,
-                    spec: String::from_utf8_lossy(&r.spec).into_owned(),
-                };
-                // The call's own `inject` option may already have noted it (as "rule N"):
-                // the record, which has the rule's text, replaces that note.
-                let note = format!("rule {}", r.rule);
-                let injections = &mut self.cur.info.injections;
-                match injections
-                    .iter_mut()
-                    .find(|i| i.spec == note && i.func == inj.func && i.fd == inj.fd)
-                {
-                    Some(i) => *i = inj,
-                    None => injections.push(inj),
-                }
-            }
+            } => self.on_injection(tsc, r),
             Event::Meta { .. } | Event::Lib(_) => {}
         }
     }
 
-    fn after_pop(&mut self, tsc: u64) {
-        if self.phase == Phase::In {
-            if let Some(l) = self.event_loop {
-                if l.depth > 0 && self.frames.len() < l.depth {
-                    self.phase = Phase::After;
-                    self.start(UnitKind::Finalizer, tsc, None);
-                    return;
-                }
-            }
-            if self.cur.info.kind == UnitKind::Handler {
-                if let Some(a) = self.anchor {
-                    if self.frames.len() <= a {
-                        self.start(UnitKind::Loop, tsc, None);
-                    }
-                }
-            }
-        }
-    }
-
-    fn anchor_active(&self) -> bool {
-        self.anchor.is_some_and(|a| self.frames.len() > a)
-    }
-
-    fn on_call(&mut self, l: &LibEvent, outcome: Outcome) {
+    fn call(&mut self, l: &LibEvent, outcome: Outcome) {
         let tsc = l.tsc;
+        self.first(tsc);
         self.last_tsc = self.last_tsc.max(tsc);
         if self.phase == Phase::Before && l.func.is_multiplexer() {
             if let Some(lp) = self.event_loop {
@@ -991,14 +1255,14 @@ impl Splitter<'_> {
                 self.phase = Phase::After;
                 self.start(UnitKind::Finalizer, tsc, None);
             } else if l.func.is_multiplexer() {
-                if self.cur.info.kind == UnitKind::Handler && !self.anchor_active() {
+                if self.head.kind == UnitKind::Handler && !self.anchor_active() {
                     self.start(UnitKind::Loop, tsc, None);
                 }
                 self.mux_since_recv = true;
             } else if is_socket_receive(l, |fd| self.scan.fd_at(fd, tsc).is_some()) {
                 let fd = l.opts.fd;
-                let same = self.cur.info.kind == UnitKind::Handler
-                    && self.cur.info.fd == fd
+                let same = self.head.kind == UnitKind::Handler
+                    && self.head.fd == fd
                     && !self.mux_since_recv;
                 if !same {
                     self.start(UnitKind::Handler, tsc, fd);
@@ -1007,28 +1271,43 @@ impl Splitter<'_> {
             }
         }
         let sy = &self.scan.symbols;
-        if self.cur.info.kind == UnitKind::Initializer && connections::is_setup(l.func) {
+        if self.head.kind == UnitKind::Initializer && connections::is_setup(l.func) {
             let top_abs = self.frames.last().map_or(ROOT, |f| f.abs);
-            self.signature.insert(setup_stack_key(sy, top_abs, l));
+            self.ctx.signature.insert(setup_stack_key(sy, top_abs, l));
         }
         let o = if self.opts.outcome_aware {
             outcome
         } else {
             Outcome::Any
         };
-        let key = lib_key(sy, l, o);
-        let (_, new) = self.cur.tree.add_new(self.top_rel(), key, tsc);
-        if new {
-            let site = sy.name_c(l.site);
-            self.names.names.entry(key.site).or_insert(NameSrc::C(site));
-            self.names
-                .names
+        let raw = (
+            MEMO_LIB,
+            l.site,
+            (key_lib(l.func) << 32) | o.code() as u32 as u64,
+        );
+        let (key, named) = match self.ctx.memo.get(&raw) {
+            Some(&k) => k,
+            None => {
+                let k = lib_key(sy, l, o);
+                self.ctx.memo.insert(raw, (k, false));
+                (k, false)
+            }
+        };
+        let (_, new) = self.tree.add_new(self.top_rel(), key, tsc);
+        if new && !named {
+            let site = self.scan.symbols.name_c(l.site);
+            let names = &mut self.ctx.names.names;
+            names.entry(key.site).or_insert(NameSrc::C(site));
+            names
                 .entry(key.callee)
                 .or_insert_with(|| NameSrc::Text(l.func.name().to_string()));
+            if let Some(m) = self.ctx.memo.get_mut(&raw) {
+                m.1 = true;
+            }
         }
         if let Some(rule) = l.opts.inject {
             // Covered by a Meta::Inject record when the injector writes one; note it anyway.
-            if self.cur.info.injections.is_empty() {
+            if self.head.injections.is_empty() {
                 let inj = Injection {
                     unix_ns: self.unix(tsc),
                     func: l.func.name().to_string(),
@@ -1037,32 +1316,10 @@ impl Splitter<'_> {
                     forced_errno: l.opts.errno.unwrap_or(0),
                     spec: format!("rule {rule}"),
                 };
-                self.cur.info.injections.push(inj);
+                self.head.injections.push(inj);
             }
         }
     }
-}
-
-/// Removes node `id` and its descendants from `t`, returning them.
-fn take_subtree(t: &mut CallTree, id: u64) -> Vec<(u64, crate::trees::TreeNode)> {
-    if !t.nodes.contains_key(&id) {
-        return Vec::new();
-    }
-    let mut children: IdMap<Vec<u64>> = IdMap::default();
-    for (&c, n) in &t.nodes {
-        children.entry(n.parent).or_default().push(c);
-    }
-    let mut out = Vec::new();
-    let mut stack = vec![id];
-    while let Some(x) = stack.pop() {
-        if let Some(n) = t.nodes.remove(&x) {
-            out.push((x, n));
-        }
-        if let Some(ch) = children.get(&x) {
-            stack.extend(ch.iter().copied());
-        }
-    }
-    out
 }
 
 /// Pass 2: cuts every thread of a process into units with their call trees.
@@ -1072,24 +1329,23 @@ pub fn split_process(
     opts: &TreeOptions,
 ) -> Result<ProcessUnits> {
     let mut units = Vec::new();
-    let mut pu = split_process_each(p, scan, opts, |u| units.push(u))?;
+    let mut pu = split_process_each(p, scan, opts, |u| units.push(u.to_unit()))?;
     pu.units = units;
     Ok(pu)
 }
 
-/// Like [`split_process`], handing each unit to `on_unit` as soon as it is closed (by thread,
+/// Like [`split_process`], lending each unit to `on_unit` as soon as it is closed (by thread,
 /// then time) instead of collecting them: the returned [`ProcessUnits`] has no units.
 pub fn split_process_each(
     p: &ProcessTrace,
     scan: &ProcessScan,
     opts: &TreeOptions,
-    mut on_unit: impl FnMut(Unit),
+    mut on_unit: impl FnMut(UnitView<'_>),
 ) -> Result<ProcessUnits> {
-    let mut names = NameBook::default();
-    let mut signature = BTreeSet::new();
-    for (t, ts) in p.threads.iter().zip(&scan.threads) {
+    let mut ctx = ProcCtx::new();
+    let n_threads = p.threads.len();
+    for (i, (t, ts)) in p.threads.iter().zip(&scan.threads).enumerate() {
         let mut s = Splitter {
-            id_prefix: format!("{}:{}:{}:", p.host, p.pid, t.tid),
             p,
             scan,
             opts: *opts,
@@ -1098,77 +1354,47 @@ pub fn split_process_each(
             frames: Vec::new(),
             phase: Phase::Before,
             base: 0,
-            cur: Unit {
-                info: UnitInfo {
-                    id: String::new(),
-                    host: String::new(),
-                    pid: 0,
-                    tid: 0,
-                    main_thread: false,
-                    index: 0,
-                    kind: UnitKind::Initializer,
-                    fd: None,
-                    conn: ConnKey::default(),
-                    local: None,
-                    peer: None,
-                    tsc_start: 0,
-                    tsc_end: 0,
-                    t_start_unix_ns: 0,
-                    t_end_unix_ns: 0,
-                    lost: 0,
-                    injections: Vec::new(),
-                },
-                tree: CallTree::default(),
+            head: UnitHead {
+                kind: UnitKind::Initializer,
+                tid: t.tid,
+                main_thread: false,
+                index: 0,
+                fd: None,
+                conn: 0,
+                tsc_start: 0,
+                tsc_end: 0,
+                t_start_unix_ns: 0,
+                t_end_unix_ns: 0,
+                lost: 0,
+                injections: Vec::new(),
             },
+            tree: TreeBuf::default(),
+            spare: TreeBuf::default(),
             last_tsc: 0,
             sink: &mut on_unit,
             anchor: None,
             mux_since_recv: false,
-            names: &mut names,
-            signature: &mut signature,
-            conns: Default::default(),
+            ctx: &mut ctx,
+            last_thread: i + 1 == n_threads,
         };
-        s.cur.info = s.new_info(UnitKind::Initializer, 0, 0);
-        let cell = std::cell::RefCell::new(&mut s);
-        for_each_paired(
-            t,
-            |e| {
-                let mut s = cell.borrow_mut();
-                if s.cur.info.tsc_start == 0 && s.cur.info.index == 0 {
-                    let tsc = e.tsc();
-                    s.cur.info.tsc_start = tsc;
-                    s.cur.info.t_start_unix_ns = s.unix(tsc);
-                }
-                s.on_event(e)
-            },
-            |l, o| {
-                let mut s = cell.borrow_mut();
-                if s.cur.info.tsc_start == 0 && s.cur.info.index == 0 {
-                    s.cur.info.tsc_start = l.tsc;
-                    s.cur.info.t_start_unix_ns = s.unix(l.tsc);
-                }
-                s.on_call(l, o)
-            },
-        )?;
+        s.head = s.new_head(UnitKind::Initializer, 0, 0);
+        for_each_paired(t, &mut s)?;
         let end = s.last_tsc;
-        let placeholder = Unit {
-            info: s.new_info(UnitKind::Loop, end, 0),
-            tree: CallTree::default(),
-        };
-        let last = std::mem::replace(&mut s.cur, placeholder);
-        s.close(last, end);
+        let placeholder = s.new_head(UnitKind::Loop, end, 0);
+        let last = std::mem::replace(&mut s.head, placeholder);
+        std::mem::swap(&mut s.tree, &mut s.spare);
+        s.close_spare(last, end);
     }
-    if !scan.exe.is_empty() {
-        signature.insert(program_key(&scan.exe));
-    }
+    let signature = ctx.signature(&scan.exe);
     Ok(ProcessUnits {
         host: p.host.clone(),
         pid: p.pid,
         start_ticks: p.start_ticks,
         exe: scan.exe.clone(),
-        signature: Signature(signature.into_iter().collect()),
+        signature,
         units: Vec::new(),
-        names,
+        names: ctx.names,
+        conns: ctx.conns,
         stats: scan.stats,
     })
 }
