@@ -450,12 +450,18 @@ impl ThreadTrace {
     }
 
     /// Like [`ThreadTrace::for_each`], handing each event over (no copy needed to keep it).
-    pub fn for_each_owned(&self, mut f: impl FnMut(Event)) -> Result<DecodeStats> {
+    pub fn for_each_owned(&self, f: impl FnMut(Event)) -> Result<DecodeStats> {
+        self.visit(&mut Owned(f))
+    }
+
+    /// Decodes every chunk in order, handing each event to `v` by kind (see [`Visit`]).
+    /// Loads one chunk at a time.
+    pub fn visit<V: Visit>(&self, v: &mut V) -> Result<DecodeStats> {
         let mut st = DecodeStats::default();
         match &self.source {
             ThreadSource::Memory(chunks) => {
                 for c in chunks {
-                    decode_chunk(&c.name, 0, c.lost_before, &c.bytes, &mut st, &mut f)?;
+                    decode_chunk(&c.name, 0, c.lost_before, &c.bytes, &mut st, v)?;
                 }
             }
             ThreadSource::Dir { dir, key } => {
@@ -466,12 +472,59 @@ impl ThreadTrace {
                         c.info.lost_before,
                         c.data,
                         &mut st,
-                        &mut f,
+                        v,
                     )
                 })?;
             }
         }
         Ok(st)
+    }
+}
+
+/// Receives a thread's events by kind: function entries and returns as plain values and
+/// library calls in place, so that the common events are never built as an [`Event`] and
+/// copied (handing over a just-built event by value cost a store-forwarding stall per
+/// entry). What [`ThreadTrace::for_each_owned`] hands over, in the same order.
+pub trait Visit {
+    /// A function was entered ([`Event::Call`]).
+    fn call(&mut self, tsc: u64, kind: CallKind, site: u64, callee: u64);
+    /// A function returned ([`Event::Return`]).
+    fn ret(&mut self, tsc: u64, kind: CallKind, callee: u64);
+    /// A library entry or exit ([`Event::Lib`]); the visitor may take from it.
+    fn lib(&mut self, l: &mut LibEvent);
+    /// Any other event.
+    fn other(&mut self, e: Event);
+}
+
+/// [`Visit`] handing over whole [`Event`]s.
+struct Owned<F>(F);
+
+impl<F: FnMut(Event)> Visit for Owned<F> {
+    fn call(&mut self, tsc: u64, kind: CallKind, site: u64, callee: u64) {
+        (self.0)(Event::Call {
+            tsc,
+            kind,
+            site,
+            callee,
+        })
+    }
+    fn ret(&mut self, tsc: u64, kind: CallKind, callee: u64) {
+        (self.0)(Event::Return { tsc, kind, callee })
+    }
+    fn lib(&mut self, l: &mut LibEvent) {
+        (self.0)(Event::Lib(std::mem::replace(
+            l,
+            LibEvent {
+                tsc: 0,
+                exit: false,
+                site: 0,
+                func: LibFn::Close,
+                opts: CallOpts::default(),
+            },
+        )))
+    }
+    fn other(&mut self, e: Event) {
+        (self.0)(e)
     }
 }
 
@@ -488,11 +541,11 @@ fn decode_chunk(
     lost_before: u64,
     bytes: &[u8],
     st: &mut DecodeStats,
-    f: &mut impl FnMut(Event),
+    v: &mut impl Visit,
 ) -> Result<()> {
     if lost_before > 0 {
         st.lost += lost_before;
-        f(Event::Lost {
+        v.other(Event::Lost {
             tsc: first_tsc(bytes),
             count: lost_before,
         });
@@ -510,51 +563,63 @@ fn decode_chunk(
             let head = word(p);
             let tsc = (head >> 8) & format::TSC_MASK;
             let w8 = word(p + 8);
-            let call = |kind| Event::Call {
-                tsc,
-                kind,
-                site: w8 & format::ADDR_MASK,
-                callee: word(p + 12) >> 16,
-            };
-            let ret = |kind| Event::Return {
-                tsc,
-                kind,
-                callee: w8 & format::ADDR_MASK,
-            };
-            let fast = match head as u8 {
-                0x01 => Some((call(CallKind::C), 20)),
-                0x03 => Some((call(CallKind::Py), 20)),
-                0x06 => Some((call(CallKind::PyBuiltin), 20)),
-                0x02 => Some((ret(CallKind::C), 16)),
-                0x04 => Some((ret(CallKind::Py), 16)),
-                0x07 => Some((ret(CallKind::PyBuiltin), 16)),
+            let (site, callee) = (w8 & format::ADDR_MASK, word(p + 12) >> 16);
+            let size = match head as u8 {
+                0x01 => {
+                    v.call(tsc, CallKind::C, site, callee);
+                    20
+                }
+                0x03 => {
+                    v.call(tsc, CallKind::Py, site, callee);
+                    20
+                }
+                0x06 => {
+                    v.call(tsc, CallKind::PyBuiltin, site, callee);
+                    20
+                }
+                0x02 => {
+                    v.ret(tsc, CallKind::C, site);
+                    16
+                }
+                0x04 => {
+                    v.ret(tsc, CallKind::Py, site);
+                    16
+                }
+                0x07 => {
+                    v.ret(tsc, CallKind::PyBuiltin, site);
+                    16
+                }
                 k @ (0x10 | 0x11) => {
                     let m = bytes[p + 20] as usize;
-                    match LibFn::from_id(word(p + 12) >> 16) {
+                    let opts = match LibFn::from_id(callee) {
                         Some(func)
                             if m <= format::MAX_OPTS
                                 && n - p >= 21 + m
                                 && !crate::connections::is_tracked(func) =>
                         {
-                            CallOpts::parse_scalars(&bytes[p + 21..p + 21 + m]).map(|opts| {
-                                let ev = Event::Lib(LibEvent {
-                                    tsc,
-                                    exit: k == 0x11,
-                                    site: w8 & format::ADDR_MASK,
-                                    func,
-                                    opts,
-                                });
-                                (ev, 21 + m)
-                            })
+                            CallOpts::parse_scalars(&bytes[p + 21..p + 21 + m])
+                                .map(|opts| (func, opts))
                         }
                         _ => None,
+                    };
+                    match opts {
+                        Some((func, opts)) => {
+                            v.lib(&mut LibEvent {
+                                tsc,
+                                exit: k == 0x11,
+                                site,
+                                func,
+                                opts,
+                            });
+                            21 + m
+                        }
+                        None => 0,
                     }
                 }
-                _ => None,
+                _ => 0,
             };
-            if let Some((ev, size)) = fast {
+            if size > 0 {
                 st.entries += 1;
-                f(ev);
                 p += size;
                 continue;
             }
@@ -570,10 +635,14 @@ fn decode_chunk(
             path: path.to_path_buf(),
             source,
         })?;
-        if let Event::Lost { count, .. } = ev {
-            st.lost += count;
+        match ev {
+            Event::Lib(mut l) => v.lib(&mut l),
+            Event::Lost { count, .. } => {
+                st.lost += count;
+                v.other(ev)
+            }
+            ev => v.other(ev),
         }
-        f(ev);
         p += e.size;
     }
     Ok(())

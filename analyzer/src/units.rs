@@ -38,7 +38,9 @@
 //! coverage model needs.
 
 use crate::connections::{self, ConnKey, FdTable, SetupCall};
-use crate::decode::{CallKind, DecodeStats, Event, LibEvent, ProcessTrace, ThreadTrace};
+use crate::decode::{
+    CallKind, CallOpts, DecodeStats, Event, LibEvent, ProcessTrace, ThreadTrace, Visit,
+};
 use crate::error::Result;
 use crate::hash::{mix, FxMap, FxSet, IdMap};
 use crate::symbolize::{key_lib, CSym, ElfResolver, ProcessSymbols};
@@ -378,60 +380,132 @@ trait PairSink {
     fn call(&mut self, l: &LibEvent, o: Outcome);
 }
 
-/// Iterates a thread's library calls, paired, with the other events in between.
-fn for_each_paired<S: PairSink>(t: &ThreadTrace, s: &mut S) -> Result<DecodeStats> {
-    let mut pending: Option<LibEvent> = None;
+/// Pairs the entry and exit of each library call, holding fault-injection records until
+/// the call they describe completes.
+struct Pairer<'s, S> {
+    s: &'s mut S,
+    pending: Option<LibEvent>,
     // Fault-injection records wait for the library call they describe: the injector
     // writes one before that call's entry (a skipped call: errno, eof…) or between its
     // entry and exit (short, corrupt…), and it belongs to the unit that call is part of.
-    let mut held: Vec<Event> = Vec::new();
-    let st = t.for_each_owned(|e| match e {
-        Event::Lib(l) => {
-            if !l.exit {
-                if let Some(p) = pending.take() {
-                    s.call(&p, Outcome::Unfinished);
-                }
-                if is_exit(l.func) || l.func.is_exec() {
-                    s.call(&l, Outcome::Unfinished);
-                } else {
-                    pending = Some(l);
-                }
+    held: Vec<Event>,
+}
+
+impl<S: PairSink> Pairer<'_, S> {
+    #[inline]
+    fn flush(&mut self) {
+        if let Some(p) = self.pending.take() {
+            self.s.call(&p, Outcome::Unfinished);
+        }
+    }
+
+    #[cold]
+    fn release(&mut self) {
+        for h in self.held.drain(..) {
+            self.s.event(&h);
+        }
+    }
+
+    fn finish(mut self) {
+        self.flush();
+        self.release();
+    }
+}
+
+/// Takes a library event's fields one by one (a whole-struct copy of an event just built
+/// field by field stalls on store forwarding).
+#[inline(always)]
+fn take_lib(l: &mut LibEvent) -> LibEvent {
+    let o = &mut l.opts;
+    LibEvent {
+        tsc: l.tsc,
+        exit: l.exit,
+        site: l.site,
+        func: l.func,
+        opts: CallOpts {
+            fd: o.fd,
+            fd2: o.fd2,
+            len: o.len,
+            ret: o.ret,
+            errno: o.errno,
+            flags: o.flags,
+            inject: o.inject,
+            is_socket: o.is_socket,
+            extra: o.extra.take(),
+        },
+    }
+}
+
+impl<S: PairSink> Visit for Pairer<'_, S> {
+    #[inline]
+    fn call(&mut self, tsc: u64, kind: CallKind, site: u64, callee: u64) {
+        self.flush();
+        self.s.event(&Event::Call {
+            tsc,
+            kind,
+            site,
+            callee,
+        });
+    }
+
+    #[inline]
+    fn ret(&mut self, tsc: u64, kind: CallKind, callee: u64) {
+        self.flush();
+        self.s.event(&Event::Return { tsc, kind, callee });
+    }
+
+    #[inline]
+    fn lib(&mut self, l: &mut LibEvent) {
+        if !l.exit {
+            self.flush();
+            if is_exit(l.func) || l.func.is_exec() {
+                self.s.call(l, Outcome::Unfinished);
             } else {
-                let mut ev = l;
-                if let Some(p) = pending.take() {
-                    if p.func == ev.func {
-                        merge_enter(&p, &mut ev);
-                    } else {
-                        s.call(&p, Outcome::Unfinished);
-                    }
-                }
-                let o = Outcome::of(ev.func, &ev.opts);
-                s.call(&ev, o);
-                for h in held.drain(..) {
-                    s.event(&h);
+                self.pending = Some(take_lib(l));
+            }
+        } else {
+            if let Some(p) = self.pending.take() {
+                if p.func == l.func {
+                    merge_enter(&p, l);
+                } else {
+                    self.s.call(&p, Outcome::Unfinished);
                 }
             }
-        }
-        Event::Meta {
-            meta: Meta::Inject(_),
-            ..
-        } => held.push(e),
-        // Other metadata (a code record, the map after dlopen) says nothing about calls:
-        // it never ends a pending library call.
-        meta @ Event::Meta { .. } => s.event(&meta),
-        other => {
-            if let Some(p) = pending.take() {
-                s.call(&p, Outcome::Unfinished);
+            let o = Outcome::of(l.func, &l.opts);
+            self.s.call(l, o);
+            if !self.held.is_empty() {
+                self.release();
             }
-            s.event(&other)
         }
-    })?;
-    if let Some(p) = pending.take() {
-        s.call(&p, Outcome::Unfinished);
     }
-    for h in held.drain(..) {
-        s.event(&h);
+
+    fn other(&mut self, e: Event) {
+        match e {
+            Event::Lib(mut l) => self.lib(&mut l),
+            Event::Meta {
+                meta: Meta::Inject(_),
+                ..
+            } => self.held.push(e),
+            // Other metadata (a code record, the map after dlopen) says nothing about calls:
+            // it never ends a pending library call.
+            meta @ Event::Meta { .. } => self.s.event(&meta),
+            other => {
+                self.flush();
+                self.s.event(&other)
+            }
+        }
     }
+}
+
+/// Iterates a thread's library calls, paired, with the other events in between.
+fn for_each_paired<S: PairSink>(t: &ThreadTrace, s: &mut S) -> Result<DecodeStats> {
+    let mut p = Pairer {
+        s,
+        pending: None,
+        held: Vec::new(),
+    };
+    let st = t.visit(&mut p)?;
+    p.finish();
     Ok(st)
 }
 
