@@ -494,6 +494,14 @@ pub trait Visit {
     fn lib(&mut self, l: &mut LibEvent);
     /// Any other event.
     fn other(&mut self, e: Event);
+    /// Does the visitor look at the options of calls of `func`? When it does not, the
+    /// scalar options are not parsed ([`Visit::lib`] gets empty ones); the options of
+    /// descriptor-creating calls are always parsed. Default: yes.
+    #[inline]
+    fn wants_opts(&self, func: LibFn) -> bool {
+        let _ = func;
+        true
+    }
 }
 
 /// [`Visit`] handing over whole [`Event`]s.
@@ -597,8 +605,12 @@ fn decode_chunk(
                                 && n - p >= 21 + m
                                 && !crate::connections::is_tracked(func) =>
                         {
-                            CallOpts::parse_scalars(&bytes[p + 21..p + 21 + m])
-                                .map(|opts| (func, opts))
+                            if v.wants_opts(func) {
+                                CallOpts::parse_scalars(&bytes[p + 21..p + 21 + m])
+                                    .map(|opts| (func, opts))
+                            } else {
+                                Some((func, CallOpts::default()))
+                            }
                         }
                         _ => None,
                     };

@@ -178,11 +178,16 @@ impl NodeKey {
     /// The id of this node under `parent`.
     #[inline]
     pub fn child_of(&self, parent: u64) -> u64 {
-        let k = mix(
+        child_id(parent, self.hash())
+    }
+
+    /// The hash of the key alone: a node's id is [`child_id`]`(parent, key.hash())`.
+    #[inline]
+    pub fn hash(&self) -> u64 {
+        mix(
             mix(self.site, self.callee),
             ((self.kind as u64) << 40) ^ (self.outcome.code() as u32 as u64),
-        );
-        mix(parent, k)
+        )
     }
 
     /// The same key without its outcome (for connection stacks).
@@ -190,6 +195,24 @@ impl NodeKey {
         self.outcome = Outcome::Any;
         self
     }
+}
+
+/// The id of the node of key hash `key_hash` ([`NodeKey::hash`]) under `parent`.
+#[inline]
+pub fn child_id(parent: u64, key_hash: u64) -> u64 {
+    mix(parent, key_hash)
+}
+
+/// The two parts of a node's contribution to a tree's fingerprint (ids are hashes already,
+/// so a sum of them and a sum of a scrambled copy suffice).
+#[inline]
+fn fp_parts(id: u64) -> (u64, u64) {
+    (
+        id,
+        (id ^ 0x6a09_e667_f3bc_c909)
+            .rotate_left(29)
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15),
+    )
 }
 
 /// One node of a unit's tree.
@@ -293,7 +316,13 @@ impl TreeBuf {
     /// new in this tree.
     #[inline]
     pub fn add_new(&mut self, parent: u64, key: NodeKey, tsc: u64) -> (u64, bool) {
-        let id = key.child_of(parent);
+        self.add_new_h(parent, key, key.hash(), tsc)
+    }
+
+    /// Like [`TreeBuf::add_new`] with the key's hash ([`NodeKey::hash`]) already known.
+    #[inline]
+    pub fn add_new_h(&mut self, parent: u64, key: NodeKey, key_hash: u64, tsc: u64) -> (u64, bool) {
+        let id = child_id(parent, key_hash);
         match self.index.entry(id) {
             std::collections::hash_map::Entry::Occupied(e) => {
                 let n = &mut self.nodes[*e.get() as usize].1;
@@ -311,8 +340,9 @@ impl TreeBuf {
                         calls: 1,
                     },
                 ));
-                self.fa = self.fa.wrapping_add(mix(id, 0x51));
-                self.fb = self.fb.wrapping_add(mix(0x52, id));
+                let (a, b) = fp_parts(id);
+                self.fa = self.fa.wrapping_add(a);
+                self.fb = self.fb.wrapping_add(b);
                 (id, true)
             }
         }
@@ -332,8 +362,9 @@ impl TreeBuf {
             None => {
                 self.index.insert(id, self.nodes.len() as u32);
                 self.nodes.push((id, n));
-                self.fa = self.fa.wrapping_add(mix(id, 0x51));
-                self.fb = self.fb.wrapping_add(mix(0x52, id));
+                let (a, b) = fp_parts(id);
+                self.fa = self.fa.wrapping_add(a);
+                self.fb = self.fb.wrapping_add(b);
             }
         }
     }
@@ -362,8 +393,9 @@ impl TreeBuf {
             self.index.insert(*nid, i as u32);
         }
         for (nid, _) in &out {
-            self.fa = self.fa.wrapping_sub(mix(*nid, 0x51));
-            self.fb = self.fb.wrapping_sub(mix(0x52, *nid));
+            let (a, b) = fp_parts(*nid);
+            self.fa = self.fa.wrapping_sub(a);
+            self.fb = self.fb.wrapping_sub(b);
         }
         out
     }
@@ -423,8 +455,9 @@ impl CallTree {
     pub fn fingerprint(&self) -> (u64, u64) {
         let (mut a, mut b) = (self.nodes.len() as u64, 0u64);
         for &id in self.nodes.keys() {
-            a = a.wrapping_add(mix(id, 0x51));
-            b = b.wrapping_add(mix(0x52, id));
+            let (x, y) = fp_parts(id);
+            a = a.wrapping_add(x);
+            b = b.wrapping_add(y);
         }
         (a, b)
     }

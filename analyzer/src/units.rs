@@ -44,7 +44,7 @@ use crate::decode::{
 use crate::error::Result;
 use crate::hash::{mix, FxMap, FxSet, IdMap};
 use crate::symbolize::{key_lib, CSym, ElfResolver, ProcessSymbols};
-use crate::trees::{CallTree, NodeKey, NodeKind, Outcome, TreeBuf, TreeOptions, ROOT};
+use crate::trees::{child_id, CallTree, NodeKey, NodeKind, Outcome, TreeBuf, TreeOptions, ROOT};
 use bufpool::format::{LibFn, Meta, ProcReason};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -354,6 +354,7 @@ fn is_exit(f: LibFn) -> bool {
 }
 
 /// Merges the entry's arguments into the exit (fd and length are often only on the entry).
+#[inline(always)]
 fn merge_enter(enter: &LibEvent, exit: &mut LibEvent) {
     let (e, x) = (&enter.opts, &mut exit.opts);
     x.fd = x.fd.or(e.fd);
@@ -362,13 +363,18 @@ fn merge_enter(enter: &LibEvent, exit: &mut LibEvent) {
     x.flags = x.flags.or(e.flags);
     x.is_socket = x.is_socket.or(e.is_socket);
     if let Some(ee) = &e.extra {
-        let xx = x.extra.get_or_insert_with(Default::default);
-        if xx.stack.is_empty() {
-            xx.stack = ee.stack.clone();
-        }
-        xx.local = xx.local.or(ee.local);
-        xx.peer = xx.peer.or(ee.peer);
+        merge_extra(ee, x);
     }
+}
+
+#[cold]
+fn merge_extra(ee: &crate::decode::CallExtra, x: &mut CallOpts) {
+    let xx = x.extra.get_or_insert_with(Default::default);
+    if xx.stack.is_empty() {
+        xx.stack = ee.stack.clone();
+    }
+    xx.local = xx.local.or(ee.local);
+    xx.peer = xx.peer.or(ee.peer);
 }
 
 /// Receives a thread's events with its library calls paired (see [`for_each_paired`]).
@@ -378,6 +384,12 @@ trait PairSink {
     /// A library call: its exit with the entry's arguments merged in (or an entry that
     /// never returned), and its outcome.
     fn call(&mut self, l: &LibEvent, o: Outcome);
+    /// Does it look at the options of calls of `func` (see [`Visit::wants_opts`])?
+    #[inline]
+    fn wants_opts(&self, func: LibFn) -> bool {
+        let _ = func;
+        true
+    }
 }
 
 /// Pairs the entry and exit of each library call, holding fault-injection records until
@@ -437,6 +449,11 @@ fn take_lib(l: &mut LibEvent) -> LibEvent {
 }
 
 impl<S: PairSink> Visit for Pairer<'_, S> {
+    #[inline]
+    fn wants_opts(&self, func: LibFn) -> bool {
+        self.s.wants_opts(func)
+    }
+
     #[inline]
     fn call(&mut self, tsc: u64, kind: CallKind, site: u64, callee: u64) {
         self.flush();
@@ -613,6 +630,14 @@ impl ThreadScanner<'_> {
 }
 
 impl PairSink for ThreadScanner<'_> {
+    /// Pass 1 looks at multiplexers (none of their options), receives and accepts (the
+    /// descriptor and whether it is a socket), `socket` (the descriptor it returns) and
+    /// `close`; descriptor-creating calls always have their options.
+    #[inline]
+    fn wants_opts(&self, func: LibFn) -> bool {
+        func.is_receive() || func.is_accept() || matches!(func, LibFn::Socket | LibFn::Close)
+    }
+
     fn event(&mut self, e: &Event) {
         match e {
             Event::Call {
@@ -765,8 +790,12 @@ struct P2Frame {
     /// Index of the unit that was current when the frame was entered.
     unit: u32,
     raw_callee: u64,
+    /// Raw path hash (computed before the loop is entered only: it serves to recognize
+    /// the loop frame).
     raw_path: u64,
     key: NodeKey,
+    /// `key.hash()`.
+    key_hash: u64,
     abs: u64,
     rel: u64,
 }
@@ -939,10 +968,9 @@ struct ProcCtx {
     /// (formatting addresses for every handler unit was a tenth of the splitting time).
     conn_by_ptr: FxMap<usize, u32>,
     conn_by_value: FxMap<ConnRow, u32>,
-    /// Node keys by raw parts (`memo_*` below): symbolizing a raw address or Python index
-    /// (a search of the memory map, string hashes) is done once per process, and so is
-    /// naming — the flag tells whether the parts' names were noted.
-    memo: FxMap<(u64, u64, u64), (NodeKey, bool)>,
+    /// Node keys by raw parts: symbolizing a raw address or Python index (a search of the
+    /// memory map, string hashes) is done once per process, and so is naming.
+    memo: Memo,
     /// The signature, once final (see [`UnitView::signature`]).
     final_sig: Option<Signature>,
 }
@@ -958,7 +986,7 @@ impl ProcCtx {
             conns: vec![none],
             conn_by_ptr: FxMap::default(),
             conn_by_value,
-            memo: FxMap::default(),
+            memo: Memo::default(),
             final_sig: None,
         }
     }
@@ -993,6 +1021,87 @@ impl ProcCtx {
         };
         self.conn_by_ptr.insert(ptr, i);
         i
+    }
+}
+
+/// A memoized node key: the key, its hash, and whether the names of its parts were noted.
+#[derive(Clone, Copy, Debug)]
+struct MemoVal {
+    key: NodeKey,
+    hash: u64,
+    named: bool,
+}
+
+/// Raw parts of a node key: (tag | kind, site, callee).
+type RawKey = (u64, u64, u64);
+
+/// Node keys by raw parts, with a direct-mapped cache in front of the map (a process calls
+/// a few hundred distinct functions from a few hundred sites, again and again).
+struct Memo {
+    front: Vec<(RawKey, MemoVal)>,
+    map: FxMap<RawKey, MemoVal>,
+}
+
+const MEMO_FRONT_BITS: u32 = 10;
+
+impl Default for Memo {
+    fn default() -> Self {
+        let empty = MemoVal {
+            key: NodeKey {
+                kind: NodeKind::C,
+                site: 0,
+                callee: 0,
+                outcome: Outcome::Any,
+            },
+            hash: 0,
+            named: false,
+        };
+        // Tag 0 is never a raw key's first part (see the `MEMO_*` tags): empty slots.
+        Memo {
+            front: vec![((0, 0, 0), empty); 1 << MEMO_FRONT_BITS],
+            map: FxMap::default(),
+        }
+    }
+}
+
+impl Memo {
+    #[inline]
+    fn slot(raw: RawKey) -> usize {
+        let h = (raw.0 ^ raw.1.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ raw.2.rotate_left(32))
+            .wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        (h >> (64 - MEMO_FRONT_BITS)) as usize
+    }
+
+    #[inline]
+    fn get(&mut self, raw: RawKey) -> Option<MemoVal> {
+        let i = Self::slot(raw);
+        if self.front[i].0 == raw {
+            return Some(self.front[i].1);
+        }
+        let v = *self.map.get(&raw)?;
+        self.front[i] = (raw, v);
+        Some(v)
+    }
+
+    fn insert(&mut self, raw: RawKey, key: NodeKey) -> MemoVal {
+        let v = MemoVal {
+            key,
+            hash: key.hash(),
+            named: false,
+        };
+        self.map.insert(raw, v);
+        self.front[Self::slot(raw)] = (raw, v);
+        v
+    }
+
+    fn set_named(&mut self, raw: RawKey) {
+        if let Some(v) = self.map.get_mut(&raw) {
+            v.named = true;
+        }
+        let i = Self::slot(raw);
+        if self.front[i].0 == raw {
+            self.front[i].1.named = true;
+        }
     }
 }
 
@@ -1049,16 +1158,17 @@ impl Splitter<'_> {
         }
     }
 
-    /// The node key of a function frame, and whether its names were noted.
+    /// The node key of a function frame (with its hash, and whether its names were noted).
     #[inline]
-    fn frame_key(&mut self, kind: CallKind, site: u64, callee: u64) -> (NodeKey, bool) {
+    fn frame_key(&mut self, kind: CallKind, site: u64, callee: u64) -> MemoVal {
         let raw = (MEMO_FRAME | kind as u64, site, callee);
-        if let Some(&k) = self.ctx.memo.get(&raw) {
-            return k;
+        match self.ctx.memo.get(raw) {
+            Some(v) => v,
+            None => {
+                let k = frame_key(&self.scan.symbols, kind, site, callee);
+                self.ctx.memo.insert(raw, k)
+            }
         }
-        let k = frame_key(&self.scan.symbols, kind, site, callee);
-        self.ctx.memo.insert(raw, (k, false));
-        (k, false)
     }
 
     /// Notes the names of a frame's parts (once per process).
@@ -1074,13 +1184,9 @@ impl Splitter<'_> {
             CallKind::C => NameSrc::C(sy.name_c(callee)),
             _ => NameSrc::Text(sy.name_py(callee)),
         });
-        if let Some(m) = self
-            .ctx
+        self.ctx
             .memo
-            .get_mut(&(MEMO_FRAME | kind as u64, site, callee))
-        {
-            m.1 = true;
-        }
+            .set_named((MEMO_FRAME | kind as u64, site, callee));
     }
 
     /// Closes the current unit at `tsc` and opens a new one.
@@ -1114,13 +1220,13 @@ impl Splitter<'_> {
             self.base = base;
             let mut rel = ROOT;
             for f in self.frames.iter_mut().skip(base) {
-                rel = f.key.child_of(rel);
+                rel = child_id(rel, f.key_hash);
                 f.rel = rel;
             }
         }
         let mut parent = ROOT;
         for f in self.frames.iter().skip(self.base) {
-            parent = self.tree.add(parent, f.key, tsc);
+            parent = self.tree.add_new_h(parent, f.key, f.key_hash, tsc).0;
         }
         self.anchor = None;
         if kind == UnitKind::Handler {
@@ -1234,27 +1340,33 @@ impl PairSink for Splitter<'_> {
             Event::Call {
                 kind, site, callee, ..
             } => {
-                let (key, named) = self.frame_key(*kind, *site, *callee);
+                let m = self.frame_key(*kind, *site, *callee);
                 let (abs_parent, raw_parent, rel_parent) = match self.frames.last() {
                     Some(f) => (f.abs, f.raw_path, self.top_rel()),
                     None => (ROOT, RAW_ROOT, ROOT),
                 };
                 let in_unit = self.frames.len() >= self.base;
                 let (rel, new) = if in_unit {
-                    self.tree.add_new(rel_parent, key, tsc)
+                    self.tree.add_new_h(rel_parent, m.key, m.hash, tsc)
                 } else {
-                    (key.child_of(rel_parent), false)
+                    (child_id(rel_parent, m.hash), false)
                 };
-                if new && !named {
-                    self.name_frame(*kind, *site, *callee, &key);
+                if new && !m.named {
+                    self.name_frame(*kind, *site, *callee, &m.key);
                 }
+                let raw_path = if self.phase == Phase::Before {
+                    raw_step(raw_parent, *kind, *site, *callee)
+                } else {
+                    0
+                };
                 self.frames.push(P2Frame {
                     kind: *kind,
                     unit: self.head.index,
                     raw_callee: *callee,
-                    raw_path: raw_step(raw_parent, *kind, *site, *callee),
-                    key,
-                    abs: key.child_of(abs_parent),
+                    raw_path,
+                    key: m.key,
+                    key_hash: m.hash,
+                    abs: child_id(abs_parent, m.hash),
                     rel,
                 });
             }
@@ -1272,8 +1384,8 @@ impl PairSink for Splitter<'_> {
             }
             Event::Exception { code, exc_type, .. } => {
                 let raw = (MEMO_EXC, *code, *exc_type);
-                let (key, named) = match self.ctx.memo.get(&raw) {
-                    Some(&k) => k,
+                let m = match self.ctx.memo.get(raw) {
+                    Some(m) => m,
                     None => {
                         let sy = &self.scan.symbols;
                         let key = NodeKey {
@@ -1282,20 +1394,18 @@ impl PairSink for Splitter<'_> {
                             callee: sy.key_py(*exc_type),
                             outcome: Outcome::Any,
                         };
-                        self.ctx.memo.insert(raw, (key, false));
-                        (key, false)
+                        self.ctx.memo.insert(raw, key)
                     }
                 };
-                let (_, new) = self.tree.add_new(self.top_rel(), key, tsc);
-                if new && !named {
+                let key = m.key;
+                let (_, new) = self.tree.add_new_h(self.top_rel(), key, m.hash, tsc);
+                if new && !m.named {
                     let sy = &self.scan.symbols;
                     let (n1, n2) = (sy.name_py(*code), sy.name_py(*exc_type));
                     let names = &mut self.ctx.names.names;
                     names.entry(key.site).or_insert(NameSrc::Text(n1));
                     names.entry(key.callee).or_insert(NameSrc::Text(n2));
-                    if let Some(m) = self.ctx.memo.get_mut(&raw) {
-                        m.1 = true;
-                    }
+                    self.ctx.memo.set_named(raw);
                 }
             }
             Event::Lost { count, .. } => self.head.lost += count,
@@ -1359,25 +1469,23 @@ impl PairSink for Splitter<'_> {
             l.site,
             (key_lib(l.func) << 32) | o.code() as u32 as u64,
         );
-        let (key, named) = match self.ctx.memo.get(&raw) {
-            Some(&k) => k,
+        let m = match self.ctx.memo.get(raw) {
+            Some(m) => m,
             None => {
                 let k = lib_key(sy, l, o);
-                self.ctx.memo.insert(raw, (k, false));
-                (k, false)
+                self.ctx.memo.insert(raw, k)
             }
         };
-        let (_, new) = self.tree.add_new(self.top_rel(), key, tsc);
-        if new && !named {
+        let key = m.key;
+        let (_, new) = self.tree.add_new_h(self.top_rel(), key, m.hash, tsc);
+        if new && !m.named {
             let site = self.scan.symbols.name_c(l.site);
             let names = &mut self.ctx.names.names;
             names.entry(key.site).or_insert(NameSrc::C(site));
             names
                 .entry(key.callee)
                 .or_insert_with(|| NameSrc::Text(l.func.name().to_string()));
-            if let Some(m) = self.ctx.memo.get_mut(&raw) {
-                m.1 = true;
-            }
+            self.ctx.memo.set_named(raw);
         }
         if let Some(rule) = l.opts.inject {
             // Covered by a Meta::Inject record when the injector writes one; note it anyway.

@@ -74,7 +74,9 @@ impl Calibration {
         }
         let base = self.tsc0 & crate::format::TSC_MASK;
         let d = tsc as i128 - base as i128;
-        self.realtime0_ns as i128 + (d as f64 / f) as i128
+        // Through i64: a float-to-i128 conversion is a libcall; offsets beyond ±292 years
+        // saturate.
+        self.realtime0_ns as i128 + (d as f64 / f) as i64 as i128
     }
 }
 
