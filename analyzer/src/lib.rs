@@ -309,6 +309,12 @@ fn row_id(r: &Row, procs: &[(String, u32)]) -> String {
     format!("{host}:{pid}:{}:{}", r.tid, r.index)
 }
 
+/// An integer in the order of [`f64::total_cmp`].
+fn score_order(x: f64) -> u64 {
+    let b = x.to_bits() as i64;
+    ((b ^ (((b >> 63) as u64) >> 1) as i64) as u64) ^ (1 << 63)
+}
+
 fn cmp_keys(a: (&RowKey, &Row), b: (&RowKey, &Row), procs: &[(String, u32)]) -> std::cmp::Ordering {
     b.0.score
         .total_cmp(&a.0.score)
@@ -704,21 +710,39 @@ pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
             .take(opts.effective_kept)
             .collect();
     }
-    // Ids are unique, so the order is total and an unstable sort gives the one ranking.
-    keys.sort_unstable_by(|a, b| {
-        cmp_keys(
-            (&a.0, &blocks[a.1 .0 as usize][a.1 .1 as usize]),
-            (&b.0, &blocks[b.1 .0 as usize][b.1 .1 as usize]),
-            &rep.procs,
-        )
-    });
-    let kept = opts.units_kept.min(keys.len());
-    rep.units = keys[..kept]
-        .iter()
-        .map(|(_, r)| blocks[r.0 as usize][r.1 as usize].ranked(&rep.procs, &rep.conns))
+    // Sorted as plain integers (score, start, id prefix), then runs equal in all three by
+    // whole id. Ids are unique, so the order is total and an unstable sort gives the one
+    // ranking.
+    let mut keys: Vec<(u64, i64, u128, report::RowRef)> = keys
+        .into_iter()
+        .map(|(k, r)| (!score_order(k.score), k.t_start, k.id_prefix, r))
         .collect();
-    rep.rest_order = keys[kept..].iter().map(|(_, r)| *r).collect();
-    drop(keys);
+    keys.sort_unstable();
+    let mut i = 0;
+    while i < keys.len() {
+        let mut j = i + 1;
+        while j < keys.len()
+            && keys[j].0 == keys[i].0
+            && keys[j].1 == keys[i].1
+            && keys[j].2 == keys[i].2
+        {
+            j += 1;
+        }
+        if j - i > 1 {
+            keys[i..j].sort_by_cached_key(|k| {
+                row_id(&blocks[k.3 .0 as usize][k.3 .1 as usize], &rep.procs)
+            });
+        }
+        i = j;
+    }
+    let order: Vec<report::RowRef> = keys.into_iter().map(|k| k.3).collect();
+    let kept = opts.units_kept.min(order.len());
+    rep.units = order[..kept]
+        .iter()
+        .map(|r| blocks[r.0 as usize][r.1 as usize].ranked(&rep.procs, &rep.conns))
+        .collect();
+    rep.rest_order = order[kept..].to_vec();
+    drop(order);
     rep.rest = blocks;
     rep.names = names;
     rep.why_sentences = opts.why;
@@ -787,6 +811,31 @@ pub fn show(model: &Model, set: &TraceSet, id: &str, opts: &Options) -> Result<S
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn score_order_is_total_cmp() {
+        let xs = [
+            f64::NEG_INFINITY,
+            -1.0,
+            -0.0,
+            0.0,
+            1e-300,
+            0.3,
+            0.32,
+            1.0,
+            f64::INFINITY,
+            f64::NAN,
+        ];
+        for a in xs {
+            for b in xs {
+                assert_eq!(
+                    score_order(a).cmp(&score_order(b)),
+                    a.total_cmp(&b),
+                    "{a} {b}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn id_prefix_is_the_first_16_bytes_of_the_id() {
