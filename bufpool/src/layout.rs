@@ -73,9 +73,9 @@ impl Calibration {
             return self.realtime0_ns as i128;
         }
         let base = self.tsc0 & crate::format::TSC_MASK;
-        let d = tsc as i128 - base as i128;
-        // Through i64: a float-to-i128 conversion is a libcall; offsets beyond ±292 years
-        // saturate.
+        // The difference of a TSC value and the 56-bit base fits an i64 (conversions between
+        // floats and i128 are libcalls); offsets beyond ±292 years saturate.
+        let d = tsc.wrapping_sub(base) as i64;
         self.realtime0_ns as i128 + (d as f64 / f) as i64 as i128
     }
 }
