@@ -351,7 +351,7 @@ impl CallOpts {
     /// Parses the scalar options of a block; None if the block has anything else (or is
     /// malformed), in which case the caller parses it fully.
     #[inline]
-    fn parse_scalars(b: &[u8]) -> Option<CallOpts> {
+    pub(crate) fn parse_scalars(b: &[u8]) -> Option<CallOpts> {
         let mut o = CallOpts::default();
         let mut p = 0usize;
         let get = |p: usize, n: usize| b.get(p..p + n);
@@ -458,27 +458,75 @@ impl ThreadTrace {
     /// Loads one chunk at a time.
     pub fn visit<V: Visit>(&self, v: &mut V) -> Result<DecodeStats> {
         let mut st = DecodeStats::default();
+        self.raw_chunks(|c| decode_chunk(c.path, c.base, c.lost_before, c.bytes, &mut st, v))?;
+        Ok(st)
+    }
+
+    /// Hands each chunk's bytes, in order, to `f` (one chunk loaded at a time), for
+    /// decoders of their own; [`entry_error`] names what is wrong with an entry they
+    /// cannot take.
+    pub fn raw_chunks(&self, mut f: impl FnMut(RawChunk<'_>) -> Result<()>) -> Result<()> {
         match &self.source {
             ThreadSource::Memory(chunks) => {
                 for c in chunks {
-                    decode_chunk(&c.name, 0, c.lost_before, &c.bytes, &mut st, v)?;
+                    f(RawChunk {
+                        path: &c.name,
+                        base: 0,
+                        lost_before: c.lost_before,
+                        bytes: &c.bytes,
+                    })?;
                 }
             }
             ThreadSource::Dir { dir, key } => {
                 dir.visit_chunks(*key, |c| {
-                    decode_chunk(
-                        c.path,
-                        c.data_offset,
-                        c.info.lost_before,
-                        c.data,
-                        &mut st,
-                        v,
-                    )
+                    f(RawChunk {
+                        path: c.path,
+                        base: c.data_offset,
+                        lost_before: c.info.lost_before,
+                        bytes: c.data,
+                    })
                 })?;
             }
         }
-        Ok(st)
+        Ok(())
     }
+}
+
+/// One chunk of a thread, as [`ThreadTrace::raw_chunks`] lends it.
+#[derive(Clone, Copy, Debug)]
+pub struct RawChunk<'a> {
+    /// The file it was read from (or a name standing for it).
+    pub path: &'a Path,
+    /// Offset of its first byte in that file.
+    pub base: u64,
+    /// Entries lost just before it.
+    pub lost_before: u64,
+    /// The entries.
+    pub bytes: &'a [u8],
+}
+
+/// Decodes the entry at `at` of a chunk with the checking decoder: the entry and its size,
+/// or the error naming the file and offset.
+pub fn entry_at<'a>(c: &RawChunk<'a>, at: usize) -> Result<Option<format::EntryRef<'a>>> {
+    let mut d = format::Decoder::with_base(&c.bytes[at..], c.base + at as u64);
+    match d.next() {
+        None => Ok(None),
+        Some(Ok(e)) => Ok(Some(e)),
+        Some(Err(source)) => Err(entry_error(c.path, source)),
+    }
+}
+
+/// The error for a bad entry of file `path`.
+pub fn entry_error(path: &Path, source: format::DecodeError) -> Error {
+    Error::Decode {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// The TSC of a chunk's first entry (0 if it has none).
+pub fn chunk_first_tsc(bytes: &[u8]) -> u64 {
+    first_tsc(bytes)
 }
 
 /// Receives a thread's events by kind: function entries and returns as plain values and

@@ -571,18 +571,26 @@ impl Candidates {
 }
 
 fn is_socket_receive(l: &LibEvent, known: impl Fn(i32) -> bool) -> bool {
+    is_socket_receive_parts(l.func, l.opts.is_socket, l.opts.fd, known)
+}
+
+#[inline]
+fn is_socket_receive_parts(
+    func: LibFn,
+    is_socket: Option<bool>,
+    fd: Option<i32>,
+    known: impl Fn(i32) -> bool,
+) -> bool {
     use LibFn::*;
-    if l.func.is_accept() {
+    if func.is_accept() {
         return true;
     }
-    if !l.func.is_receive() {
+    if !func.is_receive() {
         return false;
     }
-    match l.opts.is_socket {
+    match is_socket {
         Some(b) => b,
-        None => {
-            matches!(l.func, Recv | Recvfrom | Recvmsg | Recvmmsg) || l.opts.fd.is_some_and(known)
-        }
+        None => matches!(func, Recv | Recvfrom | Recvmsg | Recvmmsg) || fd.is_some_and(known),
     }
 }
 
@@ -619,6 +627,33 @@ impl ThreadScanner<'_> {
         }
     }
 
+    #[inline]
+    fn push_frame(&mut self, kind: CallKind, site: u64, callee: u64) {
+        let parent = self.frames.last().map_or(RAW_ROOT, |f| f.path);
+        self.frames.push(P1Frame {
+            kind,
+            site,
+            callee,
+            path: raw_step(parent, kind, site, callee),
+            mux: 0,
+            recv: 0,
+        });
+    }
+
+    /// A return of `callee`: pops frames down to its activation (none if it has none).
+    #[inline]
+    fn pop_frames(&mut self, kind: CallKind, callee: u64) {
+        if let Some(i) = self
+            .frames
+            .iter()
+            .rposition(|f| f.callee == callee && f.kind == kind)
+        {
+            while self.frames.len() > i {
+                self.pop();
+            }
+        }
+    }
+
     /// The thread's event loop, once every event was seen.
     fn finish(mut self) -> Option<LoopSpec> {
         while !self.frames.is_empty() {
@@ -642,28 +677,8 @@ impl PairSink for ThreadScanner<'_> {
         match e {
             Event::Call {
                 kind, site, callee, ..
-            } => {
-                let parent = self.frames.last().map_or(RAW_ROOT, |f| f.path);
-                self.frames.push(P1Frame {
-                    kind: *kind,
-                    site: *site,
-                    callee: *callee,
-                    path: raw_step(parent, *kind, *site, *callee),
-                    mux: 0,
-                    recv: 0,
-                });
-            }
-            Event::Return { kind, callee, .. } => {
-                if let Some(i) = self
-                    .frames
-                    .iter()
-                    .rposition(|f| f.callee == *callee && f.kind == *kind)
-                {
-                    while self.frames.len() > i {
-                        self.pop();
-                    }
-                }
-            }
+            } => self.push_frame(*kind, *site, *callee),
+            Event::Return { kind, callee, .. } => self.pop_frames(*kind, *callee),
             Event::Meta { meta, .. } => {
                 self.symbols.add(meta);
                 if let Meta::Proc(pr) = meta {
@@ -732,8 +747,223 @@ impl PairSink for ThreadScanner<'_> {
     }
 }
 
+/// A library call's entry waiting for its exit in pass 1.
+enum Pending1 {
+    None,
+    /// A call pass 1 reads nothing of but its function, descriptor and socket flag.
+    Lean {
+        func: LibFn,
+        fd: Option<i32>,
+        is_socket: Option<bool>,
+    },
+    /// A descriptor-creating call (or one whose options needed the checking decoder).
+    Full(LibEvent),
+}
+
+impl ThreadScanner<'_> {
+    /// What [`PairSink::call`] does with a call that creates no descriptor: count it.
+    #[inline]
+    fn lean_call(&mut self, func: LibFn, fd: Option<i32>, is_socket: Option<bool>) {
+        let sockets = &self.sockets;
+        let recv =
+            is_socket_receive_parts(func, is_socket, fd, |fd| sockets.contains(&fd) || fd > 2);
+        let counters = match self.frames.last_mut() {
+            Some(f) => (&mut f.mux, &mut f.recv),
+            None => (&mut self.root.0, &mut self.root.1),
+        };
+        if func.is_multiplexer() {
+            *counters.0 += 1;
+        }
+        if recv {
+            *counters.1 += 1;
+        }
+    }
+
+    #[inline]
+    fn flush1(&mut self, pending: &mut Pending1) {
+        match std::mem::replace(pending, Pending1::None) {
+            Pending1::None => {}
+            Pending1::Lean {
+                func,
+                fd,
+                is_socket,
+            } => self.lean_call(func, fd, is_socket),
+            Pending1::Full(l) => self.call(&l, Outcome::Unfinished),
+        }
+    }
+
+    /// A library entry or exit decoded in full.
+    fn full_lib(&mut self, pending: &mut Pending1, mut l: LibEvent) {
+        if !l.exit {
+            self.flush1(pending);
+            if is_exit(l.func) || l.func.is_exec() {
+                self.call(&l, Outcome::Unfinished);
+            } else {
+                *pending = Pending1::Full(l);
+            }
+            return;
+        }
+        match std::mem::replace(pending, Pending1::None) {
+            Pending1::None => {}
+            Pending1::Full(p) if p.func == l.func => merge_enter(&p, &mut l),
+            Pending1::Lean {
+                func,
+                fd,
+                is_socket,
+            } if func == l.func => {
+                l.opts.fd = l.opts.fd.or(fd);
+                l.opts.is_socket = l.opts.is_socket.or(is_socket);
+            }
+            other => {
+                *pending = other;
+                self.flush1(pending);
+            }
+        }
+        self.call(&l, Outcome::Unfinished);
+    }
+
+    /// Pass 1 over one thread: the same as pairing its library calls and handing everything
+    /// to [`PairSink`] (`for_each_paired`), decoding only what pass 1 reads: library calls
+    /// that create no descriptor are reduced to their function and, for receives, their
+    /// descriptor and socket flag.
+    fn scan_thread(&mut self, t: &ThreadTrace) -> Result<DecodeStats> {
+        use crate::decode::{entry_at, RawChunk};
+        let mut st = DecodeStats::default();
+        let mut pending = Pending1::None;
+        t.raw_chunks(|c: RawChunk<'_>| {
+            if c.lost_before > 0 {
+                st.lost += c.lost_before;
+                self.flush1(&mut pending);
+            }
+            let bytes = c.bytes;
+            st.bytes += bytes.len() as u64;
+            let n = bytes.len();
+            let word = |at: usize| -> u64 {
+                let mut w = [0u8; 8];
+                w.copy_from_slice(&bytes[at..at + 8]);
+                u64::from_le_bytes(w)
+            };
+            let mut p = 0usize;
+            while p < n {
+                if n - p >= 21 {
+                    let head = word(p);
+                    let w8 = word(p + 8);
+                    let (site, callee) = (w8 & bufpool::format::ADDR_MASK, word(p + 12) >> 16);
+                    let frame = match head as u8 {
+                        0x01 => Some((CallKind::C, true)),
+                        0x03 => Some((CallKind::Py, true)),
+                        0x06 => Some((CallKind::PyBuiltin, true)),
+                        0x02 => Some((CallKind::C, false)),
+                        0x04 => Some((CallKind::Py, false)),
+                        0x07 => Some((CallKind::PyBuiltin, false)),
+                        _ => None,
+                    };
+                    if let Some((kind, enter)) = frame {
+                        self.flush1(&mut pending);
+                        if enter {
+                            self.push_frame(kind, site, callee);
+                            p += 20;
+                        } else {
+                            // Return-shaped: the function is in the first field.
+                            self.pop_frames(kind, site);
+                            p += 16;
+                        }
+                        st.entries += 1;
+                        continue;
+                    }
+                    if let (k @ (0x10 | 0x11), Some(func)) = (head as u8, LibFn::from_id(callee)) {
+                        let m = bytes[p + 20] as usize;
+                        let body = (m <= bufpool::format::MAX_OPTS && n - p >= 21 + m)
+                            .then(|| &bytes[p + 21..p + 21 + m]);
+                        // Receives need their descriptor and socket flag; other calls that
+                        // create no descriptor, nothing. A block the quick parser refuses
+                        // goes to the checking decoder below.
+                        let lean = match body {
+                            Some(b) if !connections::is_tracked(func) => {
+                                if func.is_receive() {
+                                    CallOpts::parse_scalars(b).map(|o| (o.fd, o.is_socket))
+                                } else {
+                                    Some((None, None))
+                                }
+                            }
+                            _ => None,
+                        };
+                        if let Some((fd, is_socket)) = lean {
+                            if k == 0x10 {
+                                self.flush1(&mut pending);
+                                if !(is_exit(func) || func.is_exec()) {
+                                    pending = Pending1::Lean {
+                                        func,
+                                        fd,
+                                        is_socket,
+                                    };
+                                }
+                            } else {
+                                let (mut fd, mut is_socket) = (fd, is_socket);
+                                match std::mem::replace(&mut pending, Pending1::None) {
+                                    Pending1::Lean {
+                                        func: f,
+                                        fd: efd,
+                                        is_socket: es,
+                                    } if f == func => {
+                                        fd = fd.or(efd);
+                                        is_socket = is_socket.or(es);
+                                    }
+                                    Pending1::Full(e) if e.func == func => {
+                                        fd = fd.or(e.opts.fd);
+                                        is_socket = is_socket.or(e.opts.is_socket);
+                                    }
+                                    other => {
+                                        pending = other;
+                                        self.flush1(&mut pending);
+                                    }
+                                }
+                                self.lean_call(func, fd, is_socket);
+                            }
+                            st.entries += 1;
+                            p += 21 + m;
+                            continue;
+                        }
+                    }
+                }
+                let Some(e) = entry_at(&c, p)? else { break };
+                st.entries += 1;
+                let ev = crate::decode::convert(&e)
+                    .map_err(|source| crate::decode::entry_error(c.path, source))?;
+                p += e.size;
+                match ev {
+                    Event::Lib(l) => self.full_lib(&mut pending, l),
+                    // Injection records say nothing pass 1 reads.
+                    Event::Meta {
+                        meta: Meta::Inject(_),
+                        ..
+                    } => {}
+                    Event::Meta { .. } => self.event(&ev),
+                    Event::Lost { count, .. } => {
+                        st.lost += count;
+                        self.flush1(&mut pending);
+                    }
+                    other => {
+                        self.flush1(&mut pending);
+                        self.event(&other);
+                    }
+                }
+            }
+            Ok(())
+        })?;
+        self.flush1(&mut pending);
+        Ok(st)
+    }
+}
+
 /// Pass 1: symbols, descriptor history and event loops of one process.
 pub fn scan_process(p: &ProcessTrace) -> Result<ProcessScan> {
+    scan_process_with(p, true)
+}
+
+/// Pass 1, with its own lean decoding (`lean`), or with every event decoded and paired as
+/// pass 2 sees them (the reference the lean one is tested against).
+fn scan_process_with(p: &ProcessTrace, lean: bool) -> Result<ProcessScan> {
     let mut symbols = ProcessSymbols::default();
     let mut exe = String::new();
     let mut forked: Option<(u32, u64)> = None;
@@ -752,7 +982,11 @@ pub fn scan_process(p: &ProcessTrace) -> Result<ProcessScan> {
             exe: &mut exe,
             forked: &mut forked,
         };
-        stats += for_each_paired(t, &mut s)?;
+        stats += if lean {
+            s.scan_thread(t)?
+        } else {
+            for_each_paired(t, &mut s)?
+        };
         threads.push(ThreadScan {
             tid: t.tid,
             event_loop: s.finish(),
@@ -1608,6 +1842,199 @@ mod tests {
 
     /// No function entries at all: the loop is the thread; accept and receives start
     /// handlers; consecutive receives on one fd are one; a multiplexer call ends a handler.
+    /// Splits every chunk of `p` into chunks of about `size` bytes at entry boundaries
+    /// (entries near chunk ends take the checking decoder's path), marking some entries
+    /// lost before every seventh chunk.
+    fn rechunk(p: &ProcessTrace, size: usize) -> ProcessTrace {
+        use crate::decode::{Chunk, ThreadSource};
+        let mut q = p.clone();
+        for t in &mut q.threads {
+            let ThreadSource::Memory(chunks) = &t.source else {
+                panic!("synthetic traces are in memory")
+            };
+            let all: Vec<u8> = chunks
+                .iter()
+                .flat_map(|c| c.bytes.iter().copied())
+                .collect();
+            let mut out = Vec::new();
+            let (mut start, mut at) = (0, 0);
+            for e in bufpool::format::Decoder::new(&all) {
+                let e = e.expect("synthetic entries decode");
+                at += e.size;
+                if at - start >= size {
+                    out.push(Chunk {
+                        lost_before: if out.len() % 7 == 6 { 3 } else { 0 },
+                        name: std::sync::Arc::new(format!("chunk {}", out.len()).into()),
+                        bytes: std::sync::Arc::new(all[start..at].to_vec()),
+                    });
+                    start = at;
+                }
+            }
+            out.push(Chunk {
+                lost_before: 0,
+                name: std::sync::Arc::new("last".into()),
+                bytes: std::sync::Arc::new(all[start..].to_vec()),
+            });
+            t.source = ThreadSource::Memory(out);
+        }
+        q
+    }
+
+    #[test]
+    fn lean_pass_1_finds_what_the_paired_events_give() {
+        use crate::synth::{ring, Fault, Functions, Ring};
+        for functions in [Functions::C, Functions::Python, Functions::None] {
+            for fault in [
+                None,
+                Some(Fault {
+                    process: 1,
+                    iteration: 9,
+                }),
+            ] {
+                let procs = ring(&Ring {
+                    processes: 3,
+                    iterations: 30,
+                    functions,
+                    fault,
+                    seed: 5,
+                });
+                for p in &procs {
+                    for size in [usize::MAX, 300, 64] {
+                        let p = if size == usize::MAX {
+                            p.clone()
+                        } else {
+                            rechunk(p, size)
+                        };
+                        let lean = scan_process_with(&p, true).unwrap();
+                        let full = scan_process_with(&p, false).unwrap();
+                        let what =
+                            format!("{functions:?} {fault:?} pid {} chunks of {size}", p.pid);
+                        let loops = |s: &ProcessScan| {
+                            s.threads
+                                .iter()
+                                .map(|t| (t.tid, t.event_loop))
+                                .collect::<Vec<_>>()
+                        };
+                        assert_eq!(loops(&lean), loops(&full), "{what}");
+                        assert!(loops(&lean).iter().all(|l| l.1.is_some()), "{what}");
+                        assert_eq!(lean.stats, full.stats, "{what}");
+                        assert_eq!(lean.exe, full.exe, "{what}");
+                        assert_eq!(lean.forked_from, full.forked_from, "{what}");
+                        for fd in 0..12 {
+                            for tsc in (0..4_000_000u64).step_by(9_973) {
+                                assert_eq!(
+                                    lean.fd_at(fd, tsc).map(|c| c.key()),
+                                    full.fd_at(fd, tsc).map(|c| c.key()),
+                                    "{what}: fd {fd} at {tsc}"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn lean_pass_1_pairs_entries_and_exits_like_the_paired_events() {
+        use bufpool::format::{encode_lib, Kind};
+        // As the tracer writes them: the descriptor on the entry only, the result on the
+        // exit; reads on a descriptor known from accept; calls cut by others.
+        let mut t = TraceBuilder::new("h", 7, 7);
+        let exit = |t: &mut TraceBuilder, func: LibFn, ret: i64| {
+            let x = LibOpts {
+                ret: Some(ret),
+                ..Default::default()
+            };
+            let e = encode_lib(Kind::LibExit, t.now(), 0x900, func, &x);
+            t.raw(e.as_bytes());
+        };
+        t.lib(
+            0x100,
+            LibFn::Socket,
+            LibOpts {
+                ret: Some(3),
+                ..Default::default()
+            },
+        );
+        t.lib(0x110, LibFn::Listen, o(3, 0, 0));
+        t.lib(0x210, LibFn::Accept, o(3, 10, 0));
+        t.lib(0x210, LibFn::Accept, o(3, 12, 0));
+        // The only receives of the loop are the reads: pairing decides that there is one.
+        t.enter(0x1000, 0x2000);
+        for _ in 0..6 {
+            t.lib_enter(0x200, LibFn::Poll, LibOpts::default());
+            exit(&mut t, LibFn::Poll, 1);
+            t.enter(0x1010, 0x3000);
+            t.lib_enter(
+                0x220,
+                LibFn::Read,
+                LibOpts {
+                    fd: Some(10),
+                    len: Some(8),
+                    ..Default::default()
+                },
+            );
+            exit(&mut t, LibFn::Read, 8);
+            t.exit(0x3000);
+        }
+        t.exit(0x2000);
+        // A read cut short by a send (a signal handler), then its exit.
+        t.lib_enter(
+            0x230,
+            LibFn::Read,
+            LibOpts {
+                fd: Some(12),
+                len: Some(8),
+                ..Default::default()
+            },
+        );
+        t.lib_enter(
+            0x240,
+            LibFn::Send,
+            LibOpts {
+                fd: Some(12),
+                len: Some(2),
+                ..Default::default()
+            },
+        );
+        exit(&mut t, LibFn::Send, 2);
+        exit(&mut t, LibFn::Read, 8);
+        let p = t.finish();
+        for size in [usize::MAX, 90, 40] {
+            let p = if size == usize::MAX {
+                p.clone()
+            } else {
+                rechunk(&p, size)
+            };
+            let lean = scan_process_with(&p, true).unwrap();
+            let full = scan_process_with(&p, false).unwrap();
+            assert_eq!(full.threads[0].event_loop.map(|l| l.depth), Some(1));
+            assert_eq!(
+                lean.threads[0].event_loop, full.threads[0].event_loop,
+                "chunks of {size}"
+            );
+            assert_eq!(lean.stats, full.stats);
+        }
+    }
+
+    #[test]
+    fn lean_pass_1_reports_corrupt_entries_like_the_decoder() {
+        let mut t = TraceBuilder::new("h", 1, 1);
+        t.lib(0x10, LibFn::Recv, o(4, 8, 8));
+        t.enter(0x20, 0x30);
+        t.raw(&[0x7f; 12]);
+        let p = t.finish();
+        let lean = scan_process_with(&p, true)
+            .expect_err("corrupt")
+            .to_string();
+        let full = scan_process_with(&p, false)
+            .expect_err("corrupt")
+            .to_string();
+        assert_eq!(lean, full);
+        assert!(lean.contains("unknown entry type 0x7f"), "{lean}");
+    }
+
     #[test]
     fn library_calls_only() {
         use UnitKind::*;
