@@ -532,10 +532,12 @@ fn id_prefix_of(host: &str, pid: u32, tid: u32, index: u32) -> u128 {
 /// Ranks the units of a (faulty) run by suspect score (§6). Deterministic: the result does
 /// not depend on the number of threads.
 ///
-/// Memory: each process's units are scored as soon as they are split, and only a compact
-/// row is kept per unit (the effective nodes its *why* needs are shared by the units of equal
-/// trees); trees are kept for each process's best units only. The first
-/// [`Options::units_kept`] units of the ranking are then made whole.
+/// Memory and time: each unit is scored as the splitter closes it (units closed before the
+/// process's signature is final — before the initializer of its last thread closes — wait
+/// with their trees), units of equal trees share one scoring, and only a compact row is kept
+/// per unit (the effective nodes its *why* needs are shared by the units of equal trees);
+/// trees are kept only for the candidates of each process's best units. The
+/// first [`Options::units_kept`] units of the ranking are then made whole.
 pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
     let procs = sorted_processes(std::slice::from_ref(set));
     opts.start("scoring units", procs.len());

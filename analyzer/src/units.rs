@@ -3,7 +3,8 @@
 //!
 //! Two streaming passes over each process:
 //!
-//! 1. [`scan_process`] reads every thread once: it collects the metadata (memory maps, Python
+//! 1. [`scan_process`] reads every thread once, decoding only what it needs (descriptor-
+//!    creating calls, receives, multiplexers, frames, metadata): it collects the metadata (memory maps, Python
 //!    code tables → [`ProcessSymbols`]), replays the descriptor-creating calls of all threads
 //!    into an [`FdTable`], and finds each thread's **event loop**: the call-stack frame whose
 //!    single activation contains recurring calls to a multiplexer (`select`, `poll`,
@@ -11,7 +12,8 @@
 //!    calls nest (`main` → `run` → …); the innermost one is taken: the deepest frame holding
 //!    at least half as many multiplexer calls as the frame holding the most. With no function
 //!    entries at all (an `LD_PRELOAD`-only trace) the only frame is the thread itself.
-//! 2. [`split_process`] reads every thread again and cuts it into units:
+//! 2. [`split_process`] (or [`split_process_each`], which lends each unit as a [`UnitView`]
+//!    over buffers it reuses) reads every thread again and cuts it into units:
 //!    - **initializer**: from the start to the first handler (the loop's first iteration up
 //!      to its first receive or accept is part of it);
 //!    - **handler**: starts at an `accept` or a receive on a socket (`recv*`, or `read`/`readv`
