@@ -88,6 +88,16 @@ fn stage(which: &str, threads: usize, model: &Path, dirs: &[PathBuf]) -> anyhow:
                 .collect();
             serde_json::json!({ "entries": st.iter().sum::<u64>() })
         }
+        "open" => serde_json::json!({ "entries": 0 }),
+        "scan" => {
+            use rayon::prelude::*;
+            let n: Vec<u64> = set
+                .processes
+                .par_iter()
+                .map(|p| analyzer::units::scan_process(p).map_or(0, |s| s.stats.entries))
+                .collect();
+            serde_json::json!({ "entries": n.iter().sum::<u64>() })
+        }
         "learn" => {
             let l = analyzer::learn(std::slice::from_ref(&set), &opts)?;
             l.model.save(model)?;
@@ -247,6 +257,13 @@ fn main() -> anyhow::Result<()> {
     for threads in [1, cores] {
         let v = run_stage("decode", threads, &model, &normal)?;
         row("decode only", threads, &v, String::new());
+        let v = run_stage("scan", threads, &model, &normal)?;
+        row(
+            "pass 1 only (loops, descriptors)",
+            threads,
+            &v,
+            String::new(),
+        );
         let v = run_stage("learn", threads, &model, &normal)?;
         let notes = format!(
             "{} group(s); global model {:.1} KB; process models {:.1}–{:.1} KB (mean {:.1})",
