@@ -584,6 +584,36 @@ impl<F: FnMut(Event)> Visit for Owned<F> {
     }
 }
 
+/// The fixed part of an entry, read without checks: kind byte, TSC, and the two 48-bit
+/// fields at offsets 8 and 14 (call site and callee of call-shaped and library entries; the
+/// first is the function of return-shaped ones). For the decoding loops' fast paths: `None`
+/// when fewer than 21 bytes are left (the checking decoder takes the entry then).
+pub(crate) struct Head {
+    pub kind: u8,
+    pub tsc: u64,
+    pub site: u64,
+    pub callee: u64,
+}
+
+impl Head {
+    #[inline(always)]
+    pub fn at(bytes: &[u8], p: usize) -> Option<Head> {
+        let b = bytes.get(p..p + 21)?;
+        let word = |at: usize| -> u64 {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&b[at..at + 8]);
+            u64::from_le_bytes(w)
+        };
+        let head = word(0);
+        Some(Head {
+            kind: head as u8,
+            tsc: (head >> 8) & format::TSC_MASK,
+            site: word(8) & format::ADDR_MASK,
+            callee: word(12) >> 16,
+        })
+    }
+}
+
 /// Decodes one chunk. The common entries — function entries and returns, and library calls
 /// whose options are scalars — are decoded in place (the checks are those of `bufpool`'s
 /// [`format::Decoder`]: an entry is taken here only when all of it is in the chunk, its
@@ -608,19 +638,16 @@ fn decode_chunk(
     }
     st.bytes += bytes.len() as u64;
     let n = bytes.len();
-    let word = |at: usize| -> u64 {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(&bytes[at..at + 8]);
-        u64::from_le_bytes(w)
-    };
     let mut p = 0usize;
     while p < n {
-        if n - p >= 21 {
-            let head = word(p);
-            let tsc = (head >> 8) & format::TSC_MASK;
-            let w8 = word(p + 8);
-            let (site, callee) = (w8 & format::ADDR_MASK, word(p + 12) >> 16);
-            let size = match head as u8 {
+        if let Some(Head {
+            kind: k,
+            tsc,
+            site,
+            callee,
+        }) = Head::at(bytes, p)
+        {
+            let size = match k {
                 0x01 => {
                     v.call(tsc, CallKind::C, site, callee);
                     20
@@ -645,7 +672,7 @@ fn decode_chunk(
                     v.ret(tsc, CallKind::PyBuiltin, site);
                     16
                 }
-                k @ (0x10 | 0x11) => {
+                0x10 | 0x11 => {
                     let m = bytes[p + 20] as usize;
                     let opts = match LibFn::from_id(callee) {
                         Some(func)

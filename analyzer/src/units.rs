@@ -840,18 +840,16 @@ impl ThreadScanner<'_> {
             let bytes = c.bytes;
             st.bytes += bytes.len() as u64;
             let n = bytes.len();
-            let word = |at: usize| -> u64 {
-                let mut w = [0u8; 8];
-                w.copy_from_slice(&bytes[at..at + 8]);
-                u64::from_le_bytes(w)
-            };
             let mut p = 0usize;
             while p < n {
-                if n - p >= 21 {
-                    let head = word(p);
-                    let w8 = word(p + 8);
-                    let (site, callee) = (w8 & bufpool::format::ADDR_MASK, word(p + 12) >> 16);
-                    let frame = match head as u8 {
+                if let Some(crate::decode::Head {
+                    kind: head,
+                    site,
+                    callee,
+                    ..
+                }) = crate::decode::Head::at(bytes, p)
+                {
+                    let frame = match head {
                         0x01 => Some((CallKind::C, true)),
                         0x03 => Some((CallKind::Py, true)),
                         0x06 => Some((CallKind::PyBuiltin, true)),
@@ -873,7 +871,7 @@ impl ThreadScanner<'_> {
                         st.entries += 1;
                         continue;
                     }
-                    if let (k @ (0x10 | 0x11), Some(func)) = (head as u8, LibFn::from_id(callee)) {
+                    if let (k @ (0x10 | 0x11), Some(func)) = (head, LibFn::from_id(callee)) {
                         let m = bytes[p + 20] as usize;
                         let body = (m <= bufpool::format::MAX_OPTS && n - p >= 21 + m)
                             .then(|| &bytes[p + 21..p + 21 + m]);
