@@ -11,7 +11,9 @@
 #
 # Exits 0 when the story worked (the top-ranked unit is on node 2, whose connection broke,
 # or on node 1, its peer), 1 otherwise. Environment: CULPRIT_DEMO_NODES (5),
-# CULPRIT_DEMO_JOBS (20), CULPRIT_DEMO_SKIP_BUILD=1 to use the binaries already built.
+# CULPRIT_DEMO_JOBS (20), CULPRIT_DEMO_SKIP_BUILD=1 to use the binaries already built,
+# CULPRIT_DEMO_PYTHON to record through another interpreter command (`python3` for a
+# pyenv shim: its bash and helper processes are then traced too).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -38,7 +40,7 @@ CULPRIT=$TARGET/release/culprit
 [ -x "$CULPRIT" ] || fail "$CULPRIT not built"
 [ -f "$TARGET/release/libtrace.so" ] || fail "$TARGET/release/libtrace.so not built"
 # The real interpreter, not a wrapper script (a pyenv shim's shells would be traced too).
-PY=$(python3 -c 'import sys; print(sys.executable)')
+PY=${CULPRIT_DEMO_PYTHON:-$(python3 -c 'import sys; print(sys.executable)')}
 "$PY" -c 'import culprit_trace._native' 2>/dev/null \
     || fail "the Python shim is not installed for $PY (pip install ./python-hook)"
 RING=(--nodes "$NODES" --jobs "$JOBS")

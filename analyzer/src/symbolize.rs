@@ -12,6 +12,13 @@
 //!   site → `(calling code, instruction offset)`;
 //! - a library function → its fixed [`LibFn`] id.
 //!
+//! A process that execs runs one image after another: [`ProcessSymbols::add_at`] keeps one
+//! set of tables per image, cut at each `Meta::Proc` record of an exec, and
+//! [`ProcessSymbols::at`] gives the tables in force at a TSC. What a child made by fork +
+//! exec did between the two (bash's `close`/`dup2`/`execve` before it becomes `readlink`)
+//! ran in its parent's image, which it never recorded: [`ProcessSymbols::inherit`] gives
+//! that first image the parent's tables at the fork.
+//!
 //! Names for people come from [`ProcessSymbols::name_c`] (a [`CSym`]: file and relative
 //! address) resolved by an [`ElfResolver`] through the ELF symbol tables (`.symtab` and
 //! `.dynsym`, via `object`) and DWARF line tables (`addr2line`), with a cache per file.
@@ -30,7 +37,7 @@
 //! ```
 
 use crate::hash::{mix, str_hash};
-use bufpool::format::{CodeKind, CodeRecord, LibFn, Meta};
+use bufpool::format::{CodeKind, CodeRecord, LibFn, MapRecord, Meta, ProcReason};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -51,12 +58,21 @@ struct Module {
 }
 
 /// The symbol tables of one process: its memory map and its Python code table.
+///
+/// The fields hold the tables of one program image: the process's last (current) one.
+/// The images it ran before an exec are in `before_exec`, each a `ProcessSymbols` of its
+/// own (with an empty `before_exec`), so every lookup method works on any of them.
 #[derive(Clone, Debug, Default)]
 pub struct ProcessSymbols {
     maps: Vec<Mapping>,
     modules: Vec<Module>,
     by_path: HashMap<Arc<str>, usize>,
     code: HashMap<u32, CodeRecord>,
+    /// The images run before each exec, oldest first, each with the TSC of the exec record
+    /// that ended it (only through [`ProcessSymbols::add_at`]).
+    before_exec: Vec<(u64, ProcessSymbols)>,
+    /// `(parent pid, TSC)` of the process's fork record, kept across execs.
+    fork: Option<(u32, u64)>,
 }
 
 /// A C address, placed in its file.
@@ -113,6 +129,59 @@ impl ProcessSymbols {
             }
             _ => {}
         }
+    }
+
+    /// Takes in one metadata record written at `tsc`, in the image in force then. An exec
+    /// record (`Meta::Proc` with [`ProcReason::Exec`]) starts a new image: the records that
+    /// follow it in time are the new program's. A fork record is remembered
+    /// ([`ProcessSymbols::forked_from`]). Records of one process may come thread by thread,
+    /// but those written after an exec must come after its record (they do: the new image
+    /// writes its maps right after it, in the same thread).
+    pub fn add_at(&mut self, m: &Meta, tsc: u64) {
+        match m {
+            Meta::Proc(p) if p.reason == ProcReason::Exec => {
+                let mut old = ProcessSymbols::default();
+                std::mem::swap(self, &mut old);
+                self.before_exec = std::mem::take(&mut old.before_exec);
+                self.fork = old.fork.take();
+                self.before_exec.push((tsc, old));
+            }
+            Meta::Proc(p) if p.reason == ProcReason::Fork => {
+                self.fork.get_or_insert((p.ppid, tsc));
+            }
+            _ => {
+                let image = match self.before_exec.iter().position(|(end, _)| tsc < *end) {
+                    Some(i) => &mut self.before_exec[i].1,
+                    None => self,
+                };
+                image.add(m);
+            }
+        }
+    }
+
+    /// The tables of the image the process ran at `tsc` (itself if it never exec'd).
+    #[inline]
+    pub fn at(&self, tsc: u64) -> &ProcessSymbols {
+        self.image_at(tsc).1
+    }
+
+    /// [`ProcessSymbols::at`] with the image's index: 0 for the image the process started
+    /// with, the number of its execs for the current one.
+    #[inline]
+    pub fn image_at(&self, tsc: u64) -> (usize, &ProcessSymbols) {
+        if self.before_exec.is_empty() {
+            return (0, self);
+        }
+        match self.before_exec.iter().position(|(end, _)| tsc < *end) {
+            Some(i) => (i, &self.before_exec[i].1),
+            None => (self.before_exec.len(), self),
+        }
+    }
+
+    /// `(parent pid, TSC)` of the fork that made this process, even if it exec'd since
+    /// (from the records given to [`ProcessSymbols::add_at`]).
+    pub fn forked_from(&self) -> Option<(u32, u64)> {
+        self.fork
     }
 
     fn module_of(&self, addr: u64) -> Option<&Module> {
@@ -195,20 +264,42 @@ impl ProcessSymbols {
         }
     }
 
-    /// Takes what a forked child inherited from its parent and did not record itself: the
-    /// parent's mappings when the child recorded none, and code records of indices the child
-    /// did not name. Returns true if anything was added.
+    /// Takes what a forked child inherited from its parent and did not record itself, into
+    /// the image the child ran from its fork to its first exec (its only image if it never
+    /// exec'd): the parent's mappings that none of the child's own overlaps, and code records
+    /// of indices the child did not name. `parent` is the parent's image at the fork
+    /// ([`ProcessSymbols::at`] the child's fork TSC). Returns true if anything was added.
     pub fn inherit(&mut self, parent: &ProcessSymbols) -> bool {
+        let me = match self.before_exec.first_mut() {
+            Some((_, first)) => first,
+            None => self,
+        };
         let mut changed = false;
-        if self.maps.is_empty() && !parent.maps.is_empty() {
-            self.maps = parent.maps.clone();
-            self.modules = parent.modules.clone();
-            self.by_path = parent.by_path.clone();
+        if me.maps.is_empty() && !parent.maps.is_empty() {
+            me.maps = parent.maps.clone();
+            me.modules = parent.modules.clone();
+            me.by_path = parent.by_path.clone();
             changed = true;
+        } else {
+            for m in &parent.maps {
+                let before = me.maps.partition_point(|x| x.start < m.end);
+                if me.maps[..before].iter().any(|x| x.end > m.start) {
+                    continue;
+                }
+                let module = &parent.modules[m.module];
+                me.add(&Meta::Map(MapRecord {
+                    start: m.start,
+                    end: m.end,
+                    offset: m.start.wrapping_sub(module.base),
+                    prot: 5,
+                    path: module.path.as_bytes().to_vec(),
+                }));
+                changed = true;
+            }
         }
         for (k, v) in &parent.code {
-            if !self.code.contains_key(k) {
-                self.code.insert(*k, v.clone());
+            if !me.code.contains_key(k) {
+                me.code.insert(*k, v.clone());
                 changed = true;
             }
         }

@@ -131,14 +131,16 @@ impl ProcessScan {
 }
 
 /// Gives forked children what they inherited and did not record again: the parent's symbol
-/// tables (memory map, Python code table) and descriptors at the fork. `scans[i]` belongs
-/// to `procs[i]`; parents are found by host and pid.
+/// tables (memory map, Python code table) at the fork — for a child that exec'd since, to
+/// what it ran before its exec — and, to children that did not exec, the parent's program
+/// and descriptors at the fork. `scans[i]` belongs to `procs[i]`; parents are found by host
+/// and pid.
 pub fn inherit(procs: &[&ProcessTrace], scans: &mut [ProcessScan]) {
     // Grandchildren need their parent to have inherited first: a few rounds suffice.
     for _ in 0..4 {
         let mut changed = false;
         for i in 0..scans.len() {
-            let Some((ppid, at)) = scans[i].forked_from else {
+            let Some((ppid, at)) = scans[i].symbols.forked_from() else {
                 continue;
             };
             let Some(j) = (0..procs.len())
@@ -146,11 +148,16 @@ pub fn inherit(procs: &[&ProcessTrace], scans: &mut [ProcessScan]) {
             else {
                 continue;
             };
-            let parent_syms = scans[j].symbols.clone();
+            let parent_syms = scans[j].symbols.at(at).clone();
             let parent_fds = scans[j].fds.clone();
             let parent_exe = scans[j].exe.clone();
             let c = &mut scans[i];
             changed |= c.symbols.inherit(&parent_syms);
+            // A child that exec'd since runs its own program; which descriptors survived the
+            // exec (close-on-exec) is not known: it keeps its own record of them.
+            if c.forked_from.is_none() {
+                continue;
+            }
             // A child that did not exec runs its parent's program.
             if c.exe.is_empty() && !parent_exe.is_empty() {
                 c.exe = parent_exe;
@@ -682,7 +689,7 @@ impl PairSink for ThreadScanner<'_> {
             } => self.push_frame(*kind, *site, *callee),
             Event::Return { kind, callee, .. } => self.pop_frames(*kind, *callee),
             Event::Meta { meta, .. } => {
-                self.symbols.add(meta);
+                self.symbols.add_at(meta, e.tsc());
                 if let Meta::Proc(pr) = meta {
                     if pr.reason != ProcReason::Fork || self.exe.is_empty() {
                         *self.exe = String::from_utf8_lossy(&pr.exe).into_owned();
@@ -997,11 +1004,11 @@ fn scan_process_with(p: &ProcessTrace, lean: bool) -> Result<ProcessScan> {
         .map(|r| {
             let mut abs = ROOT;
             for &(k, s, c) in &r.frames {
-                abs = frame_key(&symbols, k, s, c).child_of(abs);
+                abs = frame_key(symbols.at(r.call.tsc), k, s, c).child_of(abs);
             }
             let mut call = r.call;
             if connections::is_setup(call.func) {
-                call.stack = setup_stack_key(&symbols, abs, &r.ev);
+                call.stack = setup_stack_key(symbols.at(call.tsc), abs, &r.ev);
             }
             call
         })
@@ -1344,6 +1351,13 @@ const MEMO_FRAME: u64 = 1 << 62;
 const MEMO_LIB: u64 = 2 << 62;
 const MEMO_EXC: u64 = 3 << 62;
 
+/// The image part of a memo key's first part: the same raw address or Python index means
+/// something else in each image of a process that exec'd ([`ProcessSymbols::image_at`]).
+#[inline]
+fn memo_image(image: usize) -> u64 {
+    (image as u64 & 0xff_ffff) << 32
+}
+
 struct Splitter<'a> {
     p: &'a ProcessTrace,
     scan: &'a ProcessScan,
@@ -1392,14 +1406,16 @@ impl Splitter<'_> {
         }
     }
 
-    /// The node key of a function frame (with its hash, and whether its names were noted).
+    /// The node key of a function frame at `tsc` (with its hash, and whether its names were
+    /// noted).
     #[inline]
-    fn frame_key(&mut self, kind: CallKind, site: u64, callee: u64) -> MemoVal {
-        let raw = (MEMO_FRAME | kind as u64, site, callee);
+    fn frame_key(&mut self, kind: CallKind, site: u64, callee: u64, tsc: u64) -> MemoVal {
+        let (image, sy) = self.scan.symbols.image_at(tsc);
+        let raw = (MEMO_FRAME | memo_image(image) | kind as u64, site, callee);
         match self.ctx.memo.get(raw) {
             Some(v) => v,
             None => {
-                let k = frame_key(&self.scan.symbols, kind, site, callee);
+                let k = frame_key(sy, kind, site, callee);
                 self.ctx.memo.insert(raw, k)
             }
         }
@@ -1407,8 +1423,8 @@ impl Splitter<'_> {
 
     /// Notes the names of a frame's parts (once per process).
     #[cold]
-    fn name_frame(&mut self, kind: CallKind, site: u64, callee: u64, key: &NodeKey) {
-        let sy = &self.scan.symbols;
+    fn name_frame(&mut self, kind: CallKind, site: u64, callee: u64, key: &NodeKey, tsc: u64) {
+        let (image, sy) = self.scan.symbols.image_at(tsc);
         let names = &mut self.ctx.names.names;
         names.entry(key.site).or_insert_with(|| match kind {
             CallKind::C => NameSrc::C(sy.name_c(site)),
@@ -1420,7 +1436,7 @@ impl Splitter<'_> {
         });
         self.ctx
             .memo
-            .set_named((MEMO_FRAME | kind as u64, site, callee));
+            .set_named((MEMO_FRAME | memo_image(image) | kind as u64, site, callee));
     }
 
     /// Closes the current unit at `tsc` and opens a new one.
@@ -1574,7 +1590,7 @@ impl PairSink for Splitter<'_> {
             Event::Call {
                 kind, site, callee, ..
             } => {
-                let m = self.frame_key(*kind, *site, *callee);
+                let m = self.frame_key(*kind, *site, *callee, tsc);
                 let (abs_parent, raw_parent, rel_parent) = match self.frames.last() {
                     Some(f) => (f.abs, f.raw_path, self.top_rel()),
                     None => (ROOT, RAW_ROOT, ROOT),
@@ -1586,7 +1602,7 @@ impl PairSink for Splitter<'_> {
                     (child_id(rel_parent, m.hash), false)
                 };
                 if new && !m.named {
-                    self.name_frame(*kind, *site, *callee, &m.key);
+                    self.name_frame(*kind, *site, *callee, &m.key, tsc);
                 }
                 let raw_path = if self.phase == Phase::Before {
                     raw_step(raw_parent, *kind, *site, *callee)
@@ -1617,11 +1633,11 @@ impl PairSink for Splitter<'_> {
                 }
             }
             Event::Exception { code, exc_type, .. } => {
-                let raw = (MEMO_EXC, *code, *exc_type);
+                let (image, sy) = self.scan.symbols.image_at(tsc);
+                let raw = (MEMO_EXC | memo_image(image), *code, *exc_type);
                 let m = match self.ctx.memo.get(raw) {
                     Some(m) => m,
                     None => {
-                        let sy = &self.scan.symbols;
                         let key = NodeKey {
                             kind: NodeKind::Exception,
                             site: sy.key_py(*code),
@@ -1634,7 +1650,6 @@ impl PairSink for Splitter<'_> {
                 let key = m.key;
                 let (_, new) = self.tree.add_new_h(self.top_rel(), key, m.hash, tsc);
                 if new && !m.named {
-                    let sy = &self.scan.symbols;
                     let (n1, n2) = (sy.name_py(*code), sy.name_py(*exc_type));
                     let names = &mut self.ctx.names.names;
                     names.entry(key.site).or_insert(NameSrc::Text(n1));
@@ -1688,7 +1703,7 @@ impl PairSink for Splitter<'_> {
                 self.mux_since_recv = false;
             }
         }
-        let sy = &self.scan.symbols;
+        let (image, sy) = self.scan.symbols.image_at(tsc);
         if self.head.kind == UnitKind::Initializer && connections::is_setup(l.func) {
             let top_abs = self.frames.last().map_or(ROOT, |f| f.abs);
             self.ctx.signature.insert(setup_stack_key(sy, top_abs, l));
@@ -1699,7 +1714,7 @@ impl PairSink for Splitter<'_> {
             Outcome::Any
         };
         let raw = (
-            MEMO_LIB,
+            MEMO_LIB | memo_image(image),
             l.site,
             (key_lib(l.func) << 32) | o.code() as u32 as u64,
         );
@@ -1713,7 +1728,7 @@ impl PairSink for Splitter<'_> {
         let key = m.key;
         let (_, new) = self.tree.add_new_h(self.top_rel(), key, m.hash, tsc);
         if new && !m.named {
-            let site = self.scan.symbols.name_c(l.site);
+            let site = sy.name_c(l.site);
             let names = &mut self.ctx.names.names;
             names.entry(key.site).or_insert(NameSrc::C(site));
             names

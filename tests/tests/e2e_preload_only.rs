@@ -9,6 +9,8 @@
 mod common;
 
 use common::*;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 #[test]
 fn a_reset_header_read_in_an_uninstrumented_c_ring_is_ranked_first() {
@@ -29,4 +31,44 @@ fn a_reset_header_read_in_an_uninstrumented_c_ring_is_ranked_first() {
         tmp.path(),
     );
     check_show(&model, &faulty, &units[0]);
+}
+
+/// The load address of bash in a trace directory (from its first recorded mapping).
+fn bash_base(dir: &Path) -> String {
+    let r = run_culprit(
+        &["dump", "--json", dir.to_str().expect("UTF-8 path")],
+        Duration::from_secs(60),
+    );
+    r.assert_success("culprit dump --json");
+    tests::parse_json_lines(&r.stdout)
+        .into_iter()
+        .find(|e| e["kind"] == "meta_map" && e["path"] == "/usr/bin/bash")
+        .and_then(|e| e["start"].as_str().map(String::from))
+        .unwrap_or_else(|| panic!("no map of /usr/bin/bash in {}", dir.display()))
+}
+
+/// A helper made by fork + exec (bash forks, the child execs `readlink`) runs bash's code
+/// between the fork and the exec, in its parent's image, whose map it never records. ASLR
+/// puts bash elsewhere in every run: those calls must be keyed through the parent's map,
+/// or the helper scores "`fork` never seen here" against a model of the same command.
+#[test]
+fn a_fork_exec_helper_scores_0_against_a_model_of_the_same_command() {
+    let tmp = tempfile::tempdir().expect("temporary directory");
+    let cmd = ["bash", "-c", "readlink /proc/self/exe; true"];
+    let dirs: Vec<PathBuf> = (0..2).map(|i| tmp.path().join(format!("run{i}"))).collect();
+    for d in &dirs {
+        record(d, &[], &cmd, Duration::from_secs(60)).assert_success("culprit record");
+    }
+    assert_ne!(
+        bash_base(&dirs[0]),
+        bash_base(&dirs[1]),
+        "bash was loaded at the same address twice: no ASLR here, nothing to test"
+    );
+    let model = tmp.path().join("bash.model");
+    learn(&dirs[..1], &model, &[]);
+    let units = rank_json(&model, &dirs[1]);
+    assert_eq!(units.len(), 2, "bash and readlink: {units:?}");
+    for u in &units {
+        assert_eq!(score(u), 0.0, "{u}");
+    }
 }
