@@ -86,10 +86,25 @@ pub struct FdTable {
 
 impl FdTable {
     /// Replays setup calls (any order; they are sorted by TSC, then thread).
-    pub fn build(mut calls: Vec<SetupCall>) -> FdTable {
+    pub fn build(calls: Vec<SetupCall>) -> FdTable {
+        FdTable::build_from(None, calls)
+    }
+
+    /// Like [`FdTable::build`], starting from the descriptors of `inherited` at a TSC (what a
+    /// forked child had from its parent): an `accept` on an inherited listening socket gets
+    /// that socket's setup stacks, a `dup` or `close` of an inherited descriptor is followed.
+    /// The history holds the child's own changes only (lookups fall back to the parent's).
+    pub fn build_from(inherited: Option<(&FdTable, u64)>, mut calls: Vec<SetupCall>) -> FdTable {
         calls.sort_by_key(|c| (c.tsc, c.tid));
         let mut t = FdTable::default();
         let mut cur: crate::hash::FxMap<i32, Arc<ConnInfo>> = Default::default();
+        if let Some((parent, at)) = inherited {
+            for &fd in parent.hist.keys() {
+                if let Some(ci) = parent.at(fd, at) {
+                    cur.insert(fd, ci.clone());
+                }
+            }
+        }
         for c in &calls {
             let ok = c.ret.is_none_or(|r| r >= 0);
             let tsc = c.tsc;

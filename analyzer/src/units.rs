@@ -115,9 +115,35 @@ pub struct ProcessScan {
     pub forked_from: Option<(u32, u64)>,
     /// The parent's descriptors at the fork (see [`inherit`]).
     pub inherited_fds: Option<(FdTable, u64)>,
+    /// The descriptor-creating calls `fds` was built from, kept to build it again once a
+    /// forked child has its parent's symbols (see [`inherit`]).
+    setups: Vec<RawSetup>,
 }
 
 impl ProcessScan {
+    /// Builds the descriptor history from the recorded calls with the symbols as they are
+    /// now (a setup call's stack key is made of its stable frame keys), starting from the
+    /// descriptors inherited at a fork if any.
+    fn build_fds(&mut self, inherited: Option<(&FdTable, u64)>) {
+        let symbols = &self.symbols;
+        let calls = self
+            .setups
+            .iter()
+            .map(|r| {
+                let mut abs = ROOT;
+                for &(k, s, c) in &r.frames {
+                    abs = frame_key(symbols.at(r.call.tsc), k, s, c).child_of(abs);
+                }
+                let mut call = r.call.clone();
+                if connections::is_setup(call.func) {
+                    call.stack = setup_stack_key(symbols.at(call.tsc), abs, &r.ev);
+                }
+                call
+            })
+            .collect();
+        self.fds = FdTable::build_from(inherited, calls);
+    }
+
     /// What `fd` was at `tsc`: this process's own history, else what it inherited at fork.
     pub fn fd_at(&self, fd: i32, tsc: u64) -> Option<&std::sync::Arc<connections::ConnInfo>> {
         match self.fds.state(fd, tsc) {
@@ -136,40 +162,72 @@ impl ProcessScan {
 /// and descriptors at the fork. `scans[i]` belongs to `procs[i]`; parents are found by host
 /// and pid.
 pub fn inherit(procs: &[&ProcessTrace], scans: &mut [ProcessScan]) {
-    // Grandchildren need their parent to have inherited first: a few rounds suffice.
+    let parent_of = |i: usize, ppid: u32| {
+        (0..procs.len()).find(|&j| j != i && procs[j].host == procs[i].host && procs[j].pid == ppid)
+    };
+    // Symbols first. Grandchildren need their parent to have inherited first: a few rounds
+    // suffice.
+    let mut resymbolized = vec![false; scans.len()];
     for _ in 0..4 {
         let mut changed = false;
         for i in 0..scans.len() {
             let Some((ppid, at)) = scans[i].symbols.forked_from() else {
                 continue;
             };
-            let Some(j) = (0..procs.len())
-                .find(|&j| j != i && procs[j].host == procs[i].host && procs[j].pid == ppid)
-            else {
+            let Some(j) = parent_of(i, ppid) else {
                 continue;
             };
             let parent_syms = scans[j].symbols.at(at).clone();
-            let parent_fds = scans[j].fds.clone();
             let parent_exe = scans[j].exe.clone();
             let c = &mut scans[i];
-            changed |= c.symbols.inherit(&parent_syms);
-            // A child that exec'd since runs its own program; which descriptors survived the
-            // exec (close-on-exec) is not known: it keeps its own record of them.
-            if c.forked_from.is_none() {
-                continue;
-            }
-            // A child that did not exec runs its parent's program.
-            if c.exe.is_empty() && !parent_exe.is_empty() {
-                c.exe = parent_exe;
+            if c.symbols.inherit(&parent_syms) {
+                resymbolized[i] = true;
                 changed = true;
             }
-            if c.inherited_fds.is_none() {
-                c.inherited_fds = Some((parent_fds, at));
+            // A child that did not exec runs its parent's program.
+            if c.forked_from.is_some() && c.exe.is_empty() && !parent_exe.is_empty() {
+                c.exe = parent_exe;
                 changed = true;
             }
         }
         if !changed {
             break;
+        }
+    }
+    // The stack keys of a child's own setup calls (a pre-forked worker's `accept`) are made
+    // of its frames' keys: made again with the symbols it inherited, they are the same from
+    // run to run (raw addresses are not: ASLR). A child that did not exec starts from its
+    // parent's descriptors at the fork, so parents are done before their children. One that
+    // exec'd since runs its own program; which descriptors survived the exec (close-on-exec)
+    // is not known: it keeps its own record of them.
+    let parent: Vec<Option<(usize, u64)>> = (0..scans.len())
+        .map(|i| {
+            let (ppid, at) = scans[i].forked_from?;
+            Some((parent_of(i, ppid)?, at))
+        })
+        .collect();
+    let depth = |i: usize| {
+        let (mut d, mut k) = (0, i);
+        while let Some((j, _)) = parent[k] {
+            d += 1;
+            k = j;
+            if d > scans.len() {
+                break; // a cycle of pids (reuse): stop anywhere
+            }
+        }
+        d
+    };
+    let mut order: Vec<usize> = (0..scans.len()).collect();
+    order.sort_by_key(|&i| depth(i));
+    for i in order {
+        match parent[i] {
+            Some((j, at)) => {
+                let from = scans[j].fds.clone();
+                scans[i].build_fds(Some((&from, at)));
+                scans[i].inherited_fds = Some((from, at));
+            }
+            None if resymbolized[i] => scans[i].build_fds(None),
+            None => {}
         }
     }
 }
@@ -546,6 +604,7 @@ struct P1Frame {
     recv: u64,
 }
 
+#[derive(Clone, Debug)]
 struct RawSetup {
     call: SetupCall,
     frames: Vec<(CallKind, u64, u64)>,
@@ -999,29 +1058,18 @@ fn scan_process_with(p: &ProcessTrace, lean: bool) -> Result<ProcessScan> {
             event_loop: s.finish(),
         });
     }
-    let calls = raw_setups
-        .into_iter()
-        .map(|r| {
-            let mut abs = ROOT;
-            for &(k, s, c) in &r.frames {
-                abs = frame_key(symbols.at(r.call.tsc), k, s, c).child_of(abs);
-            }
-            let mut call = r.call;
-            if connections::is_setup(call.func) {
-                call.stack = setup_stack_key(symbols.at(call.tsc), abs, &r.ev);
-            }
-            call
-        })
-        .collect();
-    Ok(ProcessScan {
+    let mut scan = ProcessScan {
         symbols,
         threads,
-        fds: FdTable::build(calls),
+        fds: FdTable::default(),
         exe,
         stats,
         forked_from: forked,
         inherited_fds: None,
-    })
+        setups: raw_setups,
+    };
+    scan.build_fds(None);
+    Ok(scan)
 }
 
 // ---------------------------------------------------------------- pass 2
@@ -2421,5 +2469,65 @@ mod tests {
             })
             .collect();
         assert!(names.iter().any(|n| n.starts_with("d.handle")), "{names:?}");
+    }
+
+    /// A pre-forking server: the parent listens, its forked workers (no exec, so no map of
+    /// their own) accept. A worker's accept is keyed through the map it inherited, so its
+    /// connection is the same in a run where ASLR moved the program.
+    #[test]
+    fn a_forked_workers_connections_keep_their_keys_when_aslr_moves_the_program() {
+        use bufpool::format::{MapRecord, ProcRecord};
+        let conn_of_worker = |base: u64| {
+            let mut parent = TraceBuilder::new("h", 10, 10);
+            parent.meta(&Meta::Map(MapRecord {
+                start: base,
+                end: base + 0x10000,
+                offset: 0,
+                prot: 5,
+                path: b"/nonexistent/sbin/prefork".to_vec(),
+            }));
+            parent.lib(base + 0x10, LibFn::Socket, o(-1, 3, 0));
+            parent.lib(base + 0x20, LibFn::Bind, o(3, 0, 0));
+            parent.lib(base + 0x30, LibFn::Listen, o(3, 0, 0));
+            parent.wait(1000);
+            let fork_at = parent.now();
+            let mut worker = TraceBuilder::new("h", 11, 11);
+            worker.wait(fork_at - worker.now());
+            worker.meta(&Meta::Proc(ProcRecord {
+                reason: ProcReason::Fork,
+                pid: 11,
+                ppid: 10,
+                start_ticks: 0,
+                exe: Vec::new(),
+                argv: Vec::new(),
+            }));
+            worker.lib(base + 0x40, LibFn::Accept, o(3, 4, 0));
+            for _ in 0..3 {
+                worker.lib(base + 0x50, LibFn::Poll, o(-1, 1, 0));
+                worker.lib(base + 0x60, LibFn::Recv, o(4, 10, 10));
+            }
+            let procs = [parent.finish(), worker.finish()];
+            let refs: Vec<&ProcessTrace> = procs.iter().collect();
+            let mut scans: Vec<ProcessScan> =
+                refs.iter().map(|p| scan_process(p).unwrap()).collect();
+            inherit(&refs, &mut scans);
+            let u = split_process(&procs[1], &scans[1], &TreeOptions::default()).unwrap();
+            let h: Vec<&Unit> = u
+                .units
+                .iter()
+                .filter(|u| u.info.kind == UnitKind::Handler)
+                .collect();
+            assert!(!h.is_empty());
+            assert_eq!(
+                h[0].info.conn.0.len(),
+                3,
+                "bind + listen + the worker's accept"
+            );
+            h[0].info.conn.clone()
+        };
+        assert_eq!(
+            conn_of_worker(0x5555_0000_0000),
+            conn_of_worker(0x5602_1234_0000)
+        );
     }
 }
