@@ -62,24 +62,26 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         if !args.pid.is_empty() && !args.pid.contains(&k.pid) {
             continue;
         }
-        let symbols = Symbols {
-            ps: syms.get(&(k.pid, k.start_ticks)),
-            namer: &namer,
-        };
+        let proc_syms = syms.get(&(k.pid, k.start_ticks));
         if !args.json {
             writeln!(out, "# pid {} tid {}", k.pid, k.tid)?;
         }
         let mut depth: u32 = 0;
         for c in trace.chunks(k) {
             let c = c?;
-            let line = Line {
-                key: k,
-                seq: c.info.seq,
-                calib: &calib,
-                syms: &symbols,
-            };
             for e in c.entries() {
                 let e = e?;
+                // The tables of the program image the process ran then (it may have exec'd).
+                let symbols = Symbols {
+                    ps: proc_syms.map(|p| p.at(e.tsc)),
+                    namer: &namer,
+                };
+                let line = Line {
+                    key: k,
+                    seq: c.info.seq,
+                    calib: &calib,
+                    syms: &symbols,
+                };
                 if matches!(e.kind, Kind::FnExit | Kind::PyReturn | Kind::PyCReturn) {
                     depth = depth.saturating_sub(1);
                 }
@@ -100,13 +102,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The symbol tables of every process, from the `Meta::Map` and `Meta::Code` records of
-/// all its threads. A forked child records no memory map of its own (it is its parent's
-/// at the time of the fork), so it starts from a copy of its parent's tables.
+/// The symbol tables of every process, from the `Meta::Map`, `Meta::Code` and `Meta::Proc`
+/// records of all its threads, one table per program image (an exec starts a new one). A
+/// forked child records no memory map of its own until it execs (it runs its parent's image
+/// as it was at the fork), so that image starts from its parent's tables.
 fn process_symbols(trace: &TraceDir) -> anyhow::Result<HashMap<(u32, u64), ProcessSymbols>> {
     struct Found {
-        metas: Vec<Meta>,
-        forked_from: Option<u32>,
+        metas: Vec<(u64, Meta)>,
+        forked_from: Option<(u32, u64)>,
     }
     let mut found: BTreeMap<(u64, u32), Found> = BTreeMap::new();
     for k in trace.threads().collect::<Vec<_>>() {
@@ -120,10 +123,9 @@ fn process_symbols(trace: &TraceDir) -> anyhow::Result<HashMap<(u32, u64), Proce
                     Ok(Some(Meta::Proc(p)))
                         if p.reason == ProcReason::Fork && f.forked_from.is_none() =>
                     {
-                        f.forked_from = Some(p.ppid);
+                        f.forked_from = Some((p.ppid, e.tsc));
                     }
-                    Ok(Some(Meta::Proc(_))) => {}
-                    Ok(Some(m)) => f.metas.push(m),
+                    Ok(Some(m)) => f.metas.push((e.tsc, m)),
                     _ => {}
                 }
             }
@@ -133,15 +135,18 @@ fn process_symbols(trace: &TraceDir) -> anyhow::Result<HashMap<(u32, u64), Proce
     // Parents start before their children: build in start-time order.
     let mut latest: HashMap<u32, (u64, u32)> = HashMap::new();
     let mut out: HashMap<(u32, u64), ProcessSymbols> = HashMap::new();
-    for ((start, pid), f) in found {
-        let mut ps = f
-            .forked_from
-            .and_then(|pp| latest.get(&pp))
-            .and_then(|&(s, p)| out.get(&(p, s)))
-            .cloned()
-            .unwrap_or_default();
-        for m in &f.metas {
-            ps.add(m);
+    for ((start, pid), mut f) in found {
+        // Threads were read one after another: the exec record must come before the new
+        // image's records, as it did in time.
+        f.metas.sort_by_key(|(tsc, _)| *tsc);
+        let mut ps = ProcessSymbols::default();
+        for (tsc, m) in &f.metas {
+            ps.add_at(m, *tsc);
+        }
+        if let Some((ppid, at)) = f.forked_from {
+            if let Some(parent) = latest.get(&ppid).and_then(|&(s, p)| out.get(&(p, s))) {
+                ps.inherit(parent.at(at));
+            }
         }
         out.insert((pid, start), ps);
         latest.insert(pid, (start, pid));
