@@ -318,6 +318,12 @@ pub fn program_key(exe: &str) -> u64 {
     )
 }
 
+/// The signature element of a process forked without exec since: a forked copy of a program
+/// plays another role than the program started afresh — a shell's `$(…)` subshell is not the
+/// script it was forked from, a daemon's forked worker not the daemon. Tagged like
+/// [`program_key`]'s.
+pub const FORKED_KEY: u64 = 0x666f_726b_6564_0001;
+
 /// Where names of key parts come from, before ELF resolution.
 #[derive(Clone, Debug)]
 pub enum NameSrc {
@@ -1281,10 +1287,13 @@ impl ProcCtx {
     }
 
     /// The process's signature: the setup calls' stack keys and the program.
-    fn signature(&self, exe: &str) -> Signature {
+    fn signature(&self, scan: &ProcessScan) -> Signature {
         let mut s = self.signature.clone();
-        if !exe.is_empty() {
-            s.insert(program_key(exe));
+        if !scan.exe.is_empty() {
+            s.insert(program_key(&scan.exe));
+        }
+        if scan.forked_from.is_some() {
+            s.insert(FORKED_KEY);
         }
         Signature(s.into_iter().collect())
     }
@@ -1550,7 +1559,7 @@ impl Splitter<'_> {
         let keep = !self.spare.is_empty()
             || matches!(head.kind, UnitKind::Initializer | UnitKind::Handler);
         if head.kind == UnitKind::Initializer && self.last_thread && self.ctx.final_sig.is_none() {
-            self.ctx.final_sig = Some(self.ctx.signature(&self.scan.exe));
+            self.ctx.final_sig = Some(self.ctx.signature(self.scan));
         }
         if keep {
             (self.sink)(UnitView {
@@ -1864,7 +1873,7 @@ pub fn split_process_each(
         std::mem::swap(&mut s.tree, &mut s.spare);
         s.close_spare(last, end);
     }
-    let signature = ctx.signature(&scan.exe);
+    let signature = ctx.signature(scan);
     Ok(ProcessUnits {
         host: p.host.clone(),
         pid: p.pid,
@@ -2529,5 +2538,46 @@ mod tests {
             conn_of_worker(0x5555_0000_0000),
             conn_of_worker(0x5602_1234_0000)
         );
+    }
+
+    /// A subshell (forked, no exec) is not grouped with the script it was forked from, nor
+    /// with a child that exec'd the same program.
+    #[test]
+    fn processes_forked_without_exec_are_marked_in_their_signature() {
+        use bufpool::format::ProcRecord;
+        let proc_rec = |t: &mut TraceBuilder, reason, pid, ppid| {
+            t.meta(&Meta::Proc(ProcRecord {
+                reason,
+                pid,
+                ppid,
+                start_ticks: 0,
+                exe: b"/usr/bin/bash".to_vec(),
+                argv: Vec::new(),
+            }))
+        };
+        let mut script = TraceBuilder::new("h", 20, 20);
+        proc_rec(&mut script, ProcReason::Start, 20, 1);
+        script.lib(0x10, LibFn::Fork, o(-1, 21, 0));
+        let mut subshell = TraceBuilder::new("h", 21, 21);
+        proc_rec(&mut subshell, ProcReason::Fork, 21, 20);
+        subshell.lib_enter(0x20, LibFn::Exit, LibOpts::default());
+        let mut execd = TraceBuilder::new("h", 22, 22);
+        proc_rec(&mut execd, ProcReason::Fork, 22, 20);
+        proc_rec(&mut execd, ProcReason::Exec, 22, 20);
+        execd.lib_enter(0x20, LibFn::Exit, LibOpts::default());
+        let procs = [script.finish(), subshell.finish(), execd.finish()];
+        let refs: Vec<&ProcessTrace> = procs.iter().collect();
+        let mut scans: Vec<ProcessScan> = refs.iter().map(|p| scan_process(p).unwrap()).collect();
+        inherit(&refs, &mut scans);
+        let sig = |i: usize| {
+            split_process(&procs[i], &scans[i], &TreeOptions::default())
+                .unwrap()
+                .signature
+        };
+        let (script, subshell, execd) = (sig(0), sig(1), sig(2));
+        assert!(subshell.0.contains(&FORKED_KEY));
+        assert!(!script.0.contains(&FORKED_KEY) && !execd.0.contains(&FORKED_KEY));
+        assert_ne!(subshell, script);
+        assert_eq!(script, execd, "the same program, started afresh");
     }
 }
