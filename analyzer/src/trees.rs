@@ -302,16 +302,52 @@ impl CallTree {
 #[derive(Clone, Debug, Default)]
 pub struct TreeBuf {
     nodes: Vec<(u64, TreeNode)>,
+    /// The ids of `nodes`, packed: a small tree (most units) is searched by scanning them.
+    ids: Vec<u64>,
+    /// Index by id, kept only above [`TREEBUF_SCAN`] nodes.
     index: IdMap<u32>,
     fa: u64,
     fb: u64,
 }
+
+/// Up to this many nodes a tree is searched by scanning its ids (cheaper than hashing for the
+/// handful of nodes most units have); above, through an index.
+const TREEBUF_SCAN: usize = 24;
 
 /// Above this many index slots a cleared buffer gives its index back (one huge unit, such
 /// as an initializer, must not make clearing every later small unit costly).
 const TREEBUF_KEEP: usize = 4096;
 
 impl TreeBuf {
+    /// Where node `id` is in `nodes`.
+    #[inline]
+    fn find(&self, id: u64) -> Option<usize> {
+        if self.ids.len() <= TREEBUF_SCAN {
+            self.ids.iter().position(|&x| x == id)
+        } else {
+            self.index.get(&id).map(|&i| i as usize)
+        }
+    }
+
+    /// Appends a node that is not in the tree.
+    #[inline]
+    fn push(&mut self, id: u64, n: TreeNode) {
+        self.nodes.push((id, n));
+        self.ids.push(id);
+        let len = self.ids.len();
+        if len == TREEBUF_SCAN + 1 {
+            self.index.clear();
+            for (i, &x) in self.ids.iter().enumerate() {
+                self.index.insert(x, i as u32);
+            }
+        } else if len > TREEBUF_SCAN + 1 {
+            self.index.insert(id, (len - 1) as u32);
+        }
+        let (a, b) = fp_parts(id);
+        self.fa = self.fa.wrapping_add(a);
+        self.fb = self.fb.wrapping_add(b);
+    }
+
     /// Adds (or counts again) node `key` under `parent`; returns its id and whether it is
     /// new in this tree.
     #[inline]
@@ -323,15 +359,14 @@ impl TreeBuf {
     #[inline]
     pub fn add_new_h(&mut self, parent: u64, key: NodeKey, key_hash: u64, tsc: u64) -> (u64, bool) {
         let id = child_id(parent, key_hash);
-        match self.index.entry(id) {
-            std::collections::hash_map::Entry::Occupied(e) => {
-                let n = &mut self.nodes[*e.get() as usize].1;
+        match self.find(id) {
+            Some(i) => {
+                let n = &mut self.nodes[i].1;
                 n.calls = n.calls.saturating_add(1);
                 (id, false)
             }
-            std::collections::hash_map::Entry::Vacant(e) => {
-                e.insert(self.nodes.len() as u32);
-                self.nodes.push((
+            None => {
+                self.push(
                     id,
                     TreeNode {
                         parent,
@@ -339,10 +374,7 @@ impl TreeBuf {
                         first_tsc: tsc,
                         calls: 1,
                     },
-                ));
-                let (a, b) = fp_parts(id);
-                self.fa = self.fa.wrapping_add(a);
-                self.fb = self.fb.wrapping_add(b);
+                );
                 (id, true)
             }
         }
@@ -357,21 +389,15 @@ impl TreeBuf {
     /// Puts a node taken from another tree (see [`TreeBuf::take_subtree`]); a node already
     /// present is replaced.
     pub fn insert(&mut self, id: u64, n: TreeNode) {
-        match self.index.get(&id) {
-            Some(&i) => self.nodes[i as usize].1 = n,
-            None => {
-                self.index.insert(id, self.nodes.len() as u32);
-                self.nodes.push((id, n));
-                let (a, b) = fp_parts(id);
-                self.fa = self.fa.wrapping_add(a);
-                self.fb = self.fb.wrapping_add(b);
-            }
+        match self.find(id) {
+            Some(i) => self.nodes[i].1 = n,
+            None => self.push(id, n),
         }
     }
 
     /// Removes node `id` and its descendants, returning them (parents before children).
     pub fn take_subtree(&mut self, id: u64) -> Vec<(u64, TreeNode)> {
-        let Some(&at) = self.index.get(&id) else {
+        let Some(at) = self.find(id) else {
             return Vec::new();
         };
         // Descendants were added after their ancestors: one scan from `id` on finds them.
@@ -380,18 +406,20 @@ impl TreeBuf {
         let mut out = Vec::new();
         let mut kept = Vec::with_capacity(self.nodes.len());
         for (i, (nid, n)) in self.nodes.drain(..).enumerate() {
-            if i >= at as usize && (nid == id || taken.contains(&n.parent)) {
+            if i >= at && (nid == id || taken.contains(&n.parent)) {
                 taken.insert(nid);
                 out.push((nid, n));
             } else {
                 kept.push((nid, n));
             }
         }
-        self.nodes = kept;
-        self.index.clear();
-        for (i, (nid, _)) in self.nodes.iter().enumerate() {
-            self.index.insert(*nid, i as u32);
+        let (fa, fb) = (self.fa, self.fb);
+        self.clear();
+        for (nid, n) in kept {
+            self.push(nid, n);
         }
+        self.fa = fa;
+        self.fb = fb;
         for (nid, _) in &out {
             let (a, b) = fp_parts(*nid);
             self.fa = self.fa.wrapping_sub(a);
@@ -402,12 +430,15 @@ impl TreeBuf {
 
     /// Empties the tree, keeping its allocations (unless they grew very large).
     pub fn clear(&mut self) {
-        self.nodes.clear();
-        if self.index.capacity() > TREEBUF_KEEP {
-            self.index = IdMap::default();
-        } else {
-            self.index.clear();
+        if self.ids.len() > TREEBUF_SCAN {
+            if self.index.capacity() > TREEBUF_KEEP {
+                self.index = IdMap::default();
+            } else {
+                self.index.clear();
+            }
         }
+        self.nodes.clear();
+        self.ids.clear();
         self.fa = 0;
         self.fb = 0;
     }
@@ -429,7 +460,7 @@ impl TreeBuf {
 
     /// Is this id in the tree (the root always is)?
     pub fn contains(&self, id: u64) -> bool {
-        id == ROOT || self.index.contains_key(&id)
+        id == ROOT || self.find(id).is_some()
     }
 
     /// Order-independent fingerprint of the node set: equal sets give equal fingerprints
@@ -523,6 +554,44 @@ mod tests {
         a.clear();
         assert!(a.is_empty());
         assert_eq!(a.fingerprint(), TreeBuf::default().fingerprint());
+    }
+
+    #[test]
+    fn large_tree_buffers_switch_to_an_index_and_back() {
+        // A chain of 60 nodes with a leaf under each: past the scanning size, then cut.
+        let mut t = TreeBuf::default();
+        let mut parent = ROOT;
+        let mut chain = Vec::new();
+        for i in 0..60 {
+            let id = t.add(parent, k(1000 + i), i);
+            t.add(id, k(5000 + i), i);
+            chain.push(id);
+            parent = id;
+        }
+        assert_eq!(t.len(), 120);
+        for (i, &id) in chain.iter().enumerate() {
+            assert!(t.contains(id));
+            assert_eq!(
+                t.add_new(
+                    if i == 0 { ROOT } else { chain[i - 1] },
+                    k(1000 + i as u64),
+                    0
+                ),
+                (id, false)
+            );
+        }
+        assert_eq!(t.fingerprint(), t.to_tree().fingerprint());
+        let moved = t.take_subtree(chain[50]);
+        assert_eq!(moved.len(), 20);
+        assert_eq!(t.len(), 100);
+        assert!(t.contains(chain[49]) && !t.contains(chain[50]));
+        assert_eq!(t.fingerprint(), t.to_tree().fingerprint());
+        let moved = t.take_subtree(chain[5]);
+        assert_eq!((moved.len(), t.len()), (90, 10));
+        assert!(t.contains(chain[4]) && !t.contains(chain[6]));
+        assert_eq!(t.fingerprint(), t.to_tree().fingerprint());
+        t.clear();
+        assert!(t.is_empty() && !t.contains(chain[0]));
     }
 
     #[test]
