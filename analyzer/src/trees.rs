@@ -33,9 +33,7 @@ pub struct TreeOptions {
     /// Library frames called from a library frame get no node; what is recorded under them
     /// (library calls such as `recv` or `close`, exceptions, and user functions called back
     /// from library code) attaches to the nearest frame above that has a node. Default:
-    /// **true** (see `analyzer/MODEL.md`, "Library frames"). Absent from model files written
-    /// before it existed, which were learned without collapsing: false.
-    #[serde(default)]
+    /// **true** (see `analyzer/MODEL.md`, "Library frames").
     pub collapse_library: bool,
 }
 
