@@ -14,21 +14,26 @@
 //! traces), a node stores the sum of those probabilities and how many models contributed.
 //!
 //! The file format — JSON with a magic string and a version number — is documented in
-//! `analyzer/MODEL.md`.
+//! `analyzer/MODEL.md`. It is written from and read into the types here through the `wire`
+//! types at the end of this file: nodes are arrays whose parent is an index and whose id is
+//! derived (the hash of the parent's id and the node's key), and site and callee keys are
+//! indices into one table of keys shared with their names.
 
 use crate::connections::ConnKey;
 use crate::error::{Error, Result};
 use crate::hash::{FxMap, IdMap};
-use crate::trees::{CallTree, NodeKey, TreeOptions, ROOT};
+use crate::trees::{CallTree, NodeKey, NodeKind, Outcome, TreeOptions, ROOT};
 use crate::units::{ProcessUnits, Signature, UnitKind, UnitView};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 /// The `magic` field of a model file.
 pub const MAGIC: &str = "culprit-model";
-/// The current model format version.
-pub const VERSION: u32 = 2;
+/// The current model format version (1: signatures without the program key; 2: nodes as
+/// JSON objects with their ids, names keyed by key).
+pub const VERSION: u32 = 3;
 
 /// Which model a unit is compared with.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -42,7 +47,7 @@ pub struct UnitClass {
 }
 
 /// One node of a tree model.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ModelNode {
     /// Node id (path hash).
     pub id: u64,
@@ -68,7 +73,7 @@ impl ModelNode {
 }
 
 /// The model of one unit class: a tree whose nodes carry probabilities.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default)]
 pub struct TreeModel {
     /// Units learned from (all merged process models together).
     pub units: u64,
@@ -76,7 +81,6 @@ pub struct TreeModel {
     pub models: u32,
     /// Nodes, sorted by id.
     pub nodes: Vec<ModelNode>,
-    #[serde(skip)]
     index: IdMap<usize>,
 }
 
@@ -175,7 +179,7 @@ impl TreeModel {
 }
 
 /// A model per unit class, for one process or one process group.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default)]
 pub struct GroupModel {
     /// The signature shared by the group's processes.
     pub signature: Signature,
@@ -357,7 +361,7 @@ pub fn process_model(p: &ProcessUnits) -> ProcessModel {
 }
 
 /// The global model: process groups and the names of everything in them.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug)]
 pub struct Model {
     /// Always [`MAGIC`].
     pub magic: String,
@@ -424,9 +428,9 @@ impl Model {
         Ok(())
     }
 
-    /// The JSON encoding.
+    /// The JSON encoding (format [`VERSION`], `analyzer/MODEL.md`).
     pub fn to_json(&self) -> String {
-        serde_json::to_string(self).unwrap_or_default()
+        serde_json::to_string(&wire::Model::from_model(self)).unwrap_or_default()
     }
 
     /// Size of the JSON encoding in bytes.
@@ -458,16 +462,15 @@ impl Model {
             Some(x) if x == VERSION as u64 => {}
             Some(x) => {
                 return Err(bad(format!(
-                    "format version {x}, this culprit reads version {VERSION}"
+                    "format version {x}, this culprit reads version {VERSION} (learn the \
+                     model again with this culprit)"
                 )))
             }
             None => return Err(bad("no \"version\" field".into())),
         }
-        let mut m: Model = serde_json::from_value(v).map_err(|e| bad(format!("{e}")))?;
+        let w: wire::Model = serde_json::from_value(v).map_err(|e| bad(format!("{e}")))?;
+        let mut m = w.into_model().map_err(bad)?;
         for g in &mut m.groups {
-            for (_, t) in &mut g.classes {
-                t.reindex();
-            }
             g.classes.sort_by(|a, b| a.0.cmp(&b.0));
         }
         m.groups.sort_by(|a, b| a.signature.cmp(&b.signature));
@@ -491,6 +494,263 @@ impl Model {
             .flat_map(|g| &g.classes)
             .map(|(_, t)| t.nodes.len())
             .sum()
+    }
+}
+
+/// The file format (`analyzer/MODEL.md`, "Model file format"): what is written and read.
+mod wire {
+    use super::*;
+
+    /// A node: `[parent, kind, site, callee, outcome, p_sum, models]`. `parent` is 0 for the
+    /// root, else 1 + the position of the parent in the class's `nodes` (parents come first);
+    /// `site` and `callee` are positions in the file's `keys`. The id is derived:
+    /// `NodeKey::child_of(parent's id)`.
+    pub type Node = (u32, u8, u32, u32, i32, f64, u32);
+    /// A node whose id cannot be derived (it is not the hash of its parent's id and key, or
+    /// its parent is not in the class): `[id, parent id, kind, site, callee, outcome, p_sum,
+    /// models]`. Models learned by Culprit have none; the form exists so that any model in
+    /// memory is written exactly.
+    pub type Loose = (u64, u64, u8, u32, u32, i32, f64, u32);
+
+    #[derive(Serialize, Deserialize)]
+    pub struct Model<'a> {
+        magic: Cow<'a, str>,
+        version: u32,
+        options: TreeOptions,
+        keys: Vec<u64>,
+        names: Vec<Option<Cow<'a, str>>>,
+        groups: Vec<Group<'a>>,
+    }
+
+    #[derive(Serialize, Deserialize)]
+    struct Group<'a> {
+        signature: Cow<'a, Signature>,
+        processes: Cow<'a, [String]>,
+        exes: Cow<'a, [String]>,
+        classes: Vec<(Cow<'a, UnitClass>, Tree)>,
+    }
+
+    #[derive(Serialize, Deserialize)]
+    struct Tree {
+        units: u64,
+        models: u32,
+        nodes: Vec<Node>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        loose: Vec<Loose>,
+    }
+
+    fn kind_code(k: NodeKind) -> u8 {
+        k as u8
+    }
+
+    fn kind_of(c: u8) -> Option<NodeKind> {
+        Some(match c {
+            0 => NodeKind::C,
+            1 => NodeKind::Py,
+            2 => NodeKind::PyBuiltin,
+            3 => NodeKind::Lib,
+            4 => NodeKind::Exception,
+            _ => return None,
+        })
+    }
+
+    impl<'a> Model<'a> {
+        pub fn from_model(m: &'a super::Model) -> Model<'a> {
+            let mut all = BTreeSet::new();
+            for (_, t) in m.groups.iter().flat_map(|g| &g.classes) {
+                for n in &t.nodes {
+                    all.insert(n.key.site);
+                    all.insert(n.key.callee);
+                }
+            }
+            all.extend(m.names.keys().copied());
+            let keys: Vec<u64> = all.into_iter().collect();
+            let at: IdMap<u32> = keys
+                .iter()
+                .enumerate()
+                .map(|(i, &k)| (k, i as u32))
+                .collect();
+            let names = keys
+                .iter()
+                .map(|k| m.names.get(k).map(|n| Cow::Borrowed(n.as_str())))
+                .collect();
+            let groups = m
+                .groups
+                .iter()
+                .map(|g| Group {
+                    signature: Cow::Borrowed(&g.signature),
+                    processes: Cow::Borrowed(&g.processes),
+                    exes: Cow::Borrowed(&g.exes),
+                    classes: g
+                        .classes
+                        .iter()
+                        .map(|(c, t)| (Cow::Borrowed(c), Tree::from_tree(t, &at)))
+                        .collect(),
+                })
+                .collect();
+            Model {
+                magic: Cow::Borrowed(&m.magic),
+                version: m.version,
+                options: m.options,
+                keys,
+                names,
+                groups,
+            }
+        }
+
+        pub fn into_model(self) -> std::result::Result<super::Model, String> {
+            if self.names.len() != self.keys.len() {
+                return Err(format!(
+                    "{} names for {} keys",
+                    self.names.len(),
+                    self.keys.len()
+                ));
+            }
+            let names = self
+                .keys
+                .iter()
+                .zip(self.names)
+                .filter_map(|(&k, n)| n.map(|n| (k, n.into_owned())))
+                .collect();
+            let mut groups = Vec::with_capacity(self.groups.len());
+            for g in self.groups {
+                let mut classes = Vec::with_capacity(g.classes.len());
+                for (c, t) in g.classes {
+                    let t = t
+                        .into_tree(&self.keys)
+                        .map_err(|e| format!("class {c:?}: {e}"))?;
+                    classes.push((c.into_owned(), t));
+                }
+                groups.push(GroupModel {
+                    signature: g.signature.into_owned(),
+                    processes: g.processes.into_owned(),
+                    exes: g.exes.into_owned(),
+                    classes,
+                });
+            }
+            Ok(super::Model {
+                magic: self.magic.into_owned(),
+                version: self.version,
+                options: self.options,
+                groups,
+                names,
+            })
+        }
+    }
+
+    impl Tree {
+        /// Nodes depth-first from the root, children in key order; those not reachable that
+        /// way (their id is not derived from their parent's) are loose.
+        fn from_tree(t: &TreeModel, at: &IdMap<u32>) -> Tree {
+            let mut children: IdMap<Vec<(NodeKey, usize)>> = IdMap::default();
+            for (i, n) in t.nodes.iter().enumerate() {
+                if n.key.child_of(n.parent) == n.id {
+                    children.entry(n.parent).or_default().push((n.key, i));
+                }
+            }
+            for c in children.values_mut() {
+                c.sort_by_key(|a| a.0);
+            }
+            let mut nodes = Vec::with_capacity(t.nodes.len());
+            let mut reached = vec![false; t.nodes.len()];
+            // (node index in `t.nodes`, its 1-based position in `nodes`; 0: the root).
+            let mut stack: Vec<(u64, u32)> = vec![(ROOT, 0)];
+            while let Some((id, pos)) = stack.pop() {
+                if let Some(ch) = children.get(&id) {
+                    // Pushed in reverse so that they come out in key order.
+                    for &(_, i) in ch.iter().rev() {
+                        let n = &t.nodes[i];
+                        reached[i] = true;
+                        nodes.push((
+                            pos,
+                            kind_code(n.key.kind),
+                            at[&n.key.site],
+                            at[&n.key.callee],
+                            n.key.outcome.code(),
+                            n.p_sum,
+                            n.models,
+                        ));
+                        stack.push((n.id, nodes.len() as u32));
+                    }
+                }
+            }
+            let loose = t
+                .nodes
+                .iter()
+                .zip(&reached)
+                .filter(|(_, &r)| !r)
+                .map(|(n, _)| {
+                    (
+                        n.id,
+                        n.parent,
+                        kind_code(n.key.kind),
+                        at[&n.key.site],
+                        at[&n.key.callee],
+                        n.key.outcome.code(),
+                        n.p_sum,
+                        n.models,
+                    )
+                })
+                .collect();
+            Tree {
+                units: t.units,
+                models: t.models,
+                nodes,
+                loose,
+            }
+        }
+
+        fn into_tree(self, keys: &[u64]) -> std::result::Result<TreeModel, String> {
+            let key = |i: usize, kind: u8, site: u32, callee: u32, outcome: i32| {
+                let part = |k: u32| {
+                    keys.get(k as usize)
+                        .copied()
+                        .ok_or_else(|| format!("node {i}: key {k} out of range"))
+                };
+                Ok::<_, String>(NodeKey {
+                    kind: kind_of(kind).ok_or_else(|| format!("node {i}: bad kind {kind}"))?,
+                    site: part(site)?,
+                    callee: part(callee)?,
+                    outcome: Outcome::from_code(outcome)
+                        .ok_or_else(|| format!("node {i}: bad outcome {outcome}"))?,
+                })
+            };
+            let mut out: Vec<ModelNode> = Vec::with_capacity(self.nodes.len() + self.loose.len());
+            for (i, (parent, kind, site, callee, outcome, p_sum, models)) in
+                self.nodes.into_iter().enumerate()
+            {
+                let parent = match parent as usize {
+                    0 => ROOT,
+                    p if p <= i => out[p - 1].id,
+                    p => return Err(format!("node {i}: parent {p} does not come before it")),
+                };
+                let key = key(i, kind, site, callee, outcome)?;
+                out.push(ModelNode {
+                    id: key.child_of(parent),
+                    parent,
+                    key,
+                    p_sum,
+                    models,
+                });
+            }
+            let n = out.len();
+            for (i, (id, parent, kind, site, callee, outcome, p_sum, models)) in
+                self.loose.into_iter().enumerate()
+            {
+                out.push(ModelNode {
+                    id,
+                    parent,
+                    key: key(n + i, kind, site, callee, outcome)?,
+                    p_sum,
+                    models,
+                });
+            }
+            let t = TreeModel::from_nodes(self.units, self.models, out);
+            if let Some(w) = t.nodes.windows(2).find(|w| w[0].id == w[1].id) {
+                return Err(format!("two nodes with id {}", w[0].id));
+            }
+            Ok(t)
+        }
     }
 }
 
@@ -585,5 +845,194 @@ mod tests {
         let m = Model::new(TreeOptions::default());
         let back = Model::from_json(p, &m.to_json()).unwrap();
         assert_eq!(back.version, VERSION);
+        // A file of the previous format is refused, naming the file and both versions.
+        let v2 = r#"{"magic":"culprit-model","version":2,"options":{"outcome_aware":true},"groups":[],"names":{}}"#;
+        let e = Model::from_json(p, v2).unwrap_err().to_string();
+        assert!(
+            e.starts_with("m.json: ")
+                && e.contains("format version 2, this culprit reads version 3"),
+            "{e}"
+        );
+    }
+
+    fn sample() -> Model {
+        // Two processes' trees: a → {b → c (errno), d}; the second without d, with e.
+        let lib = |site: u64, outcome| NodeKey {
+            kind: NodeKind::Lib,
+            site,
+            callee: 13,
+            outcome,
+        };
+        let mut g = GroupModel {
+            signature: Signature(vec![1, 2]),
+            processes: vec!["h:1".into(), "h:2".into()],
+            exes: vec!["/bin/x".into()],
+            classes: Vec::new(),
+        };
+        let mut trees = Vec::new();
+        for i in 0..2 {
+            let mut t = CallTree::default();
+            let a = t.add(ROOT, key(100), 0);
+            let b = t.add(a, key(200), 0);
+            t.add(b, lib(300, Outcome::Errno(104)), 0);
+            if i == 0 {
+                t.add(a, lib(400, Outcome::Ok), 0);
+            } else {
+                t.add(ROOT, key(500), 0);
+            }
+            trees.push(t);
+        }
+        let class = |kind| UnitClass {
+            kind,
+            main_thread: true,
+            conn: ConnKey(vec![9, 8]),
+        };
+        g.classes
+            .push((class(UnitKind::Handler), TreeModel::from_trees(&trees)));
+        let mut half = TreeModel::from_trees(&trees[..1]);
+        half.merge(&TreeModel::from_trees(&trees[1..]));
+        g.classes.push((class(UnitKind::Loop), half));
+        let mut m = Model::new(TreeOptions::default());
+        m.add_group(&g);
+        m.names.insert(100, "a (x.py:1)".into());
+        m.names.insert(13, "recv".into());
+        m.names.insert(77, "a name no node uses".into());
+        m
+    }
+
+    fn same(a: &Model, b: &Model) {
+        assert_eq!(a.options, b.options);
+        assert_eq!(a.names, b.names);
+        assert_eq!(a.groups.len(), b.groups.len());
+        for (x, y) in a.groups.iter().zip(&b.groups) {
+            assert_eq!(x.signature, y.signature);
+            assert_eq!(x.processes, y.processes);
+            assert_eq!(x.exes, y.exes);
+            assert_eq!(x.classes.len(), y.classes.len());
+            for ((cx, tx), (cy, ty)) in x.classes.iter().zip(&y.classes) {
+                assert_eq!(cx, cy);
+                assert_eq!((tx.units, tx.models), (ty.units, ty.models));
+                assert_eq!(tx.nodes, ty.nodes);
+                for n in &ty.nodes {
+                    assert_eq!(ty.get(n.id), Some(n), "index rebuilt");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_file_format_round_trips() {
+        let p = Path::new("m.json");
+        let m = sample();
+        let text = m.to_json();
+        let back = Model::from_json(p, &text).unwrap();
+        same(&m, &back);
+        assert_eq!(back.to_json(), text, "writing is deterministic");
+        // Ids are derived, not stored: no node id appears in the file.
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let t = &v["groups"][0]["classes"][0][1];
+        assert_eq!(t["nodes"].as_array().unwrap().len(), 5);
+        assert!(t.get("loose").is_none());
+        for n in &m.groups[0].classes[0].1.nodes {
+            assert!(!text.contains(&n.id.to_string()), "id {} written", n.id);
+        }
+        // Parents come first: a at 1, b under it at 2, c under b at 3.
+        assert_eq!(t["nodes"][0][0], 0);
+        assert_eq!(v["keys"].as_array().unwrap().len(), 7);
+        assert_eq!(v["names"].as_array().unwrap().len(), 7);
+
+        // A node whose id is not derived from its parent's (or whose parent is missing) is
+        // written whole, in `loose`, and read back exactly.
+        let mut m2 = sample();
+        let t2 = &mut m2.groups[0].classes[0].1;
+        let mut nodes = t2.nodes.clone();
+        nodes.push(ModelNode {
+            id: 7,
+            parent: ROOT,
+            key: key(600),
+            p_sum: 0.5,
+            models: 1,
+        });
+        nodes.push(ModelNode {
+            id: key(700).child_of(12345),
+            parent: 12345,
+            key: key(700),
+            p_sum: 1.0,
+            models: 1,
+        });
+        *t2 = TreeModel::from_nodes(t2.units, t2.models, nodes);
+        let text2 = m2.to_json();
+        let v2: serde_json::Value = serde_json::from_str(&text2).unwrap();
+        assert_eq!(
+            v2["groups"][0]["classes"][0][1]["loose"]
+                .as_array()
+                .unwrap()
+                .len(),
+            2
+        );
+        same(&m2, &Model::from_json(p, &text2).unwrap());
+    }
+
+    #[test]
+    fn malformed_nodes_are_refused() {
+        let p = Path::new("m.json");
+        let text = sample().to_json();
+        let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let nodes = &mut v["groups"][0]["classes"][0][1]["nodes"];
+        let bad =
+            |v: &serde_json::Value| Model::from_json(p, &v.to_string()).unwrap_err().to_string();
+        let saved = nodes[0].clone();
+        nodes[0][0] = 3.into();
+        assert!(
+            bad(&v).contains("parent 3 does not come before it"),
+            "{}",
+            bad(&v)
+        );
+        v["groups"][0]["classes"][0][1]["nodes"][0] = saved.clone();
+        v["groups"][0]["classes"][0][1]["nodes"][0][2] = 99.into();
+        assert!(bad(&v).contains("key 99 out of range"), "{}", bad(&v));
+        v["groups"][0]["classes"][0][1]["nodes"][0] = saved.clone();
+        v["groups"][0]["classes"][0][1]["nodes"][0][1] = 9.into();
+        assert!(bad(&v).contains("bad kind 9"), "{}", bad(&v));
+        v["groups"][0]["classes"][0][1]["nodes"][0] = saved;
+        v["names"].as_array_mut().unwrap().pop();
+        assert!(bad(&v).contains("6 names for 7 keys"), "{}", bad(&v));
+    }
+
+    #[test]
+    fn every_node_kind_round_trips() {
+        for k in [
+            NodeKind::C,
+            NodeKind::Py,
+            NodeKind::PyBuiltin,
+            NodeKind::Lib,
+            NodeKind::Exception,
+        ] {
+            let mut m = Model::new(TreeOptions::default());
+            let mut t = CallTree::default();
+            t.add(
+                ROOT,
+                NodeKey {
+                    kind: k,
+                    site: 1,
+                    callee: 2,
+                    outcome: Outcome::Any,
+                },
+                0,
+            );
+            m.add_group(&GroupModel {
+                classes: vec![(
+                    UnitClass {
+                        kind: UnitKind::Loop,
+                        main_thread: true,
+                        conn: ConnKey::default(),
+                    },
+                    TreeModel::from_trees([&t]),
+                )],
+                ..Default::default()
+            });
+            let back = Model::from_json(Path::new("m"), &m.to_json()).unwrap();
+            assert_eq!(back.groups[0].classes[0].1.nodes[0].key.kind, k);
+        }
     }
 }

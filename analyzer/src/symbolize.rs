@@ -19,6 +19,11 @@
 //! ran in its parent's image, which it never recorded: [`ProcessSymbols::inherit`] gives
 //! that first image the parent's tables at the fork.
 //!
+//! The key of a Python index is computed once, when its code record is added (it was hashed
+//! on every call, a hot path of splitting). So is whether the index is **library code**
+//! ([`is_stdlib_file`]: the interpreter's standard library, frozen modules, builtins), which
+//! call trees collapse like libc (see [`crate::trees::TreeOptions::collapse_library`]).
+//!
 //! Names for people come from [`ProcessSymbols::name_c`] (a [`CSym`]: file and relative
 //! address) resolved by an [`ElfResolver`] through the ELF symbol tables (`.symtab` and
 //! `.dynsym`, via `object`) and DWARF line tables (`addr2line`), with a cache per file.
@@ -36,7 +41,7 @@
 //! assert_eq!(ElfResolver::default().resolve(&sym), "demo+0x1010");
 //! ```
 
-use crate::hash::{mix, str_hash};
+use crate::hash::{mix, str_hash, FxMap};
 use bufpool::format::{CodeKind, CodeRecord, LibFn, MapRecord, Meta, ProcReason};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -67,12 +72,86 @@ pub struct ProcessSymbols {
     maps: Vec<Mapping>,
     modules: Vec<Module>,
     by_path: HashMap<Arc<str>, usize>,
-    code: HashMap<u32, CodeRecord>,
+    code: FxMap<u32, PyCode>,
     /// The images run before each exec, oldest first, each with the TSC of the exec record
     /// that ended it (only through [`ProcessSymbols::add_at`]).
     before_exec: Vec<(u64, ProcessSymbols)>,
     /// `(parent pid, TSC)` of the process's fork record, kept across execs.
     fork: Option<(u32, u64)>,
+}
+
+/// A Python code record with what is derived from it once, when it is added.
+#[derive(Clone, Debug)]
+struct PyCode {
+    rec: CodeRecord,
+    /// [`ProcessSymbols::key_py`].
+    key: u64,
+    /// [`ProcessSymbols::is_library_py`].
+    library: bool,
+}
+
+impl PyCode {
+    fn new(c: &CodeRecord) -> PyCode {
+        PyCode {
+            key: mix(
+                mix(str_hash(&c.name), str_hash(&c.file)),
+                ((c.kind as u64) << 32) | c.first_line as u64,
+            ),
+            library: match c.kind {
+                CodeKind::PyCode => is_stdlib_file(&c.file),
+                CodeKind::PyBuiltin => true,
+                CodeKind::PyExcType => false,
+            },
+            rec: c.clone(),
+        }
+    }
+}
+
+/// Is a Python source file (`co_filename`, as recorded in a `CodeRecord`) part of the
+/// interpreter's **standard library**?
+///
+/// - `<frozen …>`: modules frozen into the interpreter (`<frozen importlib._bootstrap>`,
+///   and from 3.11 on `<frozen os>`, `<frozen site>`, `<frozen posixpath>`…);
+/// - a path with a directory `lib/pythonX.Y/` or `lib64/pythonX.Y/` (optionally `X.Yt`, the
+///   free-threaded build) — the stdlib directory of every CPython installation layout
+///   (`/usr/lib/python3.12/`, `~/.pyenv/versions/3.11.7/lib/python3.11/`, a venv's base
+///   interpreter…) — **unless** what follows it is under `site-packages/` or
+///   `dist-packages/`: third-party packages installed there are the program's own code as
+///   far as a model is concerned.
+///
+/// Anything else is user code, including `<string>` (code made by `exec`, which may be the
+/// program's) and paths of other layouts (`/usr/lib/python3/dist-packages/…`).
+pub fn is_stdlib_file(file: &[u8]) -> bool {
+    if file.starts_with(b"<frozen ") {
+        return true;
+    }
+    let mut rest = file;
+    while let Some(i) = find(rest, b"/python") {
+        let before = &rest[..i];
+        let after = &rest[i + b"/python".len()..];
+        rest = after;
+        if !(before.ends_with(b"/lib") || before.ends_with(b"/lib64")) {
+            continue;
+        }
+        // `X.Y` or `X.Yt`, then `/`.
+        let major = after.iter().take_while(|b| b.is_ascii_digit()).count();
+        let Some(after) = after[major..].strip_prefix(b".").filter(|_| major > 0) else {
+            continue;
+        };
+        let minor = after.iter().take_while(|b| b.is_ascii_digit()).count();
+        let after = &after[minor..];
+        let after = after.strip_prefix(b"t").unwrap_or(after);
+        let Some(inside) = after.strip_prefix(b"/").filter(|_| minor > 0) else {
+            continue;
+        };
+        return find(inside, b"site-packages/").is_none()
+            && find(inside, b"dist-packages/").is_none();
+    }
+    false
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
 }
 
 /// A C address, placed in its file.
@@ -125,7 +204,7 @@ impl ProcessSymbols {
                 );
             }
             Meta::Code(c) => {
-                self.code.insert(c.index, c.clone());
+                self.code.insert(c.index, PyCode::new(c));
             }
             _ => {}
         }
@@ -220,14 +299,19 @@ impl ProcessSymbols {
     }
 
     /// The stable key of a Python code, builtin or exception-type index.
+    #[inline]
     pub fn key_py(&self, index: u64) -> u64 {
         match self.code.get(&(index as u32)) {
-            Some(c) => mix(
-                mix(str_hash(&c.name), str_hash(&c.file)),
-                ((c.kind as u64) << 32) | c.first_line as u64,
-            ),
+            Some(c) => c.key,
             None => mix(0x0070_7079, index),
         }
+    }
+
+    /// Is this Python index library code: a function of the standard library
+    /// ([`is_stdlib_file`]) or a builtin? Unknown indices and exception types are not.
+    #[inline]
+    pub fn is_library_py(&self, index: u64) -> bool {
+        self.code.get(&(index as u32)).is_some_and(|c| c.library)
     }
 
     /// The stable key of a Python call site (`py_site`: calling code and offset).
@@ -238,7 +322,7 @@ impl ProcessSymbols {
 
     /// The name of a Python index: `module.qualname (file:line)`, or `py#N` if unknown.
     pub fn name_py(&self, index: u64) -> String {
-        match self.code.get(&(index as u32)) {
+        match self.code.get(&(index as u32)).map(|c| &c.rec) {
             Some(c) => {
                 let name = String::from_utf8_lossy(&c.name);
                 match c.kind {
@@ -259,7 +343,7 @@ impl ProcessSymbols {
     pub fn name_py_site(&self, site: u64) -> String {
         let (code, off) = bufpool::format::py_site_parts(site);
         match self.code.get(&code) {
-            Some(c) => format!("{}+{}", String::from_utf8_lossy(&c.name), off * 2),
+            Some(c) => format!("{}+{}", String::from_utf8_lossy(&c.rec.name), off * 2),
             None => format!("py#{code}+{}", off * 2),
         }
     }
@@ -308,7 +392,7 @@ impl ProcessSymbols {
 
     /// The code record of an index, if recorded.
     pub fn code(&self, index: u32) -> Option<&CodeRecord> {
-        self.code.get(&index)
+        self.code.get(&index).map(|c| &c.rec)
     }
 }
 

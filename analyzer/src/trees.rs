@@ -27,12 +27,21 @@ pub struct TreeOptions {
     /// Distinguish library-call nodes by outcome (ok / errno / end of stream / short
     /// transfer / unfinished). Default: **true** (see `analyzer/MODEL.md`, "Choosing the default").
     pub outcome_aware: bool,
+    /// Collapse Python library code like libc is for C: a chain of library frames (the
+    /// standard library — see [`crate::symbolize::is_stdlib_file`] — and builtins) is ONE
+    /// node, the outermost library frame, called from user code or from the thread root.
+    /// Library frames called from a library frame get no node; what is recorded under them
+    /// (library calls such as `recv` or `close`, exceptions, and user functions called back
+    /// from library code) attaches to the nearest frame above that has a node. Default:
+    /// **true** (see `analyzer/MODEL.md`, "Library frames").
+    pub collapse_library: bool,
 }
 
 impl Default for TreeOptions {
     fn default() -> Self {
         TreeOptions {
             outcome_aware: true,
+            collapse_library: true,
         }
     }
 }

@@ -412,6 +412,24 @@ fn lib_key(sy: &ProcessSymbols, l: &LibEvent, outcome: Outcome) -> NodeKey {
     }
 }
 
+/// Python library frames ([`TreeOptions::collapse_library`]): is a frame of `kind`/`callee`
+/// a library frame, and does it get a node of its own? A library frame (standard library or
+/// builtin, [`ProcessSymbols::is_library_py`]) called from a library frame gets none: what
+/// it records attaches to the nearest frame above with a node. `parent` is the frame it was
+/// called from (`None`: the thread root); its `lib` says whether it is a library frame.
+#[inline]
+fn frame_node(
+    sy: &ProcessSymbols,
+    opts: &TreeOptions,
+    parent: Option<&P2Frame>,
+    kind: CallKind,
+    callee: u64,
+) -> (bool, bool) {
+    let lib = opts.collapse_library && kind != CallKind::C && sy.is_library_py(callee);
+    let node = !(lib && parent.is_some_and(|p| p.lib));
+    (lib, node)
+}
+
 /// The stable key of a setup call's stack: its path from the thread root, then the native
 /// frames the tracer recorded (if any).
 fn setup_stack_key(sy: &ProcessSymbols, top_abs: u64, l: &LibEvent) -> u64 {
@@ -1093,6 +1111,10 @@ struct P2Frame {
     key_hash: u64,
     abs: u64,
     rel: u64,
+    /// A library frame (see [`frame_node`]).
+    lib: bool,
+    /// Has a node of its own (else `rel` is its parent's).
+    node: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -1508,7 +1530,12 @@ impl Splitter<'_> {
         // belong to the handling of this message, not to the loop's own work.
         let moved = if kind == UnitKind::Handler && old.kind == UnitKind::Loop {
             let base = self.event_loop.map_or(0, |l| l.depth);
-            match self.frames.iter().skip(base).find(|f| f.unit == old.index) {
+            match self
+                .frames
+                .iter()
+                .skip(base)
+                .find(|f| f.unit == old.index && f.node)
+            {
                 Some(f) => self.spare.take_subtree(f.rel),
                 None => Vec::new(),
             }
@@ -1527,12 +1554,14 @@ impl Splitter<'_> {
             self.base = base;
             let mut rel = ROOT;
             for f in self.frames.iter_mut().skip(base) {
-                rel = child_id(rel, f.key_hash);
+                if f.node {
+                    rel = child_id(rel, f.key_hash);
+                }
                 f.rel = rel;
             }
         }
         let mut parent = ROOT;
-        for f in self.frames.iter().skip(self.base) {
+        for f in self.frames.iter().skip(self.base).filter(|f| f.node) {
             parent = self.tree.add_new_h(parent, f.key, f.key_hash, tsc).0;
         }
         self.anchor = None;
@@ -1652,8 +1681,17 @@ impl PairSink for Splitter<'_> {
                     Some(f) => (f.abs, f.raw_path, self.top_rel()),
                     None => (ROOT, RAW_ROOT, ROOT),
                 };
+                let (lib, node) = frame_node(
+                    self.scan.symbols.at(tsc),
+                    &self.opts,
+                    self.frames.last(),
+                    *kind,
+                    *callee,
+                );
                 let in_unit = self.frames.len() >= self.base;
-                let (rel, new) = if in_unit {
+                let (rel, new) = if !node {
+                    (rel_parent, false)
+                } else if in_unit {
                     self.tree.add_new_h(rel_parent, m.key, m.hash, tsc)
                 } else {
                     (child_id(rel_parent, m.hash), false)
@@ -1675,6 +1713,8 @@ impl PairSink for Splitter<'_> {
                     key_hash: m.hash,
                     abs: child_id(abs_parent, m.hash),
                     rel,
+                    lib,
+                    node,
                 });
             }
             Event::Return { kind, callee, .. } => {
@@ -2159,6 +2199,7 @@ mod tests {
             &p,
             &TreeOptions {
                 outcome_aware: false,
+                ..TreeOptions::default()
             },
         )
         .unwrap();

@@ -44,7 +44,10 @@ fn measure(functions: Functions, outcome_aware: bool) -> Measure {
         }),
     };
     let opts = analyzer::Options {
-        tree: TreeOptions { outcome_aware },
+        tree: TreeOptions {
+            outcome_aware,
+            ..TreeOptions::default()
+        },
         ..Default::default()
     };
     let model = analyzer::learn(&normal, &opts).unwrap().model;

@@ -26,6 +26,10 @@ pub struct Args {
     /// Do not distinguish library calls by outcome (errno, end of stream, short transfer).
     #[arg(long)]
     pub no_outcomes: bool,
+    /// Give every Python standard-library frame and builtin its own node (by default a chain
+    /// of library frames is one node, the outermost, as libc is for C).
+    #[arg(long)]
+    pub all_library_frames: bool,
     /// Worker threads (default: one per core). Results do not depend on it.
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
@@ -108,6 +112,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let set = open(&args.dirs)?;
     let mut opts = options();
     opts.tree.outcome_aware = !args.no_outcomes;
+    opts.tree.collapse_library = !args.all_library_frames;
     let learned = analyzer::learn(std::slice::from_ref(&set), &opts)?;
     learned.model.save(&args.output)?;
     let m = &learned.model;
