@@ -323,6 +323,9 @@ fn cmp_keys(a: (&RowKey, &Row), b: (&RowKey, &Row), procs: &[(String, u32)]) -> 
         .then_with(|| row_id(a.1, procs).cmp(&row_id(b.1, procs)))
 }
 
+/// Scores of distinct trees a process's ranker keeps for reuse.
+const SCORE_CACHE_MAX: usize = 1 << 16;
+
 /// A score shared by the units of equal trees: score, verdict, light effective nodes.
 type CachedScore = (f64, score::Verdict, Arc<[score::Effective]>);
 
@@ -386,6 +389,10 @@ impl Ranker<'_> {
                 let cacheable = s.verdict == score::Verdict::Scored
                     && s.effective.iter().all(|e| e.class != score::NodeClass::New);
                 if cacheable {
+                    // Bounded: a program whose units rarely repeat loses only the sharing.
+                    if self.cache.len() >= SCORE_CACHE_MAX {
+                        self.cache.clear();
+                    }
                     self.cache.insert((ci, fa, fb), c.clone());
                 }
                 c

@@ -247,18 +247,27 @@ pub type ProcessModel = GroupModel;
 
 /// The distinct trees of one unit class, each with the number of units that had it: most
 /// units of a class repeat a few trees, so counting a tree once per distinct node set
-/// ([`TreeBuf::fingerprint`]) and expanding the counts at the end gives the coverage counts
-/// of [`Coverage`] for a fraction of the work.
+/// ([`TreeBuf::fingerprint`]) and expanding the counts later gives the coverage counts of
+/// [`Coverage`] for a fraction of the work. The distinct trees held are bounded
+/// ([`DISTINCT_NODES`]): past that, they are expanded into the counts and forgotten, so a
+/// program whose units rarely repeat costs memory in its distinct nodes only, as before.
 #[derive(Default)]
 struct DistinctTrees {
     units: u64,
     seen: FxMap<(u64, u64), usize>,
     /// Each distinct tree: its number of units and its nodes (id, parent, key).
     trees: Vec<(u64, Vec<ModelEdge>)>,
+    /// Nodes held in `trees`.
+    held: usize,
+    /// Coverage counts of the trees expanded so far: per node id, (parent, key, units).
+    counts: IdMap<(u64, NodeKey, u64)>,
 }
 
 /// A node of a distinct tree: id, parent id, key.
 type ModelEdge = (u64, u64, NodeKey);
+
+/// Nodes of distinct trees a class holds before expanding them into its counts.
+const DISTINCT_NODES: usize = 1 << 16;
 
 impl DistinctTrees {
     fn add<'a>(
@@ -271,20 +280,30 @@ impl DistinctTrees {
             std::collections::hash_map::Entry::Occupied(e) => self.trees[*e.get()].0 += 1,
             std::collections::hash_map::Entry::Vacant(e) => {
                 e.insert(self.trees.len());
-                self.trees
-                    .push((1, nodes.map(|(id, n)| (id, n.parent, n.key)).collect()));
+                let t: Vec<ModelEdge> = nodes.map(|(id, n)| (id, n.parent, n.key)).collect();
+                self.held += t.len();
+                self.trees.push((1, t));
+                if self.held > DISTINCT_NODES {
+                    self.expand();
+                }
             }
         }
     }
 
-    fn model(&self) -> TreeModel {
-        let mut counts: IdMap<(u64, NodeKey, u64)> = IdMap::default();
-        for (mult, nodes) in &self.trees {
-            for &(id, parent, key) in nodes {
-                counts.entry(id).or_insert((parent, key, 0)).2 += mult;
+    /// Adds the distinct trees held to the counts and forgets them.
+    fn expand(&mut self) {
+        for (mult, nodes) in self.trees.drain(..) {
+            for (id, parent, key) in nodes {
+                self.counts.entry(id).or_insert((parent, key, 0)).2 += mult;
             }
         }
-        TreeModel::from_counts(self.units, &counts)
+        self.seen.clear();
+        self.held = 0;
+    }
+
+    fn model(mut self) -> TreeModel {
+        self.expand();
+        TreeModel::from_counts(self.units, &self.counts)
     }
 }
 
@@ -333,7 +352,7 @@ impl ProcessModelBuilder {
 
     /// The model of process `p` (its units, if any, are not looked at).
     pub fn finish(self, p: &ProcessUnits) -> ProcessModel {
-        let classes = self.classes;
+        let mut classes = self.classes;
         GroupModel {
             signature: p.signature.clone(),
             processes: vec![format!("{}:{}", p.host, p.pid)],
@@ -345,7 +364,7 @@ impl ProcessModelBuilder {
             classes: self
                 .by_class
                 .into_iter()
-                .map(|(c, s)| (c, classes[s].model()))
+                .map(|(c, s)| (c, std::mem::take(&mut classes[s]).model()))
                 .collect(),
         }
     }
@@ -1034,5 +1053,40 @@ mod tests {
             let back = Model::from_json(Path::new("m"), &m.to_json()).unwrap();
             assert_eq!(back.groups[0].classes[0].1.nodes[0].key.kind, k);
         }
+    }
+
+    #[test]
+    fn distinct_trees_count_like_coverage_also_past_their_bound() {
+        use crate::trees::{CallTree, NodeKind, Outcome, TreeBuf};
+        let key = |n: u64| NodeKey {
+            kind: NodeKind::C,
+            site: n,
+            callee: n + 1,
+            outcome: Outcome::Any,
+        };
+        // 4000 units of 40 nodes, 2500 of them distinct: past DISTINCT_NODES.
+        let mut trees: Vec<CallTree> = Vec::new();
+        let mut d = DistinctTrees::default();
+        for u in 0..4000u64 {
+            let mut t = TreeBuf::default();
+            let v = (u * 7919) % 2500;
+            let mut parent = ROOT;
+            for i in 0..40u64 {
+                let id = t.add(parent, key(i + ((v >> (i % 12)) & 1) * 100), i);
+                if i % 3 == 0 {
+                    parent = id;
+                }
+            }
+            d.add(t.fingerprint(), t.nodes().iter().map(|(id, n)| (*id, n)));
+            trees.push(t.to_tree());
+        }
+        assert!(
+            !d.counts.is_empty(),
+            "the bound was passed: trees were expanded"
+        );
+        let want = TreeModel::from_trees(&trees);
+        let got = d.model();
+        assert_eq!(got.units, want.units);
+        assert_eq!(got.nodes, want.nodes);
     }
 }
