@@ -524,11 +524,6 @@ pub fn entry_error(path: &Path, source: format::DecodeError) -> Error {
     }
 }
 
-/// The TSC of a chunk's first entry (0 if it has none).
-pub fn chunk_first_tsc(bytes: &[u8]) -> u64 {
-    first_tsc(bytes)
-}
-
 /// Receives a thread's events by kind: function entries and returns as plain values and
 /// library calls in place, so that the common events are never built as an [`Event`] and
 /// copied (handing over a just-built event by value cost a store-forwarding stall per
@@ -568,16 +563,7 @@ impl<F: FnMut(Event)> Visit for Owned<F> {
         (self.0)(Event::Return { tsc, kind, callee })
     }
     fn lib(&mut self, l: &mut LibEvent) {
-        (self.0)(Event::Lib(std::mem::replace(
-            l,
-            LibEvent {
-                tsc: 0,
-                exit: false,
-                site: 0,
-                func: LibFn::Close,
-                opts: CallOpts::default(),
-            },
-        )))
+        (self.0)(Event::Lib(l.clone()))
     }
     fn other(&mut self, e: Event) {
         (self.0)(e)
