@@ -412,22 +412,19 @@ fn lib_key(sy: &ProcessSymbols, l: &LibEvent, outcome: Outcome) -> NodeKey {
     }
 }
 
-/// Python library frames ([`TreeOptions::collapse_library`]): is a frame of `kind`/`callee`
-/// a library frame, and does it get a node of its own? A library frame (standard library or
-/// builtin, [`ProcessSymbols::is_library_py`]) called from a library frame gets none: what
-/// it records attaches to the nearest frame above with a node. `parent` is the frame it was
-/// called from (`None`: the thread root); its `lib` says whether it is a library frame.
+/// Python library frames ([`TreeOptions::collapse_library`]): does a frame get a node of its
+/// own? A library frame (standard library or builtin, [`is_library_frame`]) called from a
+/// library frame gets none: what it records attaches to the nearest frame above with a node.
+/// `lib` says whether the frame is a library frame; `parent` is the frame it was called from
+/// (`None`: the thread root), whose `lib` says the same of it.
 #[inline]
-fn frame_node(
-    sy: &ProcessSymbols,
-    opts: &TreeOptions,
-    parent: Option<&P2Frame>,
-    kind: CallKind,
-    callee: u64,
-) -> (bool, bool) {
-    let lib = opts.collapse_library && kind != CallKind::C && sy.is_library_py(callee);
-    let node = !(lib && parent.is_some_and(|p| p.lib));
-    (lib, node)
+fn frame_node(lib: bool, parent: Option<&P2Frame>) -> bool {
+    !(lib && parent.is_some_and(|p| p.lib))
+}
+
+/// Is a frame of this callee library code, to be collapsed ([`frame_node`])?
+fn is_library_frame(sy: &ProcessSymbols, opts: &TreeOptions, kind: CallKind, callee: u64) -> bool {
+    opts.collapse_library && kind != CallKind::C && sy.is_library_py(callee)
 }
 
 /// The stable key of a setup call's stack: its path from the thread root, then the native
@@ -1350,6 +1347,8 @@ struct MemoVal {
     key: NodeKey,
     hash: u64,
     named: bool,
+    /// A frame of library code ([`frame_node`]; false for other keys).
+    lib: bool,
 }
 
 /// Raw parts of a node key: (tag | kind, site, callee).
@@ -1375,6 +1374,7 @@ impl Default for Memo {
             },
             hash: 0,
             named: false,
+            lib: false,
         };
         // Tag 0 is never a raw key's first part (see the `MEMO_*` tags): empty slots.
         Memo {
@@ -1403,11 +1403,12 @@ impl Memo {
         Some(v)
     }
 
-    fn insert(&mut self, raw: RawKey, key: NodeKey) -> MemoVal {
+    fn insert(&mut self, raw: RawKey, key: NodeKey, lib: bool) -> MemoVal {
         let v = MemoVal {
             key,
             hash: key.hash(),
             named: false,
+            lib,
         };
         self.map.insert(raw, v);
         self.front[Self::slot(raw)] = (raw, v);
@@ -1495,7 +1496,8 @@ impl Splitter<'_> {
             Some(v) => v,
             None => {
                 let k = frame_key(sy, kind, site, callee);
-                self.ctx.memo.insert(raw, k)
+                let lib = is_library_frame(sy, &self.opts, kind, callee);
+                self.ctx.memo.insert(raw, k, lib)
             }
         }
     }
@@ -1681,13 +1683,8 @@ impl PairSink for Splitter<'_> {
                     Some(f) => (f.abs, f.raw_path, self.top_rel()),
                     None => (ROOT, RAW_ROOT, ROOT),
                 };
-                let (lib, node) = frame_node(
-                    self.scan.symbols.at(tsc),
-                    &self.opts,
-                    self.frames.last(),
-                    *kind,
-                    *callee,
-                );
+                let lib = m.lib;
+                let node = frame_node(lib, self.frames.last());
                 let in_unit = self.frames.len() >= self.base;
                 let (rel, new) = if !node {
                     (rel_parent, false)
@@ -1741,7 +1738,7 @@ impl PairSink for Splitter<'_> {
                             callee: sy.key_py(*exc_type),
                             outcome: Outcome::Any,
                         };
-                        self.ctx.memo.insert(raw, key)
+                        self.ctx.memo.insert(raw, key, false)
                     }
                 };
                 let key = m.key;
@@ -1819,7 +1816,7 @@ impl PairSink for Splitter<'_> {
             Some(m) => m,
             None => {
                 let k = lib_key(sy, l, o);
-                self.ctx.memo.insert(raw, k)
+                self.ctx.memo.insert(raw, k, false)
             }
         };
         let key = m.key;
