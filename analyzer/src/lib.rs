@@ -306,7 +306,7 @@ struct RowKey {
 
 fn row_id(r: &Row, procs: &[(String, u32)]) -> String {
     let (host, pid) = &procs[r.proc_ as usize];
-    format!("{host}:{pid}:{}:{}", r.tid, r.index)
+    units::unit_id(host, *pid, r.tid, r.index)
 }
 
 /// An integer in the order of [`f64::total_cmp`].

@@ -87,11 +87,11 @@ pub struct TreeModel {
 impl TreeModel {
     /// Builds a process-level tree model from unit trees (coverage counts).
     pub fn from_trees<'a>(trees: impl IntoIterator<Item = &'a CallTree>) -> TreeModel {
-        let mut c = Coverage::default();
+        let mut d = DistinctTrees::default();
         for t in trees {
-            c.add(t);
+            d.add(t.fingerprint(), t.nodes.iter().map(|(id, n)| (*id, n)));
         }
-        c.model()
+        d.model()
     }
 
     /// A tree model from coverage counts.
@@ -221,34 +221,13 @@ impl GroupModel {
     }
 }
 
-/// Coverage counts of the trees of one unit class: units, and per node the number of units
-/// it appears in.
-#[derive(Default)]
-struct Coverage {
-    units: u64,
-    counts: IdMap<(u64, NodeKey, u64)>,
-}
-
-impl Coverage {
-    fn add(&mut self, t: &CallTree) {
-        self.units += 1;
-        for (&id, n) in &t.nodes {
-            self.counts.entry(id).or_insert((n.parent, n.key, 0)).2 += 1;
-        }
-    }
-
-    fn model(&self) -> TreeModel {
-        TreeModel::from_counts(self.units, &self.counts)
-    }
-}
-
 /// The model of one process (before grouping).
 pub type ProcessModel = GroupModel;
 
 /// The distinct trees of one unit class, each with the number of units that had it: most
 /// units of a class repeat a few trees, so counting a tree once per distinct node set
-/// ([`TreeBuf::fingerprint`]) and expanding the counts later gives the coverage counts of
-/// [`Coverage`] for a fraction of the work. The distinct trees held are bounded
+/// ([`TreeBuf::fingerprint`]) and expanding the counts later gives the coverage counts
+/// (per node, the number of units it appears in) for a fraction of the work. The distinct trees held are bounded
 /// ([`DISTINCT_NODES`]): past that, they are expanded into the counts and forgotten, so a
 /// program whose units rarely repeat costs memory in its distinct nodes only, as before.
 #[derive(Default)]
@@ -1084,7 +1063,14 @@ mod tests {
             !d.counts.is_empty(),
             "the bound was passed: trees were expanded"
         );
-        let want = TreeModel::from_trees(&trees);
+        // Coverage counted directly: per node, the units whose tree has it.
+        let mut counts: IdMap<(u64, NodeKey, u64)> = IdMap::default();
+        for t in &trees {
+            for (&id, n) in &t.nodes {
+                counts.entry(id).or_insert((n.parent, n.key, 0)).2 += 1;
+            }
+        }
+        let want = TreeModel::from_counts(trees.len() as u64, &counts);
         let got = d.model();
         assert_eq!(got.units, want.units);
         assert_eq!(got.nodes, want.nodes);
