@@ -341,13 +341,13 @@ struct Ranker<'a> {
     /// Scores of trees already seen (same class, same node set), with their light effective
     /// nodes. Scores with nodes new to the model are not cached: which library calls are
     /// listed under a new node depends on the order of the calls.
-    cache: hash::FxMap<(usize, u64, u64), CachedScore>,
+    cache: hash::FxMap<(usize, u64, u64, bool), CachedScore>,
     /// Index in the group's classes of each class key (`usize::MAX`: no group,
     /// `usize::MAX - 1`: no model of this class).
     class_idx: hash::FxMap<(units::UnitKind, bool, u32), usize>,
     rows: Vec<Row>,
     keys: Vec<RowKey>,
-    best: BestUnits<(trees::CallTree, model::UnitClass)>,
+    best: BestUnits<(trees::CallTree, model::UnitClass, bool)>,
 }
 
 impl Ranker<'_> {
@@ -367,14 +367,14 @@ impl Ranker<'_> {
                 }
             });
         let (fa, fb) = u.tree.fingerprint();
-        let (score, verdict, effective) = match self.cache.get(&(ci, fa, fb)) {
+        let (score, verdict, effective) = match self.cache.get(&(ci, fa, fb, u.head.cut)) {
             Some(c) => c.clone(),
             None => {
                 let tree = u.tree.to_tree();
                 let s = match g {
                     None => score::unmodelled(&tree, score::Verdict::NoProcessGroup),
                     Some(g) => match g.classes.get(ci) {
-                        Some((_, m)) => score::score_tree(&tree, m),
+                        Some((_, m)) => score::score_tree_as(&tree, m, u.head.cut),
                         None => score::unmodelled(&tree, score::Verdict::NoUnitModel),
                     },
                 };
@@ -393,7 +393,7 @@ impl Ranker<'_> {
                     if self.cache.len() >= SCORE_CACHE_MAX {
                         self.cache.clear();
                     }
-                    self.cache.insert((ci, fa, fb), c.clone());
+                    self.cache.insert((ci, fa, fb, u.head.cut), c.clone());
                 }
                 c
             }
@@ -409,7 +409,7 @@ impl Ranker<'_> {
         self.best.offer(
             (key, h.tid, h.index),
             row,
-            || (u.tree.to_tree(), u.class()),
+            || (u.tree.to_tree(), u.class(), u.head.cut),
             |a, b| cmp_unit_keys(a, b, host, pid),
         );
         self.keys.push(key);
@@ -431,6 +431,7 @@ impl Ranker<'_> {
             t_start_unix_ns: h.t_start_unix_ns,
             t_end_unix_ns: h.t_end_unix_ns,
             lost: h.lost,
+            cut: h.cut,
             injections: (!h.injections.is_empty()).then(|| Box::new(h.injections.clone())),
         });
     }
@@ -613,10 +614,10 @@ pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
                 .best
                 .finish(|a, b| cmp_unit_keys(a, b, &p.host, p.pid))
                 .into_iter()
-                .map(|(row, (tree, class))| {
+                .map(|(row, (tree, class, cut))| {
                     let mc = g.and_then(|g| g.class(&class));
                     let s = match (g, mc) {
-                        (Some(_), Some(m)) => score::score_tree(&tree, m),
+                        (Some(_), Some(m)) => score::score_tree_as(&tree, m, cut),
                         (None, _) => score::unmodelled(&tree, score::Verdict::NoProcessGroup),
                         (Some(_), None) => score::unmodelled(&tree, score::Verdict::NoUnitModel),
                     };

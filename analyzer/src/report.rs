@@ -61,6 +61,8 @@ pub(crate) struct Row {
     pub t_start_unix_ns: i64,
     pub t_end_unix_ns: i64,
     pub lost: u64,
+    /// See [`crate::units::UnitHead::cut`].
+    pub cut: bool,
     // Boxed for the same reason: injections are rare.
     #[allow(clippy::box_collection)]
     pub injections: Option<Box<Vec<crate::units::Injection>>>,
@@ -322,6 +324,7 @@ impl RankedUnit {
             "group": self.group,
             "why": self.why,
             "lost": self.info.lost,
+            "cut": self.info.cut,
             "injections": self.info.injections,
         })
     }
@@ -334,7 +337,7 @@ impl Row {
         let (conn, local, peer) = &conns[self.conn as usize];
         RankedUnit {
             info: UnitInfo {
-                id: format!("{host}:{pid}:{}:{}", self.tid, self.index),
+                id: crate::units::unit_id(host, *pid, self.tid, self.index),
                 host: host.clone(),
                 pid: *pid,
                 tid: self.tid,
@@ -351,6 +354,7 @@ impl Row {
                 t_end_unix_ns: self.t_end_unix_ns,
                 lost: self.lost,
                 injections: self.injections.as_deref().cloned().unwrap_or_default(),
+                cut: self.cut,
             },
             score: self.score,
             verdict: self.verdict,

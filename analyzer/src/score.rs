@@ -96,6 +96,15 @@ pub struct UnitScore {
 
 /// Scores a tree against a tree model.
 pub fn score_tree(t: &CallTree, m: &TreeModel) -> UnitScore {
+    score_tree_as(t, m, false)
+}
+
+/// Scores the tree of a unit that may have been **cut short** by the end of its trace
+/// ([`crate::units::UnitHead::cut`]: the process was killed, or recording stopped, while it
+/// was still in its event loop). Such a unit is scored on what it did: the nodes of the model
+/// it did not reach are not counted against it (they may simply not have happened yet), the
+/// nodes it has — including a call still blocked when the trace ended — are.
+pub fn score_tree_as(t: &CallTree, m: &TreeModel, cut: bool) -> UnitScore {
     let mut eff = Vec::new();
     for (&id, n) in &t.nodes {
         match m.get(id) {
@@ -124,7 +133,7 @@ pub fn score_tree(t: &CallTree, m: &TreeModel) -> UnitScore {
             }
         }
     }
-    for n in &m.nodes {
+    for n in m.nodes.iter().filter(|_| !cut) {
         // The parent is in M; it is in the difference iff it is not in T.
         if !t.contains(n.id) && t.contains(n.parent) {
             eff.push(Effective {
@@ -222,7 +231,7 @@ pub fn score_unit(u: &Unit, group: Option<&GroupModel>) -> UnitScore {
         return unmodelled(&u.tree, Verdict::NoProcessGroup);
     };
     match g.class(&class_of(u)) {
-        Some(m) => score_tree(&u.tree, m),
+        Some(m) => score_tree_as(&u.tree, m, u.info.cut),
         None => unmodelled(&u.tree, Verdict::NoUnitModel),
     }
 }
@@ -299,6 +308,12 @@ mod tests {
             .collect();
         assert_eq!(missing.len(), 1);
         assert_eq!(missing[0].id, e);
+        // Cut short by the end of its trace, the unit is scored on what it did: e, which it
+        // had not reached, does not count: (0 + 0.1 + 0.2 + 1) / 4.
+        let cut = score_tree_as(&t, &m, true);
+        assert!((cut.score - 0.325).abs() < 1e-12, "{}", cut.score);
+        assert!(cut.effective.iter().all(|x| x.class != NodeClass::Missing));
+        assert_eq!(cut.effective.len(), 4);
     }
 
     #[test]

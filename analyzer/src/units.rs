@@ -286,6 +286,9 @@ pub struct UnitInfo {
     pub lost: u64,
     /// Faults injected inside the unit.
     pub injections: Vec<Injection>,
+    /// Cut short by the end of the trace (see [`UnitHead::cut`]).
+    #[serde(default)]
+    pub cut: bool,
 }
 
 /// One execution unit.
@@ -1167,6 +1170,11 @@ pub struct UnitHead {
     pub lost: u64,
     /// Faults injected inside the unit.
     pub injections: Vec<Injection>,
+    /// Cut short by the end of the trace: the last unit of a thread whose trace ended while
+    /// it was still in its event loop (the process was killed — a hung daemon ended by a
+    /// timeout — or recording stopped). It is scored on what it did
+    /// ([`crate::score::score_tree_as`]).
+    pub cut: bool,
 }
 
 /// A closed unit, lent to the callback of [`split_process_each`] (its tree is a buffer
@@ -1246,6 +1254,7 @@ impl UnitView<'_> {
             t_end_unix_ns: h.t_end_unix_ns,
             lost: h.lost,
             injections: h.injections.clone(),
+            cut: h.cut,
         }
     }
 
@@ -1483,6 +1492,7 @@ impl Splitter<'_> {
             t_end_unix_ns: t,
             lost: 0,
             injections: Vec::new(),
+            cut: false,
         }
     }
 
@@ -1892,6 +1902,7 @@ pub fn split_process_each(
                 t_end_unix_ns: 0,
                 lost: 0,
                 injections: Vec::new(),
+                cut: false,
             },
             tree: TreeBuf::default(),
             spare: TreeBuf::default(),
@@ -1906,7 +1917,9 @@ pub fn split_process_each(
         for_each_paired(t, &mut s)?;
         let end = s.last_tsc;
         let placeholder = s.new_head(UnitKind::Loop, end, 0);
-        let last = std::mem::replace(&mut s.head, placeholder);
+        let mut last = std::mem::replace(&mut s.head, placeholder);
+        // Still in the loop when the trace ended: it did not end, it was cut.
+        last.cut = s.phase == Phase::In;
         std::mem::swap(&mut s.tree, &mut s.spare);
         s.close_spare(last, end);
     }
@@ -2617,5 +2630,37 @@ mod tests {
         assert!(!script.0.contains(&FORKED_KEY) && !execd.0.contains(&FORKED_KEY));
         assert_ne!(subshell, script);
         assert_eq!(script, execd, "the same program, started afresh");
+    }
+
+    /// A daemon killed in its event loop (a hang ended by a timeout): its last unit was cut
+    /// by the end of the trace, not ended; one that exits ends with a finalizer.
+    #[test]
+    fn the_last_unit_of_a_thread_killed_in_its_loop_is_cut() {
+        let run = |exits: bool| {
+            let mut t = TraceBuilder::new("h", 1, 1);
+            t.lib(0x10, LibFn::Socket, o(-1, 3, 0));
+            t.lib(0x20, LibFn::Listen, o(3, 0, 0));
+            t.lib(0x30, LibFn::Accept, o(3, 4, 0));
+            for _ in 0..4 {
+                t.lib(0x40, LibFn::Poll, o(-1, 1, 0));
+                t.lib(0x50, LibFn::Recv, o(4, 8, 8));
+            }
+            if exits {
+                t.lib_enter(0x60, LibFn::Exit, LibOpts::default());
+            } else {
+                t.lib_enter(0x40, LibFn::Poll, o(-1, 0, 0));
+            }
+            process_units(&t.finish(), &TreeOptions::default()).unwrap()
+        };
+        let killed = run(false);
+        let last = killed.units.last().unwrap();
+        assert_eq!(last.info.kind, UnitKind::Loop);
+        assert!(last.info.cut);
+        assert!(killed.units[..killed.units.len() - 1]
+            .iter()
+            .all(|u| !u.info.cut));
+        let exited = run(true);
+        assert_eq!(exited.units.last().unwrap().info.kind, UnitKind::Finalizer);
+        assert!(exited.units.iter().all(|u| !u.info.cut));
     }
 }
