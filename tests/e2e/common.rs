@@ -414,6 +414,8 @@ pub fn c_ring_cmd(exe: &Path, timeout: &str) -> Vec<String> {
         "20",
         "--timeout",
         timeout,
+        "--base-port",
+        &tests::free_port_range(5).to_string(),
     ]
     .iter()
     .map(|s| s.to_string())

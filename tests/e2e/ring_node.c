@@ -510,16 +510,28 @@ static int port_free(int port)
     return ok;
 }
 
+/* A base port P with P..P+n-1 free on 127.0.0.1 right now, taken below the kernel's
+ * ephemeral range (at most 16384 ports of it) so that no outgoing connection can be given
+ * one of them before the daemons bind them. */
 static int free_base_port(int n)
 {
+    int low = 32768, lo, hi;
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    if (f) {
+        if (fscanf(f, "%d", &low) != 1)
+            low = 32768;
+        fclose(f);
+    }
+    if (low >= 1024 + 2048) {
+        lo = low - 16384 > 1024 ? low - 16384 : 1024;
+        hi = low;
+    } else {
+        lo = 61000;
+        hi = 65535;
+    }
+    srand((unsigned)getpid() ^ (unsigned)(now() * 1e6));
     for (int tries = 0; tries < 200; tries++) {
-        int s = socket(AF_INET, SOCK_STREAM, 0);
-        struct sockaddr_in a = loopback(0);
-        socklen_t al = sizeof a;
-        bind(s, (struct sockaddr *)&a, sizeof a);
-        getsockname(s, (struct sockaddr *)&a, &al);
-        close(s);
-        int base = ntohs(a.sin_port), ok = base + n < 65535;
+        int base = lo + rand() % (hi - n - lo), ok = 1;
         for (int p = base; ok && p < base + n; p++)
             ok = port_free(p);
         if (ok)

@@ -11,6 +11,7 @@ started with the same interpreter and inherit the environment).
 """
 import argparse
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -20,15 +21,27 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+def unassigned_ports():
+    """Ports the kernel never picks on its own: below its ephemeral range (at most 16384)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    if low >= 1024 + 2048:
+        return max(1024, low - 16384), low
+    return 61000, 65535
+
+
 def free_base_port(n):
-    """A base port P such that P..P+n-1 are free on 127.0.0.1 right now."""
+    """A base port P such that P..P+n-1 are free on 127.0.0.1 right now.
+
+    Taken outside the ephemeral range, so that no outgoing connection (a daemon's own,
+    or another program's) can be given one of them before the daemons bind them."""
+    lo, hi = unassigned_ports()
+    rng = random.Random(os.getpid() ^ time.monotonic_ns())
     for _ in range(200):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        base = s.getsockname()[1]
-        s.close()
-        if base + n >= 65535:
-            continue
+        base = rng.randrange(lo, hi - n)
         ok = True
         for p in range(base, base + n):
             t = socket.socket()

@@ -268,12 +268,58 @@ pub fn temp_pool(n_subbufs: u32, subbuf_size: u32) -> TempPool {
     TempPool { dir, path, pool }
 }
 
-/// A TCP port on 127.0.0.1 that was free a moment ago.
+/// A TCP port on 127.0.0.1 that was free a moment ago, outside the kernel's ephemeral
+/// range (see [`free_port_range`]).
 pub fn free_tcp_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("bind 127.0.0.1:0")
+    free_port_range(1)
+}
+
+/// The ports the kernel never hands out on its own: below the ephemeral range of
+/// `/proc/sys/net/ipv4/ip_local_port_range` (32768..=60999 by default), at most 16 384 of
+/// them and never below 1024.
+fn unassigned_ports() -> std::ops::Range<u32> {
+    let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u32>().ok())
+        .unwrap_or(32768);
+    if low >= 1024 + 2048 {
+        low.saturating_sub(16384).max(1024)..low
+    } else {
+        // An unusual set-up with the ephemeral range starting low: use the ports above it.
+        61000..65535
+    }
+}
+
+/// A base port P such that P..P+n are all free on 127.0.0.1 a moment ago.
+///
+/// The ports come from outside the ephemeral range, so no connection made by this or any
+/// other test (its local port is ephemeral) can take one of them between this probe and
+/// the daemon's `bind`: that race once failed a ring daemon with EADDRINUSE in CI. Test
+/// threads of one binary run concurrently, so the ranges handed out here are disjoint
+/// within a process (a cursor that starts at a place derived from the pid and moves on);
+/// binaries run one after another.
+pub fn free_port_range(n: u16) -> u16 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static CURSOR: AtomicU32 = AtomicU32::new(u32::MAX);
+    let range = unassigned_ports();
+    let width = range.end - range.start;
+    let n = u32::from(n.max(1));
+    assert!(n < width, "{n} ports asked for, {width} available");
+    let start = (std::process::id().wrapping_mul(2_654_435_761) >> 7) % width;
+    let _ = CURSOR.compare_exchange(u32::MAX, start, Ordering::Relaxed, Ordering::Relaxed);
+    for _ in 0..width / n {
+        let at = CURSOR.fetch_add(n, Ordering::Relaxed) % width;
+        if at + n > width {
+            continue;
+        }
+        let base = range.start + at;
+        let all_free =
+            (base..base + n).all(|p| std::net::TcpListener::bind(("127.0.0.1", p as u16)).is_ok());
+        if all_free {
+            return base as u16;
+        }
+    }
+    panic!("no {n} consecutive free ports in {range:?}");
 }
 
 /// Parses the `culprit dump --json` output: one JSON object per line.
@@ -303,6 +349,23 @@ mod tests {
         assert!(!r.timed_out);
         assert_eq!(r.status.code(), Some(3));
         assert_eq!((r.stdout.as_str(), r.stderr.as_str()), ("out\n", "err\n"));
+    }
+
+    #[test]
+    fn port_ranges_are_disjoint_free_and_outside_the_ephemeral_range() {
+        let ports = unassigned_ports();
+        let bases: Vec<u16> = (0..50).map(|_| free_port_range(5)).collect();
+        let mut taken = std::collections::BTreeSet::new();
+        for &b in &bases {
+            assert!(ports.contains(&u32::from(b)) && ports.contains(&(u32::from(b) + 4)));
+            for p in b..b + 5 {
+                assert!(taken.insert(p), "port {p} handed out twice: {bases:?}");
+            }
+        }
+        // A port the kernel picks for an unbound socket is never one of them.
+        let kernel = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let k = kernel.local_addr().unwrap().port();
+        assert!(!ports.contains(&u32::from(k)), "{k} in {ports:?}");
     }
 
     #[test]

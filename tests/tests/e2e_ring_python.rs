@@ -34,6 +34,8 @@ fn ring(py: &str, timeout: &str) -> Vec<String> {
         JOBS,
         "--timeout",
         timeout,
+        "--base-port",
+        &tests::free_port_range(5).to_string(),
     ]
     .iter()
     .map(|s| s.to_string())

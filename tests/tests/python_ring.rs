@@ -12,22 +12,6 @@ fn ring_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("ring")
 }
 
-/// A base port P with P..P+n-1 all free on 127.0.0.1 a moment ago.
-fn free_base(n: u16) -> u16 {
-    for _ in 0..200 {
-        let base = tests::free_tcp_port();
-        if base > 65000 - n {
-            continue;
-        }
-        let all_free =
-            (base..base + n).all(|p| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok());
-        if all_free {
-            return base;
-        }
-    }
-    panic!("no {n} consecutive free ports");
-}
-
 fn run_ring(args: &[&str], deadline: Duration) -> tests::RunOutput {
     let mut c = Command::new("python3");
     c.arg(ring_dir().join("run_ring.py")).args(args);
@@ -42,7 +26,7 @@ fn ring_ports_released(base: u16, n: u16) -> bool {
 #[test]
 fn every_job_goes_round_the_ring_with_select_and_with_poll() {
     for lp in ["select", "poll"] {
-        let base = free_base(5).to_string();
+        let base = tests::free_port_range(5).to_string();
         let r = run_ring(
             &[
                 "--nodes",
@@ -122,7 +106,7 @@ fn ring_with_relay(split: u32, timeout: &str) -> (tests::RunOutput, tests::RunOu
     let dir = tempfile::tempdir().unwrap();
     let relay = dir.path().join("relay.py");
     std::fs::write(&relay, RELAY).unwrap();
-    let base = free_base(5);
+    let base = tests::free_port_range(5);
     let mut rc = Command::new("python3");
     rc.arg(&relay)
         .arg(ring_dir())
@@ -202,7 +186,7 @@ fn the_ring_under_culprit_record_is_traced_in_every_daemon() {
     for (inject, want_status) in [(None, 0), (Some("recv:short=3,nth=17"), 3)] {
         let out = tempfile::tempdir().unwrap();
         let dir = out.path().join("trace");
-        let base = free_base(5).to_string();
+        let base = tests::free_port_range(5).to_string();
         let mut c = Command::new(&culprit);
         c.arg("record").arg("-o").arg(&dir);
         if let Some(spec) = inject {
