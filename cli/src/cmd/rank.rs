@@ -48,7 +48,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let set = open(&args.dirs)?;
     let opts = options();
     let rep = analyzer::rank(&model, &set, &opts)?;
-    let mut out = std::io::stdout().lock();
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     if args.json {
         let top = args.top.unwrap_or(usize::MAX);
         serde_json::to_writer_pretty(&mut out, &rep.json(top))?;
@@ -60,6 +60,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             rep.text(args.top.unwrap_or(20), args.mark_injections)
         )?;
     }
+    out.flush()?;
     if let Some(h) = &args.html {
         std::fs::write(h, rep.html())
             .map_err(|e| anyhow::anyhow!("{}: cannot write: {e}", h.display()))?;

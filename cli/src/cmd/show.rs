@@ -34,12 +34,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let set = open(std::slice::from_ref(&args.dir))?;
     let opts = options();
     let s = analyzer::show(&model, &set, &args.unit, &opts)?;
-    let mut out = std::io::stdout().lock();
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     if args.json {
         let mut v = s.unit.to_json();
         v["tree"] = serde_json::to_value(&s.lines)?;
         serde_json::to_writer_pretty(&mut out, &v)?;
         writeln!(out)?;
+        out.flush()?;
         return Ok(ExitCode::SUCCESS);
     }
     let u = &s.unit;
@@ -74,5 +75,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         )?;
     }
     write!(out, "{}", analyzer::report::tree_text(&s.lines))?;
+    out.flush()?;
     Ok(ExitCode::SUCCESS)
 }
