@@ -95,6 +95,8 @@ pub struct ThreadScan {
     pub tid: u32,
     /// The event loop, if any.
     pub event_loop: Option<LoopSpec>,
+    /// Socket receives and accepts (an upper bound of its handler units).
+    pub receives: u64,
 }
 
 /// What pass 1 learned about a process.
@@ -746,13 +748,14 @@ impl ThreadScanner<'_> {
         }
     }
 
-    /// The thread's event loop, once every event was seen.
-    fn finish(mut self) -> Option<LoopSpec> {
+    /// The thread's event loop, once every event was seen, and its number of socket
+    /// receives and accepts.
+    fn finish(mut self) -> (Option<LoopSpec>, u64) {
         while !self.frames.is_empty() {
             self.pop();
         }
         self.cands.consider(RAW_ROOT, 0, self.root.0, self.root.1);
-        self.cands.choose()
+        (self.cands.choose(), self.root.1)
     }
 }
 
@@ -1077,9 +1080,11 @@ fn scan_process_with(p: &ProcessTrace, lean: bool) -> Result<ProcessScan> {
         } else {
             for_each_paired(t, &mut s)?
         };
+        let (event_loop, receives) = s.finish();
         threads.push(ThreadScan {
             tid: t.tid,
-            event_loop: s.finish(),
+            event_loop,
+            receives,
         });
     }
     let mut scan = ProcessScan {
