@@ -3,8 +3,9 @@
 //! The input of the analyzer is a [`TraceSet`]: processes (host, pid, TSC calibration),
 //! each with threads, each with its chunks (the sub-buffers the readers saved) in sequence
 //! order. Chunks are loaded one at a time ([`ThreadSource::Dir`] reads them from a trace
-//! directory through `reader::TraceDir`, which checks each), so a trace is streamed, never
-//! held whole. [`ThreadTrace::for_each`]
+//! directory through `reader::TraceDir`, which verifies each record's checksum the first
+//! time its data is read, so before it is decoded), so a trace is streamed, never held
+//! whole. [`ThreadTrace::for_each`]
 //! decodes a thread's chunks with `bufpool`'s decoder and hands each entry, turned into an
 //! [`Event`], to a callback. A corrupt entry stops the stream with [`Error::Decode`] naming
 //! the file and the byte offset.
@@ -57,7 +58,8 @@ pub struct ThreadTrace {
 pub enum ThreadSource {
     /// In memory (hand-built traces), in order.
     Memory(Vec<Chunk>),
-    /// In a trace directory, read (and checked) one chunk at a time.
+    /// In a trace directory, read one chunk at a time (each record's checksum verified
+    /// the first time it is read).
     Dir {
         /// The open directory.
         dir: Arc<reader::TraceDir>,
@@ -79,11 +81,16 @@ pub struct Chunk {
 
 impl TraceSet {
     /// Opens trace directories (written by `culprit record` / `culprit reader`), one or
-    /// many, from one host or several. Chunks are indexed, not read: decoding streams them.
+    /// many, from one host or several. Chunks are indexed by their record headers, their
+    /// data not read: decoding streams them, and the first read of a record verifies its
+    /// checksum (`reader::TraceDir::open_lazy`), so a damaged record is the error of the
+    /// stage that first reads it, naming the chunk file and the record's offset. Every
+    /// stage reads its data through [`ThreadTrace::raw_chunks`], which goes through
+    /// that check.
     pub fn open(dirs: &[PathBuf]) -> Result<TraceSet> {
         let mut set = TraceSet::default();
         for d in dirs {
-            let dir = Arc::new(reader::TraceDir::open(d).map_err(Error::Reader)?);
+            let dir = Arc::new(reader::TraceDir::open_lazy(d).map_err(Error::Reader)?);
             let m = dir.manifest();
             let host = if m.host.is_empty() {
                 d.display().to_string()

@@ -1,18 +1,33 @@
 //! Reading a trace directory back: the manifest, and every saved sub-buffer grouped per
 //! thread, in order, each exactly once.
 //!
-//! [`TraceDir::open`] reads the manifest, then streams every chunk file once, checking
-//! each record (magic, lengths, CRC-32) and keeping only an index in memory: where each
-//! record is, and its [`SubBufInfo`]. Records are deduplicated by (pid, start time, tid,
-//! seq, first TSC) — a reader killed between saving a sub-buffer and releasing it makes it
-//! be saved twice — and ordered per thread by first TSC, then seq (a thread's seq starts
-//! again at 0 when its process execs). [`TraceDir::chunks`] then reads one thread's
-//! records on demand. The checksum is verified once, when the directory is indexed (so
-//! every record has been checked before anything is decoded); a record read again later
-//! must still parse and carry the very sub-buffer header that was indexed, or the read is
-//! an error (the file changed under the reader), but its data is not checksummed a second
-//! time — that doubled the cost of reading a trace. [`TraceDir::visit_chunks`] reads into
-//! one reused buffer instead of allocating one per record.
+//! Opening a directory reads the manifest, then walks every chunk file once and keeps only
+//! an index in memory: where each record is, and its [`SubBufInfo`]. Records are
+//! deduplicated by (pid, start time, tid, seq, first TSC) — a reader killed between saving
+//! a sub-buffer and releasing it makes it be saved twice — and ordered per thread by first
+//! TSC, then seq (a thread's seq starts again at 0 when its process execs).
+//! [`TraceDir::chunks`] then reads one thread's records on demand, and
+//! [`TraceDir::visit_chunks`] reads them into one reused buffer instead of allocating one
+//! per record.
+//!
+//! Each record's CRC-32 is verified before its data is used (so before it is decoded), at
+//! one of two times:
+//!
+//! - [`TraceDir::open`] (eager) streams every byte of every chunk file and checks each
+//!   record as it indexes it: a damaged directory fails to open. For tools that must know
+//!   up front (`culprit dump`, the reader's salvage of a directory it resumes).
+//! - [`TraceDir::open_lazy`] reads only each record's fixed part (record header and
+//!   sub-buffer header, checked for everything but the checksum) and skips its data; the
+//!   checksum is verified the first time the record's data is read, and a mismatch is that
+//!   read's error, naming the file and the record's offset. For the analyzer, which reads
+//!   every record anyway: reading all the data once more only to checksum it cost about a
+//!   tenth of the CPU time of `culprit learn`. Only records that are read are checked: the
+//!   dropped copy of a duplicate, or a thread never read, is not.
+//!
+//! A record read again after its checksum was verified must still parse and carry the very
+//! sub-buffer header that was indexed, or the read is an error (the file changed under the
+//! reader), but its data is not checksummed a second time: a change of data bytes only,
+//! after the check, goes unnoticed.
 
 use crate::error::{io, Error, Result};
 use crate::manifest::Manifest;
@@ -24,6 +39,7 @@ use std::fs::File;
 use std::io::{BufReader, Read};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// Identity of one traced thread: pid, process start time (so a recycled pid is another
@@ -49,12 +65,27 @@ impl ThreadKey {
     }
 }
 
-/// Where one record is.
-#[derive(Clone, Copy, Debug)]
+/// Where one record is, and whether its checksum is known to match.
+#[derive(Debug)]
 struct RecordLoc {
     file: u32,
     offset: u64,
     info: SubBufInfo,
+    /// The record's CRC-32 has been verified (at index time by [`TraceDir::open`], else by
+    /// the first read of its data). Atomic because a `TraceDir` is read through `&self`
+    /// from many threads; `Relaxed` is enough because the flag publishes no other memory:
+    /// a thread that misses another's `true` only verifies the record once more, which is
+    /// harmless.
+    verified: AtomicBool,
+}
+
+/// When records' checksums are verified.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Verify {
+    /// While indexing: every data byte is read and checked before the directory opens.
+    AtIndex,
+    /// The first time a record's data is read; indexing reads only the fixed parts.
+    OnFirstRead,
 }
 
 /// One saved sub-buffer: its header and its entries.
@@ -170,82 +201,163 @@ pub fn scan_chunk_file(
     Ok(())
 }
 
+/// Walks the records of one chunk file by their fixed parts only, and calls `f` with each
+/// record's offset and info; the data is skipped, not read, so not checksummed. Every other
+/// check of [`scan_chunk_file`] is made, with the same errors. Stops at the first damaged
+/// record with an error naming the file.
+fn walk_record_headers(
+    path: &Path,
+    mut f: impl FnMut(u64, &SubBufInfo) -> Result<()>,
+) -> Result<()> {
+    let file = File::open(path).map_err(io(path, "open"))?;
+    let len = file.metadata().map_err(io(path, "stat"))?.len();
+    let chunk_err = |err| Error::Chunk {
+        path: path.to_path_buf(),
+        err,
+    };
+    let mut head = vec![0u8; disk::CHUNK_HEADER_SIZE.min(len as usize)];
+    file.read_exact_at(&mut head, 0).map_err(io(path, "read"))?;
+    disk::parse_chunk_header(&head).map_err(chunk_err)?;
+    let mut off = disk::CHUNK_HEADER_SIZE as u64;
+    let mut fixed = [0u8; RECORD_FIXED_SIZE];
+    while off < len {
+        let left = len - off;
+        let n = (left as usize).min(RECORD_FIXED_SIZE);
+        file.read_exact_at(&mut fixed[..n], off)
+            .map_err(io(path, "read"))?;
+        let (h, info) = disk::parse_record_fixed(&fixed[..n], off, left).map_err(chunk_err)?;
+        f(off, &info)?;
+        off += RECORD_FIXED_SIZE as u64 + u64::from(h.data_len);
+    }
+    Ok(())
+}
+
 fn dedup_key(i: &SubBufInfo) -> (u32, u64, u32, u64, u64) {
     (i.pid, i.owner_start_ticks, i.tid, i.seq, i.first_tsc)
 }
 
+/// The index being built: every record seen, deduplicated, grouped per thread.
+#[derive(Default)]
+struct Index {
+    seen: HashMap<(u32, u64, u32, u64, u64), usize>,
+    threads: BTreeMap<ThreadKey, Vec<RecordLoc>>,
+    records: u64,
+    duplicates: u64,
+}
+
+impl Index {
+    /// Adds one record; of two copies of a sub-buffer, keeps the fuller.
+    fn add(&mut self, loc: RecordLoc) {
+        self.records += 1;
+        let list = self.threads.entry(ThreadKey::of(&loc.info)).or_default();
+        match self.seen.get(&dedup_key(&loc.info)) {
+            Some(&idx) => {
+                self.duplicates += 1;
+                // Keep the fuller copy (they are normally identical).
+                if list[idx].info.bytes_used < loc.info.bytes_used {
+                    list[idx] = loc;
+                }
+            }
+            None => {
+                self.seen.insert(dedup_key(&loc.info), list.len());
+                list.push(loc);
+            }
+        }
+    }
+
+    /// Orders each thread's records by first TSC, then seq.
+    fn finish(mut self) -> BTreeMap<ThreadKey, Vec<RecordLoc>> {
+        for list in self.threads.values_mut() {
+            list.sort_by_key(|l| (l.info.first_tsc, l.info.seq));
+        }
+        self.threads
+    }
+}
+
+/// Is `e` a truncated last record of a chunk file another reader process is still
+/// appending to? That record is not written yet, and it will be indexed when that reader
+/// finishes.
+fn still_being_written(e: &Error, path: &Path) -> bool {
+    matches!(e, Error::Chunk { err, .. }
+        if matches!(err.kind, disk::ChunkErrorKind::Truncated { .. }))
+        && crate::chunkfile::writer_alive(path)
+}
+
+/// Checks that `dir` is a directory and reads its manifest.
+fn open_manifest(dir: &Path) -> Result<Manifest> {
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => {
+            return Err(Error::NotATrace {
+                path: dir.to_path_buf(),
+                why: "not a directory".into(),
+            })
+        }
+        Err(e) => return Err(io(dir, "open trace directory")(e)),
+    }
+    Manifest::read(dir)
+}
+
 impl TraceDir {
-    /// Opens a trace directory: reads the manifest and checks and indexes every chunk.
+    /// Opens a trace directory: reads the manifest and checks (CRC-32 included) and
+    /// indexes every chunk; a damaged record fails the open.
     pub fn open(dir: impl AsRef<Path>) -> Result<TraceDir> {
         let dir = dir.as_ref().to_path_buf();
-        match std::fs::metadata(&dir) {
-            Ok(m) if m.is_dir() => {}
-            Ok(_) => {
-                return Err(Error::NotATrace {
-                    path: dir,
-                    why: "not a directory".into(),
-                })
-            }
-            Err(e) => return Err(io(&dir, "open trace directory")(e)),
-        }
-        let manifest = Manifest::read(&dir)?;
+        let manifest = open_manifest(&dir)?;
         Self::index(dir, manifest)
     }
 
+    /// Opens a trace directory reading only the record headers of its chunks: each
+    /// record's checksum is verified the first time its data is read
+    /// ([`TraceDir::chunks`], [`TraceDir::visit_chunks`]), and a mismatch is that read's
+    /// error. Everything but the checksums is checked here, as [`TraceDir::open`] does. For
+    /// readers that read every record anyway (the analyzer): the data is read once, not
+    /// twice.
+    pub fn open_lazy(dir: impl AsRef<Path>) -> Result<TraceDir> {
+        let dir = dir.as_ref().to_path_buf();
+        let manifest = open_manifest(&dir)?;
+        Self::index_with(dir, manifest, Verify::OnFirstRead)
+    }
+
     /// Indexes the chunks of `dir` under a given manifest (used by a reader that has
-    /// not written the final manifest yet).
+    /// not written the final manifest yet), checking every record as [`TraceDir::open`]
+    /// does.
     pub fn index(dir: PathBuf, manifest: Manifest) -> Result<TraceDir> {
+        Self::index_with(dir, manifest, Verify::AtIndex)
+    }
+
+    /// Indexes the chunks of `dir`, verifying checksums when `verify` says.
+    fn index_with(dir: PathBuf, manifest: Manifest, verify: Verify) -> Result<TraceDir> {
         let mut files = Vec::new();
-        let mut seen: HashMap<(u32, u64, u32, u64, u64), usize> = HashMap::new();
-        let mut threads: BTreeMap<ThreadKey, Vec<RecordLoc>> = BTreeMap::new();
-        let mut records = 0u64;
-        let mut duplicates = 0u64;
+        let mut index = Index::default();
         for path in chunk_files(&dir)? {
             let fi = files.len() as u32;
-            let scanned = scan_chunk_file(&path, |offset, info, _| {
-                records += 1;
-                let key = ThreadKey::of(info);
-                let list = threads.entry(key).or_default();
-                let loc = RecordLoc {
+            let mut add = |offset, info: &SubBufInfo| {
+                index.add(RecordLoc {
                     file: fi,
                     offset,
                     info: *info,
-                };
-                match seen.get(&dedup_key(info)) {
-                    Some(&idx) => {
-                        duplicates += 1;
-                        // Keep the fuller copy (they are normally identical).
-                        if list[idx].info.bytes_used < info.bytes_used {
-                            list[idx] = loc;
-                        }
-                    }
-                    None => {
-                        seen.insert(dedup_key(info), list.len());
-                        list.push(loc);
-                    }
-                }
+                    verified: AtomicBool::new(verify == Verify::AtIndex),
+                });
                 Ok(())
-            });
+            };
+            let scanned = match verify {
+                Verify::AtIndex => scan_chunk_file(&path, |off, info, _| add(off, info)),
+                Verify::OnFirstRead => walk_record_headers(&path, add),
+            };
             match scanned {
-                Ok(()) => {}
-                // Another reader process is still appending to this file: its last record
-                // is not written yet, and it will be indexed when that reader finishes.
-                Err(Error::Chunk { err, .. })
-                    if matches!(err.kind, disk::ChunkErrorKind::Truncated { .. })
-                        && crate::chunkfile::writer_alive(&path) => {}
-                Err(e) => return Err(e),
+                Err(e) if !still_being_written(&e, &path) => return Err(e),
+                _ => {}
             }
             let f = File::open(&path).map_err(io(&path, "open"))?;
             files.push((Arc::new(path), f));
         }
-        for list in threads.values_mut() {
-            list.sort_by_key(|l| (l.info.first_tsc, l.info.seq));
-        }
+        let (records, duplicates) = (index.records, index.duplicates);
         Ok(TraceDir {
             dir,
             manifest,
             files,
-            threads,
+            threads: index.finish(),
             records,
             duplicates,
         })
@@ -296,7 +408,8 @@ impl TraceDir {
         self.duplicates
     }
 
-    /// One thread's sub-buffers, in order, each once, read from disk on demand.
+    /// One thread's sub-buffers, in order, each once, read from disk on demand. A record
+    /// whose checksum was not verified yet (see [`TraceDir::open_lazy`]) is verified here.
     pub fn chunks(&self, key: ThreadKey) -> impl Iterator<Item = Result<Chunk>> + '_ {
         self.threads
             .get(&key)
@@ -322,6 +435,8 @@ impl TraceDir {
 
     /// One thread's sub-buffers, in order, each once, read from disk into one buffer that
     /// is reused from record to record; stops at the first error (of the read or of `f`).
+    /// A record whose checksum was not verified yet (see [`TraceDir::open_lazy`]) is
+    /// verified before `f` sees it.
     pub fn visit_chunks<E: From<Error>>(
         &self,
         key: ThreadKey,
@@ -352,8 +467,9 @@ impl TraceDir {
     }
 
     /// Reads the data of an indexed record into `buf`; returns the file offset of the data.
-    /// The record was checksummed when indexed: here its fixed part must still parse and
-    /// hold the indexed sub-buffer header.
+    /// The record's fixed part must still parse and hold the indexed sub-buffer header; its
+    /// checksum is verified if it has not been yet (a record of a lazily opened directory
+    /// read for the first time), and then only.
     fn read_into(&self, loc: &RecordLoc, buf: &mut Vec<u8>) -> Result<u64> {
         let (path, file) = &self.files[loc.file as usize];
         let mut fixed = [0u8; RECORD_FIXED_SIZE];
@@ -378,6 +494,11 @@ impl TraceDir {
         buf.resize(h.data_len as usize, 0);
         file.read_exact_at(buf, data_offset)
             .map_err(io(path.as_ref(), "read"))?;
+        // Relaxed: see `RecordLoc::verified`.
+        if !loc.verified.load(Ordering::Relaxed) {
+            disk::check_record(&h, &info, buf, loc.offset).map_err(chunk_err)?;
+            loc.verified.store(true, Ordering::Relaxed);
+        }
         Ok(data_offset)
     }
 }

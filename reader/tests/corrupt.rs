@@ -49,7 +49,10 @@ fn open_err(dir: &Path) -> String {
 }
 
 fn count_entries(dir: &Path) -> usize {
-    let t = TraceDir::open(dir).unwrap();
+    count_entries_of(&TraceDir::open(dir).unwrap())
+}
+
+fn count_entries_of(t: &TraceDir) -> usize {
     let mut n = 0;
     for k in t.threads().collect::<Vec<_>>() {
         t.for_each_entry(k, |_, _| {
@@ -190,4 +193,122 @@ fn an_undecodable_entry_names_the_file_offset() {
         e.contains(&format!("at byte offset {want}")) && e.contains("unknown entry type 0xee"),
         "{e}"
     );
+}
+
+/// Flips one bit of byte `at` of `file`, in place (the inode a `TraceDir` holds open).
+fn flip(file: &Path, at: usize) {
+    let mut b = std::fs::read(file).unwrap();
+    b[at] ^= 0x40;
+    std::fs::write(file, &b).unwrap();
+}
+
+/// Every record's data, in order, as `visit_chunks` lends it.
+fn visit_all(t: &TraceDir) -> reader::Result<Vec<Vec<u8>>> {
+    let mut v = Vec::new();
+    for k in t.threads().collect::<Vec<_>>() {
+        t.visit_chunks(k, |c| {
+            v.push(c.data.to_vec());
+            Ok::<_, reader::Error>(())
+        })?;
+    }
+    Ok(v)
+}
+
+/// Offset of the first record, and of its 6th data byte.
+const FIRST_RECORD: usize = bufpool::disk::CHUNK_HEADER_SIZE;
+const IN_FIRST_DATA: usize = FIRST_RECORD + bufpool::disk::RECORD_FIXED_SIZE + 5;
+
+#[test]
+fn the_good_trace_reads_back_when_opened_lazily() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, _) = good_trace(tmp.path());
+    let lazy = TraceDir::open_lazy(&dir).unwrap();
+    let eager = TraceDir::open(&dir).unwrap();
+    assert_eq!(lazy.records(), eager.records());
+    assert_eq!(lazy.threads().count(), 1);
+    assert_eq!(count_entries_of(&lazy), 1000);
+    assert_eq!(visit_all(&lazy).unwrap(), visit_all(&eager).unwrap());
+}
+
+#[test]
+fn a_flipped_byte_opens_lazily_and_fails_the_first_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, chunk) = good_trace(tmp.path());
+    flip(&chunk, IN_FIRST_DATA);
+    let want = |e: &str| {
+        assert!(e.contains(&chunk.display().to_string()), "{e}");
+        assert!(
+            e.contains("checksum mismatch")
+                && e.contains(&format!("at byte offset {FIRST_RECORD}")),
+            "{e}"
+        );
+    };
+    // The eager open checks every record up front.
+    want(&open_err(&dir));
+    // The lazy open reads only the headers: it opens and lists the thread...
+    let t = TraceDir::open_lazy(&dir).unwrap();
+    let k = t.threads().next().unwrap();
+    assert_eq!(t.threads().count(), 1);
+    assert!(t.infos(k).count() > 1);
+    // ...and the first read of the damaged record is the error, by either read path.
+    want(&visit_all(&t).unwrap_err().to_string());
+    let first = t.chunks(k).next().unwrap();
+    want(&first.unwrap_err().to_string());
+    want(&t.for_each_entry(k, |_, _| Ok(())).unwrap_err().to_string());
+}
+
+#[test]
+fn a_record_verified_once_is_not_checksummed_again() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, chunk) = good_trace(tmp.path());
+    let t = TraceDir::open_lazy(&dir).unwrap();
+    let before = visit_all(&t).unwrap();
+    // Data bytes changed after the record was verified go unnoticed: the checksum is not
+    // computed again, and the read hands over the changed bytes.
+    flip(&chunk, IN_FIRST_DATA);
+    let after = visit_all(&t).unwrap();
+    assert_eq!(after[0][5], before[0][5] ^ 0x40);
+    assert_eq!(after[1..], before[1..]);
+    // A directory opened afresh checks the record again and finds the damage.
+    let fresh = TraceDir::open_lazy(&dir).unwrap();
+    let e = visit_all(&fresh).unwrap_err().to_string();
+    assert!(e.contains("checksum mismatch"), "{e}");
+    // A changed sub-buffer header is still caught, by the header consistency check.
+    let last_tsc = FIRST_RECORD + bufpool::disk::RECORD_HEADER_SIZE + 32;
+    flip(&chunk, last_tsc);
+    let e = visit_all(&t).unwrap_err().to_string();
+    assert!(e.contains(&chunk.display().to_string()), "{e}");
+    assert!(
+        e.contains(&format!("at byte offset {FIRST_RECORD}"))
+            && e.contains("the record changed since the directory was indexed"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_lazy_open_makes_every_check_but_the_checksum() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, chunk) = good_trace(tmp.path());
+    // A bad record magic (the first byte of the second record's header) fails the open.
+    let b = std::fs::read(&chunk).unwrap();
+    let second = bufpool::disk::records(&b).nth(1).unwrap().unwrap().offset as usize;
+    flip(&chunk, second);
+    let e = TraceDir::open_lazy(&dir).unwrap_err().to_string();
+    assert!(e.contains(&chunk.display().to_string()), "{e}");
+    assert!(
+        e.contains("bad record magic") && e.contains(&format!("at byte offset {second}")),
+        "{e}"
+    );
+    assert_eq!(e, open_err(&dir));
+    // So does a truncated last record, as for the eager open.
+    flip(&chunk, second);
+    let len = std::fs::metadata(&chunk).unwrap().len();
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&chunk)
+        .unwrap();
+    f.set_len(len - 100).unwrap();
+    let e = TraceDir::open_lazy(&dir).unwrap_err().to_string();
+    assert!(e.contains("record truncated"), "{e}");
+    assert_eq!(e, open_err(&dir));
 }
