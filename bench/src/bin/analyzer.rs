@@ -76,26 +76,28 @@ fn stage(which: &str, threads: usize, model: &Path, dirs: &[PathBuf]) -> anyhow:
     let out = match which {
         "decode" => {
             use rayon::prelude::*;
-            let st: Vec<u64> = set
+            let st: Vec<analyzer::Result<u64>> = set
                 .processes
                 .par_iter()
                 .map(|p| {
                     p.threads
                         .iter()
-                        .map(|t| t.for_each(|_| {}).map(|s| s.entries).unwrap_or(0))
+                        .map(|t| t.for_each(|_| {}).map(|s| s.entries))
                         .sum()
                 })
                 .collect();
+            let st = st.into_iter().collect::<analyzer::Result<Vec<u64>>>()?;
             serde_json::json!({ "entries": st.iter().sum::<u64>() })
         }
         "open" => serde_json::json!({ "entries": 0 }),
         "scan" => {
             use rayon::prelude::*;
-            let n: Vec<u64> = set
+            let n: Vec<analyzer::Result<u64>> = set
                 .processes
                 .par_iter()
-                .map(|p| analyzer::units::scan_process(p).map_or(0, |s| s.stats.entries))
+                .map(|p| analyzer::units::scan_process(p).map(|s| s.stats.entries))
                 .collect();
+            let n = n.into_iter().collect::<analyzer::Result<Vec<u64>>>()?;
             serde_json::json!({ "entries": n.iter().sum::<u64>() })
         }
         "learn" => {
