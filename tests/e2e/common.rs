@@ -441,6 +441,33 @@ pub fn fn_entries_per_pid(dir: &Path) -> BTreeMap<u64, usize> {
     n
 }
 
+/// Records 4 normal runs of a 5-node, 20-job ring launched by `cmd` into `tmp/normal0..3`
+/// (3 to learn from, 1 held out for the noise floor), checking that each completed its
+/// jobs and that its trace holds the 5 daemons. `what` names the story in failures.
+pub fn record_normal_runs(tmp: &Path, cmd: &[&str], what: &str) -> Vec<PathBuf> {
+    (0..4)
+        .map(|i| {
+            let d = tmp.join(format!("normal{i}"));
+            let r = record(&d, &[], cmd, Duration::from_secs(120));
+            r.assert_success(&format!("{what}: normal run {i}"));
+            assert!(
+                r.stdout.contains("20 jobs went round a ring of 5 nodes"),
+                "{}",
+                r.stdout
+            );
+            let ids = ring_ids(&d);
+            assert_eq!(
+                ids.values()
+                    .copied()
+                    .collect::<std::collections::BTreeSet<_>>(),
+                (0..5).collect(),
+                "{what}: the trace of normal run {i} does not hold the 5 daemons: {ids:?}"
+            );
+            d
+        })
+        .collect()
+}
+
 /// Issue 5's story on the C ring: 3 normal runs learned, 1 held out (noise floor), one
 /// faulty run; checks the ranking. Returns the model, the faulty trace and its units for
 /// further checks, and the program (keep it: symbolization reads its file).
@@ -448,27 +475,7 @@ pub fn c_ring_story(s: &CRingStory, tmp: &Path) -> (PathBuf, PathBuf, Vec<Value>
     let prog = compile_ring(s.cflags);
     let normal = c_ring_cmd(&prog.path, "60");
     let normal: Vec<&str> = normal.iter().map(String::as_str).collect();
-    let mut dirs: Vec<PathBuf> = Vec::new();
-    for i in 0..4 {
-        let d = tmp.join(format!("normal{i}"));
-        let r = record(&d, &[], &normal, Duration::from_secs(120));
-        r.assert_success(&format!("{}: normal run {i}", s.name));
-        assert!(
-            r.stdout.contains("20 jobs went round a ring of 5 nodes"),
-            "{}",
-            r.stdout
-        );
-        let ids = ring_ids(&d);
-        assert_eq!(
-            ids.values()
-                .copied()
-                .collect::<std::collections::BTreeSet<_>>(),
-            (0..5).collect(),
-            "{}: the trace of normal run {i} does not hold the 5 daemons: {ids:?}",
-            s.name
-        );
-        dirs.push(d);
-    }
+    let dirs = record_normal_runs(tmp, &normal, s.name);
     let ids = ring_ids(&dirs[0]);
     let entries = fn_entries_per_pid(&dirs[0]);
     for (pid, id) in &ids {

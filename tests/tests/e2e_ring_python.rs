@@ -51,26 +51,7 @@ fn a_partial_header_recv_on_the_python_ring_is_ranked_first() {
     let normal: Vec<&str> = normal.iter().map(String::as_str).collect();
 
     // Normal runs: 3 to learn from, 1 held out for the noise floor.
-    let mut dirs: Vec<PathBuf> = Vec::new();
-    for i in 0..4 {
-        let d = tmp.path().join(format!("normal{i}"));
-        let r = record(&d, &[], &normal, Duration::from_secs(120));
-        r.assert_success(&format!("normal run {i}"));
-        assert!(
-            r.stdout.contains("20 jobs went round a ring of 5 nodes"),
-            "{}",
-            r.stdout
-        );
-        let ids = ring_ids(&d);
-        assert_eq!(
-            ids.values()
-                .copied()
-                .collect::<std::collections::BTreeSet<_>>(),
-            (0..5).collect(),
-            "the trace of normal run {i} does not hold the 5 daemons: {ids:?}"
-        );
-        dirs.push(d);
-    }
+    let dirs = record_normal_runs(tmp.path(), &normal, "python ring");
 
     // The Python shim was active in every daemon: each one recorded its Python calls.
     let dump = run_culprit(
