@@ -277,8 +277,6 @@ struct LearnedProcess {
 /// A process's scored units, compact; the best also kept whole (trees) for annotation.
 struct ProcessRanking {
     rows: Vec<Row>,
-    /// Sort keys of `rows` (see [`RowKey`]).
-    keys: Vec<RowKey>,
     /// Connections the rows refer to (indices local to the process).
     conns: Vec<ConnRow>,
     heavy: Vec<Heavy>,
@@ -295,32 +293,72 @@ struct Heavy {
     score: score::UnitScore,
 }
 
-/// The ranking order: score (highest first), start time, then id — compared through the
-/// id's first 16 bytes, and the whole id only when they are equal.
-#[derive(Clone, Copy, Debug)]
-struct RowKey {
-    score: f64,
-    t_start: i64,
-    id_prefix: u128,
-}
-
 fn row_id(r: &Row, procs: &[(String, u32)]) -> String {
     let (host, pid) = &procs[r.proc_ as usize];
     units::unit_id(host, *pid, r.tid, r.index)
 }
 
-/// An integer in the order of [`f64::total_cmp`].
-fn score_order(x: f64) -> u64 {
-    let b = x.to_bits() as i64;
-    ((b ^ (((b >> 63) as u64) >> 1) as i64) as u64) ^ (1 << 63)
+/// The ranking order: score (highest first), start time, then id.
+fn cmp_rows(a: &Row, b: &Row, procs: &[(String, u32)]) -> std::cmp::Ordering {
+    b.score
+        .total_cmp(&a.score)
+        .then(a.t_start_unix_ns.cmp(&b.t_start_unix_ns))
+        .then_with(|| row_id(a, procs).cmp(&row_id(b, procs)))
 }
 
-fn cmp_keys(a: (&RowKey, &Row), b: (&RowKey, &Row), procs: &[(String, u32)]) -> std::cmp::Ordering {
-    b.0.score
-        .total_cmp(&a.0.score)
-        .then(a.0.t_start.cmp(&b.0.t_start))
-        .then(a.0.id_prefix.cmp(&b.0.id_prefix))
-        .then_with(|| row_id(a.1, procs).cmp(&row_id(b.1, procs)))
+/// All rows (vector after vector) in the ranking order of [`cmp_rows`].
+///
+/// Scores repeat (the units of equal trees share one), so the rows are first dealt into
+/// one bucket per distinct score, highest first; each bucket is then sorted by start time
+/// with a stable sort, which takes whole the runs already in time order (each thread's rows
+/// come in the order its units closed), and the rare runs of one start time by id. A
+/// general sort of (score, start, id) keys was a twelfth of ranking's time.
+fn ranking_order(blocks: &[Vec<Row>], procs: &[(String, u32)]) -> Vec<report::RowRef> {
+    let total: usize = blocks.iter().map(Vec::len).sum();
+    // Rows per score, then where each score's bucket is filled next.
+    let mut next: hash::FxMap<u64, usize> = Default::default();
+    for r in blocks.iter().flatten() {
+        *next.entry(r.score.to_bits()).or_default() += 1;
+    }
+    let mut scores: Vec<(f64, usize)> = next
+        .iter()
+        .map(|(&bits, &n)| (f64::from_bits(bits), n))
+        .collect();
+    scores.sort_unstable_by(|a, b| b.0.total_cmp(&a.0));
+    let mut at = 0;
+    for &(score, n) in &scores {
+        next.insert(score.to_bits(), at);
+        at += n;
+    }
+    let mut order: Vec<(i64, report::RowRef)> = vec![(0, (0, 0)); total];
+    for (b, rows) in blocks.iter().enumerate() {
+        for (i, r) in rows.iter().enumerate() {
+            // Every score was counted above.
+            if let Some(p) = next.get_mut(&r.score.to_bits()) {
+                order[*p] = (r.t_start_unix_ns, (b as u32, i as u32));
+                *p += 1;
+            }
+        }
+    }
+    let id = |e: &(i64, report::RowRef)| row_id(&blocks[e.1 .0 as usize][e.1 .1 as usize], procs);
+    let mut start = 0;
+    for &(_, n) in &scores {
+        let bucket = &mut order[start..start + n];
+        bucket.sort_by_key(|e| e.0);
+        let mut i = 0;
+        while i < bucket.len() {
+            let j = i + bucket[i..]
+                .iter()
+                .take_while(|e| e.0 == bucket[i].0)
+                .count();
+            if j - i > 1 {
+                bucket[i..j].sort_by_cached_key(id);
+            }
+            i = j;
+        }
+        start += n;
+    }
+    order.into_iter().map(|e| e.1).collect()
 }
 
 /// Scores of distinct trees a process's ranker keeps for reuse.
@@ -346,7 +384,6 @@ struct Ranker<'a> {
     /// `usize::MAX - 1`: no model of this class).
     class_idx: hash::FxMap<(units::UnitKind, bool, u32), usize>,
     rows: Vec<Row>,
-    keys: Vec<RowKey>,
     best: BestUnits<(trees::CallTree, model::UnitClass, bool)>,
 }
 
@@ -399,20 +436,15 @@ impl Ranker<'_> {
             }
         };
         let h = u.head;
-        let key = RowKey {
-            score,
-            t_start: h.t_start_unix_ns,
-            id_prefix: id_prefix_of(self.host, self.pid, h.tid, h.index),
-        };
+        let key = (score, h.t_start_unix_ns, h.tid, h.index);
         let row = self.rows.len();
         let (host, pid) = (self.host, self.pid);
         self.best.offer(
-            (key, h.tid, h.index),
+            key,
             row,
             || (u.tree.to_tree(), u.class(), u.head.cut),
             |a, b| cmp_unit_keys(a, b, host, pid),
         );
-        self.keys.push(key);
         self.rows.push(Row {
             score,
             verdict,
@@ -437,16 +469,14 @@ impl Ranker<'_> {
     }
 }
 
-/// A unit's place in the ranking order within its process: its key, thread and index.
-type UnitKey = (RowKey, u32, u32);
+/// A unit's place in the ranking order within its process: score, start, thread and index.
+type UnitKey = (f64, i64, u32, u32);
 
-/// The ranking order of two units of one process (see [`cmp_keys`]).
+/// The ranking order of two units of one process (see [`cmp_rows`]).
 fn cmp_unit_keys(a: &UnitKey, b: &UnitKey, host: &str, pid: u32) -> std::cmp::Ordering {
-    b.0.score
-        .total_cmp(&a.0.score)
-        .then(a.0.t_start.cmp(&b.0.t_start))
-        .then(a.0.id_prefix.cmp(&b.0.id_prefix))
-        .then_with(|| units::unit_id(host, pid, a.1, a.2).cmp(&units::unit_id(host, pid, b.1, b.2)))
+    b.0.total_cmp(&a.0)
+        .then(a.1.cmp(&b.1))
+        .then_with(|| units::unit_id(host, pid, a.2, a.3).cmp(&units::unit_id(host, pid, b.2, b.3)))
 }
 
 /// The `n` best units of a process in the ranking order, with what each keeps (its tree),
@@ -506,37 +536,6 @@ impl<T> BestUnits<T> {
     }
 }
 
-/// The first 16 bytes of the id `host:pid:tid:index`, big-endian (see [`RowKey`]).
-fn id_prefix_of(host: &str, pid: u32, tid: u32, index: u32) -> u128 {
-    let mut b = [0u8; 16];
-    let mut n = 0;
-    let mut put = |bytes: &[u8]| {
-        for &c in bytes {
-            if n < 16 {
-                b[n] = c;
-                n += 1;
-            }
-        }
-    };
-    put(host.as_bytes());
-    for v in [pid, tid, index] {
-        put(b":");
-        let mut d = [0u8; 10];
-        let mut i = d.len();
-        let mut v = v;
-        loop {
-            i -= 1;
-            d[i] = b'0' + (v % 10) as u8;
-            v /= 10;
-            if v == 0 {
-                break;
-            }
-        }
-        put(&d[i..]);
-    }
-    u128::from_be_bytes(b)
-}
-
 /// Ranks the units of a (faulty) run by suspect score (§6). Deterministic: the result does
 /// not depend on the number of threads.
 ///
@@ -577,7 +576,6 @@ pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
                 cache: Default::default(),
                 class_idx: Default::default(),
                 rows: Vec::with_capacity(bound),
-                keys: Vec::with_capacity(bound),
                 best: BestUnits::new(keep),
             };
             // A unit is scored against its process's group, known once the signature is
@@ -638,12 +636,11 @@ pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
                     }
                 })
                 .collect();
-            let (rows, keys) = (r.rows, r.keys);
+            let rows = r.rows;
             let conns = pu.conns.clone();
             opts.inc();
             Ok(ProcessRanking {
                 rows,
-                keys,
                 conns,
                 heavy,
                 units: pu,
@@ -658,11 +655,9 @@ pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
         ..Default::default()
     };
     rep.procs = procs.iter().map(|p| (p.host.clone(), p.pid)).collect();
-    let total: usize = per.iter().flatten().map(|p| p.rows.len()).sum();
     // Rows stay in their process's vector (never copied); the ranking is an order over
     // (process, index) pairs.
     let mut blocks: Vec<Vec<Row>> = Vec::with_capacity(per.len());
-    let mut keys: Vec<(RowKey, report::RowRef)> = Vec::with_capacity(total);
     let mut heavy = Vec::new();
     let mut books = Vec::new();
     for r in per {
@@ -673,12 +668,6 @@ pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
             r.conn += conn0;
         }
         blocks.push(rows);
-        keys.extend(
-            pr.keys
-                .into_iter()
-                .enumerate()
-                .map(|(i, k)| (k, (b, i as u32))),
-        );
         rep.conns.extend(pr.conns);
         heavy.extend(pr.heavy.into_iter().map(|h| ((b, h.row as u32), h)));
         rep.stats += pr.units.stats;
@@ -690,21 +679,10 @@ pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
     for (k, v) in merge_names(&book_refs) {
         names.entry(k).or_insert(v);
     }
-    // Until sorted, `keys` lists the rows block after block: row (b, i) is at offsets[b] + i.
-    let offsets: Vec<usize> = blocks
-        .iter()
-        .scan(0, |o, b| {
-            let at = *o;
-            *o += b.len();
-            Some(at)
-        })
-        .collect();
-    let key_of = |r: report::RowRef| &keys[offsets[r.0 as usize] + r.1 as usize].0;
-    let row_of = |r: report::RowRef| &blocks[r.0 as usize][r.1 as usize];
     heavy.sort_by(|(ra, _), (rb, _)| {
-        cmp_keys(
-            (key_of(*ra), row_of(*ra)),
-            (key_of(*rb), row_of(*rb)),
+        cmp_rows(
+            &blocks[ra.0 as usize][ra.1 as usize],
+            &blocks[rb.0 as usize][rb.1 as usize],
             &rep.procs,
         )
     });
@@ -729,32 +707,7 @@ pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
             .take(opts.effective_kept)
             .collect();
     }
-    // Sorted as plain integers (score, start, id prefix), then runs equal in all three by
-    // whole id. Ids are unique, so the order is total and an unstable sort gives the one
-    // ranking.
-    let mut keys: Vec<(u64, i64, u128, report::RowRef)> = keys
-        .into_iter()
-        .map(|(k, r)| (!score_order(k.score), k.t_start, k.id_prefix, r))
-        .collect();
-    keys.sort_unstable();
-    let mut i = 0;
-    while i < keys.len() {
-        let mut j = i + 1;
-        while j < keys.len()
-            && keys[j].0 == keys[i].0
-            && keys[j].1 == keys[i].1
-            && keys[j].2 == keys[i].2
-        {
-            j += 1;
-        }
-        if j - i > 1 {
-            keys[i..j].sort_by_cached_key(|k| {
-                row_id(&blocks[k.3 .0 as usize][k.3 .1 as usize], &rep.procs)
-            });
-        }
-        i = j;
-    }
-    let order: Vec<report::RowRef> = keys.into_iter().map(|k| k.3).collect();
+    let order = ranking_order(&blocks, &rep.procs);
     let kept = opts.units_kept.min(order.len());
     rep.units = order[..kept]
         .iter()
@@ -831,64 +784,68 @@ pub fn show(model: &Model, set: &TraceSet, id: &str, opts: &Options) -> Result<S
 mod tests {
     use super::*;
 
-    #[test]
-    fn score_order_is_total_cmp() {
-        let xs = [
-            f64::NEG_INFINITY,
-            -1.0,
-            -0.0,
-            0.0,
-            1e-300,
-            0.3,
-            0.32,
-            1.0,
-            f64::INFINITY,
-            f64::NAN,
-        ];
-        for a in xs {
-            for b in xs {
-                assert_eq!(
-                    score_order(a).cmp(&score_order(b)),
-                    a.total_cmp(&b),
-                    "{a} {b}"
-                );
-            }
+    fn row(proc_: u32, tid: u32, index: u32, score: f64, t: i64) -> Row {
+        Row {
+            score,
+            verdict: score::Verdict::Scored,
+            group: None,
+            effective: Arc::from(Vec::new()),
+            annotated: None,
+            proc_,
+            conn: 0,
+            tid,
+            index,
+            kind: units::UnitKind::Handler,
+            main_thread: true,
+            fd: None,
+            tsc_start: 0,
+            tsc_end: 0,
+            t_start_unix_ns: t,
+            t_end_unix_ns: t,
+            lost: 0,
+            cut: false,
+            injections: None,
         }
     }
 
     #[test]
-    fn id_prefix_is_the_first_16_bytes_of_the_id() {
-        for (host, pid, tid, index) in [
-            ("n", 1, 1, 0),
-            ("node12", 4242, 4243, 1234567),
-            ("a-very-long-host-name", 7, 8, 9),
-            ("", 0, 0, 4_294_967_295),
-        ] {
-            let id = units::unit_id(host, pid, tid, index);
-            let mut b = [0u8; 16];
-            let n = id.len().min(16);
-            b[..n].copy_from_slice(&id.as_bytes()[..n]);
-            assert_eq!(
-                id_prefix_of(host, pid, tid, index),
-                u128::from_be_bytes(b),
-                "{id}"
-            );
+    fn ranking_order_is_the_order_of_cmp_rows() {
+        let procs: Vec<(String, u32)> =
+            vec![("n1".into(), 10), ("n2".into(), 9), ("n10".into(), 10)];
+        let scores = [0.0, -0.0, 0.5, 1.0, 0.25, f64::NAN, 0.5, 1e-300];
+        let mut blocks: Vec<Vec<Row>> = Vec::new();
+        for p in 0..3u32 {
+            let mut rows = Vec::new();
+            // Two threads, each in time order, with start times that collide across
+            // threads and processes (ties go to the id: "n10:…" < "n1:…", "…:10" < "…:9").
+            for tid in [9u32, 10] {
+                for i in 0..60u32 {
+                    let k = (i * 7 + p * 3 + tid) as usize;
+                    rows.push(row(p, tid, i, scores[k % scores.len()], (i / 3) as i64));
+                }
+            }
+            blocks.push(rows);
         }
+        blocks.push(Vec::new());
+        let got = ranking_order(&blocks, &procs);
+        let mut want: Vec<report::RowRef> = blocks
+            .iter()
+            .enumerate()
+            .flat_map(|(b, rows)| (0..rows.len()).map(move |i| (b as u32, i as u32)))
+            .collect();
+        want.sort_by(|a, b| {
+            cmp_rows(
+                &blocks[a.0 as usize][a.1 as usize],
+                &blocks[b.0 as usize][b.1 as usize],
+                &procs,
+            )
+        });
+        assert_eq!(got, want);
     }
 
     #[test]
     fn best_units_keeps_exactly_the_n_best() {
-        let key = |score: f64, t: i64, i: u32| {
-            (
-                RowKey {
-                    score,
-                    t_start: t,
-                    id_prefix: id_prefix_of("h", 1, 1, i),
-                },
-                1,
-                i,
-            )
-        };
+        let key = |score: f64, t: i64, i: u32| (score, t, 1, i);
         let cmp = |a: &UnitKey, b: &UnitKey| cmp_unit_keys(a, b, "h", 1);
         let mut all = Vec::new();
         let mut b = BestUnits::new(5);
