@@ -277,6 +277,11 @@ struct LearnedProcess {
 /// A process's scored units, compact; the best also kept whole (trees) for annotation.
 struct ProcessRanking {
     rows: Vec<Row>,
+    /// Verdicts and effective nodes the rows share (`Row::shared`, local to the process).
+    shared: Vec<report::SharedScore>,
+    /// Lost entries and injected faults of the rows that have any.
+    extras: Vec<(u32, report::RowExtra)>,
+    group: Option<u32>,
     /// Connections the rows refer to (indices local to the process).
     conns: Vec<ConnRow>,
     heavy: Vec<Heavy>,
@@ -364,8 +369,9 @@ fn ranking_order(blocks: &[Vec<Row>], procs: &[(String, u32)]) -> Vec<report::Ro
 /// Scores of distinct trees a process's ranker keeps for reuse.
 const SCORE_CACHE_MAX: usize = 1 << 16;
 
-/// A score shared by the units of equal trees: score, verdict, light effective nodes.
-type CachedScore = (f64, score::Verdict, Arc<[score::Effective]>);
+/// A score shared by the units of equal trees: score, and the index of its verdict and
+/// light effective nodes in [`Ranker::shared`].
+type CachedScore = (f64, u32);
 
 /// Scores one process's units as the splitter lends them, into compact rows.
 struct Ranker<'a> {
@@ -384,6 +390,8 @@ struct Ranker<'a> {
     /// `usize::MAX - 1`: no model of this class).
     class_idx: hash::FxMap<(units::UnitKind, bool, u32), usize>,
     rows: Vec<Row>,
+    shared: Vec<report::SharedScore>,
+    extras: Vec<(u32, report::RowExtra)>,
     best: BestUnits<(trees::CallTree, model::UnitClass, bool)>,
 }
 
@@ -404,8 +412,8 @@ impl Ranker<'_> {
                 }
             });
         let (fa, fb) = u.tree.fingerprint();
-        let (score, verdict, effective) = match self.cache.get(&(ci, fa, fb, u.head.cut)) {
-            Some(c) => c.clone(),
+        let (score, shared) = match self.cache.get(&(ci, fa, fb, u.head.cut)) {
+            Some(&c) => c,
             None => {
                 let tree = u.tree.to_tree();
                 let s = match g {
@@ -415,14 +423,15 @@ impl Ranker<'_> {
                         None => score::unmodelled(&tree, score::Verdict::NoUnitModel),
                     },
                 };
-                let light: Arc<[score::Effective]> = s
+                let light: Box<[score::Effective]> = s
                     .effective
                     .iter()
                     .filter(|e| e.delta >= report::WHY_MIN_DELTA)
                     .take(self.opts.why)
                     .cloned()
                     .collect();
-                let c = (s.score, s.verdict, light);
+                let c = (s.score, self.shared.len() as u32);
+                self.shared.push((s.verdict, light));
                 let cacheable = s.verdict == score::Verdict::Scored
                     && s.effective.iter().all(|e| e.class != score::NodeClass::New);
                 if cacheable {
@@ -430,7 +439,7 @@ impl Ranker<'_> {
                     if self.cache.len() >= SCORE_CACHE_MAX {
                         self.cache.clear();
                     }
-                    self.cache.insert((ci, fa, fb, u.head.cut), c.clone());
+                    self.cache.insert((ci, fa, fb, u.head.cut), c);
                 }
                 c
             }
@@ -445,26 +454,35 @@ impl Ranker<'_> {
             || (u.tree.to_tree(), u.class(), u.head.cut),
             |a, b| cmp_unit_keys(a, b, host, pid),
         );
+        let extra = h.lost > 0 || !h.injections.is_empty();
+        if extra {
+            self.extras.push((
+                row as u32,
+                report::RowExtra {
+                    lost: h.lost,
+                    injections: h.injections.clone(),
+                    ..Default::default()
+                },
+            ));
+        }
+        let flag = |on: bool, f: u8| if on { f } else { 0 };
         self.rows.push(Row {
             score,
-            verdict,
-            group: gi.map(|g| g as u32),
-            effective,
-            annotated: None,
+            t_start_unix_ns: h.t_start_unix_ns,
+            t_end_unix_ns: h.t_end_unix_ns,
+            tsc_start: h.tsc_start,
+            tsc_end: h.tsc_end,
             proc_: self.pi,
             conn: h.conn,
             tid: h.tid,
             index: h.index,
+            shared,
+            fd: h.fd.unwrap_or(0),
             kind: h.kind,
-            main_thread: h.main_thread,
-            fd: h.fd,
-            tsc_start: h.tsc_start,
-            tsc_end: h.tsc_end,
-            t_start_unix_ns: h.t_start_unix_ns,
-            t_end_unix_ns: h.t_end_unix_ns,
-            lost: h.lost,
-            cut: h.cut,
-            injections: (!h.injections.is_empty()).then(|| Box::new(h.injections.clone())),
+            flags: flag(h.main_thread, Row::MAIN_THREAD)
+                | flag(h.cut, Row::CUT)
+                | flag(h.fd.is_some(), Row::FD)
+                | flag(extra, Row::EXTRA),
         });
     }
 }
@@ -576,6 +594,8 @@ pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
                 cache: Default::default(),
                 class_idx: Default::default(),
                 rows: Vec::with_capacity(bound),
+                shared: Vec::new(),
+                extras: Vec::new(),
                 best: BestUnits::new(keep),
             };
             // A unit is scored against its process's group, known once the signature is
@@ -636,11 +656,13 @@ pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
                     }
                 })
                 .collect();
-            let rows = r.rows;
             let conns = pu.conns.clone();
             opts.inc();
             Ok(ProcessRanking {
-                rows,
+                rows: r.rows,
+                shared: r.shared,
+                extras: r.extras,
+                group: gi.map(|g| g as u32),
                 conns,
                 heavy,
                 units: pu,
@@ -662,13 +684,19 @@ pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
     let mut books = Vec::new();
     for r in per {
         let pr = r?;
-        let (b, conn0) = (blocks.len() as u32, rep.conns.len() as u32);
+        let b = blocks.len() as u32;
+        let (conn0, shared0) = (rep.conns.len() as u32, rep.shared.len() as u32);
         let mut rows = pr.rows;
         for r in &mut rows {
             r.conn += conn0;
+            r.shared += shared0;
         }
         blocks.push(rows);
         rep.conns.extend(pr.conns);
+        rep.shared.extend(pr.shared);
+        rep.proc_groups.push(pr.group);
+        rep.extras
+            .extend(pr.extras.into_iter().map(|(i, x)| ((b, i), x)));
         heavy.extend(pr.heavy.into_iter().map(|h| ((b, h.row as u32), h)));
         rep.stats += pr.units.stats;
         rep.unmatched_processes += pr.unmatched as usize;
@@ -688,34 +716,33 @@ pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
     });
     for (i, (r, h)) in heavy.into_iter().enumerate() {
         let row = &mut blocks[r.0 as usize][r.1 as usize];
+        row.flags |= Row::EXTRA;
+        let x = rep.extras.entry(r).or_default();
         if i < opts.trees_kept {
-            let m = row
-                .group
+            let m = rep.proc_groups[row.proc_ as usize]
                 .and_then(|g| model.groups[g as usize].class(&h.class));
-            row.annotated = Some(Box::new(report::annotate(
+            x.annotated = Some(report::annotate(
                 &h.tree,
                 m,
                 &h.score.effective,
                 &names,
                 opts.tree_lines,
-            )));
+            ));
         }
-        row.effective = h
-            .score
-            .effective
-            .into_iter()
-            .take(opts.effective_kept)
-            .collect();
+        x.effective = Some(
+            h.score
+                .effective
+                .into_iter()
+                .take(opts.effective_kept)
+                .collect(),
+        );
     }
     let order = ranking_order(&blocks, &rep.procs);
     let kept = opts.units_kept.min(order.len());
-    rep.units = order[..kept]
-        .iter()
-        .map(|r| blocks[r.0 as usize][r.1 as usize].ranked(&rep.procs, &rep.conns))
-        .collect();
+    rep.rest = blocks;
+    rep.units = order[..kept].iter().map(|&r| rep.ranked(r)).collect();
     rep.rest_order = order[kept..].to_vec();
     drop(order);
-    rep.rest = blocks;
     rep.names = names;
     rep.why_sentences = opts.why;
     let n = rep.units.len().min(opts.why_units);
@@ -787,25 +814,25 @@ mod tests {
     fn row(proc_: u32, tid: u32, index: u32, score: f64, t: i64) -> Row {
         Row {
             score,
-            verdict: score::Verdict::Scored,
-            group: None,
-            effective: Arc::from(Vec::new()),
-            annotated: None,
+            t_start_unix_ns: t,
+            t_end_unix_ns: t,
+            tsc_start: 0,
+            tsc_end: 0,
             proc_,
             conn: 0,
             tid,
             index,
+            shared: 0,
+            fd: 0,
             kind: units::UnitKind::Handler,
-            main_thread: true,
-            fd: None,
-            tsc_start: 0,
-            tsc_end: 0,
-            t_start_unix_ns: t,
-            t_end_unix_ns: t,
-            lost: 0,
-            cut: false,
-            injections: None,
+            flags: 0,
         }
+    }
+
+    #[test]
+    fn compact_rows_stay_compact() {
+        // A row per unit of the ranking: 164 504 of them in the benchmark's trial.
+        assert_eq!(std::mem::size_of::<Row>(), 72);
     }
 
     #[test]

@@ -34,39 +34,57 @@ pub struct RankedUnit {
     pub annotated: Option<Vec<TreeLine>>,
 }
 
-/// A ranked unit below the first [`crate::Options::units_kept`], kept compact: the
-/// process and the connection are indices into tables of the [`Report`], and the effective
-/// nodes are shared by every unit whose tree (and so whose score) is the same. Made into a
-/// [`RankedUnit`] when listed ([`Report::unit`]).
-#[derive(Clone, Debug)]
+/// A ranked unit below the first [`crate::Options::units_kept`], kept compact (72 bytes,
+/// plain data): the process, the connection and the score's verdict and effective nodes
+/// are indices into tables of the [`Report`] (the units of equal trees share one score),
+/// and what few units have — lost entries, injected faults, their own effective nodes and
+/// annotated tree — is in [`Report::extras`]. Made into a [`RankedUnit`] when listed
+/// ([`Report::unit`]).
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct Row {
     pub score: f64,
-    pub verdict: Verdict,
-    pub group: Option<u32>,
-    pub effective: std::sync::Arc<[Effective]>,
-    // Boxed: 8 bytes in every row for what only the best few hundred units have.
-    #[allow(clippy::box_collection)]
-    pub annotated: Option<Box<Vec<TreeLine>>>,
+    pub t_start_unix_ns: i64,
+    pub t_end_unix_ns: i64,
+    pub tsc_start: u64,
+    pub tsc_end: u64,
     /// Index in `Report::procs`.
     pub proc_: u32,
     /// Index in `Report::conns`.
     pub conn: u32,
     pub tid: u32,
     pub index: u32,
+    /// Index in `Report::shared`: verdict and effective nodes.
+    pub shared: u32,
+    /// Descriptor (if [`Row::FD`] is set).
+    pub fd: i32,
     pub kind: crate::units::UnitKind,
-    pub main_thread: bool,
-    pub fd: Option<i32>,
-    pub tsc_start: u64,
-    pub tsc_end: u64,
-    pub t_start_unix_ns: i64,
-    pub t_end_unix_ns: i64,
-    pub lost: u64,
-    /// See [`crate::units::UnitHead::cut`].
-    pub cut: bool,
-    // Boxed for the same reason: injections are rare.
-    #[allow(clippy::box_collection)]
-    pub injections: Option<Box<Vec<crate::units::Injection>>>,
+    /// [`Row::MAIN_THREAD`], [`Row::CUT`], [`Row::FD`], [`Row::EXTRA`].
+    pub flags: u8,
 }
+
+impl Row {
+    /// The unit ran on its process's main thread.
+    pub const MAIN_THREAD: u8 = 1;
+    /// See [`crate::units::UnitHead::cut`].
+    pub const CUT: u8 = 2;
+    /// `fd` holds the unit's descriptor.
+    pub const FD: u8 = 4;
+    /// The unit has an entry in [`Report::extras`].
+    pub const EXTRA: u8 = 8;
+}
+
+/// What only a few compact units have.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct RowExtra {
+    pub lost: u64,
+    pub injections: Vec<crate::units::Injection>,
+    /// All the effective nodes kept (the shared score has the light ones).
+    pub effective: Option<Vec<Effective>>,
+    pub annotated: Option<Vec<TreeLine>>,
+}
+
+/// A score's verdict and effective nodes, shared by the rows of equal trees.
+pub(crate) type SharedScore = (Verdict, Box<[Effective]>);
 
 /// Where a compact unit is: (vector, index) in `Report::rest`.
 pub(crate) type RowRef = (u32, u32);
@@ -83,6 +101,12 @@ pub struct Report {
     pub units: Vec<RankedUnit>,
     /// Compact units, one vector per process (in any order; see `rest_order`).
     pub(crate) rest: Vec<Vec<Row>>,
+    /// Verdicts and effective nodes the rows share.
+    pub(crate) shared: Vec<SharedScore>,
+    /// What some rows have besides (see [`Row::EXTRA`]).
+    pub(crate) extras: crate::hash::FxMap<RowRef, RowExtra>,
+    /// The process group of each process (an index in the model; None: no group matched).
+    pub(crate) proc_groups: Vec<Option<u32>>,
     /// The units after `units`, in ranking order, as positions in `rest`.
     pub(crate) rest_order: Vec<RowRef>,
     /// Host and pid of each process the rows refer to.
@@ -330,38 +354,45 @@ impl RankedUnit {
     }
 }
 
-impl Row {
-    /// The full form of a compact unit.
-    pub(crate) fn ranked(&self, procs: &[(String, u32)], conns: &[ConnRow]) -> RankedUnit {
-        let (host, pid) = &procs[self.proc_ as usize];
-        let (conn, local, peer) = &conns[self.conn as usize];
+impl Report {
+    /// The full form of the compact unit at `r` in `rest`.
+    pub(crate) fn ranked(&self, r: RowRef) -> RankedUnit {
+        let row = &self.rest[r.0 as usize][r.1 as usize];
+        let (host, pid) = &self.procs[row.proc_ as usize];
+        let (conn, local, peer) = &self.conns[row.conn as usize];
+        let (verdict, effective) = &self.shared[row.shared as usize];
+        let extra = (row.flags & Row::EXTRA != 0)
+            .then(|| self.extras.get(&r))
+            .flatten();
         RankedUnit {
             info: UnitInfo {
-                id: crate::units::unit_id(host, *pid, self.tid, self.index),
+                id: crate::units::unit_id(host, *pid, row.tid, row.index),
                 host: host.clone(),
                 pid: *pid,
-                tid: self.tid,
-                main_thread: self.main_thread,
-                index: self.index,
-                kind: self.kind,
-                fd: self.fd,
+                tid: row.tid,
+                main_thread: row.flags & Row::MAIN_THREAD != 0,
+                index: row.index,
+                kind: row.kind,
+                fd: (row.flags & Row::FD != 0).then_some(row.fd),
                 conn: conn.clone(),
                 local: local.clone(),
                 peer: peer.clone(),
-                tsc_start: self.tsc_start,
-                tsc_end: self.tsc_end,
-                t_start_unix_ns: self.t_start_unix_ns,
-                t_end_unix_ns: self.t_end_unix_ns,
-                lost: self.lost,
-                injections: self.injections.as_deref().cloned().unwrap_or_default(),
-                cut: self.cut,
+                tsc_start: row.tsc_start,
+                tsc_end: row.tsc_end,
+                t_start_unix_ns: row.t_start_unix_ns,
+                t_end_unix_ns: row.t_end_unix_ns,
+                lost: extra.map_or(0, |x| x.lost),
+                injections: extra.map(|x| x.injections.clone()).unwrap_or_default(),
+                cut: row.flags & Row::CUT != 0,
             },
-            score: self.score,
-            verdict: self.verdict,
-            effective: self.effective.to_vec(),
-            group: self.group.map(|g| g as usize),
+            score: row.score,
+            verdict: *verdict,
+            effective: extra
+                .and_then(|x| x.effective.clone())
+                .unwrap_or_else(|| effective.to_vec()),
+            group: self.proc_groups[row.proc_ as usize].map(|g| g as usize),
             why: Vec::new(),
-            annotated: self.annotated.as_deref().cloned(),
+            annotated: extra.and_then(|x| x.annotated.clone()),
         }
     }
 }
@@ -383,9 +414,10 @@ impl Report {
         use std::borrow::Cow;
         match self.units.get(i) {
             Some(u) => Some(Cow::Borrowed(u)),
-            None => self.rest_order.get(i - self.units.len()).map(|&(b, j)| {
-                Cow::Owned(self.rest[b as usize][j as usize].ranked(&self.procs, &self.conns))
-            }),
+            None => self
+                .rest_order
+                .get(i - self.units.len())
+                .map(|&r| Cow::Owned(self.ranked(r))),
         }
     }
 
