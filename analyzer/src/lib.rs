@@ -51,6 +51,7 @@ pub mod decode;
 pub mod error;
 pub mod hash;
 pub mod model;
+mod ranking;
 pub mod report;
 pub mod score;
 pub mod symbolize;
@@ -298,74 +299,6 @@ struct Heavy {
     score: score::UnitScore,
 }
 
-fn row_id(r: &Row, procs: &[(String, u32)]) -> String {
-    let (host, pid) = &procs[r.proc_ as usize];
-    units::unit_id(host, *pid, r.tid, r.index)
-}
-
-/// The ranking order: score (highest first), start time, then id.
-fn cmp_rows(a: &Row, b: &Row, procs: &[(String, u32)]) -> std::cmp::Ordering {
-    b.score
-        .total_cmp(&a.score)
-        .then(a.t_start_unix_ns.cmp(&b.t_start_unix_ns))
-        .then_with(|| row_id(a, procs).cmp(&row_id(b, procs)))
-}
-
-/// All rows (vector after vector) in the ranking order of [`cmp_rows`].
-///
-/// Scores repeat (the units of equal trees share one), so the rows are first dealt into
-/// one bucket per distinct score, highest first; each bucket is then sorted by start time
-/// with a stable sort, which takes whole the runs already in time order (each thread's rows
-/// come in the order its units closed), and the rare runs of one start time by id. A
-/// general sort of (score, start, id) keys was a twelfth of ranking's time.
-fn ranking_order(blocks: &[Vec<Row>], procs: &[(String, u32)]) -> Vec<report::RowRef> {
-    let total: usize = blocks.iter().map(Vec::len).sum();
-    // Rows per score, then where each score's bucket is filled next.
-    let mut next: hash::FxMap<u64, usize> = Default::default();
-    for r in blocks.iter().flatten() {
-        *next.entry(r.score.to_bits()).or_default() += 1;
-    }
-    let mut scores: Vec<(f64, usize)> = next
-        .iter()
-        .map(|(&bits, &n)| (f64::from_bits(bits), n))
-        .collect();
-    scores.sort_unstable_by(|a, b| b.0.total_cmp(&a.0));
-    let mut at = 0;
-    for &(score, n) in &scores {
-        next.insert(score.to_bits(), at);
-        at += n;
-    }
-    let mut order: Vec<(i64, report::RowRef)> = vec![(0, (0, 0)); total];
-    for (b, rows) in blocks.iter().enumerate() {
-        for (i, r) in rows.iter().enumerate() {
-            // Every score was counted above.
-            if let Some(p) = next.get_mut(&r.score.to_bits()) {
-                order[*p] = (r.t_start_unix_ns, (b as u32, i as u32));
-                *p += 1;
-            }
-        }
-    }
-    let id = |e: &(i64, report::RowRef)| row_id(&blocks[e.1 .0 as usize][e.1 .1 as usize], procs);
-    let mut start = 0;
-    for &(_, n) in &scores {
-        let bucket = &mut order[start..start + n];
-        bucket.sort_by_key(|e| e.0);
-        let mut i = 0;
-        while i < bucket.len() {
-            let j = i + bucket[i..]
-                .iter()
-                .take_while(|e| e.0 == bucket[i].0)
-                .count();
-            if j - i > 1 {
-                bucket[i..j].sort_by_cached_key(id);
-            }
-            i = j;
-        }
-        start += n;
-    }
-    order.into_iter().map(|e| e.1).collect()
-}
-
 /// Scores of distinct trees a process's ranker keeps for reuse.
 const SCORE_CACHE_MAX: usize = 1 << 16;
 
@@ -378,8 +311,6 @@ struct Ranker<'a> {
     model: &'a Model,
     opts: &'a Options,
     pi: u32,
-    host: &'a str,
-    pid: u32,
     /// The process's group in the model (`Some(None)`: no group matched), once known.
     group: Option<Option<usize>>,
     /// Scores of trees already seen (same class, same node set), with their light effective
@@ -392,7 +323,7 @@ struct Ranker<'a> {
     rows: Vec<Row>,
     shared: Vec<report::SharedScore>,
     extras: Vec<(u32, report::RowExtra)>,
-    best: BestUnits<(trees::CallTree, model::UnitClass, bool)>,
+    best: ranking::BestUnits<(trees::CallTree, model::UnitClass, bool)>,
 }
 
 impl Ranker<'_> {
@@ -447,13 +378,8 @@ impl Ranker<'_> {
         let h = u.head;
         let key = (score, h.t_start_unix_ns, h.tid, h.index);
         let row = self.rows.len();
-        let (host, pid) = (self.host, self.pid);
-        self.best.offer(
-            key,
-            row,
-            || (u.tree.to_tree(), u.class(), u.head.cut),
-            |a, b| cmp_unit_keys(a, b, host, pid),
-        );
+        self.best
+            .offer(key, row, || (u.tree.to_tree(), u.class(), u.head.cut));
         let extra = h.lost > 0 || !h.injections.is_empty();
         if extra {
             self.extras.push((
@@ -484,73 +410,6 @@ impl Ranker<'_> {
                 | flag(h.fd.is_some(), Row::FD)
                 | flag(extra, Row::EXTRA),
         });
-    }
-}
-
-/// A unit's place in the ranking order within its process: score, start, thread and index.
-type UnitKey = (f64, i64, u32, u32);
-
-/// The ranking order of two units of one process (see [`cmp_rows`]).
-fn cmp_unit_keys(a: &UnitKey, b: &UnitKey, host: &str, pid: u32) -> std::cmp::Ordering {
-    b.0.total_cmp(&a.0)
-        .then(a.1.cmp(&b.1))
-        .then_with(|| units::unit_id(host, pid, a.2, a.3).cmp(&units::unit_id(host, pid, b.2, b.3)))
-}
-
-/// The `n` best units of a process in the ranking order, with what each keeps (its tree),
-/// chosen as they come without keeping everyone's: a unit worse than the `n`-th best of
-/// a set seen earlier cannot be among the `n` best, so it is turned away at once; the
-/// candidates are cut back to `n` whenever they reach `2n`.
-struct BestUnits<T> {
-    n: usize,
-    cands: Vec<(UnitKey, usize, T)>,
-    /// The worst key kept at the last cut.
-    bar: Option<UnitKey>,
-}
-
-impl<T> BestUnits<T> {
-    fn new(n: usize) -> Self {
-        BestUnits {
-            n,
-            cands: Vec::new(),
-            bar: None,
-        }
-    }
-
-    /// Offers unit `row` with key `key`; `keep` makes what it keeps if it is taken.
-    fn offer(
-        &mut self,
-        key: UnitKey,
-        row: usize,
-        keep: impl FnOnce() -> T,
-        cmp: impl Fn(&UnitKey, &UnitKey) -> std::cmp::Ordering,
-    ) {
-        if self.n == 0 {
-            return;
-        }
-        if let Some(bar) = &self.bar {
-            if cmp(&key, bar) == std::cmp::Ordering::Greater {
-                return;
-            }
-        }
-        self.cands.push((key, row, keep()));
-        if self.cands.len() >= 2 * self.n {
-            self.cut(&cmp);
-        }
-    }
-
-    fn cut(&mut self, cmp: &impl Fn(&UnitKey, &UnitKey) -> std::cmp::Ordering) {
-        self.cands.sort_by(|a, b| cmp(&a.0, &b.0));
-        self.cands.truncate(self.n);
-        if self.cands.len() == self.n {
-            self.bar = self.cands.last().map(|c| c.0);
-        }
-    }
-
-    /// The best `n` (row, kept), best first.
-    fn finish(mut self, cmp: impl Fn(&UnitKey, &UnitKey) -> std::cmp::Ordering) -> Vec<(usize, T)> {
-        self.cut(&cmp);
-        self.cands.into_iter().map(|(_, r, t)| (r, t)).collect()
     }
 }
 
@@ -588,15 +447,13 @@ pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
                 model,
                 opts,
                 pi: pi as u32,
-                host: &p.host,
-                pid: p.pid,
                 group: None,
                 cache: Default::default(),
                 class_idx: Default::default(),
                 rows: Vec::with_capacity(bound),
                 shared: Vec::new(),
                 extras: Vec::new(),
-                best: BestUnits::new(keep),
+                best: ranking::BestUnits::new(keep),
             };
             // A unit is scored against its process's group, known once the signature is
             // final (after the initializer of the process's last thread): units closed
@@ -639,7 +496,7 @@ pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
             // of it.
             let heavy = r
                 .best
-                .finish(|a, b| cmp_unit_keys(a, b, &p.host, p.pid))
+                .finish()
                 .into_iter()
                 .map(|(row, (tree, class, cut))| {
                     let mc = g.and_then(|g| g.class(&class));
@@ -707,11 +564,12 @@ pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
     for (k, v) in merge_names(&book_refs) {
         names.entry(k).or_insert(v);
     }
+    let ids = ranking::IdOrder::new(&rep.procs);
     heavy.sort_by(|(ra, _), (rb, _)| {
-        cmp_rows(
+        ranking::cmp_rows(
             &blocks[ra.0 as usize][ra.1 as usize],
             &blocks[rb.0 as usize][rb.1 as usize],
-            &rep.procs,
+            &ids,
         )
     });
     for (i, (r, h)) in heavy.into_iter().enumerate() {
@@ -737,7 +595,8 @@ pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
                 .collect(),
         );
     }
-    let order = ranking_order(&blocks, &rep.procs);
+    let order = ranking::ranking_order(&blocks, &ids);
+    drop(ids);
     let kept = opts.units_kept.min(order.len());
     rep.rest = blocks;
     rep.units = order[..kept].iter().map(|&r| rep.ranked(r)).collect();
@@ -811,80 +670,9 @@ pub fn show(model: &Model, set: &TraceSet, id: &str, opts: &Options) -> Result<S
 mod tests {
     use super::*;
 
-    fn row(proc_: u32, tid: u32, index: u32, score: f64, t: i64) -> Row {
-        Row {
-            score,
-            t_start_unix_ns: t,
-            t_end_unix_ns: t,
-            tsc_start: 0,
-            tsc_end: 0,
-            proc_,
-            conn: 0,
-            tid,
-            index,
-            shared: 0,
-            fd: 0,
-            kind: units::UnitKind::Handler,
-            flags: 0,
-        }
-    }
-
     #[test]
     fn compact_rows_stay_compact() {
         // A row per unit of the ranking: 164 504 of them in the benchmark's trial.
         assert_eq!(std::mem::size_of::<Row>(), 72);
-    }
-
-    #[test]
-    fn ranking_order_is_the_order_of_cmp_rows() {
-        let procs: Vec<(String, u32)> =
-            vec![("n1".into(), 10), ("n2".into(), 9), ("n10".into(), 10)];
-        let scores = [0.0, -0.0, 0.5, 1.0, 0.25, f64::NAN, 0.5, 1e-300];
-        let mut blocks: Vec<Vec<Row>> = Vec::new();
-        for p in 0..3u32 {
-            let mut rows = Vec::new();
-            // Two threads, each in time order, with start times that collide across
-            // threads and processes (ties go to the id: "n10:…" < "n1:…", "…:10" < "…:9").
-            for tid in [9u32, 10] {
-                for i in 0..60u32 {
-                    let k = (i * 7 + p * 3 + tid) as usize;
-                    rows.push(row(p, tid, i, scores[k % scores.len()], (i / 3) as i64));
-                }
-            }
-            blocks.push(rows);
-        }
-        blocks.push(Vec::new());
-        let got = ranking_order(&blocks, &procs);
-        let mut want: Vec<report::RowRef> = blocks
-            .iter()
-            .enumerate()
-            .flat_map(|(b, rows)| (0..rows.len()).map(move |i| (b as u32, i as u32)))
-            .collect();
-        want.sort_by(|a, b| {
-            cmp_rows(
-                &blocks[a.0 as usize][a.1 as usize],
-                &blocks[b.0 as usize][b.1 as usize],
-                &procs,
-            )
-        });
-        assert_eq!(got, want);
-    }
-
-    #[test]
-    fn best_units_keeps_exactly_the_n_best() {
-        let key = |score: f64, t: i64, i: u32| (score, t, 1, i);
-        let cmp = |a: &UnitKey, b: &UnitKey| cmp_unit_keys(a, b, "h", 1);
-        let mut all = Vec::new();
-        let mut b = BestUnits::new(5);
-        for i in 0..200u32 {
-            // Scores repeat, so ties are decided by start time and then by id.
-            let k = key(((i * 37) % 11) as f64 / 10.0, ((i * 13) % 7) as i64, i);
-            all.push((k, i as usize));
-            b.offer(k, i as usize, || i, cmp);
-        }
-        all.sort_by(|a, c| cmp(&a.0, &c.0));
-        let want: Vec<usize> = all.iter().take(5).map(|x| x.1).collect();
-        let got: Vec<usize> = b.finish(cmp).into_iter().map(|(r, _)| r).collect();
-        assert_eq!(got, want);
     }
 }
