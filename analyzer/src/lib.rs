@@ -362,7 +362,11 @@ impl Ranker<'_> {
                     .cloned()
                     .collect();
                 let c = (s.score, self.shared.len() as u32);
-                self.shared.push((s.verdict, light));
+                self.shared.push(report::SharedScore {
+                    score: s.score,
+                    verdict: s.verdict,
+                    effective: light,
+                });
                 let cacheable = s.verdict == score::Verdict::Scored
                     && s.effective.iter().all(|e| e.class != score::NodeClass::New);
                 if cacheable {
@@ -595,7 +599,7 @@ pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
                 .collect(),
         );
     }
-    let order = ranking::ranking_order(&blocks, &ids);
+    let order = ranking::ranking_order(&blocks, &rep.shared, &ids);
     drop(ids);
     let kept = opts.units_kept.min(order.len());
     rep.rest = blocks;

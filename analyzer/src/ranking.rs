@@ -6,7 +6,7 @@
 //! the rank of the `host:pid:` prefix and then the tail ([`IdOrder`]).
 
 use crate::hash::FxMap;
-use crate::report::{Row, RowRef};
+use crate::report::{Row, RowRef, SharedScore};
 use std::cmp::Ordering;
 
 /// The bytes of `tid:index` (decimal), zero-padded: byte-wise, these compare as the tails of
@@ -111,43 +111,56 @@ pub(crate) fn cmp_rows(a: &Row, b: &Row, ids: &IdOrder<'_>) -> Ordering {
         .then_with(|| ids.cmp(a, b))
 }
 
-/// All rows (vector after vector) in the ranking order of [`cmp_rows`].
+/// All rows (vector after vector) in the ranking order of [`cmp_rows`]; `shared` are the
+/// scores the rows refer to.
 ///
 /// Scores repeat (the units of equal trees share one), so the rows are first dealt into
-/// one bucket per distinct score, highest first; each bucket is then sorted by start time
+/// one bucket per distinct score, highest first (through the shared score each refers to); each bucket is then sorted by start time
 /// with a stable sort, which takes whole the runs already in time order (each thread's rows
 /// come in the order its units closed), and runs of one start time by id. A general sort
 /// of (score, start, id) keys was a twelfth of ranking's time.
-pub(crate) fn ranking_order(blocks: &[Vec<Row>], ids: &IdOrder<'_>) -> Vec<RowRef> {
+pub(crate) fn ranking_order(
+    blocks: &[Vec<Row>],
+    shared: &[SharedScore],
+    ids: &IdOrder<'_>,
+) -> Vec<RowRef> {
     let total: usize = blocks.iter().map(Vec::len).sum();
-    // Rows per score, then where each score's bucket is filled next.
-    let mut next: FxMap<u64, usize> = Default::default();
-    for r in blocks.iter().flatten() {
-        *next.entry(r.score.to_bits()).or_default() += 1;
-    }
-    let mut scores: Vec<(f64, usize)> = next
+    // The bucket of each shared score: the rank of its score among the distinct ones.
+    let mut distinct: Vec<u64> = shared.iter().map(|s| s.score.to_bits()).collect();
+    distinct.sort_unstable_by(|a, b| f64::from_bits(*b).total_cmp(&f64::from_bits(*a)));
+    distinct.dedup();
+    let rank: FxMap<u64, u32> = distinct
         .iter()
-        .map(|(&bits, &n)| (f64::from_bits(bits), n))
+        .enumerate()
+        .map(|(i, &b)| (b, i as u32))
         .collect();
-    scores.sort_unstable_by(|a, b| b.0.total_cmp(&a.0));
+    let bucket: Vec<u32> = shared
+        .iter()
+        .map(|s| rank.get(&s.score.to_bits()).copied().unwrap_or(0))
+        .collect();
+    // Rows per bucket, then where each bucket is filled next.
+    let mut next = vec![0usize; distinct.len()];
+    for r in blocks.iter().flatten() {
+        next[bucket[r.shared as usize] as usize] += 1;
+    }
+    let sizes = next.clone();
     let mut at = 0;
-    for &(score, n) in &scores {
-        next.insert(score.to_bits(), at);
-        at += n;
+    for n in &mut next {
+        let size = *n;
+        *n = at;
+        at += size;
     }
     let mut order: Vec<(i64, RowRef)> = vec![(0, (0, 0)); total];
     for (b, rows) in blocks.iter().enumerate() {
         for (i, r) in rows.iter().enumerate() {
-            // Every score was counted above.
-            if let Some(p) = next.get_mut(&r.score.to_bits()) {
-                order[*p] = (r.t_start_unix_ns, (b as u32, i as u32));
-                *p += 1;
-            }
+            let p = &mut next[bucket[r.shared as usize] as usize];
+            order[*p] = (r.t_start_unix_ns, (b as u32, i as u32));
+            *p += 1;
         }
     }
     let mut keyed = Vec::new();
     let mut start = 0;
-    for &(_, n) in &scores {
+    for &n in &sizes {
         let bucket = &mut order[start..start + n];
         bucket.sort_by_key(|e| e.0);
         let mut i = 0;
@@ -301,14 +314,25 @@ mod tests {
                 for tid in [9u32, 10] {
                     for i in 0..60u32 {
                         let k = (i * 7 + p * 3 + tid) as usize;
-                        rows.push(row(p, tid, i, scores[k % scores.len()], (i / 3) as i64));
+                        let s = k % scores.len();
+                        let mut r = row(p, tid, i, scores[s], (i / 3) as i64);
+                        r.shared = s as u32;
+                        rows.push(r);
                     }
                 }
                 blocks.push(rows);
             }
             blocks.push(Vec::new());
+            let shared: Vec<SharedScore> = scores
+                .iter()
+                .map(|&score| SharedScore {
+                    score,
+                    verdict: crate::score::Verdict::Scored,
+                    effective: Box::new([]),
+                })
+                .collect();
             let ids = IdOrder::new(&procs);
-            let got = ranking_order(&blocks, &ids);
+            let got = ranking_order(&blocks, &shared, &ids);
             let at = |r: &RowRef| &blocks[r.0 as usize][r.1 as usize];
             let mut want: Vec<RowRef> = blocks
                 .iter()

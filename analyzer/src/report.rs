@@ -83,8 +83,14 @@ pub(crate) struct RowExtra {
     pub annotated: Option<Vec<TreeLine>>,
 }
 
-/// A score's verdict and effective nodes, shared by the rows of equal trees.
-pub(crate) type SharedScore = (Verdict, Box<[Effective]>);
+/// A score with its verdict and light effective nodes, shared by the rows of equal trees
+/// (a row's `score` is its shared score's).
+#[derive(Clone, Debug)]
+pub(crate) struct SharedScore {
+    pub score: f64,
+    pub verdict: Verdict,
+    pub effective: Box<[Effective]>,
+}
 
 /// Where a compact unit is: (vector, index) in `Report::rest`.
 pub(crate) type RowRef = (u32, u32);
@@ -360,7 +366,9 @@ impl Report {
         let row = &self.rest[r.0 as usize][r.1 as usize];
         let (host, pid) = &self.procs[row.proc_ as usize];
         let (conn, local, peer) = &self.conns[row.conn as usize];
-        let (verdict, effective) = &self.shared[row.shared as usize];
+        let SharedScore {
+            verdict, effective, ..
+        } = &self.shared[row.shared as usize];
         let extra = (row.flags & Row::EXTRA != 0)
             .then(|| self.extras.get(&r))
             .flatten();
