@@ -406,35 +406,68 @@ impl TreeBuf {
 
     /// Removes node `id` and its descendants, returning them (parents before children).
     pub fn take_subtree(&mut self, id: u64) -> Vec<(u64, TreeNode)> {
-        let Some(at) = self.find(id) else {
-            return Vec::new();
-        };
-        // Descendants were added after their ancestors: one scan from `id` on finds them.
-        let mut taken: IdSet = IdSet::default();
-        taken.insert(id);
         let mut out = Vec::new();
-        let mut kept = Vec::with_capacity(self.nodes.len());
-        for (i, (nid, n)) in self.nodes.drain(..).enumerate() {
-            if i >= at && (nid == id || taken.contains(&n.parent)) {
-                taken.insert(nid);
+        self.take_subtree_into(id, &mut out);
+        out
+    }
+
+    /// Like [`TreeBuf::take_subtree`], into `out` (cleared first): in place, allocating
+    /// nothing once `out` has grown (a handler takes a subtree from the loop unit before it,
+    /// so this runs once per handler unit).
+    pub fn take_subtree_into(&mut self, id: u64, out: &mut Vec<(u64, TreeNode)>) {
+        out.clear();
+        let Some(at) = self.find(id) else {
+            return;
+        };
+        // Descendants were added after their ancestors: one scan from `id` on finds them,
+        // asking of each whether its parent was taken — among the few taken so far, or,
+        // past a handful, through a set of them.
+        let mut many: Option<IdSet> = None;
+        let mut kept = at;
+        for i in at..self.nodes.len() {
+            let (nid, n) = self.nodes[i];
+            let taken = nid == id
+                || match &many {
+                    Some(set) => set.contains(&n.parent),
+                    None => out.iter().any(|(t, _)| *t == n.parent),
+                };
+            if taken {
                 out.push((nid, n));
+                match &mut many {
+                    Some(set) => {
+                        set.insert(nid);
+                    }
+                    None if out.len() > TREEBUF_SCAN => {
+                        many = Some(out.iter().map(|(t, _)| *t).collect());
+                    }
+                    None => {}
+                }
             } else {
-                kept.push((nid, n));
+                self.nodes[kept] = (nid, n);
+                kept += 1;
             }
         }
-        let (fa, fb) = (self.fa, self.fb);
-        self.clear();
-        for (nid, n) in kept {
-            self.push(nid, n);
+        let indexed = self.ids.len() > TREEBUF_SCAN;
+        self.nodes.truncate(kept);
+        self.ids.truncate(at);
+        self.ids
+            .extend(self.nodes[at..].iter().map(|(nid, _)| *nid));
+        if self.ids.len() > TREEBUF_SCAN {
+            // Positions from `at` on moved.
+            for (i, &x) in self.ids.iter().enumerate().skip(at) {
+                self.index.insert(x, i as u32);
+            }
+            for (nid, _) in out.iter() {
+                self.index.remove(nid);
+            }
+        } else if indexed {
+            self.index.clear();
         }
-        self.fa = fa;
-        self.fb = fb;
-        for (nid, _) in &out {
+        for (nid, _) in out.iter() {
             let (a, b) = fp_parts(*nid);
             self.fa = self.fa.wrapping_sub(a);
             self.fb = self.fb.wrapping_sub(b);
         }
-        out
     }
 
     /// Empties the tree, keeping its allocations (unless they grew very large).
@@ -601,6 +634,71 @@ mod tests {
         assert_eq!(t.fingerprint(), t.to_tree().fingerprint());
         t.clear();
         assert!(t.is_empty() && !t.contains(chain[0]));
+    }
+
+    #[test]
+    fn taking_a_subtree_in_place_matches_filtering_the_nodes() {
+        // Random trees of 1..200 nodes (both sides of the scanning size), every node's
+        // subtree taken in turn from a fresh copy.
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut out = Vec::new();
+        for size in [1usize, 5, 24, 25, 26, 40, 200] {
+            let mut t = TreeBuf::default();
+            let mut ids = vec![ROOT];
+            while t.len() < size {
+                let parent = ids[(next() % ids.len() as u64) as usize];
+                let (id, new) = t.add_new(parent, k(next() % 50), 0);
+                if new {
+                    ids.push(id);
+                }
+            }
+            for &id in &ids[1..] {
+                let mut u = t.clone();
+                u.take_subtree_into(id, &mut out);
+                // The reference: the nodes under `id`, by walking parents.
+                let under = |mut x: u64| loop {
+                    if x == id {
+                        break true;
+                    }
+                    if x == ROOT {
+                        break false;
+                    }
+                    x = t.nodes().iter().find(|(n, _)| *n == x).unwrap().1.parent;
+                };
+                let want: Vec<u64> = t
+                    .nodes()
+                    .iter()
+                    .map(|n| n.0)
+                    .filter(|&x| under(x))
+                    .collect();
+                let left: Vec<u64> = t
+                    .nodes()
+                    .iter()
+                    .map(|n| n.0)
+                    .filter(|&x| !under(x))
+                    .collect();
+                assert_eq!(out.iter().map(|n| n.0).collect::<Vec<_>>(), want);
+                assert_eq!(u.nodes().iter().map(|n| n.0).collect::<Vec<_>>(), left);
+                for &x in &left {
+                    assert!(u.contains(x));
+                }
+                for &x in &want {
+                    assert!(!u.contains(x));
+                }
+                assert_eq!(u.fingerprint(), u.to_tree().fingerprint());
+                // Adding a node afterwards finds the ones left.
+                if let Some(&x) = left.first() {
+                    let n = u.nodes()[0].1;
+                    assert_eq!(u.add_new(n.parent, n.key, 0), (x, false));
+                }
+            }
+        }
     }
 
     #[test]

@@ -1466,6 +1466,8 @@ struct Splitter<'a> {
     tree: TreeBuf,
     /// The tree of the unit being closed (kept to reuse its allocations).
     spare: TreeBuf,
+    /// Nodes moving from a loop unit to the handler after it (kept for its allocation).
+    moved: Vec<(u64, crate::trees::TreeNode)>,
     last_tsc: u64,
     /// Receives each unit as it is closed.
     sink: &'a mut dyn FnMut(UnitView<'_>),
@@ -1545,24 +1547,24 @@ impl Splitter<'_> {
         // receive: the frames under the loop frame entered during that loop unit (e.g.
         // `handle_lhs_input`, entered after `select`), with everything they called. They
         // belong to the handling of this message, not to the loop's own work.
-        let moved = if kind == UnitKind::Handler && old.kind == UnitKind::Loop {
+        let mut moved = std::mem::take(&mut self.moved);
+        moved.clear();
+        if kind == UnitKind::Handler && old.kind == UnitKind::Loop {
             let base = self.event_loop.map_or(0, |l| l.depth);
-            match self
+            if let Some(f) = self
                 .frames
                 .iter()
                 .skip(base)
                 .find(|f| f.unit == old.index && f.node)
             {
-                Some(f) => self.spare.take_subtree(f.rel),
-                None => Vec::new(),
+                self.spare.take_subtree_into(f.rel, &mut moved);
             }
-        } else {
-            Vec::new()
-        };
+        }
         self.close_spare(old, tsc);
-        for (id, n) in moved {
+        for &(id, n) in &moved {
             self.tree.insert(id, n);
         }
+        self.moved = moved;
         let base = match kind {
             UnitKind::Initializer | UnitKind::Finalizer => 0,
             _ => self.event_loop.map_or(0, |l| l.depth),
@@ -1911,6 +1913,7 @@ pub fn split_process_each(
             },
             tree: TreeBuf::default(),
             spare: TreeBuf::default(),
+            moved: Vec::new(),
             last_tsc: 0,
             sink: &mut on_unit,
             anchor: None,
