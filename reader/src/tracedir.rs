@@ -490,8 +490,13 @@ impl TraceDir {
             }));
         }
         let data_offset = loc.offset + RECORD_FIXED_SIZE as u64;
-        buf.clear();
-        buf.resize(h.data_len as usize, 0);
+        // Every byte is overwritten by the read: only growth needs zeroing (clearing and
+        // resizing zeroed each record's bytes before reading them).
+        let n = h.data_len as usize;
+        if buf.len() < n {
+            buf.resize(n, 0);
+        }
+        buf.truncate(n);
         file.read_exact_at(buf, data_offset)
             .map_err(io(path.as_ref(), "read"))?;
         // Relaxed: see `RecordLoc::verified`.
