@@ -1454,6 +1454,8 @@ fn memo_image(image: usize) -> u64 {
 
 struct Splitter<'a> {
     p: &'a ProcessTrace,
+    /// The process's TSC calibration, ready for conversions.
+    clock: bufpool::layout::TscToUnix,
     scan: &'a ProcessScan,
     opts: TreeOptions,
     tid: u32,
@@ -1480,7 +1482,7 @@ struct Splitter<'a> {
 
 impl Splitter<'_> {
     fn unix(&self, tsc: u64) -> i64 {
-        let v = self.p.calib.tsc_to_unix_ns(tsc);
+        let v = self.clock.unix_ns(tsc);
         v.clamp(i64::MIN as i128, i64::MAX as i128) as i64
     }
 
@@ -1889,6 +1891,7 @@ pub fn split_process_each(
     for (i, (t, ts)) in p.threads.iter().zip(&scan.threads).enumerate() {
         let mut s = Splitter {
             p,
+            clock: p.calib.converter(),
             scan,
             opts: *opts,
             tid: t.tid,

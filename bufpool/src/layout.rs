@@ -68,14 +68,39 @@ impl Calibration {
 
     /// Converts a (56-bit) TSC value to `CLOCK_REALTIME` nanoseconds.
     pub fn tsc_to_unix_ns(&self, tsc: u64) -> i128 {
-        let f = self.ticks_per_ns();
+        self.converter().unix_ns(tsc)
+    }
+
+    /// [`Calibration::tsc_to_unix_ns`] for many values: the frequency is computed once.
+    pub fn converter(&self) -> TscToUnix {
+        TscToUnix {
+            ticks_per_ns: self.ticks_per_ns(),
+            base: self.tsc0 & crate::format::TSC_MASK,
+            realtime0_ns: self.realtime0_ns,
+        }
+    }
+}
+
+/// A [`Calibration`] made ready to convert TSC values ([`Calibration::converter`]); gives
+/// the same values as [`Calibration::tsc_to_unix_ns`].
+#[derive(Clone, Copy, Debug)]
+pub struct TscToUnix {
+    ticks_per_ns: f64,
+    base: u64,
+    realtime0_ns: u64,
+}
+
+impl TscToUnix {
+    /// Converts a (56-bit) TSC value to `CLOCK_REALTIME` nanoseconds.
+    #[inline]
+    pub fn unix_ns(&self, tsc: u64) -> i128 {
+        let f = self.ticks_per_ns;
         if f == 0.0 {
             return self.realtime0_ns as i128;
         }
-        let base = self.tsc0 & crate::format::TSC_MASK;
         // The difference of a TSC value and the 56-bit base fits an i64 (conversions between
         // floats and i128 are libcalls); offsets beyond ±292 years saturate.
-        let d = tsc.wrapping_sub(base) as i64;
+        let d = tsc.wrapping_sub(self.base) as i64;
         self.realtime0_ns as i128 + (d as f64 / f) as i64 as i128
     }
 }
