@@ -78,30 +78,38 @@ impl<'a> IdOrder<'a> {
         }
     }
 
-    /// Sorts rows by id; `keyed` is scratch space.
-    fn sort(&self, refs: &mut [(i64, RowRef)], blocks: &[Vec<Row>], keyed: &mut Vec<IdKey>) {
-        let row = |e: &(i64, RowRef)| &blocks[e.1 .0 as usize][e.1 .1 as usize];
-        match &self.ranks {
-            Some(rk) => {
-                keyed.clear();
-                keyed.extend(refs.iter().map(|e| {
-                    let r = row(e);
-                    ((rk[r.proc_ as usize], id_tail(r.tid, r.index)), *e)
-                }));
-                // Ids are unique (but for a pid reused on one host, whose rows then keep the
-                // order of the input, itself deterministic).
-                keyed.sort_unstable_by_key(|k| k.0);
-                for (to, k) in refs.iter_mut().zip(keyed.iter()) {
-                    *to = k.1;
-                }
+    /// The rank of a row's process's `host:pid:` prefix (0 for all when only whole ids
+    /// compare right).
+    fn proc_rank(&self, r: &Row) -> u32 {
+        self.ranks.as_ref().map_or(0, |rk| rk[r.proc_ as usize])
+    }
+
+    /// Sorts rows of equal [`IdOrder::proc_rank`] by id; `keyed` is scratch space.
+    fn sort_same_rank(&self, run: &mut [Entry], blocks: &[Vec<Row>], keyed: &mut Vec<TailKey>) {
+        let row = |e: &Entry| &blocks[e.2 .0 as usize][e.2 .1 as usize];
+        if self.ranks.is_some() {
+            keyed.clear();
+            keyed.extend(run.iter().map(|e| {
+                let r = row(e);
+                (id_tail(r.tid, r.index), *e)
+            }));
+            // Ids are unique (but for a pid reused on one host, whose rows then keep the
+            // order of the input, itself deterministic).
+            keyed.sort_unstable_by_key(|k| k.0);
+            for (to, k) in run.iter_mut().zip(keyed.iter()) {
+                *to = k.1;
             }
-            None => refs.sort_by_cached_key(|e| self.id(row(e))),
+        } else {
+            run.sort_by_cached_key(|e| self.id(row(e)));
         }
     }
 }
 
-/// A row's id as [`IdOrder`] compares it, with the row.
-type IdKey = ((u32, [u8; 24]), (i64, RowRef));
+/// A row in the making of the ranking: start time, [`IdOrder::proc_rank`], where it is.
+type Entry = (i64, u32, RowRef);
+
+/// An [`Entry`] with its id's tail ([`id_tail`]).
+type TailKey = ([u8; 24], Entry);
 
 /// The ranking order of two rows: score (highest first), start time, then id.
 pub(crate) fn cmp_rows(a: &Row, b: &Row, ids: &IdOrder<'_>) -> Ordering {
@@ -150,11 +158,11 @@ pub(crate) fn ranking_order(
         *n = at;
         at += size;
     }
-    let mut order: Vec<(i64, RowRef)> = vec![(0, (0, 0)); total];
+    let mut order: Vec<Entry> = vec![(0, 0, (0, 0)); total];
     for (b, rows) in blocks.iter().enumerate() {
         for (i, r) in rows.iter().enumerate() {
             let p = &mut next[bucket[r.shared as usize] as usize];
-            order[*p] = (r.t_start_unix_ns, (b as u32, i as u32));
+            order[*p] = (r.t_start_unix_ns, ids.proc_rank(r), (b as u32, i as u32));
             *p += 1;
         }
     }
@@ -162,19 +170,24 @@ pub(crate) fn ranking_order(
     let mut start = 0;
     for &n in &sizes {
         let bucket = &mut order[start..start + n];
-        bucket.sort_by_key(|e| e.0);
+        bucket.sort_by_key(|e| (e.0, e.1));
+        // Runs of one start time and process prefix: rows of one process (or of a pid
+        // reused on a host), or of any process when only whole ids compare right.
         let mut i = 0;
         while i < bucket.len() {
-            let t = bucket[i].0;
-            let j = i + bucket[i..].iter().take_while(|e| e.0 == t).count();
+            let (t, pr) = (bucket[i].0, bucket[i].1);
+            let j = i + bucket[i..]
+                .iter()
+                .take_while(|e| e.0 == t && e.1 == pr)
+                .count();
             if j - i > 1 {
-                ids.sort(&mut bucket[i..j], blocks, &mut keyed);
+                ids.sort_same_rank(&mut bucket[i..j], blocks, &mut keyed);
             }
             i = j;
         }
         start += n;
     }
-    order.into_iter().map(|e| e.1).collect()
+    order.into_iter().map(|e| e.2).collect()
 }
 
 /// A unit's place in the ranking order within its process: score, start, thread and index.
