@@ -447,7 +447,7 @@ impl TraceDir {
             let data_offset = self.read_into(loc, &mut buf)?;
             f(ChunkRef {
                 info: &loc.info,
-                data: &buf,
+                data: &buf[RECORD_FIXED_SIZE..],
                 path: &self.files[loc.file as usize].0,
                 data_offset,
             })?;
@@ -458,6 +458,7 @@ impl TraceDir {
     fn read(&self, loc: &RecordLoc) -> Result<Chunk> {
         let mut data = Vec::new();
         let data_offset = self.read_into(loc, &mut data)?;
+        data.drain(..RECORD_FIXED_SIZE);
         Ok(Chunk {
             info: loc.info,
             data,
@@ -466,21 +467,29 @@ impl TraceDir {
         })
     }
 
-    /// Reads the data of an indexed record into `buf`; returns the file offset of the data.
+    /// Reads an indexed record into `buf` (its fixed part, then its data from
+    /// [`RECORD_FIXED_SIZE`] on); returns the file offset of the data.
     /// The record's fixed part must still parse and hold the indexed sub-buffer header; its
     /// checksum is verified if it has not been yet (a record of a lazily opened directory
     /// read for the first time), and then only.
     fn read_into(&self, loc: &RecordLoc, buf: &mut Vec<u8>) -> Result<u64> {
         let (path, file) = &self.files[loc.file as usize];
-        let mut fixed = [0u8; RECORD_FIXED_SIZE];
-        file.read_exact_at(&mut fixed, loc.offset)
-            .map_err(io(path.as_ref(), "read"))?;
         let chunk_err = |err| Error::Chunk {
             path: path.as_ref().clone(),
             err,
         };
-        let need = (RECORD_FIXED_SIZE + loc.info.bytes_used as usize) as u64;
-        let (h, info) = disk::parse_record_fixed(&fixed, loc.offset, need).map_err(chunk_err)?;
+        // The whole record in one read (its size is indexed): fixed part, then data. Every
+        // byte is overwritten by the read, so only growth needs zeroing.
+        let need = RECORD_FIXED_SIZE + loc.info.bytes_used as usize;
+        if buf.len() < need {
+            buf.resize(need, 0);
+        }
+        buf.truncate(need);
+        file.read_exact_at(buf, loc.offset)
+            .map_err(io(path.as_ref(), "read"))?;
+        let (h, info) =
+            disk::parse_record_fixed(&buf[..RECORD_FIXED_SIZE], loc.offset, need as u64)
+                .map_err(chunk_err)?;
         if info != loc.info {
             return Err(chunk_err(disk::ChunkError {
                 offset: loc.offset,
@@ -490,18 +499,10 @@ impl TraceDir {
             }));
         }
         let data_offset = loc.offset + RECORD_FIXED_SIZE as u64;
-        // Every byte is overwritten by the read: only growth needs zeroing (clearing and
-        // resizing zeroed each record's bytes before reading them).
-        let n = h.data_len as usize;
-        if buf.len() < n {
-            buf.resize(n, 0);
-        }
-        buf.truncate(n);
-        file.read_exact_at(buf, data_offset)
-            .map_err(io(path.as_ref(), "read"))?;
         // Relaxed: see `RecordLoc::verified`.
         if !loc.verified.load(Ordering::Relaxed) {
-            disk::check_record(&h, &info, buf, loc.offset).map_err(chunk_err)?;
+            disk::check_record(&h, &info, &buf[RECORD_FIXED_SIZE..], loc.offset)
+                .map_err(chunk_err)?;
             loc.verified.store(true, Ordering::Relaxed);
         }
         Ok(data_offset)
