@@ -1142,8 +1142,15 @@ impl ThreadScanner<'_> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn flush1(&mut self, pending: &mut Pending1) {
+        if !matches!(pending, Pending1::None) {
+            self.flush1_some(pending);
+        }
+    }
+
+    #[inline(never)]
+    fn flush1_some(&mut self, pending: &mut Pending1) {
         match std::mem::replace(pending, Pending1::None) {
             Pending1::None => {}
             Pending1::Lean {
