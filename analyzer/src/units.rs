@@ -893,7 +893,9 @@ struct P1Frame {
     kind: CallKind,
     site: u64,
     callee: u64,
-    path: u64,
+    /// Raw path hash, computed when first needed ([`ThreadScanner::path_of`]): only frames
+    /// that held loop-like calls need one, so most never have it.
+    path: Option<u64>,
     mux: u64,
     recv: u64,
 }
@@ -911,8 +913,14 @@ struct Candidates {
 }
 
 impl Candidates {
+    /// Do these counts make a frame a candidate?
+    #[inline]
+    fn counts(mux: u64, recv: u64) -> bool {
+        mux >= 2 && recv >= 1
+    }
+
     fn consider(&mut self, path: u64, depth: usize, mux: u64, recv: u64) {
-        if mux >= 2 && recv >= 1 {
+        if Candidates::counts(mux, recv) {
             let c = self.by_path.entry(path).or_insert(LoopSpec {
                 depth,
                 path,
@@ -972,10 +980,38 @@ struct ThreadScanner<'a> {
 }
 
 impl ThreadScanner<'_> {
+    /// The raw path hash of frame `i`, computed (and kept) with those of its ancestors
+    /// that have none yet.
+    fn path_of(&mut self, i: usize) -> u64 {
+        let mut j = i + 1;
+        let mut path = RAW_ROOT;
+        while j > 0 {
+            if let Some(p) = self.frames[j - 1].path {
+                path = p;
+                break;
+            }
+            j -= 1;
+        }
+        for f in &mut self.frames[j..=i] {
+            path = raw_step(path, f.kind, f.site, f.callee);
+            f.path = Some(path);
+        }
+        path
+    }
+
     fn pop(&mut self) {
+        let Some(f) = self.frames.last() else {
+            return;
+        };
+        // A frame is a loop candidate only with these counts: its path is needed then.
+        let path = if Candidates::counts(f.mux, f.recv) {
+            self.path_of(self.frames.len() - 1)
+        } else {
+            0
+        };
         if let Some(f) = self.frames.pop() {
             self.cands
-                .consider(f.path, self.frames.len() + 1, f.mux, f.recv);
+                .consider(path, self.frames.len() + 1, f.mux, f.recv);
             match self.frames.last_mut() {
                 Some(p) => {
                     p.mux += f.mux;
@@ -991,12 +1027,11 @@ impl ThreadScanner<'_> {
 
     #[inline]
     fn push_frame(&mut self, kind: CallKind, site: u64, callee: u64) {
-        let parent = self.frames.last().map_or(RAW_ROOT, |f| f.path);
         self.frames.push(P1Frame {
             kind,
             site,
             callee,
-            path: raw_step(parent, kind, site, callee),
+            path: None,
             mux: 0,
             recv: 0,
         });
@@ -1321,6 +1356,50 @@ impl ThreadScanner<'_> {
         })?;
         self.flush1(&mut pending);
         Ok(st)
+    }
+}
+
+#[cfg(test)]
+mod pass1_tests {
+    use super::*;
+
+    #[test]
+    fn lazy_frame_paths_are_the_eager_chain() {
+        let (mut setups, mut symbols, mut exe, mut forked) =
+            (Vec::new(), ProcessSymbols::default(), String::new(), None);
+        let mut s = ThreadScanner {
+            tid: 1,
+            frames: Vec::new(),
+            root: (0, 0),
+            cands: Candidates::default(),
+            sockets: FxSet::default(),
+            raw_setups: &mut setups,
+            symbols: &mut symbols,
+            exe: &mut exe,
+            forked: &mut forked,
+        };
+        let calls = [
+            (CallKind::C, 0x10, 0x100),
+            (CallKind::Py, 0x20, 7),
+            (CallKind::PyBuiltin, 0x30, 3),
+            (CallKind::C, 0x40, 0x400),
+            (CallKind::C, 0x50, 0x500),
+        ];
+        let mut eager = Vec::new();
+        let mut path = RAW_ROOT;
+        for &(k, site, callee) in &calls {
+            s.push_frame(k, site, callee);
+            path = raw_step(path, k, site, callee);
+            eager.push(path);
+        }
+        // Some computed first (a middle one, then the top), the rest from them.
+        assert_eq!(s.path_of(2), eager[2]);
+        assert!(s.frames[3].path.is_none());
+        assert_eq!(s.path_of(4), eager[4]);
+        for (i, &p) in eager.iter().enumerate() {
+            assert_eq!(s.path_of(i), p, "frame {i}");
+            assert_eq!(s.frames[i].path, Some(p));
+        }
     }
 }
 
