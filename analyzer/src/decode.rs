@@ -1040,6 +1040,71 @@ impl TraceBuilder {
 mod tests {
     use super::*;
 
+    /// The quick scalar parser accepts only blocks the full parser reads the same way, and
+    /// every block of scalars.
+    #[test]
+    fn scalar_parser_agrees_with_the_full_one() {
+        let mut blocks: Vec<Vec<u8>> = Vec::new();
+        let some = [None, Some(7), Some(-1)];
+        for fd in some {
+            for len in [None, Some(8u64), Some(1 << 40)] {
+                for ret in [None, Some(0i64), Some(-5)] {
+                    for extra in 0..5 {
+                        let mut o = LibOpts {
+                            fd,
+                            len,
+                            ret,
+                            ..Default::default()
+                        };
+                        match extra {
+                            1 => o.is_socket = Some(true),
+                            2 => o.errno = Some(11),
+                            3 => {
+                                let mut r = format::ReadySet::default();
+                                r.push(format::ReadyItem { id: 3, events: 1 });
+                                o.ready = Some(r);
+                            }
+                            4 => o.peer = Some(Addr::new(2, 80, &[10, 0, 0, 1])),
+                            _ => {}
+                        }
+                        let mut out = [0u8; format::MAX_OPTS];
+                        let n = o.encode(&mut out);
+                        blocks.push(out[..n].to_vec());
+                    }
+                }
+            }
+        }
+        // Damaged ones: cut short, a byte changed.
+        let whole = blocks.clone();
+        for b in &whole {
+            for cut in 0..b.len() {
+                blocks.push(b[..cut].to_vec());
+            }
+            for i in 0..b.len() {
+                for v in [0x00, 0x01, 0x03, 0x04, 0x09, 0x0f, 0x7f] {
+                    let mut d = b.clone();
+                    d[i] = v;
+                    blocks.push(d);
+                }
+            }
+        }
+        for b in &blocks {
+            let full = LibOpts::parse(b);
+            match CallOpts::parse_scalars(b) {
+                Some(o) => {
+                    let f = full.as_ref().expect("accepted by the quick parser only");
+                    assert_eq!(o, CallOpts::from_lib_opts(f, false), "{b:02x?}");
+                }
+                None => {
+                    // Refused: malformed, or has more than scalars.
+                    if let Ok(f) = full {
+                        assert!(f.peer.is_some(), "{b:02x?}");
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn round_trip_and_corrupt_input_names_offset() {
         let mut t = TraceBuilder::new("h", 1, 1);
