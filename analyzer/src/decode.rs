@@ -357,9 +357,18 @@ impl CallOpts {
 
     /// Parses the scalar options of a block; None if the block has anything else (or is
     /// malformed), in which case the caller parses it fully.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn parse_scalars(b: &[u8]) -> Option<CallOpts> {
         let mut o = CallOpts::default();
+        o.parse_scalars_into(b).then_some(o)
+    }
+
+    /// [`CallOpts::parse_scalars`] in place: sets the options the block has (the last of
+    /// a repeated one wins), leaving the others as they are. False if the block has
+    /// anything but scalars (or is malformed); some options may have been set then.
+    #[inline(always)]
+    pub(crate) fn parse_scalars_into(&mut self, b: &[u8]) -> bool {
+        let o = self;
         let mut p = 0usize;
         let get = |p: usize, n: usize| b.get(p..p + n);
         while p < b.len() {
@@ -367,7 +376,8 @@ impl CallOpts {
             p += 1;
             match tag {
                 0x01 | 0x02 | 0x05 | 0x06 | 0x0e => {
-                    let v = u32::from_le_bytes(get(p, 4)?.try_into().ok()?);
+                    let Some(v) = get(p, 4) else { return false };
+                    let v = u32::from_le_bytes([v[0], v[1], v[2], v[3]]);
                     p += 4;
                     match tag {
                         0x01 => o.fd = Some(v as i32),
@@ -378,7 +388,8 @@ impl CallOpts {
                     }
                 }
                 0x03 | 0x04 | 0x0c | 0x0d => {
-                    let v = u64::from_le_bytes(get(p, 8)?.try_into().ok()?);
+                    let Some(v) = get(p, 8) else { return false };
+                    let v = u64::from_le_bytes([v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]]);
                     p += 8;
                     match tag {
                         0x03 => o.len = Some(v),
@@ -387,33 +398,38 @@ impl CallOpts {
                     }
                 }
                 0x0f => {
-                    let v = *b.get(p)?;
+                    let Some(&v) = b.get(p) else { return false };
                     if v > 1 {
-                        return None;
+                        return false;
                     }
                     o.is_socket = Some(v == 1);
                     p += 1;
                 }
                 0x09 => {
                     // Ready set: flags, n, n × 6 bytes; not used by the analyzer.
-                    let h = get(p, 2)?;
+                    let Some(h) = get(p, 2) else { return false };
                     if h[0] > 1 || h[1] as usize > bufpool::format::MAX_READY_ITEMS {
-                        return None;
+                        return false;
                     }
                     let n = 2 + h[1] as usize * 6;
-                    get(p, n)?;
+                    if p + n > b.len() {
+                        return false;
+                    }
                     p += n;
                 }
                 0x0b => {
                     // A string (exec path): not used by the analyzer.
-                    let n = *b.get(p)? as usize;
-                    get(p + 1, n)?;
+                    let Some(&n) = b.get(p) else { return false };
+                    let n = n as usize;
+                    if p + 1 + n > b.len() {
+                        return false;
+                    }
                     p += 1 + n;
                 }
-                _ => return None,
+                _ => return false,
             }
         }
-        Some(o)
+        true
     }
 }
 
@@ -552,6 +568,32 @@ pub trait Visit {
         let _ = func;
         true
     }
+    /// A library entry or exit of a call that creates no descriptor, with its option block
+    /// `body` (which fits in the entry) not parsed yet: the visitor parses it with
+    /// [`CallOpts::parse_scalars`] if it [wants](Visit::wants_opts) the options, and hands
+    /// the event to [`Visit::lib`]. False if the block has anything but scalars (or is
+    /// malformed): the entry then goes through the checking decoder. A visitor may
+    /// override this to build the event where it keeps it, instead of building it here and
+    /// copying it (a copy of a just-built event stalls on store forwarding).
+    #[inline(always)]
+    fn lib_scalars(&mut self, tsc: u64, exit: bool, site: u64, func: LibFn, body: &[u8]) -> bool {
+        let opts = if self.wants_opts(func) {
+            match CallOpts::parse_scalars(body) {
+                Some(o) => o,
+                None => return false,
+            }
+        } else {
+            CallOpts::default()
+        };
+        self.lib(&mut LibEvent {
+            tsc,
+            exit,
+            site,
+            func,
+            opts,
+        });
+        true
+    }
 }
 
 /// [`Visit`] handing over whole [`Event`]s.
@@ -667,33 +709,22 @@ fn decode_chunk(
                 }
                 0x10 | 0x11 => {
                     let m = bytes[p + 20] as usize;
-                    let opts = match LibFn::from_id(callee) {
+                    match LibFn::from_id(callee) {
                         Some(func)
                             if m <= format::MAX_OPTS
                                 && n - p >= 21 + m
-                                && !crate::connections::is_tracked(func) =>
+                                && !crate::connections::is_tracked(func)
+                                && v.lib_scalars(
+                                    tsc,
+                                    k == 0x11,
+                                    site,
+                                    func,
+                                    &bytes[p + 21..p + 21 + m],
+                                ) =>
                         {
-                            if v.wants_opts(func) {
-                                CallOpts::parse_scalars(&bytes[p + 21..p + 21 + m])
-                                    .map(|opts| (func, opts))
-                            } else {
-                                Some((func, CallOpts::default()))
-                            }
-                        }
-                        _ => None,
-                    };
-                    match opts {
-                        Some((func, opts)) => {
-                            v.lib(&mut LibEvent {
-                                tsc,
-                                exit: k == 0x11,
-                                site,
-                                func,
-                                opts,
-                            });
                             21 + m
                         }
-                        None => 0,
+                        _ => 0,
                     }
                 }
                 _ => 0,
@@ -1008,6 +1039,71 @@ impl TraceBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The quick scalar parser accepts only blocks the full parser reads the same way, and
+    /// every block of scalars.
+    #[test]
+    fn scalar_parser_agrees_with_the_full_one() {
+        let mut blocks: Vec<Vec<u8>> = Vec::new();
+        let some = [None, Some(7), Some(-1)];
+        for fd in some {
+            for len in [None, Some(8u64), Some(1 << 40)] {
+                for ret in [None, Some(0i64), Some(-5)] {
+                    for extra in 0..5 {
+                        let mut o = LibOpts {
+                            fd,
+                            len,
+                            ret,
+                            ..Default::default()
+                        };
+                        match extra {
+                            1 => o.is_socket = Some(true),
+                            2 => o.errno = Some(11),
+                            3 => {
+                                let mut r = format::ReadySet::default();
+                                r.push(format::ReadyItem { id: 3, events: 1 });
+                                o.ready = Some(r);
+                            }
+                            4 => o.peer = Some(Addr::new(2, 80, &[10, 0, 0, 1])),
+                            _ => {}
+                        }
+                        let mut out = [0u8; format::MAX_OPTS];
+                        let n = o.encode(&mut out);
+                        blocks.push(out[..n].to_vec());
+                    }
+                }
+            }
+        }
+        // Damaged ones: cut short, a byte changed.
+        let whole = blocks.clone();
+        for b in &whole {
+            for cut in 0..b.len() {
+                blocks.push(b[..cut].to_vec());
+            }
+            for i in 0..b.len() {
+                for v in [0x00, 0x01, 0x03, 0x04, 0x09, 0x0f, 0x7f] {
+                    let mut d = b.clone();
+                    d[i] = v;
+                    blocks.push(d);
+                }
+            }
+        }
+        for b in &blocks {
+            let full = LibOpts::parse(b);
+            match CallOpts::parse_scalars(b) {
+                Some(o) => {
+                    let f = full.as_ref().expect("accepted by the quick parser only");
+                    assert_eq!(o, CallOpts::from_lib_opts(f, false), "{b:02x?}");
+                }
+                None => {
+                    // Refused: malformed, or has more than scalars.
+                    if let Ok(f) = full {
+                        assert!(f.peer.is_some(), "{b:02x?}");
+                    }
+                }
+            }
+        }
+    }
 
     #[test]
     fn round_trip_and_corrupt_input_names_offset() {

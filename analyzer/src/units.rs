@@ -449,7 +449,12 @@ fn is_exit(f: LibFn) -> bool {
 /// Merges the entry's arguments into the exit (fd and length are often only on the entry).
 #[inline(always)]
 fn merge_enter(enter: &LibEvent, exit: &mut LibEvent) {
-    let (e, x) = (&enter.opts, &mut exit.opts);
+    merge_enter_opts(&enter.opts, &mut exit.opts);
+}
+
+/// [`merge_enter`] on the options.
+#[inline(always)]
+fn merge_enter_opts(e: &CallOpts, x: &mut CallOpts) {
     x.fd = x.fd.or(e.fd);
     x.len = x.len.or(e.len);
     x.fd2 = x.fd2.or(e.fd2);
@@ -487,20 +492,51 @@ trait PairSink {
 
 /// Pairs the entry and exit of each library call, holding fault-injection records until
 /// the call they describe completes.
+///
+/// The common calls (scalar options, [`Visit::lib_scalars`]) are decoded in place: an
+/// entry into `pending`, an exit into `cur` over its entry's arguments. Events are never
+/// built elsewhere and copied in: a whole-struct copy of an event just built field by field
+/// stalls on store forwarding.
 struct Pairer<'s, S> {
     s: &'s mut S,
-    pending: Option<LibEvent>,
+    /// The entry waiting for its exit, if `has_pending`.
+    pending: LibEvent,
+    has_pending: bool,
+    /// Where an exit decoded in place is built.
+    cur: LibEvent,
     // Fault-injection records wait for the library call they describe: the injector
     // writes one before that call's entry (a skipped call: errno, eof…) or between its
     // entry and exit (short, corrupt…), and it belongs to the unit that call is part of.
     held: Vec<Event>,
 }
 
-impl<S: PairSink> Pairer<'_, S> {
+/// A placeholder library event (the slots of [`Pairer`]).
+fn blank_lib() -> LibEvent {
+    LibEvent {
+        tsc: 0,
+        exit: false,
+        site: 0,
+        func: LibFn::Socket,
+        opts: CallOpts::default(),
+    }
+}
+
+impl<'s, S: PairSink> Pairer<'s, S> {
+    fn new(s: &'s mut S) -> Self {
+        Pairer {
+            s,
+            pending: blank_lib(),
+            has_pending: false,
+            cur: blank_lib(),
+            held: Vec::new(),
+        }
+    }
+
     #[inline]
     fn flush(&mut self) {
-        if let Some(p) = self.pending.take() {
-            self.s.call(&p, Outcome::Unfinished);
+        if self.has_pending {
+            self.has_pending = false;
+            self.s.call(&self.pending, Outcome::Unfinished);
         }
     }
 
@@ -541,27 +577,113 @@ fn take_lib(l: &mut LibEvent) -> LibEvent {
     }
 }
 
+/// Clears the options in place.
+#[inline(always)]
+fn clear_opts(o: &mut CallOpts) {
+    o.fd = None;
+    o.fd2 = None;
+    o.len = None;
+    o.ret = None;
+    o.errno = None;
+    o.flags = None;
+    o.inject = None;
+    o.is_socket = None;
+    o.extra = None;
+}
+
 impl<S: PairSink> Visit for Pairer<'_, S> {
     #[inline]
     fn wants_opts(&self, func: LibFn) -> bool {
         self.s.wants_opts(func)
     }
 
+    // The events handed over own nothing: `ManuallyDrop` spares the out-of-line drop of
+    // an `Event` the compiler otherwise calls after each.
     #[inline]
     fn call(&mut self, tsc: u64, kind: CallKind, site: u64, callee: u64) {
         self.flush();
-        self.s.event(&Event::Call {
+        self.s.event(&std::mem::ManuallyDrop::new(Event::Call {
             tsc,
             kind,
             site,
             callee,
-        });
+        }));
     }
 
     #[inline]
     fn ret(&mut self, tsc: u64, kind: CallKind, callee: u64) {
         self.flush();
-        self.s.event(&Event::Return { tsc, kind, callee });
+        self.s.event(&std::mem::ManuallyDrop::new(Event::Return {
+            tsc,
+            kind,
+            callee,
+        }));
+    }
+
+    /// What [`Visit::lib`] does, with the event decoded where it is kept.
+    #[inline(always)]
+    fn lib_scalars(&mut self, tsc: u64, exit: bool, site: u64, func: LibFn, body: &[u8]) -> bool {
+        let wants = self.s.wants_opts(func);
+        if !exit {
+            self.flush();
+            if is_exit(func) || func.is_exec() {
+                return self.lib_rare(tsc, site, func, body, wants);
+            }
+            let d = &mut self.pending;
+            d.tsc = tsc;
+            d.exit = false;
+            d.site = site;
+            d.func = func;
+            clear_opts(&mut d.opts);
+            if wants && !d.opts.parse_scalars_into(body) {
+                return false;
+            }
+            self.has_pending = true;
+        } else {
+            let paired = self.has_pending && self.pending.func == func;
+            let d = &mut self.cur;
+            d.tsc = tsc;
+            d.exit = true;
+            d.site = site;
+            d.func = func;
+            let o = &mut d.opts;
+            // The entry's arguments, then the exit's own over them: what `merge_enter`
+            // gives.
+            if paired {
+                let e = &self.pending.opts;
+                o.fd = e.fd;
+                o.fd2 = e.fd2;
+                o.len = e.len;
+                o.ret = None;
+                o.errno = None;
+                o.flags = e.flags;
+                o.inject = None;
+                o.is_socket = e.is_socket;
+                o.extra = None;
+            } else {
+                clear_opts(o);
+            }
+            if wants && !o.parse_scalars_into(body) {
+                return false;
+            }
+            if paired {
+                if let Some(ee) = &self.pending.opts.extra {
+                    merge_extra(ee, o);
+                }
+            }
+            if self.has_pending {
+                self.has_pending = false;
+                if !paired {
+                    self.s.call(&self.pending, Outcome::Unfinished);
+                }
+            }
+            let oc = Outcome::of(func, &self.cur.opts);
+            self.s.call(&self.cur, oc);
+            if !self.held.is_empty() {
+                self.release();
+            }
+        }
+        true
     }
 
     #[inline]
@@ -571,14 +693,16 @@ impl<S: PairSink> Visit for Pairer<'_, S> {
             if is_exit(l.func) || l.func.is_exec() {
                 self.s.call(l, Outcome::Unfinished);
             } else {
-                self.pending = Some(take_lib(l));
+                self.pending = take_lib(l);
+                self.has_pending = true;
             }
         } else {
-            if let Some(p) = self.pending.take() {
-                if p.func == l.func {
-                    merge_enter(&p, l);
+            if self.has_pending {
+                self.has_pending = false;
+                if self.pending.func == l.func {
+                    merge_enter(&self.pending, l);
                 } else {
-                    self.s.call(&p, Outcome::Unfinished);
+                    self.s.call(&self.pending, Outcome::Unfinished);
                 }
             }
             let o = Outcome::of(l.func, &l.opts);
@@ -607,16 +731,166 @@ impl<S: PairSink> Visit for Pairer<'_, S> {
     }
 }
 
+impl<S: PairSink> Pairer<'_, S> {
+    /// The entry of a call that never returns (`exit`, `exec`), handed over at once.
+    #[cold]
+    fn lib_rare(&mut self, tsc: u64, site: u64, func: LibFn, body: &[u8], wants: bool) -> bool {
+        let mut opts = CallOpts::default();
+        if wants && !opts.parse_scalars_into(body) {
+            return false;
+        }
+        let l = LibEvent {
+            tsc,
+            exit: false,
+            site,
+            func,
+            opts,
+        };
+        self.s.call(&l, Outcome::Unfinished);
+        true
+    }
+}
+
 /// Iterates a thread's library calls, paired, with the other events in between.
 fn for_each_paired<S: PairSink>(t: &ThreadTrace, s: &mut S) -> Result<DecodeStats> {
-    let mut p = Pairer {
-        s,
-        pending: None,
-        held: Vec::new(),
-    };
+    let mut p = Pairer::new(s);
     let st = t.visit(&mut p)?;
     p.finish();
     Ok(st)
+}
+
+#[cfg(test)]
+mod pairer_tests {
+    use super::*;
+    use crate::decode::TraceBuilder;
+    use bufpool::format::{encode_lib, InjectRecord, Kind, LibOpts};
+
+    /// Records what a [`Pairer`] hands over.
+    #[derive(Default)]
+    struct Record(Vec<String>);
+
+    impl PairSink for Record {
+        fn event(&mut self, e: &Event) {
+            self.0.push(format!("{e:?}"));
+        }
+        fn call(&mut self, l: &LibEvent, o: Outcome) {
+            self.0.push(format!("{l:?} {o:?}"));
+        }
+    }
+
+    /// The paired events of a thread as `for_each_paired` gives them (library calls decoded
+    /// in place), and as whole events handed to the pairer one by one.
+    fn both(t: &ThreadTrace) -> (Vec<String>, Vec<String>) {
+        let mut fast = Record::default();
+        let st = for_each_paired(t, &mut fast).unwrap();
+        let mut slow = Record::default();
+        let mut p = Pairer::new(&mut slow);
+        let st2 = t.for_each_owned(|e| p.other(e)).unwrap();
+        p.finish();
+        assert_eq!(st, st2);
+        (fast.0, slow.0)
+    }
+
+    #[test]
+    fn pairer_decodes_in_place_like_whole_events() {
+        use crate::synth::{ring, Fault, Functions, Ring};
+        for functions in [Functions::C, Functions::Python, Functions::None] {
+            let procs = ring(&Ring {
+                processes: 2,
+                iterations: 12,
+                functions,
+                fault: Some(Fault {
+                    process: 1,
+                    iteration: 5,
+                }),
+                seed: 3,
+            });
+            for p in &procs {
+                for t in &p.threads {
+                    let (fast, slow) = both(t);
+                    assert!(fast.len() > 50);
+                    assert_eq!(fast, slow, "{functions:?}");
+                }
+            }
+        }
+        // Entries and exits as the tracer writes them, calls cut by others, exits without
+        // entries, options that are not all scalars, calls that never return, injections.
+        let mut t = TraceBuilder::new("h", 7, 7);
+        let raw = |t: &mut TraceBuilder, kind: Kind, func: LibFn, o: &LibOpts| {
+            let e = encode_lib(kind, t.now(), 0x900, func, o);
+            t.raw(e.as_bytes());
+        };
+        let fd_len = |fd: i32, len: u64| LibOpts {
+            fd: Some(fd),
+            len: Some(len),
+            ..Default::default()
+        };
+        let ret = |r: i64| LibOpts {
+            ret: Some(r),
+            ..Default::default()
+        };
+        t.lib(0x100, LibFn::Socket, ret(3));
+        t.lib(0x210, LibFn::Accept, o(3, 10, 0));
+        t.enter(0x1000, 0x2000);
+        raw(&mut t, Kind::LibEnter, LibFn::Read, &fd_len(10, 8));
+        raw(&mut t, Kind::LibExit, LibFn::Read, &ret(8));
+        raw(&mut t, Kind::LibEnter, LibFn::Read, &fd_len(10, 8));
+        raw(&mut t, Kind::LibEnter, LibFn::Send, &fd_len(10, 2));
+        raw(&mut t, Kind::LibExit, LibFn::Send, &ret(2));
+        raw(&mut t, Kind::LibExit, LibFn::Read, &ret(3));
+        raw(&mut t, Kind::LibExit, LibFn::Recv, &ret(0));
+        raw(&mut t, Kind::LibEnter, LibFn::Recv, &fd_len(10, 8));
+        t.exit(0x2000);
+        raw(&mut t, Kind::LibExit, LibFn::Recv, &ret(-1));
+        let exit_fd = LibOpts {
+            fd: Some(11),
+            ret: Some(5),
+            errno: Some(4),
+            is_socket: Some(true),
+            ..Default::default()
+        };
+        raw(&mut t, Kind::LibEnter, LibFn::Recv, &fd_len(10, 8));
+        raw(&mut t, Kind::LibExit, LibFn::Recv, &exit_fd);
+        // A peer address: not scalars.
+        let peer = LibOpts {
+            fd: Some(10),
+            len: Some(4),
+            peer: Some(bufpool::format::Addr::new(2, 80, &[10, 0, 0, 1])),
+            ..Default::default()
+        };
+        raw(&mut t, Kind::LibEnter, LibFn::Sendto, &peer);
+        raw(&mut t, Kind::LibExit, LibFn::Sendto, &ret(4));
+        raw(&mut t, Kind::LibEnter, LibFn::Recvfrom, &fd_len(10, 8));
+        raw(&mut t, Kind::LibExit, LibFn::Recvfrom, &peer);
+        t.meta(&Meta::Inject(InjectRecord {
+            rule: 0,
+            func: LibFn::Recv.id() as u16,
+            fd: 10,
+            original_ret: -1,
+            forced_ret: 3,
+            forced_errno: 0,
+            spec: b"recv:short=3".to_vec(),
+        }));
+        raw(&mut t, Kind::LibEnter, LibFn::Recv, &fd_len(10, 8));
+        raw(&mut t, Kind::LibExit, LibFn::Recv, &ret(3));
+        raw(&mut t, Kind::LibEnter, LibFn::Poll, &LibOpts::default());
+        t.lib_enter(0x300, LibFn::Execve, LibOpts::default());
+        t.lib_enter(0x300, LibFn::Exit, fd_len(0, 0));
+        raw(&mut t, Kind::LibEnter, LibFn::Read, &fd_len(10, 8));
+        let p = t.finish();
+        let (fast, slow) = both(&p.threads[0]);
+        assert_eq!(fast.len(), 20);
+        assert_eq!(fast, slow);
+    }
+
+    fn o(fd: i32, ret: i64, len: u64) -> LibOpts {
+        LibOpts {
+            fd: Some(fd),
+            ret: Some(ret),
+            len: Some(len),
+            ..Default::default()
+        }
+    }
 }
 
 // ---------------------------------------------------------------- pass 1
@@ -625,7 +899,9 @@ struct P1Frame {
     kind: CallKind,
     site: u64,
     callee: u64,
-    path: u64,
+    /// Raw path hash, computed when first needed ([`ThreadScanner::path_of`]): only frames
+    /// that held loop-like calls need one, so most never have it.
+    path: Option<u64>,
     mux: u64,
     recv: u64,
 }
@@ -643,8 +919,14 @@ struct Candidates {
 }
 
 impl Candidates {
+    /// Do these counts make a frame a candidate?
+    #[inline]
+    fn counts(mux: u64, recv: u64) -> bool {
+        mux >= 2 && recv >= 1
+    }
+
     fn consider(&mut self, path: u64, depth: usize, mux: u64, recv: u64) {
-        if mux >= 2 && recv >= 1 {
+        if Candidates::counts(mux, recv) {
             let c = self.by_path.entry(path).or_insert(LoopSpec {
                 depth,
                 path,
@@ -704,10 +986,38 @@ struct ThreadScanner<'a> {
 }
 
 impl ThreadScanner<'_> {
+    /// The raw path hash of frame `i`, computed (and kept) with those of its ancestors
+    /// that have none yet.
+    fn path_of(&mut self, i: usize) -> u64 {
+        let mut j = i + 1;
+        let mut path = RAW_ROOT;
+        while j > 0 {
+            if let Some(p) = self.frames[j - 1].path {
+                path = p;
+                break;
+            }
+            j -= 1;
+        }
+        for f in &mut self.frames[j..=i] {
+            path = raw_step(path, f.kind, f.site, f.callee);
+            f.path = Some(path);
+        }
+        path
+    }
+
     fn pop(&mut self) {
+        let Some(f) = self.frames.last() else {
+            return;
+        };
+        // A frame is a loop candidate only with these counts: its path is needed then.
+        let path = if Candidates::counts(f.mux, f.recv) {
+            self.path_of(self.frames.len() - 1)
+        } else {
+            0
+        };
         if let Some(f) = self.frames.pop() {
             self.cands
-                .consider(f.path, self.frames.len() + 1, f.mux, f.recv);
+                .consider(path, self.frames.len() + 1, f.mux, f.recv);
             match self.frames.last_mut() {
                 Some(p) => {
                     p.mux += f.mux;
@@ -723,12 +1033,11 @@ impl ThreadScanner<'_> {
 
     #[inline]
     fn push_frame(&mut self, kind: CallKind, site: u64, callee: u64) {
-        let parent = self.frames.last().map_or(RAW_ROOT, |f| f.path);
         self.frames.push(P1Frame {
             kind,
             site,
             callee,
-            path: raw_step(parent, kind, site, callee),
+            path: None,
             mux: 0,
             recv: 0,
         });
@@ -874,8 +1183,15 @@ impl ThreadScanner<'_> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn flush1(&mut self, pending: &mut Pending1) {
+        if !matches!(pending, Pending1::None) {
+            self.flush1_some(pending);
+        }
+    }
+
+    #[inline(never)]
+    fn flush1_some(&mut self, pending: &mut Pending1) {
         match std::mem::replace(pending, Pending1::None) {
             Pending1::None => {}
             Pending1::Lean {
@@ -1046,6 +1362,50 @@ impl ThreadScanner<'_> {
         })?;
         self.flush1(&mut pending);
         Ok(st)
+    }
+}
+
+#[cfg(test)]
+mod pass1_tests {
+    use super::*;
+
+    #[test]
+    fn lazy_frame_paths_are_the_eager_chain() {
+        let (mut setups, mut symbols, mut exe, mut forked) =
+            (Vec::new(), ProcessSymbols::default(), String::new(), None);
+        let mut s = ThreadScanner {
+            tid: 1,
+            frames: Vec::new(),
+            root: (0, 0),
+            cands: Candidates::default(),
+            sockets: FxSet::default(),
+            raw_setups: &mut setups,
+            symbols: &mut symbols,
+            exe: &mut exe,
+            forked: &mut forked,
+        };
+        let calls = [
+            (CallKind::C, 0x10, 0x100),
+            (CallKind::Py, 0x20, 7),
+            (CallKind::PyBuiltin, 0x30, 3),
+            (CallKind::C, 0x40, 0x400),
+            (CallKind::C, 0x50, 0x500),
+        ];
+        let mut eager = Vec::new();
+        let mut path = RAW_ROOT;
+        for &(k, site, callee) in &calls {
+            s.push_frame(k, site, callee);
+            path = raw_step(path, k, site, callee);
+            eager.push(path);
+        }
+        // Some computed first (a middle one, then the top), the rest from them.
+        assert_eq!(s.path_of(2), eager[2]);
+        assert!(s.frames[3].path.is_none());
+        assert_eq!(s.path_of(4), eager[4]);
+        for (i, &p) in eager.iter().enumerate() {
+            assert_eq!(s.path_of(i), p, "frame {i}");
+            assert_eq!(s.frames[i].path, Some(p));
+        }
     }
 }
 

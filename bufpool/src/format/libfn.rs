@@ -18,6 +18,7 @@ macro_rules! libfns {
             pub const ALL: &'static [LibFn] = &[$(LibFn::$name,)*];
 
             /// The id from its numeric value.
+            #[inline]
             pub fn from_id(id: u64) -> Option<LibFn> {
                 match id { $($id => Some(LibFn::$name),)* _ => None }
             }
