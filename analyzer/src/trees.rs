@@ -395,7 +395,7 @@ impl TreeBuf {
         self.add_new(parent, key, tsc).0
     }
 
-    /// Puts a node taken from another tree (see [`TreeBuf::take_subtree`]); a node already
+    /// Puts a node taken from another tree (see [`TreeBuf::take_subtree_into`]); a node already
     /// present is replaced.
     pub fn insert(&mut self, id: u64, n: TreeNode) {
         match self.find(id) {
@@ -404,15 +404,8 @@ impl TreeBuf {
         }
     }
 
-    /// Removes node `id` and its descendants, returning them (parents before children).
-    pub fn take_subtree(&mut self, id: u64) -> Vec<(u64, TreeNode)> {
-        let mut out = Vec::new();
-        self.take_subtree_into(id, &mut out);
-        out
-    }
-
-    /// Like [`TreeBuf::take_subtree`], into `out` (cleared first): in place, allocating
-    /// nothing once `out` has grown (a handler takes a subtree from the loop unit before it,
+    /// Removes node `id` and its descendants, putting them into `out` (cleared first;
+    /// parents before children): in place, allocating nothing once `out` has grown (a handler takes a subtree from the loop unit before it,
     /// so this runs once per handler unit).
     pub fn take_subtree_into(&mut self, id: u64, out: &mut Vec<(u64, TreeNode)>) {
         out.clear();
@@ -583,7 +576,8 @@ mod tests {
         b.add(y, k(3), 9);
         assert_eq!(a.fingerprint(), b.fingerprint());
         // Taking y's subtree leaves x and w, and the fingerprint of that set.
-        let moved = a.take_subtree(y);
+        let mut moved = Vec::new();
+        a.take_subtree_into(y, &mut moved);
         assert_eq!(moved.iter().map(|m| m.0).collect::<Vec<_>>(), vec![y, z]);
         assert_eq!(moved[1].1.calls, 2);
         assert!(a.contains(x) && a.contains(w) && !a.contains(y) && !a.contains(z));
@@ -623,12 +617,13 @@ mod tests {
             );
         }
         assert_eq!(t.fingerprint(), t.to_tree().fingerprint());
-        let moved = t.take_subtree(chain[50]);
+        let mut moved = Vec::new();
+        t.take_subtree_into(chain[50], &mut moved);
         assert_eq!(moved.len(), 20);
         assert_eq!(t.len(), 100);
         assert!(t.contains(chain[49]) && !t.contains(chain[50]));
         assert_eq!(t.fingerprint(), t.to_tree().fingerprint());
-        let moved = t.take_subtree(chain[5]);
+        t.take_subtree_into(chain[5], &mut moved);
         assert_eq!((moved.len(), t.len()), (90, 10));
         assert!(t.contains(chain[4]) && !t.contains(chain[6]));
         assert_eq!(t.fingerprint(), t.to_tree().fingerprint());

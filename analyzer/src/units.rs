@@ -761,6 +761,7 @@ fn for_each_paired<S: PairSink>(t: &ThreadTrace, s: &mut S) -> Result<DecodeStat
 
 #[cfg(test)]
 mod pairer_tests {
+    use super::tests::o;
     use super::*;
     use crate::decode::TraceBuilder;
     use bufpool::format::{encode_lib, InjectRecord, Kind, LibOpts};
@@ -881,15 +882,6 @@ mod pairer_tests {
         let (fast, slow) = both(&p.threads[0]);
         assert_eq!(fast.len(), 20);
         assert_eq!(fast, slow);
-    }
-
-    fn o(fd: i32, ret: i64, len: u64) -> LibOpts {
-        LibOpts {
-            fd: Some(fd),
-            ret: Some(ret),
-            len: Some(len),
-            ..Default::default()
-        }
     }
 }
 
@@ -2320,7 +2312,7 @@ mod tests {
     use crate::decode::TraceBuilder;
     use bufpool::format::LibOpts;
 
-    fn o(fd: i32, ret: i64, len: u64) -> LibOpts {
+    pub(super) fn o(fd: i32, ret: i64, len: u64) -> LibOpts {
         LibOpts {
             fd: Some(fd),
             ret: Some(ret),
