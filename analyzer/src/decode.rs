@@ -701,6 +701,8 @@ fn decode_chunk(
     st.bytes += bytes.len() as u64;
     let n = bytes.len();
     let mut p = 0usize;
+    // Counted here, added to `st` at the end (an error discards the counts).
+    let mut entries = 0u64;
     while p < n {
         if let Some(Head {
             kind: k,
@@ -757,7 +759,7 @@ fn decode_chunk(
                 _ => 0,
             };
             if size > 0 {
-                st.entries += 1;
+                entries += 1;
                 p += size;
                 continue;
             }
@@ -768,7 +770,7 @@ fn decode_chunk(
             path: path.to_path_buf(),
             source,
         })?;
-        st.entries += 1;
+        entries += 1;
         let ev = convert(&e).map_err(|source| Error::Decode {
             path: path.to_path_buf(),
             source,
@@ -783,6 +785,7 @@ fn decode_chunk(
         }
         p += e.size;
     }
+    st.entries += entries;
     Ok(())
 }
 

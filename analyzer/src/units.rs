@@ -1242,6 +1242,8 @@ impl ThreadScanner<'_> {
             st.bytes += bytes.len() as u64;
             let n = bytes.len();
             let mut p = 0usize;
+            // Counted here, added to `st` at the end (an error discards the counts).
+            let mut entries = 0u64;
             while p < n {
                 if let Some(crate::decode::Head {
                     kind: head,
@@ -1269,7 +1271,7 @@ impl ThreadScanner<'_> {
                             self.pop_frames(kind, site);
                             p += 16;
                         }
-                        st.entries += 1;
+                        entries += 1;
                         continue;
                     }
                     if let (k @ (0x10 | 0x11), Some(func)) = (head, LibFn::from_id(callee)) {
@@ -1321,14 +1323,14 @@ impl ThreadScanner<'_> {
                                 }
                                 self.lean_call(func, fd, is_socket);
                             }
-                            st.entries += 1;
+                            entries += 1;
                             p += 21 + m;
                             continue;
                         }
                     }
                 }
                 let Some(e) = entry_at(&c, p)? else { break };
-                st.entries += 1;
+                entries += 1;
                 let ev = crate::decode::convert(&e)
                     .map_err(|source| crate::decode::entry_error(c.path, source))?;
                 p += e.size;
@@ -1350,6 +1352,7 @@ impl ThreadScanner<'_> {
                     }
                 }
             }
+            st.entries += entries;
             Ok(())
         })?;
         self.flush1(&mut pending);
