@@ -1302,24 +1302,27 @@ impl ThreadScanner<'_> {
                                     };
                                 }
                             } else {
-                                let (mut fd, mut is_socket) = (fd, is_socket);
-                                match std::mem::replace(&mut pending, Pending1::None) {
+                                // The entry's fields are read in place (moving the
+                                // whole pending entry out cost more than the rest).
+                                let entry = match &pending {
                                     Pending1::Lean {
                                         func: f,
                                         fd: efd,
                                         is_socket: es,
-                                    } if f == func => {
+                                    } if *f == func => Some((*efd, *es)),
+                                    Pending1::Full(e) if e.func == func => {
+                                        Some((e.opts.fd, e.opts.is_socket))
+                                    }
+                                    _ => None,
+                                };
+                                let (mut fd, mut is_socket) = (fd, is_socket);
+                                match entry {
+                                    Some((efd, es)) => {
                                         fd = fd.or(efd);
                                         is_socket = is_socket.or(es);
+                                        pending = Pending1::None;
                                     }
-                                    Pending1::Full(e) if e.func == func => {
-                                        fd = fd.or(e.opts.fd);
-                                        is_socket = is_socket.or(e.opts.is_socket);
-                                    }
-                                    other => {
-                                        pending = other;
-                                        self.flush1(&mut pending);
-                                    }
+                                    None => self.flush1(&mut pending),
                                 }
                                 self.lean_call(func, fd, is_socket);
                             }
