@@ -9,6 +9,15 @@ mod cmd;
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+/// mimalloc rather than the system allocator: it takes memory from the kernel in large
+/// committed blocks, so ranking a run no longer pays a page fault for every 4 KiB of rows it
+/// keeps (6 240 faults → 170 for the 78-process benchmark trial, about a tenth of
+/// `culprit rank`'s CPU time on a virtual machine, where each fault cost ~3 µs). Peak
+/// resident memory grows by the blocks committed ahead (~25 MB): see `bench/RESULTS.md`.
+/// Only this binary: `libtrace.so`, loaded into traced programs, keeps their allocator.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "culprit",

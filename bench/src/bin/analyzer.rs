@@ -14,6 +14,11 @@ use anyhow::Context;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+/// The allocator of the `culprit` binary (see its `main.rs`), so that the stages measured
+/// here allocate as the command does.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn arg<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::args()
         .skip_while(|a| a != name)
