@@ -66,6 +66,58 @@ pub enum ThreadSource {
         /// The thread.
         key: reader::ThreadKey,
     },
+    /// Read from a trace directory into memory, every record at once (see
+    /// [`ProcessTrace::load`]).
+    Loaded(Arc<LoadedThread>),
+}
+
+/// A thread's records, read into one buffer ([`ProcessTrace::load`]).
+#[derive(Debug)]
+pub struct LoadedThread {
+    /// The records, each its fixed part then its data.
+    bytes: Vec<u8>,
+    /// Where each record's data is in `bytes`, in order.
+    records: Vec<reader::LoadedRecord>,
+}
+
+impl ProcessTrace {
+    /// This process with the records of its threads read from their trace directory into
+    /// memory, each read and checked once, for a stage that goes over them more than once
+    /// (the two passes of `units`): `None` if they come to more than `max_bytes` (such a
+    /// process is read from disk, chunk by chunk, in each pass). Threads already in memory
+    /// stay as they are.
+    pub fn load(&self, max_bytes: u64) -> Result<Option<ProcessTrace>> {
+        let total: u64 = self
+            .threads
+            .iter()
+            .map(|t| match &t.source {
+                ThreadSource::Dir { dir, key } => dir.thread_bytes(*key),
+                _ => 0,
+            })
+            .sum();
+        if total > max_bytes {
+            return Ok(None);
+        }
+        let mut threads = Vec::with_capacity(self.threads.len());
+        for t in &self.threads {
+            let source = match &t.source {
+                ThreadSource::Dir { dir, key } => {
+                    let mut bytes = Vec::new();
+                    let records = dir.load_thread(*key, &mut bytes).map_err(Error::Reader)?;
+                    ThreadSource::Loaded(Arc::new(LoadedThread { bytes, records }))
+                }
+                other => other.clone(),
+            };
+            threads.push(ThreadTrace { tid: t.tid, source });
+        }
+        Ok(Some(ProcessTrace {
+            host: self.host.clone(),
+            pid: self.pid,
+            start_ticks: self.start_ticks,
+            calib: self.calib,
+            threads,
+        }))
+    }
 }
 
 /// One hand-built chunk.
@@ -524,6 +576,16 @@ impl ThreadTrace {
                         base: 0,
                         lost_before: c.lost_before,
                         bytes: &c.bytes,
+                    })?;
+                }
+            }
+            ThreadSource::Loaded(l) => {
+                for r in &l.records {
+                    f(RawChunk {
+                        path: &r.path,
+                        base: r.data_offset,
+                        lost_before: r.info.lost_before,
+                        bytes: &l.bytes[r.at..r.at + r.info.bytes_used as usize],
                     })?;
                 }
             }

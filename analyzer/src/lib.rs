@@ -192,6 +192,63 @@ fn scan_all(procs: &[&ProcessTrace], opts: &Options) -> Result<Vec<units::Proces
     Ok(out)
 }
 
+/// A process whose records come to at most this many bytes is read into memory once for
+/// both passes; a larger one is read from disk, chunk by chunk, in each pass.
+const LOAD_MAX_BYTES: u64 = 64 << 20;
+
+/// Both passes over every process, in parallel: `split` gets each process (by its index in
+/// `procs`) with its pass-1 scan, what forked children inherited included; the results
+/// come back in the order of `procs`. A process that inherits nothing (most: only forked
+/// children whose parent was traced do) is split as soon as its own pass 1 is done, from
+/// its records read into memory once for both passes (up to [`LOAD_MAX_BYTES`]: one
+/// process's trace per worker thread, never the whole set's); the others once every pass 1
+/// is done, reading their records again.
+fn scan_and_split<T: Send>(
+    procs: &[&ProcessTrace],
+    opts: &Options,
+    stage: &str,
+    split: impl Fn(usize, &ProcessTrace, &units::ProcessScan) -> Result<T> + Sync,
+) -> Result<Vec<T>> {
+    opts.start(stage, procs.len());
+    let first: Vec<Result<(units::ProcessScan, Option<T>)>> = procs
+        .par_iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let loaded = p.load(LOAD_MAX_BYTES)?;
+            let src = loaded.as_ref().unwrap_or(p);
+            let scan = units::scan_process(src)?;
+            if units::inherits(procs, i, &scan) {
+                return Ok((scan, None));
+            }
+            let t = split(i, src, &scan)?;
+            opts.inc();
+            Ok((scan, Some(t)))
+        })
+        .collect();
+    let mut scans = Vec::with_capacity(procs.len());
+    let mut done = Vec::with_capacity(procs.len());
+    for r in first {
+        let (scan, t) = r?;
+        scans.push(scan);
+        done.push(t);
+    }
+    units::inherit(procs, &mut scans);
+    let waiting: Vec<usize> = (0..procs.len()).filter(|&i| done[i].is_none()).collect();
+    let later: Vec<Result<T>> = waiting
+        .par_iter()
+        .map(|&i| {
+            let t = split(i, procs[i], &scans[i]);
+            opts.inc();
+            t
+        })
+        .collect();
+    opts.finish();
+    for (i, t) in waiting.into_iter().zip(later) {
+        done[i] = Some(t?);
+    }
+    Ok(done.into_iter().flatten().collect())
+}
+
 fn merge_names(books: &[&NameBook]) -> BTreeMap<u64, String> {
     let mut all: BTreeMap<u64, &NameSrc> = BTreeMap::new();
     for b in books {
@@ -215,24 +272,12 @@ fn merge_names(books: &[&NameBook]) -> BTreeMap<u64, String> {
 /// merged by mean probability (§4–5).
 pub fn learn(sets: &[TraceSet], opts: &Options) -> Result<Learned> {
     let procs = sorted_processes(sets);
-    opts.start("learning process models", procs.len());
-    let scans = scan_all(&procs, opts)?;
-    let per: Vec<Result<LearnedProcess>> = procs
-        .par_iter()
-        .zip(&scans)
-        .map(|(p, scan)| {
-            let mut b = model::ProcessModelBuilder::default();
-            let u = units::split_process_each(p, scan, &opts.tree, |u| b.add_view(&u))?;
-            let m = b.finish(&u);
-            opts.inc();
-            Ok(LearnedProcess { model: m, units: u })
-        })
-        .collect();
-    opts.finish();
-    let mut per_ok = Vec::with_capacity(per.len());
-    for r in per {
-        per_ok.push(r?);
-    }
+    let per_ok = scan_and_split(&procs, opts, "learning process models", |_, p, scan| {
+        let mut b = model::ProcessModelBuilder::default();
+        let u = units::split_process_each(p, scan, &opts.tree, |u| b.add_view(&u))?;
+        let m = b.finish(&u);
+        Ok(LearnedProcess { model: m, units: u })
+    })?;
     let mut m = Model::new(opts.tree);
     let mut stats = DecodeStats::default();
     for lp in &per_ok {
@@ -428,110 +473,101 @@ impl Ranker<'_> {
 /// first [`Options::units_kept`] units of the ranking are then made whole.
 pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
     let procs = sorted_processes(std::slice::from_ref(set));
-    opts.start("scoring units", procs.len());
-    let scans = scan_all(&procs, opts)?;
     let keep = opts
         .trees_kept
         .min((opts.trees_kept * 4 / procs.len().max(1)).max(16));
-    let per: Vec<Result<ProcessRanking>> = procs
-        .par_iter()
-        .zip(&scans)
-        .enumerate()
-        .map(|(pi, (p, scan))| {
-            // Handler units start at socket receives and accepts (consecutive ones on one
-            // descriptor make one unit): their count is a good guess of the rows (a few loop
-            // units aside). Room reserved and not written costs no memory; rows moved by a
-            // growing vector cost a copy each, a tenth of ranking's time.
-            let bound = scan
-                .threads
-                .iter()
-                .map(|t| t.receives as usize + 2)
-                .sum::<usize>();
-            let mut r = Ranker {
-                model,
-                opts,
-                pi: pi as u32,
-                group: None,
-                cache: Default::default(),
-                class_idx: Default::default(),
-                rows: Vec::with_capacity(bound),
-                shared: Vec::new(),
-                extras: Vec::new(),
-                best: ranking::BestUnits::new(keep),
-            };
-            // A unit is scored against its process's group, known once the signature is
-            // final (after the initializer of the process's last thread): units closed
-            // before that wait, with their trees.
-            let mut waiting: Vec<(units::UnitHead, trees::TreeBuf)> = Vec::new();
-            let pu = units::split_process_each(p, scan, &model.options, |u| {
-                match (&r.group, u.signature) {
-                    (Some(_), _) => r.unit(&u),
-                    (None, Some(sig)) => {
-                        r.group = Some(model.group_index(sig));
-                        for (head, tree) in waiting.drain(..) {
-                            r.unit(&units::UnitView {
-                                head: &head,
-                                tree: &tree,
-                                ..u
-                            });
-                        }
-                        r.unit(&u);
+    let per = scan_and_split(&procs, opts, "scoring units", |pi, p, scan| {
+        // Handler units start at socket receives and accepts (consecutive ones on one
+        // descriptor make one unit): their count is a good guess of the rows (a few loop
+        // units aside). Room reserved and not written costs no memory; rows moved by a
+        // growing vector cost a copy each, a tenth of ranking's time.
+        let bound = scan
+            .threads
+            .iter()
+            .map(|t| t.receives as usize + 2)
+            .sum::<usize>();
+        let mut r = Ranker {
+            model,
+            opts,
+            pi: pi as u32,
+            group: None,
+            cache: Default::default(),
+            class_idx: Default::default(),
+            rows: Vec::with_capacity(bound),
+            shared: Vec::new(),
+            extras: Vec::new(),
+            best: ranking::BestUnits::new(keep),
+        };
+        // A unit is scored against its process's group, known once the signature is
+        // final (after the initializer of the process's last thread): units closed
+        // before that wait, with their trees.
+        let mut waiting: Vec<(units::UnitHead, trees::TreeBuf)> = Vec::new();
+        let pu = units::split_process_each(p, scan, &model.options, |u| {
+            match (&r.group, u.signature) {
+                (Some(_), _) => r.unit(&u),
+                (None, Some(sig)) => {
+                    r.group = Some(model.group_index(sig));
+                    for (head, tree) in waiting.drain(..) {
+                        r.unit(&units::UnitView {
+                            head: &head,
+                            tree: &tree,
+                            ..u
+                        });
                     }
-                    (None, None) => waiting.push((u.head.clone(), u.tree.clone())),
+                    r.unit(&u);
                 }
-            })?;
-            if r.group.is_none() {
-                r.group = Some(model.group_index(&pu.signature));
+                (None, None) => waiting.push((u.head.clone(), u.tree.clone())),
             }
-            for (head, tree) in waiting.drain(..) {
-                r.unit(&units::UnitView {
-                    host: &p.host,
-                    pid: p.pid,
-                    head: &head,
-                    tree: &tree,
-                    conns: &pu.conns,
-                    signature: None,
-                });
-            }
-            let gi = r.group.flatten();
-            let g = gi.map(|i| &model.groups[i]);
-            // This process's best candidates keep their trees (and all their effective
-            // nodes): enough for the global top `trees_kept` unless a few processes hold all
-            // of it.
-            let heavy = r
-                .best
-                .finish()
-                .into_iter()
-                .map(|(row, (tree, class, cut))| {
-                    let mc = g.and_then(|g| g.class(&class));
-                    let s = match (g, mc) {
-                        (Some(_), Some(m)) => score::score_tree_as(&tree, m, cut),
-                        (None, _) => score::unmodelled(&tree, score::Verdict::NoProcessGroup),
-                        (Some(_), None) => score::unmodelled(&tree, score::Verdict::NoUnitModel),
-                    };
-                    Heavy {
-                        row,
-                        tree,
-                        class,
-                        score: s,
-                    }
-                })
-                .collect();
-            let conns = pu.conns.clone();
-            opts.inc();
-            Ok(ProcessRanking {
-                rows: r.rows,
-                shared: r.shared,
-                extras: r.extras,
-                group: gi.map(|g| g as u32),
-                conns,
-                heavy,
-                units: pu,
-                unmatched: gi.is_none(),
+        })?;
+        if r.group.is_none() {
+            r.group = Some(model.group_index(&pu.signature));
+        }
+        for (head, tree) in waiting.drain(..) {
+            r.unit(&units::UnitView {
+                host: &p.host,
+                pid: p.pid,
+                head: &head,
+                tree: &tree,
+                conns: &pu.conns,
+                signature: None,
+            });
+        }
+        let gi = r.group.flatten();
+        let g = gi.map(|i| &model.groups[i]);
+        // This process's best candidates keep their trees (and all their effective
+        // nodes): enough for the global top `trees_kept` unless a few processes hold all
+        // of it.
+        let heavy = r
+            .best
+            .finish()
+            .into_iter()
+            .map(|(row, (tree, class, cut))| {
+                let mc = g.and_then(|g| g.class(&class));
+                let s = match (g, mc) {
+                    (Some(_), Some(m)) => score::score_tree_as(&tree, m, cut),
+                    (None, _) => score::unmodelled(&tree, score::Verdict::NoProcessGroup),
+                    (Some(_), None) => score::unmodelled(&tree, score::Verdict::NoUnitModel),
+                };
+                Heavy {
+                    row,
+                    tree,
+                    class,
+                    score: s,
+                }
             })
+            .collect();
+        let conns = pu.conns.clone();
+        Ok(ProcessRanking {
+            rows: r.rows,
+            shared: r.shared,
+            extras: r.extras,
+            group: gi.map(|g| g as u32),
+            conns,
+            heavy,
+            units: pu,
+            unmatched: gi.is_none(),
         })
-        .collect();
-    opts.finish();
+    })?;
     let mut rep = Report {
         processes: procs.len(),
         groups: model.groups.len(),
@@ -543,8 +579,7 @@ pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
     let mut blocks: Vec<Vec<Row>> = Vec::with_capacity(per.len());
     let mut heavy = Vec::new();
     let mut books = Vec::new();
-    for r in per {
-        let pr = r?;
+    for pr in per {
         let b = blocks.len() as u32;
         let (conn0, shared0) = (rep.conns.len() as u32, rep.shared.len() as u32);
         let mut rows = pr.rows;
@@ -673,6 +708,91 @@ pub fn show(model: &Model, set: &TraceSet, id: &str, opts: &Options) -> Result<S
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A parent that accepts a connection, and a child forked after it (no exec) that
+    /// serves it: the child knows descriptor 4 as a socket only through its parent.
+    fn parent_and_forked_child() -> Vec<ProcessTrace> {
+        use bufpool::format::{LibFn, Meta, ProcReason, ProcRecord};
+        let o = units::tests::o;
+        let mut parent = decode::TraceBuilder::new("h", 10, 10);
+        parent.lib(0x10, LibFn::Socket, o(-1, 3, 0));
+        parent.lib(0x20, LibFn::Listen, o(3, 0, 0));
+        parent.lib(0x30, LibFn::Accept, o(3, 4, 0));
+        parent.wait(1000);
+        let mut child = decode::TraceBuilder::new("h", 11, 11);
+        child.wait(parent.now() - child.now());
+        child.meta(&Meta::Proc(ProcRecord {
+            reason: ProcReason::Fork,
+            pid: 11,
+            ppid: 10,
+            start_ticks: 0,
+            exe: Vec::new(),
+            argv: Vec::new(),
+        }));
+        for i in 0..4 {
+            child.lib(0x40, LibFn::Poll, o(-1, 1, 0));
+            let mut r = o(4, 8 - i, 8);
+            r.is_socket = None;
+            child.lib(0x50, LibFn::Read, r);
+        }
+        vec![parent.finish(), child.finish()]
+    }
+
+    /// What a process's units are, comparably: each unit's info and its tree's nodes.
+    fn units_of(u: &ProcessUnits) -> Vec<(units::UnitInfo, Vec<(u64, trees::TreeNode)>)> {
+        u.units
+            .iter()
+            .map(|u| {
+                let mut nodes: Vec<_> = u.tree.nodes.iter().map(|(k, n)| (*k, *n)).collect();
+                nodes.sort_by_key(|n| n.0);
+                (u.info.clone(), nodes)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn both_passes_read_a_process_once_and_forked_children_wait_for_their_parent() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("h");
+        decode::write_trace_dir(&dir, "h", &parent_and_forked_child()).unwrap();
+        let set = TraceSet::open(&[dir]).unwrap();
+        let procs = sorted_processes(std::slice::from_ref(&set));
+        let opts = Options::default();
+        let tree = TreeOptions::default();
+        // Loading reads every record (none if they do not fit).
+        assert!(procs[0].load(0).unwrap().is_none());
+        let loaded = procs[0].load(LOAD_MAX_BYTES).unwrap().unwrap();
+        assert!(matches!(
+            loaded.threads[0].source,
+            decode::ThreadSource::Loaded(_)
+        ));
+        // The reference: every pass 1, inheritance, then every pass 2, from disk.
+        let scans = scan_all(&procs, &opts).unwrap();
+        let want: Vec<_> = procs
+            .iter()
+            .zip(&scans)
+            .map(|(p, s)| units_of(&units::split_process(p, s, &tree).unwrap()))
+            .collect();
+        let got = scan_and_split(&procs, &opts, "test", |i, p, s| {
+            let memory = matches!(p.threads[0].source, decode::ThreadSource::Loaded(_));
+            let u = units::split_process(p, s, &tree)?;
+            Ok((units::inherits(&procs, i, s), memory, units_of(&u)))
+        })
+        .unwrap();
+        // The parent is split from memory at once; the child, which inherits, later (from
+        // disk) — and with what it inherited: its reads are handlers.
+        assert_eq!((got[0].0, got[0].1), (false, true));
+        assert_eq!((got[1].0, got[1].1), (true, false));
+        let handlers = |u: &[(units::UnitInfo, _)]| {
+            u.iter()
+                .filter(|(i, _)| i.kind == units::UnitKind::Handler)
+                .count()
+        };
+        assert_eq!(handlers(&got[1].2), 4);
+        for (g, w) in got.iter().zip(&want) {
+            assert_eq!(&g.2, w);
+        }
+    }
 
     #[test]
     fn compact_rows_stay_compact() {

@@ -158,15 +158,27 @@ impl ProcessScan {
     }
 }
 
+/// The index in `procs` of the parent `ppid` of `procs[i]` (same host), if it was traced.
+fn parent_of(procs: &[&ProcessTrace], i: usize, ppid: u32) -> Option<usize> {
+    (0..procs.len()).find(|&j| j != i && procs[j].host == procs[i].host && procs[j].pid == ppid)
+}
+
+/// Would [`inherit`] change `scan`, the scan of `procs[i]`? Only for a forked child whose
+/// parent is in `procs`; the scan of any other process is final after its own pass 1.
+pub fn inherits(procs: &[&ProcessTrace], i: usize, scan: &ProcessScan) -> bool {
+    [scan.symbols.forked_from(), scan.forked_from]
+        .into_iter()
+        .flatten()
+        .any(|(ppid, _)| parent_of(procs, i, ppid).is_some())
+}
+
 /// Gives forked children what they inherited and did not record again: the parent's symbol
 /// tables (memory map, Python code table) at the fork — for a child that exec'd since, to
 /// what it ran before its exec — and, to children that did not exec, the parent's program
 /// and descriptors at the fork. `scans[i]` belongs to `procs[i]`; parents are found by host
 /// and pid.
 pub fn inherit(procs: &[&ProcessTrace], scans: &mut [ProcessScan]) {
-    let parent_of = |i: usize, ppid: u32| {
-        (0..procs.len()).find(|&j| j != i && procs[j].host == procs[i].host && procs[j].pid == ppid)
-    };
+    let parent_of = |i: usize, ppid: u32| parent_of(procs, i, ppid);
     // Symbols first. Grandchildren need their parent to have inherited first: a few rounds
     // suffice.
     let mut resymbolized = vec![false; scans.len()];
@@ -2313,12 +2325,12 @@ pub fn process_units(p: &ProcessTrace, opts: &TreeOptions) -> Result<ProcessUnit
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::decode::TraceBuilder;
     use bufpool::format::LibOpts;
 
-    pub(super) fn o(fd: i32, ret: i64, len: u64) -> LibOpts {
+    pub(crate) fn o(fd: i32, ret: i64, len: u64) -> LibOpts {
         LibOpts {
             fd: Some(fd),
             ret: Some(ret),

@@ -53,4 +53,4 @@ pub use daemon::{run, ReaderOptions, ReaderReport};
 pub use error::{Error, Result};
 pub use manifest::{Manifest, ProcessInfo, Totals};
 pub use summary::{summarize, Summary};
-pub use tracedir::{Chunk, ThreadKey, TraceDir};
+pub use tracedir::{Chunk, LoadedRecord, ThreadKey, TraceDir};

@@ -127,6 +127,60 @@ pub struct ChunkRef<'a> {
     pub data_offset: u64,
 }
 
+/// Where [`TraceDir::load_thread`] put one record.
+#[derive(Clone, Debug)]
+pub struct LoadedRecord {
+    /// The sub-buffer header, as it was in the pool.
+    pub info: SubBufInfo,
+    /// The chunk file it was read from.
+    pub path: Arc<PathBuf>,
+    /// Offset of its first data byte in that file.
+    pub data_offset: u64,
+    /// Where its data (`info.bytes_used` bytes) starts in the buffer.
+    pub at: usize,
+}
+
+/// Reads `len` bytes at `offset` of `file` onto the end of `buf`, which grows by exactly
+/// `len` bytes on success and not at all on error. The bytes are read into the vector's
+/// spare room, not zeroed first.
+fn pread_onto(file: &File, buf: &mut Vec<u8>, len: usize, offset: u64) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    buf.reserve(len);
+    let start = buf.len();
+    let mut done = 0usize;
+    while done < len {
+        let at = offset + done as u64;
+        let at = libc::off_t::try_from(at)
+            .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+        // SAFETY: `reserve` made room for `len` bytes after `start`; `pread` writes at most
+        // `len - done` bytes from `start + done` on, inside that room, through a raw
+        // pointer (no reference to the bytes not yet written is made); the file descriptor
+        // is open for as long as `file` is borrowed.
+        let n = unsafe {
+            libc::pread(
+                file.as_raw_fd(),
+                buf.as_mut_ptr().add(start + done).cast(),
+                len - done,
+                at,
+            )
+        };
+        match n {
+            n if n > 0 => done += n as usize,
+            0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            _ => {
+                let e = std::io::Error::last_os_error();
+                if e.kind() != std::io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+        }
+    }
+    // SAFETY: the `len` bytes after `start` were all written by `pread` above, and lie
+    // within the capacity reserved.
+    unsafe { buf.set_len(start + len) };
+    Ok(())
+}
+
 /// An open trace directory.
 pub struct TraceDir {
     dir: PathBuf,
@@ -455,6 +509,38 @@ impl TraceDir {
         Ok(())
     }
 
+    /// Bytes [`TraceDir::load_thread`] reads for one thread: its records, fixed parts
+    /// included.
+    pub fn thread_bytes(&self, key: ThreadKey) -> u64 {
+        self.infos(key)
+            .map(|i| RECORD_FIXED_SIZE as u64 + i.bytes_used as u64)
+            .sum()
+    }
+
+    /// Reads every record of one thread, in order, onto the end of `buf` (each record's
+    /// fixed part, then its data), checked as [`TraceDir::visit_chunks`] checks them; says
+    /// where each record's data landed. For a reader that goes over a thread more than
+    /// once: the kernel copies each record once, and nothing is zeroed first.
+    pub fn load_thread(&self, key: ThreadKey, buf: &mut Vec<u8>) -> Result<Vec<LoadedRecord>> {
+        let locs = self.threads.get(&key).map_or(&[][..], Vec::as_slice);
+        buf.reserve(self.thread_bytes(key) as usize);
+        let mut out = Vec::with_capacity(locs.len());
+        for loc in locs {
+            let (path, file) = &self.files[loc.file as usize];
+            let need = RECORD_FIXED_SIZE + loc.info.bytes_used as usize;
+            let start = buf.len();
+            pread_onto(file, buf, need, loc.offset).map_err(io(path.as_ref(), "read"))?;
+            self.check_record(loc, &buf[start..])?;
+            out.push(LoadedRecord {
+                info: loc.info,
+                path: path.clone(),
+                data_offset: loc.offset + RECORD_FIXED_SIZE as u64,
+                at: start + RECORD_FIXED_SIZE,
+            });
+        }
+        Ok(out)
+    }
+
     fn read(&self, loc: &RecordLoc) -> Result<Chunk> {
         let mut data = Vec::new();
         let data_offset = self.read_into(loc, &mut data)?;
@@ -474,10 +560,6 @@ impl TraceDir {
     /// read for the first time), and then only.
     fn read_into(&self, loc: &RecordLoc, buf: &mut Vec<u8>) -> Result<u64> {
         let (path, file) = &self.files[loc.file as usize];
-        let chunk_err = |err| Error::Chunk {
-            path: path.as_ref().clone(),
-            err,
-        };
         // The whole record in one read (its size is indexed): fixed part, then data. Every
         // byte is overwritten by the read, so only growth needs zeroing.
         let need = RECORD_FIXED_SIZE + loc.info.bytes_used as usize;
@@ -487,8 +569,21 @@ impl TraceDir {
         buf.truncate(need);
         file.read_exact_at(buf, loc.offset)
             .map_err(io(path.as_ref(), "read"))?;
+        self.check_record(loc, buf)?;
+        Ok(loc.offset + RECORD_FIXED_SIZE as u64)
+    }
+
+    /// Checks a record read back (`rec`: its fixed part, then its data): it must still
+    /// parse and hold the indexed sub-buffer header, and its checksum is verified if it has
+    /// not been yet (a record of a lazily opened directory read for the first time).
+    fn check_record(&self, loc: &RecordLoc, rec: &[u8]) -> Result<()> {
+        let path = &self.files[loc.file as usize].0;
+        let chunk_err = |err| Error::Chunk {
+            path: path.as_ref().clone(),
+            err,
+        };
         let (h, info) =
-            disk::parse_record_fixed(&buf[..RECORD_FIXED_SIZE], loc.offset, need as u64)
+            disk::parse_record_fixed(&rec[..RECORD_FIXED_SIZE], loc.offset, rec.len() as u64)
                 .map_err(chunk_err)?;
         if info != loc.info {
             return Err(chunk_err(disk::ChunkError {
@@ -498,13 +593,12 @@ impl TraceDir {
                 ),
             }));
         }
-        let data_offset = loc.offset + RECORD_FIXED_SIZE as u64;
         // Relaxed: see `RecordLoc::verified`.
         if !loc.verified.load(Ordering::Relaxed) {
-            disk::check_record(&h, &info, &buf[RECORD_FIXED_SIZE..], loc.offset)
+            disk::check_record(&h, &info, &rec[RECORD_FIXED_SIZE..], loc.offset)
                 .map_err(chunk_err)?;
             loc.verified.store(true, Ordering::Relaxed);
         }
-        Ok(data_offset)
+        Ok(())
     }
 }

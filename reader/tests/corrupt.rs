@@ -96,6 +96,23 @@ fn a_truncated_chunk_is_reported_with_file_and_offset() {
 }
 
 #[test]
+fn a_chunk_cut_short_after_indexing_fails_the_read_that_misses_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, chunk) = good_trace(tmp.path());
+    let t = TraceDir::open_lazy(&dir).unwrap();
+    let len = std::fs::metadata(&chunk).unwrap().len();
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&chunk)
+        .unwrap();
+    f.set_len(len - 100).unwrap();
+    for e in [visit_all(&t), load_all(&t)] {
+        let e = e.unwrap_err().to_string();
+        assert!(e.contains(&chunk.display().to_string()), "{e}");
+    }
+}
+
+#[test]
 fn a_flipped_byte_is_a_checksum_error_and_is_not_cut_away() {
     let tmp = tempfile::tempdir().unwrap();
     let (dir, chunk) = good_trace(tmp.path());
@@ -214,6 +231,26 @@ fn visit_all(t: &TraceDir) -> reader::Result<Vec<Vec<u8>>> {
     Ok(v)
 }
 
+/// Every record's data, in order, as `load_thread` reads it into one buffer (which already
+/// holds some bytes, to check that records land after them).
+fn load_all(t: &TraceDir) -> reader::Result<Vec<Vec<u8>>> {
+    let mut v = Vec::new();
+    for k in t.threads().collect::<Vec<_>>() {
+        let mut buf = b"before".to_vec();
+        let recs = t.load_thread(k, &mut buf)?;
+        assert_eq!(&buf[..6], b"before");
+        assert_eq!(buf.len() as u64, 6 + t.thread_bytes(k));
+        for r in recs {
+            assert_eq!(
+                r.path.as_ref(),
+                &reader::tracedir::chunk_files(t.path()).unwrap()[0]
+            );
+            v.push(buf[r.at..r.at + r.info.bytes_used as usize].to_vec());
+        }
+    }
+    Ok(v)
+}
+
 /// Offset of the first record, and of its 6th data byte.
 const FIRST_RECORD: usize = bufpool::disk::CHUNK_HEADER_SIZE;
 const IN_FIRST_DATA: usize = FIRST_RECORD + bufpool::disk::RECORD_FIXED_SIZE + 5;
@@ -228,6 +265,8 @@ fn the_good_trace_reads_back_when_opened_lazily() {
     assert_eq!(lazy.threads().count(), 1);
     assert_eq!(count_entries_of(&lazy), 1000);
     assert_eq!(visit_all(&lazy).unwrap(), visit_all(&eager).unwrap());
+    let fresh = TraceDir::open_lazy(&dir).unwrap();
+    assert_eq!(load_all(&fresh).unwrap(), visit_all(&eager).unwrap());
 }
 
 #[test]
@@ -252,6 +291,7 @@ fn a_flipped_byte_opens_lazily_and_fails_the_first_read() {
     assert!(t.infos(k).count() > 1);
     // ...and the first read of the damaged record is the error, by either read path.
     want(&visit_all(&t).unwrap_err().to_string());
+    want(&load_all(&t).unwrap_err().to_string());
     let first = t.chunks(k).next().unwrap();
     want(&first.unwrap_err().to_string());
     want(&t.for_each_entry(k, |_, _| Ok(())).unwrap_err().to_string());
@@ -276,13 +316,15 @@ fn a_record_verified_once_is_not_checksummed_again() {
     // A changed sub-buffer header is still caught, by the header consistency check.
     let last_tsc = FIRST_RECORD + bufpool::disk::RECORD_HEADER_SIZE + 32;
     flip(&chunk, last_tsc);
-    let e = visit_all(&t).unwrap_err().to_string();
-    assert!(e.contains(&chunk.display().to_string()), "{e}");
-    assert!(
-        e.contains(&format!("at byte offset {FIRST_RECORD}"))
-            && e.contains("the record changed since the directory was indexed"),
-        "{e}"
-    );
+    for e in [visit_all(&t), load_all(&t)] {
+        let e = e.unwrap_err().to_string();
+        assert!(e.contains(&chunk.display().to_string()), "{e}");
+        assert!(
+            e.contains(&format!("at byte offset {FIRST_RECORD}"))
+                && e.contains("the record changed since the directory was indexed"),
+            "{e}"
+        );
+    }
 }
 
 #[test]
