@@ -5,7 +5,8 @@
 //! order. Chunks are loaded one at a time ([`ThreadSource::Dir`] reads them from a trace
 //! directory through `reader::TraceDir`, which verifies each record's checksum the first
 //! time its data is read, so before it is decoded), so a trace is streamed, never held
-//! whole. [`ThreadTrace::for_each`]
+//! whole; a stage that goes over a process twice may first read that one process into
+//! memory ([`ProcessTrace::load`], bounded). [`ThreadTrace::for_each`]
 //! decodes a thread's chunks with `bufpool`'s decoder and hands each entry, turned into an
 //! [`Event`], to a callback. A corrupt entry stops the stream with [`Error::Decode`] naming
 //! the file and the byte offset.
