@@ -634,12 +634,11 @@ pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
                 .collect(),
         );
     }
-    let order = ranking::ranking_order(&blocks, &rep.shared, &ids);
+    // The highest-ranked units only: the order of the rest is made if they are listed.
+    let order = ranking::ranking_order(&blocks, &rep.shared, &ids, opts.units_kept);
     drop(ids);
-    let kept = opts.units_kept.min(order.len());
     rep.rest = blocks;
-    rep.units = order[..kept].iter().map(|&r| rep.ranked(r)).collect();
-    rep.rest_order = order[kept..].to_vec();
+    rep.units = order.iter().map(|&r| rep.ranked(r)).collect();
     drop(order);
     rep.names = names;
     rep.why_sentences = opts.why;

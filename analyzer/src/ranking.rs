@@ -119,18 +119,21 @@ pub(crate) fn cmp_rows(a: &Row, b: &Row, ids: &IdOrder<'_>) -> Ordering {
         .then_with(|| ids.cmp(a, b))
 }
 
-/// All rows (vector after vector) in the ranking order of [`cmp_rows`]; `shared` are the
-/// scores the rows refer to.
+/// The first `limit` rows (all of them with `usize::MAX`) of all rows (vector after vector)
+/// in the ranking order of [`cmp_rows`]; `shared` are the scores the rows refer to.
 ///
 /// Scores repeat (the units of equal trees share one), so the rows are first dealt into
 /// one bucket per distinct score, highest first (through the shared score each refers to); each bucket is then sorted by start time
 /// with a stable sort, which takes whole the runs already in time order (each thread's rows
 /// come in the order its units closed), and runs of one start time by id. A general sort
-/// of (score, start, id) keys was a twelfth of ranking's time.
+/// of (score, start, id) keys was a twelfth of ranking's time. Only the buckets that hold
+/// the first `limit` rows are filled and sorted: the highest-ranked units cost a pass over
+/// the rows, not the sort of all of them.
 pub(crate) fn ranking_order(
     blocks: &[Vec<Row>],
     shared: &[SharedScore],
     ids: &IdOrder<'_>,
+    limit: usize,
 ) -> Vec<RowRef> {
     let total: usize = blocks.iter().map(Vec::len).sum();
     // The bucket of each shared score: the rank of its score among the distinct ones.
@@ -151,6 +154,14 @@ pub(crate) fn ranking_order(
     for r in blocks.iter().flatten() {
         next[bucket[r.shared as usize] as usize] += 1;
     }
+    // The buckets needed: those up to the one that holds row `limit - 1`.
+    let mut needed = 0;
+    let mut at = 0;
+    while needed < next.len() && at < limit.min(total) {
+        at += next[needed];
+        needed += 1;
+    }
+    next.truncate(needed);
     let sizes = next.clone();
     let mut at = 0;
     for n in &mut next {
@@ -158,12 +169,15 @@ pub(crate) fn ranking_order(
         *n = at;
         at += size;
     }
-    let mut order: Vec<Entry> = vec![(0, 0, (0, 0)); total];
+    let mut order: Vec<Entry> = vec![(0, 0, (0, 0)); at];
     for (b, rows) in blocks.iter().enumerate() {
         for (i, r) in rows.iter().enumerate() {
-            let p = &mut next[bucket[r.shared as usize] as usize];
-            order[*p] = (r.t_start_unix_ns, ids.proc_rank(r), (b as u32, i as u32));
-            *p += 1;
+            let k = bucket[r.shared as usize] as usize;
+            if k < needed {
+                let p = &mut next[k];
+                order[*p] = (r.t_start_unix_ns, ids.proc_rank(r), (b as u32, i as u32));
+                *p += 1;
+            }
         }
     }
     let mut keyed = Vec::new();
@@ -187,6 +201,7 @@ pub(crate) fn ranking_order(
         }
         start += n;
     }
+    order.truncate(limit);
     order.into_iter().map(|e| e.2).collect()
 }
 
@@ -345,7 +360,7 @@ mod tests {
                 })
                 .collect();
             let ids = IdOrder::new(&procs);
-            let got = ranking_order(&blocks, &shared, &ids);
+            let got = ranking_order(&blocks, &shared, &ids, usize::MAX);
             let at = |r: &RowRef| &blocks[r.0 as usize][r.1 as usize];
             let mut want: Vec<RowRef> = blocks
                 .iter()
@@ -354,6 +369,11 @@ mod tests {
                 .collect();
             want.sort_by(|a, b| by_strings(at(a), at(b), &procs));
             assert_eq!(got, want);
+            // The first rows alone, cut anywhere (inside a bucket, at its end, past all).
+            for limit in [0, 1, 7, 8, 9, 100, 239, want.len(), want.len() + 5] {
+                let head = ranking_order(&blocks, &shared, &ids, limit);
+                assert_eq!(head, want[..limit.min(want.len())], "limit {limit}");
+            }
             let mut again = want.clone();
             again.sort_by(|a, b| cmp_rows(at(a), at(b), &ids));
             assert_eq!(again, want);

@@ -113,8 +113,10 @@ pub struct Report {
     pub(crate) extras: crate::hash::FxMap<RowRef, RowExtra>,
     /// The process group of each process (an index in the model; None: no group matched).
     pub(crate) proc_groups: Vec<Option<u32>>,
-    /// The units after `units`, in ranking order, as positions in `rest`.
-    pub(crate) rest_order: Vec<RowRef>,
+    /// The units after `units`, in ranking order, as positions in `rest`: made the first
+    /// time a unit past `units` is asked for (listing every unit, as `--json` and `--html`
+    /// do), so that a ranking read only for its highest units never sorts the others.
+    pub(crate) rest_order: std::sync::OnceLock<Vec<RowRef>>,
     /// Host and pid of each process the rows refer to.
     pub(crate) procs: Vec<(String, u32)>,
     /// Connections the rows refer to.
@@ -408,7 +410,19 @@ impl Report {
 impl Report {
     /// Number of ranked units (those in [`Report::units`] and the compact rest).
     pub fn len(&self) -> usize {
-        self.units.len() + self.rest_order.len()
+        let rows: usize = self.rest.iter().map(Vec::len).sum();
+        rows.max(self.units.len())
+    }
+
+    /// The units after [`Report::units`] in ranking order (see `rest_order`).
+    fn rest_order(&self) -> &[RowRef] {
+        self.rest_order.get_or_init(|| {
+            let ids = crate::ranking::IdOrder::new(&self.procs);
+            let mut order =
+                crate::ranking::ranking_order(&self.rest, &self.shared, &ids, usize::MAX);
+            order.drain(..self.units.len().min(order.len()));
+            order
+        })
     }
 
     /// True if no unit was ranked.
@@ -423,7 +437,7 @@ impl Report {
         match self.units.get(i) {
             Some(u) => Some(Cow::Borrowed(u)),
             None => self
-                .rest_order
+                .rest_order()
                 .get(i - self.units.len())
                 .map(|&r| Cow::Owned(self.ranked(r))),
         }
