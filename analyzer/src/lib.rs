@@ -708,35 +708,6 @@ pub fn show(model: &Model, set: &TraceSet, id: &str, opts: &Options) -> Result<S
 mod tests {
     use super::*;
 
-    /// A parent that accepts a connection, and a child forked after it (no exec) that
-    /// serves it: the child knows descriptor 4 as a socket only through its parent.
-    fn parent_and_forked_child() -> Vec<ProcessTrace> {
-        use bufpool::format::{LibFn, Meta, ProcReason, ProcRecord};
-        let o = units::tests::o;
-        let mut parent = decode::TraceBuilder::new("h", 10, 10);
-        parent.lib(0x10, LibFn::Socket, o(-1, 3, 0));
-        parent.lib(0x20, LibFn::Listen, o(3, 0, 0));
-        parent.lib(0x30, LibFn::Accept, o(3, 4, 0));
-        parent.wait(1000);
-        let mut child = decode::TraceBuilder::new("h", 11, 11);
-        child.wait(parent.now() - child.now());
-        child.meta(&Meta::Proc(ProcRecord {
-            reason: ProcReason::Fork,
-            pid: 11,
-            ppid: 10,
-            start_ticks: 0,
-            exe: Vec::new(),
-            argv: Vec::new(),
-        }));
-        for i in 0..4 {
-            child.lib(0x40, LibFn::Poll, o(-1, 1, 0));
-            let mut r = o(4, 8 - i, 8);
-            r.is_socket = None;
-            child.lib(0x50, LibFn::Read, r);
-        }
-        vec![parent.finish(), child.finish()]
-    }
-
     /// What a process's units are, comparably: each unit's info and its tree's nodes.
     fn units_of(u: &ProcessUnits) -> Vec<(units::UnitInfo, Vec<(u64, trees::TreeNode)>)> {
         u.units
@@ -753,7 +724,8 @@ mod tests {
     fn both_passes_read_a_process_once_and_forked_children_wait_for_their_parent() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("h");
-        decode::write_trace_dir(&dir, "h", &parent_and_forked_child()).unwrap();
+        let (procs, _) = units::tests::parent_and_forked_child();
+        decode::write_trace_dir(&dir, "h", &procs).unwrap();
         let set = TraceSet::open(&[dir]).unwrap();
         let procs = sorted_processes(std::slice::from_ref(&set));
         let opts = Options::default();
@@ -787,7 +759,7 @@ mod tests {
                 .filter(|(i, _)| i.kind == units::UnitKind::Handler)
                 .count()
         };
-        assert_eq!(handlers(&got[1].2), 4);
+        assert_eq!(handlers(&got[1].2), 3);
         for (g, w) in got.iter().zip(&want) {
             assert_eq!(&g.2, w);
         }

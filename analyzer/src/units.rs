@@ -2845,10 +2845,11 @@ pub(crate) mod tests {
         assert_ne!(program_key("/bin/bash"), program_key("/usr/bin/basename"));
     }
 
-    /// A forked child records neither the code table nor the accept of the descriptor it
-    /// serves: it inherits both from its parent.
-    #[test]
-    fn forked_child_inherits_code_table_and_descriptors() {
+    /// A parent (pid 10) that accepts a connection on descriptor 4, and a child forked
+    /// after it (no exec, no code table of its own) that polls and reads descriptor 4 three
+    /// times in `d.handle`: it knows 4 as a socket, and its code, only through its parent.
+    /// Also the fork's TSC.
+    pub(crate) fn parent_and_forked_child() -> (Vec<ProcessTrace>, u64) {
         use bufpool::format::{py_site, CodeKind, CodeRecord, ProcRecord};
         let code = |index, name: &str| {
             Meta::Code(CodeRecord {
@@ -2886,7 +2887,14 @@ pub(crate) mod tests {
             child.lib(0x50, LibFn::Read, r);
             child.py_return(2);
         }
-        let procs = [parent.finish(), child.finish()];
+        (vec![parent.finish(), child.finish()], fork_at)
+    }
+
+    /// A forked child records neither the code table nor the accept of the descriptor it
+    /// serves: it inherits both from its parent.
+    #[test]
+    fn forked_child_inherits_code_table_and_descriptors() {
+        let (procs, fork_at) = parent_and_forked_child();
         let refs: Vec<&ProcessTrace> = procs.iter().collect();
         let mut scans: Vec<ProcessScan> = refs.iter().map(|p| scan_process(p).unwrap()).collect();
         assert_eq!(scans[1].forked_from, Some((10, fork_at)));

@@ -43,6 +43,14 @@ fn good_trace(tmp: &Path) -> (PathBuf, PathBuf) {
     (out, files[0].clone())
 }
 
+/// Cuts the last `by` bytes off `file`, in place; returns its length before.
+fn cut_short(file: &Path, by: u64) -> u64 {
+    let len = std::fs::metadata(file).unwrap().len();
+    let f = std::fs::OpenOptions::new().write(true).open(file).unwrap();
+    f.set_len(len - by).unwrap();
+    len
+}
+
 fn open_err(dir: &Path) -> String {
     let e = TraceDir::open(dir).unwrap_err();
     format!("{e}")
@@ -75,12 +83,7 @@ fn the_good_trace_reads_back() {
 fn a_truncated_chunk_is_reported_with_file_and_offset() {
     let tmp = tempfile::tempdir().unwrap();
     let (dir, chunk) = good_trace(tmp.path());
-    let len = std::fs::metadata(&chunk).unwrap().len();
-    let f = std::fs::OpenOptions::new()
-        .write(true)
-        .open(&chunk)
-        .unwrap();
-    f.set_len(len - 100).unwrap();
+    let len = cut_short(&chunk, 100);
     let e = open_err(&dir);
     assert!(e.contains(&chunk.display().to_string()), "{e}");
     assert!(
@@ -100,12 +103,7 @@ fn a_chunk_cut_short_after_indexing_fails_the_read_that_misses_it() {
     let tmp = tempfile::tempdir().unwrap();
     let (dir, chunk) = good_trace(tmp.path());
     let t = TraceDir::open_lazy(&dir).unwrap();
-    let len = std::fs::metadata(&chunk).unwrap().len();
-    let f = std::fs::OpenOptions::new()
-        .write(true)
-        .open(&chunk)
-        .unwrap();
-    f.set_len(len - 100).unwrap();
+    cut_short(&chunk, 100);
     for e in [visit_all(&t), load_all(&t)] {
         let e = e.unwrap_err().to_string();
         assert!(e.contains(&chunk.display().to_string()), "{e}");
