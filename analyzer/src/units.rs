@@ -2845,12 +2845,30 @@ pub(crate) mod tests {
         assert_ne!(program_key("/bin/bash"), program_key("/usr/bin/basename"));
     }
 
+    /// A child `pid` of `parent` (pid `ppid`, host "h"), forked now without exec: its
+    /// builder, with the fork's process record written, and the fork's TSC.
+    fn forked(parent: &TraceBuilder, ppid: u32, pid: u32) -> (TraceBuilder, u64) {
+        use bufpool::format::ProcRecord;
+        let at = parent.now();
+        let mut child = TraceBuilder::new("h", pid, pid);
+        child.wait(at - child.now());
+        child.meta(&Meta::Proc(ProcRecord {
+            reason: ProcReason::Fork,
+            pid,
+            ppid,
+            start_ticks: 0,
+            exe: Vec::new(),
+            argv: Vec::new(),
+        }));
+        (child, at)
+    }
+
     /// A parent (pid 10) that accepts a connection on descriptor 4, and a child forked
     /// after it (no exec, no code table of its own) that polls and reads descriptor 4 three
     /// times in `d.handle`: it knows 4 as a socket, and its code, only through its parent.
     /// Also the fork's TSC.
     pub(crate) fn parent_and_forked_child() -> (Vec<ProcessTrace>, u64) {
-        use bufpool::format::{py_site, CodeKind, CodeRecord, ProcRecord};
+        use bufpool::format::{py_site, CodeKind, CodeRecord};
         let code = |index, name: &str| {
             Meta::Code(CodeRecord {
                 index,
@@ -2867,17 +2885,7 @@ pub(crate) mod tests {
         parent.lib(0x20, LibFn::Listen, o(3, 0, 0));
         parent.lib(0x30, LibFn::Accept, o(3, 4, 0));
         parent.wait(1000);
-        let fork_at = parent.now();
-        let mut child = TraceBuilder::new("h", 11, 11);
-        child.wait(fork_at - child.now());
-        child.meta(&Meta::Proc(ProcRecord {
-            reason: ProcReason::Fork,
-            pid: 11,
-            ppid: 10,
-            start_ticks: 0,
-            exe: Vec::new(),
-            argv: Vec::new(),
-        }));
+        let (mut child, fork_at) = forked(&parent, 10, 11);
         child.py_call(0, 1);
         for _ in 0..3 {
             child.lib(0x40, LibFn::Poll, o(-1, 1, 0));
@@ -2925,7 +2933,7 @@ pub(crate) mod tests {
     /// connection is the same in a run where ASLR moved the program.
     #[test]
     fn a_forked_workers_connections_keep_their_keys_when_aslr_moves_the_program() {
-        use bufpool::format::{MapRecord, ProcRecord};
+        use bufpool::format::MapRecord;
         let conn_of_worker = |base: u64| {
             let mut parent = TraceBuilder::new("h", 10, 10);
             parent.meta(&Meta::Map(MapRecord {
@@ -2939,17 +2947,7 @@ pub(crate) mod tests {
             parent.lib(base + 0x20, LibFn::Bind, o(3, 0, 0));
             parent.lib(base + 0x30, LibFn::Listen, o(3, 0, 0));
             parent.wait(1000);
-            let fork_at = parent.now();
-            let mut worker = TraceBuilder::new("h", 11, 11);
-            worker.wait(fork_at - worker.now());
-            worker.meta(&Meta::Proc(ProcRecord {
-                reason: ProcReason::Fork,
-                pid: 11,
-                ppid: 10,
-                start_ticks: 0,
-                exe: Vec::new(),
-                argv: Vec::new(),
-            }));
+            let (mut worker, _) = forked(&parent, 10, 11);
             worker.lib(base + 0x40, LibFn::Accept, o(3, 4, 0));
             for _ in 0..3 {
                 worker.lib(base + 0x50, LibFn::Poll, o(-1, 1, 0));
