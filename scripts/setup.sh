@@ -26,3 +26,10 @@ if [ -z "$installed" ] || [ "${CULPRIT_REINSTALL:-0}" = 1 ] || [ -n "$(find pyth
     echo "setup: pip install ./python-hook" >&2
     python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore ./python-hook
 fi
+
+# Further installs, one file per concern (browser for page tests, third-party servers for
+# end-to-end tests, ...): each is idempotent and installs only what is missing.
+for f in scripts/setup.d/*.sh; do
+    [ -e "$f" ] || continue
+    bash "$f"
+done

@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+pub mod browser;
+
 /// Environment variable that overrides where `libtrace.so` is found.
 pub const LIBTRACE_ENV: &str = "CULPRIT_LIBTRACE";
 
