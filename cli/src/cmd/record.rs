@@ -74,7 +74,7 @@ pub fn parse_size(s: &str) -> Result<u32, String> {
 #[derive(clap::Args, Debug)]
 #[command(override_usage = "culprit record [OPTIONS] -- CMD [ARGS]...")]
 pub struct Args {
-    /// Trace directory to write (default: culprit-<command>-<unix time>).
+    /// Trace directory to write (default: `culprit-<command>-<unix time>`).
     #[arg(short = 'o', long = "output", value_name = "DIR")]
     pub out: Option<PathBuf>,
     #[command(flatten)]
