@@ -2,9 +2,10 @@
 //! with `LD_PRELOAD` and `CULPRIT_POOL` set. With `--create` it also creates the pool
 //! and prints the line to put before those daemons' command lines.
 
-use super::record::{check_space, find_libtrace, preload_value, PoolArgs};
+use super::common::PoolArgs;
 use anyhow::Context;
 use bufpool::{Pool, POOL_ENV};
+use reader::session::{check_space, find_libtrace, preload_value};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
