@@ -24,12 +24,14 @@
 //! - [`preload`]: finding `libtrace.so`, building `LD_PRELOAD`.
 //! - [`pool_file`]: where the pool and the trace go by default; room for the pool.
 //! - [`supervise`]: running and reaping the traced tree, forwarding signals.
+//! - [`standalone`]: a reader alone (`culprit reader`), for programs started by hand.
 //! - [`outcome`]: what a session reports as it goes ([`Notice`]) and at the end
 //!   ([`Recording`]).
 
 pub mod outcome;
 pub mod pool_file;
 pub mod preload;
+pub mod standalone;
 pub mod supervise;
 
 pub use outcome::{Notice, Recording, Traced};
@@ -49,6 +51,9 @@ pub enum SessionError {
     /// `libtrace.so` cannot be found.
     #[error("{0}")]
     Libtrace(String),
+    /// The file system of the pool has no room for it.
+    #[error("{0}")]
+    Space(String),
     /// The output directory already holds a trace.
     #[error("{} already holds a trace: choose another output directory (-o)", .0.display())]
     OutputExists(PathBuf),
@@ -71,6 +76,17 @@ pub enum SessionError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// A standalone reader failed; the pool keeps what was not saved.
+    #[error("the pool {} keeps what was not saved", .pool.display())]
+    Drain {
+        /// The pool file.
+        pool: PathBuf,
+        /// What failed.
+        source: crate::Error,
+    },
+    /// No command was given.
+    #[error("no command to record")]
+    NoCommand,
     /// The drain thread panicked.
     #[error("the reader thread panicked")]
     ReaderPanicked,
@@ -119,7 +135,9 @@ impl Session {
     /// untraced). Errors are what prevents running the command at all, or knowing how it
     /// ended; a reader that fails after the command ran is in [`Traced::report`].
     pub fn run(&self, notice: &mut dyn FnMut(Notice<'_>)) -> Result<Recording, SessionError> {
-        assert!(!self.command.is_empty(), "Session::run: no command");
+        if self.command.is_empty() {
+            return Err(SessionError::NoCommand);
+        }
         self.pool.validate()?;
         let lib = match &self.libtrace {
             Some(l) => l.clone(),
