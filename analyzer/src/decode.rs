@@ -660,7 +660,7 @@ pub trait Visit {
     }
     /// A library entry or exit of a call that creates no descriptor, with its option block
     /// `body` (which fits in the entry) not parsed yet: the visitor parses it with
-    /// [`CallOpts::parse_scalars`] if it [wants](Visit::wants_opts) the options, and hands
+    /// `CallOpts::parse_scalars` if it [wants](Visit::wants_opts) the options, and hands
     /// the event to [`Visit::lib`]. False if the block has anything but scalars (or is
     /// malformed): the entry then goes through the checking decoder. A visitor may
     /// override this to build the event where it keeps it, instead of building it here and

@@ -10,6 +10,8 @@
 //! - [`watch`]: whether any other process still maps the pool.
 //! - [`signals`]: stopping on SIGINT / SIGTERM.
 //! - [`tree`]: following a traced process tree (subreaper, reaping, descendants).
+//! - [`session`]: a whole recording (`culprit record`): pool, readers, the traced command
+//!   supervised, signals passed on, exit status and summary.
 //!
 //! The file layout itself is documented in `bufpool::disk`.
 //!
@@ -42,6 +44,7 @@ pub mod chunkfile;
 pub mod daemon;
 pub mod error;
 pub mod manifest;
+pub mod session;
 pub mod signals;
 pub mod summary;
 pub mod tracedir;

@@ -50,8 +50,10 @@ pub fn chromium() -> Option<PathBuf> {
 pub fn chromium_or_skip(test: &str) -> Option<PathBuf> {
     let c = chromium();
     if c.is_none() {
-        eprintln!(
-            "{test}: SKIPPED the page checks: chromium not found (scripts/setup.sh installs it)"
+        crate::skip(
+            test,
+            "the page checks",
+            "chromium not found (scripts/setup.sh installs it)",
         );
     }
     c

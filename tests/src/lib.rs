@@ -56,14 +56,41 @@ pub fn libtrace() -> Option<PathBuf> {
     p.is_file().then_some(p)
 }
 
-/// `libtrace.so`, or `None` after printing why the calling test skips its traced part.
+/// True under CI (`CI=true`, as GitHub Actions, GitLab CI and most others set it): there a
+/// missing prerequisite of an end-to-end test is a failure, never a silent skip.
+pub fn under_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true")
+}
+
+/// Says that `test` skips `part` because of `why`: one line `TEST: SKIPPED PART: WHY` on
+/// stderr (`scripts/test.sh` counts these lines in its closing line), or, under CI
+/// ([`under_ci`]), a panic with the same words — CI must not pass without running it.
+///
+/// The line goes to the process's stderr itself, not through `eprintln!`, which the test
+/// harness captures (and shows only for failing tests): a skip is shown, and counted, even
+/// when the test passes.
+pub fn skip(test: &str, part: &str, why: &str) {
+    use std::io::Write;
+    let line = format!("{test}: SKIPPED {part}: {why}");
+    if under_ci() {
+        panic!("{test}: cannot run {part} under CI: {why} (CI=true: a missing prerequisite is a failure, not a skip)");
+    }
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
+}
+
+/// `libtrace.so`, or `None` after printing why the calling test skips its traced part
+/// (under CI, a missing `libtrace.so` fails the test instead: see [`skip`]).
 pub fn libtrace_or_skip(test: &str) -> Option<PathBuf> {
     let l = libtrace();
     if l.is_none() {
-        eprintln!(
-            "{test}: SKIPPED the traced part: libtrace.so not found in {} (run `cargo build \
-             --workspace`, or set {LIBTRACE_ENV})",
-            profile_dir().display()
+        skip(
+            test,
+            "the traced part",
+            &format!(
+                "libtrace.so not found in {} (run `cargo build --workspace`, or set \
+                 {LIBTRACE_ENV})",
+                profile_dir().display()
+            ),
         );
     }
     l

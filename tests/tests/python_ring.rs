@@ -179,7 +179,11 @@ fn the_ring_under_culprit_record_is_traced_in_every_daemon() {
         .output()
         .expect("python3");
     if !shim.status.success() {
-        eprintln!("the_ring_under_culprit_record: SKIPPED: culprit_trace is not installed (pip install ./python-hook)");
+        tests::skip(
+            "the_ring_under_culprit_record",
+            "the whole test",
+            "culprit_trace is not installed (pip install ./python-hook)",
+        );
         return;
     }
     let culprit = tests::culprit();

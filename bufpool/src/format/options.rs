@@ -43,7 +43,7 @@ pub enum OptTag {
     Ready = 0x09,
     /// `u8 n` then `n` 48-bit return addresses: a short native call stack.
     Stack = 0x0a,
-    /// `u8 len` then `len` bytes: a string (exec path), truncated to [`MAX_STR`].
+    /// `u8 len` then `len` bytes: a string (exec path), truncated to `MAX_STR` bytes.
     Str = 0x0b,
     /// `u64`: an extra argument (epoll_ctl data, socket domain, fcntl argument, timeout…).
     Arg = 0x0c,
@@ -94,7 +94,7 @@ pub struct Addr {
 }
 
 impl Addr {
-    /// An address from its parts; `bytes` is truncated to [`MAX_ADDR_BYTES`].
+    /// An address from its parts; `bytes` is truncated to `MAX_ADDR_BYTES` bytes.
     pub fn new(family: u16, port: u16, bytes: &[u8]) -> Addr {
         let n = bytes.len().min(MAX_ADDR_BYTES);
         let mut b = [0u8; MAX_ADDR_BYTES];
@@ -265,7 +265,7 @@ impl LibOpts {
         self.stack_len = n as u8;
     }
 
-    /// Sets the string option (truncated to [`MAX_STR`]).
+    /// Sets the string option (truncated to `MAX_STR` bytes).
     pub fn set_str(&mut self, s: &[u8]) {
         let n = s.len().min(MAX_STR);
         self.str_buf[..n].copy_from_slice(&s[..n]);

@@ -1,11 +1,8 @@
 //! `culprit learn`: learn a model of normal behaviour from trace directories.
 
-use analyzer::decode::TraceSet;
-use anyhow::Context;
-use std::io::IsTerminal;
+use super::common::{open, options, set_threads};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 /// Arguments of `culprit learn`.
 #[derive(clap::Args)]
@@ -33,77 +30,6 @@ pub struct Args {
     /// Worker threads (default: one per core). Results do not depend on it.
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
-}
-
-/// Sets the number of rayon worker threads.
-pub(crate) fn set_threads(n: Option<usize>) -> anyhow::Result<()> {
-    if let Some(n) = n {
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(n.max(1))
-            .build_global()
-            .context("cannot set up worker threads")?;
-    }
-    Ok(())
-}
-
-/// A progress bar on stderr when it is a terminal.
-pub(crate) struct Bar {
-    bar: std::sync::Mutex<Option<indicatif::ProgressBar>>,
-}
-
-impl analyzer::Progress for Bar {
-    fn start(&self, stage: &str, total: u64) {
-        let b = indicatif::ProgressBar::new(total);
-        b.set_style(
-            indicatif::ProgressStyle::with_template("{msg:>28} [{bar:40}] {pos}/{len} {elapsed}")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
-                .progress_chars("=> "),
-        );
-        b.set_message(stage.to_string());
-        if let Ok(mut g) = self.bar.lock() {
-            *g = Some(b);
-        }
-    }
-    fn inc(&self, n: u64) {
-        if let Ok(g) = self.bar.lock() {
-            if let Some(b) = &*g {
-                b.inc(n);
-            }
-        }
-    }
-    fn finish(&self) {
-        if let Ok(mut g) = self.bar.lock() {
-            if let Some(b) = g.take() {
-                b.finish_and_clear();
-            }
-        }
-    }
-}
-
-/// Analyzer options with a progress bar if stderr is a terminal.
-pub(crate) fn options() -> analyzer::Options {
-    let mut o = analyzer::Options::default();
-    if std::io::stderr().is_terminal() {
-        o.progress = Some(Arc::new(Bar {
-            bar: std::sync::Mutex::new(None),
-        }));
-    }
-    o
-}
-
-/// Opens trace directories.
-pub(crate) fn open(dirs: &[PathBuf]) -> anyhow::Result<TraceSet> {
-    let set = TraceSet::open(dirs)?;
-    if set.processes.is_empty() {
-        anyhow::bail!(
-            "no traced process in {}",
-            dirs.iter()
-                .map(|d| d.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-    }
-    Ok(set)
 }
 
 /// Runs `culprit learn`.

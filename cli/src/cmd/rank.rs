@@ -1,6 +1,6 @@
 //! `culprit rank`: rank the execution units of a faulty run by suspect score.
 
-use super::learn::{open, options, set_threads};
+use super::common::{open, options, set_threads};
 use analyzer::model::Model;
 use std::io::Write;
 use std::path::PathBuf;

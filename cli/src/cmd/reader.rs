@@ -1,10 +1,11 @@
 //! `culprit reader` — drain a pool to a trace directory, for daemons started by hand
 //! with `LD_PRELOAD` and `CULPRIT_POOL` set. With `--create` it also creates the pool
 //! and prints the line to put before those daemons' command lines.
+//!
+//! The reader itself is [`reader::session::standalone`]; this module parses the flags.
 
-use super::record::{check_space, find_libtrace, preload_value, PoolArgs};
-use anyhow::Context;
-use bufpool::{Pool, POOL_ENV};
+use super::common::PoolArgs;
+use reader::session::standalone::{self, PoolSource, Standalone};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -33,78 +34,35 @@ pub struct Args {
 
 /// Runs `culprit reader`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let path = match (&args.pool.pool, args.create) {
-        (Some(p), _) => p.clone(),
-        (None, true) => args.pool.path(),
+    let pool = match (&args.pool.pool, args.create) {
+        (Some(p), false) => PoolSource::Open(p.clone()),
+        (_, true) => PoolSource::Create {
+            path: args.pool.path(),
+            config: args.pool.config(),
+            keep: args.keep_pool,
+        },
         (None, false) => anyhow::bail!("--pool FILE is required (or --create to make a new pool)"),
     };
-    // Handlers first: a signal that arrives while a large pool is being created and
-    // pre-faulted must stop the reader normally (removing the pool), not kill it.
-    reader::signals::install(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP])
-        .context("installing signal handlers")?;
-    let pool = if args.create {
-        args.pool.config().validate()?;
-        check_space(&path, &args.pool.config()).map_err(anyhow::Error::msg)?;
-        // Everything that can fail comes before the pool exists, so an error leaves no
-        // pool file behind.
-        let lib = find_libtrace()?;
-        let pool = Pool::create(&path, &args.pool.config())?;
-        let pre = preload_value(&lib, None);
-        // The one line of stdout: what to put before the commands to trace.
-        println!(
-            "LD_PRELOAD={} {POOL_ENV}={}",
-            pre.to_string_lossy(),
-            path.display()
-        );
-        pool
-    } else {
-        Pool::open(&path)?
+    let reader = Standalone {
+        out: args.out.clone(),
+        pool,
+        readers: args.readers,
+        keep_running: args.keep_running,
     };
-    let opts = reader::ReaderOptions {
-        workers: args.readers.max(1),
-        stop_when_unmapped: !args.keep_running,
-        ..Default::default()
-    };
-    eprintln!(
-        "culprit: reading {} into {} (stops on SIGINT/SIGTERM{})",
-        path.display(),
-        args.out.display(),
-        if args.keep_running {
-            ""
-        } else {
-            " or when every traced process is gone"
+    let rep = reader.run(&mut |r| {
+        if let Some(line) = &r.env_line {
+            // The one line of stdout: what to put before the commands to trace.
+            println!("{line}");
         }
-    );
-    let r = reader::run(&pool, &args.out, &opts, reader::signals::stop_flag());
-    // A pool we made goes away at the end, unless something in it could not be saved.
-    if args.create && !args.keep_pool && r.is_ok() {
-        let _ = std::fs::remove_file(&path);
-    }
-    let rep = r.with_context(|| format!("the pool {} keeps what was not saved", path.display()))?;
-    let t = &rep.manifest.totals;
-    eprintln!(
-        "culprit: saved {} process(es), {} thread(s), {} entries ({} bytes) to {}; {} lost",
-        t.processes,
-        t.threads,
-        t.entries,
-        t.bytes,
-        args.out.display(),
-        t.lost
-    );
-    for r in &rep.repaired {
         eprintln!(
-            "culprit: cut a torn record off {} ({} → {} bytes: {}); its sub-buffer was saved again",
-            r.path.display(),
-            r.old_len,
-            r.new_len,
-            r.why
+            "culprit: reading {} into {} ({})",
+            r.pool_path.display(),
+            args.out.display(),
+            r.stops
         );
-    }
-    if rep.left_owned > 0 {
-        eprintln!(
-            "culprit: warning: {} sub-buffer(s) still held by live processes were not saved",
-            rep.left_owned
-        );
+    })?;
+    for line in standalone::summary(&rep, &args.out) {
+        eprintln!("culprit: {line}");
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,6 +1,6 @@
 //! `culprit show`: one unit's call tree next to its model.
 
-use super::learn::{open, options};
+use super::common::{open, options};
 use analyzer::model::Model;
 use std::io::Write;
 use std::path::PathBuf;

@@ -1,0 +1,180 @@
+//! An entry as one text line (`culprit dump`).
+
+use super::line::{kind_name, lossy, reason, Line};
+use crate::error::Error;
+use bufpool::format::{EntryRef, Kind, LibOpts, Meta};
+use bufpool::inject::errno_name;
+
+impl Line<'_> {
+    /// The entry as a text line (without its newline).
+    pub(super) fn text(&self, e: &EntryRef<'_>, depth: u32) -> Result<String, Error> {
+        let t = fmt_time(self.calib.tsc_to_unix_ns(e.tsc));
+        let ind = "  ".repeat(depth.min(64) as usize);
+        let who = format!("{}/{}", self.key.pid, self.key.tid);
+        let body = match e.kind {
+            Kind::FnEnter => format!("→ {} (from {})", self.name(e), self.syms.c_name(e.caller)),
+            Kind::FnExit => format!("← {}", self.name(e)),
+            Kind::PyCall | Kind::PyCCall => {
+                let w = self
+                    .syms
+                    .py_where(e.callee)
+                    .map(|w| format!(" [{w}]"))
+                    .unwrap_or_default();
+                format!(
+                    "→ {}{w} (from {})",
+                    self.name(e),
+                    self.syms.py_site(e.caller)
+                )
+            }
+            Kind::PyReturn => format!("← {}", self.name(e)),
+            Kind::PyCReturn => format!(
+                "← {}{}",
+                self.name(e),
+                if e.aux != 0 { " (raised)" } else { "" }
+            ),
+            Kind::PyExc => format!("! {} raised {}", self.name(e), self.syms.py_name(e.caller)),
+            Kind::LibEnter | Kind::LibExit => {
+                let o = self.opts(e)?;
+                let args = lib_text(&o);
+                if e.kind == Kind::LibEnter {
+                    format!("⇢ {}({args})", self.name(e))
+                } else {
+                    let ret = o.ret.map_or_else(|| "?".into(), |r| r.to_string());
+                    let err = match o.errno {
+                        Some(n) => format!(" {} ({n})", errno_name(n).unwrap_or("errno")),
+                        None => String::new(),
+                    };
+                    format!("⇠ {}({args}) = {ret}{err}", self.name(e))
+                }
+            }
+            Kind::Lost => format!("!! {} entries lost (pool full)", e.lost),
+            _ => match self.meta(e)? {
+                Some(m) => meta_text(&m),
+                None => kind_name(e.kind).to_string(),
+            },
+        };
+        Ok(format!("{t} {who:>13} {depth:>3} {ind}{body}"))
+    }
+}
+
+/// The options of a library call as `key=value, …`.
+fn lib_text(p: &LibOpts) -> String {
+    let mut a: Vec<String> = Vec::new();
+    if let Some(v) = p.fd {
+        a.push(format!("fd={v}"));
+    }
+    if let Some(v) = p.fd2 {
+        a.push(format!("fd2={v}"));
+    }
+    if let Some(v) = p.len {
+        a.push(format!("len={v}"));
+    }
+    if let Some(v) = p.flags {
+        a.push(format!("flags=0x{v:x}"));
+    }
+    if let Some(x) = &p.local {
+        a.push(format!("local={}", x.to_display()));
+    }
+    if let Some(x) = &p.peer {
+        a.push(format!("peer={}", x.to_display()));
+    }
+    if let Some(r) = &p.ready {
+        let items: Vec<String> = r
+            .items()
+            .iter()
+            .map(|i| format!("{}:{:#x}", i.id, i.events))
+            .collect();
+        a.push(format!(
+            "ready=[{}{}]",
+            items.join(" "),
+            if r.truncated { " …" } else { "" }
+        ));
+    }
+    if let Some(s) = p.str_bytes() {
+        a.push(format!("{:?}", lossy(s)));
+    }
+    if let Some(v) = p.arg {
+        a.push(format!("arg={v}"));
+    }
+    if let Some(v) = p.arg2 {
+        a.push(format!("arg2={v}"));
+    }
+    if let Some(v) = p.inject {
+        a.push(format!("INJECTED by rule {v}"));
+    }
+    if p.stack_len > 0 {
+        let st: Vec<String> = p.stack().iter().map(|x| format!("0x{x:x}")).collect();
+        a.push(format!("stack=[{}]", st.join(" ")));
+    }
+    a.join(", ")
+}
+
+/// A metadata record as a `# …` line.
+fn meta_text(m: &Meta) -> String {
+    match m {
+        Meta::Proc(p) => format!(
+            "# process {} ({}, parent {}): {} {:?}",
+            p.pid,
+            reason(p.reason),
+            p.ppid,
+            lossy(&p.exe),
+            p.argv.iter().map(|a| lossy(a)).collect::<Vec<_>>()
+        ),
+        Meta::Thread(t) => format!("# thread {} of {} {:?}", t.tid, t.pid, lossy(&t.name)),
+        Meta::Map(r) => format!(
+            "# map 0x{:x}-0x{:x} +0x{:x} {}",
+            r.start,
+            r.end,
+            r.offset,
+            lossy(&r.path)
+        ),
+        Meta::Code(c) => format!(
+            "# code {} = {} ({}:{})",
+            c.index,
+            lossy(&c.name),
+            lossy(&c.file),
+            c.first_line
+        ),
+        Meta::Clock(c) => format!("# clock tsc {} = {} ns", c.tsc, c.realtime_ns),
+        Meta::Inject(i) => format!(
+            "# injected by rule {} ({}): fd {} returned {} instead of {}, errno {}",
+            i.rule,
+            lossy(&i.spec),
+            i.fd,
+            i.forced_ret,
+            i.original_ret,
+            i.forced_errno
+        ),
+        Meta::Filter(f) => format!(
+            "# filters: depth ≤ {}, excluded {:?}",
+            f.depth_limit,
+            lossy(&f.excluded)
+        ),
+    }
+}
+
+/// `HH:MM:SS.nnnnnnnnn` (UTC) of a Unix time in ns.
+fn fmt_time(ns: i128) -> String {
+    let ns = ns.max(0) as u128;
+    let secs = (ns / 1_000_000_000) as u64;
+    let frac = (ns % 1_000_000_000) as u64;
+    let day = secs % 86_400;
+    format!(
+        "{:02}:{:02}:{:02}.{frac:09}",
+        day / 3600,
+        day % 3600 / 60,
+        day % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn time_of_day_is_utc() {
+        // 2026-11-22T13:37:01.000000042Z
+        assert_eq!(fmt_time(1_795_354_621_000_000_042), "13:37:01.000000042");
+        assert_eq!(fmt_time(-5), "00:00:00.000000000");
+    }
+}

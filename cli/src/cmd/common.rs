@@ -1,0 +1,149 @@
+//! What several subcommands share: the pool geometry flags (`record`, `reader`), worker
+//! threads, the progress bar, analyzer options and opening trace directories (`learn`,
+//! `rank`, `show`).
+
+use analyzer::decode::TraceSet;
+use anyhow::Context;
+use bufpool::PoolConfig;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Pool geometry options shared by `culprit record` and `culprit reader --create`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct PoolArgs {
+    /// Number of sub-buffers in the pool.
+    #[arg(long, value_name = "N", default_value_t = bufpool::pool::DEFAULT_SUBBUFS)]
+    pub subbufs: u32,
+    /// Size of each sub-buffer (bytes; K and M suffixes accepted), a multiple of 4 KiB.
+    #[arg(long, value_name = "BYTES", default_value = "256K", value_parser = parse_size)]
+    pub subbuf_size: u32,
+    /// Events a thread drops, when the pool is full, before it tries again.
+    #[arg(long, value_name = "N", default_value_t = bufpool::pool::DEFAULT_RETRY_AFTER)]
+    pub retry_after: u32,
+    /// Pool file (default: a new file in /dev/shm, deleted at the end).
+    #[arg(long, value_name = "PATH")]
+    pub pool: Option<PathBuf>,
+}
+
+impl PoolArgs {
+    /// The pool configuration.
+    pub fn config(&self) -> PoolConfig {
+        PoolConfig {
+            n_subbufs: self.subbufs,
+            subbuf_size: self.subbuf_size,
+            retry_after: self.retry_after,
+            ..Default::default()
+        }
+    }
+
+    /// The pool path: the one given, or a new unique name under /dev/shm.
+    pub fn path(&self) -> PathBuf {
+        self.pool
+            .clone()
+            .unwrap_or_else(reader::session::default_pool_path)
+    }
+}
+
+/// Parses `262144`, `256K`, `256k`, `1M`.
+pub fn parse_size(s: &str) -> Result<u32, String> {
+    let t = s.trim();
+    let (num, mult) = match t.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&t[..i], 1024u64),
+        Some((i, 'm' | 'M')) => (&t[..i], 1024 * 1024),
+        _ => (t, 1),
+    };
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size (e.g. 262144, 256K, 1M)"))?;
+    let v = n
+        .checked_mul(mult)
+        .filter(|&v| v <= u32::MAX as u64)
+        .ok_or_else(|| format!("{s:?} is too large"))?;
+    Ok(v as u32)
+}
+
+/// Sets the number of rayon worker threads.
+pub fn set_threads(n: Option<usize>) -> anyhow::Result<()> {
+    if let Some(n) = n {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(n.max(1))
+            .build_global()
+            .context("cannot set up worker threads")?;
+    }
+    Ok(())
+}
+
+/// A progress bar on stderr when it is a terminal.
+pub struct Bar {
+    bar: std::sync::Mutex<Option<indicatif::ProgressBar>>,
+}
+
+impl analyzer::Progress for Bar {
+    fn start(&self, stage: &str, total: u64) {
+        let b = indicatif::ProgressBar::new(total);
+        b.set_style(
+            indicatif::ProgressStyle::with_template("{msg:>28} [{bar:40}] {pos}/{len} {elapsed}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+                .progress_chars("=> "),
+        );
+        b.set_message(stage.to_string());
+        if let Ok(mut g) = self.bar.lock() {
+            *g = Some(b);
+        }
+    }
+    fn inc(&self, n: u64) {
+        if let Ok(g) = self.bar.lock() {
+            if let Some(b) = &*g {
+                b.inc(n);
+            }
+        }
+    }
+    fn finish(&self) {
+        if let Ok(mut g) = self.bar.lock() {
+            if let Some(b) = g.take() {
+                b.finish_and_clear();
+            }
+        }
+    }
+}
+
+/// Analyzer options with a progress bar if stderr is a terminal.
+pub fn options() -> analyzer::Options {
+    let mut o = analyzer::Options::default();
+    if std::io::stderr().is_terminal() {
+        o.progress = Some(Arc::new(Bar {
+            bar: std::sync::Mutex::new(None),
+        }));
+    }
+    o
+}
+
+/// Opens trace directories.
+pub fn open(dirs: &[PathBuf]) -> anyhow::Result<TraceSet> {
+    let set = TraceSet::open(dirs)?;
+    if set.processes.is_empty() {
+        anyhow::bail!(
+            "no traced process in {}",
+            dirs.iter()
+                .map(|d| d.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    Ok(set)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse() {
+        assert_eq!(parse_size("262144"), Ok(262144));
+        assert_eq!(parse_size("256K"), Ok(262144));
+        assert_eq!(parse_size("1m"), Ok(1 << 20));
+        assert!(parse_size("lots").is_err());
+        assert!(parse_size("8192M").is_err());
+    }
+}

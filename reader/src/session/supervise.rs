@@ -1,0 +1,138 @@
+//! Running the traced command and supervising its process tree, and the signal policy.
+//!
+//! The session becomes a child subreaper, so processes of the tree that daemonize (fork,
+//! parent exits) are re-parented to it and reaped by it: the session ends when the whole
+//! tree is gone, not when the command's first process exits. SIGINT, SIGTERM and SIGHUP
+//! are caught ([`crate::signals`]) and passed on ([`forward`]): the terminal already sent
+//! SIGINT to the foreground group, which holds the command's first process, so a SIGINT
+//! goes (as SIGTERM) only to descendants that left the group (daemons); SIGTERM and SIGHUP
+//! go to every process of the tree; a second signal kills the whole tree (SIGKILL).
+
+use super::outcome::Notice;
+use super::preload::preload_value;
+use super::{Session, SessionError};
+use crate::ReaderReport;
+use bufpool::{Pool, POOL_ENV};
+use std::ffi::OsString;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// The signals a session catches and passes on.
+pub const SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+
+fn os(what: &'static str) -> impl FnOnce(std::io::Error) -> SessionError {
+    move |source| SessionError::Os { what, source }
+}
+
+/// Runs `cmd` without tracing, reaping its whole tree; its shell exit status.
+pub fn run_untraced(cmd: &[OsString]) -> Result<u8, SessionError> {
+    crate::tree::become_subreaper().map_err(os("prctl(PR_SET_CHILD_SUBREAPER)"))?;
+    let child = std::process::Command::new(&cmd[0])
+        .args(&cmd[1..])
+        .spawn()
+        .map_err(|source| SessionError::Spawn {
+            command: cmd[0].to_string_lossy().into_owned(),
+            source,
+        })?;
+    let end = crate::tree::wait_tree(child.id(), |_| {})
+        .map_err(os("waiting for the untraced processes"))?;
+    Ok(end.main.shell_status())
+}
+
+/// Records `s.command` into `pool` (created) and `s.out`: drain threads, the command with
+/// `lib` preloaded, the tree reaped, signals forwarded. Returns the command's shell exit
+/// status and what the reader did.
+pub fn record(
+    s: &Session,
+    pool: &Pool,
+    lib: &Path,
+    notice: &mut dyn FnMut(Notice<'_>),
+) -> Result<(u8, crate::Result<ReaderReport>), SessionError> {
+    let command: Vec<String> = s
+        .command
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let out = &s.out;
+    // Fail before running anything if the output directory is unusable.
+    crate::daemon::prepare_dir(pool, out, &command)?;
+    crate::tree::become_subreaper().map_err(os("prctl(PR_SET_CHILD_SUBREAPER)"))?;
+    crate::signals::install(&SIGNALS).map_err(os("installing signal handlers"))?;
+    let opts = crate::ReaderOptions {
+        workers: s.readers.max(1),
+        command,
+        ..Default::default()
+    };
+    let done = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        // The drain threads never take these signals: they must interrupt this thread's
+        // waitpid, so that they are passed on at once.
+        crate::signals::set_blocked(&SIGNALS, true).map_err(os("blocking signals"))?;
+        let drain = scope.spawn(|| crate::run(pool, out, &opts, &done));
+        crate::signals::set_blocked(&SIGNALS, false).map_err(os("unblocking signals"))?;
+        let mut cmd = std::process::Command::new(&s.command[0]);
+        cmd.args(&s.command[1..])
+            .env(
+                "LD_PRELOAD",
+                preload_value(lib, std::env::var_os("LD_PRELOAD")),
+            )
+            .env(POOL_ENV, pool.path());
+        if let Some(v) = &s.inject_env {
+            cmd.env(bufpool::inject::INJECT_ENV, v);
+        }
+        // Exit status: the command's, or 127 (as a shell) when it cannot be started.
+        let end = match cmd.spawn() {
+            Ok(child) => {
+                let main = child.id();
+                let mut interrupts = 0;
+                crate::tree::wait_tree(main, |sig| {
+                    interrupts += 1;
+                    forward(sig, interrupts, notice);
+                })
+                .map(|end| end.main.shell_status())
+                .map_err(os("waiting for the traced processes"))
+            }
+            Err(error) => {
+                notice(Notice::CannotRun {
+                    command: &s.command[0],
+                    error,
+                });
+                Ok(127)
+            }
+        };
+        done.store(true, Ordering::Release);
+        let report = drain.join().map_err(|_| SessionError::ReaderPanicked)?;
+        Ok((end?, report))
+    })
+}
+
+/// Passes a signal on to the traced tree. The terminal already sent SIGINT to the
+/// foreground group (which includes the main process), so SIGINT only goes to
+/// descendants that left the group (daemons); other signals go to every process. A
+/// second signal (`count` ≥ 2) kills the whole tree.
+pub fn forward(sig: libc::c_int, count: u32, notice: &mut dyn FnMut(Notice<'_>)) {
+    let all = crate::tree::descendants(std::process::id());
+    if count >= 2 {
+        notice(Notice::Killing {
+            processes: all.len(),
+        });
+        crate::tree::signal_all(&all, libc::SIGKILL);
+        return;
+    }
+    // SAFETY: getpgrp has no arguments and cannot fail.
+    let my_group = unsafe { libc::getpgrp() };
+    let targets: Vec<u32> = if sig == libc::SIGINT {
+        all.into_iter()
+            // SAFETY: getpgid only reads the process table.
+            .filter(|&p| unsafe { libc::getpgid(p as libc::pid_t) } != my_group)
+            .collect()
+    } else {
+        all
+    };
+    let sent = if sig == libc::SIGINT {
+        libc::SIGTERM
+    } else {
+        sig
+    };
+    crate::tree::signal_all(&targets, sent);
+}
