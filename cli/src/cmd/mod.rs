@@ -4,6 +4,7 @@ pub mod cc;
 pub mod dump;
 pub mod learn;
 pub mod merge;
+pub mod messages;
 pub mod rank;
 pub mod reader;
 pub mod record;
