@@ -55,6 +55,8 @@ enum Command {
     Show(cmd::show::Args),
     /// Match every byte sent to where it was received, per connection (SPEC §7).
     Messages(cmd::messages::Args),
+    /// Export the traces with their messages as flows (Perfetto protobuf or Chrome JSON).
+    Export(cmd::export::Args),
 }
 
 fn main() -> ExitCode {
@@ -69,6 +71,7 @@ fn main() -> ExitCode {
         Command::Rank(a) => cmd::rank::run(a),
         Command::Show(a) => cmd::show::run(a),
         Command::Messages(a) => cmd::messages::run(a),
+        Command::Export(a) => cmd::export::run(a),
     };
     match r {
         Ok(code) => code,

@@ -19,13 +19,15 @@
 //! The views built on it are [`crate::export`]-style writers in [`perfetto`], [`chrome`]
 //! and [`timeline`].
 
-// pub mod chrome;
+pub mod chrome;
 pub mod clocks;
 pub mod datagram;
+pub mod export;
 pub mod links;
 pub mod offsets;
 pub mod ops;
-// pub mod perfetto;
+pub mod perfetto;
+pub mod slices;
 pub mod sockets;
 pub mod stats;
 pub mod stream;

@@ -2,6 +2,7 @@
 
 pub mod cc;
 pub mod dump;
+pub mod export;
 pub mod learn;
 pub mod merge;
 pub mod messages;
