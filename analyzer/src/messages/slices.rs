@@ -61,8 +61,7 @@ pub struct FlowIndex {
 impl FlowIndex {
     /// Indexes every flow of `m`.
     pub fn new(m: &Messages) -> FlowIndex {
-        let mut by_proc: Vec<CallFlows> =
-            vec![CallFlows::default(); m.procs.len()];
+        let mut by_proc: Vec<CallFlows> = vec![CallFlows::default(); m.procs.len()];
         let mut id = 0u64;
         for f in m.flows() {
             id += 1;
