@@ -57,6 +57,8 @@ enum Command {
     Messages(cmd::messages::Args),
     /// Export the traces with their messages as flows (Perfetto protobuf or Chrome JSON).
     Export(cmd::export::Args),
+    /// Draw the time–process diagram and process states of a run as an HTML page.
+    Timeline(cmd::timeline::Args),
 }
 
 fn main() -> ExitCode {
@@ -72,6 +74,7 @@ fn main() -> ExitCode {
         Command::Show(a) => cmd::show::run(a),
         Command::Messages(a) => cmd::messages::run(a),
         Command::Export(a) => cmd::export::run(a),
+        Command::Timeline(a) => cmd::timeline::run(a),
     };
     match r {
         Ok(code) => code,

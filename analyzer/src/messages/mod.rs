@@ -32,7 +32,7 @@ pub mod sockets;
 pub mod stats;
 pub mod stream;
 pub mod summary;
-// pub mod timeline;
+pub mod timeline;
 
 use crate::decode::TraceSet;
 use crate::error::Result;

@@ -10,3 +10,4 @@ pub mod rank;
 pub mod reader;
 pub mod record;
 pub mod show;
+pub mod timeline;

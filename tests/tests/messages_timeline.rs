@@ -1,0 +1,86 @@
+//! `culprit timeline` in a real headless Chromium (Debian's `chromium`): the page of a
+//! recorded C ring renders a lane per process, an arrow per matched message (decimated to
+//! the visible ones), units coloured by score under a model, the process-state diagram —
+//! and no script error. `CULPRIT_UPDATE_SCREENSHOT=1` rewrites `docs/timeline.png`.
+
+#[path = "../e2e/common.rs"]
+mod common;
+
+use common::*;
+use std::time::Duration;
+
+#[test]
+fn timeline_of_the_c_ring_renders_lanes_arrows_units_and_states() {
+    let Some(_) = tests::browser::chromium_or_skip("messages_timeline") else {
+        return;
+    };
+    let prog = compile_ring(&[]);
+    let tmp = tempfile::tempdir().expect("temporary directory");
+    let dir = tmp.path().join("ring");
+    let cmd = c_ring_cmd(&prog.path, "30");
+    let cmd: Vec<&str> = cmd.iter().map(String::as_str).collect();
+    record(&dir, &[], &cmd, Duration::from_secs(120)).assert_success("record the C ring");
+    let model = tmp.path().join("m.model");
+    learn(std::slice::from_ref(&dir), &model, &[]);
+    let page = tmp.path().join("t.html");
+    let d = dir.to_str().unwrap();
+    run_culprit(
+        &[
+            "timeline",
+            d,
+            "--model",
+            model.to_str().unwrap(),
+            "-o",
+            page.to_str().unwrap(),
+        ],
+        Duration::from_secs(120),
+    )
+    .assert_success("culprit timeline");
+    let r = tests::browser::render(&page).expect("chromium");
+    assert!(r.errors.is_empty(), "script errors: {:?}", r.errors);
+    let dom = &r.dom;
+    // A lane per process: the launcher and 5 nodes.
+    let lanes = dom.matches("<g class=\"lane").count();
+    assert_eq!(lanes, 6, "{dom}");
+    let arrows = dom.matches("class=\"arrow\"").count();
+    assert!(arrows > 0, "no arrow drawn");
+    assert!(arrows <= 4000);
+    // Drawn + hidden = the matched messages.
+    let j = run_culprit(&["messages", d, "--json"], Duration::from_secs(60));
+    let v: serde_json::Value = serde_json::from_str(&j.stdout).unwrap();
+    let msgs = v["totals"]["messages"].as_u64().unwrap();
+    let info = format!("{msgs} messages ({arrows} drawn, ");
+    assert!(dom.contains(&info), "{info} not in the header");
+    // Units, coloured by score (not the grey of unscored units), and the state diagram.
+    let units = dom.matches("class=\"unit\"").count();
+    assert!(units > 0);
+    assert!(
+        dom.contains("class=\"unit\"") && dom.contains("fill=\"rgb("),
+        "units not coloured"
+    );
+    assert_eq!(dom.matches("class=\"pstate\"").count(), 6);
+    assert!(dom.contains("class=\"state-multiplexer\""));
+
+    let png = if std::env::var_os("CULPRIT_UPDATE_SCREENSHOT").is_some() {
+        repo().join("docs/timeline.png")
+    } else {
+        tmp.path().join("timeline.png")
+    };
+    let zoomed = tmp.path().join("zoomed.html");
+    run_culprit(
+        &[
+            "timeline",
+            d,
+            "--model",
+            model.to_str().unwrap(),
+            "--window",
+            "0.75,1",
+            "-o",
+            zoomed.to_str().unwrap(),
+        ],
+        Duration::from_secs(120),
+    )
+    .assert_success("culprit timeline --window");
+    assert!(tests::browser::screenshot(&zoomed, &png, 1400, 520));
+    assert!(std::fs::metadata(&png).unwrap().len() > 10_000);
+}
