@@ -514,3 +514,52 @@ proptest! {
         prop_assert!(m.violations.is_empty());
     }
 }
+
+#[test]
+fn units_know_where_their_bytes_came_from_and_went() {
+    use analyzer::messages::links::{self, UnitSpan};
+    let (mut c, mut s) = client_server();
+    c.at(3_000_000).send(3, 100);
+    s.at(3_200_000).recv(6, 100);
+    s.at(3_300_000).send(6, 7);
+    c.at(3_500_000).recv(3, 7);
+    let m = run(vec![c, s]);
+    let span = |id: &str, pid: u32, a: u64, b: u64| UnitSpan {
+        id: id.into(),
+        host: "h".into(),
+        pid,
+        tid: pid,
+        tsc_start: a,
+        tsc_end: b,
+    };
+    let units = vec![
+        span("req", 10, 2_900_000, 3_099_999),
+        span("handler", 20, 3_200_000, 3_399_999),
+        span("reply", 10, 3_400_000, 3_600_000),
+        span("idle", 20, 1_000_000, 1_100_000),
+    ];
+    let l = links::unit_links(&m, &units);
+    assert_eq!(l["handler"].received_from[0].unit.as_deref(), Some("req"));
+    assert_eq!(l["handler"].received_from[0].bytes, 100);
+    assert_eq!(l["handler"].sent_to[0].unit.as_deref(), Some("reply"));
+    assert_eq!(l["req"].sent_to[0].process, "h:20");
+    assert!(links::received_from(&m, &units, "handler", "req"));
+    assert!(!links::received_from(&m, &units, "req", "handler"));
+    let hb = m.causality();
+    assert!(links::unit_happens_before(&m, &hb, &units[0], &units[2]));
+    assert!(links::unit_happens_before(&m, &hb, &units[0], &units[1]));
+    assert!(!links::unit_happens_before(&m, &hb, &units[1], &units[0]));
+    let text = links::lines(&l["handler"], 3).join("\n");
+    assert!(
+        text.contains("received from h:10 req (100 bytes in 1 messages)"),
+        "{text}"
+    );
+    // Vector clocks agree with happens-before.
+    let vc = m.vector_clocks();
+    let f = m.conns[0].ab.flows[0];
+    let (s_vc, r_vc) = (
+        &vc[f.send.proc as usize][f.send.idx as usize],
+        &vc[f.recv.proc as usize][f.recv.idx as usize],
+    );
+    assert!(s_vc.iter().zip(r_vc).all(|(a, b)| a <= b) && s_vc != r_vc);
+}

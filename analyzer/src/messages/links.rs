@@ -200,3 +200,44 @@ pub fn unit_happens_before(
         },
     )
 }
+
+/// The lines `culprit rank` prints under a unit: where what it received came from and
+/// where what it sent went (at most `max` of each, most bytes first).
+pub fn lines(l: &UnitLinks, max: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut put = |arrow: &str, v: &[UnitPeer]| {
+        let mut v: Vec<&UnitPeer> = v.iter().collect();
+        v.sort_by(|a, b| b.bytes.cmp(&a.bytes));
+        for p in v.iter().take(max) {
+            out.push(format!(
+                "{arrow} {} {} ({} bytes in {} messages)",
+                p.process,
+                p.unit.as_deref().unwrap_or("(no unit)"),
+                p.bytes,
+                p.messages
+            ));
+        }
+        if v.len() > max {
+            out.push(format!("{arrow} … and {} more", v.len() - max));
+        }
+    };
+    put("received from", &l.received_from);
+    put("sent to", &l.sent_to);
+    out
+}
+
+/// Adds `received_from` and `sent_to` to each unit object (with an `id`) of a
+/// `culprit rank --json` array.
+pub fn annotate_json(units: &mut serde_json::Value, links: &BTreeMap<String, UnitLinks>) {
+    let Some(a) = units.as_array_mut() else {
+        return;
+    };
+    for u in a {
+        let Some(id) = u.get("id").and_then(|v| v.as_str()).map(str::to_owned) else {
+            continue;
+        };
+        let l = links.get(&id).cloned().unwrap_or_default();
+        u["received_from"] = serde_json::to_value(&l.received_from).unwrap_or_default();
+        u["sent_to"] = serde_json::to_value(&l.sent_to).unwrap_or_default();
+    }
+}
