@@ -207,7 +207,7 @@ pub fn lines(l: &UnitLinks, max: usize) -> Vec<String> {
     let mut out = Vec::new();
     let mut put = |arrow: &str, v: &[UnitPeer]| {
         let mut v: Vec<&UnitPeer> = v.iter().collect();
-        v.sort_by(|a, b| b.bytes.cmp(&a.bytes));
+        v.sort_by_key(|p| std::cmp::Reverse(p.bytes));
         for p in v.iter().take(max) {
             out.push(format!(
                 "{arrow} {} {} ({} bytes in {} messages)",
