@@ -43,10 +43,11 @@ pub fn units_of(set: &TraceSet) -> Result<Vec<UnitSpan>> {
     Ok(per.into_iter().flatten().collect())
 }
 
-/// Writes `set` (analyzed as `m`) to `path`.
+/// Writes `set` (analyzed as `m`) to `path`. `m` is dropped once its flows are indexed,
+/// before the traces are read again.
 pub fn export(
     set: &TraceSet,
-    m: &Messages,
+    m: Messages,
     units: &[UnitSpan],
     format: Format,
     path: &Path,
@@ -60,7 +61,9 @@ pub fn export(
     };
     let file = std::fs::File::create(path).map_err(io("create"))?;
     let out = std::io::BufWriter::with_capacity(1 << 20, file);
-    let flows = FlowIndex::new(m);
+    let flows = FlowIndex::new(&m);
+    let names = slices::ProcNames::of(&m);
+    drop(m);
     let rewrap = |e: Error| match e {
         Error::Io { what, source, .. } => Error::Io {
             path: path.to_path_buf(),
@@ -72,13 +75,13 @@ pub fn export(
     let slices = match format {
         Format::Perfetto => {
             let mut w = super::perfetto::PerfettoWriter::new(out);
-            let n = slices::walk(set, m, &flows, units, &mut w).map_err(rewrap)?;
+            let n = slices::walk(set, &names, &flows, units, &mut w).map_err(rewrap)?;
             w.finish().map_err(io("write"))?;
             n
         }
         Format::Chrome => {
             let mut w = super::chrome::ChromeWriter::new(out).map_err(io("write"))?;
-            let n = slices::walk(set, m, &flows, units, &mut w).map_err(rewrap)?;
+            let n = slices::walk(set, &names, &flows, units, &mut w).map_err(rewrap)?;
             w.finish().map_err(io("write"))?;
             n
         }

@@ -388,24 +388,30 @@ pub fn collect(p: &ProcessTrace) -> Result<ProcOps> {
         run_addrs.push(addrs);
         run_ready.push(ready);
     }
-    // Merge the threads' runs by (end TSC, tid); remap the side tables' op indices.
+    // Merge the threads' runs by (end TSC, tid) in place: each op carries its index in the
+    // concatenation (in `sock`, unused until the sockets are resolved) so that the side
+    // tables can be remapped; one copy of the ops is ever held.
+    let mut base = Vec::with_capacity(runs.len());
     let total: usize = runs.iter().map(|r| r.len()).sum();
-    let mut order: Vec<(u64, u32, u32, u32)> = Vec::with_capacity(total);
-    for (ri, r) in runs.iter().enumerate() {
-        for (i, o) in r.iter().enumerate() {
-            order.push((o.end, o.tid, ri as u32, i as u32));
+    out.ops.reserve_exact(total);
+    for r in runs {
+        base.push(out.ops.len() as u32);
+        for mut o in r {
+            o.sock = out.ops.len() as u32;
+            out.ops.push(o);
         }
     }
-    order.sort_unstable();
-    let mut newidx: Vec<Vec<u32>> = runs.iter().map(|r| vec![0; r.len()]).collect();
-    out.ops.reserve(total);
-    for &(_, _, ri, i) in &order {
-        newidx[ri as usize][i as usize] = out.ops.len() as u32;
-        out.ops.push(runs[ri as usize][i as usize]);
+    // A stable sort: each thread's run is already in order (merged, not re-sorted).
+    out.ops.sort_by_key(|o| (o.end, o.tid));
+    let mut newidx = vec![0u32; total];
+    for (n, o) in out.ops.iter_mut().enumerate() {
+        newidx[o.sock as usize] = n as u32;
+        o.sock = NO_SOCK;
     }
+    let remap = |ri: usize, i: u32| newidx.get((base[ri] + i) as usize).copied();
     for (ri, a) in run_addrs.into_iter().enumerate() {
         for (i, v) in a {
-            if let Some(&n) = newidx[ri].get(i as usize) {
+            if let Some(n) = remap(ri, i) {
                 out.addrs.insert(n, v);
             }
         }
@@ -414,7 +420,7 @@ pub fn collect(p: &ProcessTrace) -> Result<ProcOps> {
     epoll.sort_unstable_by_key(|e| e.0);
     for (ri, r) in run_ready.into_iter().enumerate() {
         for (i, id, is_epoll) in r {
-            let Some(&n) = newidx[ri].get(i as usize) else {
+            let Some(n) = remap(ri, i) else {
                 continue;
             };
             let fd = if is_epoll {

@@ -51,7 +51,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Fmt::Perfetto => Format::Perfetto,
         Fmt::Chrome => Format::Chrome,
     };
-    let e = messages::export::export(&set, &m, &units, format, &args.output)?;
+    let e = messages::export::export(&set, m, &units, format, &args.output)?;
     eprintln!(
         "exported {} slices and {} flows ({:.1} MB) to {}",
         e.slices,
