@@ -16,8 +16,16 @@
 //! | summary | [`summary`] | the `culprit messages` text and JSON |
 //! | units | [`links`] | execution units → where what each received came from and where what it sent went |
 //!
-//! The views built on it are [`crate::export`]-style writers in [`perfetto`], [`chrome`]
-//! and [`timeline`].
+//! **Exactness.** A byte is attributed to a (send, receive) pair only when both byte
+//! offsets are known; everything else is reported with a [`Reason`]. Limits of what is
+//! recorded: the tracer does not record the destination of each `sendto` nor the source
+//! of each `recvfrom`, so datagrams are matched only between connected/bound sockets
+//! ([`datagram`]); pipes are not recorded at all; the resynchronization after a gap
+//! assumes lost entries are counted (a count the tracer could not write, the pool's
+//! `lost_unreported`, is invisible here).
+//!
+//! The views built on it: [`export`] (the traces as [`slices`] streamed to [`perfetto`]
+//! or [`chrome`] writers) and [`timeline`] (the HTML time–process diagram).
 
 pub mod chrome;
 pub mod clocks;
