@@ -563,3 +563,43 @@ fn units_know_where_their_bytes_came_from_and_went() {
     );
     assert!(s_vc.iter().zip(r_vc).all(|(a, b)| a <= b) && s_vc != r_vc);
 }
+
+#[test]
+fn unix_stream_sockets_pair_by_path_in_accept_order() {
+    let path = Addr::new(1, 0, b"/tmp/x.sock");
+    let unnamed = Addr::new(1, 0, &[]);
+    let mut c1 = P::new("h", 10);
+    let mut c2 = P::new("h", 11);
+    let mut s = P::new("h", 20);
+    c1.at(1_000_000).connect(3, unnamed, path);
+    c2.at(1_100_000).connect(3, unnamed, path);
+    s.0.wait(1_200_000 - s.0.now());
+    for fd in [6, 7] {
+        s.0.lib(
+            0x20,
+            LibFn::Accept,
+            LibOpts {
+                fd: Some(5),
+                ret: Some(fd as i64),
+                local: Some(path),
+                ..Default::default()
+            },
+        );
+    }
+    c1.at(2_000_000).send(3, 11);
+    c2.at(2_000_000).send(3, 22);
+    s.at(3_000_000).recv(6, 11);
+    s.at(3_100_000).recv(7, 22);
+    let m = run(vec![c1, c2, s]);
+    let unix: Vec<_> = m
+        .conns
+        .iter()
+        .filter(|c| c.kind == ConnKind::Unix)
+        .collect();
+    assert_eq!(unix.len(), 2);
+    for c in unix {
+        assert!(c.b.is_some());
+        assert_eq!(c.ab.matched, c.ab.sent);
+        assert!(c.ab.unmatched.is_empty());
+    }
+}

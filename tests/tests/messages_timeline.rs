@@ -84,3 +84,76 @@ fn timeline_of_the_c_ring_renders_lanes_arrows_units_and_states() {
     assert!(tests::browser::screenshot(&zoomed, &png, 1400, 520));
     assert!(std::fs::metadata(&png).unwrap().len() > 10_000);
 }
+
+/// A run with many messages: the page draws at most 4 000 arrows, says how many it hid,
+/// and renders without a script error.
+#[test]
+fn timeline_decimates_a_hundred_thousand_messages() {
+    use analyzer::decode::{write_trace_dir, TraceBuilder};
+    use bufpool::format::{Addr, LibFn, LibOpts};
+    let Some(_) = tests::browser::chromium_or_skip("messages_timeline") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().expect("temporary directory");
+    let (ca, sa) = (
+        Addr::new(2, 40000, &[127, 0, 0, 1]),
+        Addr::new(2, 7000, &[127, 0, 0, 1]),
+    );
+    let mut c = TraceBuilder::new("h", 10, 10);
+    let mut s = TraceBuilder::new("h", 20, 20);
+    let at = |b: &mut TraceBuilder, t: u64| {
+        let now = b.now();
+        if t > now {
+            b.wait(t - now);
+        }
+    };
+    let lib =
+        |b: &mut TraceBuilder, f: LibFn, fd: i32, ret: i64, l: Option<Addr>, p: Option<Addr>| {
+            b.lib(
+                0x10,
+                f,
+                LibOpts {
+                    fd: Some(fd),
+                    ret: Some(ret),
+                    local: l,
+                    peer: p,
+                    ..Default::default()
+                },
+            )
+        };
+    at(&mut c, 2_000_000);
+    lib(&mut c, LibFn::Connect, 3, 0, Some(ca), Some(sa));
+    at(&mut s, 2_100_000);
+    lib(&mut s, LibFn::Accept, 5, 6, Some(sa), Some(ca));
+    const N: u64 = 100_000;
+    for k in 0..N {
+        let t = 3_000_000 + k * 1_000;
+        at(&mut c, t);
+        lib(&mut c, LibFn::Send, 3, 16, None, None);
+        at(&mut s, t + 400);
+        lib(&mut s, LibFn::Recv, 6, 16, None, None);
+    }
+    let dir = tmp.path().join("big");
+    write_trace_dir(&dir, "h", &[c.finish(), s.finish()]).expect("write trace");
+    let page = tmp.path().join("big.html");
+    run_culprit(
+        &[
+            "timeline",
+            dir.to_str().unwrap(),
+            "--no-units",
+            "-o",
+            page.to_str().unwrap(),
+        ],
+        Duration::from_secs(240),
+    )
+    .assert_success("culprit timeline");
+    let r = tests::browser::render(&page).expect("chromium");
+    assert!(r.errors.is_empty(), "script errors: {:?}", r.errors);
+    let arrows = r.dom.matches("class=\"arrow\"").count();
+    assert!(arrows > 0 && arrows <= 4000, "{arrows} arrows drawn");
+    assert!(
+        r.dom.contains(&format!("{N} messages ({arrows} drawn, ")),
+        "header"
+    );
+    assert_eq!(r.dom.matches("<g class=\"lane").count(), 2);
+}

@@ -416,12 +416,18 @@ pub fn pair_streams(procs: &[ProcOps], socks: &mut [Socket]) {
             continue;
         }
         let (Some(l), Some(p)) = (s.local, s.peer) else {
-            if let (Origin::Connect, Some(p)) = (s.origin, s.peer) {
-                if p.family == AF_UNIX {
-                    let host = &procs[s.proc as usize].host;
+            // UNIX sockets: an unnamed end may have no recorded address at all.
+            let host = &procs[s.proc as usize].host;
+            match (s.origin, s.local, s.peer) {
+                (Origin::Connect, _, Some(p)) if p.family == AF_UNIX => {
                     let k = format!("unix|{host}|{}", key_of(&p));
                     groups.entry(k).or_default().0.push(i as u32);
                 }
+                (Origin::Accept, Some(l), _) if l.family == AF_UNIX => {
+                    let k = format!("unix|{host}|{}", key_of(&l));
+                    groups.entry(k).or_default().1.push(i as u32);
+                }
+                _ => {}
             }
             continue;
         };
