@@ -61,6 +61,35 @@ fn timeline_of_the_c_ring_renders_lanes_arrows_units_and_states() {
     assert_eq!(dom.matches("class=\"pstate\"").count(), 6);
     assert!(dom.contains("class=\"state-multiplexer\""));
 
+    // The ranked report follows messages across processes: a handler lists the unit of
+    // another process it received from, and `culprit show` says the same.
+    let units = rank_json(&model, &dir);
+    let ids: std::collections::BTreeSet<&str> =
+        units.iter().filter_map(|u| u["id"].as_str()).collect();
+    let linked = units
+        .iter()
+        .find(|u| {
+            u["received_from"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|p| p["unit"].is_string()))
+        })
+        .expect("no unit says where its bytes came from");
+    let src = &linked["received_from"][0];
+    assert_ne!(
+        src["process"],
+        format!("{}:{}", linked["host"].as_str().unwrap(), linked["pid"])
+    );
+    if let Some(sid) = src["unit"].as_str() {
+        assert!(ids.contains(sid), "{sid} is not a ranked unit");
+    }
+    let id = linked["id"].as_str().unwrap();
+    let show = run_culprit(
+        &["show", "--model", model.to_str().unwrap(), d, "--unit", id],
+        Duration::from_secs(120),
+    );
+    show.assert_success("culprit show");
+    assert!(show.stdout.contains("received from "), "{}", show.stdout);
+
     let png = if std::env::var_os("CULPRIT_UPDATE_SCREENSHOT").is_some() {
         repo().join("docs/timeline.png")
     } else {
