@@ -311,8 +311,7 @@ pub fn analyze_ops(mut procs: Vec<ProcOps>) -> Messages {
     let lens: Vec<usize> = procs.iter().map(|p| p.ops.len()).collect();
     let edges = clocks::Edges::build(&lens, pairs);
     let (lamport, broken_edges) = clocks::lamport(&lens, &edges);
-    let all: Vec<Flow> = conns.iter().flat_map(|c| c.flows().copied()).collect();
-    let (offsets, violations) = offsets::estimate(&procs, &all);
+    let (offsets, violations) = offsets::estimate(&procs, conns.iter().flat_map(|c| c.flows()));
     Messages {
         procs,
         sockets: socks,

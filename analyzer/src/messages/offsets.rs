@@ -27,9 +27,10 @@ pub struct HostOffset {
     pub reference: String,
     /// Add this to the host's times to get the reference's, ns (middle of the interval).
     pub offset_ns: f64,
-    /// Half-width of the interval, ns (infinite if bounded on one side only).
+    /// Half-width of the interval, ns (infinite — `null` in JSON — if bounded on one side
+    /// only or not at all).
     pub uncertainty_ns: f64,
-    /// Lower and upper bound (ns; ±inf when unbounded).
+    /// Lower and upper bound (ns; ±inf when unbounded, `null` in JSON).
     pub bounds_ns: (f64, f64),
     /// Messages the bounds came from.
     pub messages: u64,
@@ -47,7 +48,10 @@ pub struct Violation {
 }
 
 /// Offsets of every host and the one-host violations.
-pub fn estimate(procs: &[ProcOps], flows: &[Flow]) -> (Vec<HostOffset>, Vec<Violation>) {
+pub fn estimate<'a>(
+    procs: &[ProcOps],
+    flows: impl Iterator<Item = &'a Flow>,
+) -> (Vec<HostOffset>, Vec<Violation>) {
     // (host a, host b) with a < b → (lo, hi, n) for θ(b → a).
     let mut b: BTreeMap<(&str, &str), (f64, f64, u64)> = BTreeMap::new();
     let mut viol = Vec::new();
