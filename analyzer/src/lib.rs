@@ -51,6 +51,7 @@ pub mod decode;
 pub mod dump;
 pub mod error;
 pub mod hash;
+pub mod messages;
 pub mod model;
 mod ranking;
 pub mod report;

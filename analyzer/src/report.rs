@@ -472,6 +472,18 @@ impl Report {
 
     /// The text table of `culprit rank` (the first `top` units).
     pub fn text(&self, top: usize, mark_injections: bool) -> String {
+        self.text_with(top, mark_injections, &|_| Vec::new())
+    }
+
+    /// [`Report::text`] with further lines under each unit, given by `notes` from the
+    /// unit's id (`culprit rank` lists there where the unit's messages came from and went,
+    /// [`crate::messages::links`]).
+    pub fn text_with(
+        &self,
+        top: usize,
+        mark_injections: bool,
+        notes: &dyn Fn(&str) -> Vec<String>,
+    ) -> String {
         let mut s = String::new();
         let _ = writeln!(
             s,
@@ -516,6 +528,9 @@ impl Report {
             );
             for w in self.why_of(u) {
                 let _ = writeln!(s, "        {w}");
+            }
+            for n in notes(&i.id) {
+                let _ = writeln!(s, "        {n}");
             }
             if mark_injections {
                 for inj in &i.injections {

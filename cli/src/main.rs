@@ -53,6 +53,12 @@ enum Command {
     Rank(cmd::rank::Args),
     /// Show one unit's call tree next to its model.
     Show(cmd::show::Args),
+    /// Match every byte sent to where it was received, per connection (SPEC §7).
+    Messages(cmd::messages::Args),
+    /// Export the traces with their messages as flows (Perfetto protobuf or Chrome JSON).
+    Export(cmd::export::Args),
+    /// Draw the time–process diagram and process states of a run as an HTML page.
+    Timeline(cmd::timeline::Args),
 }
 
 fn main() -> ExitCode {
@@ -66,6 +72,9 @@ fn main() -> ExitCode {
         Command::Merge(a) => cmd::merge::run(a),
         Command::Rank(a) => cmd::rank::run(a),
         Command::Show(a) => cmd::show::run(a),
+        Command::Messages(a) => cmd::messages::run(a),
+        Command::Export(a) => cmd::export::run(a),
+        Command::Timeline(a) => cmd::timeline::run(a),
     };
     match r {
         Ok(code) => code,

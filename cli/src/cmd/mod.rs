@@ -3,9 +3,12 @@
 pub mod cc;
 pub mod common;
 pub mod dump;
+pub mod export;
 pub mod learn;
 pub mod merge;
+pub mod messages;
 pub mod rank;
 pub mod reader;
 pub mod record;
 pub mod show;
+pub mod timeline;

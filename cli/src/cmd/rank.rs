@@ -39,6 +39,10 @@ pub struct Args {
     /// Worker threads (default: one per core). Results do not depend on it.
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
+    /// Do not list under each unit where its messages came from and went (saves the
+    /// messages pass over the traces).
+    #[arg(long)]
+    pub no_messages: bool,
 }
 
 /// Runs `culprit rank`.
@@ -48,17 +52,34 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let set = open(&args.dirs)?;
     let opts = options();
     let rep = analyzer::rank(&model, &set, &opts)?;
+    let top = args.top.unwrap_or(if args.json { usize::MAX } else { 20 });
+    // Where each listed unit's received bytes came from and its sent bytes went.
+    let links = if args.no_messages {
+        Default::default()
+    } else {
+        let m = analyzer::messages::analyze(&set)?;
+        // Every unit, so that the other end of a message is named even when unlisted.
+        let spans: Vec<_> = rep
+            .iter()
+            .map(|u| analyzer::messages::links::UnitSpan::of(&u.info))
+            .collect();
+        analyzer::messages::links::unit_links(&m, &spans)
+    };
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     if args.json {
-        let top = args.top.unwrap_or(usize::MAX);
-        serde_json::to_writer_pretty(&mut out, &rep.json(top))?;
+        let mut v = rep.json(top);
+        if !args.no_messages {
+            analyzer::messages::links::annotate_json(&mut v, &links);
+        }
+        serde_json::to_writer_pretty(&mut out, &v)?;
         writeln!(out)?;
     } else {
-        write!(
-            out,
-            "{}",
-            rep.text(args.top.unwrap_or(20), args.mark_injections)
-        )?;
+        let notes = |id: &str| {
+            links
+                .get(id)
+                .map_or_else(Vec::new, |l| analyzer::messages::links::lines(l, 3))
+        };
+        write!(out, "{}", rep.text_with(top, args.mark_injections, &notes))?;
     }
     out.flush()?;
     if let Some(h) = &args.html {

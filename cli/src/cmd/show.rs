@@ -34,10 +34,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let set = open(std::slice::from_ref(&args.dir))?;
     let opts = options();
     let s = analyzer::show(&model, &set, &args.unit, &opts)?;
+    // Where the unit's received bytes came from and its sent bytes went, by unit.
+    let links = {
+        let m = analyzer::messages::analyze(&set)?;
+        let spans = analyzer::messages::export::units_of(&set)?;
+        analyzer::messages::links::unit_links(&m, &spans)
+            .remove(&args.unit)
+            .unwrap_or_default()
+    };
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     if args.json {
         let mut v = s.unit.to_json();
         v["tree"] = serde_json::to_value(&s.lines)?;
+        v["received_from"] = serde_json::to_value(&links.received_from)?;
+        v["sent_to"] = serde_json::to_value(&links.sent_to)?;
         serde_json::to_writer_pretty(&mut out, &v)?;
         writeln!(out)?;
         out.flush()?;
@@ -73,6 +83,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "  injected: {} fd {} → {} (errno {}) {}",
             i.func, i.fd, i.forced_ret, i.forced_errno, i.spec
         )?;
+    }
+    for l in analyzer::messages::links::lines(&links, 10) {
+        writeln!(out, "  {l}")?;
     }
     write!(out, "{}", analyzer::report::tree_text(&s.lines))?;
     out.flush()?;

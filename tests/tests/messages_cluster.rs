@@ -1,0 +1,122 @@
+//! `culprit messages` on a recorded Python cluster (loopback, bounded): a server that forks
+//! a worker per accepted client (the connection shared across the fork), three client
+//! processes making requests of random sizes with `sendall` and reading replies in pieces,
+//! a socketpair between the server and its workers, and connected-UDP datagrams to a bound
+//! receiver. Every TCP and socketpair byte is matched, every datagram matched by size and
+//! order, and no matched receive ends before its send began.
+
+#[path = "../e2e/common.rs"]
+mod common;
+
+use common::*;
+use serde_json::Value;
+use std::time::Duration;
+
+const CLUSTER: &str = r#"
+import os, socket, sys, random, time
+port = int(sys.argv[1]); N = 3; REQ = 40
+ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+ls.bind(('127.0.0.1', port)); ls.listen(8)
+udp_rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+udp_rx.bind(('127.0.0.1', 0)); udp_port = udp_rx.getsockname()[1]
+report_a, report_b = socket.socketpair()
+
+def recv_exact(s, n):
+    b = b''
+    while len(b) < n:
+        c = s.recv(min(4096, n - len(b)))
+        if not c: raise EOFError
+        b += c
+    return b
+
+kids = []
+for i in range(N):
+    pid = os.fork()
+    if pid == 0:  # a client
+        ls.close(); udp_rx.close()
+        rnd = random.Random(i)
+        s = socket.create_connection(('127.0.0.1', port))
+        for k in range(REQ):
+            n = rnd.randint(1, 3000)
+            s.sendall(n.to_bytes(4, 'big') + bytes(n))
+            m = int.from_bytes(recv_exact(s, 4), 'big'); recv_exact(s, m)
+        s.close()
+        u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        u.connect(('127.0.0.1', udp_port))
+        for k in range(5): u.send(bytes(10 + 10 * i + k))
+        os._exit(0)
+    kids.append(pid)
+workers = []
+for i in range(N):
+    c, _ = ls.accept()
+    pid = os.fork()
+    if pid == 0:  # a worker: serves one client on the inherited connection
+        ls.close()
+        total = 0
+        try:
+            while True:
+                n = int.from_bytes(recv_exact(c, 4), 'big'); recv_exact(c, n)
+                c.sendall((n // 2).to_bytes(4, 'big') + bytes(n // 2)); total += n
+        except EOFError:
+            pass
+        report_b.sendall(total.to_bytes(8, 'big'))
+        os._exit(0)
+    c.close(); workers.append(pid)
+got = [int.from_bytes(recv_exact(report_a, 8), 'big') for _ in range(N)]
+for _ in range(5 * N): udp_rx.recv(100)
+for p in kids + workers: os.waitpid(p, 0)
+print('cluster ok', sum(got))
+"#;
+
+#[test]
+fn python_cluster_with_forked_workers_socketpair_and_datagrams() {
+    let tmp = tempfile::tempdir().expect("temporary directory");
+    let script = tmp.path().join("cluster.py");
+    std::fs::write(&script, CLUSTER).unwrap();
+    let dir = tmp.path().join("trace");
+    let port = tests::free_tcp_port().to_string();
+    let r = record(
+        &dir,
+        &[],
+        &["python3", script.to_str().unwrap(), &port],
+        Duration::from_secs(120),
+    );
+    r.assert_success("record the Python cluster");
+    assert!(r.stdout.contains("cluster ok"), "{}", r.stdout);
+    let j = run_culprit(
+        &["messages", "--json", dir.to_str().unwrap()],
+        Duration::from_secs(120),
+    );
+    j.assert_success("culprit messages --json");
+    let v: Value = serde_json::from_str(&j.stdout).expect("JSON");
+    let conns = v["connections"].as_array().unwrap();
+    let kind = |k: &'static str| {
+        conns
+            .iter()
+            .filter(move |c| c["kind"] == k && !c["b"].is_null())
+    };
+    assert_eq!(kind("tcp").count(), 3, "{v:#}");
+    assert_eq!(kind("pair").count(), 1, "{v:#}");
+    for c in kind("tcp").chain(kind("pair")) {
+        let moved = c["bytes_a_to_b"].as_u64().unwrap() + c["bytes_b_to_a"].as_u64().unwrap();
+        assert!(moved > 0, "{c}");
+        assert_eq!(c["matched_bytes"].as_u64().unwrap(), moved, "{c}");
+        assert_eq!(c["unmatched_bytes"], 0, "{c}");
+    }
+    // The workers (forked after accept) did the serving: the server ends are shared.
+    let tcp_lat: Vec<u64> = kind("tcp")
+        .map(|c| c["latency"]["count"].as_u64().unwrap())
+        .collect();
+    assert_eq!(tcp_lat, vec![40, 40, 40], "request/response pairs: {v:#}");
+    // Datagrams: 5 per client, each to the one bound receiver, matched by size and order.
+    let dg: Vec<&Value> = kind("datagram").collect();
+    assert_eq!(dg.len(), 3, "{v:#}");
+    for c in dg {
+        assert_eq!(c["messages"], 5, "{c}");
+        assert_eq!(c["unmatched_bytes"], 0, "{c}");
+    }
+    assert_eq!(v["totals"]["unmatched_bytes"], 0, "{:#}", v["totals"]);
+    assert_eq!(v["violations"], 0);
+    assert_eq!(v["broken_edges"], 0);
+}
