@@ -46,9 +46,12 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod baselines;
 pub mod connections;
+pub mod consequence;
 pub mod decode;
 pub mod error;
+pub mod evidence;
 pub mod hash;
 pub mod model;
 mod ranking;
@@ -105,6 +108,12 @@ pub struct Options {
     pub units_kept: usize,
     /// Progress receiver. Default none.
     pub progress: Option<Arc<dyn Progress>>,
+    /// The score units are ranked by ([`evidence::ScoreKind`]). Default: the evidence score,
+    /// with consequences filed under their root.
+    pub score: evidence::ScoreKind,
+    /// Cross-process causes (a unit received what another unit sent), used to file
+    /// consequences under their root across processes. Default none.
+    pub causes: Option<Arc<dyn consequence::CauseSource>>,
 }
 
 impl Default for Options {
@@ -118,6 +127,8 @@ impl Default for Options {
             tree_lines: 400,
             units_kept: 1000,
             progress: None,
+            score: evidence::ScoreKind::default(),
+            causes: None,
         }
     }
 }
@@ -388,17 +399,28 @@ impl Ranker<'_> {
                 }
             });
         let (fa, fb) = u.tree.fingerprint();
-        let (score, shared) = match self.cache.get(&(ci, fa, fb, u.head.cut)) {
-            Some(&c) => c,
+        let per_unit = self.opts.score.per_unit();
+        let cached = if per_unit {
+            None
+        } else {
+            self.cache.get(&(ci, fa, fb, u.head.cut)).copied()
+        };
+        let (score, shared) = match cached {
+            Some(c) => c,
             None => {
                 let tree = u.tree.to_tree();
+                let m = g.and_then(|g| g.classes.get(ci)).map(|(_, m)| m);
                 let s = match g {
                     None => score::unmodelled(&tree, score::Verdict::NoProcessGroup),
-                    Some(g) => match g.classes.get(ci) {
-                        Some((_, m)) => score::score_tree_as(&tree, m, u.head.cut),
+                    Some(_) => match m {
+                        Some(m) => score::score_tree_as(&tree, m, u.head.cut),
                         None => score::unmodelled(&tree, score::Verdict::NoUnitModel),
                     },
                 };
+                let facts = evidence::UnitFacts {
+                    duration_ns: u.head.t_end_unix_ns - u.head.t_start_unix_ns,
+                };
+                let s = evidence::rescore(self.opts.score, s, &tree, m, facts);
                 let light: Box<[score::Effective]> = s
                     .effective
                     .iter()
@@ -411,8 +433,10 @@ impl Ranker<'_> {
                     score: s.score,
                     verdict: s.verdict,
                     effective: light,
+                    model_units: m.map_or(0, |m| m.units),
                 });
-                let cacheable = s.verdict == score::Verdict::Scored
+                let cacheable = !per_unit
+                    && s.verdict == score::Verdict::Scored
                     && s.effective.iter().all(|e| e.class != score::NodeClass::New);
                 if cacheable {
                     // Bounded: a program whose units rarely repeat loses only the sharing.
@@ -603,6 +627,16 @@ pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
     for (k, v) in merge_names(&book_refs) {
         names.entry(k).or_insert(v);
     }
+    rep.score_kind = opts.score;
+    if opts.score.groups_consequences() {
+        rep.caused_by = consequence::file_consequences(
+            &mut blocks,
+            &mut rep.shared,
+            &rep.procs,
+            &rep.conns,
+            opts.causes.as_deref(),
+        );
+    }
     let ids = ranking::IdOrder::new(&rep.procs);
     heavy.sort_by(|(ra, _), (rb, _)| {
         ranking::cmp_rows(
@@ -688,6 +722,10 @@ pub fn show(model: &Model, set: &TraceSet, id: &str, opts: &Options) -> Result<S
     }
     let s = score::score_unit(u, g);
     let m = g.and_then(|g| g.class(&score::class_of(u)));
+    let facts = evidence::UnitFacts {
+        duration_ns: u.info.t_end_unix_ns - u.info.t_start_unix_ns,
+    };
+    let s = evidence::rescore(opts.score, s, &u.tree, m, facts);
     let lines = report::annotate(&u.tree, m, &s.effective, &names, opts.tree_lines);
     let why = report::why(&s, &names, opts.why);
     Ok(Shown {
@@ -699,6 +737,8 @@ pub fn show(model: &Model, set: &TraceSet, id: &str, opts: &Options) -> Result<S
             group: gi,
             why,
             annotated: Some(lines.clone()),
+            caused_by: None,
+            model_units: m.map_or(0, |m| m.units),
         },
         lines,
     })

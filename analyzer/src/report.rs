@@ -32,6 +32,10 @@ pub struct RankedUnit {
     pub why: Vec<String>,
     /// The unit's tree next to its model (kept for the top units only).
     pub annotated: Option<Vec<TreeLine>>,
+    /// The id of the root unit this one was caused by ([`crate::consequence`]), if any.
+    pub caused_by: Option<String>,
+    /// Units the unit's model was learned from (0: no model).
+    pub model_units: u64,
 }
 
 /// A ranked unit below the first [`crate::Options::units_kept`], kept compact (72 bytes,
@@ -90,6 +94,8 @@ pub(crate) struct SharedScore {
     pub score: f64,
     pub verdict: Verdict,
     pub effective: Box<[Effective]>,
+    /// Units the unit's model was learned from (0: no model).
+    pub model_units: u64,
 }
 
 /// Where a compact unit is: (vector, index) in `Report::rest`.
@@ -133,6 +139,10 @@ pub struct Report {
     pub names: BTreeMap<u64, String>,
     /// Sentences of *why* per unit.
     pub why_sentences: usize,
+    /// The score the units are ranked by.
+    pub score_kind: crate::evidence::ScoreKind,
+    /// The root of each consequence ([`crate::consequence`]).
+    pub(crate) caused_by: crate::hash::FxMap<RowRef, RowRef>,
 }
 
 /// Names a node for people.
@@ -339,7 +349,7 @@ fn fmt_time(ns: i64) -> String {
 impl RankedUnit {
     /// The JSON object of `culprit rank --json`.
     pub fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({
+        let mut v = serde_json::json!({
             "id": self.info.id,
             "score": self.score,
             "verdict": self.verdict,
@@ -358,7 +368,11 @@ impl RankedUnit {
             "lost": self.info.lost,
             "cut": self.info.cut,
             "injections": self.info.injections,
-        })
+        });
+        if let Some(c) = &self.caused_by {
+            v["caused_by"] = serde_json::Value::String(c.clone());
+        }
+        v
     }
 }
 
@@ -369,7 +383,10 @@ impl Report {
         let (host, pid) = &self.procs[row.proc_ as usize];
         let (conn, local, peer) = &self.conns[row.conn as usize];
         let SharedScore {
-            verdict, effective, ..
+            verdict,
+            effective,
+            model_units,
+            ..
         } = &self.shared[row.shared as usize];
         let extra = (row.flags & Row::EXTRA != 0)
             .then(|| self.extras.get(&r))
@@ -403,6 +420,12 @@ impl Report {
             group: self.proc_groups[row.proc_ as usize].map(|g| g as usize),
             why: Vec::new(),
             annotated: extra.and_then(|x| x.annotated.clone()),
+            caused_by: self.caused_by.get(&r).map(|c| {
+                let root = &self.rest[c.0 as usize][c.1 as usize];
+                let (host, pid) = &self.procs[root.proc_ as usize];
+                crate::units::unit_id(host, *pid, root.tid, root.index)
+            }),
+            model_units: *model_units,
         }
     }
 }

@@ -36,6 +36,12 @@ pub struct Args {
     /// List the faults injected inside each printed unit (ground truth of an experiment).
     #[arg(long)]
     pub mark_injections: bool,
+    /// The score units are ranked by: `evidence` (the strongest single piece of evidence
+    /// in a unit, with consequences filed under their root), `paper` (§3.1 exactly: the
+    /// mean over the effective nodes), or a baseline: `rarest` (the unit's rarest call),
+    /// `longest` (the longest unit), `ochiai` (spectrum-based, over nodes).
+    #[arg(long, value_name = "SCORE", default_value = "evidence")]
+    pub score: analyzer::evidence::ScoreKind,
     /// Worker threads (default: one per core). Results do not depend on it.
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
@@ -46,7 +52,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     set_threads(args.threads)?;
     let model = Model::load(&args.model)?;
     let set = open(&args.dirs)?;
-    let opts = options();
+    let mut opts = options();
+    opts.score = args.score;
     let rep = analyzer::rank(&model, &set, &opts)?;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     if args.json {
