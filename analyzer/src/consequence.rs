@@ -30,7 +30,7 @@
 //! incident ranks by the evidence of the unit where it began.
 
 use crate::hash::FxMap;
-use crate::report::{ConnRow, Row, RowRef, SharedScore};
+use crate::report::{ConnRow, Row, RowExtra, RowRef, SharedScore};
 use crate::score::Verdict;
 
 /// The least score of a root (an anomaly that can have consequences).
@@ -67,52 +67,102 @@ pub trait CauseSource: Send + Sync {
 pub(crate) fn file_consequences(
     blocks: &mut [Vec<Row>],
     shared: &mut Vec<SharedScore>,
+    extras: &FxMap<RowRef, RowExtra>,
     procs: &[(String, u32)],
     conns: &[ConnRow],
     causes: Option<&dyn CauseSource>,
 ) -> FxMap<RowRef, RowRef> {
     let verdict = |r: &Row, shared: &[SharedScore]| shared[r.shared as usize].verdict;
-    // 1 and 2: per process, its root and the rows of its incident (the root first).
-    let mut incidents: Vec<Vec<u32>> = Vec::with_capacity(blocks.len());
-    for rows in blocks.iter() {
-        let root = rows
-            .iter()
-            .enumerate()
-            .filter(|(_, r)| r.score >= ROOT_MIN && verdict(r, shared) == Verdict::Scored)
-            .min_by_key(|(i, r)| (r.t_start_unix_ns, *i))
-            .map(|(i, r)| (i, r.t_start_unix_ns));
-        let Some((root, t_root)) = root else {
-            incidents.push(Vec::new());
-            continue;
-        };
-        // When each connection of the process was first seen (its first unit's start).
-        let mut first: FxMap<u32, i64> = FxMap::default();
-        for r in rows.iter() {
-            let t = first.entry(r.conn).or_insert(r.t_start_unix_ns);
-            *t = (*t).min(r.t_start_unix_ns);
-        }
-        let mut members = vec![root as u32];
-        for (i, r) in rows.iter().enumerate() {
-            if i == root || r.t_start_unix_ns < t_root {
-                continue;
-            }
-            let later_anomaly = r.score >= ROOT_MIN && verdict(r, shared) == Verdict::Scored;
-            let new_conn = verdict(r, shared) == Verdict::NoUnitModel
-                && r.conn != 0
-                && first.get(&r.conn).is_some_and(|&t| t >= t_root);
-            if later_anomaly || new_conn {
-                members.push(i as u32);
-            }
-        }
-        incidents.push(members);
-    }
-    // 3: processes whose incidents are one, as a forest: each points to the process whose
-    // root is earlier.
-    let t_root = |b: usize, blocks: &[Vec<Row>]| {
-        incidents[b]
-            .first()
-            .map(|&i| blocks[b][i as usize].t_start_unix_ns)
+    let anomaly = |r: &Row, shared: &[SharedScore]| {
+        r.score >= ROOT_MIN && verdict(r, shared) == Verdict::Scored
     };
+    // When a unit's anomaly happened: its first call never seen in normal runs, else (only
+    // calls missing, which tells at its end) its end.
+    let when = |b: usize, i: usize, r: &Row| {
+        let x = (r.flags & Row::EXTRA != 0)
+            .then(|| extras.get(&(b as u32, i as u32)))
+            .flatten();
+        x.and_then(|x| x.anomaly_ns).unwrap_or(r.t_end_unix_ns)
+    };
+    // 1. Each process's own root: (row, when).
+    let roots: Vec<Option<(u32, i64)>> = blocks
+        .iter()
+        .enumerate()
+        .map(|(b, rows)| {
+            rows.iter()
+                .enumerate()
+                .filter(|(_, r)| anomaly(r, shared))
+                .map(|(i, r)| (when(b, i, r), i))
+                .min()
+                .map(|(t, i)| (i as u32, t))
+        })
+        .collect();
+    let mut caused_by: FxMap<RowRef, RowRef> = FxMap::default();
+    if roots.iter().all(Option::is_none) {
+        return caused_by;
+    }
+    // When each connection was first seen (its first unit's start); connections are per
+    // process, so this also tells the process each belongs to.
+    let mut first: Vec<Option<(usize, i64)>> = vec![None; conns.len()];
+    for (b, rows) in blocks.iter().enumerate() {
+        for r in rows {
+            if let Some(f) = first.get_mut(r.conn as usize) {
+                match f {
+                    Some((_, t)) => *t = (*t).min(r.t_start_unix_ns),
+                    None => *f = Some((b, r.t_start_unix_ns)),
+                }
+            }
+        }
+    }
+    // The processes with a root, by the addresses of their connections.
+    let mut by_addr: FxMap<(&str, &str), Vec<usize>> = FxMap::default();
+    for (c, f) in first.iter().enumerate() {
+        if let (Some((b, _)), (_, Some(l), Some(p))) = (f, &conns[c]) {
+            if roots[*b].is_some() {
+                by_addr.entry((l.as_str(), p.as_str())).or_default().push(*b);
+            }
+        }
+    }
+    // 2. Processes that talk to each other: (process with a root, process).
+    let mut links: Vec<(usize, usize)> = Vec::new();
+    for (c, f) in first.iter().enumerate() {
+        if let (Some((b, _)), (_, Some(l), Some(p))) = (f, &conns[c]) {
+            for &a in by_addr.get(&(p.as_str(), l.as_str())).into_iter().flatten() {
+                if a != *b {
+                    links.push((a, *b));
+                }
+            }
+        }
+    }
+    if let Some(src) = causes {
+        let mut by_ref: FxMap<UnitRef, usize> = FxMap::default();
+        for (b, rows) in blocks.iter().enumerate() {
+            if roots[b].is_some() {
+                for r in rows {
+                    by_ref.insert(unit_ref(procs, r), b);
+                }
+            }
+        }
+        for (b, rows) in blocks.iter().enumerate() {
+            for r in rows {
+                if anomaly(r, shared) || verdict(r, shared) == Verdict::NoUnitModel {
+                    for from in src.received_from(&unit_ref(procs, r)) {
+                        if let Some(&a) = by_ref.get(&from) {
+                            if a != b {
+                                links.push((a, b));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    links.sort_unstable();
+    links.dedup();
+    // 3. Incidents: processes with roots that talk to each other are one, rooted at the
+    // earliest root (ties: the lower process index); a process without a root goes with
+    // the incident of the earliest root it talks to.
+    let t_root = |b: usize| roots[b].map(|r| (r.1, b));
     let mut parent: Vec<usize> = (0..blocks.len()).collect();
     fn find(parent: &mut [usize], mut b: usize) -> usize {
         while parent[b] != b {
@@ -121,156 +171,87 @@ pub(crate) fn file_consequences(
         }
         b
     }
-    let mut links: Vec<(usize, usize)> = Vec::new();
-    // The process each connection belongs to (connections are per process), and the
-    // processes with a root by the addresses of their connections.
-    let mut owner: Vec<Option<usize>> = vec![None; conns.len()];
-    for (b, rows) in blocks.iter().enumerate() {
-        if incidents[b].is_empty() {
+    for &(a, b) in &links {
+        if roots[b].is_none() {
             continue;
         }
-        for r in rows {
-            if let Some(o) = owner.get_mut(r.conn as usize) {
-                *o = Some(b);
-            }
-        }
-    }
-    let mut by_addr: FxMap<(&str, &str), Vec<usize>> = FxMap::default();
-    for (c, o) in owner.iter().enumerate() {
-        if let (Some(b), (_, Some(l), Some(p))) = (o, &conns[c]) {
-            by_addr
-                .entry((l.as_str(), p.as_str()))
-                .or_default()
-                .push(*b);
-        }
-    }
-    // The processes with a root earlier than `t` that have a unit on the other end of
-    // connection `conn` (of process `b`).
-    let other_end = |b: usize, conn: u32, t: i64, blocks: &[Vec<Row>]| -> Vec<usize> {
-        let (_, Some(l), Some(p)) = &conns[conn as usize] else {
-            return Vec::new();
-        };
-        let mut out: Vec<usize> = by_addr
-            .get(&(p.as_str(), l.as_str()))
-            .into_iter()
-            .flatten()
-            .copied()
-            .filter(|&a| a != b && t_root(a, blocks).is_some_and(|ta| ta <= t))
-            .collect();
-        out.sort_unstable();
-        out.dedup();
-        out
-    };
-    // Units of processes without a root (no anomaly of their own that reached ROOT_MIN)
-    // that are anomalous or unmodelled: consequences of the incident at the other end.
-    let mut orphans: Vec<(RowRef, usize)> = Vec::new();
-    for (b, rows) in blocks.iter().enumerate() {
-        if incidents[b].is_empty() {
-            for (i, r) in rows.iter().enumerate() {
-                let v = verdict(r, shared);
-                let odd =
-                    (r.score >= ROOT_MIN && v == Verdict::Scored) || v == Verdict::NoUnitModel;
-                if odd && r.conn != 0 {
-                    if let Some(&a) = other_end(b, r.conn, r.t_start_unix_ns, blocks).first() {
-                        orphans.push(((b as u32, i as u32), a));
-                    }
-                }
-            }
-        } else {
-            for &i in &incidents[b] {
-                let r = &blocks[b][i as usize];
-                if r.conn != 0 {
-                    for a in other_end(b, r.conn, r.t_start_unix_ns, blocks) {
-                        links.push((a, b));
-                    }
-                }
-            }
-        }
-    }
-    if let Some(src) = causes {
-        let mut by_ref: FxMap<UnitRef, (usize, i64)> = FxMap::default();
-        for (b, members) in incidents.iter().enumerate() {
-            for &i in members {
-                let r = &blocks[b][i as usize];
-                by_ref.insert(unit_ref(procs, r), (b, r.t_start_unix_ns));
-            }
-        }
-        for (b, members) in incidents.iter().enumerate() {
-            for &i in members {
-                let r = &blocks[b][i as usize];
-                for from in src.received_from(&unit_ref(procs, r)) {
-                    if let Some(&(a, t)) = by_ref.get(&from) {
-                        if a != b && t <= r.t_start_unix_ns {
-                            links.push((a, b));
-                        }
-                    }
-                }
-            }
-        }
-    }
-    for (a, b) in links {
         let (ra, rb) = (find(&mut parent, a), find(&mut parent, b));
-        if ra == rb {
-            continue;
-        }
-        // The incident whose root is earlier takes the other (ties: the lower index).
-        let (ta, tb) = (t_root(ra, blocks), t_root(rb, blocks));
-        if (ta, ra) <= (tb, rb) {
-            parent[rb] = ra;
-        } else {
-            parent[ra] = rb;
+        if ra != rb {
+            if t_root(ra) <= t_root(rb) {
+                parent[rb] = ra;
+            } else {
+                parent[ra] = rb;
+            }
         }
     }
-    // Every member but the root of its whole incident is a consequence of that root.
-    let mut caused_by: FxMap<RowRef, RowRef> = FxMap::default();
-    // (shared score, root score) → the shared score of consequences of that root.
+    let mut top: Vec<Option<usize>> = (0..blocks.len())
+        .map(|b| roots[b].is_some().then(|| find(&mut parent, b)))
+        .collect();
+    for &(a, b) in &links {
+        if roots[b].is_none() {
+            let ta = find(&mut parent, a);
+            if top[b].is_none_or(|tb| t_root(ta) < t_root(tb)) {
+                top[b] = Some(ta);
+            }
+        }
+    }
+    // 4. What each incident's root caused in each process: the later anomalies, and the
+    // unmodelled units on connections first seen after it.
+    let root_score: Vec<f64> = roots
+        .iter()
+        .enumerate()
+        .map(|(b, r)| r.map_or(0.0, |(i, _)| blocks[b][i as usize].score))
+        .collect();
+    // (shared score, consequence score) → the shared score of such consequences.
     let mut demoted: FxMap<(u32, u64), u32> = FxMap::default();
-    for b in 0..blocks.len() {
-        let top = find(&mut parent, b);
-        let Some(&root_i) = incidents[top].first() else {
-            continue;
-        };
-        let root = (top as u32, root_i);
-        let root_score = blocks[top][root_i as usize].score;
+    for (b, rows) in blocks.iter_mut().enumerate() {
+        let Some(t) = top[b] else { continue };
+        let Some((root_i, t0)) = roots[t] else { continue };
+        let root = (t as u32, root_i);
         // Right after the root: lower for an unmodelled unit (1), higher for a weaker
         // anomaly it caused — either way next to it.
-        let score = root_score * CONSEQUENCE_FACTOR;
-        for &i in &incidents[b] {
-            if (b as u32, i) == root {
+        let score = root_score[t] * CONSEQUENCE_FACTOR;
+        for (i, r) in rows.iter_mut().enumerate() {
+            if (b as u32, i as u32) == root {
                 continue;
             }
-            let row = &mut blocks[b][i as usize];
-            let k = (row.shared, score.to_bits());
+            let v = shared[r.shared as usize].verdict;
+            let later_anomaly =
+                r.score >= ROOT_MIN && v == Verdict::Scored && when(b, i, r) >= t0;
+            let new_conn = v == Verdict::NoUnitModel
+                && r.t_start_unix_ns >= t0
+                && r.conn != 0
+                && first
+                    .get(r.conn as usize)
+                    .copied()
+                    .flatten()
+                    .is_some_and(|(_, f)| f >= t0);
+            if !(later_anomaly || new_conn) {
+                continue;
+            }
+            let k = (r.shared, score.to_bits());
             let s = *demoted.entry(k).or_insert_with(|| {
-                let mut s = shared[row.shared as usize].clone();
+                let mut s = shared[r.shared as usize].clone();
                 s.score = score;
                 shared.push(s);
                 shared.len() as u32 - 1
             });
-            row.score = score;
-            row.shared = s;
-            caused_by.insert((b as u32, i), root);
+            r.score = score;
+            r.shared = s;
+            caused_by.insert((b as u32, i as u32), root);
         }
     }
-    for (at, a) in orphans {
-        let top = find(&mut parent, a);
-        let Some(&root_i) = incidents[top].first() else {
-            continue;
-        };
-        let score = blocks[top][root_i as usize].score * CONSEQUENCE_FACTOR;
-        let row = &mut blocks[at.0 as usize][at.1 as usize];
-        let k = (row.shared, score.to_bits());
-        let s = *demoted.entry(k).or_insert_with(|| {
-            let mut s = shared[row.shared as usize].clone();
-            s.score = score;
-            shared.push(s);
-            shared.len() as u32 - 1
-        });
-        row.score = score;
-        row.shared = s;
-        caused_by.insert(at, (top as u32, root_i));
-    }
     caused_by
+}
+
+/// The wall-clock time of a TSC inside a unit (interpolated between its start and end).
+pub(crate) fn tsc_to_ns(tsc: u64, h: &crate::units::UnitHead) -> i64 {
+    let span = h.tsc_end.saturating_sub(h.tsc_start);
+    if span == 0 {
+        return h.t_start_unix_ns;
+    }
+    let f = (tsc.saturating_sub(h.tsc_start) as f64 / span as f64).clamp(0.0, 1.0);
+    h.t_start_unix_ns + (f * (h.t_end_unix_ns - h.t_start_unix_ns) as f64) as i64
 }
 
 fn unit_ref(procs: &[(String, u32)], r: &Row) -> UnitRef {
@@ -349,7 +330,7 @@ mod tests {
             row(0, 7, 60, 1, 0.1, 0),
         ]];
         let procs = vec![("h".to_string(), 7)];
-        let c = file_consequences(&mut blocks, &mut sh, &procs, &conns(), None);
+        let c = file_consequences(&mut blocks, &mut sh, &FxMap::default(), &procs, &conns(), None);
         let mut got: Vec<_> = c.into_iter().collect();
         got.sort();
         assert_eq!(
@@ -369,24 +350,24 @@ mod tests {
 
     #[test]
     fn the_other_end_of_a_connection_joins_the_earlier_incident() {
-        let mut sh = vec![shared(0.7, Verdict::Scored), shared(0.9, Verdict::Scored)];
+        let mut sh = vec![shared(0.8, Verdict::Scored), shared(0.9, Verdict::Scored)];
         // Process 0's root at t 10 on a:1 ⇄ b:2; process 1's, stronger, at t 12 on the
         // other end of that connection: one incident, rooted at the earlier one.
         let mut blocks = vec![
-            vec![row(0, 0, 10, 1, 0.7, 0)],
+            vec![row(0, 0, 10, 1, 0.8, 0)],
             vec![row(1, 0, 12, 4, 0.9, 1)],
         ];
         let procs = vec![("h".to_string(), 1), ("h".to_string(), 2)];
-        let c = file_consequences(&mut blocks, &mut sh, &procs, &conns(), None);
+        let c = file_consequences(&mut blocks, &mut sh, &FxMap::default(), &procs, &conns(), None);
         assert_eq!(c.len(), 1);
         assert_eq!(c.get(&(1, 0)), Some(&(0, 0)));
-        assert!((blocks[1][0].score - 0.7 * CONSEQUENCE_FACTOR).abs() < 1e-12);
+        assert!((blocks[1][0].score - 0.8 * CONSEQUENCE_FACTOR).abs() < 1e-12);
         // The other way round in time: process 1's root came first.
         let mut blocks = vec![
-            vec![row(0, 0, 14, 1, 0.7, 0)],
+            vec![row(0, 0, 14, 1, 0.8, 0)],
             vec![row(1, 0, 12, 4, 0.9, 1)],
         ];
-        let c = file_consequences(&mut blocks, &mut sh, &procs, &conns(), None);
+        let c = file_consequences(&mut blocks, &mut sh, &FxMap::default(), &procs, &conns(), None);
         assert_eq!(c.get(&(0, 0)), Some(&(1, 0)));
     }
 
@@ -404,13 +385,13 @@ mod tests {
 
     #[test]
     fn a_cause_source_joins_incidents_of_processes_with_no_connection_in_common() {
-        let mut sh = vec![shared(0.9, Verdict::Scored), shared(0.7, Verdict::Scored)];
+        let mut sh = vec![shared(0.9, Verdict::Scored), shared(0.8, Verdict::Scored)];
         let mut blocks = vec![
             vec![row(0, 0, 10, 2, 0.9, 0)],
-            vec![row(1, 0, 20, 3, 0.7, 1)],
+            vec![row(1, 0, 20, 3, 0.8, 1)],
         ];
         let procs = vec![("h".to_string(), 1), ("h".to_string(), 2)];
-        let none = file_consequences(&mut blocks.clone(), &mut sh.clone(), &procs, &conns(), None);
+        let none = file_consequences(&mut blocks.clone(), &mut sh.clone(), &FxMap::default(), &procs, &conns(), None);
         assert!(none.is_empty());
         let r = |pid, index| UnitRef {
             host: "h".into(),
@@ -419,7 +400,7 @@ mod tests {
             index,
         };
         let src = Matched(vec![(r(2, 0), r(1, 0))]);
-        let c = file_consequences(&mut blocks, &mut sh, &procs, &conns(), Some(&src));
+        let c = file_consequences(&mut blocks, &mut sh, &FxMap::default(), &procs, &conns(), Some(&src));
         assert_eq!(c.len(), 1);
         assert_eq!(c.get(&(1, 0)), Some(&(0, 0)));
         assert!((blocks[1][0].score - 0.9 * CONSEQUENCE_FACTOR).abs() < 1e-12);

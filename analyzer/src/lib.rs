@@ -405,6 +405,8 @@ impl Ranker<'_> {
         } else {
             self.cache.get(&(ci, fa, fb, u.head.cut)).copied()
         };
+        // TSC of the first call never seen in normal runs (units that may be roots).
+        let mut new_tsc = None;
         let (score, shared) = match cached {
             Some(c) => c,
             None => {
@@ -421,6 +423,14 @@ impl Ranker<'_> {
                     duration_ns: u.head.t_end_unix_ns - u.head.t_start_unix_ns,
                 };
                 let s = evidence::rescore(self.opts.score, s, &tree, m, facts);
+                if self.opts.score.groups_consequences() && s.score >= consequence::ROOT_MIN {
+                    new_tsc = s
+                        .effective
+                        .iter()
+                        .filter(|e| e.class == score::NodeClass::New)
+                        .filter_map(|e| tree.nodes.get(&e.id).map(|n| n.first_tsc))
+                        .min();
+                }
                 let light: Box<[score::Effective]> = s
                     .effective
                     .iter()
@@ -453,13 +463,15 @@ impl Ranker<'_> {
         let row = self.rows.len();
         self.best
             .offer(key, row, || (u.tree.to_tree(), u.class(), u.head.cut));
-        let extra = h.lost > 0 || !h.injections.is_empty();
+        let anomaly_ns = new_tsc.map(|tsc| consequence::tsc_to_ns(tsc, h));
+        let extra = h.lost > 0 || !h.injections.is_empty() || anomaly_ns.is_some();
         if extra {
             self.extras.push((
                 row as u32,
                 report::RowExtra {
                     lost: h.lost,
                     injections: h.injections.clone(),
+                    anomaly_ns,
                     ..Default::default()
                 },
             ));
@@ -632,6 +644,7 @@ pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
         rep.caused_by = consequence::file_consequences(
             &mut blocks,
             &mut rep.shared,
+            &rep.extras,
             &rep.procs,
             &rep.conns,
             opts.causes.as_deref(),

@@ -85,6 +85,9 @@ pub(crate) struct RowExtra {
     /// All the effective nodes kept (the shared score has the light ones).
     pub effective: Option<Vec<Effective>>,
     pub annotated: Option<Vec<TreeLine>>,
+    /// When the unit's first call never seen in normal runs was made (wall clock, ns), for
+    /// units that may be the root of an incident ([`crate::consequence`]).
+    pub anomaly_ns: Option<i64>,
 }
 
 /// A score with its verdict and light effective nodes, shared by the rows of equal trees
