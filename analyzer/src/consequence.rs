@@ -34,7 +34,7 @@ use crate::report::{ConnRow, Row, RowExtra, RowRef, SharedScore};
 use crate::score::Verdict;
 
 /// The least score of a root (an anomaly that can have consequences).
-pub const ROOT_MIN: f64 = 0.75;
+pub const ROOT_MIN: f64 = 0.65;
 
 /// A consequence ranks right after its root: its score is the root's times this.
 pub const CONSEQUENCE_FACTOR: f64 = 0.999_999;
@@ -76,9 +76,14 @@ pub(crate) fn file_consequences(
     let anomaly = |r: &Row, shared: &[SharedScore]| {
         r.score >= ROOT_MIN && verdict(r, shared) == Verdict::Scored
     };
-    // When a unit's anomaly happened: its first call never seen in normal runs, else (only
-    // calls missing, which tells at its end) its end.
+    // When a unit's anomaly happened: a handler's when the message it handles arrived (its
+    // start: whatever it did differently was a reaction to it); another unit's (a loop, an
+    // initializer or finalizer that may span the whole run) when its first call never seen
+    // in normal runs was made, else (only calls missing, which tells at its end) its end.
     let when = |b: usize, i: usize, r: &Row| {
+        if r.kind == crate::units::UnitKind::Handler {
+            return r.t_start_unix_ns;
+        }
         let x = (r.flags & Row::EXTRA != 0)
             .then(|| extras.get(&(b as u32, i as u32)))
             .flatten();
@@ -114,12 +119,25 @@ pub(crate) fn file_consequences(
             }
         }
     }
+    // When each class of unmodelled units (connection, thread, kind) first occurred.
+    let mut first_class: FxMap<(u32, u8, u8), i64> = FxMap::default();
+    for rows in blocks.iter() {
+        for r in rows {
+            if verdict(r, shared) == Verdict::NoUnitModel {
+                let t = first_class.entry(class_key(r)).or_insert(r.t_start_unix_ns);
+                *t = (*t).min(r.t_start_unix_ns);
+            }
+        }
+    }
     // The processes with a root, by the addresses of their connections.
     let mut by_addr: FxMap<(&str, &str), Vec<usize>> = FxMap::default();
     for (c, f) in first.iter().enumerate() {
         if let (Some((b, _)), (_, Some(l), Some(p))) = (f, &conns[c]) {
             if roots[*b].is_some() {
-                by_addr.entry((l.as_str(), p.as_str())).or_default().push(*b);
+                by_addr
+                    .entry((l.as_str(), p.as_str()))
+                    .or_default()
+                    .push(*b);
             }
         }
     }
@@ -206,7 +224,9 @@ pub(crate) fn file_consequences(
     let mut demoted: FxMap<(u32, u64), u32> = FxMap::default();
     for (b, rows) in blocks.iter_mut().enumerate() {
         let Some(t) = top[b] else { continue };
-        let Some((root_i, t0)) = roots[t] else { continue };
+        let Some((root_i, t0)) = roots[t] else {
+            continue;
+        };
         let root = (t as u32, root_i);
         // Right after the root: lower for an unmodelled unit (1), higher for a weaker
         // anomaly it caused — either way next to it.
@@ -216,17 +236,11 @@ pub(crate) fn file_consequences(
                 continue;
             }
             let v = shared[r.shared as usize].verdict;
-            let later_anomaly =
-                r.score >= ROOT_MIN && v == Verdict::Scored && when(b, i, r) >= t0;
-            let new_conn = v == Verdict::NoUnitModel
+            let later_anomaly = r.score >= ROOT_MIN && v == Verdict::Scored && when(b, i, r) >= t0;
+            let new_class = v == Verdict::NoUnitModel
                 && r.t_start_unix_ns >= t0
-                && r.conn != 0
-                && first
-                    .get(r.conn as usize)
-                    .copied()
-                    .flatten()
-                    .is_some_and(|(_, f)| f >= t0);
-            if !(later_anomaly || new_conn) {
+                && first_class.get(&class_key(r)).is_some_and(|&f| f >= t0);
+            if !(later_anomaly || new_class) {
                 continue;
             }
             let k = (r.shared, score.to_bits());
@@ -242,6 +256,12 @@ pub(crate) fn file_consequences(
         }
     }
     caused_by
+}
+
+/// The class of an unmodelled unit, as far as rows tell: connection, main thread or not,
+/// kind.
+fn class_key(r: &Row) -> (u32, u8, u8) {
+    (r.conn, r.flags & Row::MAIN_THREAD, r.kind as u8)
 }
 
 /// The wall-clock time of a TSC inside a unit (interpolated between its start and end).
@@ -330,7 +350,14 @@ mod tests {
             row(0, 7, 60, 1, 0.1, 0),
         ]];
         let procs = vec![("h".to_string(), 7)];
-        let c = file_consequences(&mut blocks, &mut sh, &FxMap::default(), &procs, &conns(), None);
+        let c = file_consequences(
+            &mut blocks,
+            &mut sh,
+            &FxMap::default(),
+            &procs,
+            &conns(),
+            None,
+        );
         let mut got: Vec<_> = c.into_iter().collect();
         got.sort();
         assert_eq!(
@@ -358,7 +385,14 @@ mod tests {
             vec![row(1, 0, 12, 4, 0.9, 1)],
         ];
         let procs = vec![("h".to_string(), 1), ("h".to_string(), 2)];
-        let c = file_consequences(&mut blocks, &mut sh, &FxMap::default(), &procs, &conns(), None);
+        let c = file_consequences(
+            &mut blocks,
+            &mut sh,
+            &FxMap::default(),
+            &procs,
+            &conns(),
+            None,
+        );
         assert_eq!(c.len(), 1);
         assert_eq!(c.get(&(1, 0)), Some(&(0, 0)));
         assert!((blocks[1][0].score - 0.8 * CONSEQUENCE_FACTOR).abs() < 1e-12);
@@ -367,7 +401,14 @@ mod tests {
             vec![row(0, 0, 14, 1, 0.8, 0)],
             vec![row(1, 0, 12, 4, 0.9, 1)],
         ];
-        let c = file_consequences(&mut blocks, &mut sh, &FxMap::default(), &procs, &conns(), None);
+        let c = file_consequences(
+            &mut blocks,
+            &mut sh,
+            &FxMap::default(),
+            &procs,
+            &conns(),
+            None,
+        );
         assert_eq!(c.get(&(0, 0)), Some(&(1, 0)));
     }
 
@@ -391,7 +432,14 @@ mod tests {
             vec![row(1, 0, 20, 3, 0.8, 1)],
         ];
         let procs = vec![("h".to_string(), 1), ("h".to_string(), 2)];
-        let none = file_consequences(&mut blocks.clone(), &mut sh.clone(), &FxMap::default(), &procs, &conns(), None);
+        let none = file_consequences(
+            &mut blocks.clone(),
+            &mut sh.clone(),
+            &FxMap::default(),
+            &procs,
+            &conns(),
+            None,
+        );
         assert!(none.is_empty());
         let r = |pid, index| UnitRef {
             host: "h".into(),
@@ -400,7 +448,14 @@ mod tests {
             index,
         };
         let src = Matched(vec![(r(2, 0), r(1, 0))]);
-        let c = file_consequences(&mut blocks, &mut sh, &FxMap::default(), &procs, &conns(), Some(&src));
+        let c = file_consequences(
+            &mut blocks,
+            &mut sh,
+            &FxMap::default(),
+            &procs,
+            &conns(),
+            Some(&src),
+        );
         assert_eq!(c.len(), 1);
         assert_eq!(c.get(&(1, 0)), Some(&(0, 0)));
         assert!((blocks[1][0].score - 0.9 * CONSEQUENCE_FACTOR).abs() < 1e-12);
