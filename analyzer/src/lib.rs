@@ -54,6 +54,7 @@ pub mod error;
 pub mod evidence;
 pub mod hash;
 pub mod model;
+pub mod narrative;
 mod ranking;
 pub mod report;
 pub mod score;

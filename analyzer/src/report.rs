@@ -484,7 +484,13 @@ impl Report {
             verdict: u.verdict,
             effective: u.effective.clone(),
         };
-        why(&s, &self.names, self.why_sentences.max(1))
+        let mut w = why(&s, &self.names, self.why_sentences.max(1));
+        if self.score_kind != crate::evidence::ScoreKind::Paper && u.verdict == Verdict::Scored {
+            if let Some(h) = crate::narrative::headline(&u.effective, u.model_units, &self.names) {
+                w.insert(0, h);
+            }
+        }
+        w
     }
 
     /// The JSON object of one unit (see [`RankedUnit::to_json`]), with its *why*.
@@ -526,9 +532,13 @@ impl Report {
                     p.as_deref().unwrap_or("?")
                 ),
             };
+            let caused = u
+                .caused_by
+                .as_deref()
+                .map_or(String::new(), |c| format!("  ↳ caused by {c}"));
             let _ = writeln!(
                 s,
-                "{:.3}  {}  {} pid {} tid {}  {}{}{}  {} +{:.3} ms",
+                "{:.3}  {}  {} pid {} tid {}  {}{}{}  {} +{:.3} ms{caused}",
                 u.score,
                 i.id,
                 i.host,
@@ -649,7 +659,7 @@ impl Report {
         legend.push_str(r#"<span>● no group</span>"#);
         format!(
             r#"<!doctype html><html><head><meta charset="utf-8"><title>Culprit — suspect scores</title>
-<style>body{{font-family:sans-serif;margin:20px}} pre{{background:#f7f7f7;padding:8px;font-size:12px;overflow:auto}} .new{{color:#c00}} .missing{{color:#a60}} td{{padding:2px 8px}}</style></head>
+<style>body{{font-family:sans-serif;margin:20px}} pre{{background:#f7f7f7;padding:8px;font-size:12px;overflow:auto}} .new{{color:#c00}} .missing{{color:#a60}} td{{padding:2px 8px}} a.go{{color:#06c;cursor:pointer;text-decoration:underline}}</style></head>
 <body><h2>Suspect score of every execution unit against time</h2>
 <p>{n} units, {p} processes{cut}. Click a point to see the unit's call tree next to its model. {legend}</p>
 {svg}
@@ -663,6 +673,9 @@ function show(i) {{
   h += '<table><tr><td>host</td><td>' + esc(u.host) + '</td></tr><tr><td>pid / tid</td><td>' + u.pid + ' / ' + u.tid + '</td></tr>';
   h += '<tr><td>fd</td><td>' + (u.fd ?? '') + '</td></tr><tr><td>local ⇄ peer</td><td>' + esc(u.local ?? '?') + ' ⇄ ' + esc(u.peer ?? '?') + '</td></tr>';
   h += '<tr><td>start</td><td>' + new Date(u.t_start_unix_ns / 1e6).toISOString() + ' (+' + (u.duration_ns / 1e6).toFixed(3) + ' ms)</td></tr></table>';
+  if (u.caused_by) {{ const r = U.findIndex(v => v.id === u.caused_by); h += '<p class="caused">caused by ' + (r >= 0 ? '<a class="go" onclick="show(' + r + ')">' + esc(u.caused_by) + '</a>' : esc(u.caused_by)) + '</p>'; }}
+  const cs = U.map((v, j) => [v, j]).filter(x => x[0].caused_by === u.id);
+  if (cs.length) h += '<h4>consequences (' + cs.length + ')</h4><ul class="consequences">' + cs.slice(0, 50).map(x => '<li><a class="go" onclick="show(' + x[1] + ')">' + esc(x[0].id) + '</a> ' + x[0].kind + ' — ' + esc(x[0].why[0] ?? '') + '</li>').join('') + '</ul>';
   h += '<h4>why</h4><ul>' + u.why.map(w => '<li>' + esc(w) + '</li>').join('') + '</ul>';
   if (u.injections.length) h += '<h4>injected faults</h4><ul>' + u.injections.map(j => '<li>' + esc(j.func + ' fd ' + j.fd + ' → ' + j.forced_ret + ' (' + j.spec + ')') + '</li>').join('') + '</ul>';
   if (u.tree) {{
