@@ -11,7 +11,7 @@
 //!    model and reached [`ROOT_MIN`] — the first thing the process did that its model calls
 //!    abnormal.
 //! 2. **Consequences in the process.** A later unit of the same process that reached
-//!    [`ROOT_MIN`] too, or that has no model (its class never occurred in normal runs) and
+//!    [`ROOT_MIN`] too (but not more than [`STRONGER`] above the process's root), or that has no model (its class never occurred in normal runs) and
 //!    is on a connection whose first unit started after the root began (a reconnect, a new
 //!    client retrying), is a consequence of the root.
 //! 3. **Consequences across processes.** Two processes' incidents are one when a unit of
@@ -35,6 +35,12 @@ use crate::score::Verdict;
 
 /// The least score of a root (an anomaly that can have consequences).
 pub const ROOT_MIN: f64 = 0.65;
+
+/// A later anomaly scoring more than its own process's root plus this is not filed under
+/// that root's incident: an anomaly clearly stronger than its process's first one has
+/// evidence of its own (a process whose first anomaly is noise — a rare initialization
+/// learned from three runs — must not hide the fault that comes later).
+pub const STRONGER: f64 = 0.1;
 
 /// A consequence ranks right after its root: its score is the root's times this.
 pub const CONSEQUENCE_FACTOR: f64 = 0.999_999;
@@ -236,7 +242,10 @@ pub(crate) fn file_consequences(
                 continue;
             }
             let v = shared[r.shared as usize].verdict;
-            let later_anomaly = r.score >= ROOT_MIN && v == Verdict::Scored && when(b, i, r) >= t0;
+            let later_anomaly = r.score >= ROOT_MIN
+                && roots[b].is_none_or(|_| r.score <= root_score[b] + STRONGER)
+                && v == Verdict::Scored
+                && when(b, i, r) >= t0;
             let new_class = v == Verdict::NoUnitModel
                 && r.t_start_unix_ns >= t0
                 && first_class.get(&class_key(r)).is_some_and(|&f| f >= t0);
