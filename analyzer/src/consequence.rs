@@ -23,7 +23,9 @@
 //!    becomes a consequence of the earlier root. A process with no root of its own files
 //!    its anomalous and unmodelled units under the incident of the process at the other end
 //!    of their connection, if that one's root began before them (the peer that reconnects
-//!    after the root broke their connection).
+//!    after the root broke their connection), and so are its units scoring at least
+//!    [`TOLD_MIN`] on a connection to that incident after its root (a backend told of a
+//!    timeout by the proxy closing its connection).
 //!
 //! A consequence ranks right after its root — its score becomes the root's times
 //! [`CONSEQUENCE_FACTOR`] — and names it (`caused_by`). The root keeps its own score: an
@@ -41,6 +43,10 @@ pub const ROOT_MIN: f64 = 0.65;
 /// evidence of its own (a process whose first anomaly is noise — a rare initialization
 /// learned from three runs — must not hide the fault that comes later).
 pub const STRONGER: f64 = 0.1;
+
+/// The least score of a unit of a process with no root of its own that is filed under an
+/// incident at the other end of its connection (step 3 of the module's documentation).
+pub const TOLD_MIN: f64 = 0.5;
 
 /// A consequence ranks right after its root: its score is the root's times this.
 pub const CONSEQUENCE_FACTOR: f64 = 0.999_999;
@@ -219,6 +225,10 @@ pub(crate) fn file_consequences(
             }
         }
     }
+    // The incident of each process with a root.
+    let incident: Vec<Option<usize>> = (0..blocks.len())
+        .map(|b| roots[b].is_some().then(|| find(&mut parent, b)))
+        .collect();
     // 4. What each incident's root caused in each process: the later anomalies, and the
     // unmodelled units on connections first seen after it.
     let root_score: Vec<f64> = roots
@@ -249,7 +259,22 @@ pub(crate) fn file_consequences(
             let new_class = v == Verdict::NoUnitModel
                 && r.t_start_unix_ns >= t0
                 && first_class.get(&class_key(r)).is_some_and(|&f| f >= t0);
-            if !(later_anomaly || new_class) {
+            // In a process with no anomaly of its own: a weaker one, after the root, on a
+            // connection whose other end is in the incident (a peer told of what the root
+            // did: a timed-out backend seeing its connection closed).
+            let told = roots[b].is_none()
+                && v == Verdict::Scored
+                && r.score >= TOLD_MIN
+                && r.t_start_unix_ns >= t0
+                && match &conns[r.conn as usize] {
+                    (_, Some(l), Some(p)) => by_addr
+                        .get(&(p.as_str(), l.as_str()))
+                        .into_iter()
+                        .flatten()
+                        .any(|&a| incident[a] == Some(t)),
+                    _ => false,
+                };
+            if !(later_anomaly || new_class || told) {
                 continue;
             }
             let k = (r.shared, score.to_bits());
@@ -419,6 +444,39 @@ mod tests {
             None,
         );
         assert_eq!(c.get(&(0, 0)), Some(&(1, 0)));
+    }
+
+    #[test]
+    fn a_peer_without_anomalies_of_its_own_files_what_it_was_told_under_the_root() {
+        let mut sh = vec![
+            shared(0.9, Verdict::Scored),
+            shared(0.55, Verdict::Scored),
+            shared(0.4, Verdict::Scored),
+        ];
+        // Process 0's root at t 10 on a:1 ⇄ b:2. Process 1, with no root, on the other end:
+        // a weak anomaly after it (filed), a weaker one (not), one before the root (not).
+        let mut blocks = vec![
+            vec![row(0, 0, 10, 1, 0.9, 0)],
+            vec![
+                row(1, 0, 5, 4, 0.55, 1),
+                row(1, 1, 20, 4, 0.55, 1),
+                row(1, 2, 30, 4, 0.4, 2),
+            ],
+        ];
+        let procs = vec![("h".to_string(), 1), ("h".to_string(), 2)];
+        let c = file_consequences(
+            &mut blocks,
+            &mut sh,
+            &FxMap::default(),
+            &procs,
+            &conns(),
+            None,
+        );
+        let mut got: Vec<_> = c.into_iter().collect();
+        got.sort();
+        assert_eq!(got, vec![((1, 1), (0, 0))]);
+        assert!((blocks[1][1].score - 0.9 * CONSEQUENCE_FACTOR).abs() < 1e-12);
+        assert_eq!((blocks[1][0].score, blocks[1][2].score), (0.55, 0.4));
     }
 
     struct Matched(Vec<(UnitRef, UnitRef)>);
