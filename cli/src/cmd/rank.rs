@@ -12,11 +12,16 @@ use std::process::ExitCode;
     culprit rank --model ring.model faulty --top 10\n  \
     culprit rank --model ring.model faulty --json | jq '.[0]'\n  \
     culprit rank --model ring.model faulty --html report.html\n\n\
-    Each unit is scored against its model (§3.1 of Maruyama & Matsuoka, IPDPS'08): the mean,\n\
-    over the nodes in common and the minimum difference, of 1-p for calls seen, p for expected\n\
-    calls not made, and 1 for calls never seen in normal runs. Units of processes matching no\n\
-    process group, and units with no model, score 1. The earliest high-scoring unit is usually\n\
-    the one to look at; `culprit show` prints its call tree next to the model.")]
+    Each unit is compared with its model. The default score (evidence) is led by the unit's\n\
+    strongest piece of evidence: a call never seen in the U normal units of its class\n\
+    (U/(U+1); a failure never seen: 1), a call every normal unit made missing, a rare call;\n\
+    the consequences of an anomaly (later anomalies of its process, work on connections made\n\
+    after it, the peers at the other end of its connections) are ranked right after it and\n\
+    name it (caused_by). --score paper is §3.1 of Maruyama & Matsuoka, IPDPS'08, exactly: the\n\
+    mean, over the nodes in common and the minimum difference, of 1-p for calls seen, p for\n\
+    expected calls not made, and 1 for calls never seen in normal runs. Units of processes\n\
+    matching no process group, and units with no model, score 1. `culprit show` prints a\n\
+    unit's call tree next to the model.")]
 pub struct Args {
     /// The model (from `culprit learn` or `culprit merge`).
     #[arg(long, value_name = "MODEL")]
