@@ -46,13 +46,17 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod baselines;
 pub mod connections;
+pub mod consequence;
 pub mod decode;
 pub mod dump;
 pub mod error;
+pub mod evidence;
 pub mod hash;
 pub mod messages;
 pub mod model;
+pub mod narrative;
 mod ranking;
 pub mod report;
 pub mod score;
@@ -107,6 +111,12 @@ pub struct Options {
     pub units_kept: usize,
     /// Progress receiver. Default none.
     pub progress: Option<Arc<dyn Progress>>,
+    /// The score units are ranked by ([`evidence::ScoreKind`]). Default: the evidence score,
+    /// with consequences filed under their root.
+    pub score: evidence::ScoreKind,
+    /// Cross-process causes (a unit received what another unit sent), used to file
+    /// consequences under their root across processes. Default none.
+    pub causes: Option<Arc<dyn consequence::CauseSource>>,
 }
 
 impl Default for Options {
@@ -120,6 +130,8 @@ impl Default for Options {
             tree_lines: 400,
             units_kept: 1000,
             progress: None,
+            score: evidence::ScoreKind::default(),
+            causes: None,
         }
     }
 }
@@ -390,17 +402,38 @@ impl Ranker<'_> {
                 }
             });
         let (fa, fb) = u.tree.fingerprint();
-        let (score, shared) = match self.cache.get(&(ci, fa, fb, u.head.cut)) {
-            Some(&c) => c,
+        let per_unit = self.opts.score.per_unit();
+        let cached = if per_unit {
+            None
+        } else {
+            self.cache.get(&(ci, fa, fb, u.head.cut)).copied()
+        };
+        // TSC of the first call never seen in normal runs (units that may be roots).
+        let mut new_tsc = None;
+        let (score, shared) = match cached {
+            Some(c) => c,
             None => {
                 let tree = u.tree.to_tree();
+                let m = g.and_then(|g| g.classes.get(ci)).map(|(_, m)| m);
                 let s = match g {
                     None => score::unmodelled(&tree, score::Verdict::NoProcessGroup),
-                    Some(g) => match g.classes.get(ci) {
-                        Some((_, m)) => score::score_tree_as(&tree, m, u.head.cut),
+                    Some(_) => match m {
+                        Some(m) => score::score_tree_as(&tree, m, u.head.cut),
                         None => score::unmodelled(&tree, score::Verdict::NoUnitModel),
                     },
                 };
+                let facts = evidence::UnitFacts {
+                    duration_ns: u.head.t_end_unix_ns - u.head.t_start_unix_ns,
+                };
+                let s = evidence::rescore(self.opts.score, s, &tree, m, facts);
+                if self.opts.score.groups_consequences() && s.score >= consequence::ROOT_MIN {
+                    new_tsc = s
+                        .effective
+                        .iter()
+                        .filter(|e| e.class == score::NodeClass::New)
+                        .filter_map(|e| tree.nodes.get(&e.id).map(|n| n.first_tsc))
+                        .min();
+                }
                 let light: Box<[score::Effective]> = s
                     .effective
                     .iter()
@@ -413,8 +446,10 @@ impl Ranker<'_> {
                     score: s.score,
                     verdict: s.verdict,
                     effective: light,
+                    model_units: m.map_or(0, |m| m.units),
                 });
-                let cacheable = s.verdict == score::Verdict::Scored
+                let cacheable = !per_unit
+                    && s.verdict == score::Verdict::Scored
                     && s.effective.iter().all(|e| e.class != score::NodeClass::New);
                 if cacheable {
                     // Bounded: a program whose units rarely repeat loses only the sharing.
@@ -431,13 +466,15 @@ impl Ranker<'_> {
         let row = self.rows.len();
         self.best
             .offer(key, row, || (u.tree.to_tree(), u.class(), u.head.cut));
-        let extra = h.lost > 0 || !h.injections.is_empty();
+        let anomaly_ns = new_tsc.map(|tsc| consequence::tsc_to_ns(tsc, h));
+        let extra = h.lost > 0 || !h.injections.is_empty() || anomaly_ns.is_some();
         if extra {
             self.extras.push((
                 row as u32,
                 report::RowExtra {
                     lost: h.lost,
                     injections: h.injections.clone(),
+                    anomaly_ns,
                     ..Default::default()
                 },
             ));
@@ -605,6 +642,17 @@ pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
     for (k, v) in merge_names(&book_refs) {
         names.entry(k).or_insert(v);
     }
+    rep.score_kind = opts.score;
+    if opts.score.groups_consequences() {
+        rep.caused_by = consequence::file_consequences(
+            &mut blocks,
+            &mut rep.shared,
+            &rep.extras,
+            &rep.procs,
+            &rep.conns,
+            opts.causes.as_deref(),
+        );
+    }
     let ids = ranking::IdOrder::new(&rep.procs);
     heavy.sort_by(|(ra, _), (rb, _)| {
         ranking::cmp_rows(
@@ -690,6 +738,10 @@ pub fn show(model: &Model, set: &TraceSet, id: &str, opts: &Options) -> Result<S
     }
     let s = score::score_unit(u, g);
     let m = g.and_then(|g| g.class(&score::class_of(u)));
+    let facts = evidence::UnitFacts {
+        duration_ns: u.info.t_end_unix_ns - u.info.t_start_unix_ns,
+    };
+    let s = evidence::rescore(opts.score, s, &u.tree, m, facts);
     let lines = report::annotate(&u.tree, m, &s.effective, &names, opts.tree_lines);
     let why = report::why(&s, &names, opts.why);
     Ok(Shown {
@@ -701,6 +753,8 @@ pub fn show(model: &Model, set: &TraceSet, id: &str, opts: &Options) -> Result<S
             group: gi,
             why,
             annotated: Some(lines.clone()),
+            caused_by: None,
+            model_units: m.map_or(0, |m| m.units),
         },
         lines,
     })

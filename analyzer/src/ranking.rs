@@ -357,6 +357,7 @@ mod tests {
                     score,
                     verdict: crate::score::Verdict::Scored,
                     effective: Box::new([]),
+                    model_units: 0,
                 })
                 .collect();
             let ids = IdOrder::new(&procs);

@@ -32,6 +32,10 @@ pub struct RankedUnit {
     pub why: Vec<String>,
     /// The unit's tree next to its model (kept for the top units only).
     pub annotated: Option<Vec<TreeLine>>,
+    /// The id of the root unit this one was caused by ([`crate::consequence`]), if any.
+    pub caused_by: Option<String>,
+    /// Units the unit's model was learned from (0: no model).
+    pub model_units: u64,
 }
 
 /// A ranked unit below the first [`crate::Options::units_kept`], kept compact (72 bytes,
@@ -81,6 +85,9 @@ pub(crate) struct RowExtra {
     /// All the effective nodes kept (the shared score has the light ones).
     pub effective: Option<Vec<Effective>>,
     pub annotated: Option<Vec<TreeLine>>,
+    /// When the unit's first call never seen in normal runs was made (wall clock, ns), for
+    /// units that may be the root of an incident ([`crate::consequence`]).
+    pub anomaly_ns: Option<i64>,
 }
 
 /// A score with its verdict and light effective nodes, shared by the rows of equal trees
@@ -90,6 +97,8 @@ pub(crate) struct SharedScore {
     pub score: f64,
     pub verdict: Verdict,
     pub effective: Box<[Effective]>,
+    /// Units the unit's model was learned from (0: no model).
+    pub model_units: u64,
 }
 
 /// Where a compact unit is: (vector, index) in `Report::rest`.
@@ -133,6 +142,10 @@ pub struct Report {
     pub names: BTreeMap<u64, String>,
     /// Sentences of *why* per unit.
     pub why_sentences: usize,
+    /// The score the units are ranked by.
+    pub score_kind: crate::evidence::ScoreKind,
+    /// The root of each consequence ([`crate::consequence`]).
+    pub(crate) caused_by: crate::hash::FxMap<RowRef, RowRef>,
 }
 
 /// Names a node for people.
@@ -339,7 +352,7 @@ fn fmt_time(ns: i64) -> String {
 impl RankedUnit {
     /// The JSON object of `culprit rank --json`.
     pub fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({
+        let mut v = serde_json::json!({
             "id": self.info.id,
             "score": self.score,
             "verdict": self.verdict,
@@ -358,7 +371,11 @@ impl RankedUnit {
             "lost": self.info.lost,
             "cut": self.info.cut,
             "injections": self.info.injections,
-        })
+        });
+        if let Some(c) = &self.caused_by {
+            v["caused_by"] = serde_json::Value::String(c.clone());
+        }
+        v
     }
 }
 
@@ -369,7 +386,10 @@ impl Report {
         let (host, pid) = &self.procs[row.proc_ as usize];
         let (conn, local, peer) = &self.conns[row.conn as usize];
         let SharedScore {
-            verdict, effective, ..
+            verdict,
+            effective,
+            model_units,
+            ..
         } = &self.shared[row.shared as usize];
         let extra = (row.flags & Row::EXTRA != 0)
             .then(|| self.extras.get(&r))
@@ -403,6 +423,12 @@ impl Report {
             group: self.proc_groups[row.proc_ as usize].map(|g| g as usize),
             why: Vec::new(),
             annotated: extra.and_then(|x| x.annotated.clone()),
+            caused_by: self.caused_by.get(&r).map(|c| {
+                let root = &self.rest[c.0 as usize][c.1 as usize];
+                let (host, pid) = &self.procs[root.proc_ as usize];
+                crate::units::unit_id(host, *pid, root.tid, root.index)
+            }),
+            model_units: *model_units,
         }
     }
 }
@@ -458,7 +484,13 @@ impl Report {
             verdict: u.verdict,
             effective: u.effective.clone(),
         };
-        why(&s, &self.names, self.why_sentences.max(1))
+        let mut w = why(&s, &self.names, self.why_sentences.max(1));
+        if self.score_kind != crate::evidence::ScoreKind::Paper && u.verdict == Verdict::Scored {
+            if let Some(h) = crate::narrative::headline(&u.effective, u.model_units, &self.names) {
+                w.insert(0, h);
+            }
+        }
+        w
     }
 
     /// The JSON object of one unit (see [`RankedUnit::to_json`]), with its *why*.
@@ -512,9 +544,13 @@ impl Report {
                     p.as_deref().unwrap_or("?")
                 ),
             };
+            let caused = u
+                .caused_by
+                .as_deref()
+                .map_or(String::new(), |c| format!("  ↳ caused by {c}"));
             let _ = writeln!(
                 s,
-                "{:.3}  {}  {} pid {} tid {}  {}{}{}  {} +{:.3} ms",
+                "{:.3}  {}  {} pid {} tid {}  {}{}{}  {} +{:.3} ms{caused}",
                 u.score,
                 i.id,
                 i.host,
@@ -638,7 +674,7 @@ impl Report {
         legend.push_str(r#"<span>● no group</span>"#);
         format!(
             r#"<!doctype html><html><head><meta charset="utf-8"><title>Culprit — suspect scores</title>
-<style>body{{font-family:sans-serif;margin:20px}} pre{{background:#f7f7f7;padding:8px;font-size:12px;overflow:auto}} .new{{color:#c00}} .missing{{color:#a60}} td{{padding:2px 8px}}</style></head>
+<style>body{{font-family:sans-serif;margin:20px}} pre{{background:#f7f7f7;padding:8px;font-size:12px;overflow:auto}} .new{{color:#c00}} .missing{{color:#a60}} td{{padding:2px 8px}} a.go{{color:#06c;cursor:pointer;text-decoration:underline}}</style></head>
 <body><h2>Suspect score of every execution unit against time</h2>
 <p>{n} units, {p} processes{cut}. Click a point to see the unit's call tree next to its model. {legend}</p>
 {svg}
@@ -652,6 +688,9 @@ function show(i) {{
   h += '<table><tr><td>host</td><td>' + esc(u.host) + '</td></tr><tr><td>pid / tid</td><td>' + u.pid + ' / ' + u.tid + '</td></tr>';
   h += '<tr><td>fd</td><td>' + (u.fd ?? '') + '</td></tr><tr><td>local ⇄ peer</td><td>' + esc(u.local ?? '?') + ' ⇄ ' + esc(u.peer ?? '?') + '</td></tr>';
   h += '<tr><td>start</td><td>' + new Date(u.t_start_unix_ns / 1e6).toISOString() + ' (+' + (u.duration_ns / 1e6).toFixed(3) + ' ms)</td></tr></table>';
+  if (u.caused_by) {{ const r = U.findIndex(v => v.id === u.caused_by); h += '<p class="caused">caused by ' + (r >= 0 ? '<a class="go" onclick="show(' + r + ')">' + esc(u.caused_by) + '</a>' : esc(u.caused_by)) + '</p>'; }}
+  const cs = U.map((v, j) => [v, j]).filter(x => x[0].caused_by === u.id);
+  if (cs.length) h += '<h4>consequences (' + cs.length + ')</h4><ul class="consequences">' + cs.slice(0, 50).map(x => '<li><a class="go" onclick="show(' + x[1] + ')">' + esc(x[0].id) + '</a> ' + x[0].kind + ' — ' + esc(x[0].why[0] ?? '') + '</li>').join('') + '</ul>';
   h += '<h4>why</h4><ul>' + u.why.map(w => '<li>' + esc(w) + '</li>').join('') + '</ul>';
   if (u.injections.length) h += '<h4>injected faults</h4><ul>' + u.injections.map(j => '<li>' + esc(j.func + ' fd ' + j.fd + ' → ' + j.forced_ret + ' (' + j.spec + ')') + '</li>').join('') + '</ul>';
   if (u.tree) {{

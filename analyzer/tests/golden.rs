@@ -2,13 +2,16 @@
 //! shape), for each way of recording, compared with `tests/data/*.golden`. Each case runs
 //! with 1 worker thread and with 4: the outputs must be identical (and the model files
 //! byte-identical). Regenerate with `BLESS=1 cargo test -p analyzer --test golden`.
+//! `ring_*.golden` rank with the paper's score (`--score paper`, unchanged since it was
+//! the default); `ring_*_evidence.golden` with the default score.
 
 use analyzer::decode::TraceSet;
+use analyzer::evidence::ScoreKind;
 use analyzer::synth::{ring, Fault, Functions, Ring};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-fn run(functions: Functions) -> (String, String) {
+fn run(functions: Functions, score: ScoreKind) -> (String, String) {
     let normal: Vec<TraceSet> = (1..=2)
         .map(|seed| TraceSet {
             processes: ring(&Ring {
@@ -32,7 +35,10 @@ fn run(functions: Functions) -> (String, String) {
             seed: 7,
         }),
     };
-    let opts = analyzer::Options::default();
+    let opts = analyzer::Options {
+        score,
+        ..Default::default()
+    };
     let learned = analyzer::learn(&normal, &opts).unwrap();
     let rep = analyzer::rank(&learned.model, &trial, &opts).unwrap();
     let mut s = String::new();
@@ -73,6 +79,9 @@ fn run(functions: Functions) -> (String, String) {
             u.info.t_start_unix_ns
         )
         .unwrap();
+        if let Some(c) = &u.caused_by {
+            writeln!(s, "    caused by {c}").unwrap();
+        }
         for w in &u.why {
             writeln!(s, "    {w}").unwrap();
         }
@@ -80,15 +89,15 @@ fn run(functions: Functions) -> (String, String) {
     (s, m.to_json())
 }
 
-fn check(name: &str, functions: Functions) {
+fn check(name: &str, functions: Functions, score: ScoreKind) {
     let pool = |n| {
         rayon::ThreadPoolBuilder::new()
             .num_threads(n)
             .build()
             .unwrap()
     };
-    let (one, model1) = pool(1).install(|| run(functions));
-    let (four, model4) = pool(4).install(|| run(functions));
+    let (one, model1) = pool(1).install(|| run(functions, score));
+    let (four, model4) = pool(4).install(|| run(functions, score));
     assert_eq!(one, four, "results depend on the number of threads");
     assert_eq!(model1, model4, "model depends on the number of threads");
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -104,17 +113,40 @@ fn check(name: &str, functions: Functions) {
 
 #[test]
 fn golden_ring_c() {
-    check("ring_c", Functions::C);
+    check("ring_c", Functions::C, ScoreKind::Paper);
 }
 
 #[test]
 fn golden_ring_python() {
-    check("ring_python", Functions::Python);
+    check("ring_python", Functions::Python, ScoreKind::Paper);
 }
 
 #[test]
 fn golden_ring_preload_only() {
-    check("ring_preload", Functions::None);
+    check("ring_preload", Functions::None, ScoreKind::Paper);
+}
+
+#[test]
+fn golden_ring_c_evidence() {
+    check("ring_c_evidence", Functions::C, ScoreKind::Evidence);
+}
+
+#[test]
+fn golden_ring_python_evidence() {
+    check(
+        "ring_python_evidence",
+        Functions::Python,
+        ScoreKind::Evidence,
+    );
+}
+
+#[test]
+fn golden_ring_preload_only_evidence() {
+    check(
+        "ring_preload_evidence",
+        Functions::None,
+        ScoreKind::Evidence,
+    );
 }
 
 /// Units below `units_kept` are kept compact: listing them gives the same units, in the

@@ -12,11 +12,16 @@ use std::process::ExitCode;
     culprit rank --model ring.model faulty --top 10\n  \
     culprit rank --model ring.model faulty --json | jq '.[0]'\n  \
     culprit rank --model ring.model faulty --html report.html\n\n\
-    Each unit is scored against its model (§3.1 of Maruyama & Matsuoka, IPDPS'08): the mean,\n\
-    over the nodes in common and the minimum difference, of 1-p for calls seen, p for expected\n\
-    calls not made, and 1 for calls never seen in normal runs. Units of processes matching no\n\
-    process group, and units with no model, score 1. The earliest high-scoring unit is usually\n\
-    the one to look at; `culprit show` prints its call tree next to the model.")]
+    Each unit is compared with its model. The default score (evidence) is led by the unit's\n\
+    strongest piece of evidence: a call never seen in the U normal units of its class\n\
+    (U/(U+1); a failure never seen: 1), a call every normal unit made missing, a rare call;\n\
+    the consequences of an anomaly (later anomalies of its process, work on connections made\n\
+    after it, the peers at the other end of its connections) are ranked right after it and\n\
+    name it (caused_by). --score paper is §3.1 of Maruyama & Matsuoka, IPDPS'08, exactly: the\n\
+    mean, over the nodes in common and the minimum difference, of 1-p for calls seen, p for\n\
+    expected calls not made, and 1 for calls never seen in normal runs. Units of processes\n\
+    matching no process group, and units with no model, score 1. `culprit show` prints a\n\
+    unit's call tree next to the model.")]
 pub struct Args {
     /// The model (from `culprit learn` or `culprit merge`).
     #[arg(long, value_name = "MODEL")]
@@ -36,6 +41,12 @@ pub struct Args {
     /// List the faults injected inside each printed unit (ground truth of an experiment).
     #[arg(long)]
     pub mark_injections: bool,
+    /// The score units are ranked by: `evidence` (the strongest single piece of evidence
+    /// in a unit, with consequences filed under their root), `paper` (§3.1 exactly: the
+    /// mean over the effective nodes), or a baseline: `rarest` (the unit's rarest call),
+    /// `longest` (the longest unit), `ochiai` (spectrum-based, over nodes).
+    #[arg(long, value_name = "SCORE", default_value = "evidence")]
+    pub score: analyzer::evidence::ScoreKind,
     /// Worker threads (default: one per core). Results do not depend on it.
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
@@ -50,7 +61,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     set_threads(args.threads)?;
     let model = Model::load(&args.model)?;
     let set = open(&args.dirs)?;
-    let opts = options();
+    let mut opts = options();
+    opts.score = args.score;
     let rep = analyzer::rank(&model, &set, &opts)?;
     let top = args.top.unwrap_or(if args.json { usize::MAX } else { 20 });
     // Where each listed unit's received bytes came from and its sent bytes went.

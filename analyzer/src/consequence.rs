@@ -1,0 +1,530 @@
+//! **Consequences** filed under their root: a ranking shows the earliest anomaly of a process
+//! and, right after it, the units it caused, instead of letting its consequences outrank it.
+//!
+//! Measured on the fault suite (`bench/localize/`) and on the Python cluster of issue 13:
+//! ~100 ms after a connection reset, a daemon reconnects; the units on the new connection
+//! have no model (the paper's rule: "no model → 1"), so dozens of units, all later than the
+//! root and all caused by it, outrank it; and the peer that saw the connection break, the
+//! client whose request failed, score as high as the unit where it broke. So:
+//!
+//! 1. **Roots.** In each process the root is the earliest unit that was scored against a
+//!    model and reached [`ROOT_MIN`] — the first thing the process did that its model calls
+//!    abnormal.
+//! 2. **Consequences in the process.** A later unit of the same process that reached
+//!    [`ROOT_MIN`] too (but not more than [`STRONGER`] above the process's root), or that has no model (its class never occurred in normal runs) and
+//!    is on a connection whose first unit started after the root began (a reconnect, a new
+//!    client retrying), is a consequence of the root.
+//! 3. **Consequences across processes.** Two processes' incidents are one when a unit of
+//!    one (root or consequence) is on the same TCP connection as a unit of the other — the
+//!    local and peer addresses of one are the peer and local addresses of the other — that
+//!    started no later, or when a [`CauseSource`] (message matching: *this unit received
+//!    what that unit sent*) says a unit of one received from a unit of the other. The
+//!    incident whose root is earlier takes the other: its root, and everything under it,
+//!    becomes a consequence of the earlier root. A process with no root of its own files
+//!    its anomalous and unmodelled units under the incident of the process at the other end
+//!    of their connection, if that one's root began before them (the peer that reconnects
+//!    after the root broke their connection), and so are its units scoring at least
+//!    [`TOLD_MIN`] on a connection to that incident after its root (a backend told of a
+//!    timeout by the proxy closing its connection).
+//!
+//! A consequence ranks right after its root — its score becomes the root's times
+//! [`CONSEQUENCE_FACTOR`] — and names it (`caused_by`). The root keeps its own score: an
+//! incident ranks by the evidence of the unit where it began.
+
+use crate::hash::FxMap;
+use crate::report::{ConnRow, Row, RowExtra, RowRef, SharedScore};
+use crate::score::Verdict;
+
+/// The least score of a root (an anomaly that can have consequences).
+pub const ROOT_MIN: f64 = 0.65;
+
+/// A later anomaly scoring more than its own process's root plus this is not filed under
+/// that root's incident: an anomaly clearly stronger than its process's first one has
+/// evidence of its own (a process whose first anomaly is noise — a rare initialization
+/// learned from three runs — must not hide the fault that comes later).
+pub const STRONGER: f64 = 0.1;
+
+/// The least score of a unit of a process with no root of its own that is filed under an
+/// incident at the other end of its connection (step 3 of the module's documentation).
+pub const TOLD_MIN: f64 = 0.5;
+
+/// A consequence ranks right after its root: its score is the root's times this.
+pub const CONSEQUENCE_FACTOR: f64 = 0.999_999;
+
+/// A unit, as a [`CauseSource`] names it: host, pid, thread and index (its id's parts).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct UnitRef {
+    /// Host.
+    pub host: String,
+    /// Process id.
+    pub pid: u32,
+    /// Thread id.
+    pub tid: u32,
+    /// Index of the unit in its thread.
+    pub index: u32,
+}
+
+/// Cross-process causes: which units sent what a unit received. Implemented by message
+/// matching (send → receive, byte-level) when it is available; the consequence step works
+/// without it, from what one process's trace tells.
+pub trait CauseSource: Send + Sync {
+    /// The units that sent what `unit` received (any order; unknown units are ignored).
+    fn received_from(&self, unit: &UnitRef) -> Vec<UnitRef>;
+}
+
+/// Files consequences under their roots (see the module's documentation): changes the
+/// scores of the consequences in `blocks` (one vector of rows per process, whose process
+/// is `procs[row.proc_]`; `conns` are the connections the rows refer to), adding the
+/// shared scores they now use to `shared`, and returns each consequence's root.
+pub(crate) fn file_consequences(
+    blocks: &mut [Vec<Row>],
+    shared: &mut Vec<SharedScore>,
+    extras: &FxMap<RowRef, RowExtra>,
+    procs: &[(String, u32)],
+    conns: &[ConnRow],
+    causes: Option<&dyn CauseSource>,
+) -> FxMap<RowRef, RowRef> {
+    let verdict = |r: &Row, shared: &[SharedScore]| shared[r.shared as usize].verdict;
+    let anomaly = |r: &Row, shared: &[SharedScore]| {
+        r.score >= ROOT_MIN && verdict(r, shared) == Verdict::Scored
+    };
+    // When a unit's anomaly happened: a handler's when the message it handles arrived (its
+    // start: whatever it did differently was a reaction to it); another unit's (a loop, an
+    // initializer or finalizer that may span the whole run) when its first call never seen
+    // in normal runs was made, else (only calls missing, which tells at its end) its end.
+    let when = |b: usize, i: usize, r: &Row| {
+        if r.kind == crate::units::UnitKind::Handler {
+            return r.t_start_unix_ns;
+        }
+        let x = (r.flags & Row::EXTRA != 0)
+            .then(|| extras.get(&(b as u32, i as u32)))
+            .flatten();
+        x.and_then(|x| x.anomaly_ns).unwrap_or(r.t_end_unix_ns)
+    };
+    // 1. Each process's own root: (row, when).
+    let roots: Vec<Option<(u32, i64)>> = blocks
+        .iter()
+        .enumerate()
+        .map(|(b, rows)| {
+            rows.iter()
+                .enumerate()
+                .filter(|(_, r)| anomaly(r, shared))
+                .map(|(i, r)| (when(b, i, r), i))
+                .min()
+                .map(|(t, i)| (i as u32, t))
+        })
+        .collect();
+    let mut caused_by: FxMap<RowRef, RowRef> = FxMap::default();
+    if roots.iter().all(Option::is_none) {
+        return caused_by;
+    }
+    // When each connection was first seen (its first unit's start); connections are per
+    // process, so this also tells the process each belongs to.
+    let mut first: Vec<Option<(usize, i64)>> = vec![None; conns.len()];
+    for (b, rows) in blocks.iter().enumerate() {
+        for r in rows {
+            if let Some(f) = first.get_mut(r.conn as usize) {
+                match f {
+                    Some((_, t)) => *t = (*t).min(r.t_start_unix_ns),
+                    None => *f = Some((b, r.t_start_unix_ns)),
+                }
+            }
+        }
+    }
+    // When each class of unmodelled units (connection, thread, kind) first occurred.
+    let mut first_class: FxMap<(u32, u8, u8), i64> = FxMap::default();
+    for rows in blocks.iter() {
+        for r in rows {
+            if verdict(r, shared) == Verdict::NoUnitModel {
+                let t = first_class.entry(class_key(r)).or_insert(r.t_start_unix_ns);
+                *t = (*t).min(r.t_start_unix_ns);
+            }
+        }
+    }
+    // The processes with a root, by the addresses of their connections.
+    let mut by_addr: FxMap<(&str, &str), Vec<usize>> = FxMap::default();
+    for (c, f) in first.iter().enumerate() {
+        if let (Some((b, _)), (_, Some(l), Some(p))) = (f, &conns[c]) {
+            if roots[*b].is_some() {
+                by_addr
+                    .entry((l.as_str(), p.as_str()))
+                    .or_default()
+                    .push(*b);
+            }
+        }
+    }
+    // 2. Processes that talk to each other: (process with a root, process).
+    let mut links: Vec<(usize, usize)> = Vec::new();
+    for (c, f) in first.iter().enumerate() {
+        if let (Some((b, _)), (_, Some(l), Some(p))) = (f, &conns[c]) {
+            for &a in by_addr.get(&(p.as_str(), l.as_str())).into_iter().flatten() {
+                if a != *b {
+                    links.push((a, *b));
+                }
+            }
+        }
+    }
+    if let Some(src) = causes {
+        let mut by_ref: FxMap<UnitRef, usize> = FxMap::default();
+        for (b, rows) in blocks.iter().enumerate() {
+            if roots[b].is_some() {
+                for r in rows {
+                    by_ref.insert(unit_ref(procs, r), b);
+                }
+            }
+        }
+        for (b, rows) in blocks.iter().enumerate() {
+            for r in rows {
+                if anomaly(r, shared) || verdict(r, shared) == Verdict::NoUnitModel {
+                    for from in src.received_from(&unit_ref(procs, r)) {
+                        if let Some(&a) = by_ref.get(&from) {
+                            if a != b {
+                                links.push((a, b));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    links.sort_unstable();
+    links.dedup();
+    // 3. Incidents: processes with roots that talk to each other are one, rooted at the
+    // earliest root (ties: the lower process index); a process without a root goes with
+    // the incident of the earliest root it talks to.
+    let t_root = |b: usize| roots[b].map(|r| (r.1, b));
+    let mut parent: Vec<usize> = (0..blocks.len()).collect();
+    fn find(parent: &mut [usize], mut b: usize) -> usize {
+        while parent[b] != b {
+            parent[b] = parent[parent[b]];
+            b = parent[b];
+        }
+        b
+    }
+    for &(a, b) in &links {
+        if roots[b].is_none() {
+            continue;
+        }
+        let (ra, rb) = (find(&mut parent, a), find(&mut parent, b));
+        if ra != rb {
+            if t_root(ra) <= t_root(rb) {
+                parent[rb] = ra;
+            } else {
+                parent[ra] = rb;
+            }
+        }
+    }
+    let mut top: Vec<Option<usize>> = (0..blocks.len())
+        .map(|b| roots[b].is_some().then(|| find(&mut parent, b)))
+        .collect();
+    for &(a, b) in &links {
+        if roots[b].is_none() {
+            let ta = find(&mut parent, a);
+            if top[b].is_none_or(|tb| t_root(ta) < t_root(tb)) {
+                top[b] = Some(ta);
+            }
+        }
+    }
+    // The incident of each process with a root.
+    let incident: Vec<Option<usize>> = (0..blocks.len())
+        .map(|b| roots[b].is_some().then(|| find(&mut parent, b)))
+        .collect();
+    // 4. What each incident's root caused in each process: the later anomalies, and the
+    // unmodelled units on connections first seen after it.
+    let root_score: Vec<f64> = roots
+        .iter()
+        .enumerate()
+        .map(|(b, r)| r.map_or(0.0, |(i, _)| blocks[b][i as usize].score))
+        .collect();
+    // (shared score, consequence score) → the shared score of such consequences.
+    let mut demoted: FxMap<(u32, u64), u32> = FxMap::default();
+    for (b, rows) in blocks.iter_mut().enumerate() {
+        let Some(t) = top[b] else { continue };
+        let Some((root_i, t0)) = roots[t] else {
+            continue;
+        };
+        let root = (t as u32, root_i);
+        // Right after the root: lower for an unmodelled unit (1), higher for a weaker
+        // anomaly it caused — either way next to it.
+        let score = root_score[t] * CONSEQUENCE_FACTOR;
+        for (i, r) in rows.iter_mut().enumerate() {
+            if (b as u32, i as u32) == root {
+                continue;
+            }
+            let v = shared[r.shared as usize].verdict;
+            let later_anomaly = r.score >= ROOT_MIN
+                && roots[b].is_none_or(|_| r.score <= root_score[b] + STRONGER)
+                && v == Verdict::Scored
+                && when(b, i, r) >= t0;
+            let new_class = v == Verdict::NoUnitModel
+                && r.t_start_unix_ns >= t0
+                && first_class.get(&class_key(r)).is_some_and(|&f| f >= t0);
+            // In a process with no anomaly of its own: a weaker one, after the root, on a
+            // connection whose other end is in the incident (a peer told of what the root
+            // did: a timed-out backend seeing its connection closed).
+            let told = roots[b].is_none()
+                && v == Verdict::Scored
+                && r.score >= TOLD_MIN
+                && r.t_start_unix_ns >= t0
+                && match &conns[r.conn as usize] {
+                    (_, Some(l), Some(p)) => by_addr
+                        .get(&(p.as_str(), l.as_str()))
+                        .into_iter()
+                        .flatten()
+                        .any(|&a| incident[a] == Some(t)),
+                    _ => false,
+                };
+            if !(later_anomaly || new_class || told) {
+                continue;
+            }
+            let k = (r.shared, score.to_bits());
+            let s = *demoted.entry(k).or_insert_with(|| {
+                let mut s = shared[r.shared as usize].clone();
+                s.score = score;
+                shared.push(s);
+                shared.len() as u32 - 1
+            });
+            r.score = score;
+            r.shared = s;
+            caused_by.insert((b as u32, i as u32), root);
+        }
+    }
+    caused_by
+}
+
+/// The class of an unmodelled unit, as far as rows tell: connection, main thread or not,
+/// kind.
+fn class_key(r: &Row) -> (u32, u8, u8) {
+    (r.conn, r.flags & Row::MAIN_THREAD, r.kind as u8)
+}
+
+/// The wall-clock time of a TSC inside a unit (interpolated between its start and end).
+pub(crate) fn tsc_to_ns(tsc: u64, h: &crate::units::UnitHead) -> i64 {
+    let span = h.tsc_end.saturating_sub(h.tsc_start);
+    if span == 0 {
+        return h.t_start_unix_ns;
+    }
+    let f = (tsc.saturating_sub(h.tsc_start) as f64 / span as f64).clamp(0.0, 1.0);
+    h.t_start_unix_ns + (f * (h.t_end_unix_ns - h.t_start_unix_ns) as f64) as i64
+}
+
+fn unit_ref(procs: &[(String, u32)], r: &Row) -> UnitRef {
+    let (host, pid) = &procs[r.proc_ as usize];
+    UnitRef {
+        host: host.clone(),
+        pid: *pid,
+        tid: r.tid,
+        index: r.index,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::units::UnitKind;
+
+    fn row(proc_: u32, index: u32, t: i64, conn: u32, score: f64, shared: u32) -> Row {
+        Row {
+            score,
+            t_start_unix_ns: t,
+            t_end_unix_ns: t + 1,
+            tsc_start: 0,
+            tsc_end: 0,
+            proc_,
+            conn,
+            tid: 1,
+            index,
+            shared,
+            fd: 0,
+            kind: UnitKind::Handler,
+            flags: 0,
+        }
+    }
+
+    fn shared(score: f64, verdict: Verdict) -> SharedScore {
+        SharedScore {
+            score,
+            verdict,
+            effective: Box::new([]),
+            model_units: 0,
+        }
+    }
+
+    fn conns() -> Vec<ConnRow> {
+        let c = |l: &str, p: &str| (Default::default(), Some(l.to_string()), Some(p.to_string()));
+        vec![
+            (Default::default(), None, None),
+            c("a:1", "b:2"),
+            c("a:1", "b:3"),
+            c("a:1", "b:4"),
+            // The other end of connection 1.
+            c("b:2", "a:1"),
+        ]
+    }
+
+    #[test]
+    fn later_anomalies_and_units_on_connections_made_after_the_root_are_filed_under_it() {
+        // Shared scores: 0 normal, 1 the anomaly, 2 no unit model.
+        let mut sh = vec![
+            shared(0.1, Verdict::Scored),
+            shared(0.8, Verdict::Scored),
+            shared(1.0, Verdict::NoUnitModel),
+        ];
+        let mut blocks = vec![vec![
+            row(0, 0, 10, 1, 0.1, 0),
+            // Unmodelled, on a connection older than the root: not a consequence.
+            row(0, 1, 15, 2, 1.0, 2),
+            row(0, 2, 20, 1, 0.8, 1),
+            row(0, 3, 25, 2, 1.0, 2),
+            // On connection 3, first seen after the root: consequences.
+            row(0, 4, 30, 3, 1.0, 2),
+            row(0, 5, 40, 3, 1.0, 2),
+            // A later anomaly of the process.
+            row(0, 6, 50, 1, 0.8, 1),
+            row(0, 7, 60, 1, 0.1, 0),
+        ]];
+        let procs = vec![("h".to_string(), 7)];
+        let c = file_consequences(
+            &mut blocks,
+            &mut sh,
+            &FxMap::default(),
+            &procs,
+            &conns(),
+            None,
+        );
+        let mut got: Vec<_> = c.into_iter().collect();
+        got.sort();
+        assert_eq!(
+            got,
+            vec![((0, 4), (0, 2)), ((0, 5), (0, 2)), ((0, 6), (0, 2))]
+        );
+        let rows = &blocks[0];
+        assert!(rows[4].score < 0.8 && rows[4].score > 0.799);
+        assert_eq!(sh[rows[4].shared as usize].score, rows[4].score);
+        assert_eq!(sh[rows[4].shared as usize].verdict, Verdict::NoUnitModel);
+        assert_eq!(rows[4].shared, rows[5].shared);
+        assert_eq!(
+            (rows[1].score, rows[3].score, rows[2].score),
+            (1.0, 1.0, 0.8)
+        );
+    }
+
+    #[test]
+    fn the_other_end_of_a_connection_joins_the_earlier_incident() {
+        let mut sh = vec![shared(0.8, Verdict::Scored), shared(0.9, Verdict::Scored)];
+        // Process 0's root at t 10 on a:1 ⇄ b:2; process 1's, stronger, at t 12 on the
+        // other end of that connection: one incident, rooted at the earlier one.
+        let mut blocks = vec![
+            vec![row(0, 0, 10, 1, 0.8, 0)],
+            vec![row(1, 0, 12, 4, 0.9, 1)],
+        ];
+        let procs = vec![("h".to_string(), 1), ("h".to_string(), 2)];
+        let c = file_consequences(
+            &mut blocks,
+            &mut sh,
+            &FxMap::default(),
+            &procs,
+            &conns(),
+            None,
+        );
+        assert_eq!(c.len(), 1);
+        assert_eq!(c.get(&(1, 0)), Some(&(0, 0)));
+        assert!((blocks[1][0].score - 0.8 * CONSEQUENCE_FACTOR).abs() < 1e-12);
+        // The other way round in time: process 1's root came first.
+        let mut blocks = vec![
+            vec![row(0, 0, 14, 1, 0.8, 0)],
+            vec![row(1, 0, 12, 4, 0.9, 1)],
+        ];
+        let c = file_consequences(
+            &mut blocks,
+            &mut sh,
+            &FxMap::default(),
+            &procs,
+            &conns(),
+            None,
+        );
+        assert_eq!(c.get(&(0, 0)), Some(&(1, 0)));
+    }
+
+    #[test]
+    fn a_peer_without_anomalies_of_its_own_files_what_it_was_told_under_the_root() {
+        let mut sh = vec![
+            shared(0.9, Verdict::Scored),
+            shared(0.55, Verdict::Scored),
+            shared(0.4, Verdict::Scored),
+        ];
+        // Process 0's root at t 10 on a:1 ⇄ b:2. Process 1, with no root, on the other end:
+        // a weak anomaly after it (filed), a weaker one (not), one before the root (not).
+        let mut blocks = vec![
+            vec![row(0, 0, 10, 1, 0.9, 0)],
+            vec![
+                row(1, 0, 5, 4, 0.55, 1),
+                row(1, 1, 20, 4, 0.55, 1),
+                row(1, 2, 30, 4, 0.4, 2),
+            ],
+        ];
+        let procs = vec![("h".to_string(), 1), ("h".to_string(), 2)];
+        let c = file_consequences(
+            &mut blocks,
+            &mut sh,
+            &FxMap::default(),
+            &procs,
+            &conns(),
+            None,
+        );
+        let mut got: Vec<_> = c.into_iter().collect();
+        got.sort();
+        assert_eq!(got, vec![((1, 1), (0, 0))]);
+        assert!((blocks[1][1].score - 0.9 * CONSEQUENCE_FACTOR).abs() < 1e-12);
+        assert_eq!((blocks[1][0].score, blocks[1][2].score), (0.55, 0.4));
+    }
+
+    struct Matched(Vec<(UnitRef, UnitRef)>);
+
+    impl CauseSource for Matched {
+        fn received_from(&self, unit: &UnitRef) -> Vec<UnitRef> {
+            self.0
+                .iter()
+                .filter(|(to, _)| to == unit)
+                .map(|(_, from)| from.clone())
+                .collect()
+        }
+    }
+
+    #[test]
+    fn a_cause_source_joins_incidents_of_processes_with_no_connection_in_common() {
+        let mut sh = vec![shared(0.9, Verdict::Scored), shared(0.8, Verdict::Scored)];
+        let mut blocks = vec![
+            vec![row(0, 0, 10, 2, 0.9, 0)],
+            vec![row(1, 0, 20, 3, 0.8, 1)],
+        ];
+        let procs = vec![("h".to_string(), 1), ("h".to_string(), 2)];
+        let none = file_consequences(
+            &mut blocks.clone(),
+            &mut sh.clone(),
+            &FxMap::default(),
+            &procs,
+            &conns(),
+            None,
+        );
+        assert!(none.is_empty());
+        let r = |pid, index| UnitRef {
+            host: "h".into(),
+            pid,
+            tid: 1,
+            index,
+        };
+        let src = Matched(vec![(r(2, 0), r(1, 0))]);
+        let c = file_consequences(
+            &mut blocks,
+            &mut sh,
+            &FxMap::default(),
+            &procs,
+            &conns(),
+            Some(&src),
+        );
+        assert_eq!(c.len(), 1);
+        assert_eq!(c.get(&(1, 0)), Some(&(0, 0)));
+        assert!((blocks[1][0].score - 0.9 * CONSEQUENCE_FACTOR).abs() < 1e-12);
+    }
+}

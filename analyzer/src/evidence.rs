@@ -1,0 +1,252 @@
+//! Which score ranks the units, and the **evidence** score that is the default.
+//!
+//! The paper's score (§3.1, [`crate::score`]) is the *mean* of `Δ` over a unit's effective
+//! nodes. On a framework-heavy program a handler unit has hundreds of nodes that match
+//! their model (`Δ ≈ 0`), so the one node that tells the fault — a `recv` failing with an
+//! errno never seen, a call made after every receive that is missing — moves the mean to
+//! 0.07–0.10, and the faulty unit ranks behind every unit with a small tree and one rare
+//! call. The evidence score is instead led by the **strongest single piece of evidence**
+//! in the unit, weighted by how much normal behaviour backs it:
+//!
+//! - a node **never seen** in the `U` normal units of its class: `U / (U + 1)` (with three
+//!   units learned, 0.75; with 1 900, 0.9995) — and a failure outcome (errno, end of
+//!   stream, short transfer) never seen counts fully, because a call failing in a way it
+//!   never failed is the most direct sign of a fault there is;
+//! - a node **expected and missing**, with probability `p`: `p^U · U / (U + 1)` — the
+//!   chance that `U` normal units all had it, so that a call made by every normal unit
+//!   (`p = 1`) counts fully, and one that a few normal units skipped (`p = 0.98` over 200
+//!   units: 0.02) hardly: normal runs skip it too;
+//! - a node **seen but rare** (`p` small): `(1 − p) / 2` — rare is not never, and every
+//!   normal run has rare branches (timers, retries), so it weighs half.
+//!
+//! The unit's score is `0.8 · max + 0.2 · mean`: the strongest evidence decides, the
+//! paper's mean breaks ties between units with equal evidence (more wrong → higher). It
+//! stays in [0, 1]; units with no process group or no model still score 1 (and are then
+//! looked at by [`crate::consequence`], which files the ones caused by an earlier anomaly
+//! under it).
+//!
+//! [`ScoreKind`] names every score `culprit rank --score` offers: the evidence score, the
+//! paper's score exactly, and the baselines of [`crate::baselines`].
+
+use crate::baselines;
+use crate::model::TreeModel;
+use crate::score::{NodeClass, UnitScore, Verdict};
+use crate::trees::{CallTree, NodeKind, Outcome};
+
+/// The score a ranking orders units by.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum ScoreKind {
+    /// The strongest evidence in the unit (this module), with consequences filed under
+    /// their root ([`crate::consequence`]). The default.
+    #[default]
+    Evidence,
+    /// The paper's score exactly (§3.1: the mean of `Δ` over the effective nodes).
+    Paper,
+    /// Baseline: the rarest node of the unit (`1 − min p`; a node never seen: 1).
+    Rarest,
+    /// Baseline: the longest unit first.
+    Longest,
+    /// Baseline: spectrum-based fault localization, Ochiai over nodes (normal units
+    /// passing, the trial failing); a unit scores its most suspicious node.
+    Ochiai,
+}
+
+impl ScoreKind {
+    /// Every kind, the default first.
+    pub const ALL: [ScoreKind; 5] = [
+        ScoreKind::Evidence,
+        ScoreKind::Paper,
+        ScoreKind::Rarest,
+        ScoreKind::Longest,
+        ScoreKind::Ochiai,
+    ];
+
+    /// The name `culprit rank --score` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            ScoreKind::Evidence => "evidence",
+            ScoreKind::Paper => "paper",
+            ScoreKind::Rarest => "rarest",
+            ScoreKind::Longest => "longest",
+            ScoreKind::Ochiai => "ochiai",
+        }
+    }
+
+    /// Does the score of a unit depend on more than its tree and class (so that units of
+    /// equal trees cannot share one score)?
+    pub fn per_unit(self) -> bool {
+        self == ScoreKind::Longest
+    }
+
+    /// Are consequences filed under their root ([`crate::consequence`])?
+    pub fn groups_consequences(self) -> bool {
+        self == ScoreKind::Evidence
+    }
+}
+
+impl std::fmt::Display for ScoreKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for ScoreKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        ScoreKind::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = ScoreKind::ALL.iter().map(|k| k.name()).collect();
+                format!("unknown score `{s}`: expected one of {}", names.join(", "))
+            })
+    }
+}
+
+/// What a unit's score may depend on besides its tree and its model.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct UnitFacts {
+    /// Its duration, ns.
+    pub duration_ns: i64,
+}
+
+/// Weight of the units a model was learned from: `U / (U + 1)`.
+pub fn backing(units: u64) -> f64 {
+    units as f64 / (units as f64 + 1.0)
+}
+
+/// Is this outcome a failure (errno, end of stream, short transfer)?
+pub fn is_failure(o: Outcome) -> bool {
+    matches!(o, Outcome::Errno(_) | Outcome::Eof | Outcome::Short)
+}
+
+/// The evidence of one effective node of a unit scored against a model learned from
+/// `units` units (see the module's documentation).
+pub fn node_evidence(
+    class: NodeClass,
+    p: Option<f64>,
+    kind: NodeKind,
+    outcome: Outcome,
+    units: u64,
+) -> f64 {
+    let b = backing(units);
+    match class {
+        NodeClass::New if kind == NodeKind::Lib && is_failure(outcome) => 1.0,
+        NodeClass::New => b,
+        NodeClass::Missing => p.unwrap_or(0.0).powf(units as f64) * b,
+        NodeClass::Common => (1.0 - p.unwrap_or(1.0)) / 2.0,
+    }
+}
+
+/// The evidence score of a unit whose paper score is `s` against model `m`.
+pub fn evidence_score(s: &UnitScore, m: &TreeModel) -> f64 {
+    if s.verdict != Verdict::Scored {
+        return s.score;
+    }
+    let max = s
+        .effective
+        .iter()
+        .map(|e| node_evidence(e.class, e.p, e.key.kind, e.key.outcome, m.units))
+        .fold(0.0f64, f64::max);
+    0.8 * max + 0.2 * s.score
+}
+
+/// Re-scores a unit scored by the paper's method ([`crate::score::score_tree_as`], or
+/// [`crate::score::unmodelled`] when `m` is None) with score `kind`. The verdict and the
+/// effective nodes are kept: they are what the *why* of the unit tells.
+pub fn rescore(
+    kind: ScoreKind,
+    mut s: UnitScore,
+    t: &CallTree,
+    m: Option<&TreeModel>,
+    facts: UnitFacts,
+) -> UnitScore {
+    s.score = match (kind, m) {
+        (ScoreKind::Paper, _) => s.score,
+        (ScoreKind::Evidence, Some(m)) => evidence_score(&s, m),
+        (ScoreKind::Rarest, Some(m)) => baselines::rarest(t, m),
+        (ScoreKind::Ochiai, Some(m)) => baselines::ochiai(t, m),
+        (ScoreKind::Longest, _) => baselines::longest(facts.duration_ns),
+        (_, None) => 1.0,
+    };
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::score::score_tree;
+    use crate::trees::{NodeKey, ROOT};
+
+    #[test]
+    fn names_round_trip_and_unknown_names_are_refused() {
+        for k in ScoreKind::ALL {
+            assert_eq!(k.name().parse::<ScoreKind>(), Ok(k));
+        }
+        let e = "mean".parse::<ScoreKind>().unwrap_err();
+        assert!(e.contains("`mean`") && e.contains("evidence, paper"), "{e}");
+    }
+
+    fn lib(n: u64, outcome: Outcome) -> NodeKey {
+        NodeKey {
+            kind: NodeKind::Lib,
+            site: n,
+            callee: 1000 + n,
+            outcome,
+        }
+    }
+
+    /// A model of `units` identical units of `width` calls, and a unit equal to them but
+    /// for one extra call with `outcome`.
+    fn wide(width: u64, units: u64, outcome: Outcome) -> (CallTree, TreeModel) {
+        let mut normal = CallTree::default();
+        for i in 0..width {
+            normal.add(ROOT, lib(i, Outcome::Ok), i);
+        }
+        let m = TreeModel::from_trees(std::iter::repeat_n(&normal, units as usize));
+        let mut t = normal.clone();
+        t.add(ROOT, lib(width, outcome), width);
+        (t, m)
+    }
+
+    #[test]
+    fn one_never_seen_failure_dominates_however_wide_the_tree() {
+        for width in [3, 30, 300] {
+            let (t, m) = wide(width, 50, Outcome::Errno(104));
+            let s = score_tree(&t, &m);
+            let e = evidence_score(&s, &m);
+            // The paper's mean is diluted by the width; the evidence is not.
+            assert!((s.score - 1.0 / (width as f64 + 1.0)).abs() < 1e-9);
+            assert!(e >= 0.8, "width {width}: {e}");
+        }
+    }
+
+    #[test]
+    fn evidence_grows_with_the_normal_units_behind_it() {
+        let (t3, m3) = wide(10, 3, Outcome::Ok);
+        let (t900, m900) = wide(10, 900, Outcome::Ok);
+        let e3 = evidence_score(&score_tree(&t3, &m3), &m3);
+        let e900 = evidence_score(&score_tree(&t900, &m900), &m900);
+        assert!(e3 < e900, "{e3} vs {e900}");
+        // A rare call seen in normal runs weighs less than a call never seen.
+        assert!(
+            node_evidence(
+                NodeClass::Common,
+                Some(0.01),
+                NodeKind::Lib,
+                Outcome::Ok,
+                900
+            ) < e3
+        );
+    }
+
+    #[test]
+    fn an_identical_unit_scores_zero() {
+        let (_, m) = wide(10, 5, Outcome::Ok);
+        let mut t = CallTree::default();
+        for i in 0..10 {
+            t.add(ROOT, lib(i, Outcome::Ok), i);
+        }
+        assert_eq!(evidence_score(&score_tree(&t, &m), &m), 0.0);
+    }
+}
