@@ -46,18 +46,16 @@
 //! ```
 #![deny(missing_docs)]
 
-pub mod connections;
-pub mod decode;
 pub mod error;
 pub mod hash;
-pub mod model;
-mod ranking;
+pub mod localize;
 pub mod report;
-pub mod score;
-pub mod symbolize;
 pub mod synth;
-pub mod trees;
-pub mod units;
+pub mod trace;
+
+use localize::ranking;
+pub use localize::{connections, model, score, trees, units};
+pub use trace::{decode, symbolize};
 
 pub use error::{Error, Result};
 
