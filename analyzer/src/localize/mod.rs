@@ -4,8 +4,13 @@
 //! score a faulty run's units against them ([`score`]) and order them ([`ranking`]).
 
 pub mod connections;
+pub mod learn;
 pub mod model;
+pub mod options;
+mod pipeline;
+pub mod rank;
 pub(crate) mod ranking;
 pub mod score;
+pub mod show;
 pub mod trees;
 pub mod units;
