@@ -1,7 +1,7 @@
 //! The paper's method (Maruyama & Matsuoka, IPDPS'08): cut each process's events into
 //! execution units ([`units`]), build each unit's call tree ([`trees`]) with its
 //! connections ([`connections`]), learn per-group models of normal runs ([`model`]),
-//! score a faulty run's units against them ([`score`]) and order them ([`ranking`]).
+//! score a faulty run's units against them ([`score`]) and order them (`ranking`).
 
 pub mod connections;
 pub mod learn;

@@ -14,7 +14,7 @@ pub trait Progress: Send + Sync {
     fn finish(&self);
 }
 
-/// Options of [`learn`] and [`rank`]. Every default is documented at its field.
+/// Options of [`learn`](crate::learn) and [`rank`](crate::rank). Every default is documented at its field.
 #[derive(Clone)]
 pub struct Options {
     /// How trees are built (learning; ranking always uses the model's own options).
@@ -22,8 +22,8 @@ pub struct Options {
     pub tree: TreeOptions,
     /// Sentences of *why* per unit. Default 3.
     pub why: usize,
-    /// Units whose *why* is written out by [`rank`] (the highest-ranked); the others'
-    /// is made when printed ([`report::Report::why_of`]), which keeps a large ranking small
+    /// Units whose *why* is written out by [`rank`](crate::rank) (the highest-ranked); the others'
+    /// is made when printed ([`Report::why_of`](crate::report::Report::why_of)), which keeps a large ranking small
     /// in memory. Default 100.
     pub why_units: usize,
     /// Effective nodes kept per ranked unit. Default 16.
@@ -32,8 +32,8 @@ pub struct Options {
     pub trees_kept: usize,
     /// Lines of an annotated tree. Default 400.
     pub tree_lines: usize,
-    /// Units of a ranking kept whole in [`Report::units`] (the highest-ranked); the others
-    /// are kept compact (~170 bytes each) and made whole when listed ([`Report::iter`]).
+    /// Units of a ranking kept whole in [`Report::units`](crate::report::Report::units) (the highest-ranked); the others
+    /// are kept compact (~170 bytes each) and made whole when listed ([`Report::iter`](crate::report::Report::iter)).
     /// Default 1000.
     pub units_kept: usize,
     /// Progress receiver. Default none.

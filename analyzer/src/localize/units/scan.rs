@@ -488,50 +488,6 @@ impl ThreadScanner<'_> {
     }
 }
 
-#[cfg(test)]
-mod pass1_tests {
-    use super::*;
-
-    #[test]
-    fn lazy_frame_paths_are_the_eager_chain() {
-        let (mut setups, mut symbols, mut exe, mut forked) =
-            (Vec::new(), ProcessSymbols::default(), String::new(), None);
-        let mut s = ThreadScanner {
-            tid: 1,
-            frames: Vec::new(),
-            root: (0, 0),
-            cands: Candidates::default(),
-            sockets: FxSet::default(),
-            raw_setups: &mut setups,
-            symbols: &mut symbols,
-            exe: &mut exe,
-            forked: &mut forked,
-        };
-        let calls = [
-            (CallKind::C, 0x10, 0x100),
-            (CallKind::Py, 0x20, 7),
-            (CallKind::PyBuiltin, 0x30, 3),
-            (CallKind::C, 0x40, 0x400),
-            (CallKind::C, 0x50, 0x500),
-        ];
-        let mut eager = Vec::new();
-        let mut path = RAW_ROOT;
-        for &(k, site, callee) in &calls {
-            s.push_frame(k, site, callee);
-            path = raw_step(path, k, site, callee);
-            eager.push(path);
-        }
-        // Some computed first (a middle one, then the top), the rest from them.
-        assert_eq!(s.path_of(2), eager[2]);
-        assert!(s.frames[3].path.is_none());
-        assert_eq!(s.path_of(4), eager[4]);
-        for (i, &p) in eager.iter().enumerate() {
-            assert_eq!(s.path_of(i), p, "frame {i}");
-            assert_eq!(s.frames[i].path, Some(p));
-        }
-    }
-}
-
 /// Pass 1: symbols, descriptor history and event loops of one process.
 pub fn scan_process(p: &ProcessTrace) -> Result<ProcessScan> {
     scan_process_with(p, true)
@@ -582,4 +538,48 @@ pub(super) fn scan_process_with(p: &ProcessTrace, lean: bool) -> Result<ProcessS
     };
     scan.build_fds(None);
     Ok(scan)
+}
+
+#[cfg(test)]
+mod pass1_tests {
+    use super::*;
+
+    #[test]
+    fn lazy_frame_paths_are_the_eager_chain() {
+        let (mut setups, mut symbols, mut exe, mut forked) =
+            (Vec::new(), ProcessSymbols::default(), String::new(), None);
+        let mut s = ThreadScanner {
+            tid: 1,
+            frames: Vec::new(),
+            root: (0, 0),
+            cands: Candidates::default(),
+            sockets: FxSet::default(),
+            raw_setups: &mut setups,
+            symbols: &mut symbols,
+            exe: &mut exe,
+            forked: &mut forked,
+        };
+        let calls = [
+            (CallKind::C, 0x10, 0x100),
+            (CallKind::Py, 0x20, 7),
+            (CallKind::PyBuiltin, 0x30, 3),
+            (CallKind::C, 0x40, 0x400),
+            (CallKind::C, 0x50, 0x500),
+        ];
+        let mut eager = Vec::new();
+        let mut path = RAW_ROOT;
+        for &(k, site, callee) in &calls {
+            s.push_frame(k, site, callee);
+            path = raw_step(path, k, site, callee);
+            eager.push(path);
+        }
+        // Some computed first (a middle one, then the top), the rest from them.
+        assert_eq!(s.path_of(2), eager[2]);
+        assert!(s.frames[3].path.is_none());
+        assert_eq!(s.path_of(4), eager[4]);
+        for (i, &p) in eager.iter().enumerate() {
+            assert_eq!(s.path_of(i), p, "frame {i}");
+            assert_eq!(s.frames[i].path, Some(p));
+        }
+    }
 }

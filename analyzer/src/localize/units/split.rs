@@ -44,8 +44,6 @@ pub(super) enum Phase {
     After,
 }
 
-/// Appends a number in decimal without the formatting machinery.
-
 /// What the splitters of a process's threads share: names, the signature, the connections
 /// seen, and the stable keys already computed.
 pub(super) struct ProcCtx {

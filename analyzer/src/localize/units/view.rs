@@ -5,7 +5,8 @@ use super::*;
 use crate::connections::ConnKey;
 use crate::trees::TreeBuf;
 
-pub(super) fn push_decimal(s: &mut String, mut v: u32) {
+/// Appends a number in decimal without the formatting machinery.
+fn push_decimal(s: &mut String, mut v: u32) {
     let mut buf = [0u8; 10];
     let mut i = buf.len();
     loop {
