@@ -53,6 +53,15 @@ pub mod report;
 pub mod synth;
 pub mod trace;
 
+/// Everything an analysis needs to read traces, under one name (`analyzer::decode::TraceSet`,
+/// `ProcessTrace`, `Event`, `TraceBuilder`…): [`trace::load`], [`trace::decode`] and
+/// [`trace::builder`] together.
+pub mod decode {
+    pub use crate::trace::builder::*;
+    pub use crate::trace::decode::*;
+    pub use crate::trace::load::*;
+}
+
 pub use error::{Error, Result};
 pub use localize::learn::{learn, Learned, ProcessSummary};
 pub use localize::options::{Options, Progress};
@@ -60,4 +69,4 @@ pub use localize::rank::rank;
 use localize::ranking;
 pub use localize::show::{show, Shown};
 pub use localize::{connections, model, score, trees, units};
-pub use trace::{decode, symbolize};
+pub use trace::symbolize;
