@@ -10,6 +10,7 @@ pub mod options;
 mod pipeline;
 pub mod rank;
 pub(crate) mod ranking;
+pub(crate) mod rows;
 pub mod score;
 pub mod show;
 pub mod trees;

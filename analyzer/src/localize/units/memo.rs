@@ -9,7 +9,7 @@ pub(super) struct MemoVal {
     pub(super) key: NodeKey,
     pub(super) hash: u64,
     pub(super) named: bool,
-    /// A frame of library code ([`frame_node`]; false for other keys).
+    /// A frame of library code ([`frame_node`](super::keys::frame_node); false for other keys).
     pub(super) lib: bool,
 }
 
@@ -88,13 +88,13 @@ impl Memo {
     }
 }
 
-/// Memo tags of [`ProcCtx::memo`] (the first part of the raw key).
+/// Memo tags of `ProcCtx::memo` (the first part of the raw key).
 pub(super) const MEMO_FRAME: u64 = 1 << 62;
 pub(super) const MEMO_LIB: u64 = 2 << 62;
 pub(super) const MEMO_EXC: u64 = 3 << 62;
 
 /// The image part of a memo key's first part: the same raw address or Python index means
-/// something else in each image of a process that exec'd ([`ProcessSymbols::image_at`]).
+/// something else in each image of a process that exec'd ([`ProcessSymbols::image_at`](crate::symbolize::ProcessSymbols::image_at)).
 #[inline]
 pub(super) fn memo_image(image: usize) -> u64 {
     (image as u64 & 0xff_ffff) << 32

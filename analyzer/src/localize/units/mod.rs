@@ -130,10 +130,10 @@ pub struct ProcessScan {
     /// `(parent pid, TSC)` of the fork that made this process, if it was forked (and did
     /// not exec since).
     pub forked_from: Option<(u32, u64)>,
-    /// The parent's descriptors at the fork (see [`inherit`]).
+    /// The parent's descriptors at the fork (see [`inherit()`]).
     pub inherited_fds: Option<(FdTable, u64)>,
     /// The descriptor-creating calls `fds` was built from, kept to build it again once a
-    /// forked child has its parent's symbols (see [`inherit`]).
+    /// forked child has its parent's symbols (see [`inherit()`]).
     setups: Vec<RawSetup>,
 }
 
@@ -239,6 +239,32 @@ pub struct Unit {
     pub info: UnitInfo,
     /// Its call tree.
     pub tree: CallTree,
+}
+
+impl Unit {
+    /// The unit's class (which model it is compared with).
+    pub fn class(&self) -> UnitClass {
+        UnitClass {
+            kind: self.info.kind,
+            main_thread: self.info.main_thread,
+            conn: if self.info.kind == UnitKind::Handler {
+                self.info.conn.clone()
+            } else {
+                Default::default()
+            },
+        }
+    }
+}
+
+/// Which model a unit is compared with: its kind, thread and (for handlers) connection.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct UnitClass {
+    /// Unit kind.
+    pub kind: UnitKind,
+    /// Main thread (true) or another thread of the process.
+    pub main_thread: bool,
+    /// Connection of handler units (empty for the other kinds).
+    pub conn: ConnKey,
 }
 
 /// A process signature: the stack keys of setup calls in its initializer units, and the

@@ -96,8 +96,8 @@ impl UnitView<'_> {
     }
 
     /// The unit's class (which model it is compared with).
-    pub fn class(&self) -> crate::model::UnitClass {
-        crate::model::UnitClass {
+    pub fn class(&self) -> super::UnitClass {
+        super::UnitClass {
             kind: self.head.kind,
             main_thread: self.head.main_thread,
             conn: if self.head.kind == UnitKind::Handler {
