@@ -22,7 +22,7 @@
 use crate::error::{Error, Result};
 use crate::hash::{FxMap, IdMap};
 use crate::trees::{CallTree, NodeKey, NodeKind, Outcome, TreeOptions, ROOT};
-use crate::units::{ProcessUnits, Signature, UnitKind, UnitView};
+use crate::units::{ProcessUnits, Signature, UnitView};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
@@ -282,7 +282,7 @@ impl DistinctTrees {
 #[derive(Default)]
 pub struct ProcessModelBuilder {
     /// Slot in `classes` of each class key of the process ([`UnitView::class_key`]).
-    by_key: FxMap<(UnitKind, bool, u32), usize>,
+    by_key: FxMap<crate::units::ClassKey, usize>,
     /// Slot of each class.
     by_class: BTreeMap<UnitClass, usize>,
     classes: Vec<DistinctTrees>,
@@ -748,6 +748,7 @@ mod tests {
     use super::*;
     use crate::connections::ConnKey;
     use crate::trees::{NodeKind, Outcome};
+    use crate::units::UnitKind;
 
     fn key(n: u64) -> NodeKey {
         NodeKey {

@@ -39,57 +39,115 @@ struct Heavy {
 /// Scores of distinct trees a process's ranker keeps for reuse.
 const SCORE_CACHE_MAX: usize = 1 << 16;
 
-/// A score shared by the units of equal trees: score, and the index of its verdict and
-/// light effective nodes in [`Ranker::shared`].
-type CachedScore = (f64, u32);
+/// A score shared by the units of equal trees.
+#[derive(Clone, Copy)]
+struct CachedScore {
+    score: f64,
+    /// Index of its verdict and light effective nodes in [`Ranker::shared`].
+    shared: u32,
+}
+
+/// A process's group in the model, as far as its ranker knows it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum GroupMatch {
+    /// Not known yet: the process's signature is not final.
+    Pending,
+    /// No group of the model has the process's signature.
+    Unmatched,
+    /// Index in [`Model::groups`].
+    Group(usize),
+}
+
+impl GroupMatch {
+    fn of(group: Option<usize>) -> GroupMatch {
+        group.map_or(GroupMatch::Unmatched, GroupMatch::Group)
+    }
+
+    fn index(self) -> Option<usize> {
+        match self {
+            GroupMatch::Group(i) => Some(i),
+            GroupMatch::Pending | GroupMatch::Unmatched => None,
+        }
+    }
+}
+
+/// The model a unit's class is scored against, in its process's group.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum ClassModel {
+    /// The process matched no group.
+    NoGroup,
+    /// The group has no model of this class.
+    NoModel,
+    /// Index in the group's classes.
+    Model(usize),
+}
+
+/// What makes two units' scores equal: the model they are scored against, their tree's
+/// node set ([`TreeBuf::fingerprint`](crate::trees::TreeBuf::fingerprint)), and whether the
+/// trace ended inside them.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct ScoreKey {
+    class: ClassModel,
+    tree: (u64, u64),
+    cut: bool,
+}
+
+/// What a unit among its process's best keeps until the ranking is known.
+struct Candidate {
+    tree: trees::CallTree,
+    class: model::UnitClass,
+    cut: bool,
+}
 
 /// Scores one process's units as the splitter lends them, into compact rows.
 struct Ranker<'a> {
     model: &'a Model,
     opts: &'a Options,
     pi: u32,
-    /// The process's group in the model (`Some(None)`: no group matched), once known.
-    group: Option<Option<usize>>,
+    /// The process's group in the model.
+    group: GroupMatch,
     /// Scores of trees already seen (same class, same node set), with their light effective
     /// nodes. Scores with nodes new to the model are not cached: which library calls are
     /// listed under a new node depends on the order of the calls.
-    cache: hash::FxMap<(usize, u64, u64, bool), CachedScore>,
-    /// Index in the group's classes of each class key (`usize::MAX`: no group,
-    /// `usize::MAX - 1`: no model of this class).
-    class_idx: hash::FxMap<(units::UnitKind, bool, u32), usize>,
+    cache: hash::FxMap<ScoreKey, CachedScore>,
+    /// The model of each class key.
+    class_idx: hash::FxMap<units::ClassKey, ClassModel>,
     rows: Vec<Row>,
     shared: Vec<report::SharedScore>,
     extras: Vec<(u32, report::RowExtra)>,
-    best: ranking::BestUnits<(trees::CallTree, model::UnitClass, bool)>,
+    best: ranking::BestUnits<Candidate>,
 }
 
 impl Ranker<'_> {
     fn unit(&mut self, u: &units::UnitView<'_>) {
-        let gi = self.group.flatten();
-        let g = gi.map(|i| &self.model.groups[i]);
-        let ci = *self
+        let g = self.group.index().map(|i| &self.model.groups[i]);
+        let class = *self
             .class_idx
             .entry(u.class_key())
             .or_insert_with(|| match g {
-                None => usize::MAX,
+                None => ClassModel::NoGroup,
                 Some(g) => {
                     let class = u.class();
                     g.classes
                         .binary_search_by(|(k, _)| k.cmp(&class))
-                        .unwrap_or(usize::MAX - 1)
+                        .map_or(ClassModel::NoModel, ClassModel::Model)
                 }
             });
-        let (fa, fb) = u.tree.fingerprint();
-        let (score, shared) = match self.cache.get(&(ci, fa, fb, u.head.cut)) {
+        let key = ScoreKey {
+            class,
+            tree: u.tree.fingerprint(),
+            cut: u.head.cut,
+        };
+        let CachedScore { score, shared } = match self.cache.get(&key) {
             Some(&c) => c,
             None => {
                 let tree = u.tree.to_tree();
-                let s = match g {
-                    None => score::unmodelled(&tree, score::Verdict::NoProcessGroup),
-                    Some(g) => match g.classes.get(ci) {
-                        Some((_, m)) => score::score_tree_as(&tree, m, u.head.cut),
-                        None => score::unmodelled(&tree, score::Verdict::NoUnitModel),
-                    },
+                let s = match (g, class) {
+                    (Some(g), ClassModel::Model(i)) => {
+                        score::score_tree_as(&tree, &g.classes[i].1, u.head.cut)
+                    }
+                    (Some(_), _) => score::unmodelled(&tree, score::Verdict::NoUnitModel),
+                    (None, _) => score::unmodelled(&tree, score::Verdict::NoProcessGroup),
                 };
                 let light: Box<[score::Effective]> = s
                     .effective
@@ -98,7 +156,10 @@ impl Ranker<'_> {
                     .take(self.opts.why)
                     .cloned()
                     .collect();
-                let c = (s.score, self.shared.len() as u32);
+                let c = CachedScore {
+                    score: s.score,
+                    shared: self.shared.len() as u32,
+                };
                 self.shared.push(report::SharedScore {
                     score: s.score,
                     verdict: s.verdict,
@@ -111,7 +172,7 @@ impl Ranker<'_> {
                     if self.cache.len() >= SCORE_CACHE_MAX {
                         self.cache.clear();
                     }
-                    self.cache.insert((ci, fa, fb, u.head.cut), c);
+                    self.cache.insert(key, c);
                 }
                 c
             }
@@ -119,8 +180,11 @@ impl Ranker<'_> {
         let h = u.head;
         let key = (score, h.t_start_unix_ns, h.tid, h.index);
         let row = self.rows.len();
-        self.best
-            .offer(key, row, || (u.tree.to_tree(), u.class(), u.head.cut));
+        self.best.offer(key, row, || Candidate {
+            tree: u.tree.to_tree(),
+            class: u.class(),
+            cut: u.head.cut,
+        });
         let extra = h.lost > 0 || !h.injections.is_empty();
         if extra {
             self.extras.push((
@@ -182,7 +246,7 @@ pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
             model,
             opts,
             pi: pi as u32,
-            group: None,
+            group: GroupMatch::Pending,
             cache: Default::default(),
             class_idx: Default::default(),
             rows: Vec::with_capacity(bound),
@@ -194,11 +258,11 @@ pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
         // final (after the initializer of the process's last thread): units closed
         // before that wait, with their trees.
         let mut waiting: Vec<(units::UnitHead, trees::TreeBuf)> = Vec::new();
-        let pu = units::split_process_each(p, scan, &model.options, |u| {
-            match (&r.group, u.signature) {
-                (Some(_), _) => r.unit(&u),
-                (None, Some(sig)) => {
-                    r.group = Some(model.group_index(sig));
+        let pu =
+            units::split_process_each(p, scan, &model.options, |u| match (r.group, u.signature) {
+                (GroupMatch::Group(_) | GroupMatch::Unmatched, _) => r.unit(&u),
+                (GroupMatch::Pending, Some(sig)) => {
+                    r.group = GroupMatch::of(model.group_index(sig));
                     for (head, tree) in waiting.drain(..) {
                         r.unit(&units::UnitView {
                             head: &head,
@@ -208,11 +272,10 @@ pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
                     }
                     r.unit(&u);
                 }
-                (None, None) => waiting.push((u.head.clone(), u.tree.clone())),
-            }
-        })?;
-        if r.group.is_none() {
-            r.group = Some(model.group_index(&pu.signature));
+                (GroupMatch::Pending, None) => waiting.push((u.head.clone(), u.tree.clone())),
+            })?;
+        if r.group == GroupMatch::Pending {
+            r.group = GroupMatch::of(model.group_index(&pu.signature));
         }
         for (head, tree) in waiting.drain(..) {
             r.unit(&units::UnitView {
@@ -224,7 +287,7 @@ pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
                 signature: None,
             });
         }
-        let gi = r.group.flatten();
+        let gi = r.group.index();
         let g = gi.map(|i| &model.groups[i]);
         // This process's best candidates keep their trees (and all their effective
         // nodes): enough for the global top `trees_kept` unless a few processes hold all
@@ -233,7 +296,7 @@ pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
             .best
             .finish()
             .into_iter()
-            .map(|(row, (tree, class, cut))| {
+            .map(|(row, Candidate { tree, class, cut })| {
                 let mc = g.and_then(|g| g.class(&class));
                 let s = match (g, mc) {
                     (Some(_), Some(m)) => score::score_tree_as(&tree, m, cut),

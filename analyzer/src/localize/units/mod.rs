@@ -53,7 +53,7 @@ pub use inherit::{inherit, inherits};
 pub use keys::frame_key;
 pub use scan::scan_process;
 pub use split::{process_units, split_process, split_process_each};
-pub use view::{unit_id, ConnRow, UnitHead, UnitView};
+pub use view::{unit_id, ClassKey, ConnRow, UnitHead, UnitView};
 
 use keys::setup_stack_key;
 use scan::RawSetup;

@@ -490,12 +490,21 @@ impl ThreadScanner<'_> {
 
 /// Pass 1: symbols, descriptor history and event loops of one process.
 pub fn scan_process(p: &ProcessTrace) -> Result<ProcessScan> {
-    scan_process_with(p, true)
+    scan_process_with(p, |s, t| s.scan_thread(t))
 }
 
-/// Pass 1, with its own lean decoding (`lean`), or with every event decoded and paired as
-/// pass 2 sees them (the reference the lean one is tested against).
-pub(super) fn scan_process_with(p: &ProcessTrace, lean: bool) -> Result<ProcessScan> {
+/// Pass 1 as a reference for tests: every event decoded and paired as pass 2 sees them,
+/// instead of [`scan_process`]'s own lean decoding.
+#[cfg(test)]
+pub(super) fn scan_process_reference(p: &ProcessTrace) -> Result<ProcessScan> {
+    scan_process_with(p, |s, t| for_each_paired(t, s))
+}
+
+/// Pass 1 over every thread of `p`, each read by `scan_thread`.
+fn scan_process_with(
+    p: &ProcessTrace,
+    mut scan_thread: impl FnMut(&mut ThreadScanner<'_>, &ThreadTrace) -> Result<DecodeStats>,
+) -> Result<ProcessScan> {
     let mut symbols = ProcessSymbols::default();
     let mut exe = String::new();
     let mut forked: Option<(u32, u64)> = None;
@@ -514,11 +523,7 @@ pub(super) fn scan_process_with(p: &ProcessTrace, lean: bool) -> Result<ProcessS
             exe: &mut exe,
             forked: &mut forked,
         };
-        stats += if lean {
-            s.scan_thread(t)?
-        } else {
-            for_each_paired(t, &mut s)?
-        };
+        stats += scan_thread(&mut s, t)?;
         let (event_loop, receives) = s.finish();
         threads.push(ThreadScan {
             tid: t.tid,

@@ -87,8 +87,8 @@ fn lean_pass_1_finds_what_the_paired_events_give() {
                     } else {
                         rechunk(p, size)
                     };
-                    let lean = scan_process_with(&p, true).unwrap();
-                    let full = scan_process_with(&p, false).unwrap();
+                    let lean = scan_process(&p).unwrap();
+                    let full = scan_process_reference(&p).unwrap();
                     let what = format!("{functions:?} {fault:?} pid {} chunks of {size}", p.pid);
                     let loops = |s: &ProcessScan| {
                         s.threads
@@ -188,8 +188,8 @@ fn lean_pass_1_pairs_entries_and_exits_like_the_paired_events() {
         } else {
             rechunk(&p, size)
         };
-        let lean = scan_process_with(&p, true).unwrap();
-        let full = scan_process_with(&p, false).unwrap();
+        let lean = scan_process(&p).unwrap();
+        let full = scan_process_reference(&p).unwrap();
         assert_eq!(full.threads[0].event_loop.map(|l| l.depth), Some(1));
         assert_eq!(
             lean.threads[0].event_loop, full.threads[0].event_loop,
@@ -206,12 +206,8 @@ fn lean_pass_1_reports_corrupt_entries_like_the_decoder() {
     t.enter(0x20, 0x30);
     t.raw(&[0x7f; 12]);
     let p = t.finish();
-    let lean = scan_process_with(&p, true)
-        .expect_err("corrupt")
-        .to_string();
-    let full = scan_process_with(&p, false)
-        .expect_err("corrupt")
-        .to_string();
+    let lean = scan_process(&p).expect_err("corrupt").to_string();
+    let full = scan_process_reference(&p).expect_err("corrupt").to_string();
     assert_eq!(lean, full);
     assert!(lean.contains("unknown entry type 0x7f"), "{lean}");
 }

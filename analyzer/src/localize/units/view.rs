@@ -23,6 +23,19 @@ fn push_decimal(s: &mut String, mut v: u32) {
 /// A connection as reports show it: identity, local and peer address.
 pub type ConnRow = (ConnKey, Option<String>, Option<String>);
 
+/// What selects a unit's model inside its process ([`UnitView::class_key`]): its
+/// [`UnitClass`](super::UnitClass) with the connection as an index in the process's
+/// connections instead of a key (cheaper to hash; equal connections may have several).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ClassKey {
+    /// Unit kind.
+    pub kind: UnitKind,
+    /// Main thread (true) or another thread of the process.
+    pub main_thread: bool,
+    /// For handler units, the index of the connection in [`UnitView::conns`]; 0 otherwise.
+    pub conn: u32,
+}
+
 /// A unit as the splitter closes it: what a [`UnitInfo`] holds, without its strings (the id,
 /// the host, the connection's addresses), which only reports need.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -86,13 +99,16 @@ impl UnitView<'_> {
     /// What selects the unit's model inside a process: kind, main thread, and for handlers
     /// the index of the connection (equal connections may have several indices; see
     /// [`UnitView::class`]).
-    pub fn class_key(&self) -> (UnitKind, bool, u32) {
-        let conn = if self.head.kind == UnitKind::Handler {
-            self.head.conn
-        } else {
-            0
-        };
-        (self.head.kind, self.head.main_thread, conn)
+    pub fn class_key(&self) -> ClassKey {
+        ClassKey {
+            kind: self.head.kind,
+            main_thread: self.head.main_thread,
+            conn: if self.head.kind == UnitKind::Handler {
+                self.head.conn
+            } else {
+                0
+            },
+        }
     }
 
     /// The unit's class (which model it is compared with).
