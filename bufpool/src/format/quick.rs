@@ -1,0 +1,134 @@
+//! The fast path of entry decoding: the common entries read in place, without the checks'
+//! bookkeeping of [`Decoder`](super::Decoder) and without building an
+//! [`EntryRef`](super::EntryRef).
+//!
+//! Function entries and returns and library calls are nearly every entry of a trace. A
+//! decoding loop asks [`quick_entry`] first and falls back to the `Decoder` — which names
+//! the offset and the problem of a bad entry — for everything it does not take: metadata,
+//! lost markers, exceptions, an entry not whole in the buffer, an unknown function id, an
+//! option block longer than [`MAX_OPTS`]. What it takes, it reads exactly as the `Decoder`
+//! does (the fuzz target `bufpool/fuzz/fuzz_targets/decode.rs` and the property tests check
+//! it); its option blocks are read with [`ScalarOpts::parse`](super::ScalarOpts::parse) or
+//! [`LibOpts::parse`](super::LibOpts::parse).
+
+use super::{Kind, LibFn, ADDR_MASK, MAX_OPTS, TSC_MASK};
+
+/// Size of a call-shaped entry (`FnEnter`, `PyCall`, `PyCCall`, `PyExc`).
+pub const CALL_ENTRY: usize = 20;
+/// Size of a return-shaped entry (`FnExit`, `PyReturn`, `PyCReturn`).
+pub const RETURN_ENTRY: usize = 16;
+/// Size of a library entry without its option block (head, caller, function, length).
+pub const LIB_ENTRY_FIXED: usize = 21;
+
+/// An entry [`quick_entry`] took.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QuickEntry<'a> {
+    /// A function was entered: `FnEnter`, `PyCall` or `PyCCall` (caller = `site`).
+    Call {
+        /// The entry kind.
+        kind: Kind,
+        /// TSC.
+        tsc: u64,
+        /// The caller field.
+        site: u64,
+        /// The callee field.
+        callee: u64,
+    },
+    /// A function returned: `FnExit`, `PyReturn` or `PyCReturn` (its aux field unread).
+    Return {
+        /// The entry kind.
+        kind: Kind,
+        /// TSC.
+        tsc: u64,
+        /// The callee field.
+        callee: u64,
+    },
+    /// A `LibEnter` (`exit` false) or `LibExit` of a known function, options unparsed.
+    Lib {
+        /// True for `LibExit`.
+        exit: bool,
+        /// TSC.
+        tsc: u64,
+        /// The caller field.
+        site: u64,
+        /// The function.
+        func: LibFn,
+        /// The option block.
+        body: &'a [u8],
+    },
+}
+
+impl QuickEntry<'_> {
+    /// The entry's size in bytes.
+    #[inline(always)]
+    pub fn size(&self) -> usize {
+        match self {
+            QuickEntry::Call { .. } => CALL_ENTRY,
+            QuickEntry::Return { .. } => RETURN_ENTRY,
+            QuickEntry::Lib { body, .. } => LIB_ENTRY_FIXED + body.len(),
+        }
+    }
+}
+
+const FN_ENTER: u8 = Kind::FnEnter as u8;
+const FN_EXIT: u8 = Kind::FnExit as u8;
+const PY_CALL: u8 = Kind::PyCall as u8;
+const PY_RETURN: u8 = Kind::PyReturn as u8;
+const PY_CCALL: u8 = Kind::PyCCall as u8;
+const PY_CRETURN: u8 = Kind::PyCReturn as u8;
+const LIB_ENTER: u8 = Kind::LibEnter as u8;
+const LIB_EXIT: u8 = Kind::LibExit as u8;
+
+/// Reads the entry at `p` of `bytes` if it is a common one (see the module's
+/// documentation); `None` sends the caller to the [`Decoder`](super::Decoder). Needs
+/// [`LIB_ENTRY_FIXED`] bytes from `p` whatever the kind (the fixed fields are read in three
+/// loads): the last short entry of a buffer goes to the `Decoder` too.
+#[inline(always)]
+pub fn quick_entry(bytes: &[u8], p: usize) -> Option<QuickEntry<'_>> {
+    let b = bytes.get(p..p + LIB_ENTRY_FIXED)?;
+    let word = |at: usize| -> u64 {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&b[at..at + 8]);
+        u64::from_le_bytes(w)
+    };
+    let head = word(0);
+    let tsc = (head >> 8) & TSC_MASK;
+    // The two 48-bit fields at offsets 8 and 14.
+    let site = word(8) & ADDR_MASK;
+    let callee = word(12) >> 16;
+    let call = |kind| QuickEntry::Call {
+        kind,
+        tsc,
+        site,
+        callee,
+    };
+    // A return-shaped entry's function is its first field.
+    let ret = |kind| QuickEntry::Return {
+        kind,
+        tsc,
+        callee: site,
+    };
+    Some(match head as u8 {
+        FN_ENTER => call(Kind::FnEnter),
+        PY_CALL => call(Kind::PyCall),
+        PY_CCALL => call(Kind::PyCCall),
+        FN_EXIT => ret(Kind::FnExit),
+        PY_RETURN => ret(Kind::PyReturn),
+        PY_CRETURN => ret(Kind::PyCReturn),
+        k @ (LIB_ENTER | LIB_EXIT) => {
+            let m = b[LIB_ENTRY_FIXED - 1] as usize;
+            if m > MAX_OPTS {
+                return None;
+            }
+            let body = bytes.get(p + LIB_ENTRY_FIXED..p + LIB_ENTRY_FIXED + m)?;
+            QuickEntry::Lib {
+                exit: k == LIB_EXIT,
+                tsc,
+                site,
+                func: LibFn::from_id(callee)?,
+                body,
+            }
+        }
+        _ => return None,
+    })
+}
