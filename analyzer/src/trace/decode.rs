@@ -17,7 +17,7 @@
 
 use super::load::{ThreadSource, ThreadTrace};
 use crate::error::{Error, Result};
-use bufpool::format::{self, Addr, Kind, LibFn, LibOpts, Meta};
+use bufpool::format::{self, Addr, Kind, LibFn, LibOpts, Meta, QuickEntry, ScalarOpts};
 use std::path::Path;
 
 /// Kinds of function-call events.
@@ -29,6 +29,19 @@ pub enum CallKind {
     Py,
     /// A C function called from Python: site is a `py_site`, callee a builtin index.
     PyBuiltin,
+}
+
+impl CallKind {
+    /// The kind of the functions an entry or return of kind `k` is about (C for
+    /// `FnEnter`/`FnExit`, Python for `PyCall`/`PyReturn`, builtin for `PyCCall`/`PyCReturn`).
+    #[inline(always)]
+    pub fn of(k: Kind) -> CallKind {
+        match k {
+            Kind::PyCall | Kind::PyReturn => CallKind::Py,
+            Kind::PyCCall | Kind::PyCReturn => CallKind::PyBuiltin,
+            _ => CallKind::C,
+        }
+    }
 }
 
 /// One decoded event.
@@ -96,69 +109,14 @@ pub struct LibEvent {
     pub site: u64,
     /// The function.
     pub func: LibFn,
-    /// Arguments and results the analyzer uses.
+    /// The scalar options: arguments and results.
     pub opts: CallOpts,
-}
-
-/// The options of a library entry the analyzer needs, parsed without building a whole
-/// [`LibOpts`] (which carries buffers for addresses, stacks and strings): scalars always;
-/// addresses and the native stack only for descriptor-creating calls
-/// ([`crate::connections::is_tracked`]) — the rare ones.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct CallOpts {
-    /// fd argument.
-    pub fd: Option<i32>,
-    /// Second fd.
-    pub fd2: Option<i32>,
-    /// Requested length.
-    pub len: Option<u64>,
-    /// Return value.
-    pub ret: Option<i64>,
-    /// errno.
-    pub errno: Option<i32>,
-    /// Flags / command argument.
-    pub flags: Option<u32>,
-    /// Fault-injection rule.
-    pub inject: Option<u32>,
-    /// Whether the fd is a socket.
-    pub is_socket: Option<bool>,
-    /// Addresses and stack (descriptor-creating calls only).
+    /// Addresses and native stack: descriptor-creating calls only
+    /// ([`crate::connections::is_tracked`]) — the rare ones.
     pub extra: Option<Box<CallExtra>>,
 }
 
-/// The rarely needed options of a call.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct CallExtra {
-    /// Local address.
-    pub local: Option<Addr>,
-    /// Peer address.
-    pub peer: Option<Addr>,
-    /// Native call stack.
-    pub stack: Vec<u64>,
-}
-
-impl CallOpts {
-    /// From fully parsed options.
-    pub fn from_lib_opts(o: &LibOpts, extra: bool) -> CallOpts {
-        CallOpts {
-            fd: o.fd,
-            fd2: o.fd2,
-            len: o.len,
-            ret: o.ret,
-            errno: o.errno,
-            flags: o.flags,
-            inject: o.inject,
-            is_socket: o.is_socket,
-            extra: extra.then(|| {
-                Box::new(CallExtra {
-                    local: o.local,
-                    peer: o.peer,
-                    stack: o.stack().to_vec(),
-                })
-            }),
-        }
-    }
-
+impl LibEvent {
     /// Local address, if recorded.
     pub fn local(&self) -> Option<Addr> {
         self.extra.as_ref().and_then(|x| x.local)
@@ -173,109 +131,32 @@ impl CallOpts {
     pub fn stack(&self) -> &[u64] {
         self.extra.as_ref().map_or(&[], |x| &x.stack)
     }
+}
 
-    /// Parses the scalar options of a block; None if the block has anything else (or is
-    /// malformed), in which case the caller parses it fully.
-    #[inline(always)]
-    pub(crate) fn parse_scalars(b: &[u8]) -> Option<CallOpts> {
-        let mut o = CallOpts::default();
-        o.parse_scalars_into(b).then_some(o)
-    }
+/// The options of a library entry the analyzer reads on every call: the format's scalar
+/// options, read without building a whole [`LibOpts`] (which carries buffers for addresses,
+/// stacks and strings). The rest is in [`LibEvent::extra`].
+pub type CallOpts = ScalarOpts;
 
-    /// [`CallOpts::parse_scalars`] in place: sets the options the block has (the last of
-    /// a repeated one wins), leaving the others as they are. False if the block has
-    /// anything but scalars (or is malformed); some options may have been set then.
-    #[inline(always)]
-    pub(crate) fn parse_scalars_into(&mut self, b: &[u8]) -> bool {
-        let o = self;
-        let u32_at = |a: &[u8], i: usize| u32::from_le_bytes([a[i], a[i + 1], a[i + 2], a[i + 3]]);
-        let u64_at = |a: &[u8], i: usize| {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(&a[i..i + 8]);
-            u64::from_le_bytes(w)
-        };
-        // The layouts the tracer writes most, whole: descriptor and length (the entries of
-        // reads and sends), the same and the result (their exits), a length alone.
-        if let Ok(a) = <&[u8; 14]>::try_from(b) {
-            if a[0] == 0x01 && a[5] == 0x03 {
-                o.fd = Some(u32_at(a, 1) as i32);
-                o.len = Some(u64_at(a, 6));
-                return true;
-            }
-        } else if let Ok(a) = <&[u8; 23]>::try_from(b) {
-            if a[0] == 0x01 && a[5] == 0x03 && a[14] == 0x04 {
-                o.fd = Some(u32_at(a, 1) as i32);
-                o.len = Some(u64_at(a, 6));
-                o.ret = Some(u64_at(a, 15) as i64);
-                return true;
-            }
-        } else if let Ok(a) = <&[u8; 9]>::try_from(b) {
-            if a[0] == 0x03 {
-                o.len = Some(u64_at(a, 1));
-                return true;
-            }
+/// The rarely needed options of a call.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CallExtra {
+    /// Local address.
+    pub local: Option<Addr>,
+    /// Peer address.
+    pub peer: Option<Addr>,
+    /// Native call stack.
+    pub stack: Vec<u64>,
+}
+
+impl CallExtra {
+    /// The addresses and stack of fully parsed options.
+    pub fn of(o: &LibOpts) -> CallExtra {
+        CallExtra {
+            local: o.local,
+            peer: o.peer,
+            stack: o.stack().to_vec(),
         }
-        let mut p = 0usize;
-        let get = |p: usize, n: usize| b.get(p..p + n);
-        while p < b.len() {
-            let tag = b[p];
-            p += 1;
-            match tag {
-                0x01 | 0x02 | 0x05 | 0x06 | 0x0e => {
-                    let Some(v) = get(p, 4) else { return false };
-                    let v = u32::from_le_bytes([v[0], v[1], v[2], v[3]]);
-                    p += 4;
-                    match tag {
-                        0x01 => o.fd = Some(v as i32),
-                        0x02 => o.fd2 = Some(v as i32),
-                        0x05 => o.errno = Some(v as i32),
-                        0x06 => o.flags = Some(v),
-                        _ => o.inject = Some(v),
-                    }
-                }
-                0x03 | 0x04 | 0x0c | 0x0d => {
-                    let Some(v) = get(p, 8) else { return false };
-                    let v = u64::from_le_bytes([v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]]);
-                    p += 8;
-                    match tag {
-                        0x03 => o.len = Some(v),
-                        0x04 => o.ret = Some(v as i64),
-                        _ => {}
-                    }
-                }
-                0x0f => {
-                    let Some(&v) = b.get(p) else { return false };
-                    if v > 1 {
-                        return false;
-                    }
-                    o.is_socket = Some(v == 1);
-                    p += 1;
-                }
-                0x09 => {
-                    // Ready set: flags, n, n × 6 bytes; not used by the analyzer.
-                    let Some(h) = get(p, 2) else { return false };
-                    if h[0] > 1 || h[1] as usize > bufpool::format::MAX_READY_ITEMS {
-                        return false;
-                    }
-                    let n = 2 + h[1] as usize * 6;
-                    if p + n > b.len() {
-                        return false;
-                    }
-                    p += n;
-                }
-                0x0b => {
-                    // A string (exec path): not used by the analyzer.
-                    let Some(&n) = b.get(p) else { return false };
-                    let n = n as usize;
-                    if p + 1 + n > b.len() {
-                        return false;
-                    }
-                    p += 1 + n;
-                }
-                _ => return false,
-            }
-        }
-        true
     }
 }
 
@@ -426,7 +307,7 @@ pub trait Visit {
     }
     /// A library entry or exit of a call that creates no descriptor, with its option block
     /// `body` (which fits in the entry) not parsed yet: the visitor parses it with
-    /// [`CallOpts::parse_scalars`] if it [wants](Visit::wants_opts) the options, and hands
+    /// [`ScalarOpts::parse`] if it [wants](Visit::wants_opts) the options, and hands
     /// the event to [`Visit::lib`]. False if the block has anything but scalars (or is
     /// malformed): the entry then goes through the checking decoder. A visitor may
     /// override this to build the event where it keeps it, instead of building it here and
@@ -434,12 +315,12 @@ pub trait Visit {
     #[inline(always)]
     fn lib_scalars(&mut self, tsc: u64, exit: bool, site: u64, func: LibFn, body: &[u8]) -> bool {
         let opts = if self.wants_opts(func) {
-            match CallOpts::parse_scalars(body) {
+            match ScalarOpts::parse(body) {
                 Some(o) => o,
                 None => return false,
             }
         } else {
-            CallOpts::default()
+            ScalarOpts::default()
         };
         self.lib(&mut LibEvent {
             tsc,
@@ -447,6 +328,7 @@ pub trait Visit {
             site,
             func,
             opts,
+            extra: None,
         });
         true
     }
@@ -472,36 +354,6 @@ impl<F: FnMut(Event)> Visit for Owned<F> {
     }
     fn other(&mut self, e: Event) {
         (self.0)(e)
-    }
-}
-
-/// The fixed part of an entry, read without checks: kind byte, TSC, and the two 48-bit
-/// fields at offsets 8 and 14 (call site and callee of call-shaped and library entries; the
-/// first is the function of return-shaped ones). For the decoding loops' fast paths: `None`
-/// when fewer than 21 bytes are left (the checking decoder takes the entry then).
-pub(crate) struct Head {
-    pub kind: u8,
-    pub tsc: u64,
-    pub site: u64,
-    pub callee: u64,
-}
-
-impl Head {
-    #[inline(always)]
-    pub fn at(bytes: &[u8], p: usize) -> Option<Head> {
-        let b = bytes.get(p..p + 21)?;
-        let word = |at: usize| -> u64 {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(&b[at..at + 8]);
-            u64::from_le_bytes(w)
-        };
-        let head = word(0);
-        Some(Head {
-            kind: head as u8,
-            tsc: (head >> 8) & format::TSC_MASK,
-            site: word(8) & format::ADDR_MASK,
-            callee: word(12) >> 16,
-        })
     }
 }
 
@@ -533,63 +385,35 @@ fn decode_chunk(
     // Counted here, added to `st` at the end (an error discards the counts).
     let mut entries = 0u64;
     while p < n {
-        if let Some(Head {
-            kind: k,
-            tsc,
-            site,
-            callee,
-        }) = Head::at(bytes, p)
-        {
-            let size = match k {
-                0x01 => {
-                    v.call(tsc, CallKind::C, site, callee);
-                    20
+        if let Some(q) = format::quick_entry(bytes, p) {
+            let taken = match q {
+                QuickEntry::Call {
+                    kind,
+                    tsc,
+                    site,
+                    callee,
+                } => {
+                    v.call(tsc, CallKind::of(kind), site, callee);
+                    true
                 }
-                0x03 => {
-                    v.call(tsc, CallKind::Py, site, callee);
-                    20
+                QuickEntry::Return { kind, tsc, callee } => {
+                    v.ret(tsc, CallKind::of(kind), callee);
+                    true
                 }
-                0x06 => {
-                    v.call(tsc, CallKind::PyBuiltin, site, callee);
-                    20
+                QuickEntry::Lib {
+                    exit,
+                    tsc,
+                    site,
+                    func,
+                    body,
+                } => {
+                    !crate::connections::is_tracked(func)
+                        && v.lib_scalars(tsc, exit, site, func, body)
                 }
-                0x02 => {
-                    v.ret(tsc, CallKind::C, site);
-                    16
-                }
-                0x04 => {
-                    v.ret(tsc, CallKind::Py, site);
-                    16
-                }
-                0x07 => {
-                    v.ret(tsc, CallKind::PyBuiltin, site);
-                    16
-                }
-                0x10 | 0x11 => {
-                    let m = bytes[p + 20] as usize;
-                    match LibFn::from_id(callee) {
-                        Some(func)
-                            if m <= format::MAX_OPTS
-                                && n - p >= 21 + m
-                                && !crate::connections::is_tracked(func)
-                                && v.lib_scalars(
-                                    tsc,
-                                    k == 0x11,
-                                    site,
-                                    func,
-                                    &bytes[p + 21..p + 21 + m],
-                                ) =>
-                        {
-                            21 + m
-                        }
-                        _ => 0,
-                    }
-                }
-                _ => 0,
             };
-            if size > 0 {
+            if taken {
                 entries += 1;
-                p += size;
+                p += q.size();
                 continue;
             }
         }
@@ -677,9 +501,13 @@ pub fn convert(e: &format::EntryRef<'_>) -> std::result::Result<Event, format::D
                 kind: format::DecodeErrorKind::UnknownLibFn(e.callee),
             })?;
             let tracked = crate::connections::is_tracked(func);
-            let opts = match (tracked, CallOpts::parse_scalars(e.body)) {
-                (false, Some(o)) => o,
-                _ => CallOpts::from_lib_opts(&e.opts()?, tracked),
+            let (opts, extra) = match (tracked, ScalarOpts::parse(e.body)) {
+                (false, Some(o)) => (o, None),
+                _ => {
+                    let full = e.opts()?;
+                    let extra = tracked.then(|| Box::new(CallExtra::of(&full)));
+                    (ScalarOpts::of(&full), extra)
+                }
             };
             Event::Lib(LibEvent {
                 tsc,
@@ -687,6 +515,7 @@ pub fn convert(e: &format::EntryRef<'_>) -> std::result::Result<Event, format::D
                 site: e.caller,
                 func,
                 opts,
+                extra,
             })
         }
         Kind::Lost => Event::Lost { tsc, count: e.lost },
@@ -701,74 +530,6 @@ pub fn convert(e: &format::EntryRef<'_>) -> std::result::Result<Event, format::D
 mod tests {
     use super::*;
     use crate::trace::builder::TraceBuilder;
-
-    /// The quick scalar parser (and its fast paths for whole common layouts) accepts only
-    /// blocks the full parser reads the same way, and every block of scalars.
-    #[test]
-    fn scalar_parser_agrees_with_the_full_one() {
-        let mut blocks: Vec<Vec<u8>> = Vec::new();
-        let some = [None, Some(7), Some(-1)];
-        for fd in some {
-            for len in [None, Some(8u64), Some(1 << 40)] {
-                for ret in [None, Some(0i64), Some(-5)] {
-                    for extra in 0..5 {
-                        let mut o = LibOpts {
-                            fd,
-                            len,
-                            ret,
-                            ..Default::default()
-                        };
-                        match extra {
-                            1 => o.is_socket = Some(true),
-                            2 => o.errno = Some(11),
-                            3 => {
-                                let mut r = format::ReadySet::default();
-                                r.push(format::ReadyItem { id: 3, events: 1 });
-                                o.ready = Some(r);
-                            }
-                            4 => o.peer = Some(Addr::new(2, 80, &[10, 0, 0, 1])),
-                            _ => {}
-                        }
-                        let mut out = [0u8; format::MAX_OPTS];
-                        let n = o.encode(&mut out);
-                        blocks.push(out[..n].to_vec());
-                    }
-                }
-            }
-        }
-        // Damaged ones: cut short, a byte changed.
-        let whole = blocks.clone();
-        for b in &whole {
-            for cut in 0..b.len() {
-                blocks.push(b[..cut].to_vec());
-            }
-            for i in 0..b.len() {
-                for v in [0x00, 0x01, 0x03, 0x04, 0x09, 0x0f, 0x7f] {
-                    let mut d = b.clone();
-                    d[i] = v;
-                    blocks.push(d);
-                }
-            }
-        }
-        let mut fast = 0;
-        for b in &blocks {
-            let full = LibOpts::parse(b);
-            match CallOpts::parse_scalars(b) {
-                Some(o) => {
-                    let f = full.as_ref().expect("accepted by the quick parser only");
-                    assert_eq!(o, CallOpts::from_lib_opts(f, false), "{b:02x?}");
-                    fast += [9, 14, 23].contains(&b.len()) as usize;
-                }
-                None => {
-                    // Refused: malformed, or has more than scalars.
-                    if let Ok(f) = full {
-                        assert!(f.peer.is_some(), "{b:02x?}");
-                    }
-                }
-            }
-        }
-        assert!(fast > 100, "{fast}");
-    }
 
     #[test]
     fn round_trip_and_corrupt_input_names_offset() {

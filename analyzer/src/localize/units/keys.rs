@@ -64,7 +64,7 @@ pub(super) fn is_library_frame(
 /// frames the tracer recorded (if any).
 pub(super) fn setup_stack_key(sy: &ProcessSymbols, top_abs: u64, l: &LibEvent) -> u64 {
     let mut h = lib_key(sy, l, Outcome::Any).child_of(top_abs);
-    for &a in l.opts.stack() {
+    for &a in l.stack() {
         h = mix(h, sy.key_c(a));
     }
     h

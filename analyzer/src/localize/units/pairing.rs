@@ -3,7 +3,9 @@
 //! they describe completes.
 
 use super::keys::is_exit;
-use crate::decode::{CallKind, CallOpts, DecodeStats, Event, LibEvent, ThreadTrace, Visit};
+use crate::decode::{
+    CallExtra, CallKind, CallOpts, DecodeStats, Event, LibEvent, ThreadTrace, Visit,
+};
 use crate::error::Result;
 use crate::trees::Outcome;
 use bufpool::format::{LibFn, Meta};
@@ -12,9 +14,12 @@ use bufpool::format::{LibFn, Meta};
 #[inline(always)]
 pub(super) fn merge_enter(enter: &LibEvent, exit: &mut LibEvent) {
     merge_enter_opts(&enter.opts, &mut exit.opts);
+    if let Some(ee) = &enter.extra {
+        merge_extra(ee, &mut exit.extra);
+    }
 }
 
-/// [`merge_enter`] on the options.
+/// [`merge_enter`] on the scalar options.
 #[inline(always)]
 pub(super) fn merge_enter_opts(e: &CallOpts, x: &mut CallOpts) {
     x.fd = x.fd.or(e.fd);
@@ -22,14 +27,11 @@ pub(super) fn merge_enter_opts(e: &CallOpts, x: &mut CallOpts) {
     x.fd2 = x.fd2.or(e.fd2);
     x.flags = x.flags.or(e.flags);
     x.is_socket = x.is_socket.or(e.is_socket);
-    if let Some(ee) = &e.extra {
-        merge_extra(ee, x);
-    }
 }
 
 #[cold]
-pub(super) fn merge_extra(ee: &crate::decode::CallExtra, x: &mut CallOpts) {
-    let xx = x.extra.get_or_insert_with(Default::default);
+pub(super) fn merge_extra(ee: &CallExtra, x: &mut Option<Box<CallExtra>>) {
+    let xx = x.get_or_insert_with(Default::default);
     if xx.stack.is_empty() {
         xx.stack = ee.stack.clone();
     }
@@ -80,6 +82,7 @@ pub(super) fn blank_lib() -> LibEvent {
         site: 0,
         func: LibFn::Socket,
         opts: CallOpts::default(),
+        extra: None,
     }
 }
 
@@ -132,10 +135,12 @@ pub(super) fn take_lib(l: &mut LibEvent) -> LibEvent {
             ret: o.ret,
             errno: o.errno,
             flags: o.flags,
+            arg: o.arg,
+            arg2: o.arg2,
             inject: o.inject,
             is_socket: o.is_socket,
-            extra: o.extra.take(),
         },
+        extra: l.extra.take(),
     }
 }
 
@@ -148,9 +153,10 @@ pub(super) fn clear_opts(o: &mut CallOpts) {
     o.ret = None;
     o.errno = None;
     o.flags = None;
+    o.arg = None;
+    o.arg2 = None;
     o.inject = None;
     o.is_socket = None;
-    o.extra = None;
 }
 
 impl<S: PairSink> Visit for Pairer<'_, S> {
@@ -197,7 +203,8 @@ impl<S: PairSink> Visit for Pairer<'_, S> {
             d.site = site;
             d.func = func;
             clear_opts(&mut d.opts);
-            if wants && !d.opts.parse_scalars_into(body) {
+            d.extra = None;
+            if wants && !d.opts.parse_into(body) {
                 return false;
             }
             self.has_pending = true;
@@ -219,18 +226,20 @@ impl<S: PairSink> Visit for Pairer<'_, S> {
                 o.ret = None;
                 o.errno = None;
                 o.flags = e.flags;
+                o.arg = None;
+                o.arg2 = None;
                 o.inject = None;
                 o.is_socket = e.is_socket;
-                o.extra = None;
             } else {
                 clear_opts(o);
             }
-            if wants && !o.parse_scalars_into(body) {
+            d.extra = None;
+            if wants && !d.opts.parse_into(body) {
                 return false;
             }
             if paired {
-                if let Some(ee) = &self.pending.opts.extra {
-                    merge_extra(ee, o);
+                if let Some(ee) = &self.pending.extra {
+                    merge_extra(ee, &mut self.cur.extra);
                 }
             }
             if self.has_pending {
@@ -298,7 +307,7 @@ impl<S: PairSink> Pairer<'_, S> {
     #[cold]
     fn lib_rare(&mut self, tsc: u64, site: u64, func: LibFn, body: &[u8], wants: bool) -> bool {
         let mut opts = CallOpts::default();
-        if wants && !opts.parse_scalars_into(body) {
+        if wants && !opts.parse_into(body) {
             return false;
         }
         let l = LibEvent {
@@ -307,6 +316,7 @@ impl<S: PairSink> Pairer<'_, S> {
             site,
             func,
             opts,
+            extra: None,
         };
         self.s.call(&l, Outcome::Unfinished);
         true

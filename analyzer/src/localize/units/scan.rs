@@ -5,12 +5,15 @@ use super::keys::*;
 use super::pairing::*;
 use super::{LoopSpec, ProcessScan, ThreadScan};
 use crate::connections::{self, FdTable, SetupCall};
-use crate::decode::{CallKind, CallOpts, DecodeStats, Event, LibEvent, ProcessTrace, ThreadTrace};
+use crate::decode::{CallKind, DecodeStats, Event, LibEvent, ProcessTrace, ThreadTrace};
 use crate::error::Result;
 use crate::hash::{FxSet, IdMap};
 use crate::symbolize::ProcessSymbols;
 use crate::trees::Outcome;
-use bufpool::format::{LibFn, Meta, ProcReason};
+use bufpool::format::{
+    quick_entry, LibFn, Meta, ProcReason, QuickEntry, ScalarOpts, CALL_ENTRY, LIB_ENTRY_FIXED,
+    RETURN_ENTRY,
+};
 
 pub(super) struct P1Frame {
     kind: CallKind,
@@ -254,8 +257,8 @@ impl PairSink for ThreadScanner<'_> {
                     ret: l.opts.ret,
                     flags: l.opts.flags,
                     stack: 0,
-                    local: l.opts.local(),
-                    peer: l.opts.peer(),
+                    local: l.local(),
+                    peer: l.peer(),
                 },
                 frames: self
                     .frames
@@ -370,54 +373,38 @@ impl ThreadScanner<'_> {
             // Counted here, added to `st` at the end (an error discards the counts).
             let mut entries = 0u64;
             while p < n {
-                if let Some(crate::decode::Head {
-                    kind: head,
-                    site,
-                    callee,
-                    ..
-                }) = crate::decode::Head::at(bytes, p)
-                {
-                    let frame = match head {
-                        0x01 => Some((CallKind::C, true)),
-                        0x03 => Some((CallKind::Py, true)),
-                        0x06 => Some((CallKind::PyBuiltin, true)),
-                        0x02 => Some((CallKind::C, false)),
-                        0x04 => Some((CallKind::Py, false)),
-                        0x07 => Some((CallKind::PyBuiltin, false)),
-                        _ => None,
-                    };
-                    if let Some((kind, enter)) = frame {
+                match quick_entry(bytes, p) {
+                    Some(QuickEntry::Call {
+                        kind, site, callee, ..
+                    }) => {
                         self.flush1(&mut pending);
-                        if enter {
-                            self.push_frame(kind, site, callee);
-                            p += 20;
-                        } else {
-                            // Return-shaped: the function is in the first field.
-                            self.pop_frames(kind, site);
-                            p += 16;
-                        }
+                        self.push_frame(CallKind::of(kind), site, callee);
+                        p += CALL_ENTRY;
                         entries += 1;
                         continue;
                     }
-                    if let (k @ (0x10 | 0x11), Some(func)) = (head, LibFn::from_id(callee)) {
-                        let m = bytes[p + 20] as usize;
-                        let body = (m <= bufpool::format::MAX_OPTS && n - p >= 21 + m)
-                            .then(|| &bytes[p + 21..p + 21 + m]);
+                    Some(QuickEntry::Return { kind, callee, .. }) => {
+                        self.flush1(&mut pending);
+                        self.pop_frames(CallKind::of(kind), callee);
+                        p += RETURN_ENTRY;
+                        entries += 1;
+                        continue;
+                    }
+                    Some(QuickEntry::Lib {
+                        exit, func, body, ..
+                    }) => {
                         // Receives need their descriptor and socket flag; other calls that
                         // create no descriptor, nothing. A block the quick parser refuses
                         // goes to the checking decoder below.
-                        let lean = match body {
-                            Some(b) if !connections::is_tracked(func) => {
-                                if func.is_receive() {
-                                    CallOpts::parse_scalars(b).map(|o| (o.fd, o.is_socket))
-                                } else {
-                                    Some((None, None))
-                                }
-                            }
-                            _ => None,
+                        let lean = if connections::is_tracked(func) {
+                            None
+                        } else if func.is_receive() {
+                            ScalarOpts::parse(body).map(|o| (o.fd, o.is_socket))
+                        } else {
+                            Some((None, None))
                         };
                         if let Some((fd, is_socket)) = lean {
-                            if k == 0x10 {
+                            if !exit {
                                 self.flush1(&mut pending);
                                 if !(is_exit(func) || func.is_exec()) {
                                     pending = Pending1::Lean {
@@ -452,10 +439,11 @@ impl ThreadScanner<'_> {
                                 self.lean_call(func, fd, is_socket);
                             }
                             entries += 1;
-                            p += 21 + m;
+                            p += LIB_ENTRY_FIXED + body.len();
                             continue;
                         }
                     }
+                    None => {}
                 }
                 let Some(e) = entry_at(&c, p)? else { break };
                 entries += 1;
