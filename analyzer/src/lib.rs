@@ -2,21 +2,27 @@
 //! then rank the execution units of a faulty run by suspicion (Maruyama & Matsuoka,
 //! *Model-Based Fault Localization in Large-Scale Computing Systems*, IPDPS 2008).
 //!
-//! The pipeline is a chain of named stages, each a module joined to the next by a named type:
+//! The folders follow the pipeline: [`trace`] loads traces for every analysis, [`localize`]
+//! is the paper's method, [`report`] renders its result. Each stage is a module joined to
+//! the next by a named type (the old flat names — `analyzer::decode`, `analyzer::units`… —
+//! are kept as re-exports):
 //!
 //! | stage | module | input → output |
 //! |-------|--------|----------------|
-//! | 1 decode | [`decode`] | trace chunks → per-thread [`decode::Event`] streams |
-//! | 2 symbolize | [`symbolize`] | addresses, Python indices → stable keys and names |
-//! | 3 units | [`units`] | events → [`units::Unit`]s (initializer, handler, loop, finalizer) |
-//! | 4 trees | [`trees`] | a unit's calls → its [`trees::CallTree`] |
-//! | 5 connections | [`connections`] | setup calls → [`connections::ConnKey`] per descriptor |
-//! | 6 models | [`model`] | units → process models → the global [`model::Model`] |
-//! | 7 scores | [`score`] | unit + model → [`score::UnitScore`] (§6 of the paper) |
-//! | 8 report | [`report`] | scores → ranked [`report::RankedUnit`]s (text, JSON, HTML) |
+//! | 1 load | [`trace::load`] | trace directories → [`decode::TraceSet`] (processes, threads, chunks) |
+//! | 2 decode | [`trace::decode`] | chunks → per-thread [`decode::Event`] streams (through `bufpool::format`) |
+//! | 3 symbolize | [`trace::symbolize`] | addresses, Python indices → stable keys and names |
+//! | 4 units | [`localize::units`] | events → [`units::Unit`]s: pass 1 ([`units::scan_process`]: event loops, descriptors), fork inheritance ([`units::inherit`]), pass 2 ([`units::split_process`]: initializer, handler, loop, finalizer) |
+//! | 5 trees | [`localize::trees`] | a unit's calls → its [`trees::CallTree`] |
+//! | 6 connections | [`localize::connections`] | setup calls → [`connections::ConnKey`] per descriptor |
+//! | 7 models | [`localize::model`] | units → process models → the global [`model::Model`] |
+//! | 8 scores | [`localize::score`] | unit + model → [`score::UnitScore`] (§6 of the paper) |
+//! | 9 ranking | `localize::ranking`, `localize::rows` | scores → compact rows in ranking order |
+//! | 10 report | [`report`] | rows → ranked [`report::RankedUnit`]s (text, JSON, HTML) |
 //!
-//! [`learn`] and [`rank`] run the whole chain over processes in parallel (rayon); their
-//! results do not depend on the number of threads.
+//! [`learn`], [`rank`] and [`show`] ([`localize::learn`], [`localize::rank`],
+//! [`localize::show`]) run the chain over processes in parallel (rayon,
+//! `localize::pipeline`); their results do not depend on the number of threads.
 //!
 //! ```
 //! use analyzer::decode::{TraceBuilder, TraceSet};
