@@ -35,12 +35,12 @@ fn check(bytes: &[u8]) -> Result<usize, TestCaseError> {
                     callee,
                 } => {
                     prop_assert_eq!(
-                        (kind, tsc, site, callee),
+                        (kind.call_kind(), tsc, site, callee),
                         (e.kind, e.tsc, e.caller, e.callee)
                     );
                 }
                 QuickEntry::Return { kind, tsc, callee } => {
-                    prop_assert_eq!((kind, tsc, callee), (e.kind, e.tsc, e.callee));
+                    prop_assert_eq!((kind.return_kind(), tsc, callee), (e.kind, e.tsc, e.callee));
                 }
                 QuickEntry::Lib {
                     exit,

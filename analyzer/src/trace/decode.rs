@@ -20,29 +20,8 @@ use crate::error::{Error, Result};
 use bufpool::format::{self, Addr, Kind, LibFn, LibOpts, Meta, QuickEntry, ScalarOpts};
 use std::path::Path;
 
-/// Kinds of function-call events.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum CallKind {
-    /// A C function (`-finstrument-functions`): site and callee are addresses.
-    C,
-    /// A Python function: site is a `py_site`, callee a code index.
-    Py,
-    /// A C function called from Python: site is a `py_site`, callee a builtin index.
-    PyBuiltin,
-}
-
-impl CallKind {
-    /// The kind of the functions an entry or return of kind `k` is about (C for
-    /// `FnEnter`/`FnExit`, Python for `PyCall`/`PyReturn`, builtin for `PyCCall`/`PyCReturn`).
-    #[inline(always)]
-    pub fn of(k: Kind) -> CallKind {
-        match k {
-            Kind::PyCall | Kind::PyReturn => CallKind::Py,
-            Kind::PyCCall | Kind::PyCReturn => CallKind::PyBuiltin,
-            _ => CallKind::C,
-        }
-    }
-}
+/// Kinds of function-call events (the format's: which functions an entry is about).
+pub use bufpool::format::CallKind;
 
 /// One decoded event.
 ///
@@ -393,11 +372,11 @@ fn decode_chunk(
                     site,
                     callee,
                 } => {
-                    v.call(tsc, CallKind::of(kind), site, callee);
+                    v.call(tsc, kind, site, callee);
                     true
                 }
                 QuickEntry::Return { kind, tsc, callee } => {
-                    v.ret(tsc, CallKind::of(kind), callee);
+                    v.ret(tsc, kind, callee);
                     true
                 }
                 QuickEntry::Lib {

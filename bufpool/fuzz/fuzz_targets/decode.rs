@@ -36,10 +36,10 @@ fuzz_target!(|data: &[u8]| {
                     assert_eq!(q.size(), e.size);
                     let same = match q {
                         QuickEntry::Call { kind, tsc, site, callee } => {
-                            (kind, tsc, site, callee) == (e.kind, e.tsc, e.caller, e.callee)
+                            (kind.call_kind(), tsc, site, callee) == (e.kind, e.tsc, e.caller, e.callee)
                         }
                         QuickEntry::Return { kind, tsc, callee } => {
-                            (kind, tsc, callee) == (e.kind, e.tsc, e.callee)
+                            (kind.return_kind(), tsc, callee) == (e.kind, e.tsc, e.callee)
                         }
                         QuickEntry::Lib { exit, tsc, site, func, body } => {
                             let kind = if exit { Kind::LibExit } else { Kind::LibEnter };

@@ -20,13 +20,58 @@ pub const RETURN_ENTRY: usize = 16;
 /// Size of a library entry without its option block (head, caller, function, length).
 pub const LIB_ENTRY_FIXED: usize = 21;
 
+/// Which functions a call or return entry is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum CallKind {
+    /// A C function (`FnEnter`/`FnExit`, `-finstrument-functions`): site and callee are
+    /// addresses.
+    C,
+    /// A Python function (`PyCall`/`PyReturn`): site is a [`py_site`](super::py_site),
+    /// callee a code index.
+    Py,
+    /// A C function called from Python (`PyCCall`/`PyCReturn`): site is a `py_site`, callee
+    /// a builtin index.
+    PyBuiltin,
+}
+
+impl CallKind {
+    /// The kind of the functions an entry of kind `k` is about (C for anything but the
+    /// Python calls and returns).
+    #[inline(always)]
+    pub fn of(k: Kind) -> CallKind {
+        match k {
+            Kind::PyCall | Kind::PyReturn => CallKind::Py,
+            Kind::PyCCall | Kind::PyCReturn => CallKind::PyBuiltin,
+            _ => CallKind::C,
+        }
+    }
+
+    /// The entry kind of a call of such a function.
+    pub fn call_kind(self) -> Kind {
+        match self {
+            CallKind::C => Kind::FnEnter,
+            CallKind::Py => Kind::PyCall,
+            CallKind::PyBuiltin => Kind::PyCCall,
+        }
+    }
+
+    /// The entry kind of a return of such a function.
+    pub fn return_kind(self) -> Kind {
+        match self {
+            CallKind::C => Kind::FnExit,
+            CallKind::Py => Kind::PyReturn,
+            CallKind::PyBuiltin => Kind::PyCReturn,
+        }
+    }
+}
+
 /// An entry [`quick_entry`] took.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum QuickEntry<'a> {
     /// A function was entered: `FnEnter`, `PyCall` or `PyCCall` (caller = `site`).
     Call {
-        /// The entry kind.
-        kind: Kind,
+        /// The entry kind ([`CallKind::call_kind`]).
+        kind: CallKind,
         /// TSC.
         tsc: u64,
         /// The caller field.
@@ -36,8 +81,8 @@ pub enum QuickEntry<'a> {
     },
     /// A function returned: `FnExit`, `PyReturn` or `PyCReturn` (its aux field unread).
     Return {
-        /// The entry kind.
-        kind: Kind,
+        /// The entry kind ([`CallKind::return_kind`]).
+        kind: CallKind,
         /// TSC.
         tsc: u64,
         /// The callee field.
@@ -109,12 +154,12 @@ pub fn quick_entry(bytes: &[u8], p: usize) -> Option<QuickEntry<'_>> {
         callee: site,
     };
     Some(match head as u8 {
-        FN_ENTER => call(Kind::FnEnter),
-        PY_CALL => call(Kind::PyCall),
-        PY_CCALL => call(Kind::PyCCall),
-        FN_EXIT => ret(Kind::FnExit),
-        PY_RETURN => ret(Kind::PyReturn),
-        PY_CRETURN => ret(Kind::PyCReturn),
+        FN_ENTER => call(CallKind::C),
+        PY_CALL => call(CallKind::Py),
+        PY_CCALL => call(CallKind::PyBuiltin),
+        FN_EXIT => ret(CallKind::C),
+        PY_RETURN => ret(CallKind::Py),
+        PY_CRETURN => ret(CallKind::PyBuiltin),
         k @ (LIB_ENTER | LIB_EXIT) => {
             let m = b[LIB_ENTRY_FIXED - 1] as usize;
             if m > MAX_OPTS {

@@ -49,6 +49,7 @@ const RET: u8 = OptTag::Ret as u8;
 const ERRNO: u8 = OptTag::Errno as u8;
 const FLAGS: u8 = OptTag::Flags as u8;
 const READY: u8 = OptTag::Ready as u8;
+const STACK: u8 = OptTag::Stack as u8;
 const STR: u8 = OptTag::Str as u8;
 const ARG: u8 = OptTag::Arg as u8;
 const ARG2: u8 = OptTag::Arg2 as u8;
@@ -138,7 +139,7 @@ impl ScalarOpts {
     }
 
     /// Reads the scalar options of an option block; `None` if the block has an address,
-    /// a call stack, an unknown tag or is malformed — the caller then parses it with
+    /// a call stack (with frames), an unknown tag or is malformed — the caller then parses it with
     /// [`LibOpts::parse`]. A ready set and a string are checked and skipped.
     #[inline(always)]
     pub fn parse(block: &[u8]) -> Option<ScalarOpts> {
@@ -222,6 +223,13 @@ impl ScalarOpts {
                         return false;
                     }
                     p += n;
+                }
+                STACK => {
+                    // An empty call stack (as good as none); one with frames is refused.
+                    if b.get(p) != Some(&0) {
+                        return false;
+                    }
+                    p += 1;
                 }
                 STR => {
                     // len, bytes: checked, not kept.

@@ -378,14 +378,14 @@ impl ThreadScanner<'_> {
                         kind, site, callee, ..
                     }) => {
                         self.flush1(&mut pending);
-                        self.push_frame(CallKind::of(kind), site, callee);
+                        self.push_frame(kind, site, callee);
                         p += CALL_ENTRY;
                         entries += 1;
                         continue;
                     }
                     Some(QuickEntry::Return { kind, callee, .. }) => {
                         self.flush1(&mut pending);
-                        self.pop_frames(CallKind::of(kind), callee);
+                        self.pop_frames(kind, callee);
                         p += RETURN_ENTRY;
                         entries += 1;
                         continue;
