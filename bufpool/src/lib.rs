@@ -2,13 +2,13 @@
 //!
 //! This crate is the contract every other part of Culprit speaks:
 //!
-//! - [`format`]: how one event is encoded (16 to 148 bytes, little-endian), the fixed
+//! - [`format`](mod@format): how one event is encoded (16 to 148 bytes, little-endian), the fixed
 //!   ids of wrapped libc functions, metadata records, and a decoder that never panics.
 //! - [`layout`]: the pool file — header with geometry and TSC calibration, the state
 //!   table, and sub-buffers with their headers.
 //! - [`slots`]: the crash-proof, lock-free handoff of sub-buffers between writer and
 //!   reader processes (one CAS per transition on a per-sub-buffer word).
-//! - [`writer`], [`consumer`], [`salvage`]: the three roles.
+//! - [`writer`], [`consumer`], [`salvage`](mod@salvage): the three roles.
 //!
 //! ```
 //! use bufpool::{Pool, PoolConfig, WriterState, Consumer, format};

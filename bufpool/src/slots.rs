@@ -6,7 +6,7 @@
 //! any instruction leaves every word in a well-defined state: there is no multi-word
 //! invariant that a half-finished operation could break, and no slot that the living
 //! must wait on. A word names its holder (pid and a start-time tag), so a repair pass
-//! can tell when the holder is gone and move the sub-buffer on ([`crate::salvage`]).
+//! can tell when the holder is gone and move the sub-buffer on ([`crate::salvage`](mod@crate::salvage)).
 //! Taking a free or written sub-buffer is a scan from a rotating cursor: O(n) over a
 //! few hundred words, once per sub-buffer filled — never per entry.
 //!

@@ -17,7 +17,7 @@
 
 use super::load::{ThreadSource, ThreadTrace};
 use crate::error::{Error, Result};
-use bufpool::format::{self, Addr, Kind, LibFn, LibOpts, Meta, QuickEntry, ScalarOpts};
+use bufpool::format::{self, Addr, Kind, LibFn, LibOpts, Meta, ScalarOpts};
 use std::path::Path;
 
 /// Kinds of function-call events (the format's: which functions an entry is about).
@@ -336,6 +336,27 @@ impl<F: FnMut(Event)> Visit for Owned<F> {
     }
 }
 
+/// The common entries handed to a [`Visit`] as [`format::quick_visit`] reads them: library
+/// calls that create no descriptor only, and only if the visitor takes them in place.
+struct Quick<'v, V>(&'v mut V);
+
+impl<V: Visit> format::QuickVisit<'_> for Quick<'_, V> {
+    #[inline(always)]
+    fn call(&mut self, kind: CallKind, tsc: u64, site: u64, callee: u64) -> bool {
+        self.0.call(tsc, kind, site, callee);
+        true
+    }
+    #[inline(always)]
+    fn ret(&mut self, kind: CallKind, tsc: u64, callee: u64) -> bool {
+        self.0.ret(tsc, kind, callee);
+        true
+    }
+    #[inline(always)]
+    fn lib(&mut self, exit: bool, tsc: u64, site: u64, func: LibFn, body: &[u8]) -> bool {
+        !crate::connections::is_tracked(func) && self.0.lib_scalars(tsc, exit, site, func, body)
+    }
+}
+
 /// Decodes one chunk. The common entries — function entries and returns, and library calls
 /// whose options are scalars — are decoded in place (the checks are those of `bufpool`'s
 /// [`format::Decoder`]: an entry is taken here only when all of it is in the chunk, its
@@ -364,37 +385,11 @@ fn decode_chunk(
     // Counted here, added to `st` at the end (an error discards the counts).
     let mut entries = 0u64;
     while p < n {
-        if let Some(q) = format::quick_entry(bytes, p) {
-            let taken = match q {
-                QuickEntry::Call {
-                    kind,
-                    tsc,
-                    site,
-                    callee,
-                } => {
-                    v.call(tsc, kind, site, callee);
-                    true
-                }
-                QuickEntry::Return { kind, tsc, callee } => {
-                    v.ret(tsc, kind, callee);
-                    true
-                }
-                QuickEntry::Lib {
-                    exit,
-                    tsc,
-                    site,
-                    func,
-                    body,
-                } => {
-                    !crate::connections::is_tracked(func)
-                        && v.lib_scalars(tsc, exit, site, func, body)
-                }
-            };
-            if taken {
-                entries += 1;
-                p += q.size();
-                continue;
-            }
+        let size = format::quick_visit(bytes, p, &mut Quick(&mut *v));
+        if size > 0 {
+            entries += 1;
+            p += size;
+            continue;
         }
         let mut d = format::Decoder::with_base(&bytes[p..], base + p as u64);
         let Some(e) = d.next() else { break };

@@ -36,7 +36,10 @@ pub use meta::{
 pub use options::{
     Addr, LibOpts, OptTag, ReadyItem, ReadySet, MAX_ADDR_BYTES, MAX_READY_ITEMS, MAX_STACK, MAX_STR,
 };
-pub use quick::{quick_entry, CallKind, QuickEntry, CALL_ENTRY, LIB_ENTRY_FIXED, RETURN_ENTRY};
+pub use quick::{
+    quick_entry, quick_visit, CallKind, QuickEntry, QuickVisit, CALL_ENTRY, LIB_ENTRY_FIXED,
+    RETURN_ENTRY,
+};
 pub use scalars::{ScalarOpts, MAX_SCALAR_BYTES};
 
 /// Size of the entry head (type byte + 56-bit TSC).

@@ -124,13 +124,28 @@ const PY_CRETURN: u8 = Kind::PyCReturn as u8;
 const LIB_ENTER: u8 = Kind::LibEnter as u8;
 const LIB_EXIT: u8 = Kind::LibExit as u8;
 
+/// Receives the entry [`quick_visit`] reads, by kind, in place: the decoding loops' hot
+/// path (one dispatch on the kind byte, nothing built in between). Each method says whether
+/// it took the entry; one that declines sends the caller to the [`Decoder`](super::Decoder).
+pub trait QuickVisit<'a> {
+    /// A function was entered: `FnEnter`, `PyCall` or `PyCCall`.
+    fn call(&mut self, kind: CallKind, tsc: u64, site: u64, callee: u64) -> bool;
+    /// A function returned: `FnExit`, `PyReturn` or `PyCReturn` (its aux field unread).
+    fn ret(&mut self, kind: CallKind, tsc: u64, callee: u64) -> bool;
+    /// A `LibEnter` (`exit` false) or `LibExit` of a known function, options unparsed.
+    fn lib(&mut self, exit: bool, tsc: u64, site: u64, func: LibFn, body: &'a [u8]) -> bool;
+}
+
 /// Reads the entry at `p` of `bytes` if it is a common one (see the module's
-/// documentation); `None` sends the caller to the [`Decoder`](super::Decoder). Needs
-/// [`LIB_ENTRY_FIXED`] bytes from `p` whatever the kind (the fixed fields are read in three
-/// loads): the last short entry of a buffer goes to the `Decoder` too.
+/// documentation) and hands it to `v`: its size if `v` took it, 0 otherwise (the caller
+/// then goes to the [`Decoder`](super::Decoder)). Needs [`LIB_ENTRY_FIXED`] bytes from `p`
+/// whatever the kind (the fixed fields are read in three loads): the last short entry of a
+/// buffer goes to the `Decoder` too.
 #[inline(always)]
-pub fn quick_entry(bytes: &[u8], p: usize) -> Option<QuickEntry<'_>> {
-    let b = bytes.get(p..p + LIB_ENTRY_FIXED)?;
+pub fn quick_visit<'a>(bytes: &'a [u8], p: usize, v: &mut impl QuickVisit<'a>) -> usize {
+    let Some(b) = bytes.get(p..p + LIB_ENTRY_FIXED) else {
+        return 0;
+    };
     let word = |at: usize| -> u64 {
         let mut w = [0u8; 8];
         w.copy_from_slice(&b[at..at + 8]);
@@ -138,42 +153,66 @@ pub fn quick_entry(bytes: &[u8], p: usize) -> Option<QuickEntry<'_>> {
     };
     let head = word(0);
     let tsc = (head >> 8) & TSC_MASK;
-    // The two 48-bit fields at offsets 8 and 14.
+    // The two 48-bit fields at offsets 8 and 14; a return-shaped entry's function is the
+    // first.
     let site = word(8) & ADDR_MASK;
     let callee = word(12) >> 16;
-    let call = |kind| QuickEntry::Call {
-        kind,
-        tsc,
-        site,
-        callee,
-    };
-    // A return-shaped entry's function is its first field.
-    let ret = |kind| QuickEntry::Return {
-        kind,
-        tsc,
-        callee: site,
-    };
-    Some(match head as u8 {
-        FN_ENTER => call(CallKind::C),
-        PY_CALL => call(CallKind::Py),
-        PY_CCALL => call(CallKind::PyBuiltin),
-        FN_EXIT => ret(CallKind::C),
-        PY_RETURN => ret(CallKind::Py),
-        PY_CRETURN => ret(CallKind::PyBuiltin),
+    let took = |t: bool, size: usize| if t { size } else { 0 };
+    match head as u8 {
+        FN_ENTER => took(v.call(CallKind::C, tsc, site, callee), CALL_ENTRY),
+        PY_CALL => took(v.call(CallKind::Py, tsc, site, callee), CALL_ENTRY),
+        PY_CCALL => took(v.call(CallKind::PyBuiltin, tsc, site, callee), CALL_ENTRY),
+        FN_EXIT => took(v.ret(CallKind::C, tsc, site), RETURN_ENTRY),
+        PY_RETURN => took(v.ret(CallKind::Py, tsc, site), RETURN_ENTRY),
+        PY_CRETURN => took(v.ret(CallKind::PyBuiltin, tsc, site), RETURN_ENTRY),
         k @ (LIB_ENTER | LIB_EXIT) => {
             let m = b[LIB_ENTRY_FIXED - 1] as usize;
-            if m > MAX_OPTS {
-                return None;
+            let Some(func) = LibFn::from_id(callee) else {
+                return 0;
+            };
+            if m > MAX_OPTS || bytes.len() - p < LIB_ENTRY_FIXED + m {
+                return 0;
             }
-            let body = bytes.get(p + LIB_ENTRY_FIXED..p + LIB_ENTRY_FIXED + m)?;
-            QuickEntry::Lib {
-                exit: k == LIB_EXIT,
+            let body = &bytes[p + LIB_ENTRY_FIXED..p + LIB_ENTRY_FIXED + m];
+            took(
+                v.lib(k == LIB_EXIT, tsc, site, func, body),
+                LIB_ENTRY_FIXED + m,
+            )
+        }
+        _ => 0,
+    }
+}
+
+/// [`quick_visit`] as a value: the entry at `p` of `bytes` if it is a common one, `None`
+/// otherwise (for tests, tools and loops that are not hot).
+pub fn quick_entry(bytes: &[u8], p: usize) -> Option<QuickEntry<'_>> {
+    struct Keep<'a>(Option<QuickEntry<'a>>);
+    impl<'a> QuickVisit<'a> for Keep<'a> {
+        fn call(&mut self, kind: CallKind, tsc: u64, site: u64, callee: u64) -> bool {
+            self.0 = Some(QuickEntry::Call {
+                kind,
                 tsc,
                 site,
-                func: LibFn::from_id(callee)?,
-                body,
-            }
+                callee,
+            });
+            true
         }
-        _ => return None,
-    })
+        fn ret(&mut self, kind: CallKind, tsc: u64, callee: u64) -> bool {
+            self.0 = Some(QuickEntry::Return { kind, tsc, callee });
+            true
+        }
+        fn lib(&mut self, exit: bool, tsc: u64, site: u64, func: LibFn, body: &'a [u8]) -> bool {
+            self.0 = Some(QuickEntry::Lib {
+                exit,
+                tsc,
+                site,
+                func,
+                body,
+            });
+            true
+        }
+    }
+    let mut k = Keep(None);
+    quick_visit(bytes, p, &mut k);
+    k.0
 }

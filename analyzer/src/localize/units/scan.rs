@@ -10,10 +10,7 @@ use crate::error::Result;
 use crate::hash::{FxSet, IdMap};
 use crate::symbolize::ProcessSymbols;
 use crate::trees::Outcome;
-use bufpool::format::{
-    quick_entry, LibFn, Meta, ProcReason, QuickEntry, ScalarOpts, CALL_ENTRY, LIB_ENTRY_FIXED,
-    RETURN_ENTRY,
-};
+use bufpool::format::{quick_visit, LibFn, Meta, ProcReason, QuickVisit, ScalarOpts};
 
 pub(super) struct P1Frame {
     kind: CallKind,
@@ -373,77 +370,18 @@ impl ThreadScanner<'_> {
             // Counted here, added to `st` at the end (an error discards the counts).
             let mut entries = 0u64;
             while p < n {
-                match quick_entry(bytes, p) {
-                    Some(QuickEntry::Call {
-                        kind, site, callee, ..
-                    }) => {
-                        self.flush1(&mut pending);
-                        self.push_frame(kind, site, callee);
-                        p += CALL_ENTRY;
-                        entries += 1;
-                        continue;
-                    }
-                    Some(QuickEntry::Return { kind, callee, .. }) => {
-                        self.flush1(&mut pending);
-                        self.pop_frames(kind, callee);
-                        p += RETURN_ENTRY;
-                        entries += 1;
-                        continue;
-                    }
-                    Some(QuickEntry::Lib {
-                        exit, func, body, ..
-                    }) => {
-                        // Receives need their descriptor and socket flag; other calls that
-                        // create no descriptor, nothing. A block the quick parser refuses
-                        // goes to the checking decoder below.
-                        let lean = if connections::is_tracked(func) {
-                            None
-                        } else if func.is_receive() {
-                            ScalarOpts::parse(body).map(|o| (o.fd, o.is_socket))
-                        } else {
-                            Some((None, None))
-                        };
-                        if let Some((fd, is_socket)) = lean {
-                            if !exit {
-                                self.flush1(&mut pending);
-                                if !(is_exit(func) || func.is_exec()) {
-                                    pending = Pending1::Lean {
-                                        func,
-                                        fd,
-                                        is_socket,
-                                    };
-                                }
-                            } else {
-                                // The entry's fields are read in place (moving the
-                                // whole pending entry out cost more than the rest).
-                                let entry = match &pending {
-                                    Pending1::Lean {
-                                        func: f,
-                                        fd: efd,
-                                        is_socket: es,
-                                    } if *f == func => Some((*efd, *es)),
-                                    Pending1::Full(e) if e.func == func => {
-                                        Some((e.opts.fd, e.opts.is_socket))
-                                    }
-                                    _ => None,
-                                };
-                                let (mut fd, mut is_socket) = (fd, is_socket);
-                                match entry {
-                                    Some((efd, es)) => {
-                                        fd = fd.or(efd);
-                                        is_socket = is_socket.or(es);
-                                        pending = Pending1::None;
-                                    }
-                                    None => self.flush1(&mut pending),
-                                }
-                                self.lean_call(func, fd, is_socket);
-                            }
-                            entries += 1;
-                            p += LIB_ENTRY_FIXED + body.len();
-                            continue;
-                        }
-                    }
-                    None => {}
+                let size = quick_visit(
+                    bytes,
+                    p,
+                    &mut Lean {
+                        s: &mut *self,
+                        pending: &mut pending,
+                    },
+                );
+                if size > 0 {
+                    entries += 1;
+                    p += size;
+                    continue;
                 }
                 let Some(e) = entry_at(&c, p)? else { break };
                 entries += 1;
@@ -473,6 +411,81 @@ impl ThreadScanner<'_> {
         })?;
         self.flush1(&mut pending);
         Ok(st)
+    }
+}
+
+/// Pass 1's reading of the common entries, in place ([`quick_visit`]): frames, and library
+/// calls that create no descriptor reduced to their function and, for receives, their
+/// descriptor and socket flag. A block the quick parser refuses goes to the checking
+/// decoder.
+struct Lean<'s, 'a> {
+    s: &'s mut ThreadScanner<'a>,
+    pending: &'s mut Pending1,
+}
+
+impl QuickVisit<'_> for Lean<'_, '_> {
+    #[inline(always)]
+    fn call(&mut self, kind: CallKind, _tsc: u64, site: u64, callee: u64) -> bool {
+        self.s.flush1(self.pending);
+        self.s.push_frame(kind, site, callee);
+        true
+    }
+
+    #[inline(always)]
+    fn ret(&mut self, kind: CallKind, _tsc: u64, callee: u64) -> bool {
+        self.s.flush1(self.pending);
+        self.s.pop_frames(kind, callee);
+        true
+    }
+
+    #[inline(always)]
+    fn lib(&mut self, exit: bool, _tsc: u64, _site: u64, func: LibFn, body: &[u8]) -> bool {
+        let (s, pending) = (&mut *self.s, &mut *self.pending);
+        // Receives need their descriptor and socket flag; other calls that create no
+        // descriptor, nothing.
+        let lean = if connections::is_tracked(func) {
+            None
+        } else if func.is_receive() {
+            ScalarOpts::parse(body).map(|o| (o.fd, o.is_socket))
+        } else {
+            Some((None, None))
+        };
+        let Some((fd, is_socket)) = lean else {
+            return false;
+        };
+        if !exit {
+            s.flush1(pending);
+            if !(is_exit(func) || func.is_exec()) {
+                *pending = Pending1::Lean {
+                    func,
+                    fd,
+                    is_socket,
+                };
+            }
+        } else {
+            // The entry's fields are read in place (moving the whole pending entry out
+            // cost more than the rest).
+            let entry = match &*pending {
+                Pending1::Lean {
+                    func: f,
+                    fd: efd,
+                    is_socket: es,
+                } if *f == func => Some((*efd, *es)),
+                Pending1::Full(e) if e.func == func => Some((e.opts.fd, e.opts.is_socket)),
+                _ => None,
+            };
+            let (mut fd, mut is_socket) = (fd, is_socket);
+            match entry {
+                Some((efd, es)) => {
+                    fd = fd.or(efd);
+                    is_socket = is_socket.or(es);
+                    *pending = Pending1::None;
+                }
+                None => s.flush1(pending),
+            }
+            s.lean_call(func, fd, is_socket);
+        }
+        true
     }
 }
 
