@@ -52,19 +52,7 @@ fn opts() -> impl Strategy<Value = LibOpts> {
         0..8u8,
     )
         .prop_map(|(s, ready, string, rare)| {
-            let mut o = LibOpts {
-                fd: s.fd,
-                fd2: s.fd2,
-                len: s.len,
-                ret: s.ret,
-                errno: s.errno,
-                flags: s.flags,
-                arg: s.arg,
-                arg2: s.arg2,
-                inject: s.inject,
-                is_socket: s.is_socket,
-                ..Default::default()
-            };
+            let mut o = LibOpts::from(s);
             o.ready = ready.map(|items| {
                 let mut r = ReadySet::default();
                 for (id, events) in items {
@@ -116,11 +104,7 @@ proptest! {
 
     #[test]
     fn the_scalar_writer_writes_what_the_full_encoder_writes(s in scalars()) {
-        let full = encode(&LibOpts {
-            fd: s.fd, fd2: s.fd2, len: s.len, ret: s.ret, errno: s.errno, flags: s.flags,
-            arg: s.arg, arg2: s.arg2, inject: s.inject, is_socket: s.is_socket,
-            ..Default::default()
-        });
+        let full = encode(&LibOpts::from(s));
         let mut out = [0xaau8; 3 + MAX_SCALAR_BYTES];
         let end = s.encode_into(&mut out, 3);
         prop_assert_eq!(&out[3..end], &full[..]);

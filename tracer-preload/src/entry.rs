@@ -115,18 +115,8 @@ mod tests {
 
     fn lib_opts(o: &Small, ready: Option<&ReadySet>) -> LibOpts {
         LibOpts {
-            fd: o.fd,
-            fd2: o.fd2,
-            len: o.len,
-            ret: o.ret,
-            errno: o.errno,
-            flags: o.flags,
-            arg: o.arg,
-            arg2: o.arg2,
-            inject: o.inject,
-            is_socket: o.is_socket,
             ready: ready.copied(),
-            ..LibOpts::default()
+            ..LibOpts::from(*o)
         }
     }
 

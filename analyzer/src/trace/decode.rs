@@ -431,37 +431,15 @@ pub(super) fn first_tsc(bytes: &[u8]) -> u64 {
 pub fn convert(e: &format::EntryRef<'_>) -> std::result::Result<Event, format::DecodeError> {
     let tsc = e.tsc;
     Ok(match e.kind {
-        Kind::FnEnter => Event::Call {
+        Kind::FnEnter | Kind::PyCall | Kind::PyCCall => Event::Call {
             tsc,
-            kind: CallKind::C,
+            kind: CallKind::of(e.kind),
             site: e.caller,
             callee: e.callee,
         },
-        Kind::PyCall => Event::Call {
+        Kind::FnExit | Kind::PyReturn | Kind::PyCReturn => Event::Return {
             tsc,
-            kind: CallKind::Py,
-            site: e.caller,
-            callee: e.callee,
-        },
-        Kind::PyCCall => Event::Call {
-            tsc,
-            kind: CallKind::PyBuiltin,
-            site: e.caller,
-            callee: e.callee,
-        },
-        Kind::FnExit => Event::Return {
-            tsc,
-            kind: CallKind::C,
-            callee: e.callee,
-        },
-        Kind::PyReturn => Event::Return {
-            tsc,
-            kind: CallKind::Py,
-            callee: e.callee,
-        },
-        Kind::PyCReturn => Event::Return {
-            tsc,
-            kind: CallKind::PyBuiltin,
+            kind: CallKind::of(e.kind),
             callee: e.callee,
         },
         Kind::PyExc => Event::Exception {

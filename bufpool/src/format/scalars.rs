@@ -246,3 +246,22 @@ impl ScalarOpts {
         true
     }
 }
+
+impl From<ScalarOpts> for LibOpts {
+    /// Full options with these scalars and nothing else.
+    fn from(s: ScalarOpts) -> LibOpts {
+        LibOpts {
+            fd: s.fd,
+            fd2: s.fd2,
+            len: s.len,
+            ret: s.ret,
+            errno: s.errno,
+            flags: s.flags,
+            arg: s.arg,
+            arg2: s.arg2,
+            inject: s.inject,
+            is_socket: s.is_socket,
+            ..LibOpts::default()
+        }
+    }
+}
