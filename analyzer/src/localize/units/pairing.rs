@@ -118,28 +118,16 @@ impl<'s, S: PairSink> Pairer<'s, S> {
     }
 }
 
-/// Takes a library event's fields one by one (a whole-struct copy of an event just built
-/// field by field stalls on store forwarding).
+/// Takes a library event, its extra options moved out (the calls [`Visit::lib`] gets are
+/// the rare ones: descriptor-creating calls and entries the checking decoder read).
 #[inline(always)]
 pub(super) fn take_lib(l: &mut LibEvent) -> LibEvent {
-    let o = &mut l.opts;
     LibEvent {
         tsc: l.tsc,
         exit: l.exit,
         site: l.site,
         func: l.func,
-        opts: CallOpts {
-            fd: o.fd,
-            fd2: o.fd2,
-            len: o.len,
-            ret: o.ret,
-            errno: o.errno,
-            flags: o.flags,
-            arg: o.arg,
-            arg2: o.arg2,
-            inject: o.inject,
-            is_socket: o.is_socket,
-        },
+        opts: l.opts,
         extra: l.extra.take(),
     }
 }
