@@ -1,8 +1,10 @@
 //! Pass 1 — the event-loop scan: symbols, descriptor history and each thread's event loop,
 //! decoding only what it needs.
 
-use super::keys::*;
-use super::pairing::*;
+use super::keys::{is_exit, raw_step, RAW_ROOT};
+#[cfg(test)]
+use super::pairing::for_each_paired;
+use super::pairing::{merge_enter, PairSink};
 use super::{LoopSpec, ProcessScan, ThreadScan};
 use crate::connections::{self, FdTable, SetupCall};
 use crate::decode::{CallKind, DecodeStats, Event, LibEvent, ProcessTrace, ThreadTrace};

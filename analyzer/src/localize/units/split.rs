@@ -1,12 +1,17 @@
 //! Pass 2 — the splitter: cuts every thread of a process into initializer, handler, loop
 //! and finalizer units with their call trees.
 
-use super::keys::*;
-use super::memo::*;
-use super::pairing::*;
+use super::keys::{
+    frame_key, frame_node, is_exit, is_library_frame, lib_key, raw_step, setup_stack_key, RAW_ROOT,
+};
+use super::memo::{memo_image, Memo, MemoVal, MEMO_EXC, MEMO_FRAME, MEMO_LIB};
+use super::pairing::{for_each_paired, PairSink};
 use super::scan::{is_socket_receive, scan_process};
-use super::view::*;
-use super::*;
+use super::view::{ConnRow, UnitHead, UnitView};
+use super::{
+    program_key, Injection, LoopSpec, NameBook, NameSrc, ProcessScan, ProcessUnits, Signature,
+    UnitKind, FORKED_KEY,
+};
 use crate::connections::{self, ConnKey};
 use crate::decode::{CallKind, Event, LibEvent, ProcessTrace};
 use crate::error::Result;

@@ -1,7 +1,7 @@
 //! Units as the splitter lends them: [`UnitHead`] (a unit without its strings),
 //! [`UnitView`] (head, tree and context, borrowed) and unit ids.
 
-use super::*;
+use super::{Injection, Signature, Unit, UnitInfo, UnitKind};
 use crate::connections::ConnKey;
 use crate::trees::TreeBuf;
 
