@@ -49,62 +49,11 @@ pub type IdMap<V> = std::collections::HashMap<u64, V, BuildHasherDefault<IdHashe
 pub type IdSet = std::collections::HashSet<u64, BuildHasherDefault<IdHasher>>;
 
 /// A fast, deterministic hasher for in-memory maps of small keys (integers, short vectors
-/// and strings): the multiply–rotate step of rustc's `FxHasher`, 8 bytes at a time. Not for
-/// keys an adversary chooses; never used for stable keys.
-#[derive(Default, Clone, Copy)]
-pub struct FxHasher(u64);
-
-impl FxHasher {
-    #[inline]
-    fn add(&mut self, w: u64) {
-        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x517c_c1b7_2722_0a95);
-    }
-}
-
-impl Hasher for FxHasher {
-    #[inline]
-    fn finish(&self) -> u64 {
-        // Spread the high bits down: hashbrown takes its control byte from the top 7 bits.
-        mix(self.0, 0)
-    }
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        let mut c = bytes.chunks_exact(8);
-        for w in &mut c {
-            let mut b = [0u8; 8];
-            b.copy_from_slice(w);
-            self.add(u64::from_le_bytes(b));
-        }
-        let r = c.remainder();
-        if !r.is_empty() {
-            let mut b = [0u8; 8];
-            b[..r.len()].copy_from_slice(r);
-            self.add(u64::from_le_bytes(b) ^ ((r.len() as u64) << 59));
-        }
-    }
-    #[inline]
-    fn write_u8(&mut self, v: u8) {
-        self.add(v as u64);
-    }
-    #[inline]
-    fn write_u32(&mut self, v: u32) {
-        self.add(v as u64);
-    }
-    #[inline]
-    fn write_i32(&mut self, v: i32) {
-        self.add(v as u32 as u64);
-    }
-    #[inline]
-    fn write_u64(&mut self, v: u64) {
-        self.add(v);
-    }
-    #[inline]
-    fn write_usize(&mut self, v: usize) {
-        self.add(v as u64);
-    }
-}
+/// and strings): rustc's `FxHasher` (the `rustc-hash` crate). Not for keys an adversary
+/// chooses; never used for stable keys.
+pub use rustc_hash::FxHasher;
 
 /// A `HashMap` with [`FxHasher`].
-pub type FxMap<K, V> = std::collections::HashMap<K, V, BuildHasherDefault<FxHasher>>;
+pub type FxMap<K, V> = rustc_hash::FxHashMap<K, V>;
 /// A `HashSet` with [`FxHasher`].
-pub type FxSet<K> = std::collections::HashSet<K, BuildHasherDefault<FxHasher>>;
+pub type FxSet<K> = rustc_hash::FxHashSet<K>;

@@ -10,41 +10,9 @@
 
 use bufpool::format::{Kind, LibFn, OptTag, ReadySet, ADDR_MASK, MAX_ENTRY, MAX_OPTS};
 
-/// The small options of a library entry, in encoding (tag) order.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Small {
-    /// `Fd`.
-    pub fd: Option<i32>,
-    /// `Fd2`.
-    pub fd2: Option<i32>,
-    /// `Len`.
-    pub len: Option<u64>,
-    /// `Ret`.
-    pub ret: Option<i64>,
-    /// `Errno`.
-    pub errno: Option<i32>,
-    /// `Flags`.
-    pub flags: Option<u32>,
-    /// `Arg`.
-    pub arg: Option<u64>,
-    /// `Arg2`.
-    pub arg2: Option<u64>,
-    /// `Inject`.
-    pub inject: Option<u32>,
-    /// `IsSocket`.
-    pub is_socket: Option<bool>,
-}
-
-impl Small {
-    /// Options with just an fd.
-    #[inline(always)]
-    pub fn fd(fd: i32) -> Small {
-        Small {
-            fd: Some(fd),
-            ..Small::default()
-        }
-    }
-}
+/// The small options of a library entry: the format's scalar options (one type for the
+/// tracer, the format and the analyzer).
+pub use bufpool::format::ScalarOpts as Small;
 
 /// A stack buffer holding one encoded entry.
 pub struct Encoded {
@@ -118,37 +86,9 @@ pub fn encode_into(
     // caller (48 bits) then the function id (48 bits): two overlapping 8-byte stores.
     out[8..16].copy_from_slice(&(caller & ADDR_MASK).to_le_bytes());
     out[14..22].copy_from_slice(&func.id().to_le_bytes());
-    let mut w = W { b: out, pos: 0 };
-    if let Some(v) = o.fd {
-        w.put(OptTag::Fd, &v.to_le_bytes());
-    }
-    if let Some(v) = o.fd2 {
-        w.put(OptTag::Fd2, &v.to_le_bytes());
-    }
-    if let Some(v) = o.len {
-        w.put(OptTag::Len, &v.to_le_bytes());
-    }
-    if let Some(v) = o.ret {
-        w.put(OptTag::Ret, &v.to_le_bytes());
-    }
-    if let Some(v) = o.errno {
-        w.put(OptTag::Errno, &v.to_le_bytes());
-    }
-    if let Some(v) = o.flags {
-        w.put(OptTag::Flags, &v.to_le_bytes());
-    }
-    if let Some(v) = o.arg {
-        w.put(OptTag::Arg, &v.to_le_bytes());
-    }
-    if let Some(v) = o.arg2 {
-        w.put(OptTag::Arg2, &v.to_le_bytes());
-    }
-    if let Some(v) = o.inject {
-        w.put(OptTag::Inject, &v.to_le_bytes());
-    }
-    if let Some(v) = o.is_socket {
-        w.put(OptTag::IsSocket, &[v as u8]);
-    }
+    // The scalars first (they always fit), with the format's own writer.
+    let pos = o.encode_into(&mut out[21..], 0);
+    let mut w = W { b: out, pos };
     if let Some(r) = ready {
         // Same rule as LibOpts::encode: keep what fits, flag the rest.
         let items = r.items();
@@ -175,18 +115,8 @@ mod tests {
 
     fn lib_opts(o: &Small, ready: Option<&ReadySet>) -> LibOpts {
         LibOpts {
-            fd: o.fd,
-            fd2: o.fd2,
-            len: o.len,
-            ret: o.ret,
-            errno: o.errno,
-            flags: o.flags,
-            arg: o.arg,
-            arg2: o.arg2,
-            inject: o.inject,
-            is_socket: o.is_socket,
             ready: ready.copied(),
-            ..LibOpts::default()
+            ..LibOpts::from(*o)
         }
     }
 

@@ -273,8 +273,8 @@ impl Visit for Collector<'_> {
             )
         {
             let idx = self.ops.len() as u32 + self.pending_unfinished(l.func) as u32;
-            if l.opts.local().is_some() || l.opts.peer().is_some() {
-                self.addrs.insert(idx, (l.opts.local(), l.opts.peer()));
+            if l.local().is_some() || l.peer().is_some() {
+                self.addrs.insert(idx, (l.local(), l.peer()));
             }
         }
         self.call(tsc, l.exit, l.func, &l.opts);
@@ -327,12 +327,12 @@ impl Visit for Collector<'_> {
                     self.epoll.push((tsc, ep, fd, data as u32));
                 }
             }
-            let co = CallOpts::from_lib_opts(&o, false);
+            let co = CallOpts::of(&o);
             self.call(tsc, exit, func, &co);
             return true;
         }
         let mut o = CallOpts::default();
-        if !o.parse_scalars_into(body) {
+        if !o.parse_into(body) {
             return false;
         }
         self.call(tsc, exit, func, &o);

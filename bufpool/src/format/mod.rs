@@ -23,6 +23,8 @@ mod encode;
 mod libfn;
 mod meta;
 mod options;
+mod quick;
+mod scalars;
 
 pub use decode::{decode_all, DecodeError, DecodeErrorKind, Decoder, Entry, EntryRef};
 pub use encode::{encode_fn, encode_lib, encode_lost, encode_meta, encode_ret, EntryBuf, META_BUF};
@@ -31,7 +33,14 @@ pub use meta::{
     ClockSample, CodeKind, CodeRecord, FilterRecord, InjectRecord, MapRecord, Meta, ProcReason,
     ProcRecord, ThreadRecord,
 };
-pub use options::{Addr, LibOpts, OptTag, ReadyItem, ReadySet, MAX_READY_ITEMS, MAX_STACK};
+pub use options::{
+    Addr, LibOpts, OptTag, ReadyItem, ReadySet, MAX_ADDR_BYTES, MAX_READY_ITEMS, MAX_STACK, MAX_STR,
+};
+pub use quick::{
+    quick_entry, quick_visit, CallKind, QuickEntry, QuickVisit, CALL_ENTRY, LIB_ENTRY_FIXED,
+    RETURN_ENTRY,
+};
+pub use scalars::{ScalarOpts, MAX_SCALAR_BYTES};
 
 /// Size of the entry head (type byte + 56-bit TSC).
 pub const HEAD_SIZE: usize = 8;

@@ -8,6 +8,7 @@
 //! Encoding writes into a fixed stack buffer and never allocates; parsing fills a
 //! fixed-size [`LibOpts`] and never allocates either.
 
+use super::scalars::ScalarOpts;
 use super::MAX_OPTS;
 
 /// Most ready-set items an entry carries; the rest is counted and flagged as truncated.
@@ -278,37 +279,9 @@ impl LibOpts {
     /// and one that does not fit at all is left out, so the important small ones (fd,
     /// ret, errno, len) are always kept. Everything is kept when it fits in [`MAX_OPTS`].
     pub fn encode(&self, out: &mut [u8; MAX_OPTS]) -> usize {
-        let mut w = OptWriter { out, pos: 0 };
-        if let Some(v) = self.fd {
-            w.put(OptTag::Fd, &v.to_le_bytes());
-        }
-        if let Some(v) = self.fd2 {
-            w.put(OptTag::Fd2, &v.to_le_bytes());
-        }
-        if let Some(v) = self.len {
-            w.put(OptTag::Len, &v.to_le_bytes());
-        }
-        if let Some(v) = self.ret {
-            w.put(OptTag::Ret, &v.to_le_bytes());
-        }
-        if let Some(v) = self.errno {
-            w.put(OptTag::Errno, &v.to_le_bytes());
-        }
-        if let Some(v) = self.flags {
-            w.put(OptTag::Flags, &v.to_le_bytes());
-        }
-        if let Some(v) = self.arg {
-            w.put(OptTag::Arg, &v.to_le_bytes());
-        }
-        if let Some(v) = self.arg2 {
-            w.put(OptTag::Arg2, &v.to_le_bytes());
-        }
-        if let Some(v) = self.inject {
-            w.put(OptTag::Inject, &v.to_le_bytes());
-        }
-        if let Some(v) = self.is_socket {
-            w.put(OptTag::IsSocket, &[v as u8]);
-        }
+        // The scalars first (they always fit), then the variable-size options.
+        let pos = ScalarOpts::of(self).encode_into(&mut out[..], 0);
+        let mut w = OptWriter { out, pos };
         if let Some(r) = &self.ready {
             let mut tmp = [0u8; 2 + MAX_READY_ITEMS * 6];
             // Keep as many items as the remaining space allows; flag the rest.

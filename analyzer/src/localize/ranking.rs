@@ -5,8 +5,8 @@
 //! a process they compare as their `tid:index` tails ([`id_tail`]); across processes, as
 //! the rank of the `host:pid:` prefix and then the tail ([`IdOrder`]).
 
+use super::rows::{Row, RowRef, SharedScore};
 use crate::hash::FxMap;
-use crate::report::{Row, RowRef, SharedScore};
 use std::cmp::Ordering;
 
 /// The bytes of `tid:index` (decimal), zero-padded: byte-wise, these compare as the tails of

@@ -13,7 +13,7 @@
 
 use crate::model::{GroupModel, TreeModel, UnitClass};
 use crate::trees::{CallTree, NodeKey, ROOT};
-use crate::units::{Unit, UnitKind};
+use crate::units::Unit;
 use serde::{Deserialize, Serialize};
 
 /// How a unit's score was obtained.
@@ -214,15 +214,7 @@ pub fn score_tree_edges(t: &CallTree, m: &TreeModel) -> UnitScore {
 
 /// The class of a unit (which model it is compared with).
 pub fn class_of(u: &Unit) -> UnitClass {
-    UnitClass {
-        kind: u.info.kind,
-        main_thread: u.info.main_thread,
-        conn: if u.info.kind == UnitKind::Handler {
-            u.info.conn.clone()
-        } else {
-            Default::default()
-        },
-    }
+    u.class()
 }
 
 /// Scores a unit against its process group (None: no group matched).

@@ -2,7 +2,7 @@
 //!
 //! A [`ProcessModel`] holds one [`TreeModel`] per **unit class** ([`UnitClass`]): the
 //! initializer, loop and finalizer units of the main thread and of the other threads, and the
-//! handler units of each connection ([`ConnKey`]). A tree model is the union of its units'
+//! handler units of each connection ([`ConnKey`](crate::connections::ConnKey)). A tree model is the union of its units'
 //! trees where each node carries its coverage probability `p = n_g / n_f` (`n_x`: the number
 //! of units in which node `x` appears; `f` the parent of `g`; the root appears in every unit).
 //!
@@ -19,11 +19,10 @@
 //! derived (the hash of the parent's id and the node's key), and site and callee keys are
 //! indices into one table of keys shared with their names.
 
-use crate::connections::ConnKey;
 use crate::error::{Error, Result};
 use crate::hash::{FxMap, IdMap};
 use crate::trees::{CallTree, NodeKey, NodeKind, Outcome, TreeOptions, ROOT};
-use crate::units::{ProcessUnits, Signature, UnitKind, UnitView};
+use crate::units::{ProcessUnits, Signature, UnitView};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
@@ -35,16 +34,8 @@ pub const MAGIC: &str = "culprit-model";
 /// JSON objects with their ids, names keyed by key).
 pub const VERSION: u32 = 3;
 
-/// Which model a unit is compared with.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct UnitClass {
-    /// Unit kind.
-    pub kind: UnitKind,
-    /// Main thread (true) or another thread of the process.
-    pub main_thread: bool,
-    /// Connection of handler units (empty for the other kinds).
-    pub conn: ConnKey,
-}
+/// Which model a unit is compared with (defined with the units, which know their class).
+pub use crate::units::UnitClass;
 
 /// One node of a tree model.
 #[derive(Clone, Debug, PartialEq)]
@@ -226,7 +217,7 @@ pub type ProcessModel = GroupModel;
 
 /// The distinct trees of one unit class, each with the number of units that had it: most
 /// units of a class repeat a few trees, so counting a tree once per distinct node set
-/// ([`TreeBuf::fingerprint`]) and expanding the counts later gives the coverage counts
+/// ([`TreeBuf::fingerprint`](crate::trees::TreeBuf::fingerprint)) and expanding the counts later gives the coverage counts
 /// (per node, the number of units it appears in) for a fraction of the work. The distinct trees held are bounded
 /// ([`DISTINCT_NODES`]): past that, they are expanded into the counts and forgotten, so a
 /// program whose units rarely repeat costs memory in its distinct nodes only, as before.
@@ -291,7 +282,7 @@ impl DistinctTrees {
 #[derive(Default)]
 pub struct ProcessModelBuilder {
     /// Slot in `classes` of each class key of the process ([`UnitView::class_key`]).
-    by_key: FxMap<(UnitKind, bool, u32), usize>,
+    by_key: FxMap<crate::units::ClassKey, usize>,
     /// Slot of each class.
     by_class: BTreeMap<UnitClass, usize>,
     classes: Vec<DistinctTrees>,
@@ -324,7 +315,7 @@ impl ProcessModelBuilder {
 
     /// Counts one unit.
     pub fn add(&mut self, u: &crate::units::Unit) {
-        let s = self.slot(crate::score::class_of(u));
+        let s = self.slot(u.class());
         let t = &u.tree;
         self.classes[s].add(t.fingerprint(), t.nodes.iter().map(|(id, n)| (*id, n)));
     }
@@ -755,7 +746,9 @@ mod wire {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::connections::ConnKey;
     use crate::trees::{NodeKind, Outcome};
+    use crate::units::UnitKind;
 
     fn key(n: u64) -> NodeKey {
         NodeKey {

@@ -1,0 +1,454 @@
+//! `rank`: every unit of a (faulty) run scored against the model (§6), kept as compact
+//! rows, the highest-ranked made whole.
+
+use super::options::Options;
+use super::pipeline::{merge_names, scan_and_split, sorted_processes};
+use super::{consequence, evidence, ranking};
+use crate::decode::TraceSet;
+use crate::error::Result;
+use crate::model::Model;
+use crate::report::{self, ConnRow, Report, Row};
+use crate::trees::{self};
+use crate::units::{self, NameBook, ProcessUnits};
+use crate::{hash, model, score};
+
+/// A process's scored units, compact; the best also kept whole (trees) for annotation.
+struct ProcessRanking {
+    rows: Vec<Row>,
+    /// Verdicts and effective nodes the rows share (`Row::shared`, local to the process).
+    shared: Vec<report::SharedScore>,
+    /// Lost entries and injected faults of the rows that have any.
+    extras: Vec<(u32, report::RowExtra)>,
+    group: Option<u32>,
+    /// Connections the rows refer to (indices local to the process).
+    conns: Vec<ConnRow>,
+    heavy: Vec<Heavy>,
+    units: ProcessUnits,
+    unmatched: bool,
+}
+
+/// A unit among its process's best, kept with its tree.
+struct Heavy {
+    /// Index of its row in its process's rows.
+    row: usize,
+    tree: trees::CallTree,
+    class: model::UnitClass,
+    score: score::UnitScore,
+}
+
+/// Scores of distinct trees a process's ranker keeps for reuse.
+const SCORE_CACHE_MAX: usize = 1 << 16;
+
+/// A score shared by the units of equal trees.
+#[derive(Clone, Copy)]
+struct CachedScore {
+    score: f64,
+    /// Index of its verdict and light effective nodes in [`Ranker::shared`].
+    shared: u32,
+}
+
+/// A process's group in the model, as far as its ranker knows it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum GroupMatch {
+    /// Not known yet: the process's signature is not final.
+    Pending,
+    /// No group of the model has the process's signature.
+    Unmatched,
+    /// Index in [`Model::groups`].
+    Group(usize),
+}
+
+impl GroupMatch {
+    fn of(group: Option<usize>) -> GroupMatch {
+        group.map_or(GroupMatch::Unmatched, GroupMatch::Group)
+    }
+
+    fn index(self) -> Option<usize> {
+        match self {
+            GroupMatch::Group(i) => Some(i),
+            GroupMatch::Pending | GroupMatch::Unmatched => None,
+        }
+    }
+}
+
+/// The model a unit's class is scored against, in its process's group.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum ClassModel {
+    /// The process matched no group.
+    NoGroup,
+    /// The group has no model of this class.
+    NoModel,
+    /// Index in the group's classes.
+    Model(usize),
+}
+
+/// What makes two units' scores equal: the model they are scored against, their tree's
+/// node set ([`TreeBuf::fingerprint`](crate::trees::TreeBuf::fingerprint)), and whether the
+/// trace ended inside them.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct ScoreKey {
+    class: ClassModel,
+    tree: (u64, u64),
+    cut: bool,
+}
+
+/// What a unit among its process's best keeps until the ranking is known.
+struct Candidate {
+    tree: trees::CallTree,
+    class: model::UnitClass,
+    cut: bool,
+}
+
+/// Scores one process's units as the splitter lends them, into compact rows.
+struct Ranker<'a> {
+    model: &'a Model,
+    opts: &'a Options,
+    pi: u32,
+    /// The process's group in the model.
+    group: GroupMatch,
+    /// Scores of trees already seen (same class, same node set), with their light effective
+    /// nodes. Scores with nodes new to the model are not cached: which library calls are
+    /// listed under a new node depends on the order of the calls.
+    cache: hash::FxMap<ScoreKey, CachedScore>,
+    /// The model of each class key.
+    class_idx: hash::FxMap<units::ClassKey, ClassModel>,
+    rows: Vec<Row>,
+    shared: Vec<report::SharedScore>,
+    extras: Vec<(u32, report::RowExtra)>,
+    best: ranking::BestUnits<Candidate>,
+}
+
+impl Ranker<'_> {
+    fn unit(&mut self, u: &units::UnitView<'_>) {
+        let g = self.group.index().map(|i| &self.model.groups[i]);
+        let class = *self
+            .class_idx
+            .entry(u.class_key())
+            .or_insert_with(|| match g {
+                None => ClassModel::NoGroup,
+                Some(g) => {
+                    let class = u.class();
+                    g.classes
+                        .binary_search_by(|(k, _)| k.cmp(&class))
+                        .map_or(ClassModel::NoModel, ClassModel::Model)
+                }
+            });
+        let key = ScoreKey {
+            class,
+            tree: u.tree.fingerprint(),
+            cut: u.head.cut,
+        };
+        let per_unit = self.opts.score.per_unit();
+        let cached = if per_unit {
+            None
+        } else {
+            self.cache.get(&key).copied()
+        };
+        // TSC of the first call never seen in normal runs (units that may be roots).
+        let mut new_tsc = None;
+        let CachedScore { score, shared } = match cached {
+            Some(c) => c,
+            None => {
+                let tree = u.tree.to_tree();
+                let m = match (g, class) {
+                    (Some(g), ClassModel::Model(i)) => Some(&g.classes[i].1),
+                    _ => None,
+                };
+                let s = match (g, m) {
+                    (Some(_), Some(m)) => score::score_tree_as(&tree, m, u.head.cut),
+                    (Some(_), None) => score::unmodelled(&tree, score::Verdict::NoUnitModel),
+                    (None, _) => score::unmodelled(&tree, score::Verdict::NoProcessGroup),
+                };
+                let facts = evidence::UnitFacts {
+                    duration_ns: u.head.t_end_unix_ns - u.head.t_start_unix_ns,
+                };
+                let s = evidence::rescore(self.opts.score, s, &tree, m, facts);
+                if self.opts.score.groups_consequences() && s.score >= consequence::ROOT_MIN {
+                    new_tsc = s
+                        .effective
+                        .iter()
+                        .filter(|e| e.class == score::NodeClass::New)
+                        .filter_map(|e| tree.nodes.get(&e.id).map(|n| n.first_tsc))
+                        .min();
+                }
+                let light: Box<[score::Effective]> = s
+                    .effective
+                    .iter()
+                    .filter(|e| e.delta >= report::WHY_MIN_DELTA)
+                    .take(self.opts.why)
+                    .cloned()
+                    .collect();
+                let c = CachedScore {
+                    score: s.score,
+                    shared: self.shared.len() as u32,
+                };
+                self.shared.push(report::SharedScore {
+                    score: s.score,
+                    verdict: s.verdict,
+                    effective: light,
+                    model_units: m.map_or(0, |m| m.units),
+                });
+                let cacheable = !per_unit
+                    && s.verdict == score::Verdict::Scored
+                    && s.effective.iter().all(|e| e.class != score::NodeClass::New);
+                if cacheable {
+                    // Bounded: a program whose units rarely repeat loses only the sharing.
+                    if self.cache.len() >= SCORE_CACHE_MAX {
+                        self.cache.clear();
+                    }
+                    self.cache.insert(key, c);
+                }
+                c
+            }
+        };
+        let h = u.head;
+        let key = (score, h.t_start_unix_ns, h.tid, h.index);
+        let row = self.rows.len();
+        self.best.offer(key, row, || Candidate {
+            tree: u.tree.to_tree(),
+            class: u.class(),
+            cut: u.head.cut,
+        });
+        let anomaly_ns = new_tsc.map(|tsc| consequence::tsc_to_ns(tsc, h));
+        let extra = h.lost > 0 || !h.injections.is_empty() || anomaly_ns.is_some();
+        if extra {
+            self.extras.push((
+                row as u32,
+                report::RowExtra {
+                    lost: h.lost,
+                    injections: h.injections.clone(),
+                    anomaly_ns,
+                    ..Default::default()
+                },
+            ));
+        }
+        let flag = |on: bool, f: u8| if on { f } else { 0 };
+        self.rows.push(Row {
+            score,
+            t_start_unix_ns: h.t_start_unix_ns,
+            t_end_unix_ns: h.t_end_unix_ns,
+            tsc_start: h.tsc_start,
+            tsc_end: h.tsc_end,
+            proc_: self.pi,
+            conn: h.conn,
+            tid: h.tid,
+            index: h.index,
+            shared,
+            fd: h.fd.unwrap_or(0),
+            kind: h.kind,
+            flags: flag(h.main_thread, Row::MAIN_THREAD)
+                | flag(h.cut, Row::CUT)
+                | flag(h.fd.is_some(), Row::FD)
+                | flag(extra, Row::EXTRA),
+        });
+    }
+}
+
+/// Ranks the units of a (faulty) run by suspect score (§6). Deterministic: the result does
+/// not depend on the number of threads.
+///
+/// Memory and time: each unit is scored as the splitter closes it (units closed before the
+/// process's signature is final — before the initializer of its last thread closes — wait
+/// with their trees), units of equal trees share one scoring, and only a compact row is kept
+/// per unit (the effective nodes its *why* needs are shared by the units of equal trees);
+/// trees are kept only for the candidates of each process's best units. The
+/// first [`Options::units_kept`] units of the ranking are then made whole.
+pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
+    let procs = sorted_processes(std::slice::from_ref(set));
+    let keep = opts
+        .trees_kept
+        .min((opts.trees_kept * 4 / procs.len().max(1)).max(16));
+    let per = scan_and_split(&procs, opts, "scoring units", |pi, p, scan| {
+        // Handler units start at socket receives and accepts (consecutive ones on one
+        // descriptor make one unit): their count is a good guess of the rows (a few loop
+        // units aside). Room reserved and not written costs no memory; rows moved by a
+        // growing vector cost a copy each, a tenth of ranking's time.
+        let bound = scan
+            .threads
+            .iter()
+            .map(|t| t.receives as usize + 2)
+            .sum::<usize>();
+        let mut r = Ranker {
+            model,
+            opts,
+            pi: pi as u32,
+            group: GroupMatch::Pending,
+            cache: Default::default(),
+            class_idx: Default::default(),
+            rows: Vec::with_capacity(bound),
+            shared: Vec::new(),
+            extras: Vec::new(),
+            best: ranking::BestUnits::new(keep),
+        };
+        // A unit is scored against its process's group, known once the signature is
+        // final (after the initializer of the process's last thread): units closed
+        // before that wait, with their trees.
+        let mut waiting: Vec<(units::UnitHead, trees::TreeBuf)> = Vec::new();
+        let pu =
+            units::split_process_each(p, scan, &model.options, |u| match (r.group, u.signature) {
+                (GroupMatch::Group(_) | GroupMatch::Unmatched, _) => r.unit(&u),
+                (GroupMatch::Pending, Some(sig)) => {
+                    r.group = GroupMatch::of(model.group_index(sig));
+                    for (head, tree) in waiting.drain(..) {
+                        r.unit(&units::UnitView {
+                            head: &head,
+                            tree: &tree,
+                            ..u
+                        });
+                    }
+                    r.unit(&u);
+                }
+                (GroupMatch::Pending, None) => waiting.push((u.head.clone(), u.tree.clone())),
+            })?;
+        if r.group == GroupMatch::Pending {
+            r.group = GroupMatch::of(model.group_index(&pu.signature));
+        }
+        for (head, tree) in waiting.drain(..) {
+            r.unit(&units::UnitView {
+                host: &p.host,
+                pid: p.pid,
+                head: &head,
+                tree: &tree,
+                conns: &pu.conns,
+                signature: None,
+            });
+        }
+        let gi = r.group.index();
+        let g = gi.map(|i| &model.groups[i]);
+        // This process's best candidates keep their trees (and all their effective
+        // nodes): enough for the global top `trees_kept` unless a few processes hold all
+        // of it.
+        let heavy = r
+            .best
+            .finish()
+            .into_iter()
+            .map(|(row, Candidate { tree, class, cut })| {
+                let mc = g.and_then(|g| g.class(&class));
+                let s = match (g, mc) {
+                    (Some(_), Some(m)) => score::score_tree_as(&tree, m, cut),
+                    (None, _) => score::unmodelled(&tree, score::Verdict::NoProcessGroup),
+                    (Some(_), None) => score::unmodelled(&tree, score::Verdict::NoUnitModel),
+                };
+                Heavy {
+                    row,
+                    tree,
+                    class,
+                    score: s,
+                }
+            })
+            .collect();
+        let conns = pu.conns.clone();
+        Ok(ProcessRanking {
+            rows: r.rows,
+            shared: r.shared,
+            extras: r.extras,
+            group: gi.map(|g| g as u32),
+            conns,
+            heavy,
+            units: pu,
+            unmatched: gi.is_none(),
+        })
+    })?;
+    let mut rep = Report {
+        processes: procs.len(),
+        groups: model.groups.len(),
+        ..Default::default()
+    };
+    rep.procs = procs.iter().map(|p| (p.host.clone(), p.pid)).collect();
+    // Rows stay in their process's vector (never copied); the ranking is an order over
+    // (process, index) pairs.
+    let mut blocks: Vec<Vec<Row>> = Vec::with_capacity(per.len());
+    let mut heavy = Vec::new();
+    let mut books = Vec::new();
+    for pr in per {
+        let b = blocks.len() as u32;
+        let (conn0, shared0) = (rep.conns.len() as u32, rep.shared.len() as u32);
+        let mut rows = pr.rows;
+        for r in &mut rows {
+            r.conn += conn0;
+            r.shared += shared0;
+        }
+        blocks.push(rows);
+        rep.conns.extend(pr.conns);
+        rep.shared.extend(pr.shared);
+        rep.proc_groups.push(pr.group);
+        rep.extras
+            .extend(pr.extras.into_iter().map(|(i, x)| ((b, i), x)));
+        heavy.extend(pr.heavy.into_iter().map(|h| ((b, h.row as u32), h)));
+        rep.stats += pr.units.stats;
+        rep.unmatched_processes += pr.unmatched as usize;
+        books.push(pr.units.names);
+    }
+    let mut names = model.names.clone();
+    let book_refs: Vec<&NameBook> = books.iter().collect();
+    for (k, v) in merge_names(&book_refs) {
+        names.entry(k).or_insert(v);
+    }
+    rep.score_kind = opts.score;
+    if opts.score.groups_consequences() {
+        rep.caused_by = consequence::file_consequences(
+            &mut blocks,
+            &mut rep.shared,
+            &rep.extras,
+            &rep.procs,
+            &rep.conns,
+            opts.causes.as_deref(),
+        );
+    }
+    let ids = ranking::IdOrder::new(&rep.procs);
+    heavy.sort_by(|(ra, _), (rb, _)| {
+        ranking::cmp_rows(
+            &blocks[ra.0 as usize][ra.1 as usize],
+            &blocks[rb.0 as usize][rb.1 as usize],
+            &ids,
+        )
+    });
+    for (i, (r, h)) in heavy.into_iter().enumerate() {
+        let row = &mut blocks[r.0 as usize][r.1 as usize];
+        row.flags |= Row::EXTRA;
+        let x = rep.extras.entry(r).or_default();
+        if i < opts.trees_kept {
+            let m = rep.proc_groups[row.proc_ as usize]
+                .and_then(|g| model.groups[g as usize].class(&h.class));
+            x.annotated = Some(report::annotate(
+                &h.tree,
+                m,
+                &h.score.effective,
+                &names,
+                opts.tree_lines,
+            ));
+        }
+        x.effective = Some(
+            h.score
+                .effective
+                .into_iter()
+                .take(opts.effective_kept)
+                .collect(),
+        );
+    }
+    // The highest-ranked units only: the order of the rest is made if they are listed.
+    let order = ranking::ranking_order(&blocks, &rep.shared, &ids, opts.units_kept);
+    drop(ids);
+    rep.rest = blocks;
+    rep.units = order.iter().map(|&r| rep.ranked(r)).collect();
+    drop(order);
+    rep.names = names;
+    rep.why_sentences = opts.why;
+    let n = rep.units.len().min(opts.why_units);
+    for i in 0..n {
+        let w = rep.why_of(&rep.units[i]);
+        rep.units[i].why = w;
+    }
+    Ok(rep)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compact_rows_stay_compact() {
+        // A row per unit of the ranking: 164 504 of them in the benchmark's trial.
+        assert_eq!(std::mem::size_of::<Row>(), 72);
+    }
+}

@@ -1,0 +1,71 @@
+//! `show`: one unit next to its model, its tree annotated.
+
+use super::evidence;
+use super::options::Options;
+use super::pipeline::{merge_names, scan_all, sorted_processes};
+use crate::decode::TraceSet;
+use crate::error::{Error, Result};
+use crate::model::Model;
+use crate::report::{self, RankedUnit};
+use crate::score;
+use crate::units::{self};
+
+/// One unit next to its model, for `culprit show`.
+#[derive(Clone, Debug)]
+pub struct Shown {
+    /// The unit, ranked alone.
+    pub unit: RankedUnit,
+    /// The annotated tree (all lines up to [`Options::tree_lines`]).
+    pub lines: Vec<report::TreeLine>,
+}
+
+/// Finds unit `id` (`host:pid:tid:index`, as `culprit rank` prints it) and lays its tree
+/// next to its model.
+pub fn show(model: &Model, set: &TraceSet, id: &str, opts: &Options) -> Result<Shown> {
+    let mut parts = id.rsplitn(4, ':');
+    let (_idx, tid, pid, host) = (parts.next(), parts.next(), parts.next(), parts.next());
+    let (Some(host), Some(pid)) = (host, pid.and_then(|p| p.parse::<u32>().ok())) else {
+        return Err(Error::NoSuchUnit(id.to_string()));
+    };
+    let _ = tid;
+    let procs = sorted_processes(std::slice::from_ref(set));
+    let i = procs
+        .iter()
+        .position(|p| p.host == host && p.pid == pid)
+        .ok_or_else(|| Error::NoSuchUnit(id.to_string()))?;
+    let scans = scan_all(&procs, opts)?;
+    let pu = units::split_process(procs[i], &scans[i], &model.options)?;
+    let gi = model.group_index(&pu.signature);
+    let g = gi.map(|i| &model.groups[i]);
+    let u = pu
+        .units
+        .iter()
+        .find(|u| u.info.id == id)
+        .ok_or_else(|| Error::NoSuchUnit(id.to_string()))?;
+    let mut names = model.names.clone();
+    for (k, v) in merge_names(&[&pu.names]) {
+        names.entry(k).or_insert(v);
+    }
+    let s = score::score_unit(u, g);
+    let m = g.and_then(|g| g.class(&score::class_of(u)));
+    let facts = evidence::UnitFacts {
+        duration_ns: u.info.t_end_unix_ns - u.info.t_start_unix_ns,
+    };
+    let s = evidence::rescore(opts.score, s, &u.tree, m, facts);
+    let lines = report::annotate(&u.tree, m, &s.effective, &names, opts.tree_lines);
+    let why = report::why(&s, &names, opts.why);
+    Ok(Shown {
+        unit: RankedUnit {
+            info: u.info.clone(),
+            score: s.score,
+            verdict: s.verdict,
+            effective: s.effective,
+            group: gi,
+            why,
+            annotated: Some(lines.clone()),
+            caused_by: None,
+            model_units: m.map_or(0, |m| m.units),
+        },
+        lines,
+    })
+}

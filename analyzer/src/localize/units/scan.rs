@@ -1,0 +1,593 @@
+//! Pass 1 — the event-loop scan: symbols, descriptor history and each thread's event loop,
+//! decoding only what it needs.
+
+use super::keys::{is_exit, raw_step, RAW_ROOT};
+#[cfg(test)]
+use super::pairing::for_each_paired;
+use super::pairing::{merge_enter, PairSink};
+use super::{LoopSpec, ProcessScan, ThreadScan};
+use crate::connections::{self, FdTable, SetupCall};
+use crate::decode::{CallKind, DecodeStats, Event, LibEvent, ProcessTrace, ThreadTrace};
+use crate::error::Result;
+use crate::hash::{FxSet, IdMap};
+use crate::symbolize::ProcessSymbols;
+use crate::trees::Outcome;
+use bufpool::format::{quick_visit, LibFn, Meta, ProcReason, QuickVisit, ScalarOpts};
+
+pub(super) struct P1Frame {
+    kind: CallKind,
+    site: u64,
+    callee: u64,
+    /// Raw path hash, computed when first needed ([`ThreadScanner::path_of`]): only frames
+    /// that held loop-like calls need one, so most never have it.
+    path: Option<u64>,
+    mux: u64,
+    recv: u64,
+}
+
+#[derive(Clone, Debug)]
+pub(super) struct RawSetup {
+    pub(super) call: SetupCall,
+    pub(super) frames: Vec<(CallKind, u64, u64)>,
+    pub(super) ev: LibEvent,
+}
+
+#[derive(Default)]
+pub(super) struct Candidates {
+    by_path: IdMap<LoopSpec>,
+}
+
+impl Candidates {
+    /// Do these counts make a frame a candidate?
+    #[inline]
+    fn counts(mux: u64, recv: u64) -> bool {
+        mux >= 2 && recv >= 1
+    }
+
+    fn consider(&mut self, path: u64, depth: usize, mux: u64, recv: u64) {
+        if Candidates::counts(mux, recv) {
+            let c = self.by_path.entry(path).or_insert(LoopSpec {
+                depth,
+                path,
+                mux_calls: 0,
+            });
+            c.mux_calls += mux;
+        }
+    }
+
+    fn choose(&self) -> Option<LoopSpec> {
+        let max = self.by_path.values().map(|c| c.mux_calls).max()?;
+        self.by_path
+            .values()
+            .filter(|c| c.mux_calls * 2 >= max)
+            .max_by_key(|c| (c.depth, c.mux_calls, std::cmp::Reverse(c.path)))
+            .copied()
+    }
+}
+
+pub(super) fn is_socket_receive(l: &LibEvent, known: impl Fn(i32) -> bool) -> bool {
+    is_socket_receive_parts(l.func, l.opts.is_socket, l.opts.fd, known)
+}
+
+#[inline]
+pub(super) fn is_socket_receive_parts(
+    func: LibFn,
+    is_socket: Option<bool>,
+    fd: Option<i32>,
+    known: impl Fn(i32) -> bool,
+) -> bool {
+    use LibFn::*;
+    if func.is_accept() {
+        return true;
+    }
+    if !func.is_receive() {
+        return false;
+    }
+    match is_socket {
+        Some(b) => b,
+        None => matches!(func, Recv | Recvfrom | Recvmsg | Recvmmsg) || fd.is_some_and(known),
+    }
+}
+
+/// Pass 1 over one thread: its frames (with the multiplexer and receive calls each
+/// activation contained), the loop candidates, and what the process-wide scan collects.
+pub(super) struct ThreadScanner<'a> {
+    tid: u32,
+    frames: Vec<P1Frame>,
+    /// Multiplexer and receive calls made outside any frame.
+    root: (u64, u64),
+    cands: Candidates,
+    sockets: FxSet<i32>,
+    raw_setups: &'a mut Vec<RawSetup>,
+    symbols: &'a mut ProcessSymbols,
+    exe: &'a mut String,
+    forked: &'a mut Option<(u32, u64)>,
+}
+
+impl ThreadScanner<'_> {
+    /// The raw path hash of frame `i`, computed (and kept) with those of its ancestors
+    /// that have none yet.
+    fn path_of(&mut self, i: usize) -> u64 {
+        let mut j = i + 1;
+        let mut path = RAW_ROOT;
+        while j > 0 {
+            if let Some(p) = self.frames[j - 1].path {
+                path = p;
+                break;
+            }
+            j -= 1;
+        }
+        for f in &mut self.frames[j..=i] {
+            path = raw_step(path, f.kind, f.site, f.callee);
+            f.path = Some(path);
+        }
+        path
+    }
+
+    fn pop(&mut self) {
+        let Some(f) = self.frames.last() else {
+            return;
+        };
+        // A frame is a loop candidate only with these counts: its path is needed then.
+        let path = if Candidates::counts(f.mux, f.recv) {
+            self.path_of(self.frames.len() - 1)
+        } else {
+            0
+        };
+        if let Some(f) = self.frames.pop() {
+            self.cands
+                .consider(path, self.frames.len() + 1, f.mux, f.recv);
+            match self.frames.last_mut() {
+                Some(p) => {
+                    p.mux += f.mux;
+                    p.recv += f.recv;
+                }
+                None => {
+                    self.root.0 += f.mux;
+                    self.root.1 += f.recv;
+                }
+            }
+        }
+    }
+
+    #[inline]
+    fn push_frame(&mut self, kind: CallKind, site: u64, callee: u64) {
+        self.frames.push(P1Frame {
+            kind,
+            site,
+            callee,
+            path: None,
+            mux: 0,
+            recv: 0,
+        });
+    }
+
+    /// A return of `callee`: pops frames down to its activation (none if it has none).
+    #[inline]
+    fn pop_frames(&mut self, kind: CallKind, callee: u64) {
+        if let Some(i) = self
+            .frames
+            .iter()
+            .rposition(|f| f.callee == callee && f.kind == kind)
+        {
+            while self.frames.len() > i {
+                self.pop();
+            }
+        }
+    }
+
+    /// The thread's event loop, once every event was seen, and its number of socket
+    /// receives and accepts.
+    fn finish(mut self) -> (Option<LoopSpec>, u64) {
+        while !self.frames.is_empty() {
+            self.pop();
+        }
+        self.cands.consider(RAW_ROOT, 0, self.root.0, self.root.1);
+        (self.cands.choose(), self.root.1)
+    }
+}
+
+impl PairSink for ThreadScanner<'_> {
+    /// Pass 1 looks at multiplexers (none of their options), receives and accepts (the
+    /// descriptor and whether it is a socket), `socket` (the descriptor it returns) and
+    /// `close`; descriptor-creating calls always have their options.
+    #[inline]
+    fn wants_opts(&self, func: LibFn) -> bool {
+        func.is_receive() || func.is_accept() || matches!(func, LibFn::Socket | LibFn::Close)
+    }
+
+    fn event(&mut self, e: &Event) {
+        match e {
+            Event::Call {
+                kind, site, callee, ..
+            } => self.push_frame(*kind, *site, *callee),
+            Event::Return { kind, callee, .. } => self.pop_frames(*kind, *callee),
+            Event::Meta { meta, .. } => {
+                self.symbols.add_at(meta, e.tsc());
+                if let Meta::Proc(pr) = meta {
+                    if pr.reason != ProcReason::Fork || self.exe.is_empty() {
+                        *self.exe = String::from_utf8_lossy(&pr.exe).into_owned();
+                    }
+                    *self.forked = match pr.reason {
+                        ProcReason::Fork => Some((pr.ppid, e.tsc())),
+                        ProcReason::Exec => None,
+                        ProcReason::Start => *self.forked,
+                    };
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn call(&mut self, l: &LibEvent, _o: Outcome) {
+        let counters = match self.frames.last_mut() {
+            Some(f) => (&mut f.mux, &mut f.recv),
+            None => (&mut self.root.0, &mut self.root.1),
+        };
+        if l.func.is_multiplexer() {
+            *counters.0 += 1;
+        }
+        // Descriptors inherited at fork are not known yet here: a read on a descriptor of
+        // unknown kind counts as a possible receive (the loop also needs multiplexer calls).
+        let sockets = &self.sockets;
+        if is_socket_receive(l, |fd| sockets.contains(&fd) || fd > 2) {
+            *counters.1 += 1;
+        }
+        let ret_fd = l.opts.ret.filter(|r| *r >= 0).map(|r| r as i32);
+        match l.func {
+            LibFn::Socket | LibFn::Accept | LibFn::Accept4 => {
+                self.sockets.extend(ret_fd);
+            }
+            LibFn::Close => {
+                if let Some(fd) = l.opts.fd {
+                    self.sockets.remove(&fd);
+                }
+            }
+            _ => {}
+        }
+        if connections::is_tracked(l.func) {
+            self.raw_setups.push(RawSetup {
+                call: SetupCall {
+                    tsc: l.tsc,
+                    tid: self.tid,
+                    func: l.func,
+                    fd: l.opts.fd,
+                    fd2: l.opts.fd2,
+                    ret: l.opts.ret,
+                    flags: l.opts.flags,
+                    stack: 0,
+                    local: l.local(),
+                    peer: l.peer(),
+                },
+                frames: self
+                    .frames
+                    .iter()
+                    .map(|f| (f.kind, f.site, f.callee))
+                    .collect(),
+                ev: l.clone(),
+            });
+        }
+    }
+}
+
+/// A library call's entry waiting for its exit in pass 1.
+pub(super) enum Pending1 {
+    None,
+    /// A call pass 1 reads nothing of but its function, descriptor and socket flag.
+    Lean {
+        func: LibFn,
+        fd: Option<i32>,
+        is_socket: Option<bool>,
+    },
+    /// A descriptor-creating call (or one whose options needed the checking decoder).
+    Full(LibEvent),
+}
+
+impl ThreadScanner<'_> {
+    /// What [`PairSink::call`] does with a call that creates no descriptor: count it.
+    #[inline]
+    fn lean_call(&mut self, func: LibFn, fd: Option<i32>, is_socket: Option<bool>) {
+        let sockets = &self.sockets;
+        let recv =
+            is_socket_receive_parts(func, is_socket, fd, |fd| sockets.contains(&fd) || fd > 2);
+        let counters = match self.frames.last_mut() {
+            Some(f) => (&mut f.mux, &mut f.recv),
+            None => (&mut self.root.0, &mut self.root.1),
+        };
+        if func.is_multiplexer() {
+            *counters.0 += 1;
+        }
+        if recv {
+            *counters.1 += 1;
+        }
+    }
+
+    #[inline(always)]
+    fn flush1(&mut self, pending: &mut Pending1) {
+        if !matches!(pending, Pending1::None) {
+            self.flush1_some(pending);
+        }
+    }
+
+    #[inline(never)]
+    fn flush1_some(&mut self, pending: &mut Pending1) {
+        match std::mem::replace(pending, Pending1::None) {
+            Pending1::None => {}
+            Pending1::Lean {
+                func,
+                fd,
+                is_socket,
+            } => self.lean_call(func, fd, is_socket),
+            Pending1::Full(l) => self.call(&l, Outcome::Unfinished),
+        }
+    }
+
+    /// A library entry or exit decoded in full.
+    fn full_lib(&mut self, pending: &mut Pending1, mut l: LibEvent) {
+        if !l.exit {
+            self.flush1(pending);
+            if is_exit(l.func) || l.func.is_exec() {
+                self.call(&l, Outcome::Unfinished);
+            } else {
+                *pending = Pending1::Full(l);
+            }
+            return;
+        }
+        match std::mem::replace(pending, Pending1::None) {
+            Pending1::None => {}
+            Pending1::Full(p) if p.func == l.func => merge_enter(&p, &mut l),
+            Pending1::Lean {
+                func,
+                fd,
+                is_socket,
+            } if func == l.func => {
+                l.opts.fd = l.opts.fd.or(fd);
+                l.opts.is_socket = l.opts.is_socket.or(is_socket);
+            }
+            other => {
+                *pending = other;
+                self.flush1(pending);
+            }
+        }
+        self.call(&l, Outcome::Unfinished);
+    }
+
+    /// Pass 1 over one thread: the same as pairing its library calls and handing everything
+    /// to [`PairSink`] (`for_each_paired`), decoding only what pass 1 reads: library calls
+    /// that create no descriptor are reduced to their function and, for receives, their
+    /// descriptor and socket flag.
+    fn scan_thread(&mut self, t: &ThreadTrace) -> Result<DecodeStats> {
+        use crate::decode::{entry_at, RawChunk};
+        let mut st = DecodeStats::default();
+        let mut pending = Pending1::None;
+        t.raw_chunks(|c: RawChunk<'_>| {
+            if c.lost_before > 0 {
+                st.lost += c.lost_before;
+                self.flush1(&mut pending);
+            }
+            let bytes = c.bytes;
+            st.bytes += bytes.len() as u64;
+            let n = bytes.len();
+            let mut p = 0usize;
+            // Counted here, added to `st` at the end (an error discards the counts).
+            let mut entries = 0u64;
+            while p < n {
+                let size = quick_visit(
+                    bytes,
+                    p,
+                    &mut Lean {
+                        s: &mut *self,
+                        pending: &mut pending,
+                    },
+                );
+                if size > 0 {
+                    entries += 1;
+                    p += size;
+                    continue;
+                }
+                let Some(e) = entry_at(&c, p)? else { break };
+                entries += 1;
+                let ev = crate::decode::convert(&e)
+                    .map_err(|source| crate::decode::entry_error(c.path, source))?;
+                p += e.size;
+                match ev {
+                    Event::Lib(l) => self.full_lib(&mut pending, l),
+                    // Injection records say nothing pass 1 reads.
+                    Event::Meta {
+                        meta: Meta::Inject(_),
+                        ..
+                    } => {}
+                    Event::Meta { .. } => self.event(&ev),
+                    Event::Lost { count, .. } => {
+                        st.lost += count;
+                        self.flush1(&mut pending);
+                    }
+                    other => {
+                        self.flush1(&mut pending);
+                        self.event(&other);
+                    }
+                }
+            }
+            st.entries += entries;
+            Ok(())
+        })?;
+        self.flush1(&mut pending);
+        Ok(st)
+    }
+}
+
+/// Pass 1's reading of the common entries, in place ([`quick_visit`]): frames, and library
+/// calls that create no descriptor reduced to their function and, for receives, their
+/// descriptor and socket flag. A block the quick parser refuses goes to the checking
+/// decoder.
+struct Lean<'s, 'a> {
+    s: &'s mut ThreadScanner<'a>,
+    pending: &'s mut Pending1,
+}
+
+impl QuickVisit<'_> for Lean<'_, '_> {
+    #[inline(always)]
+    fn call(&mut self, kind: CallKind, _tsc: u64, site: u64, callee: u64) -> bool {
+        self.s.flush1(self.pending);
+        self.s.push_frame(kind, site, callee);
+        true
+    }
+
+    #[inline(always)]
+    fn ret(&mut self, kind: CallKind, _tsc: u64, callee: u64) -> bool {
+        self.s.flush1(self.pending);
+        self.s.pop_frames(kind, callee);
+        true
+    }
+
+    #[inline(always)]
+    fn lib(&mut self, exit: bool, _tsc: u64, _site: u64, func: LibFn, body: &[u8]) -> bool {
+        let (s, pending) = (&mut *self.s, &mut *self.pending);
+        // Receives need their descriptor and socket flag; other calls that create no
+        // descriptor, nothing.
+        let lean = if connections::is_tracked(func) {
+            None
+        } else if func.is_receive() {
+            ScalarOpts::parse(body).map(|o| (o.fd, o.is_socket))
+        } else {
+            Some((None, None))
+        };
+        let Some((fd, is_socket)) = lean else {
+            return false;
+        };
+        if !exit {
+            s.flush1(pending);
+            if !(is_exit(func) || func.is_exec()) {
+                *pending = Pending1::Lean {
+                    func,
+                    fd,
+                    is_socket,
+                };
+            }
+        } else {
+            // The entry's fields are read in place (moving the whole pending entry out
+            // cost more than the rest).
+            let entry = match &*pending {
+                Pending1::Lean {
+                    func: f,
+                    fd: efd,
+                    is_socket: es,
+                } if *f == func => Some((*efd, *es)),
+                Pending1::Full(e) if e.func == func => Some((e.opts.fd, e.opts.is_socket)),
+                _ => None,
+            };
+            let (mut fd, mut is_socket) = (fd, is_socket);
+            match entry {
+                Some((efd, es)) => {
+                    fd = fd.or(efd);
+                    is_socket = is_socket.or(es);
+                    *pending = Pending1::None;
+                }
+                None => s.flush1(pending),
+            }
+            s.lean_call(func, fd, is_socket);
+        }
+        true
+    }
+}
+
+/// Pass 1: symbols, descriptor history and event loops of one process.
+pub fn scan_process(p: &ProcessTrace) -> Result<ProcessScan> {
+    scan_process_with(p, |s, t| s.scan_thread(t))
+}
+
+/// Pass 1 as a reference for tests: every event decoded and paired as pass 2 sees them,
+/// instead of [`scan_process`]'s own lean decoding.
+#[cfg(test)]
+pub(super) fn scan_process_reference(p: &ProcessTrace) -> Result<ProcessScan> {
+    scan_process_with(p, |s, t| for_each_paired(t, s))
+}
+
+/// Pass 1 over every thread of `p`, each read by `scan_thread`.
+fn scan_process_with(
+    p: &ProcessTrace,
+    mut scan_thread: impl FnMut(&mut ThreadScanner<'_>, &ThreadTrace) -> Result<DecodeStats>,
+) -> Result<ProcessScan> {
+    let mut symbols = ProcessSymbols::default();
+    let mut exe = String::new();
+    let mut forked: Option<(u32, u64)> = None;
+    let mut raw_setups = Vec::new();
+    let mut threads = Vec::new();
+    let mut stats = DecodeStats::default();
+    for t in &p.threads {
+        let mut s = ThreadScanner {
+            tid: t.tid,
+            frames: Vec::new(),
+            root: (0, 0),
+            cands: Candidates::default(),
+            sockets: FxSet::default(),
+            raw_setups: &mut raw_setups,
+            symbols: &mut symbols,
+            exe: &mut exe,
+            forked: &mut forked,
+        };
+        stats += scan_thread(&mut s, t)?;
+        let (event_loop, receives) = s.finish();
+        threads.push(ThreadScan {
+            tid: t.tid,
+            event_loop,
+            receives,
+        });
+    }
+    let mut scan = ProcessScan {
+        symbols,
+        threads,
+        fds: FdTable::default(),
+        exe,
+        stats,
+        forked_from: forked,
+        inherited_fds: None,
+        setups: raw_setups,
+    };
+    scan.build_fds(None);
+    Ok(scan)
+}
+
+#[cfg(test)]
+mod pass1_tests {
+    use super::*;
+
+    #[test]
+    fn lazy_frame_paths_are_the_eager_chain() {
+        let (mut setups, mut symbols, mut exe, mut forked) =
+            (Vec::new(), ProcessSymbols::default(), String::new(), None);
+        let mut s = ThreadScanner {
+            tid: 1,
+            frames: Vec::new(),
+            root: (0, 0),
+            cands: Candidates::default(),
+            sockets: FxSet::default(),
+            raw_setups: &mut setups,
+            symbols: &mut symbols,
+            exe: &mut exe,
+            forked: &mut forked,
+        };
+        let calls = [
+            (CallKind::C, 0x10, 0x100),
+            (CallKind::Py, 0x20, 7),
+            (CallKind::PyBuiltin, 0x30, 3),
+            (CallKind::C, 0x40, 0x400),
+            (CallKind::C, 0x50, 0x500),
+        ];
+        let mut eager = Vec::new();
+        let mut path = RAW_ROOT;
+        for &(k, site, callee) in &calls {
+            s.push_frame(k, site, callee);
+            path = raw_step(path, k, site, callee);
+            eager.push(path);
+        }
+        // Some computed first (a middle one, then the top), the rest from them.
+        assert_eq!(s.path_of(2), eager[2]);
+        assert!(s.frames[3].path.is_none());
+        assert_eq!(s.path_of(4), eager[4]);
+        for (i, &p) in eager.iter().enumerate() {
+            assert_eq!(s.path_of(i), p, "frame {i}");
+            assert_eq!(s.frames[i].path, Some(p));
+        }
+    }
+}

@@ -1,0 +1,725 @@
+//! Tests of both passes and fork inheritance, on hand-built traces.
+
+use super::scan::*;
+use super::split::*;
+use super::*;
+use crate::decode::ProcessTrace;
+use crate::decode::TraceBuilder;
+use crate::trees::{NodeKind, Outcome, TreeOptions};
+use bufpool::format::LibOpts;
+use bufpool::format::{LibFn, Meta, ProcReason};
+
+pub(crate) fn o(fd: i32, ret: i64, len: u64) -> LibOpts {
+    LibOpts {
+        fd: Some(fd),
+        ret: Some(ret),
+        len: Some(len),
+        ..Default::default()
+    }
+}
+
+fn kinds(p: &ProcessUnits) -> Vec<(UnitKind, Option<i32>)> {
+    p.units.iter().map(|u| (u.info.kind, u.info.fd)).collect()
+}
+
+/// No function entries at all: the loop is the thread; accept and receives start
+/// handlers; consecutive receives on one fd are one; a multiplexer call ends a handler.
+/// Splits every chunk of `p` into chunks of about `size` bytes at entry boundaries
+/// (entries near chunk ends take the checking decoder's path), marking some entries
+/// lost before every seventh chunk.
+fn rechunk(p: &ProcessTrace, size: usize) -> ProcessTrace {
+    use crate::decode::{Chunk, ThreadSource};
+    let mut q = p.clone();
+    for t in &mut q.threads {
+        let ThreadSource::Memory(chunks) = &t.source else {
+            panic!("synthetic traces are in memory")
+        };
+        let all: Vec<u8> = chunks
+            .iter()
+            .flat_map(|c| c.bytes.iter().copied())
+            .collect();
+        let mut out = Vec::new();
+        let (mut start, mut at) = (0, 0);
+        for e in bufpool::format::Decoder::new(&all) {
+            let e = e.expect("synthetic entries decode");
+            at += e.size;
+            if at - start >= size {
+                out.push(Chunk {
+                    lost_before: if out.len() % 7 == 6 { 3 } else { 0 },
+                    name: std::sync::Arc::new(format!("chunk {}", out.len()).into()),
+                    bytes: std::sync::Arc::new(all[start..at].to_vec()),
+                });
+                start = at;
+            }
+        }
+        out.push(Chunk {
+            lost_before: 0,
+            name: std::sync::Arc::new("last".into()),
+            bytes: std::sync::Arc::new(all[start..].to_vec()),
+        });
+        t.source = ThreadSource::Memory(out);
+    }
+    q
+}
+
+#[test]
+fn lean_pass_1_finds_what_the_paired_events_give() {
+    use crate::synth::{ring, Fault, Functions, Ring};
+    for functions in [Functions::C, Functions::Python, Functions::None] {
+        for fault in [
+            None,
+            Some(Fault {
+                process: 1,
+                iteration: 9,
+            }),
+        ] {
+            let procs = ring(&Ring {
+                processes: 3,
+                iterations: 30,
+                functions,
+                fault,
+                seed: 5,
+            });
+            for p in &procs {
+                for size in [usize::MAX, 300, 64] {
+                    let p = if size == usize::MAX {
+                        p.clone()
+                    } else {
+                        rechunk(p, size)
+                    };
+                    let lean = scan_process(&p).unwrap();
+                    let full = scan_process_reference(&p).unwrap();
+                    let what = format!("{functions:?} {fault:?} pid {} chunks of {size}", p.pid);
+                    let loops = |s: &ProcessScan| {
+                        s.threads
+                            .iter()
+                            .map(|t| (t.tid, t.event_loop))
+                            .collect::<Vec<_>>()
+                    };
+                    assert_eq!(loops(&lean), loops(&full), "{what}");
+                    assert!(loops(&lean).iter().all(|l| l.1.is_some()), "{what}");
+                    assert_eq!(lean.stats, full.stats, "{what}");
+                    assert_eq!(lean.exe, full.exe, "{what}");
+                    assert_eq!(lean.forked_from, full.forked_from, "{what}");
+                    for fd in 0..12 {
+                        for tsc in (0..4_000_000u64).step_by(9_973) {
+                            assert_eq!(
+                                lean.fd_at(fd, tsc).map(|c| c.key()),
+                                full.fd_at(fd, tsc).map(|c| c.key()),
+                                "{what}: fd {fd} at {tsc}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn lean_pass_1_pairs_entries_and_exits_like_the_paired_events() {
+    use bufpool::format::{encode_lib, Kind};
+    // As the tracer writes them: the descriptor on the entry only, the result on the
+    // exit; reads on a descriptor known from accept; calls cut by others.
+    let mut t = TraceBuilder::new("h", 7, 7);
+    let exit = |t: &mut TraceBuilder, func: LibFn, ret: i64| {
+        let x = LibOpts {
+            ret: Some(ret),
+            ..Default::default()
+        };
+        let e = encode_lib(Kind::LibExit, t.now(), 0x900, func, &x);
+        t.raw(e.as_bytes());
+    };
+    t.lib(
+        0x100,
+        LibFn::Socket,
+        LibOpts {
+            ret: Some(3),
+            ..Default::default()
+        },
+    );
+    t.lib(0x110, LibFn::Listen, o(3, 0, 0));
+    t.lib(0x210, LibFn::Accept, o(3, 10, 0));
+    t.lib(0x210, LibFn::Accept, o(3, 12, 0));
+    // The only receives of the loop are the reads: pairing decides that there is one.
+    t.enter(0x1000, 0x2000);
+    for _ in 0..6 {
+        t.lib_enter(0x200, LibFn::Poll, LibOpts::default());
+        exit(&mut t, LibFn::Poll, 1);
+        t.enter(0x1010, 0x3000);
+        t.lib_enter(
+            0x220,
+            LibFn::Read,
+            LibOpts {
+                fd: Some(10),
+                len: Some(8),
+                ..Default::default()
+            },
+        );
+        exit(&mut t, LibFn::Read, 8);
+        t.exit(0x3000);
+    }
+    t.exit(0x2000);
+    // A read cut short by a send (a signal handler), then its exit.
+    t.lib_enter(
+        0x230,
+        LibFn::Read,
+        LibOpts {
+            fd: Some(12),
+            len: Some(8),
+            ..Default::default()
+        },
+    );
+    t.lib_enter(
+        0x240,
+        LibFn::Send,
+        LibOpts {
+            fd: Some(12),
+            len: Some(2),
+            ..Default::default()
+        },
+    );
+    exit(&mut t, LibFn::Send, 2);
+    exit(&mut t, LibFn::Read, 8);
+    let p = t.finish();
+    for size in [usize::MAX, 90, 40] {
+        let p = if size == usize::MAX {
+            p.clone()
+        } else {
+            rechunk(&p, size)
+        };
+        let lean = scan_process(&p).unwrap();
+        let full = scan_process_reference(&p).unwrap();
+        assert_eq!(full.threads[0].event_loop.map(|l| l.depth), Some(1));
+        assert_eq!(
+            lean.threads[0].event_loop, full.threads[0].event_loop,
+            "chunks of {size}"
+        );
+        assert_eq!(lean.stats, full.stats);
+    }
+}
+
+#[test]
+fn lean_pass_1_reports_corrupt_entries_like_the_decoder() {
+    let mut t = TraceBuilder::new("h", 1, 1);
+    t.lib(0x10, LibFn::Recv, o(4, 8, 8));
+    t.enter(0x20, 0x30);
+    t.raw(&[0x7f; 12]);
+    let p = t.finish();
+    let lean = scan_process(&p).expect_err("corrupt").to_string();
+    let full = scan_process_reference(&p).expect_err("corrupt").to_string();
+    assert_eq!(lean, full);
+    assert!(lean.contains("unknown entry type 0x7f"), "{lean}");
+}
+
+#[test]
+fn library_calls_only() {
+    use UnitKind::*;
+    let mut t = TraceBuilder::new("h", 7, 7);
+    t.lib(0x10, LibFn::Socket, o(-1, 3, 0));
+    t.lib(0x20, LibFn::Bind, o(3, 0, 0));
+    t.lib(0x30, LibFn::Listen, o(3, 0, 0));
+    t.lib(0x40, LibFn::Poll, o(-1, 1, 0));
+    t.lib(0x50, LibFn::Accept, o(3, 4, 0));
+    t.lib(0x40, LibFn::Poll, o(-1, 1, 0));
+    t.lib(0x60, LibFn::Recv, o(4, 8, 8));
+    t.lib(0x61, LibFn::Recv, o(4, 100, 100));
+    t.lib(0x70, LibFn::Send, o(4, 108, 108));
+    t.lib(0x40, LibFn::Poll, o(-1, 1, 0));
+    t.lib(0x60, LibFn::Recv, o(4, 0, 8));
+    t.lib(0x80, LibFn::Close, o(4, 0, 0));
+    t.lib(0x40, LibFn::Poll, o(-1, 0, 0));
+    t.lib_enter(0x90, LibFn::Exit, LibOpts::default());
+    let p = t.finish();
+    let u = process_units(&p, &TreeOptions::default()).unwrap();
+    assert_eq!(
+        kinds(&u),
+        vec![
+            (Initializer, None),
+            (Handler, Some(3)),
+            (Loop, None),
+            (Handler, Some(4)),
+            (Loop, None),
+            (Handler, Some(4)),
+            (Loop, None),
+            (Finalizer, None)
+        ]
+    );
+    // The accept handler's connection is the listening socket's (bind + listen); the
+    // receives' adds the accept's stack.
+    assert_eq!(u.units[1].info.conn.0.len(), 2);
+    assert_eq!(u.units[3].info.conn.0.len(), 3);
+    assert_eq!(u.units[3].info.conn, u.units[5].info.conn);
+    assert_eq!(u.signature.0.len(), 2, "bind and listen in the initializer");
+    // Both receives and the send are in one unit; the EOF one is distinct (outcome).
+    assert_eq!(u.units[3].tree.nodes.len(), 3);
+    let eof = u.units[5]
+        .tree
+        .nodes
+        .values()
+        .find(|n| n.key.callee == LibFn::Recv.id())
+        .unwrap();
+    assert_eq!(eof.key.outcome, Outcome::Eof);
+    let off = process_units(
+        &p,
+        &TreeOptions {
+            outcome_aware: false,
+            ..TreeOptions::default()
+        },
+    )
+    .unwrap();
+    let any = off.units[5]
+        .tree
+        .nodes
+        .values()
+        .find(|n| n.key.callee == LibFn::Recv.id())
+        .unwrap();
+    assert_eq!(any.key.outcome, Outcome::Any);
+}
+
+/// An injection record written between a call's entry and exit (a short read) or
+/// before its entry (a skipped call) belongs to that call's unit, once, and never
+/// ends the call (it used to show as "`recv → unfinished`" and be counted twice).
+#[test]
+fn injection_records_belong_to_the_call_they_describe() {
+    use bufpool::format::{encode_lib, InjectRecord, Kind};
+    let inj = |rule: u32, forced_ret: i64, forced_errno: i32, spec: &str| {
+        Meta::Inject(InjectRecord {
+            rule,
+            func: LibFn::Recv.id() as u16,
+            fd: 3,
+            original_ret: -1,
+            forced_ret,
+            forced_errno,
+            spec: spec.as_bytes().to_vec(),
+        })
+    };
+    let exit = |t: &mut TraceBuilder, ret: i64, errno: Option<i32>, rule: u32| {
+        let opts = LibOpts {
+            fd: Some(3),
+            ret: Some(ret),
+            errno,
+            inject: Some(rule),
+            ..Default::default()
+        };
+        let e = encode_lib(Kind::LibExit, t.now(), 0x60, LibFn::Recv, &opts);
+        t.raw(e.as_bytes());
+    };
+    let enter = LibOpts {
+        fd: Some(3),
+        len: Some(8),
+        ..Default::default()
+    };
+    let mut t = TraceBuilder::new("h", 7, 7);
+    t.lib(0x10, LibFn::Socket, o(-1, 3, 0));
+    t.lib(0x20, LibFn::Connect, o(3, 0, 0));
+    t.lib(0x40, LibFn::Poll, o(-1, 1, 0));
+    t.lib(0x60, LibFn::Recv, o(3, 8, 8));
+    t.lib(0x40, LibFn::Poll, o(-1, 1, 0));
+    // Short read: entry, injection record, exit.
+    t.lib_enter(0x60, LibFn::Recv, enter);
+    t.meta(&inj(0, 3, 0, "recv:short=3"));
+    exit(&mut t, 3, None, 0);
+    t.lib(0x40, LibFn::Poll, o(-1, 1, 0));
+    // Skipped call: injection record, entry, exit.
+    t.meta(&inj(1, -1, 104, "recv:errno=ECONNRESET"));
+    t.lib_enter(0x60, LibFn::Recv, enter);
+    exit(&mut t, -1, Some(104), 1);
+    t.lib(0x80, LibFn::Close, o(3, 0, 0));
+    t.lib(0x40, LibFn::Poll, o(-1, 0, 0));
+    let u = process_units(&t.finish(), &TreeOptions::default()).unwrap();
+    let with: Vec<&Unit> = u
+        .units
+        .iter()
+        .filter(|u| !u.info.injections.is_empty())
+        .collect();
+    assert_eq!(with.len(), 2, "one unit per injection: {:?}", kinds(&u));
+    for (unit, spec, outcome) in [
+        (with[0], "recv:short=3", Outcome::Short),
+        (with[1], "recv:errno=ECONNRESET", Outcome::Errno(104)),
+    ] {
+        assert_eq!(unit.info.kind, UnitKind::Handler);
+        let specs: Vec<&str> = unit
+            .info
+            .injections
+            .iter()
+            .map(|i| i.spec.as_str())
+            .collect();
+        assert_eq!(
+            specs,
+            vec![spec],
+            "the record's text replaces the rule-id note"
+        );
+        let recvs: Vec<Outcome> = unit
+            .tree
+            .nodes
+            .values()
+            .filter(|n| n.key.callee == LibFn::Recv.id())
+            .map(|n| n.key.outcome)
+            .collect();
+        assert_eq!(
+            recvs,
+            vec![outcome],
+            "the injected call is one finished call"
+        );
+    }
+}
+
+/// redis-like: the loop frame is `aeMain`; handlers are anchored at `aeProcessEvents`,
+/// so the replies and closes deferred to `beforeSleep` form a loop unit of their own.
+#[test]
+fn deferred_work_goes_to_a_loop_unit_when_handlers_are_anchored() {
+    use UnitKind::*;
+    let (main, ae_main, before_sleep, process_events, read_query) =
+        (0x1000, 0x1100, 0x1200, 0x1300, 0x1400);
+    let mut t = TraceBuilder::new("h", 9, 9);
+    t.enter(0x10, main);
+    t.lib(main + 4, LibFn::Socket, o(-1, 3, 0));
+    t.lib(main + 8, LibFn::Listen, o(3, 0, 0));
+    t.enter(main + 0x10, ae_main);
+    for i in 0..3 {
+        t.enter(ae_main + 4, before_sleep);
+        if i > 0 {
+            let mut w = o(5, 10, 10);
+            w.is_socket = Some(true);
+            t.lib(before_sleep + 4, LibFn::Write, w);
+            t.lib(before_sleep + 8, LibFn::Close, o(6, 0, 0));
+        }
+        t.exit(before_sleep);
+        t.enter(ae_main + 8, process_events);
+        t.lib(process_events + 4, LibFn::EpollWait, o(-1, 2, 0));
+        for fd in [5, 6] {
+            t.enter(process_events + 8, read_query);
+            let mut r = o(fd, 10, 100);
+            r.is_socket = Some(true);
+            t.lib(read_query + 4, LibFn::Read, r);
+            t.exit(read_query);
+        }
+        t.exit(process_events);
+    }
+    t.exit(ae_main);
+    t.exit(main);
+    let p = t.finish();
+    let scan = scan_process(&p).unwrap();
+    assert_eq!(scan.threads[0].event_loop.unwrap().depth, 2, "aeMain");
+    let u = split_process(&p, &scan, &TreeOptions::default()).unwrap();
+    let k = kinds(&u);
+    assert_eq!(k[0], (Initializer, None));
+    assert_eq!(
+        &k[1..4],
+        &[(Handler, Some(5)), (Handler, Some(6)), (Loop, None)]
+    );
+    assert_eq!(*k.last().unwrap(), (Finalizer, None));
+    // The loop unit after the first iteration holds beforeSleep's write and close.
+    let lp = &u.units[3];
+    let libs: Vec<u64> = lp
+        .tree
+        .nodes
+        .values()
+        .filter(|n| n.key.kind == NodeKind::Lib)
+        .map(|n| n.key.callee)
+        .collect();
+    assert!(libs.contains(&LibFn::Write.id()) && libs.contains(&LibFn::Close.id()));
+    // Handler trees start under the loop frame: aeProcessEvents → readQuery → read.
+    assert_eq!(u.units[1].tree.nodes.len(), 3);
+}
+
+/// Of nested frames holding the same multiplexer calls, the innermost is the loop.
+#[test]
+fn innermost_loop_is_chosen() {
+    let (main, init, run, handle) = (0x1000, 0x1100, 0x1200, 0x1300);
+    let mut t = TraceBuilder::new("h", 5, 5);
+    t.enter(0, main);
+    t.enter(main + 4, init);
+    // A wait in the initializer (connect with poll): also a multiplexer call.
+    t.lib(init + 4, LibFn::Poll, o(-1, 1, 0));
+    t.exit(init);
+    t.enter(main + 8, run);
+    for _ in 0..10 {
+        t.lib(run + 4, LibFn::Select, o(-1, 1, 0));
+        t.enter(run + 8, handle);
+        t.lib(handle + 4, LibFn::Recv, o(4, 8, 8));
+        t.exit(handle);
+    }
+    let p = t.finish();
+    let scan = scan_process(&p).unwrap();
+    let l = scan.threads[0].event_loop.unwrap();
+    assert_eq!(l.depth, 2);
+    assert_eq!(l.mux_calls, 10);
+    let u = split_process(&p, &scan, &TreeOptions::default()).unwrap();
+    // Initializer (with its poll), then loop/handler pairs; the trace ends in the loop.
+    assert_eq!(u.units[0].info.kind, UnitKind::Initializer);
+    assert_eq!(
+        u.units
+            .iter()
+            .filter(|u| u.info.kind == UnitKind::Handler)
+            .count(),
+        10
+    );
+    assert!(u.units.iter().all(|u| u.info.kind != UnitKind::Finalizer));
+}
+
+#[test]
+fn thread_without_a_loop_is_one_initializer() {
+    let mut t = TraceBuilder::new("h", 5, 5);
+    t.lib(0x10, LibFn::Socket, o(-1, 3, 0));
+    t.lib(0x20, LibFn::Connect, o(3, 0, 0));
+    t.lib(0x30, LibFn::Send, o(3, 10, 10));
+    t.lib(0x40, LibFn::Recv, o(3, 10, 10));
+    let u = process_units(&t.finish(), &TreeOptions::default()).unwrap();
+    assert_eq!(kinds(&u), vec![(UnitKind::Initializer, None)]);
+    assert_eq!(u.units[0].tree.nodes.len(), 4);
+}
+
+/// Helper processes with no setup call at all (a shell wrapper, `basename`) used to share
+/// the empty signature, so their models were merged and each was scored against the
+/// other's calls ("`write` expected", "`fork` never seen here"). The program is part of the
+/// signature: they form one group per program and score 0 against their own runs.
+#[test]
+fn programs_without_setup_calls_group_per_program() {
+    use bufpool::format::ProcRecord;
+    let helper = |pid: u32, exe: &str, calls: &[(u64, LibFn)]| {
+        let mut t = TraceBuilder::new("h", pid, pid);
+        t.meta(&Meta::Proc(ProcRecord {
+            reason: ProcReason::Start,
+            pid,
+            ppid: 1,
+            start_ticks: 0,
+            exe: exe.as_bytes().to_vec(),
+            argv: vec![exe.as_bytes().to_vec()],
+        }));
+        for &(site, f) in calls {
+            t.lib(site, f, o(1, 0, 0));
+        }
+        t.finish()
+    };
+    let run = |base: u32| crate::decode::TraceSet {
+        processes: vec![
+            helper(
+                base,
+                "/bin/bash",
+                &[(0x10, LibFn::Fork), (0x20, LibFn::Close)],
+            ),
+            helper(base + 1, "/usr/bin/basename", &[(0x30, LibFn::Write)]),
+        ],
+    };
+    let opts = crate::Options::default();
+    let learned = crate::learn(&[run(100), run(200)], &opts).unwrap();
+    assert_eq!(learned.model.groups.len(), 2, "one group per program");
+    let rep = crate::rank(&learned.model, &run(300), &opts).unwrap();
+    assert_eq!(rep.units.len(), 2);
+    for u in &rep.units {
+        assert_eq!(u.score, 0.0, "{} {:?}", u.info.id, u.why);
+    }
+    // A forked child that did not exec runs its parent's program.
+    assert_eq!(
+        program_key("/usr/bin/basename"),
+        program_key("/bin/basename")
+    );
+    assert_ne!(program_key("/bin/bash"), program_key("/usr/bin/basename"));
+}
+
+/// A child `pid` of `parent` (pid `ppid`, host "h"), forked now without exec: its
+/// builder, with the fork's process record written, and the fork's TSC.
+fn forked(parent: &TraceBuilder, ppid: u32, pid: u32) -> (TraceBuilder, u64) {
+    use bufpool::format::ProcRecord;
+    let at = parent.now();
+    let mut child = TraceBuilder::new("h", pid, pid);
+    child.wait(at - child.now());
+    child.meta(&Meta::Proc(ProcRecord {
+        reason: ProcReason::Fork,
+        pid,
+        ppid,
+        start_ticks: 0,
+        exe: Vec::new(),
+        argv: Vec::new(),
+    }));
+    (child, at)
+}
+
+/// A parent (pid 10) that accepts a connection on descriptor 4, and a child forked
+/// after it (no exec, no code table of its own) that polls and reads descriptor 4 three
+/// times in `d.handle`: it knows 4 as a socket, and its code, only through its parent.
+/// Also the fork's TSC.
+pub(crate) fn parent_and_forked_child() -> (Vec<ProcessTrace>, u64) {
+    use bufpool::format::{py_site, CodeKind, CodeRecord};
+    let code = |index, name: &str| {
+        Meta::Code(CodeRecord {
+            index,
+            kind: CodeKind::PyCode,
+            first_line: 1,
+            name: name.as_bytes().to_vec(),
+            file: b"/srv/d.py".to_vec(),
+        })
+    };
+    let mut parent = TraceBuilder::new("h", 10, 10);
+    parent.meta(&code(1, "d.serve"));
+    parent.meta(&code(2, "d.handle"));
+    parent.lib(0x10, LibFn::Socket, o(-1, 3, 0));
+    parent.lib(0x20, LibFn::Listen, o(3, 0, 0));
+    parent.lib(0x30, LibFn::Accept, o(3, 4, 0));
+    parent.wait(1000);
+    let (mut child, fork_at) = forked(&parent, 10, 11);
+    child.py_call(0, 1);
+    for _ in 0..3 {
+        child.lib(0x40, LibFn::Poll, o(-1, 1, 0));
+        child.py_call(py_site(1, 4), 2);
+        let mut r = o(4, 10, 10);
+        r.is_socket = None;
+        child.lib(0x50, LibFn::Read, r);
+        child.py_return(2);
+    }
+    (vec![parent.finish(), child.finish()], fork_at)
+}
+
+/// A forked child records neither the code table nor the accept of the descriptor it
+/// serves: it inherits both from its parent.
+#[test]
+fn forked_child_inherits_code_table_and_descriptors() {
+    let (procs, fork_at) = parent_and_forked_child();
+    let refs: Vec<&ProcessTrace> = procs.iter().collect();
+    let mut scans: Vec<ProcessScan> = refs.iter().map(|p| scan_process(p).unwrap()).collect();
+    assert_eq!(scans[1].forked_from, Some((10, fork_at)));
+    inherit(&refs, &mut scans);
+    let u = split_process(&procs[1], &scans[1], &TreeOptions::default()).unwrap();
+    let handlers: Vec<&Unit> = u
+        .units
+        .iter()
+        .filter(|u| u.info.kind == UnitKind::Handler)
+        .collect();
+    // read(4) is known as a socket only through the parent's accept.
+    assert_eq!(handlers.len(), 3);
+    assert_eq!(handlers[0].info.conn.0.len(), 2, "listen + accept stacks");
+    let names: Vec<String> = u
+        .names
+        .names
+        .values()
+        .filter_map(|n| match n {
+            NameSrc::Text(t) => Some(t.clone()),
+            NameSrc::C(_) => None,
+        })
+        .collect();
+    assert!(names.iter().any(|n| n.starts_with("d.handle")), "{names:?}");
+}
+
+/// A pre-forking server: the parent listens, its forked workers (no exec, so no map of
+/// their own) accept. A worker's accept is keyed through the map it inherited, so its
+/// connection is the same in a run where ASLR moved the program.
+#[test]
+fn a_forked_workers_connections_keep_their_keys_when_aslr_moves_the_program() {
+    use bufpool::format::MapRecord;
+    let conn_of_worker = |base: u64| {
+        let mut parent = TraceBuilder::new("h", 10, 10);
+        parent.meta(&Meta::Map(MapRecord {
+            start: base,
+            end: base + 0x10000,
+            offset: 0,
+            prot: 5,
+            path: b"/nonexistent/sbin/prefork".to_vec(),
+        }));
+        parent.lib(base + 0x10, LibFn::Socket, o(-1, 3, 0));
+        parent.lib(base + 0x20, LibFn::Bind, o(3, 0, 0));
+        parent.lib(base + 0x30, LibFn::Listen, o(3, 0, 0));
+        parent.wait(1000);
+        let (mut worker, _) = forked(&parent, 10, 11);
+        worker.lib(base + 0x40, LibFn::Accept, o(3, 4, 0));
+        for _ in 0..3 {
+            worker.lib(base + 0x50, LibFn::Poll, o(-1, 1, 0));
+            worker.lib(base + 0x60, LibFn::Recv, o(4, 10, 10));
+        }
+        let procs = [parent.finish(), worker.finish()];
+        let refs: Vec<&ProcessTrace> = procs.iter().collect();
+        let mut scans: Vec<ProcessScan> = refs.iter().map(|p| scan_process(p).unwrap()).collect();
+        inherit(&refs, &mut scans);
+        let u = split_process(&procs[1], &scans[1], &TreeOptions::default()).unwrap();
+        let h: Vec<&Unit> = u
+            .units
+            .iter()
+            .filter(|u| u.info.kind == UnitKind::Handler)
+            .collect();
+        assert!(!h.is_empty());
+        assert_eq!(
+            h[0].info.conn.0.len(),
+            3,
+            "bind + listen + the worker's accept"
+        );
+        h[0].info.conn.clone()
+    };
+    assert_eq!(
+        conn_of_worker(0x5555_0000_0000),
+        conn_of_worker(0x5602_1234_0000)
+    );
+}
+
+/// A subshell (forked, no exec) is not grouped with the script it was forked from, nor
+/// with a child that exec'd the same program.
+#[test]
+fn processes_forked_without_exec_are_marked_in_their_signature() {
+    use bufpool::format::ProcRecord;
+    let proc_rec = |t: &mut TraceBuilder, reason, pid, ppid| {
+        t.meta(&Meta::Proc(ProcRecord {
+            reason,
+            pid,
+            ppid,
+            start_ticks: 0,
+            exe: b"/usr/bin/bash".to_vec(),
+            argv: Vec::new(),
+        }))
+    };
+    let mut script = TraceBuilder::new("h", 20, 20);
+    proc_rec(&mut script, ProcReason::Start, 20, 1);
+    script.lib(0x10, LibFn::Fork, o(-1, 21, 0));
+    let mut subshell = TraceBuilder::new("h", 21, 21);
+    proc_rec(&mut subshell, ProcReason::Fork, 21, 20);
+    subshell.lib_enter(0x20, LibFn::Exit, LibOpts::default());
+    let mut execd = TraceBuilder::new("h", 22, 22);
+    proc_rec(&mut execd, ProcReason::Fork, 22, 20);
+    proc_rec(&mut execd, ProcReason::Exec, 22, 20);
+    execd.lib_enter(0x20, LibFn::Exit, LibOpts::default());
+    let procs = [script.finish(), subshell.finish(), execd.finish()];
+    let refs: Vec<&ProcessTrace> = procs.iter().collect();
+    let mut scans: Vec<ProcessScan> = refs.iter().map(|p| scan_process(p).unwrap()).collect();
+    inherit(&refs, &mut scans);
+    let sig = |i: usize| {
+        split_process(&procs[i], &scans[i], &TreeOptions::default())
+            .unwrap()
+            .signature
+    };
+    let (script, subshell, execd) = (sig(0), sig(1), sig(2));
+    assert!(subshell.0.contains(&FORKED_KEY));
+    assert!(!script.0.contains(&FORKED_KEY) && !execd.0.contains(&FORKED_KEY));
+    assert_ne!(subshell, script);
+    assert_eq!(script, execd, "the same program, started afresh");
+}
+
+/// A daemon killed in its event loop (a hang ended by a timeout): its last unit was cut
+/// by the end of the trace, not ended; one that exits ends with a finalizer.
+#[test]
+fn the_last_unit_of_a_thread_killed_in_its_loop_is_cut() {
+    let run = |exits: bool| {
+        let mut t = TraceBuilder::new("h", 1, 1);
+        t.lib(0x10, LibFn::Socket, o(-1, 3, 0));
+        t.lib(0x20, LibFn::Listen, o(3, 0, 0));
+        t.lib(0x30, LibFn::Accept, o(3, 4, 0));
+        for _ in 0..4 {
+            t.lib(0x40, LibFn::Poll, o(-1, 1, 0));
+            t.lib(0x50, LibFn::Recv, o(4, 8, 8));
+        }
+        if exits {
+            t.lib_enter(0x60, LibFn::Exit, LibOpts::default());
+        } else {
+            t.lib_enter(0x40, LibFn::Poll, o(-1, 0, 0));
+        }
+        process_units(&t.finish(), &TreeOptions::default()).unwrap()
+    };
+    let killed = run(false);
+    let last = killed.units.last().unwrap();
+    assert_eq!(last.info.kind, UnitKind::Loop);
+    assert!(last.info.cut);
+    assert!(killed.units[..killed.units.len() - 1]
+        .iter()
+        .all(|u| !u.info.cut));
+    let exited = run(true);
+    assert_eq!(exited.units.last().unwrap().info.kind, UnitKind::Finalizer);
+    assert!(exited.units.iter().all(|u| !u.info.cut));
+}

@@ -1,0 +1,165 @@
+//! Per-process loading: a [`TraceSet`] opened from trace directories (every record indexed
+//! by its header), each process's threads as sequences of chunks, read from disk when
+//! decoded or read into memory once ([`ProcessTrace::load`], bounded) for a stage that goes
+//! over a process twice.
+
+use crate::error::{Error, Result};
+use bufpool::Calibration;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// All the traces one analysis looks at (one or many directories, from several hosts).
+#[derive(Clone, Debug, Default)]
+pub struct TraceSet {
+    /// Processes, in any order (stages sort what they output).
+    pub processes: Vec<ProcessTrace>,
+}
+
+/// The traces of one process.
+#[derive(Clone, Debug)]
+pub struct ProcessTrace {
+    /// Host name.
+    pub host: String,
+    /// Process id.
+    pub pid: u32,
+    /// Start time in clock ticks (with `pid`, a pid-reuse-proof identity).
+    pub start_ticks: u64,
+    /// TSC ↔ clock calibration of the pool it wrote into.
+    pub calib: Calibration,
+    /// Threads, in any order.
+    pub threads: Vec<ThreadTrace>,
+}
+
+/// The chunks of one thread.
+#[derive(Clone, Debug)]
+pub struct ThreadTrace {
+    /// Thread id.
+    pub tid: u32,
+    /// Where its chunks are.
+    pub source: ThreadSource,
+}
+
+/// Where a thread's chunks are.
+#[derive(Clone, Debug)]
+pub enum ThreadSource {
+    /// In memory (hand-built traces), in order.
+    Memory(Vec<Chunk>),
+    /// In a trace directory, read one chunk at a time (each record's checksum verified
+    /// the first time it is read).
+    Dir {
+        /// The open directory.
+        dir: Arc<reader::TraceDir>,
+        /// The thread.
+        key: reader::ThreadKey,
+    },
+    /// Read from a trace directory into memory, every record at once (see
+    /// [`ProcessTrace::load`]).
+    Loaded(Arc<LoadedThread>),
+}
+
+/// A thread's records, read into one buffer ([`ProcessTrace::load`]).
+#[derive(Debug)]
+pub struct LoadedThread {
+    /// The records, each its fixed part then its data.
+    pub(super) bytes: Vec<u8>,
+    /// Where each record's data is in `bytes`, in order.
+    pub(super) records: Vec<reader::LoadedRecord>,
+}
+
+impl ProcessTrace {
+    /// This process with the records of its threads read from their trace directory into
+    /// memory, each read and checked once, for a stage that goes over them more than once
+    /// (the two passes of `units`): `None` if they come to more than `max_bytes` (such a
+    /// process is read from disk, chunk by chunk, in each pass). Threads already in memory
+    /// stay as they are.
+    pub fn load(&self, max_bytes: u64) -> Result<Option<ProcessTrace>> {
+        let total: u64 = self
+            .threads
+            .iter()
+            .map(|t| match &t.source {
+                ThreadSource::Dir { dir, key } => dir.thread_bytes(*key),
+                _ => 0,
+            })
+            .sum();
+        if total > max_bytes {
+            return Ok(None);
+        }
+        let mut threads = Vec::with_capacity(self.threads.len());
+        for t in &self.threads {
+            let source = match &t.source {
+                ThreadSource::Dir { dir, key } => {
+                    let mut bytes = Vec::new();
+                    let records = dir.load_thread(*key, &mut bytes).map_err(Error::Reader)?;
+                    ThreadSource::Loaded(Arc::new(LoadedThread { bytes, records }))
+                }
+                other => other.clone(),
+            };
+            threads.push(ThreadTrace { tid: t.tid, source });
+        }
+        Ok(Some(ProcessTrace {
+            host: self.host.clone(),
+            pid: self.pid,
+            start_ticks: self.start_ticks,
+            calib: self.calib,
+            threads,
+        }))
+    }
+}
+
+/// One hand-built chunk.
+#[derive(Clone, Debug)]
+pub struct Chunk {
+    /// Entries lost just before this chunk.
+    pub lost_before: u64,
+    /// A name standing for the file in error messages.
+    pub name: Arc<PathBuf>,
+    /// The entries.
+    pub bytes: Arc<Vec<u8>>,
+}
+
+impl TraceSet {
+    /// Opens trace directories (written by `culprit record` / `culprit reader`), one or
+    /// many, from one host or several. Chunks are indexed by their record headers, their
+    /// data not read: decoding streams them, and the first read of a record verifies its
+    /// checksum (`reader::TraceDir::open_lazy`), so a damaged record is the error of the
+    /// stage that first reads it, naming the chunk file and the record's offset. Every
+    /// stage reads its data through [`ThreadTrace::raw_chunks`], which goes through
+    /// that check.
+    pub fn open(dirs: &[PathBuf]) -> Result<TraceSet> {
+        let mut set = TraceSet::default();
+        for d in dirs {
+            let dir = Arc::new(reader::TraceDir::open_lazy(d).map_err(Error::Reader)?);
+            let m = dir.manifest();
+            let host = if m.host.is_empty() {
+                d.display().to_string()
+            } else {
+                m.host.clone()
+            };
+            let calib = dir.calibration();
+            let mut by_proc: std::collections::BTreeMap<(u32, u64), Vec<ThreadTrace>> =
+                Default::default();
+            for key in dir.threads() {
+                by_proc
+                    .entry((key.pid, key.start_ticks))
+                    .or_default()
+                    .push(ThreadTrace {
+                        tid: key.tid,
+                        source: ThreadSource::Dir {
+                            dir: dir.clone(),
+                            key,
+                        },
+                    });
+            }
+            for ((pid, start_ticks), threads) in by_proc {
+                set.processes.push(ProcessTrace {
+                    host: host.clone(),
+                    pid,
+                    start_ticks,
+                    calib,
+                    threads,
+                });
+            }
+        }
+        Ok(set)
+    }
+}
