@@ -119,25 +119,40 @@ pub fn run(
     let mut salvage = SalvageReport::default();
     let workers = opts.workers.max(1);
     std::thread::scope(|s| {
+        let mut started = 0;
         for k in 0..workers {
             let (finishing, failed, saved) = (&finishing, &failed, &saved);
-            s.spawn(move || {
-                let r = drain_worker(
-                    pool,
-                    dir,
-                    pid,
-                    k as u32,
-                    t0,
-                    opts.idle_sleep,
-                    finishing,
-                    saved,
-                );
-                if let Err(e) = r {
+            // A thread limit (RLIMIT_NPROC, cgroup pids.max) is an error or fewer
+            // workers, never a panic: the final drain below saves everything anyway.
+            let spawned = std::thread::Builder::new()
+                .name(format!("culprit-drain-{k}"))
+                .spawn_scoped(s, move || {
+                    let r = drain_worker(
+                        pool,
+                        dir,
+                        pid,
+                        k as u32,
+                        t0,
+                        opts.idle_sleep,
+                        finishing,
+                        saved,
+                    );
+                    if let Err(e) = r {
+                        let mut f = failed.lock().unwrap_or_else(|p| p.into_inner());
+                        f.get_or_insert(e);
+                        finishing.store(true, Ordering::Release);
+                    }
+                });
+            match spawned {
+                Ok(_) => started += 1,
+                Err(e) if started == 0 => {
                     let mut f = failed.lock().unwrap_or_else(|p| p.into_inner());
-                    f.get_or_insert(e);
+                    f.get_or_insert(Error::Spawn { source: e });
                     finishing.store(true, Ordering::Release);
+                    break;
                 }
-            });
+                Err(_) => break,
+            }
         }
         let mut last_map_check = Instant::now();
         let mut last_salvage = Instant::now();

@@ -53,6 +53,12 @@ pub enum Error {
     /// The pool could not be used.
     #[error(transparent)]
     Pool(#[from] bufpool::PoolError),
+    /// Not even one drain thread could be started (a thread limit).
+    #[error("cannot start a drain thread: {source}")]
+    Spawn {
+        /// The OS error.
+        source: std::io::Error,
+    },
     /// A drain thread could not save what it took (the sub-buffers stay in the pool).
     #[error("saving to {path} failed ({kept} sub-buffer(s) left in the pool): {source}")]
     Save {

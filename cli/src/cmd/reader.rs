@@ -20,8 +20,9 @@ pub struct Args {
     pub create: bool,
     #[command(flatten)]
     pub pool: PoolArgs,
-    /// Drain threads.
-    #[arg(long, value_name = "N", default_value_t = 2)]
+    /// Drain threads (1 to 64).
+    #[arg(long, value_name = "N", default_value_t = 2,
+          value_parser = super::record::parse_readers)]
     pub readers: usize,
     /// Keep running after every traced process is gone (stop only on SIGINT/SIGTERM).
     #[arg(long)]
@@ -92,8 +93,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         t.lost
     );
     for r in &rep.repaired {
+        // A pool this run created never held the torn record's sub-buffer: only the pool
+        // the killed reader drained can give it again.
+        let fate = if args.create {
+            "its sub-buffer stayed in the pool the killed reader drained (drain that pool \
+             with `culprit reader --pool FILE -o DIR` if it still exists)"
+        } else {
+            "its sub-buffer, never released, was saved again from the pool"
+        };
         eprintln!(
-            "culprit: cut a torn record off {} ({} → {} bytes: {}); its sub-buffer was saved again",
+            "culprit: cut a torn record off {} ({} → {} bytes: {}); {fate}",
             r.path.display(),
             r.old_len,
             r.new_len,

@@ -15,13 +15,16 @@ pub const LIBTRACE_ENV: &str = "CULPRIT_LIBTRACE";
 /// Pool geometry options shared by `culprit record` and `culprit reader --create`.
 #[derive(clap::Args, Clone, Debug)]
 pub struct PoolArgs {
-    /// Number of sub-buffers in the pool.
-    #[arg(long, value_name = "N", default_value_t = bufpool::pool::DEFAULT_SUBBUFS)]
+    /// Number of sub-buffers in the pool (1 to 1048576).
+    #[arg(long, value_name = "N", default_value_t = bufpool::pool::DEFAULT_SUBBUFS,
+          value_parser = clap::value_parser!(u32).range(1..=1 << 20))]
     pub subbufs: u32,
-    /// Size of each sub-buffer (bytes; K and M suffixes accepted), a multiple of 4 KiB.
+    /// Size of each sub-buffer (bytes; K and M suffixes accepted), a multiple of 4 KiB
+    /// from 8K to 1024M.
     #[arg(long, value_name = "BYTES", default_value = "256K", value_parser = parse_size)]
     pub subbuf_size: u32,
-    /// Events a thread drops, when the pool is full, before it tries again.
+    /// Events a thread drops, when the pool is full, before it tries again (0 to
+    /// 4294967295; 0: try again at every event).
     #[arg(long, value_name = "N", default_value_t = bufpool::pool::DEFAULT_RETRY_AFTER)]
     pub retry_after: u32,
     /// Pool file (default: a new file in /dev/shm, deleted at the end).
@@ -83,8 +86,8 @@ pub struct Args {
     /// `recv:short=3,nth=17` or `read:errno=ECONNRESET,peer-port=7000,count=1`.
     #[arg(long = "inject", value_name = "SPEC")]
     pub inject: Vec<String>,
-    /// Drain threads.
-    #[arg(long, value_name = "N", default_value_t = 2)]
+    /// Drain threads (1 to 64).
+    #[arg(long, value_name = "N", default_value_t = 2, value_parser = parse_readers)]
     pub readers: usize,
     /// Keep the pool file at the end.
     #[arg(long)]
@@ -97,6 +100,55 @@ pub struct Args {
         value_name = "CMD"
     )]
     pub cmd: Vec<OsString>,
+}
+
+/// Most drain threads `--readers` accepts: more cannot drain a pool any faster (each
+/// saves whole sub-buffers with one `write`), and every one is a thread of the recorder.
+pub const MAX_READERS: usize = 64;
+
+/// Parses `--readers`: 1 to [`MAX_READERS`].
+pub fn parse_readers(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if (1..=MAX_READERS).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "{s:?}: the number of drain threads must be 1 to {MAX_READERS}"
+        )),
+    }
+}
+
+/// Checks, before a pool exists, that `out` can become a trace directory: creates it if
+/// needed and checks that it is a directory it may write in. A bad `-o` is then an error
+/// that leaves nothing behind (no pool in /dev/shm).
+pub fn check_output_dir(out: &Path) -> anyhow::Result<()> {
+    if let Ok(m) = std::fs::symlink_metadata(out) {
+        if !m.is_dir() && !std::fs::metadata(out).is_ok_and(|m| m.is_dir()) {
+            bail!(
+                "{}: the output directory exists and is not a directory",
+                out.display()
+            );
+        }
+    }
+    std::fs::create_dir_all(out)
+        .with_context(|| format!("{}: cannot create the output directory", out.display()))?;
+    let probe = out.join(format!(".culprit-probe-{}", std::process::id()));
+    std::fs::File::create(&probe)
+        .with_context(|| format!("{}: cannot write in the output directory", out.display()))?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
+}
+
+/// Why a command cannot be started, in a shell's words when it is not found.
+pub fn spawn_error(cmd: &std::ffi::OsStr, e: &std::io::Error) -> String {
+    let name = cmd.to_string_lossy();
+    if e.kind() == std::io::ErrorKind::NotFound {
+        if name.contains('/') {
+            format!("{name}: no such file")
+        } else {
+            format!("{name}: command not found (not in PATH)")
+        }
+    } else {
+        format!("cannot run {name}: {e}")
+    }
 }
 
 /// Finds `libtrace.so`: `$CULPRIT_LIBTRACE`, else next to the `culprit` executable.
@@ -206,6 +258,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             out.display()
         );
     }
+    check_output_dir(&out)?;
     let pool_path = args.pool.path();
     let created = check_space(&pool_path, &args.pool.config())
         .and_then(|()| Pool::create(&pool_path, &args.pool.config()).map_err(|e| e.to_string()));
@@ -222,7 +275,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let Some(pool) = pool else {
         return run_untraced(&args.cmd);
     };
-    let (code, saved_all) = record(&args, &pool, &lib, &out, inject.as_deref())?;
+    let (code, saved_all) = match record(&args, &pool, &lib, &out, inject.as_deref()) {
+        Ok(r) => r,
+        Err(e) => {
+            // Nothing ran into the pool (or it was all saved): it goes, not to leak.
+            if pool.shared().writers_attached.load(Ordering::Relaxed) == 0 {
+                let _ = std::fs::remove_file(&pool_path);
+            }
+            return Err(e);
+        }
+    };
     if !saved_all {
         eprintln!(
             "culprit: the pool {} is kept with what could not be saved: drain it with \
@@ -241,7 +303,7 @@ fn run_untraced(cmd: &[OsString]) -> anyhow::Result<ExitCode> {
     let child = std::process::Command::new(&cmd[0])
         .args(&cmd[1..])
         .spawn()
-        .with_context(|| format!("cannot run {}", cmd[0].to_string_lossy()))?;
+        .map_err(|e| anyhow::anyhow!(spawn_error(&cmd[0], &e)))?;
     let end = reader::tree::wait_tree(child.id(), |_| {})?;
     Ok(ExitCode::from(end.main.shell_status()))
 }
@@ -298,10 +360,7 @@ fn record(
                 .context("waiting for the traced processes")
             }
             Err(e) => {
-                eprintln!(
-                    "culprit: error: cannot run {}: {e}",
-                    args.cmd[0].to_string_lossy()
-                );
+                eprintln!("culprit: error: {}", spawn_error(&args.cmd[0], &e));
                 Ok(127)
             }
         };

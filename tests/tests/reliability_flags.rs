@@ -1,0 +1,97 @@
+//! Bounded inputs of `culprit record` / `culprit reader` (issue 18): numeric flags have a
+//! range, a bad output directory is refused before a pool exists, and a command that
+//! cannot be found is said to be not found.
+//!
+//! Each test runs the built `culprit` with a deadline; none needs `libtrace.so` to record.
+
+use std::process::Command;
+use std::time::Duration;
+use tests::*;
+
+const DEADLINE: Duration = Duration::from_secs(30);
+
+fn culprit_run(args: &[&str]) -> RunOutput {
+    run_with_deadline(Command::new(culprit()).args(args), DEADLINE)
+}
+
+#[test]
+fn readers_flag_is_bounded() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pool = tmp.path().join("p.pool");
+    let out = tmp.path().join("t");
+    for sub in ["record", "reader"] {
+        let mut args = vec![sub, "--readers", "100000", "--pool", pool.to_str().unwrap()];
+        args.extend(["-o", out.to_str().unwrap()]);
+        if sub == "record" {
+            args.extend(["--", "true"]);
+        } else {
+            args.push("--create");
+        }
+        let r = culprit_run(&args);
+        assert!(
+            !r.timed_out,
+            "{sub}: --readers 100000 must be refused at once"
+        );
+        assert_eq!(r.status.code(), Some(2), "{sub}: {}", r.stderr);
+        assert!(r.stderr.contains("1 to 64"), "{sub}: {}", r.stderr);
+        assert!(
+            !pool.exists(),
+            "{sub}: no pool is created for a refused flag"
+        );
+    }
+    let r = culprit_run(&["record", "--subbufs", "0", "-o", "x", "--", "true"]);
+    assert_eq!(r.status.code(), Some(2), "{}", r.stderr);
+}
+
+#[test]
+fn bad_output_dir_leaves_no_pool() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pool = tmp.path().join("p.pool");
+    let file = tmp.path().join("a-file");
+    std::fs::write(&file, b"x").unwrap();
+    for out in ["/proc/culprit-no-such-dir", file.to_str().unwrap()] {
+        let r = culprit_run(&[
+            "record",
+            "--pool",
+            pool.to_str().unwrap(),
+            "-o",
+            out,
+            "--",
+            "true",
+        ]);
+        assert_eq!(r.status.code(), Some(2), "{out}: {}", r.stderr);
+        assert!(
+            r.stderr.contains(out),
+            "the error names {out}: {}",
+            r.stderr
+        );
+        assert!(!pool.exists(), "{out}: the pool must not be left behind");
+    }
+}
+
+#[test]
+fn a_missing_command_is_reported_as_not_found() {
+    if libtrace_or_skip("a_missing_command_is_reported_as_not_found").is_none() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("t");
+    let r = culprit_run(&[
+        "record",
+        "--subbufs",
+        "4",
+        "--subbuf-size",
+        "8K",
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        "culprit-no-such-command",
+    ]);
+    assert_eq!(r.status.code(), Some(127), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("culprit-no-such-command: command not found"),
+        "{}",
+        r.stderr
+    );
+}
