@@ -53,6 +53,8 @@ enum Command {
     Rank(cmd::rank::Args),
     /// Show one unit's call tree next to its model.
     Show(cmd::show::Args),
+    /// Recover what a full disk or a killed reader left in a trace directory.
+    Repair(cmd::repair::Args),
 }
 
 fn main() -> ExitCode {
@@ -66,6 +68,7 @@ fn main() -> ExitCode {
         Command::Merge(a) => cmd::merge::run(a),
         Command::Rank(a) => cmd::rank::run(a),
         Command::Show(a) => cmd::show::run(a),
+        Command::Repair(a) => cmd::repair::run(a),
     };
     match r {
         Ok(code) => code,

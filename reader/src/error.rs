@@ -53,6 +53,30 @@ pub enum Error {
     /// The pool could not be used.
     #[error(transparent)]
     Pool(#[from] bufpool::PoolError),
+    /// A file the trace should hold as a regular file is something else.
+    #[error("{path}: {kind}, not a regular file")]
+    NotRegular {
+        /// The file.
+        path: PathBuf,
+        /// What it is.
+        kind: &'static str,
+    },
+    /// A file is larger than any valid one.
+    #[error("{path}: larger than {max} bytes, more than any valid file of its kind")]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// The bound.
+        max: u64,
+    },
+    /// The trace is damaged or incomplete and strict reading was asked for.
+    #[error("{dir}: damaged or incomplete trace (--strict): {first}")]
+    Damaged {
+        /// The trace directory.
+        dir: PathBuf,
+        /// The first damage found.
+        first: String,
+    },
     /// Not even one drain thread could be started (a thread limit).
     #[error("cannot start a drain thread: {source}")]
     Spawn {

@@ -193,15 +193,15 @@ impl Manifest {
     /// Reads and checks `DIR/manifest.json`.
     pub fn read(dir: &Path) -> Result<Manifest> {
         let path = dir.join(bufpool::disk::MANIFEST_FILE);
-        let text = match std::fs::read(&path) {
+        let text = match crate::safefile::read_bounded(&path, crate::safefile::MAX_MANIFEST_BYTES) {
             Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
                 return Err(Error::NotATrace {
                     path: dir.to_path_buf(),
                     why: format!("no {} in it", bufpool::disk::MANIFEST_FILE),
                 })
             }
-            Err(e) => return Err(io(&path, "read")(e)),
+            Err(e) => return Err(e),
         };
         let m: Manifest = serde_json::from_slice(&text).map_err(|e| Error::Manifest {
             path: path.clone(),

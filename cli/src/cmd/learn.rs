@@ -33,6 +33,10 @@ pub struct Args {
     /// Worker threads (default: one per core). Results do not depend on it.
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
+    /// Any damaged or missing part of a trace is an error (by default it is skipped
+    /// with one warning line per file).
+    #[arg(long)]
+    pub strict: bool,
 }
 
 /// Sets the number of rayon worker threads.
@@ -108,6 +112,7 @@ pub(crate) fn open(dirs: &[PathBuf]) -> anyhow::Result<TraceSet> {
 
 /// Runs `culprit learn`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    reader::tracedir::set_strict_default(args.strict);
     set_threads(args.threads)?;
     let set = open(&args.dirs)?;
     let mut opts = options();

@@ -7,4 +7,5 @@ pub mod merge;
 pub mod rank;
 pub mod reader;
 pub mod record;
+pub mod repair;
 pub mod show;

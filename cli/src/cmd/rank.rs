@@ -39,10 +39,15 @@ pub struct Args {
     /// Worker threads (default: one per core). Results do not depend on it.
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
+    /// Any damaged or missing part of a trace is an error (by default it is skipped
+    /// with one warning line per file).
+    #[arg(long)]
+    pub strict: bool,
 }
 
 /// Runs `culprit rank`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    reader::tracedir::set_strict_default(args.strict);
     set_threads(args.threads)?;
     let model = Model::load(&args.model)?;
     let set = open(&args.dirs)?;
