@@ -198,7 +198,7 @@ pub fn run(
     }
     let left_owned = pool.slots().census()[State::Owned as usize];
     let unreported = pool.shared().lost_unreported.load(Ordering::Relaxed);
-    finish(
+    let mut rep = finish(
         dir,
         manifest,
         repaired,
@@ -206,7 +206,24 @@ pub fn run(
         salvage,
         left_owned,
         unreported,
-    )
+    )?;
+    pool_counters(pool, dir, &mut rep.manifest)?;
+    Ok(rep)
+}
+
+/// Copies the pool header's loss counters (`acquire_failures`, `meta_dropped`) into the
+/// manifest, so that a trace says when the pool was full even if no thread lived to
+/// count what it dropped (a writer SIGKILLed while no reader drained).
+fn pool_counters(pool: &Pool, dir: &Path, m: &mut Manifest) -> Result<()> {
+    let sh = pool.shared();
+    let failures = sh.acquire_failures.load(Ordering::Relaxed);
+    let meta = sh.meta_dropped.load(Ordering::Relaxed);
+    if (failures, meta) != (m.totals.acquire_failures, m.totals.meta_dropped) {
+        m.totals.acquire_failures = failures;
+        m.totals.meta_dropped = meta;
+        m.write(dir)?;
+    }
+    Ok(())
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -158,6 +158,16 @@ pub struct Totals {
     pub duplicates: u64,
     /// Records whose entries could not all be decoded.
     pub undecodable: u64,
+    /// Times a writer found no free sub-buffer (the pool header's counter). Non-zero
+    /// means entries were dropped: counted in `lost` by threads that lived to count them,
+    /// uncounted for processes killed before they could (see `bufpool/FORMAT.md`,
+    /// "Guarantees").
+    #[serde(default)]
+    pub acquire_failures: u64,
+    /// Metadata records a writer could not keep until a sub-buffer was free (the pool
+    /// header's `meta_dropped`; normally 0).
+    #[serde(default)]
+    pub meta_dropped: u64,
 }
 
 impl Manifest {

@@ -110,10 +110,12 @@ pub fn repair_dir(dir: &Path) -> Result<RepairReport> {
     let summary = crate::summary::summarize(&trace)?;
     let mut m = manifest;
     m.processes = summary.processes;
-    let unreported = m.totals.lost_unreported;
+    let old = m.totals.clone();
     m.totals = Totals {
-        lost_unreported: unreported,
-        lost: summary.totals.lost + unreported,
+        lost_unreported: old.lost_unreported,
+        lost: summary.totals.lost + old.lost_unreported,
+        acquire_failures: old.acquire_failures,
+        meta_dropped: old.meta_dropped,
         ..summary.totals
     };
     m.complete = true;

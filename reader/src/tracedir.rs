@@ -504,6 +504,16 @@ impl TraceDir {
         for d in damage {
             t.note_damage(d);
         }
+        let tot = &t.manifest.totals;
+        if tot.acquire_failures > 0 && tot.lost == 0 && !t.opts.quiet {
+            eprintln!(
+                "culprit: warning: {}: writers found the pool full {} time(s) but no loss \
+                 was counted: entries of processes killed before they could count their \
+                 drops are missing",
+                t.dir.display(),
+                tot.acquire_failures
+            );
+        }
         Ok(t)
     }
 

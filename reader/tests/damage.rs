@@ -307,3 +307,53 @@ fn repair_completes_the_manifest_a_killed_reader_left() {
     let t = TraceDir::open_with(&dir, strict()).unwrap();
     assert_eq!(entries(&t), ENTRIES - lost);
 }
+
+#[test]
+fn loss_of_a_killed_writer_is_said_by_the_acquire_failure_count() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pool = Pool::create(
+        tmp.path().join("pool"),
+        &PoolConfig {
+            n_subbufs: 2,
+            subbuf_size: 8192,
+            retry_after: 8,
+            calibration: Duration::from_millis(1),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let me = pool.holder();
+    let mut w = WriterState::new();
+    w.attach(
+        &pool,
+        me.pid,
+        bufpool::sys::proc_stat(me.pid).unwrap().2,
+        777,
+    );
+    // No reader runs: the pool fills, entries are dropped, and the writer "dies" with
+    // its drop count (it never flushes).
+    let mut dropped = 0;
+    for i in 0..2000 {
+        if !w.append(&pool, encode_fn(Kind::FnEnter, i, i, 0x4000).as_bytes()) {
+            dropped += 1;
+        }
+    }
+    assert!(dropped > 0);
+    w.forget();
+    let out = tmp.path().join("trace");
+    let rep = reader::run(
+        &pool,
+        &out,
+        &ReaderOptions::default(),
+        &AtomicBool::new(true),
+    )
+    .unwrap();
+    let t = &rep.manifest.totals;
+    assert_eq!(t.lost, 0, "nobody lived to count the drops");
+    assert!(
+        t.acquire_failures > 0,
+        "but the trace says the pool was full"
+    );
+    let again = reader::Manifest::read(&out).unwrap();
+    assert_eq!(again.totals.acquire_failures, t.acquire_failures);
+}

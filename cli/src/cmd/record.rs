@@ -429,9 +429,18 @@ fn print_summary(rep: &reader::ReaderReport, out: &Path) {
         out.display(),
         t.lost
     );
-    if t.lost > 0 {
+    if t.lost > 0 || t.acquire_failures > 0 {
         eprintln!(
-            "culprit: the pool was full at times: enlarge it with --subbufs or --subbuf-size"
+            "culprit: the pool was full at times ({} failed sub-buffer requests): enlarge it \
+             with --subbufs or --subbuf-size",
+            t.acquire_failures
+        );
+    }
+    if t.meta_dropped > 0 {
+        eprintln!(
+            "culprit: warning: {} metadata record(s) could not be kept until a sub-buffer \
+             was free",
+            t.meta_dropped
         );
     }
     if rep.left_owned > 0 {
