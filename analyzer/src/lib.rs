@@ -51,6 +51,7 @@ pub mod decode;
 pub mod error;
 pub mod hash;
 pub mod model;
+pub mod model_check;
 mod ranking;
 pub mod report;
 pub mod score;
