@@ -37,6 +37,9 @@ fn load(root: &Path, v: &Value) -> Result<Model, String> {
     Model::load(&p).map_err(|e| e.to_string())
 }
 
+/// An edit of a model file's JSON.
+type Change = Box<dyn Fn(&mut Value)>;
+
 /// The first node of the first class of the first group.
 fn node(v: &mut Value) -> &mut Vec<Value> {
     v["groups"][0]["classes"][0][1]["nodes"][0]
@@ -50,7 +53,7 @@ fn model_files_are_range_and_order_checked() {
     let good = model_json(tmp.path());
     load(tmp.path(), &good).expect("a learned model loads");
 
-    let cases: Vec<(&str, Box<dyn Fn(&mut Value)>, &str)> = vec![
+    let cases: Vec<(&str, Change, &str)> = vec![
         (
             "huge p_sum",
             Box::new(|v| node(v)[5] = 1e308.into()),
