@@ -42,7 +42,7 @@ fn learn_and_rank_skip_a_damaged_record_and_say_so() {
     let set = TraceSet::open(&trial).unwrap();
     let rep = analyzer::rank(&good.model, &set, &opts).unwrap();
     assert!(!rep.units.is_empty());
-    let learned = analyzer::learn(&[set.clone()], &opts).unwrap();
+    let learned = analyzer::learn(std::slice::from_ref(&set), &opts).unwrap();
     assert!(
         learned.stats.entries < good.stats.entries,
         "the damaged record is left out"
