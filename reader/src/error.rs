@@ -35,7 +35,7 @@ pub enum Error {
         why: String,
     },
     /// A chunk file is damaged.
-    #[error("{path}: {err}")]
+    #[error("{path}: {err}{}", repair_hint(err))]
     Chunk {
         /// The chunk file.
         path: PathBuf,
@@ -101,6 +101,16 @@ impl From<DiskError> for Error {
             DiskError::Io { path, what, source } => Error::Io { path, what, source },
             DiskError::Chunk { path, err } => Error::Chunk { path, err },
         }
+    }
+}
+
+/// What to do about a torn record (the file ends inside it): `culprit repair` cuts it.
+fn repair_hint(err: &ChunkError) -> &'static str {
+    if matches!(err.kind, bufpool::disk::ChunkErrorKind::Truncated { .. }) {
+        " (a torn last record, left by a killed reader or a full disk: `culprit repair DIR` \
+         cuts it off)"
+    } else {
+        ""
     }
 }
 

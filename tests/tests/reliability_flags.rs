@@ -95,3 +95,58 @@ fn a_missing_command_is_reported_as_not_found() {
         r.stderr
     );
 }
+
+#[test]
+fn real_cc_pointing_at_culprit_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("a.c");
+    std::fs::write(&src, "int main(void) { return 0; }\n").unwrap();
+    let me = culprit();
+    let dir = me.parent().unwrap().to_path_buf();
+    let path = format!(
+        "{}:{}",
+        dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    for real in [me.to_str().unwrap(), "culprit"] {
+        let r = run_with_deadline(
+            Command::new(&me)
+                .args(["cc", "-c"])
+                .arg(&src)
+                .arg("-o")
+                .arg(tmp.path().join("a.o"))
+                .env("CULPRIT_REAL_CC", real)
+                .env("PATH", &path),
+            DEADLINE,
+        );
+        assert_eq!(r.status.code(), Some(2), "{real}: {}", r.stderr);
+        assert!(
+            r.stderr.contains("names culprit itself"),
+            "{real}: {}",
+            r.stderr
+        );
+    }
+}
+
+#[test]
+fn learn_and_record_count_entries_alike() {
+    if libtrace_or_skip("learn_and_record_count_entries_alike").is_none() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("t");
+    let o = out.to_str().unwrap();
+    culprit_run(&["record", "-o", o, "--", "sh", "-c", "ls / >/dev/null"]).assert_success("record");
+    let m: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("manifest.json")).unwrap()).unwrap();
+    let entries = m["totals"]["entries"].as_u64().unwrap();
+    assert!(m["totals"]["meta_records"].as_u64().unwrap() > 0);
+    let model = tmp.path().join("m.model");
+    let r = culprit_run(&["learn", o, "-o", model.to_str().unwrap()]);
+    r.assert_success("learn");
+    assert!(
+        r.stderr.contains(&format!("({entries} entries,")),
+        "record counted {entries} entries: {}",
+        r.stderr
+    );
+}
