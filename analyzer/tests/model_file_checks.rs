@@ -110,3 +110,29 @@ fn a_model_that_is_not_a_regular_file_is_refused() {
     let e = Model::load(&fifo).unwrap_err().to_string();
     assert!(e.contains("a FIFO"), "{e}");
 }
+
+/// Writes seed inputs for the `model` and `manifest` fuzz targets (`bufpool/fuzz/run.sh`)
+/// into `$CULPRIT_FUZZ_SEED_DIR/{model,manifest}/`.
+#[test]
+#[ignore = "run by bufpool/fuzz/run.sh to seed its corpora"]
+fn write_fuzz_seeds() {
+    let Some(out) = std::env::var_os("CULPRIT_FUZZ_SEED_DIR") else {
+        return;
+    };
+    let out = std::path::PathBuf::from(out);
+    let tmp = tempfile::tempdir().unwrap();
+    let v = model_json(tmp.path());
+    std::fs::create_dir_all(out.join("model")).unwrap();
+    std::fs::write(out.join("model/learned.model"), v.to_string()).unwrap();
+    std::fs::create_dir_all(out.join("manifest")).unwrap();
+    let dir = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.join("manifest.json").is_file())
+        .unwrap();
+    std::fs::copy(
+        dir.join("manifest.json"),
+        out.join("manifest/synthetic.json"),
+    )
+    .unwrap();
+}

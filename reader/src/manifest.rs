@@ -213,7 +213,13 @@ impl Manifest {
             }
             Err(e) => return Err(e),
         };
-        let m: Manifest = serde_json::from_slice(&text).map_err(|e| Error::Manifest {
+        Self::parse(&path, &text)
+    }
+
+    /// Parses and checks the bytes of a manifest file (`path` names it in errors).
+    pub fn parse(path: &Path, text: &[u8]) -> Result<Manifest> {
+        let path = path.to_path_buf();
+        let m: Manifest = serde_json::from_slice(text).map_err(|e| Error::Manifest {
             path: path.clone(),
             why: e.to_string(),
         })?;
