@@ -320,6 +320,9 @@ fn trial(kill: Kill, rng: &mut Rng, root: &Path, n: usize) {
                 }
                 wait_ok(&mut r2, &what);
             }
+            // Both were reaped above (a reaped child's status is kept): no zombie.
+            let _ = r.wait();
+            let _ = w.wait();
         }
     }
     let seqs = check_sequences(&dir);
