@@ -150,3 +150,55 @@ fn learn_and_record_count_entries_alike() {
         r.stderr
     );
 }
+
+#[test]
+fn reader_create_on_a_torn_trace_says_nothing_false() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("t");
+    // A trace directory whose only chunk file ends in a torn record.
+    let chunks = dir.join("chunks");
+    std::fs::create_dir_all(&chunks).unwrap();
+    let mut bytes = bytemuck_header(4194300);
+    bytes.extend_from_slice(b"CREC\x10\x00\x00\x00");
+    std::fs::write(chunks.join("4194300-0-1.chunk"), &bytes).unwrap();
+    let pool = tmp.path().join("p.pool");
+    let mut child = Command::new(culprit())
+        .args([
+            "reader",
+            "--create",
+            "--subbufs",
+            "4",
+            "--subbuf-size",
+            "8K",
+        ])
+        .arg("--pool")
+        .arg(&pool)
+        .arg("-o")
+        .arg(&dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(wait_until(Duration::from_secs(10), || pool.exists()));
+    std::thread::sleep(Duration::from_millis(200));
+    // SAFETY: kill has no memory effects; the pid is our child's.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("cut a torn record"), "{err}");
+    assert!(!err.contains("saved again"), "{err}");
+    assert!(err.contains("culprit repair"), "{err}");
+    assert!(!pool.exists());
+}
+
+/// A chunk file header (`bufpool/FORMAT.md` §7) of reader `pid`.
+fn bytemuck_header(pid: u32) -> Vec<u8> {
+    let mut h = b"CULPCHK\x01".to_vec();
+    h.extend_from_slice(&1u32.to_le_bytes());
+    h.extend_from_slice(&32u32.to_le_bytes());
+    h.extend_from_slice(&1u64.to_le_bytes());
+    h.extend_from_slice(&pid.to_le_bytes());
+    h.extend_from_slice(&1u32.to_le_bytes());
+    h
+}

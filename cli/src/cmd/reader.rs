@@ -109,6 +109,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             r.why
         );
     }
+    if args.create && !rep.repaired.is_empty() {
+        eprintln!(
+            "culprit: (to repair a trace directory whose pool is gone, `culprit repair {}` \
+             does it without creating a pool)",
+            args.out.display()
+        );
+    }
     if rep.left_owned > 0 {
         eprintln!(
             "culprit: warning: {} sub-buffer(s) still held by live processes were not saved",
