@@ -162,7 +162,7 @@ fn reader_create_on_a_torn_trace_says_nothing_false() {
     bytes.extend_from_slice(b"CREC\x10\x00\x00\x00");
     std::fs::write(chunks.join("4194300-0-1.chunk"), &bytes).unwrap();
     let pool = tmp.path().join("p.pool");
-    let mut child = Command::new(culprit())
+    let child = Command::new(culprit())
         .args([
             "reader",
             "--create",
