@@ -202,3 +202,30 @@ fn bytemuck_header(pid: u32) -> Vec<u8> {
     h.extend_from_slice(&1u32.to_le_bytes());
     h
 }
+
+#[test]
+fn output_paths_and_thread_counts_are_checked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fifo = tmp.path().join("out.fifo");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let f = fifo.to_str().unwrap();
+    let t = tmp.path().to_str().unwrap();
+    for args in [
+        vec!["learn", t, "-o", f],
+        vec!["merge", "x.model", "-o", f],
+        vec!["learn", t, "-o", t],
+    ] {
+        let r = culprit_run(&args);
+        assert!(!r.timed_out, "{args:?}: a FIFO output must not block");
+        assert_eq!(r.status.code(), Some(2), "{args:?}: {}", r.stderr);
+        assert!(
+            r.stderr.contains("not a file it can write"),
+            "{args:?}: {}",
+            r.stderr
+        );
+    }
+    let r = culprit_run(&["learn", "--threads", "100000", t, "-o", "m"]);
+    assert_eq!(r.status.code(), Some(2), "{}", r.stderr);
+    assert!(r.stderr.contains("1 to 1024"), "{}", r.stderr);
+}

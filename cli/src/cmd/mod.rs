@@ -4,6 +4,7 @@ pub mod cc;
 pub mod dump;
 pub mod learn;
 pub mod merge;
+pub mod outpath;
 pub mod rank;
 pub mod reader;
 pub mod record;

@@ -36,8 +36,8 @@ pub struct Args {
     /// List the faults injected inside each printed unit (ground truth of an experiment).
     #[arg(long)]
     pub mark_injections: bool,
-    /// Worker threads (default: one per core). Results do not depend on it.
-    #[arg(long, value_name = "N")]
+    /// Worker threads, 1 to 1024 (default: one per core). Results do not depend on it.
+    #[arg(long, value_name = "N", value_parser = super::outpath::parse_threads)]
     pub threads: Option<usize>,
     /// Any damaged or missing part of a trace is an error (by default it is skipped
     /// with one warning line per file).
@@ -48,6 +48,9 @@ pub struct Args {
 /// Runs `culprit rank`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     reader::tracedir::set_strict_default(args.strict);
+    if let Some(h) = &args.html {
+        super::outpath::check_output_file(h, "page (--html)")?;
+    }
     set_threads(args.threads)?;
     let model = Model::load(&args.model)?;
     let set = open(&args.dirs)?;
