@@ -229,3 +229,41 @@ fn output_paths_and_thread_counts_are_checked() {
     assert_eq!(r.status.code(), Some(2), "{}", r.stderr);
     assert!(r.stderr.contains("1 to 1024"), "{}", r.stderr);
 }
+
+#[test]
+fn metadata_survives_a_tiny_pool() {
+    if libtrace_or_skip("metadata_survives_a_tiny_pool").is_none() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("t");
+    let r = culprit_run(&[
+        "record",
+        "--subbufs",
+        "2",
+        "--subbuf-size",
+        "8K",
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        "dd if=/dev/zero of=/dev/null bs=1 count=300000 2>/dev/null & \
+         for i in 1 2 3; do ls /usr/bin >/dev/null; done; wait; exec cat /dev/null",
+    ]);
+    r.assert_success("record with a 2 × 8 KiB pool");
+    let m: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("manifest.json")).unwrap()).unwrap();
+    let procs = m["processes"].as_array().unwrap();
+    let exes: Vec<&str> = procs.iter().map(|p| p["exe"].as_str().unwrap()).collect();
+    // The shell that exec'd cat is recorded as cat, and every ls child has its exe: the
+    // process records were kept while the pool was full, not dropped.
+    assert!(exes.iter().any(|e| e.ends_with("/cat")), "{exes:?}");
+    assert_eq!(
+        exes.iter().filter(|e| e.ends_with("/ls")).count(),
+        3,
+        "{exes:?}"
+    );
+    assert!(exes.iter().all(|e| !e.is_empty()), "{exes:?}");
+    assert_eq!(m["totals"]["meta_dropped"], 0, "{}", m["totals"]);
+}
