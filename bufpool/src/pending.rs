@@ -7,8 +7,11 @@
 //! marker — at the start of the next sub-buffer it obtains. Nothing waits while the
 //! program runs; only a thread that exits (or execs) with records still pending tries
 //! again for a bounded time ([`FLUSH_WAIT_MS`] in 1 ms steps) for the readers to free a
-//! sub-buffer. Records that still cannot be written, or that do not fit the store, are
-//! counted in the pool header's `meta_dropped`; they are never counted as lost entries.
+//! sub-buffer; meanwhile entry writers leave free sub-buffers to it ([`claim_priority`]:
+//! a deadline in the pool header, `meta_priority_until`, that lapses by itself, so a
+//! process killed while waiting holds nothing up). Records that still cannot be written,
+//! or that do not fit the store, are counted in the pool header's `meta_dropped`; they are
+//! never counted as lost entries.
 //!
 //! Layout: the store is a private anonymous mapping of [`CAPACITY`] bytes, made the first
 //! time it is needed (`mmap`, no allocator: this runs inside traced programs, in forked
@@ -69,4 +72,38 @@ pub(crate) fn nap() {
     };
     // SAFETY: a valid timespec; a null remainder is allowed.
     unsafe { libc::nanosleep(&ts, core::ptr::null_mut()) };
+}
+
+/// TSC ticks in `ms` milliseconds, from the pool's calibration (0 if it is unusable).
+fn ticks_in_ms(pool: &crate::Pool, ms: u64) -> u64 {
+    let c = pool.info().calib;
+    let dt = c.tsc1.wrapping_sub(c.tsc0);
+    let dns = c.monotonic1_ns.saturating_sub(c.monotonic0_ns);
+    if dns == 0 {
+        return 0;
+    }
+    ((dt as u128 * ms as u128 * 1_000_000) / dns as u128).min(u64::MAX as u128) as u64
+}
+
+/// Gives metadata waiting at a thread's exit priority over entries for the next
+/// [`FLUSH_WAIT_MS`]: sets the pool header's `meta_priority_until` (a TSC deadline) to at
+/// least now + that long. Relaxed: a hint; the worst a stale read does is let one entry
+/// writer take a sub-buffer first.
+pub(crate) fn claim_priority(pool: &crate::Pool) {
+    let until = crate::sys::rdtsc().wrapping_add(ticks_in_ms(pool, u64::from(FLUSH_WAIT_MS)));
+    pool.shared()
+        .meta_priority_until
+        .fetch_max(until, core::sync::atomic::Ordering::Relaxed);
+}
+
+/// True while a thread waits to write pending metadata (entry writers then drop and count
+/// instead of taking a free sub-buffer). Checked once per sub-buffer request, never per
+/// entry.
+#[inline]
+pub(crate) fn metadata_has_priority(pool: &crate::Pool) -> bool {
+    let until = pool
+        .shared()
+        .meta_priority_until
+        .load(core::sync::atomic::Ordering::Relaxed);
+    until != 0 && crate::sys::rdtsc() < until
 }

@@ -227,7 +227,7 @@ impl WriterState {
             self.drop_one();
             return false;
         }
-        if !self.obtain(pool, tsc) {
+        if crate::pending::metadata_has_priority(pool) || !self.obtain(pool, tsc) {
             self.skip = pool.info().retry_after;
             self.drop_one();
             return false;
@@ -365,6 +365,9 @@ impl WriterState {
     /// [`crate::pending::FLUSH_WAIT_MS`] while no sub-buffer is free; what still cannot
     /// be written is counted in `meta_dropped`.
     fn flush_pending(&mut self, pool: &Pool, flags: u32) {
+        // Entry writers leave the next free sub-buffers to this thread for the bounded
+        // wait (a deadline, not a lock: it lapses by itself if this process dies).
+        crate::pending::claim_priority(pool);
         let mut waited = 0;
         while self.pending_len > 0 {
             let tsc = crate::sys::rdtsc() & TSC_MASK;

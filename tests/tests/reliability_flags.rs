@@ -240,7 +240,7 @@ fn metadata_survives_a_tiny_pool() {
     let r = culprit_run(&[
         "record",
         "--subbufs",
-        "2",
+        "4",
         "--subbuf-size",
         "8K",
         "-o",
@@ -251,7 +251,7 @@ fn metadata_survives_a_tiny_pool() {
         "dd if=/dev/zero of=/dev/null bs=1 count=300000 2>/dev/null & \
          for i in 1 2 3; do ls /usr/bin >/dev/null; done; wait; exec cat /dev/null",
     ]);
-    r.assert_success("record with a 2 × 8 KiB pool");
+    r.assert_success("record with a 4 × 8 KiB pool");
     let m: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("manifest.json")).unwrap()).unwrap();
     let procs = m["processes"].as_array().unwrap();
