@@ -113,7 +113,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let cc = real_cc()?;
     anyhow::ensure!(
         !is_culprit(&cc[0]),
-        "{REAL_CC_ENV}={:?} names culprit itself; point it at the real compiler (e.g. gcc)",
+        "{REAL_CC_ENV}={:?} names culprit itself, which runs `culprit cc` again: point it \
+         at the real compiler (e.g. gcc)",
         cc[0]
     );
     let mut cmd = std::process::Command::new(&cc[0]);
