@@ -7,7 +7,7 @@
 //! marker — at the start of the next sub-buffer it obtains. Nothing waits while the
 //! program runs; only a thread that exits (or execs) with records still pending tries
 //! again for a bounded time ([`FLUSH_WAIT_MS`] in 1 ms steps) for the readers to free a
-//! sub-buffer; meanwhile entry writers leave free sub-buffers to it ([`claim_priority`]:
+//! sub-buffer; meanwhile entry writers leave free sub-buffers to it (`claim_priority`:
 //! a deadline in the pool header, `meta_priority_until`, that lapses by itself, so a
 //! process killed while waiting holds nothing up). Records that still cannot be written,
 //! or that do not fit the store, are counted in the pool header's `meta_dropped`; they are
