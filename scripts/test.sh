@@ -23,7 +23,7 @@ if [ -x bufpool/loom.sh ]; then
     bufpool/loom.sh
 fi
 if [ -x bufpool/fuzz/run.sh ]; then
-    echo "== decoder fuzzing (${CULPRIT_FUZZ_SECONDS:-30} s)" >&2
+    echo "== fuzzing: decoder, manifest, model file (${CULPRIT_FUZZ_SECONDS:-30} s)" >&2
     bufpool/fuzz/run.sh "${CULPRIT_FUZZ_SECONDS:-30}"
 fi
 

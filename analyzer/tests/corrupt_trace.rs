@@ -1,5 +1,6 @@
-//! A damaged record of a trace directory fails the analysis with an error naming the chunk
-//! file and the record's offset. `TraceSet::open` reads only the record headers, so the
+//! Read strictly (`--strict`), a damaged record of a trace directory fails the analysis
+//! with an error naming the chunk file and the record's offset (by default it is skipped
+//! with a warning: `damaged_trace_skipped.rs`). `TraceSet::open` reads only the record headers, so the
 //! damage is found by the first stage that reads the record's data, before any result.
 
 use analyzer::decode::{write_trace_dir, TraceSet};
@@ -49,6 +50,8 @@ fn assert_names(e: &str, chunk: &Path, offset: u64) {
 
 #[test]
 fn learn_and_rank_fail_on_a_damaged_record_naming_file_and_offset() {
+    // The only test of this binary: the process-wide `--strict` switch is safe to set.
+    reader::tracedir::set_strict_default(true);
     let tmp = tempfile::tempdir().unwrap();
     let opts = analyzer::Options::default();
     let normal = record(tmp.path(), "normal");

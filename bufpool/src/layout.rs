@@ -169,9 +169,17 @@ pub struct PoolShared {
     /// at exit with drops pending and no free sub-buffer to write its `Lost` marker into.
     /// Relaxed (a counter read after the writers are gone).
     pub lost_unreported: AtomicU64,
+    /// Metadata records a writer could not keep until a sub-buffer was free (its
+    /// pending store was full, or it exited — bounded wait over — with records still
+    /// pending); see `crate::writer::pending`. Relaxed (a counter).
+    pub meta_dropped: AtomicU64,
+    /// TSC until which entry writers leave free sub-buffers to a thread writing out its
+    /// pending metadata at exit (`crate::pending::claim_priority`); 0: none. A deadline,
+    /// so it lapses by itself. Relaxed (a hint).
+    pub meta_priority_until: AtomicU64,
 }
 
-const _: () = assert!(core::mem::size_of::<PoolShared>() == 48);
+const _: () = assert!(core::mem::size_of::<PoolShared>() == 64);
 const _: () = assert!(core::mem::offset_of!(PoolShared, published) == 8);
 const _: () = assert!(core::mem::offset_of!(PoolShared, lost_unreported) == 40);
 const _: () = assert!(core::mem::offset_of!(PoolInfo, retry_after) == 56);

@@ -45,6 +45,8 @@ pub mod format;
 pub mod inject;
 pub mod layout;
 #[cfg(not(loom))]
+pub mod pending;
+#[cfg(not(loom))]
 pub mod pool;
 #[cfg(not(loom))]
 pub mod salvage;

@@ -53,13 +53,20 @@ pub struct WriterState {
     pub start_ticks: u64,
     /// Entries dropped in total (statistics).
     pub lost_total: u64,
+    /// Metadata records kept until a sub-buffer is free (see [`crate::pending`]): a
+    /// private mapping of [`crate::pending::CAPACITY`] bytes, or null until needed.
+    pub pending: *mut u8,
+    /// Bytes used in `pending`.
+    pub pending_len: u32,
+    /// Records in `pending`.
+    pub pending_records: u32,
 }
 
 const _: () = assert!(core::mem::offset_of!(WriterState, cur) == 0);
 const _: () = assert!(core::mem::offset_of!(WriterState, end) == 8);
 const _: () = assert!(core::mem::offset_of!(WriterState, start) == 16);
 const _: () = assert!(core::mem::offset_of!(WriterState, used) == 24);
-const _: () = assert!(core::mem::size_of::<WriterState>() == 80);
+const _: () = assert!(core::mem::size_of::<WriterState>() == 96);
 
 impl Default for WriterState {
     fn default() -> Self {
@@ -84,6 +91,9 @@ impl WriterState {
             tid: 0,
             start_ticks: 0,
             lost_total: 0,
+            pending: core::ptr::null_mut(),
+            pending_len: 0,
+            pending_records: 0,
         }
     }
 
@@ -94,10 +104,19 @@ impl WriterState {
     /// A state that still holds a sub-buffer of the *same* process (re-attaching a
     /// thread) publishes it first, so it is not stranded.
     pub fn attach(&mut self, pool: &Pool, pid: u32, start_ticks: u64, tid: u32) {
-        if self.holds() && self.pid == pid && self.start_ticks == start_ticks {
+        let same = self.pid == pid && self.start_ticks == start_ticks;
+        if self.holds() && same {
             self.flush(pool, 0);
         }
+        // Pending metadata of this very process stays; a forked child's copy of its
+        // parent's is not the child's to write.
+        let kept = if same {
+            (self.pending, self.pending_len, self.pending_records)
+        } else {
+            (self.pending, 0, 0)
+        };
         *self = WriterState::new();
+        (self.pending, self.pending_len, self.pending_records) = kept;
         self.pid = pid;
         self.tid = tid;
         self.start_ticks = start_ticks;
@@ -200,12 +219,15 @@ impl WriterState {
         if self.holds() {
             self.publish(pool, 0, tsc);
         }
+        if crate::pending::is_meta(entry) {
+            return self.append_meta_slow(pool, entry, tsc);
+        }
         if self.skip > 0 {
             self.skip -= 1;
             self.drop_one();
             return false;
         }
-        if !self.obtain(pool, tsc) {
+        if crate::pending::metadata_has_priority(pool) || !self.obtain(pool, tsc) {
             self.skip = pool.info().retry_after;
             self.drop_one();
             return false;
@@ -260,9 +282,112 @@ impl WriterState {
         if self.lost > 0 {
             let m = encode_lost(tsc, self.lost);
             self.lost = 0;
-            return self.append(pool, m.as_bytes());
+            if !self.append(pool, m.as_bytes()) {
+                return false;
+            }
+        }
+        if self.pending_len > 0 {
+            self.write_pending(pool);
         }
         true
+    }
+
+    /// A metadata record with no room in the held sub-buffer (none held, or full): it
+    /// never waits for `skip` and is never dropped for lack of a sub-buffer — kept in
+    /// the pending store instead ([`crate::pending`]). Returns false only if even that
+    /// failed (counted in the pool's `meta_dropped`).
+    #[cold]
+    #[inline(never)]
+    fn append_meta_slow(&mut self, pool: &Pool, entry: &[u8], tsc: u64) -> bool {
+        if self.pending_len == 0 && self.obtain(pool, tsc) {
+            let room = (self.end as usize) - (self.cur as usize);
+            if room >= entry.len() {
+                return self.append(pool, entry);
+            }
+        } else if self.pending_len > 0 && !self.holds() && self.obtain(pool, tsc) {
+            // The store was written out first (obtain); if it all went, this record
+            // follows it, in order.
+            let room = (self.end as usize) - (self.cur as usize);
+            if self.pending_len == 0 && room >= entry.len() {
+                return self.append(pool, entry);
+            }
+        }
+        self.keep_pending(pool, entry)
+    }
+
+    /// Copies a metadata record to the end of the pending store.
+    fn keep_pending(&mut self, pool: &Pool, entry: &[u8]) -> bool {
+        if self.pending.is_null() {
+            self.pending = crate::pending::map_store();
+        }
+        let at = self.pending_len as usize;
+        if self.pending.is_null() || at + entry.len() > crate::pending::CAPACITY {
+            pool.shared().meta_dropped.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        // SAFETY: the store is CAPACITY bytes, private to this thread; [at, at+len) is
+        // inside it (checked above) and does not overlap `entry`.
+        unsafe {
+            core::ptr::copy_nonoverlapping(entry.as_ptr(), self.pending.add(at), entry.len());
+        }
+        self.pending_len += entry.len() as u32;
+        self.pending_records += 1;
+        true
+    }
+
+    /// Writes as many whole pending records as fit into the sub-buffer just obtained,
+    /// oldest first, leaving room for one more entry of any kind; the rest stays pending.
+    fn write_pending(&mut self, pool: &Pool) {
+        let len = self.pending_len as usize;
+        // SAFETY: `pending` holds `pending_len` initialized bytes (see keep_pending).
+        let store = unsafe { core::slice::from_raw_parts(self.pending, len) };
+        let mut done = 0;
+        let mut records = 0;
+        while done < len {
+            let n = crate::pending::record_len(&store[done..]).min(len - done);
+            let room = (self.end as usize) - (self.cur as usize);
+            if room < n + crate::format::MAX_ENTRY {
+                break;
+            }
+            self.append(pool, &store[done..done + n]);
+            done += n;
+            records += 1;
+        }
+        if done > 0 {
+            // SAFETY: both ranges lie inside the store; `copy` allows overlap.
+            unsafe { core::ptr::copy(self.pending.add(done), self.pending, len - done) };
+            self.pending_len -= done as u32;
+            self.pending_records -= records;
+        }
+    }
+
+    /// Publishes what is held and writes out the pending store, trying again for up to
+    /// [`crate::pending::FLUSH_WAIT_MS`] while no sub-buffer is free; what still cannot
+    /// be written is counted in `meta_dropped`.
+    fn flush_pending(&mut self, pool: &Pool, flags: u32) {
+        // Entry writers leave the next free sub-buffers to this thread for the bounded
+        // wait (a deadline, not a lock: it lapses by itself if this process dies).
+        crate::pending::claim_priority(pool);
+        let mut waited = 0;
+        while self.pending_len > 0 {
+            let tsc = crate::sys::rdtsc() & TSC_MASK;
+            if self.holds() {
+                self.publish(pool, flags | FLAG_FLUSH, tsc);
+            }
+            if self.obtain(pool, tsc) {
+                continue;
+            }
+            if waited >= crate::pending::FLUSH_WAIT_MS {
+                pool.shared()
+                    .meta_dropped
+                    .fetch_add(u64::from(self.pending_records), Ordering::Relaxed);
+                self.pending_len = 0;
+                self.pending_records = 0;
+                break;
+            }
+            crate::pending::nap();
+            waited += 1;
+        }
     }
 
     fn publish(&mut self, pool: &Pool, flags: u32, tsc: u64) {
@@ -311,6 +436,9 @@ impl WriterState {
     /// once more to get one, to write its `Lost` marker; if none is free, the count goes
     /// to the pool header's `lost_unreported`, so recorded + lost = produced still holds.
     pub fn flush(&mut self, pool: &Pool, flags: u32) {
+        if self.pending_len > 0 && self.pid != 0 {
+            self.flush_pending(pool, flags);
+        }
         let tsc = crate::sys::rdtsc() & TSC_MASK;
         if !self.holds() && self.lost > 0 && self.pid != 0 && !self.obtain(pool, tsc) {
             pool.shared()

@@ -59,6 +59,8 @@ enum Command {
     Export(cmd::export::Args),
     /// Draw the time–process diagram and process states of a run as an HTML page.
     Timeline(cmd::timeline::Args),
+    /// Recover what a full disk or a killed reader left in a trace directory.
+    Repair(cmd::repair::Args),
 }
 
 fn main() -> ExitCode {
@@ -75,6 +77,7 @@ fn main() -> ExitCode {
         Command::Messages(a) => cmd::messages::run(a),
         Command::Export(a) => cmd::export::run(a),
         Command::Timeline(a) => cmd::timeline::run(a),
+        Command::Repair(a) => cmd::repair::run(a),
     };
     match r {
         Ok(code) => code,

@@ -62,10 +62,10 @@ pub struct CulpritThread {
     pub reserved: u32,
 }
 
-const _: () = assert!(core::mem::size_of::<CulpritThread>() == 96);
-const _: () = assert!(core::mem::offset_of!(CulpritThread, busy) == 80);
-const _: () = assert!(core::mem::offset_of!(CulpritThread, status) == 84);
-const _: () = assert!(core::mem::offset_of!(CulpritThread, depth) == 88);
+const _: () = assert!(core::mem::size_of::<CulpritThread>() == 112);
+const _: () = assert!(core::mem::offset_of!(CulpritThread, busy) == 96);
+const _: () = assert!(core::mem::offset_of!(CulpritThread, status) == 100);
+const _: () = assert!(core::mem::offset_of!(CulpritThread, depth) == 104);
 
 extern "C" {
     fn culprit_hook_enter(this_fn: *mut c_void, call_site: *mut c_void);

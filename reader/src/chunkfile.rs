@@ -28,8 +28,12 @@ impl ChunkWriter {
             .open(&path)
             .map_err(io(&path, "create"))?;
         let h = ChunkHeader::new(reader_pid, start_unix_ns);
-        file.write_all(bytemuck::bytes_of(&h))
-            .map_err(io(&path, "write header"))?;
+        if let Err(e) = file.write_all(bytemuck::bytes_of(&h)) {
+            // A full disk: leave no file cut inside its header behind.
+            drop(file);
+            let _ = std::fs::remove_file(&path);
+            return Err(io(&path, "write header")(e));
+        }
         Ok(ChunkWriter {
             path,
             file,
@@ -90,22 +94,37 @@ pub fn repair(dir: &Path) -> Result<Vec<Repaired>> {
         if writer_alive(&path) {
             continue;
         }
-        let bytes = std::fs::read(&path).map_err(io(&path, "read"))?;
-        let (good, err) = disk::valid_prefix(&bytes);
-        let Some(err) = err else { continue };
-        if good == 0 || !matches!(err.kind, disk::ChunkErrorKind::Truncated { .. }) {
+        // Only regular files: a FIFO named `*.chunk` must not hang the repair.
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if !meta.file_type().is_file() {
             continue;
         }
+        if meta.len() < disk::CHUNK_HEADER_SIZE as u64 {
+            // Cut inside its header (a full disk while it was created): holds nothing.
+            std::fs::remove_file(&path).map_err(io(&path, "remove"))?;
+            out.push(Repaired {
+                path,
+                old_len: meta.len(),
+                new_len: 0,
+                why: "cut inside its file header (removed)".into(),
+            });
+            continue;
+        }
+        let Some((good, len)) = crate::repairdir::torn_tail(&path)? else {
+            continue;
+        };
         let f = OpenOptions::new()
             .write(true)
             .open(&path)
             .map_err(io(&path, "open for repair"))?;
-        f.set_len(good as u64).map_err(io(&path, "truncate"))?;
+        f.set_len(good).map_err(io(&path, "truncate"))?;
         out.push(Repaired {
             path,
-            old_len: bytes.len() as u64,
-            new_len: good as u64,
-            why: err.to_string(),
+            old_len: len,
+            new_len: good,
+            why: format!("a torn last record at byte offset {good}"),
         });
     }
     Ok(out)
@@ -149,7 +168,10 @@ pub(crate) fn writer_alive(path: &Path) -> bool {
 fn created_unix_s(path: &Path) -> Option<u64> {
     use std::io::Read;
     let mut head = [0u8; disk::CHUNK_HEADER_SIZE];
-    File::open(path).ok()?.read_exact(&mut head).ok()?;
+    crate::safefile::open_regular(path)
+        .ok()?
+        .read_exact(&mut head)
+        .ok()?;
     let h = disk::parse_chunk_header(&head).ok()?;
     Some(h.created_unix_ns / 1_000_000_000)
 }

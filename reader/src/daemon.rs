@@ -119,25 +119,40 @@ pub fn run(
     let mut salvage = SalvageReport::default();
     let workers = opts.workers.max(1);
     std::thread::scope(|s| {
+        let mut started = 0;
         for k in 0..workers {
             let (finishing, failed, saved) = (&finishing, &failed, &saved);
-            s.spawn(move || {
-                let r = drain_worker(
-                    pool,
-                    dir,
-                    pid,
-                    k as u32,
-                    t0,
-                    opts.idle_sleep,
-                    finishing,
-                    saved,
-                );
-                if let Err(e) = r {
+            // A thread limit (RLIMIT_NPROC, cgroup pids.max) is an error or fewer
+            // workers, never a panic: the final drain below saves everything anyway.
+            let spawned = std::thread::Builder::new()
+                .name(format!("culprit-drain-{k}"))
+                .spawn_scoped(s, move || {
+                    let r = drain_worker(
+                        pool,
+                        dir,
+                        pid,
+                        k as u32,
+                        t0,
+                        opts.idle_sleep,
+                        finishing,
+                        saved,
+                    );
+                    if let Err(e) = r {
+                        let mut f = failed.lock().unwrap_or_else(|p| p.into_inner());
+                        f.get_or_insert(e);
+                        finishing.store(true, Ordering::Release);
+                    }
+                });
+            match spawned {
+                Ok(_) => started += 1,
+                Err(e) if started == 0 => {
                     let mut f = failed.lock().unwrap_or_else(|p| p.into_inner());
-                    f.get_or_insert(e);
+                    f.get_or_insert(Error::Spawn { source: e });
                     finishing.store(true, Ordering::Release);
+                    break;
                 }
-            });
+                Err(_) => break,
+            }
         }
         let mut last_map_check = Instant::now();
         let mut last_salvage = Instant::now();
@@ -183,7 +198,7 @@ pub fn run(
     }
     let left_owned = pool.slots().census()[State::Owned as usize];
     let unreported = pool.shared().lost_unreported.load(Ordering::Relaxed);
-    finish(
+    let mut rep = finish(
         dir,
         manifest,
         repaired,
@@ -191,7 +206,24 @@ pub fn run(
         salvage,
         left_owned,
         unreported,
-    )
+    )?;
+    pool_counters(pool, dir, &mut rep.manifest)?;
+    Ok(rep)
+}
+
+/// Copies the pool header's loss counters (`acquire_failures`, `meta_dropped`) into the
+/// manifest, so that a trace says when the pool was full even if no thread lived to
+/// count what it dropped (a writer SIGKILLed while no reader drained).
+fn pool_counters(pool: &Pool, dir: &Path, m: &mut Manifest) -> Result<()> {
+    let sh = pool.shared();
+    let failures = sh.acquire_failures.load(Ordering::Relaxed);
+    let meta = sh.meta_dropped.load(Ordering::Relaxed);
+    if (failures, meta) != (m.totals.acquire_failures, m.totals.meta_dropped) {
+        m.totals.acquire_failures = failures;
+        m.totals.meta_dropped = meta;
+        m.write(dir)?;
+    }
+    Ok(())
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -35,7 +35,7 @@ pub enum Error {
         why: String,
     },
     /// A chunk file is damaged.
-    #[error("{path}: {err}")]
+    #[error("{path}: {err}{}", repair_hint(err))]
     Chunk {
         /// The chunk file.
         path: PathBuf,
@@ -53,6 +53,36 @@ pub enum Error {
     /// The pool could not be used.
     #[error(transparent)]
     Pool(#[from] bufpool::PoolError),
+    /// A file the trace should hold as a regular file is something else.
+    #[error("{path}: {kind}, not a regular file")]
+    NotRegular {
+        /// The file.
+        path: PathBuf,
+        /// What it is.
+        kind: &'static str,
+    },
+    /// A file is larger than any valid one.
+    #[error("{path}: larger than {max} bytes, more than any valid file of its kind")]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// The bound.
+        max: u64,
+    },
+    /// The trace is damaged or incomplete and strict reading was asked for.
+    #[error("{dir}: damaged or incomplete trace (--strict): {first}")]
+    Damaged {
+        /// The trace directory.
+        dir: PathBuf,
+        /// The first damage found.
+        first: String,
+    },
+    /// Not even one drain thread could be started (a thread limit).
+    #[error("cannot start a drain thread: {source}")]
+    Spawn {
+        /// The OS error.
+        source: std::io::Error,
+    },
     /// A drain thread could not save what it took (the sub-buffers stay in the pool).
     #[error("saving to {path} failed ({kept} sub-buffer(s) left in the pool): {source}")]
     Save {
@@ -71,6 +101,16 @@ impl From<DiskError> for Error {
             DiskError::Io { path, what, source } => Error::Io { path, what, source },
             DiskError::Chunk { path, err } => Error::Chunk { path, err },
         }
+    }
+}
+
+/// What to do about a torn record (the file ends inside it): `culprit repair` cuts it.
+fn repair_hint(err: &ChunkError) -> &'static str {
+    if matches!(err.kind, bufpool::disk::ChunkErrorKind::Truncated { .. }) {
+        " (a torn last record, left by a killed reader or a full disk: `culprit repair DIR` \
+         cuts it off)"
+    } else {
+        ""
     }
 }
 

@@ -6,6 +6,9 @@
 //! - [`manifest`]: `manifest.json` — host, command, times, calibration, geometry,
 //!   processes, totals.
 //! - [`tracedir`]: [`TraceDir`] — every saved sub-buffer per thread, in order, once.
+//! - [`damage`]: skipping damaged and missing parts, one warning per file ([`Damage`]).
+//! - [`repairdir`]: `culprit repair` — what a full disk or a killed reader left.
+//! - [`safefile`]: opening files safely (regular files only, bounded reads).
 //! - [`summary`]: per-process counts and totals of a directory.
 //! - [`watch`]: whether any other process still maps the pool.
 //! - [`signals`]: stopping on SIGINT / SIGTERM.
@@ -42,8 +45,11 @@
 
 pub mod chunkfile;
 pub mod daemon;
+pub mod damage;
 pub mod error;
 pub mod manifest;
+pub mod repairdir;
+pub mod safefile;
 pub mod session;
 pub mod signals;
 pub mod summary;
@@ -53,7 +59,9 @@ pub mod watch;
 
 pub use chunkfile::{repair, ChunkWriter, Repaired};
 pub use daemon::{run, ReaderOptions, ReaderReport};
+pub use damage::Damage;
 pub use error::{Error, Result};
 pub use manifest::{Manifest, ProcessInfo, Totals};
+pub use repairdir::{repair_dir, RepairReport};
 pub use summary::{summarize, Summary};
-pub use tracedir::{Chunk, LoadedRecord, ThreadKey, TraceDir};
+pub use tracedir::{Chunk, LoadedRecord, OpenOptions, ThreadKey, TraceDir};

@@ -158,6 +158,16 @@ pub struct Totals {
     pub duplicates: u64,
     /// Records whose entries could not all be decoded.
     pub undecodable: u64,
+    /// Times a writer found no free sub-buffer (the pool header's counter). Non-zero
+    /// means entries were dropped: counted in `lost` by threads that lived to count them,
+    /// uncounted for processes killed before they could (see `bufpool/FORMAT.md`,
+    /// "Guarantees").
+    #[serde(default)]
+    pub acquire_failures: u64,
+    /// Metadata records a writer could not keep until a sub-buffer was free (the pool
+    /// header's `meta_dropped`; normally 0).
+    #[serde(default)]
+    pub meta_dropped: u64,
 }
 
 impl Manifest {
@@ -193,17 +203,23 @@ impl Manifest {
     /// Reads and checks `DIR/manifest.json`.
     pub fn read(dir: &Path) -> Result<Manifest> {
         let path = dir.join(bufpool::disk::MANIFEST_FILE);
-        let text = match std::fs::read(&path) {
+        let text = match crate::safefile::read_bounded(&path, crate::safefile::MAX_MANIFEST_BYTES) {
             Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
                 return Err(Error::NotATrace {
                     path: dir.to_path_buf(),
                     why: format!("no {} in it", bufpool::disk::MANIFEST_FILE),
                 })
             }
-            Err(e) => return Err(io(&path, "read")(e)),
+            Err(e) => return Err(e),
         };
-        let m: Manifest = serde_json::from_slice(&text).map_err(|e| Error::Manifest {
+        Self::parse(&path, &text)
+    }
+
+    /// Parses and checks the bytes of a manifest file (`path` names it in errors).
+    pub fn parse(path: &Path, text: &[u8]) -> Result<Manifest> {
+        let path = path.to_path_buf();
+        let m: Manifest = serde_json::from_slice(text).map_err(|e| Error::Manifest {
             path: path.clone(),
             why: e.to_string(),
         })?;

@@ -77,6 +77,44 @@ struct RecordLoc {
     /// a thread that misses another's `true` only verifies the record once more, which is
     /// harmless.
     verified: AtomicBool,
+    /// The record failed a read (tolerant mode): it is skipped from then on, and was
+    /// reported once. `Relaxed`: as `verified`.
+    bad: AtomicBool,
+}
+
+/// Whether directories opened with default options are read strictly: the command
+/// line's `--strict`, set once by [`set_strict_default`] so that every analysis that
+/// opens traces (through [`TraceDir::open`], [`TraceDir::open_lazy`] or the analyzer's
+/// `TraceSet::open`) inherits it. `Relaxed`: set before any trace is opened.
+static STRICT_DEFAULT: AtomicBool = AtomicBool::new(false);
+
+/// Makes every later open with default options strict (`--strict`) or not.
+pub fn set_strict_default(strict: bool) {
+    STRICT_DEFAULT.store(strict, Ordering::Relaxed);
+}
+
+/// How [`TraceDir::open_with`] opens a directory. The default is not lazy, not quiet,
+/// and strict only after [`set_strict_default`]`(true)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpenOptions {
+    /// Any damaged or missing part is an error (instead of being skipped with a
+    /// warning, see [`crate::damage`]).
+    pub strict: bool,
+    /// Verify checksums the first time a record is read rather than while indexing (see
+    /// [`TraceDir::open_lazy`]).
+    pub lazy: bool,
+    /// Do not print warnings (the damage is still in [`TraceDir::damage`]).
+    pub quiet: bool,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        OpenOptions {
+            strict: STRICT_DEFAULT.load(Ordering::Relaxed),
+            lazy: false,
+            quiet: false,
+        }
+    }
 }
 
 /// When records' checksums are verified.
@@ -189,6 +227,9 @@ pub struct TraceDir {
     threads: BTreeMap<ThreadKey, Vec<RecordLoc>>,
     records: u64,
     duplicates: u64,
+    opts: OpenOptions,
+    /// Damaged and missing parts found so far (indexing, then reads).
+    damage: std::sync::Mutex<Vec<crate::damage::Damage>>,
 }
 
 impl std::fmt::Debug for TraceDir {
@@ -228,7 +269,7 @@ pub fn scan_chunk_file(
     path: &Path,
     mut f: impl FnMut(u64, &SubBufInfo, &[u8]) -> Result<()>,
 ) -> Result<()> {
-    let file = File::open(path).map_err(io(path, "open"))?;
+    let file = crate::safefile::open_regular(path)?;
     let len = file.metadata().map_err(io(path, "stat"))?.len();
     let mut r = BufReader::with_capacity(1 << 20, file);
     let chunk_err = |err| Error::Chunk {
@@ -251,37 +292,6 @@ pub fn scan_chunk_file(
         disk::check_record(&h, &info, &data, off).map_err(chunk_err)?;
         f(off, &info, &data)?;
         off += (RECORD_FIXED_SIZE + data.len()) as u64;
-    }
-    Ok(())
-}
-
-/// Walks the records of one chunk file by their fixed parts only, and calls `f` with each
-/// record's offset and info; the data is skipped, not read, so not checksummed. Every other
-/// check of [`scan_chunk_file`] is made, with the same errors. Stops at the first damaged
-/// record with an error naming the file.
-fn walk_record_headers(
-    path: &Path,
-    mut f: impl FnMut(u64, &SubBufInfo) -> Result<()>,
-) -> Result<()> {
-    let file = File::open(path).map_err(io(path, "open"))?;
-    let len = file.metadata().map_err(io(path, "stat"))?.len();
-    let chunk_err = |err| Error::Chunk {
-        path: path.to_path_buf(),
-        err,
-    };
-    let mut head = vec![0u8; disk::CHUNK_HEADER_SIZE.min(len as usize)];
-    file.read_exact_at(&mut head, 0).map_err(io(path, "read"))?;
-    disk::parse_chunk_header(&head).map_err(chunk_err)?;
-    let mut off = disk::CHUNK_HEADER_SIZE as u64;
-    let mut fixed = [0u8; RECORD_FIXED_SIZE];
-    while off < len {
-        let left = len - off;
-        let n = (left as usize).min(RECORD_FIXED_SIZE);
-        file.read_exact_at(&mut fixed[..n], off)
-            .map_err(io(path, "read"))?;
-        let (h, info) = disk::parse_record_fixed(&fixed[..n], off, left).map_err(chunk_err)?;
-        f(off, &info)?;
-        off += RECORD_FIXED_SIZE as u64 + u64::from(h.data_len);
     }
     Ok(())
 }
@@ -328,15 +338,6 @@ impl Index {
     }
 }
 
-/// Is `e` a truncated last record of a chunk file another reader process is still
-/// appending to? That record is not written yet, and it will be indexed when that reader
-/// finishes.
-fn still_being_written(e: &Error, path: &Path) -> bool {
-    matches!(e, Error::Chunk { err, .. }
-        if matches!(err.kind, disk::ChunkErrorKind::Truncated { .. }))
-        && crate::chunkfile::writer_alive(path)
-}
-
 /// Checks that `dir` is a directory and reads its manifest.
 fn open_manifest(dir: &Path) -> Result<Manifest> {
     match std::fs::metadata(dir) {
@@ -354,11 +355,64 @@ fn open_manifest(dir: &Path) -> Result<Manifest> {
 
 impl TraceDir {
     /// Opens a trace directory: reads the manifest and checks (CRC-32 included) and
-    /// indexes every chunk; a damaged record fails the open.
+    /// indexes every chunk. Damaged or missing parts are skipped with one warning line per
+    /// file (see [`crate::damage`]); [`TraceDir::open_with`] with `strict` makes them an
+    /// error.
     pub fn open(dir: impl AsRef<Path>) -> Result<TraceDir> {
+        Self::open_with(dir, OpenOptions::default())
+    }
+
+    /// Opens a trace directory as `opts` say.
+    pub fn open_with(dir: impl AsRef<Path>, opts: OpenOptions) -> Result<TraceDir> {
         let dir = dir.as_ref().to_path_buf();
         let manifest = open_manifest(&dir)?;
-        Self::index(dir, manifest)
+        Self::index_opts(dir, manifest, opts)
+    }
+
+    /// Damaged and missing parts found so far, one per file (or per directory for
+    /// sequence gaps): at open, and by reads of lazily checked records since.
+    pub fn damage(&self) -> Vec<crate::damage::Damage> {
+        self.damage
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Records a damage found, and prints it as a warning unless quiet.
+    fn note_damage(&self, d: crate::damage::Damage) {
+        if !self.opts.quiet {
+            eprintln!("culprit: warning: {d}");
+        }
+        self.damage
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(d);
+    }
+
+    /// A read of `loc` failed: an error when strict; else the record is skipped from now
+    /// on and reported once.
+    fn skip_bad(&self, loc: &RecordLoc, e: Error) -> Result<()> {
+        if self.opts.strict {
+            return Err(e);
+        }
+        if !loc.bad.swap(true, Ordering::Relaxed) {
+            let why = e.to_string();
+            let path = &self.files[loc.file as usize].0;
+            let why = why
+                .strip_prefix(&format!("{}: ", path.display()))
+                .unwrap_or(&why)
+                .to_string();
+            self.note_damage(crate::damage::Damage {
+                path: path.as_ref().clone(),
+                offset: Some(loc.offset),
+                bytes: RECORD_FIXED_SIZE as u64 + u64::from(loc.info.bytes_used),
+                records: 1,
+                threads: vec![ThreadKey::of(&loc.info)],
+                why,
+                repairable: false,
+            });
+        }
+        Ok(())
     }
 
     /// Opens a trace directory reading only the record headers of its chunks: each
@@ -368,53 +422,99 @@ impl TraceDir {
     /// readers that read every record anyway (the analyzer): the data is read once, not
     /// twice.
     pub fn open_lazy(dir: impl AsRef<Path>) -> Result<TraceDir> {
-        let dir = dir.as_ref().to_path_buf();
-        let manifest = open_manifest(&dir)?;
-        Self::index_with(dir, manifest, Verify::OnFirstRead)
+        Self::open_with(
+            dir,
+            OpenOptions {
+                lazy: true,
+                ..Default::default()
+            },
+        )
     }
 
     /// Indexes the chunks of `dir` under a given manifest (used by a reader that has
     /// not written the final manifest yet), checking every record as [`TraceDir::open`]
     /// does.
     pub fn index(dir: PathBuf, manifest: Manifest) -> Result<TraceDir> {
-        Self::index_with(dir, manifest, Verify::AtIndex)
+        Self::index_opts(dir, manifest, OpenOptions::default())
     }
 
-    /// Indexes the chunks of `dir`, verifying checksums when `verify` says.
-    fn index_with(dir: PathBuf, manifest: Manifest, verify: Verify) -> Result<TraceDir> {
+    /// Indexes the chunks of `dir` as `opts` say.
+    pub fn index_opts(dir: PathBuf, manifest: Manifest, opts: OpenOptions) -> Result<TraceDir> {
+        let verify = if opts.lazy {
+            Verify::OnFirstRead
+        } else {
+            Verify::AtIndex
+        };
         let mut files = Vec::new();
         let mut index = Index::default();
+        let mut damage = Vec::new();
         for path in chunk_files(&dir)? {
             let fi = files.len() as u32;
-            let mut add = |offset, info: &SubBufInfo| {
+            let add = |offset, info: &SubBufInfo| {
                 index.add(RecordLoc {
                     file: fi,
                     offset,
                     info: *info,
                     verified: AtomicBool::new(verify == Verify::AtIndex),
+                    bad: AtomicBool::new(false),
                 });
-                Ok(())
             };
-            let scanned = match verify {
-                Verify::AtIndex => scan_chunk_file(&path, |off, info, _| add(off, info)),
-                Verify::OnFirstRead => walk_record_headers(&path, add),
-            };
-            match scanned {
-                Err(e) if !still_being_written(&e, &path) => return Err(e),
-                _ => {}
+            let found =
+                crate::damage::scan_tolerant(&path, verify == Verify::AtIndex, add, &mut damage);
+            if opts.strict && !damage.is_empty() {
+                return Err(Error::Damaged {
+                    dir,
+                    first: damage[0].to_string(),
+                });
             }
-            let f = File::open(&path).map_err(io(&path, "open"))?;
-            files.push((Arc::new(path), f));
+            if let Some(f) = found {
+                files.push((Arc::new(path), f));
+            }
         }
         let (records, duplicates) = (index.records, index.duplicates);
-        Ok(TraceDir {
+        let threads = index.finish();
+        let mut damage = crate::damage::per_file(damage);
+        let seqs = threads
+            .iter()
+            .map(|(k, l)| (*k, l.iter().map(|r| r.info.seq).collect::<Vec<_>>()));
+        damage.extend(crate::damage::check_seqs(&dir, seqs));
+        let mut found: BTreeMap<(u32, u64), (u64, Vec<ThreadKey>)> = BTreeMap::new();
+        for (k, l) in &threads {
+            let f = found.entry((k.pid, k.start_ticks)).or_default();
+            f.0 += l.len() as u64;
+            f.1.push(*k);
+        }
+        damage.extend(crate::damage::check_totals(&dir, &manifest, &found));
+        if opts.strict && !damage.is_empty() {
+            return Err(Error::Damaged {
+                dir,
+                first: damage[0].to_string(),
+            });
+        }
+        let t = TraceDir {
             dir,
             manifest,
             files,
-            threads: index.finish(),
+            threads,
             records,
             duplicates,
-        })
+            opts,
+            damage: Default::default(),
+        };
+        for d in damage {
+            t.note_damage(d);
+        }
+        let tot = &t.manifest.totals;
+        if tot.acquire_failures > 0 && tot.lost == 0 && !t.opts.quiet {
+            eprintln!(
+                "culprit: warning: {}: writers found the pool full {} time(s) but no loss \
+                 was counted: entries of processes killed before they could count their \
+                 drops are missing",
+                t.dir.display(),
+                tot.acquire_failures
+            );
+        }
+        Ok(t)
     }
 
     /// The directory.
@@ -469,7 +569,11 @@ impl TraceDir {
             .get(&key)
             .into_iter()
             .flat_map(|l| l.iter())
-            .map(move |loc| self.read(loc))
+            .filter(|loc| !loc.bad.load(Ordering::Relaxed))
+            .filter_map(move |loc| match self.read(loc) {
+                Ok(c) => Some(Ok(c)),
+                Err(e) => self.skip_bad(loc, e).err().map(Err),
+            })
     }
 
     /// Every entry of one thread, in order. Errors name the file and offset.
@@ -498,7 +602,16 @@ impl TraceDir {
     ) -> std::result::Result<(), E> {
         let mut buf = Vec::new();
         for loc in self.threads.get(&key).into_iter().flatten() {
-            let data_offset = self.read_into(loc, &mut buf)?;
+            if loc.bad.load(Ordering::Relaxed) {
+                continue;
+            }
+            let data_offset = match self.read_into(loc, &mut buf) {
+                Ok(o) => o,
+                Err(e) => {
+                    self.skip_bad(loc, e)?;
+                    continue;
+                }
+            };
             f(ChunkRef {
                 info: &loc.info,
                 data: &buf[RECORD_FIXED_SIZE..],
@@ -526,11 +639,20 @@ impl TraceDir {
         buf.reserve(self.thread_bytes(key) as usize);
         let mut out = Vec::with_capacity(locs.len());
         for loc in locs {
+            if loc.bad.load(Ordering::Relaxed) {
+                continue;
+            }
             let (path, file) = &self.files[loc.file as usize];
             let need = RECORD_FIXED_SIZE + loc.info.bytes_used as usize;
             let start = buf.len();
-            pread_onto(file, buf, need, loc.offset).map_err(io(path.as_ref(), "read"))?;
-            self.check_record(loc, &buf[start..])?;
+            let read = pread_onto(file, buf, need, loc.offset)
+                .map_err(io(path.as_ref(), "read"))
+                .and_then(|()| self.check_record(loc, &buf[start..]));
+            if let Err(e) = read {
+                buf.truncate(start);
+                self.skip_bad(loc, e)?;
+                continue;
+            }
             out.push(LoadedRecord {
                 info: loc.info,
                 path: path.clone(),

@@ -1,5 +1,6 @@
-//! A damaged trace directory gives an error naming the file and the problem (and the
-//! byte offset inside a chunk file), never a panic or garbage.
+//! A damaged trace directory opened strictly (`--strict`) gives an error naming the file
+//! and the problem (and the byte offset inside a chunk file), never a panic or garbage.
+//! (Opened normally, the damage is skipped with a warning: `tests/damage.rs`.)
 
 use bufpool::format::{encode_fn, Kind};
 use bufpool::{Pool, PoolConfig, WriterState};
@@ -43,6 +44,29 @@ fn good_trace(tmp: &Path) -> (PathBuf, PathBuf) {
     (out, files[0].clone())
 }
 
+/// Opens with every damage an error (`--strict`), checksums at index time.
+fn strict(dir: &Path) -> reader::Result<TraceDir> {
+    TraceDir::open_with(
+        dir,
+        reader::OpenOptions {
+            strict: true,
+            ..Default::default()
+        },
+    )
+}
+
+/// Opens with every damage an error, checksums at first read.
+fn strict_lazy(dir: &Path) -> reader::Result<TraceDir> {
+    TraceDir::open_with(
+        dir,
+        reader::OpenOptions {
+            strict: true,
+            lazy: true,
+            ..Default::default()
+        },
+    )
+}
+
 /// Cuts the last `by` bytes off `file`, in place; returns its length before.
 fn cut_short(file: &Path, by: u64) -> u64 {
     let len = std::fs::metadata(file).unwrap().len();
@@ -52,12 +76,12 @@ fn cut_short(file: &Path, by: u64) -> u64 {
 }
 
 fn open_err(dir: &Path) -> String {
-    let e = TraceDir::open(dir).unwrap_err();
+    let e = strict(dir).unwrap_err();
     format!("{e}")
 }
 
 fn count_entries(dir: &Path) -> usize {
-    count_entries_of(&TraceDir::open(dir).unwrap())
+    count_entries_of(&strict(dir).unwrap())
 }
 
 fn count_entries_of(t: &TraceDir) -> usize {
@@ -94,7 +118,10 @@ fn a_truncated_chunk_is_reported_with_file_and_offset() {
     let cut = reader::repair(&dir).unwrap();
     assert_eq!(cut.len(), 1);
     assert!(cut[0].new_len < len - 100);
-    let n = count_entries(&dir);
+    // The record cut off is missing from the manifest's count: reported, and skipped.
+    let e = strict(&dir).unwrap_err().to_string();
+    assert!(e.contains("1 sub-buffer record(s) missing"), "{e}");
+    let n = count_entries_of(&TraceDir::open(&dir).unwrap());
     assert!(n > 0 && n < 1000, "{n}");
 }
 
@@ -102,7 +129,7 @@ fn a_truncated_chunk_is_reported_with_file_and_offset() {
 fn a_chunk_cut_short_after_indexing_fails_the_read_that_misses_it() {
     let tmp = tempfile::tempdir().unwrap();
     let (dir, chunk) = good_trace(tmp.path());
-    let t = TraceDir::open_lazy(&dir).unwrap();
+    let t = strict_lazy(&dir).unwrap();
     cut_short(&chunk, 100);
     for e in [visit_all(&t), load_all(&t)] {
         let e = e.unwrap_err().to_string();
@@ -199,7 +226,7 @@ fn an_undecodable_entry_names_the_file_offset() {
         bufpool::disk::encode_record(&r.info, &data, &mut out);
     }
     std::fs::write(&chunk, &out).unwrap();
-    let t = TraceDir::open(&dir).unwrap();
+    let t = strict(&dir).unwrap();
     let k = t.threads().next().unwrap();
     let e = t.for_each_entry(k, |_, _| Ok(())).unwrap_err().to_string();
     let want = bufpool::disk::CHUNK_HEADER_SIZE + bufpool::disk::RECORD_FIXED_SIZE + 20;
@@ -257,13 +284,13 @@ const IN_FIRST_DATA: usize = FIRST_RECORD + bufpool::disk::RECORD_FIXED_SIZE + 5
 fn the_good_trace_reads_back_when_opened_lazily() {
     let tmp = tempfile::tempdir().unwrap();
     let (dir, _) = good_trace(tmp.path());
-    let lazy = TraceDir::open_lazy(&dir).unwrap();
-    let eager = TraceDir::open(&dir).unwrap();
+    let lazy = strict_lazy(&dir).unwrap();
+    let eager = strict(&dir).unwrap();
     assert_eq!(lazy.records(), eager.records());
     assert_eq!(lazy.threads().count(), 1);
     assert_eq!(count_entries_of(&lazy), 1000);
     assert_eq!(visit_all(&lazy).unwrap(), visit_all(&eager).unwrap());
-    let fresh = TraceDir::open_lazy(&dir).unwrap();
+    let fresh = strict_lazy(&dir).unwrap();
     assert_eq!(load_all(&fresh).unwrap(), visit_all(&eager).unwrap());
 }
 
@@ -283,7 +310,7 @@ fn a_flipped_byte_opens_lazily_and_fails_the_first_read() {
     // The eager open checks every record up front.
     want(&open_err(&dir));
     // The lazy open reads only the headers: it opens and lists the thread...
-    let t = TraceDir::open_lazy(&dir).unwrap();
+    let t = strict_lazy(&dir).unwrap();
     let k = t.threads().next().unwrap();
     assert_eq!(t.threads().count(), 1);
     assert!(t.infos(k).count() > 1);
@@ -299,7 +326,7 @@ fn a_flipped_byte_opens_lazily_and_fails_the_first_read() {
 fn a_record_verified_once_is_not_checksummed_again() {
     let tmp = tempfile::tempdir().unwrap();
     let (dir, chunk) = good_trace(tmp.path());
-    let t = TraceDir::open_lazy(&dir).unwrap();
+    let t = strict_lazy(&dir).unwrap();
     let before = visit_all(&t).unwrap();
     // Data bytes changed after the record was verified go unnoticed: the checksum is not
     // computed again, and the read hands over the changed bytes.
@@ -308,7 +335,7 @@ fn a_record_verified_once_is_not_checksummed_again() {
     assert_eq!(after[0][5], before[0][5] ^ 0x40);
     assert_eq!(after[1..], before[1..]);
     // A directory opened afresh checks the record again and finds the damage.
-    let fresh = TraceDir::open_lazy(&dir).unwrap();
+    let fresh = strict_lazy(&dir).unwrap();
     let e = visit_all(&fresh).unwrap_err().to_string();
     assert!(e.contains("checksum mismatch"), "{e}");
     // A changed sub-buffer header is still caught, by the header consistency check.
@@ -333,7 +360,7 @@ fn a_lazy_open_makes_every_check_but_the_checksum() {
     let b = std::fs::read(&chunk).unwrap();
     let second = bufpool::disk::records(&b).nth(1).unwrap().unwrap().offset as usize;
     flip(&chunk, second);
-    let e = TraceDir::open_lazy(&dir).unwrap_err().to_string();
+    let e = strict_lazy(&dir).unwrap_err().to_string();
     assert!(e.contains(&chunk.display().to_string()), "{e}");
     assert!(
         e.contains("bad record magic") && e.contains(&format!("at byte offset {second}")),
@@ -348,7 +375,7 @@ fn a_lazy_open_makes_every_check_but_the_checksum() {
         .open(&chunk)
         .unwrap();
     f.set_len(len - 100).unwrap();
-    let e = TraceDir::open_lazy(&dir).unwrap_err().to_string();
+    let e = strict_lazy(&dir).unwrap_err().to_string();
     assert!(e.contains("record truncated"), "{e}");
     assert_eq!(e, open_err(&dir));
 }

@@ -21,7 +21,7 @@
 extern "C" {
 #endif
 
-/* Mirrors bufpool::writer::WriterState (#[repr(C)], 80 bytes). C hot paths append by
+/* Mirrors bufpool::writer::WriterState (#[repr(C)], 96 bytes). C hot paths append by
  * checking end - cur, copying the entry to cur, advancing cur and storing cur - start
  * into *used with release ordering; otherwise they call culprit_append_slow. */
 struct culprit_writer {
@@ -37,8 +37,11 @@ struct culprit_writer {
     uint32_t tid;
     uint64_t start_ticks;
     uint64_t lost_total;
+    uint8_t *pending;        /* metadata kept until a sub-buffer is free (Rust only) */
+    uint32_t pending_len;
+    uint32_t pending_records;
 };
-_Static_assert(sizeof(struct culprit_writer) == 80, "must match bufpool::writer::WriterState");
+_Static_assert(sizeof(struct culprit_writer) == 96, "must match bufpool::writer::WriterState");
 
 /* Per-thread tracer state. Defined in C (gcc-hooks/c) as an initial-exec TLS variable so
  * the -finstrument-functions hooks reach it without a function call; the Rust side of

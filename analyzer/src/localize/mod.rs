@@ -9,6 +9,7 @@ pub mod consequence;
 pub mod evidence;
 pub mod learn;
 pub mod model;
+pub mod model_check;
 pub mod narrative;
 pub mod options;
 mod pipeline;

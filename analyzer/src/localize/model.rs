@@ -457,21 +457,25 @@ impl Model {
             }
             None => return Err(bad("no \"version\" field".into())),
         }
+        super::model_check::check_keys(&v).map_err(bad)?;
         let w: wire::Model = serde_json::from_value(v).map_err(|e| bad(format!("{e}")))?;
         let mut m = w.into_model().map_err(bad)?;
         for g in &mut m.groups {
             g.classes.sort_by(|a, b| a.0.cmp(&b.0));
         }
         m.groups.sort_by(|a, b| a.signature.cmp(&b.signature));
+        super::model_check::check_model(&m).map_err(bad)?;
         Ok(m)
     }
 
     /// Reads a model file.
     pub fn load(path: &Path) -> Result<Model> {
-        let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+        // A regular file of bounded size (never a FIFO or /dev/zero).
+        let bytes = reader::safefile::read_bounded(path, super::model_check::MAX_MODEL_BYTES)
+            .map_err(Error::Reader)?;
+        let text = String::from_utf8(bytes).map_err(|e| Error::BadModel {
             path: path.to_path_buf(),
-            what: "read model",
-            source,
+            why: format!("not UTF-8 text: {e}"),
         })?;
         Model::from_json(path, &text)
     }

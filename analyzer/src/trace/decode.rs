@@ -156,7 +156,8 @@ impl Event {
 /// Counts of one decoding pass.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DecodeStats {
-    /// Entries decoded.
+    /// Trace entries decoded (metadata records and `Lost` markers excluded, as in the
+    /// manifest's `entries`).
     pub entries: u64,
     /// Bytes decoded.
     pub bytes: u64,
@@ -397,7 +398,10 @@ fn decode_chunk(
             path: path.to_path_buf(),
             source,
         })?;
-        entries += 1;
+        // "Entries" as the manifest counts them: metadata records and Lost markers are not.
+        if !e.kind.is_meta() && e.kind != format::Kind::Lost {
+            entries += 1;
+        }
         let ev = convert(&e).map_err(|source| Error::Decode {
             path: path.to_path_buf(),
             source,

@@ -75,6 +75,34 @@ pub fn real_cc() -> anyhow::Result<Vec<OsString>> {
     }
 }
 
+/// Where `prog` resolves, as `execvp` would find it (a path, or the first match in `PATH`).
+fn resolve(prog: &OsStr) -> Option<std::path::PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let p = std::path::Path::new(prog);
+    if prog.as_encoded_bytes().contains(&b'/') {
+        return std::fs::canonicalize(p).ok();
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(p))
+        .find(|c| {
+            std::fs::metadata(c).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+        .and_then(|c| std::fs::canonicalize(c).ok())
+}
+
+/// True if `prog` is this very `culprit` executable (same file).
+fn is_culprit(prog: &OsStr) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let (Some(target), Ok(me)) = (resolve(prog), std::env::current_exe()) else {
+        return false;
+    };
+    match (std::fs::metadata(&target), std::fs::metadata(&me)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
+
 /// Runs `culprit cc`: execs the real compiler; returns only if that fails.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     use std::os::unix::process::CommandExt;
@@ -83,6 +111,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         "{REAL_CC_ENV} runs `culprit cc` again; point it at the real compiler"
     );
     let cc = real_cc()?;
+    anyhow::ensure!(
+        !is_culprit(&cc[0]),
+        "{REAL_CC_ENV}={:?} names culprit itself, which runs `culprit cc` again: point it \
+         at the real compiler (e.g. gcc)",
+        cc[0]
+    );
     let mut cmd = std::process::Command::new(&cc[0]);
     cmd.args(&cc[1..])
         .args(added_flags(&args.args))

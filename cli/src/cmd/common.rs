@@ -12,13 +12,16 @@ use std::sync::Arc;
 /// Pool geometry options shared by `culprit record` and `culprit reader --create`.
 #[derive(clap::Args, Clone, Debug)]
 pub struct PoolArgs {
-    /// Number of sub-buffers in the pool.
-    #[arg(long, value_name = "N", default_value_t = bufpool::pool::DEFAULT_SUBBUFS)]
+    /// Number of sub-buffers in the pool (1 to 1048576).
+    #[arg(long, value_name = "N", default_value_t = bufpool::pool::DEFAULT_SUBBUFS,
+          value_parser = clap::value_parser!(u32).range(1..=1 << 20))]
     pub subbufs: u32,
-    /// Size of each sub-buffer (bytes; K and M suffixes accepted), a multiple of 4 KiB.
+    /// Size of each sub-buffer (bytes; K and M suffixes accepted), a multiple of 4 KiB
+    /// from 8K to 1024M.
     #[arg(long, value_name = "BYTES", default_value = "256K", value_parser = parse_size)]
     pub subbuf_size: u32,
-    /// Events a thread drops, when the pool is full, before it tries again.
+    /// Events a thread drops, when the pool is full, before it tries again (0 to
+    /// 4294967295; 0: try again at every event).
     #[arg(long, value_name = "N", default_value_t = bufpool::pool::DEFAULT_RETRY_AFTER)]
     pub retry_after: u32,
     /// Pool file (default: a new file in /dev/shm, deleted at the end).
@@ -132,6 +135,20 @@ pub fn open(dirs: &[PathBuf]) -> anyhow::Result<TraceSet> {
         );
     }
     Ok(set)
+}
+
+/// Most drain threads `--readers` accepts: more cannot drain a pool any faster (each
+/// saves whole sub-buffers with one `write`), and every one is a thread of the recorder.
+pub const MAX_READERS: usize = 64;
+
+/// Parses `--readers`: 1 to [`MAX_READERS`].
+pub fn parse_readers(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if (1..=MAX_READERS).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "{s:?}: the number of drain threads must be 1 to {MAX_READERS}"
+        )),
+    }
 }
 
 #[cfg(test)]

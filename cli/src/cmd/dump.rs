@@ -20,10 +20,15 @@ pub struct Args {
     /// One JSON object per line instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Any damaged or missing part of a trace is an error (by default it is skipped
+    /// with one warning line per file).
+    #[arg(long)]
+    pub strict: bool,
 }
 
 /// Runs `culprit dump`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    reader::tracedir::set_strict_default(args.strict);
     let trace = Arc::new(TraceDir::open(&args.dir)?);
     if !trace.manifest().complete {
         eprintln!(

@@ -27,13 +27,19 @@ pub struct Args {
     /// of library frames is one node, the outermost, as libc is for C).
     #[arg(long)]
     pub all_library_frames: bool,
-    /// Worker threads (default: one per core). Results do not depend on it.
-    #[arg(long, value_name = "N")]
+    /// Worker threads, 1 to 1024 (default: one per core). Results do not depend on it.
+    #[arg(long, value_name = "N", value_parser = super::outpath::parse_threads)]
     pub threads: Option<usize>,
+    /// Any damaged or missing part of a trace is an error (by default it is skipped
+    /// with one warning line per file).
+    #[arg(long)]
+    pub strict: bool,
 }
 
 /// Runs `culprit learn`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    reader::tracedir::set_strict_default(args.strict);
+    super::outpath::check_output_file(&args.output, "model file (-o)")?;
     set_threads(args.threads)?;
     let set = open(&args.dirs)?;
     let mut opts = options();

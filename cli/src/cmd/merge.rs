@@ -25,6 +25,7 @@ pub struct Args {
 
 /// Runs `culprit merge`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    super::outpath::check_output_file(&args.output, "model file (-o)")?;
     let mut out: Option<Model> = None;
     for p in &args.models {
         let m = Model::load(p)?;

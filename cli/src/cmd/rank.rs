@@ -47,17 +47,25 @@ pub struct Args {
     /// `longest` (the longest unit), `ochiai` (spectrum-based, over nodes).
     #[arg(long, value_name = "SCORE", default_value = "evidence")]
     pub score: analyzer::evidence::ScoreKind,
-    /// Worker threads (default: one per core). Results do not depend on it.
-    #[arg(long, value_name = "N")]
-    pub threads: Option<usize>,
     /// Do not list under each unit where its messages came from and went (saves the
     /// messages pass over the traces).
     #[arg(long)]
     pub no_messages: bool,
+    /// Worker threads, 1 to 1024 (default: one per core). Results do not depend on it.
+    #[arg(long, value_name = "N", value_parser = super::outpath::parse_threads)]
+    pub threads: Option<usize>,
+    /// Any damaged or missing part of a trace is an error (by default it is skipped
+    /// with one warning line per file).
+    #[arg(long)]
+    pub strict: bool,
 }
 
 /// Runs `culprit rank`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    reader::tracedir::set_strict_default(args.strict);
+    if let Some(h) = &args.html {
+        super::outpath::check_output_file(h, "page (--html)")?;
+    }
     set_threads(args.threads)?;
     let model = Model::load(&args.model)?;
     let set = open(&args.dirs)?;

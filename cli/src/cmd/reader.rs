@@ -21,8 +21,8 @@ pub struct Args {
     pub create: bool,
     #[command(flatten)]
     pub pool: PoolArgs,
-    /// Drain threads.
-    #[arg(long, value_name = "N", default_value_t = 2)]
+    /// Drain threads (1 to 64).
+    #[arg(long, value_name = "N", default_value_t = 2, value_parser = super::common::parse_readers)]
     pub readers: usize,
     /// Keep running after every traced process is gone (stop only on SIGINT/SIGTERM).
     #[arg(long)]
@@ -61,7 +61,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             r.stops
         );
     })?;
-    for line in standalone::summary(&rep, &args.out) {
+    for line in standalone::summary(&rep, &args.out, args.create) {
         eprintln!("culprit: {line}");
     }
     Ok(ExitCode::SUCCESS)

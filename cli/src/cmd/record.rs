@@ -25,8 +25,8 @@ pub struct Args {
     /// `recv:short=3,nth=17` or `read:errno=ECONNRESET,peer-port=7000,count=1`.
     #[arg(long = "inject", value_name = "SPEC")]
     pub inject: Vec<String>,
-    /// Drain threads.
-    #[arg(long, value_name = "N", default_value_t = 2)]
+    /// Drain threads (1 to 64).
+    #[arg(long, value_name = "N", default_value_t = 2, value_parser = super::common::parse_readers)]
     pub readers: usize,
     /// Keep the pool file at the end.
     #[arg(long)]

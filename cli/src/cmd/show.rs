@@ -26,10 +26,15 @@ pub struct Args {
     /// Print JSON (the unit's rank object with its annotated tree).
     #[arg(long)]
     pub json: bool,
+    /// Any damaged or missing part of a trace is an error (by default it is skipped
+    /// with one warning line per file).
+    #[arg(long)]
+    pub strict: bool,
 }
 
 /// Runs `culprit show`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    reader::tracedir::set_strict_default(args.strict);
     let model = Model::load(&args.model)?;
     let set = open(std::slice::from_ref(&args.dir))?;
     let opts = options();

@@ -68,11 +68,22 @@ pub enum SessionError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// The output directory cannot be made, or written in: found before the pool exists,
+    /// so nothing is left behind.
+    #[error("{}: {why}", .path.display())]
+    OutputDir {
+        /// The directory.
+        path: PathBuf,
+        /// What is wrong.
+        why: &'static str,
+        /// The OS error, if any.
+        source: Option<std::io::Error>,
+    },
     /// The command cannot be run untraced either.
-    #[error("cannot run {command}: {source}")]
+    #[error("{why}")]
     Spawn {
-        /// The command.
-        command: String,
+        /// Why, in a shell's words ([`supervise::spawn_error`]).
+        why: String,
         /// The OS error.
         source: std::io::Error,
     },
@@ -147,6 +158,7 @@ impl Session {
         if out.join(bufpool::disk::MANIFEST_FILE).exists() {
             return Err(SessionError::OutputExists(out.clone()));
         }
+        check_output_dir(out)?;
         let pool_path = &self.pool_path;
         let created = check_space(pool_path, &self.pool)
             .and_then(|()| Pool::create(pool_path, &self.pool).map_err(|e| e.to_string()));
@@ -167,7 +179,21 @@ impl Session {
                 traced: None,
             });
         };
-        let (status, report) = supervise::record(self, &pool, &lib, notice)?;
+        let (status, report) = match supervise::record(self, &pool, &lib, notice) {
+            Ok(r) => r,
+            Err(e) => {
+                // Nothing ran into the pool: it goes, not to leak.
+                if pool
+                    .shared()
+                    .writers_attached
+                    .load(std::sync::atomic::Ordering::Relaxed)
+                    == 0
+                {
+                    let _ = std::fs::remove_file(pool_path);
+                }
+                return Err(e);
+            }
+        };
         let saved_all = report.is_ok();
         let pool_kept = !saved_all || self.keep_pool;
         if !pool_kept {
@@ -183,4 +209,27 @@ impl Session {
             }),
         })
     }
+}
+
+/// Checks, before a pool exists, that `out` can become a trace directory: creates it if
+/// needed and checks that it is a directory the session may write in. A bad `-o` is then an
+/// error that leaves nothing behind (no pool in /dev/shm).
+fn check_output_dir(out: &std::path::Path) -> Result<(), SessionError> {
+    let err = |why, source| SessionError::OutputDir {
+        path: out.to_path_buf(),
+        why,
+        source,
+    };
+    if std::fs::symlink_metadata(out).is_ok() && !std::fs::metadata(out).is_ok_and(|m| m.is_dir()) {
+        return Err(err(
+            "the output directory exists and is not a directory",
+            None,
+        ));
+    }
+    std::fs::create_dir_all(out).map_err(|e| err("cannot create the output directory", Some(e)))?;
+    let probe = out.join(format!(".culprit-probe-{}", std::process::id()));
+    std::fs::File::create(&probe)
+        .map_err(|e| err("cannot write in the output directory", Some(e)))?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
 }

@@ -41,8 +41,8 @@ impl fmt::Display for Notice<'_> {
             Notice::CannotRun { command, error } => {
                 write!(
                     f,
-                    "error: cannot run {}: {error}",
-                    command.to_string_lossy()
+                    "error: {}",
+                    super::supervise::spawn_error(command, error)
                 )
             }
             Notice::Killing { processes } => write!(
@@ -97,11 +97,19 @@ impl Recording {
                     t.out.display(),
                     n.lost
                 ));
-                if n.lost > 0 {
-                    lines.push(
-                        "the pool was full at times: enlarge it with --subbufs or --subbuf-size"
-                            .into(),
-                    );
+                if n.lost > 0 || n.acquire_failures > 0 {
+                    lines.push(format!(
+                        "the pool was full at times ({} failed sub-buffer requests): enlarge it \
+                         with --subbufs or --subbuf-size",
+                        n.acquire_failures
+                    ));
+                }
+                if n.meta_dropped > 0 {
+                    lines.push(format!(
+                        "warning: {} metadata record(s) could not be kept until a sub-buffer \
+                         was free",
+                        n.meta_dropped
+                    ));
                 }
                 if rep.left_owned > 0 {
                     lines.push(format!(

@@ -111,8 +111,9 @@ impl Standalone {
 }
 
 /// The closing lines of a standalone reader: what it saved, the torn records it cut off
-/// an interrupted directory, and what it left in the pool.
-pub fn summary(rep: &ReaderReport, out: &std::path::Path) -> Vec<String> {
+/// an interrupted directory, and what it left in the pool. `created`: the reader made the
+/// pool itself (`--create`), so no torn record's sub-buffer was in it.
+pub fn summary(rep: &ReaderReport, out: &std::path::Path, created: bool) -> Vec<String> {
     let t = &rep.manifest.totals;
     let mut lines = vec![format!(
         "saved {} process(es), {} thread(s), {} entries ({} bytes) to {}; {} lost",
@@ -124,12 +125,27 @@ pub fn summary(rep: &ReaderReport, out: &std::path::Path) -> Vec<String> {
         t.lost
     )];
     for r in &rep.repaired {
+        // A pool this run created never held the torn record's sub-buffer: only the pool
+        // the killed reader drained can give it again.
+        let fate = if created {
+            "its sub-buffer stayed in the pool the killed reader drained (drain that pool \
+             with `culprit reader --pool FILE -o DIR` if it still exists)"
+        } else {
+            "its sub-buffer, never released, was saved again from the pool"
+        };
         lines.push(format!(
-            "cut a torn record off {} ({} → {} bytes: {}); its sub-buffer was saved again",
+            "cut a torn record off {} ({} → {} bytes: {}); {fate}",
             r.path.display(),
             r.old_len,
             r.new_len,
             r.why
+        ));
+    }
+    if created && !rep.repaired.is_empty() {
+        lines.push(format!(
+            "(to repair a trace directory whose pool is gone, `culprit repair {}` does it \
+             without creating a pool)",
+            out.display()
         ));
     }
     if rep.left_owned > 0 {

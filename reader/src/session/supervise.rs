@@ -24,6 +24,20 @@ fn os(what: &'static str) -> impl FnOnce(std::io::Error) -> SessionError {
     move |source| SessionError::Os { what, source }
 }
 
+/// Why a command cannot be started, in a shell's words when it is not found.
+pub fn spawn_error(cmd: &std::ffi::OsStr, e: &std::io::Error) -> String {
+    let name = cmd.to_string_lossy();
+    if e.kind() == std::io::ErrorKind::NotFound {
+        if name.contains('/') {
+            format!("{name}: no such file")
+        } else {
+            format!("{name}: command not found (not in PATH)")
+        }
+    } else {
+        format!("cannot run {name}: {e}")
+    }
+}
+
 /// Runs `cmd` without tracing, reaping its whole tree; its shell exit status.
 pub fn run_untraced(cmd: &[OsString]) -> Result<u8, SessionError> {
     crate::tree::become_subreaper().map_err(os("prctl(PR_SET_CHILD_SUBREAPER)"))?;
@@ -31,7 +45,7 @@ pub fn run_untraced(cmd: &[OsString]) -> Result<u8, SessionError> {
         .args(&cmd[1..])
         .spawn()
         .map_err(|source| SessionError::Spawn {
-            command: cmd[0].to_string_lossy().into_owned(),
+            why: spawn_error(&cmd[0], &source),
             source,
         })?;
     let end = crate::tree::wait_tree(child.id(), |_| {})

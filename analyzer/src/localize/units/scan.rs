@@ -386,7 +386,10 @@ impl ThreadScanner<'_> {
                     continue;
                 }
                 let Some(e) = entry_at(&c, p)? else { break };
-                entries += 1;
+                // Metadata and Lost markers are not entries (as in the manifest).
+                if !e.kind.is_meta() && e.kind != bufpool::format::Kind::Lost {
+                    entries += 1;
+                }
                 let ev = crate::decode::convert(&e)
                     .map_err(|source| crate::decode::entry_error(c.path, source))?;
                 p += e.size;

@@ -1,0 +1,85 @@
+//! Checking a model file before it is used: every count in range, keys in order, no
+//! group or class twice. A model file is input like any other (it may be truncated,
+//! hand-edited, or written by another tool): `Model::from_json` runs these checks, so
+//! `rank`, `show` and `merge` refuse a bad model with a clear error naming the file, and
+//! `merge` never propagates one.
+//!
+//! The rules (`analyzer/MODEL.md`, "Model file format"):
+//!
+//! - `keys` strictly ascending (no key twice: each names one call site or callee);
+//! - no two process groups with the same signature, no unit class twice in a group;
+//! - a class model has `units ≥ 1` and `models ≥ 1`;
+//! - a node has `1 ≤ models ≤` its class's `models`, and a finite `p_sum` with
+//!   `0 ≤ p_sum ≤ models` (its probability, `p_sum / models`, is in [0, 1]).
+
+use crate::model::Model;
+
+/// The largest model file read (a model of a very large system is tens of megabytes).
+pub const MAX_MODEL_BYTES: u64 = 1 << 31;
+
+/// Checks the `keys` array of a parsed model file: strictly ascending numbers.
+pub fn check_keys(v: &serde_json::Value) -> Result<(), String> {
+    let Some(keys) = v.get("keys").and_then(|k| k.as_array()) else {
+        return Ok(()); // the schema check reports a missing field
+    };
+    let mut prev: Option<u64> = None;
+    for (i, k) in keys.iter().enumerate() {
+        let Some(k) = k.as_u64() else {
+            return Err(format!("keys[{i}] is not an unsigned 64-bit integer"));
+        };
+        if prev.is_some_and(|p| p >= k) {
+            return Err(format!(
+                "keys[{i}] = {k} is not greater than keys[{}]: keys must be strictly ascending",
+                i - 1
+            ));
+        }
+        prev = Some(k);
+    }
+    Ok(())
+}
+
+/// Checks a model read from a file (groups sorted by signature, classes by class).
+pub fn check_model(m: &Model) -> Result<(), String> {
+    for (gi, g) in m.groups.iter().enumerate() {
+        if gi > 0 && m.groups[gi - 1].signature == g.signature {
+            return Err(format!(
+                "process groups {} and {gi} have the same signature (a group listed twice)",
+                gi - 1
+            ));
+        }
+        for (ci, (c, t)) in g.classes.iter().enumerate() {
+            let at = || format!("group {gi}, class {ci} ({:?} unit)", c.kind);
+            if ci > 0 && g.classes[ci - 1].0 == *c {
+                return Err(format!("{}: the class is listed twice", at()));
+            }
+            if t.units == 0 {
+                return Err(format!(
+                    "{}: \"units\" is 0 (a model has at least one)",
+                    at()
+                ));
+            }
+            if t.models == 0 {
+                return Err(format!("{}: \"models\" is 0 (at least one)", at()));
+            }
+            for (ni, n) in t.nodes.iter().enumerate() {
+                if n.models == 0 || n.models > t.models {
+                    return Err(format!(
+                        "{}, node {ni}: \"models\" is {}, must be 1 to the class's {}",
+                        at(),
+                        n.models,
+                        t.models
+                    ));
+                }
+                if !n.p_sum.is_finite() || n.p_sum < 0.0 || n.p_sum > f64::from(n.models) {
+                    return Err(format!(
+                        "{}, node {ni}: \"p_sum\" is {}, must be 0 to its \"models\" ({})",
+                        at(),
+                        n.p_sum,
+                        n.models
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,71 @@
+//! Opening files a tool did not create, safely: never block on a FIFO, never read a
+//! device or a `/proc` file without bound.
+//!
+//! [`open_regular`] opens with `O_NONBLOCK` (a FIFO named `*.chunk` cannot hang the
+//! open) and then checks with `fstat` on the open descriptor — not on the path, which
+//! could be swapped in between — that it is a regular file. [`read_bounded`] reads at
+//! most a given number of bytes, whatever size the file claims (a symlink to
+//! `/dev/zero`, a `/proc` file that says 0 bytes).
+
+use crate::error::{io, Error, Result};
+use std::fs::File;
+use std::io::Read;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::path::Path;
+
+/// The largest `manifest.json` read (a manifest lists every traced process: about half a
+/// kilobyte each, so this is room for some 100 000 processes).
+pub const MAX_MANIFEST_BYTES: u64 = 64 << 20;
+
+/// What kind of file `ft` is, in words.
+pub fn kind_of(ft: std::fs::FileType) -> &'static str {
+    if ft.is_dir() {
+        "a directory"
+    } else if ft.is_fifo() {
+        "a FIFO"
+    } else if ft.is_socket() {
+        "a socket"
+    } else if ft.is_char_device() {
+        "a character device"
+    } else if ft.is_block_device() {
+        "a block device"
+    } else if ft.is_symlink() {
+        "a symbolic link"
+    } else {
+        "a regular file"
+    }
+}
+
+/// Opens `path` read-only without blocking and checks that it is a regular file.
+pub fn open_regular(path: &Path) -> Result<File> {
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(io(path, "open"))?;
+    let ft = f.metadata().map_err(io(path, "stat"))?.file_type();
+    if !ft.is_file() {
+        return Err(Error::NotRegular {
+            path: path.to_path_buf(),
+            kind: kind_of(ft),
+        });
+    }
+    Ok(f)
+}
+
+/// Reads a whole regular file of at most `max` bytes; a larger one is an error naming
+/// the file and the bound.
+pub fn read_bounded(path: &Path, max: u64) -> Result<Vec<u8>> {
+    let f = open_regular(path)?;
+    let mut buf = Vec::new();
+    f.take(max + 1)
+        .read_to_end(&mut buf)
+        .map_err(io(path, "read"))?;
+    if buf.len() as u64 > max {
+        return Err(Error::TooLarge {
+            path: path.to_path_buf(),
+            max,
+        });
+    }
+    Ok(buf)
+}
