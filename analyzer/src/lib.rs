@@ -48,6 +48,7 @@
 
 pub mod connections;
 pub mod decode;
+pub mod demand;
 pub mod error;
 pub mod hash;
 pub mod model;

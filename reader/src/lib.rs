@@ -7,6 +7,7 @@
 //!   processes, totals.
 //! - [`tracedir`]: [`TraceDir`] — every saved sub-buffer per thread, in order, once.
 //! - [`summary`]: per-process counts and totals of a directory.
+//! - [`cpustat`]: the traced processes' CPU time, sampled into `cpu.tsv`.
 //! - [`watch`]: whether any other process still maps the pool.
 //! - [`signals`]: stopping on SIGINT / SIGTERM.
 //! - [`tree`]: following a traced process tree (subreaper, reaping, descendants).
@@ -39,6 +40,7 @@
 #![deny(missing_docs)]
 
 pub mod chunkfile;
+pub mod cpustat;
 pub mod daemon;
 pub mod error;
 pub mod manifest;

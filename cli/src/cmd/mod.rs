@@ -1,6 +1,7 @@
 //! One module per subcommand. Each defines `Args` (clap) and `run(Args) -> Result<ExitCode>`.
 
 pub mod cc;
+pub mod demand;
 pub mod dump;
 pub mod learn;
 pub mod merge;
