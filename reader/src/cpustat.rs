@@ -2,7 +2,7 @@
 //! directory, so that analyses can set each process's measured CPU time beside what its
 //! trace says it was busy with (`culprit demand`).
 //!
-//! Every [`CpuSampler::tick`] (100 ms by default, [`crate::ReaderOptions`]) the reader
+//! Every [`CpuSampler::tick`] (250 ms by default, [`crate::ReaderOptions`]) the reader
 //! reads, for each process that maps the pool, `/proc/PID/stat` (user + system time of the
 //! whole process, dead threads included, in clock ticks) and `/proc/PID/task/*/schedstat`
 //! (time on CPU of each live thread, in ns). The traced processes are found by scanning
@@ -136,6 +136,13 @@ impl CpuSampler {
             .map_err(io(&self.path, "write CPU sample file"))?;
         self.spent += t.elapsed();
         Ok(())
+    }
+
+    /// Samples `pid` from now on, whether or not it maps the pool (benchmarks, tests).
+    pub fn watch(&mut self, pid: u32) {
+        if let Some((_, _, start)) = bufpool::sys::proc_stat(pid) {
+            self.known.insert(pid, start);
+        }
     }
 
     /// Finds the processes (other than this one) that map the pool.
@@ -278,10 +285,7 @@ mod tests {
         s.tick().unwrap();
         assert_eq!(read_samples(dir.path()).unwrap(), vec![]);
         // Sample this very process by hand: CPU time grows while it burns.
-        s.known.insert(
-            std::process::id(),
-            bufpool::sys::proc_stat(std::process::id()).unwrap().2,
-        );
+        s.watch(std::process::id());
         s.tick().unwrap();
         let t = Instant::now();
         while t.elapsed() < Duration::from_millis(60) {

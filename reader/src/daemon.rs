@@ -53,7 +53,7 @@ impl Default for ReaderOptions {
             idle_sleep: Duration::from_millis(2),
             command: Vec::new(),
             stop_when_unmapped: false,
-            cpu_sample_interval: Some(Duration::from_millis(100)),
+            cpu_sample_interval: Some(Duration::from_millis(250)),
         }
     }
 }

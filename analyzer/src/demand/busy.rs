@@ -50,6 +50,9 @@ pub struct Intervals {
     pub services: Vec<String>,
     /// Sum over requests of their own busy time (s), per service.
     pub own_busy_s: Vec<f64>,
+    /// The same per interval of completion (`own_rows[j][i]`), with the sums of squares
+    /// and of shared time: the per-request measurement of a window (training).
+    pub own_rows: Vec<OwnRow>,
     /// Sum over requests of the square of their own busy time (s²), per service.
     pub own_sq_s: Vec<f64>,
     /// Sum over requests of the part of their own busy time shared with other open
@@ -61,6 +64,17 @@ pub struct Intervals {
     pub spontaneous: u64,
     /// Calls to children made while serving.
     pub calls: u64,
+}
+
+/// Sums of the requests of each service completed in one interval (s, s², s).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct OwnRow {
+    /// Own busy time.
+    pub sum: Vec<f64>,
+    /// Its square.
+    pub sq: Vec<f64>,
+    /// Its part shared with other open requests.
+    pub shared: Vec<f64>,
 }
 
 /// Builds the intervals of a process whose events span `span` (unix ns).
@@ -81,6 +95,14 @@ pub fn intervals(grid: Grid, span: (i64, i64), tx: &[Transaction]) -> Intervals 
         busy_s: vec![0.0; n],
         counts: vec![vec![0.0; services.len()]; n],
         own_busy_s: vec![0.0; services.len()],
+        own_rows: vec![
+            OwnRow {
+                sum: vec![0.0; services.len()],
+                sq: vec![0.0; services.len()],
+                shared: vec![0.0; services.len()],
+            };
+            n
+        ],
         own_sq_s: vec![0.0; services.len()],
         shared_s: vec![0.0; services.len()],
         requests: vec![0; services.len()],
@@ -164,6 +186,13 @@ pub fn intervals(grid: Grid, span: (i64, i64), tx: &[Transaction]) -> Intervals 
         if t.role == Role::Served {
             let c = col(&t.service).expect("collected above");
             out.own_busy_s[c] += own[k];
+            let j = grid.index(t.end_ns) - first;
+            if (0..n as i64).contains(&j) {
+                let r = &mut out.own_rows[j as usize];
+                r.sum[c] += own[k];
+                r.sq[c] += own[k] * own[k];
+                r.shared[c] += shared[k];
+            }
             out.own_sq_s[c] += own[k] * own[k];
             out.shared_s[c] += shared[k];
         }

@@ -17,6 +17,8 @@ pub struct Rows {
     pub a: Vec<Vec<f64>>,
     /// Busy seconds of interval `j`.
     pub b: Vec<f64>,
+    /// Own busy time of the requests completed in interval `j` (see [`super::busy`]).
+    pub own: Vec<super::busy::OwnRow>,
 }
 
 impl Rows {
@@ -28,6 +30,46 @@ impl Rows {
         Rows {
             a: keep.iter().map(|&j| self.a[j].clone()).collect(),
             b: keep.iter().map(|&j| self.b[j]).collect(),
+            own: keep
+                .iter()
+                .filter_map(|&j| self.own.get(j).cloned())
+                .collect(),
+        }
+    }
+
+    /// Intervals `r` only.
+    pub fn slice(&self, r: std::ops::Range<usize>) -> Rows {
+        Rows {
+            a: self.a[r.clone()].to_vec(),
+            b: self.b[r.clone()].to_vec(),
+            own: self.own.get(r).map_or(Vec::new(), |o| o.to_vec()),
+        }
+    }
+
+    /// The per-request measurement over these intervals, as the prior of
+    /// [`Estimator::Prior`]: each service's mean own busy time, and its variance
+    /// (sampling, plus the mean part shared with other open requests, where the equal
+    /// split is a guess). A service without requests here has a vague prior.
+    pub fn prior(&self) -> Prior {
+        let n = self.a.first().map_or(0, |r| r.len());
+        let mut mean = vec![0.0; n];
+        let mut var = vec![1.0; n];
+        for i in 0..n {
+            let k: f64 = self.a.iter().map(|r| r[i]).sum();
+            if k < 1.0 {
+                continue;
+            }
+            let s: f64 = self.own.iter().map(|o| o.sum[i]).sum();
+            let sq: f64 = self.own.iter().map(|o| o.sq[i]).sum();
+            let sh: f64 = self.own.iter().map(|o| o.shared[i]).sum();
+            mean[i] = s / k;
+            let s2 = (sq / k - mean[i] * mean[i]).max(0.0);
+            let shared = sh / k;
+            var[i] = (s2 / k + shared * shared).max(1e-18);
+        }
+        Prior {
+            mean_s: mean,
+            var_s2: var,
         }
     }
 }
@@ -76,12 +118,12 @@ pub fn chart(
     monitor_from: usize,
     window: usize,
     est: Estimator,
-    prior: Option<&Prior>,
     start_ns: impl Fn(usize) -> i64,
     len_ns: i64,
 ) -> Chart {
     let t = train.active();
-    let f = fit(&t.a, &t.b, est, prior);
+    let prior = t.prior();
+    let f = fit(&t.a, &t.b, est, Some(&prior));
     let mean_b = if t.b.is_empty() {
         0.0
     } else {
@@ -115,12 +157,8 @@ pub fn chart(
     let series = (0..rows.b.len())
         .map(|j| {
             (j + 1 >= window).then(|| {
-                let w = Rows {
-                    a: rows.a[j + 1 - window..=j].to_vec(),
-                    b: rows.b[j + 1 - window..=j].to_vec(),
-                }
-                .active();
-                fit(&w.a, &w.b, est, prior).demand_s
+                let w = rows.slice(j + 1 - window..j + 1).active();
+                fit(&w.a, &w.b, est, Some(&w.prior())).demand_s
             })
         })
         .collect();
@@ -148,17 +186,13 @@ mod tests {
             rows.a.push(vec![n]);
             rows.b.push(n * 0.01 + noise + jump);
         }
-        let train = Rows {
-            a: rows.a[..10].to_vec(),
-            b: rows.b[..10].to_vec(),
-        };
+        let train = rows.slice(0..10);
         let c = chart(
             &rows,
             &train,
             10,
             10,
             Estimator::Nnls,
-            None,
             |j| j as i64 * 1000,
             1000,
         );

@@ -29,7 +29,7 @@ use crate::decode::{ProcessTrace, TraceSet};
 use crate::error::{Error, Result};
 use busy::{Grid, Intervals};
 use chart::Rows;
-use estimate::{Estimator, Prior};
+use estimate::Estimator;
 use rayon::prelude::*;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -237,26 +237,7 @@ fn rows_of(iv: &Intervals) -> Rows {
     Rows {
         a: iv.counts.clone(),
         b: iv.busy_s.clone(),
-    }
-}
-
-/// The prior of [`Estimator::Prior`]: each service's mean own busy time, and its
-/// variance (sampling, plus the part that was shared with other open requests).
-fn prior_of(iv: &Intervals) -> Prior {
-    let n = iv.services.len();
-    let mut mean = vec![0.0; n];
-    let mut var = vec![0.0; n];
-    for i in 0..n {
-        let k = iv.requests[i].max(1) as f64;
-        mean[i] = iv.own_busy_s[i] / k;
-        let m2 = iv.own_sq_s[i] / k;
-        let s2 = (m2 - mean[i] * mean[i]).max(0.0);
-        let shared = iv.shared_s[i] / k;
-        var[i] = (s2 / k + shared * shared).max(1e-18);
-    }
-    Prior {
-        mean_s: mean,
-        var_s2: var,
+        own: iv.own_rows.clone(),
     }
 }
 
@@ -391,13 +372,7 @@ pub fn analyze_with(
             }
             None => {
                 let k = (train_end as i64 - iv.first).clamp(0, n as i64) as usize;
-                (
-                    Rows {
-                        a: rows.a[..k].to_vec(),
-                        b: rows.b[..k].to_vec(),
-                    },
-                    k,
-                )
+                (rows.slice(0..k), k)
             }
         };
         let train_active = train.active().b.len();
@@ -415,7 +390,7 @@ pub fn analyze_with(
                 iv.services.len()
             ));
         }
-        let prior = prior_of(&iv);
+        let whole_prior = rows.active().prior();
         let window = if opts.window > 0 {
             opts.window
         } else {
@@ -425,16 +400,7 @@ pub fn analyze_with(
         let first = iv.first;
         let start = |j: usize| grid.start(first + j as i64);
         let mut ch = if train_active < need {
-            chart::chart(
-                &rows,
-                &rows,
-                n,
-                window,
-                opts.estimator,
-                Some(&prior),
-                start,
-                grid.len_ns,
-            )
+            chart::chart(&rows, &rows, n, window, opts.estimator, start, grid.len_ns)
         } else {
             chart::chart(
                 &rows,
@@ -442,7 +408,6 @@ pub fn analyze_with(
                 monitor_from,
                 window,
                 opts.estimator,
-                Some(&prior),
                 start,
                 grid.len_ns,
             )
@@ -471,7 +436,7 @@ pub fn analyze_with(
                 requests: iv.requests[k],
                 demand_s: ch.fit.demand_s[k],
                 ci95_s: ch.fit.ci95_s[k],
-                own_busy_s: prior.mean_s[k],
+                own_busy_s: whole_prior.mean_s[k],
             })
             .collect();
         let intervals = (0..n)
@@ -518,13 +483,19 @@ fn align(base: &Intervals, services: &[String]) -> Rows {
         .iter()
         .map(|s| base.services.iter().position(|b| b == s))
         .collect();
+    let pick = |r: &[f64]| -> Vec<f64> { map.iter().map(|m| m.map_or(0.0, |k| r[k])).collect() };
     Rows {
-        a: base
-            .counts
-            .iter()
-            .map(|r| map.iter().map(|m| m.map_or(0.0, |k| r[k])).collect())
-            .collect(),
+        a: base.counts.iter().map(|r| pick(r)).collect(),
         b: base.busy_s.clone(),
+        own: base
+            .own_rows
+            .iter()
+            .map(|o| busy::OwnRow {
+                sum: pick(&o.sum),
+                sq: pick(&o.sq),
+                shared: pick(&o.shared),
+            })
+            .collect(),
     }
 }
 

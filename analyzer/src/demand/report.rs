@@ -79,11 +79,20 @@ pub fn text(r: &DemandReport) -> String {
             let _ = writeln!(o, "  note: {n}");
         }
     }
-    for s in &r.skipped {
+    // Processes left out: those that used sockets one by one, the others counted.
+    let (socket_users, quiet): (Vec<_>, Vec<_>) =
+        r.skipped.iter().partition(|s| s.why != "used no sockets");
+    if !socket_users.is_empty() || !quiet.is_empty() {
+        let _ = writeln!(o);
+    }
+    for s in &socket_users {
+        let _ = writeln!(o, "left out: {} pid {} {}: {}", s.host, s.pid, s.exe, s.why);
+    }
+    if !quiet.is_empty() {
         let _ = writeln!(
             o,
-            "\nleft out: {} pid {} {}: {}",
-            s.host, s.pid, s.exe, s.why
+            "left out: {} processes that used no sockets",
+            quiet.len()
         );
     }
     let alarms: Vec<(&ProcessDemand, &super::chart::Alarm)> = r

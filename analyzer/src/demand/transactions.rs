@@ -19,10 +19,11 @@
 //!   reply arrives with the first receive after it.
 //!
 //! Only successful transfers count (a result > 0); a receive of 0 bytes ends the
-//! connection's current exchange. A receive counts at its return (the bytes are in the
-//! process), a send at its entry (the bytes leave the process's hands; on a busy machine
-//! the return of a send on loopback can come only after the woken peer ran). Descriptors whose side is unknown (inherited from
-//! outside the trace, `socketpair`) carry no transactions.
+//! connection's current exchange. A descriptor the process did not accept or connect
+//! itself (inherited at a fork: PostgreSQL's backends, pre-forked workers) is taken on its
+//! first transfer, served if it is a receive, under the service [`INHERITED`]. A receive
+//! counts at its return (the bytes are in the process), a send at its entry (the bytes leave the process's hands; on a busy machine
+//! the return of a send on loopback can come only after the woken peer ran).
 //!
 //! The **service** of a served request is named by [`ServiceMode`]: the listening port
 //! (`port:8080`, or `unix:/path`), or the port and the listening socket's setup call-site
@@ -165,6 +166,28 @@ struct Conn {
     /// Called: the reply has begun arriving.
     answered: bool,
 }
+
+impl Conn {
+    /// A connection the process got from its parent (a pre-forked worker's or a
+    /// per-connection backend's: PostgreSQL's postmaster accepts, its child answers): its
+    /// side is told by the first transfer — a receive first means it is served.
+    fn inherited(served: bool) -> Conn {
+        Conn {
+            served,
+            service: if served {
+                INHERITED.to_string()
+            } else {
+                "peer:inherited".to_string()
+            },
+            open: None,
+            last_send: None,
+            answered: false,
+        }
+    }
+}
+
+/// The service of requests on a connection the process inherited.
+pub const INHERITED: &str = "inherited";
 
 impl TransactionSource for ByteFlow {
     fn transactions(&self, p: &ProcessTrace, mode: ServiceMode) -> Result<ProcessTransactions> {
@@ -317,6 +340,9 @@ impl TransactionSource for ByteFlow {
                     );
                 }
                 StepKind::Recv { fd, n } => {
+                    if *n > 0 && !conns.contains_key(fd) && !listeners.contains_key(fd) {
+                        conns.insert(*fd, Conn::inherited(true));
+                    }
                     let Some(c) = conns.get_mut(fd) else { continue };
                     if *n == 0 {
                         end_exchange(tx, c);
@@ -339,6 +365,9 @@ impl TransactionSource for ByteFlow {
                     }
                 }
                 StepKind::Sent { fd, .. } => {
+                    if !conns.contains_key(fd) && !listeners.contains_key(fd) {
+                        conns.insert(*fd, Conn::inherited(false));
+                    }
                     let Some(c) = conns.get_mut(fd) else { continue };
                     if c.served {
                         if c.open.is_some() {
