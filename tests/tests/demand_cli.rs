@@ -97,6 +97,15 @@ fn a_demand_jump_raises_alarms_drawn_on_the_page() {
     assert!(page.dom.contains("class=\"residual-chart\""));
     assert!(page.dom.contains("class=\"alarm-mark\""));
     assert!(page.dom.contains("1 alarm(s)"));
+    // --follow on a finished recording: one round, the alarm printed once, then it stops.
+    let r = culprit(&["demand", dir.to_str().unwrap(), "--follow"]);
+    r.assert_success("culprit demand --follow");
+    assert_eq!(r.stdout.matches("ALARM h:100").count(), 1, "{}", r.stdout);
+    let r = culprit(&["demand", dir.to_str().unwrap(), "--follow", "--json"]);
+    r.assert_success("culprit demand --follow --json");
+    let line: serde_json::Value = serde_json::from_str(r.stdout.lines().next().unwrap()).unwrap();
+    assert_eq!(line["pid"], 100);
+    assert!(line["residual_s"].as_f64().unwrap() > line["limit_s"].as_f64().unwrap());
     // Text: the table and the alarm.
     let r = culprit(&["demand", dir.to_str().unwrap()]);
     r.assert_success("culprit demand (text)");

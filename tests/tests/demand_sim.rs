@@ -28,6 +28,8 @@ pub struct SimRun {
     pub slots: Vec<Vec<f64>>,
     /// The base port.
     pub port: u16,
+    /// The trace directory.
+    pub trace: std::path::PathBuf,
     /// Keeps the trace directory.
     pub _dir: tempfile::TempDir,
 }
@@ -101,6 +103,7 @@ pub fn run_sim(sc: u32, seconds: u32, seed: u32) -> Option<SimRun> {
         actual,
         slots,
         port,
+        trace: out.clone(),
         _dir: dir,
     })
 }
@@ -212,6 +215,23 @@ mod checks {
                 assert!(s["demand_s"].is_f64() && s["requests"].is_u64() && s["id"].is_string());
             }
         }
+        // Services by the handler-unit classes of a model learned from the run itself.
+        let t = a.trace.to_str().unwrap();
+        let model = a.trace.with_extension("cpm");
+        culprit(&["learn", t, "-o", model.to_str().unwrap()]).assert_success("culprit learn");
+        let r = culprit(&["demand", t, "--json", "--model", model.to_str().unwrap()]);
+        r.assert_success("culprit demand --model");
+        let v: Value = serde_json::from_str(&r.stdout).unwrap();
+        assert_eq!(v["services_mode"], "model");
+        let ids: Vec<&str> = v["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|p| p["services"].as_array().unwrap().iter())
+            .map(|s| s["id"].as_str().unwrap())
+            .collect();
+        assert_eq!(ids.len(), 4, "{ids:?}");
+        assert!(ids.iter().all(|i| i.starts_with("handler g")), "{ids:?}");
         // 5 correlated services.
         let c = mean_correlation(&b.slots);
         assert!(c >= 0.85, "counts correlate at {c} only");

@@ -13,12 +13,14 @@
 //! | report | [`report`] | [`DemandReport`] → text, JSON, HTML |
 //!
 //! [`analyze`] runs them over every process of a [`TraceSet`]; [`follow`] runs them again
-//! as trace directories grow. Services ([`ServiceMode`]) are the listening ports a
-//! process answers on (`port:8080`), or ports told apart by the code that set up the
-//! listener (`conn`).
+//! as trace directories grow. Services ([`ServiceMode`]) are the handler-unit classes of
+//! a learned model when one is given (`model`), else the listening ports a process
+//! answers on (`port:8080`), or ports told apart by the code that set up the listener
+//! (`conn`).
 
 pub mod busy;
 pub mod chart;
+pub mod classes;
 pub mod cpu;
 pub mod estimate;
 pub mod follow;
@@ -45,6 +47,9 @@ pub enum ServiceMode {
     /// The port and the call site of the listener's setup (`bind`/`listen`), or of the
     /// `accept` for a listener inherited from outside the trace.
     Conn,
+    /// The class of the handler unit of a learned model that processed the request
+    /// ([`classes`]; needs [`Options::model`]).
+    Model,
 }
 
 /// Which intervals train the demand model.
@@ -77,6 +82,8 @@ pub struct Options {
     pub estimator: Estimator,
     /// Re-estimation window (intervals); 0: as long as the training window (at least 5).
     pub window: usize,
+    /// A learned model, for [`ServiceMode::Model`].
+    pub model: Option<std::sync::Arc<crate::model::Model>>,
     /// CPU samples of the traced processes (`reader::cpustat::read_samples` of each
     /// directory), if any.
     pub cpu: Vec<reader::cpustat::CpuSample>,
@@ -90,6 +97,7 @@ impl Default for Options {
             services: ServiceMode::Port,
             estimator: Estimator::Prior,
             window: 0,
+            model: None,
             cpu: Vec::new(),
         }
     }
@@ -209,9 +217,24 @@ fn prepare(set: &TraceSet, opts: &Options, src: &dyn TransactionSource) -> Resul
         .par_iter()
         .map(|p| src.transactions(p, opts.services))
         .collect();
+    let classes = match (opts.services, &opts.model) {
+        (ServiceMode::Model, Some(m)) => Some(classes::Classes::new(m, set)?),
+        (ServiceMode::Model, None) => {
+            return Err(Error::BadTrace {
+                path: PathBuf::from(trace_name(set)),
+                why: "services by model need a model (--model FILE)".into(),
+            })
+        }
+        _ => None,
+    };
     let mut procs = Vec::new();
     for (i, r) in all.into_iter().enumerate() {
-        procs.push((i, r?));
+        let mut pt = r?;
+        if let Some(c) = &classes {
+            let p = &set.processes[i];
+            c.relabel(&p.host, p.pid, &mut pt.transactions);
+        }
+        procs.push((i, pt));
     }
     let lo = procs.iter().filter_map(|p| p.1.span_ns.map(|s| s.0)).min();
     let hi = procs.iter().filter_map(|p| p.1.span_ns.map(|s| s.1)).max();

@@ -287,8 +287,8 @@ impl TransactionSource for ByteFlow {
                 StepKind::Bound { fd, local, site } => {
                     if let Some(name) = addr_name(local) {
                         let name = match mode {
-                            ServiceMode::Port => name,
                             ServiceMode::Conn => format!("{name}@{site:#x}"),
+                            _ => name,
                         };
                         listeners.insert(*fd, name);
                     }
@@ -306,8 +306,8 @@ impl TransactionSource for ByteFlow {
                             // accepted connection's local one.
                             let base = addr_name(local).unwrap_or_else(|| "port:?".into());
                             match mode {
-                                ServiceMode::Port => base,
                                 ServiceMode::Conn => format!("{base}@{site:#x}"),
+                                _ => base,
                             }
                         }
                     };

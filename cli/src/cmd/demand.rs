@@ -37,10 +37,15 @@ pub struct Args {
     /// the examined run is then monitored. Processes are matched by executable.
     #[arg(long, value_name = "DIR", num_args = 1..)]
     pub baseline: Vec<PathBuf>,
-    /// What a service is: `port` (the listening port or Unix socket path, default) or
+    /// A learned model (`culprit learn`): services are then the classes of the handler
+    /// units that processed the requests, unless --services says otherwise.
+    #[arg(long, value_name = "MODEL")]
+    pub model: Option<PathBuf>,
+    /// What a service is: `model` (the handler-unit class in --model; the default with a
+    /// model), `port` (the listening port or Unix socket path; the default without) or
     /// `conn` (the port and the code that set up the listener).
-    #[arg(long, value_name = "MODE", default_value = "port")]
-    pub services: String,
+    #[arg(long, value_name = "MODE")]
+    pub services: Option<String>,
     /// `prior` (default: least squares regularized toward each request's own measured
     /// busy time) or `nnls` (plain non-negative least squares, as the paper).
     #[arg(long, value_name = "NAME", default_value = "prior")]
@@ -119,10 +124,17 @@ fn train(s: &str) -> anyhow::Result<Train> {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut opts = Options {
         interval_ns: duration_ns(&args.interval)?,
-        services: match args.services.as_str() {
-            "port" => ServiceMode::Port,
-            "conn" => ServiceMode::Conn,
-            o => bail!("--services {o:?}: expected port or conn"),
+        services: match args.services.as_deref() {
+            None if args.model.is_some() => ServiceMode::Model,
+            None | Some("port") => ServiceMode::Port,
+            Some("conn") => ServiceMode::Conn,
+            Some("model") if args.model.is_some() => ServiceMode::Model,
+            Some("model") => bail!("--services model needs --model FILE"),
+            Some(o) => bail!("--services {o:?}: expected model, port or conn"),
+        },
+        model: match &args.model {
+            Some(m) => Some(std::sync::Arc::new(analyzer::model::Model::load(m)?)),
+            None => None,
         },
         estimator: match args.estimator.as_str() {
             "prior" => Estimator::Prior,
