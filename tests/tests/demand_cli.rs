@@ -117,6 +117,46 @@ fn a_demand_jump_raises_alarms_drawn_on_the_page() {
 }
 
 #[test]
+fn a_baseline_run_trains_the_chart() {
+    let tmp = tempfile::tempdir().unwrap();
+    let normal = tmp.path().join("normal");
+    let bad = tmp.path().join("bad");
+    server(&normal, 12, |j| 10_000_000 + (j as u64 % 3) * 200_000);
+    // Slow from the very start: only a baseline can tell.
+    server(&bad, 8, |_| 30_000_000);
+    let r = culprit(&[
+        "demand",
+        bad.to_str().unwrap(),
+        "--json",
+        "--baseline",
+        normal.to_str().unwrap(),
+    ]);
+    r.assert_success("culprit demand --baseline");
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert!(v["train"].as_str().unwrap().starts_with("baseline run"));
+    let p = &v["processes"][0];
+    let d = p["services"][0]["demand_s"].as_f64().unwrap();
+    assert!((d - 0.0102).abs() < 0.0005, "demand from the baseline: {d}");
+    // Every interval is watched: the first alarm closes with the third.
+    let alarms = p["alarms"].as_array().unwrap();
+    assert_eq!(alarms.len(), 1, "{alarms:?}");
+    let t0 = v["t0_unix_ns"].as_i64().unwrap();
+    let at = (alarms[0]["t_unix_ns"].as_i64().unwrap() - t0) as f64 * 1e-9;
+    assert!((2.0..=4.0).contains(&at), "alarm at {at} s");
+    // The baseline itself against itself: no alarm.
+    let r = culprit(&[
+        "demand",
+        normal.to_str().unwrap(),
+        "--json",
+        "--baseline",
+        normal.to_str().unwrap(),
+    ]);
+    r.assert_success("culprit demand --baseline (same run)");
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["processes"][0]["alarms"].as_array().unwrap().len(), 0);
+}
+
+#[test]
 fn bad_input_gets_clear_messages() {
     let tmp = tempfile::tempdir().unwrap();
     // No sockets at all.
