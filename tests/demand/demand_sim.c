@@ -11,6 +11,8 @@
  * depends on the machine's load. Front's service 0 also calls back (a child request of
  * 1 ms) before it replies: that wait is not front's busy time.
  *
+ * With FAULT_AT=S in the environment, back's requests cost 3× from S seconds on.
+ *
  * SCENARIO 0: 3 services, demands 1, 2, 4 ms, mix changing freely every 500 ms.
  * SCENARIO 1: 5 services, demands 0.5, 1, 1.5, 2, 3 ms; one intensity factor per 500 ms
  *             slot drives them all (per-slot counts correlate at about 0.9).
@@ -90,6 +92,9 @@ static int readn(int fd, void *b, size_t n) {
 /* A single-threaded server: listeners lfd[0..n), requests "service, cost µs"; spins the
  * cost; for service 0, when back_port > 0, first asks back for BACK. */
 static void serve(int *lfd, int n, int back_port) {
+    /* FAULT_AT=S: back's requests cost 3× from S seconds after it started on. */
+    const char *fa = getenv("FAULT_AT");
+    double fault_at = back_port == 0 && fa ? now() + atof(fa) : -1;
     struct pollfd p[64];
     int np = n;
     for (int i = 0; i < n; i++) p[i] = (struct pollfd){.fd = lfd[i], .events = POLLIN};
@@ -136,7 +141,7 @@ static void serve(int *lfd, int n, int back_port) {
                 readn(back, q, sizeof q);
                 waited = now() - b0;
             }
-            spin(m[1] * 1e-6);
+            spin(m[1] * 1e-6 * (fault_at > 0 && now() >= fault_at ? 3 : 1));
             sum[svc_of[i]] += now() - t_in - waited;
             cnt[svc_of[i]]++;
             send(p[i].fd, m, sizeof m, 0);

@@ -5,7 +5,10 @@
 //! Each round (one per interval) opens the directories afresh, reads what the readers
 //! have saved so far and runs [`super::analyze`]; an alarm not printed before is printed.
 //! A round that cannot read the directories yet (no manifest, a record being written) is
-//! retried at the next. Following ends once every directory's manifest says it is
+//! retried at the next. An alarm is printed once: a later round that places the same run
+//! of violations differently (more data) prints nothing new. Give the training window in
+//! seconds (`Train::Seconds`) or a baseline: a fraction of a run still being written
+//! moves with it (the command line defaults to the first 10 intervals when following). Following ends once every directory's manifest says it is
 //! complete (the reader finished), after one last round, or when `stop` is set.
 //!
 //! What reaches the disk is what the readers have taken from the pool: a sub-buffer is
@@ -15,7 +18,7 @@
 use super::{analyze, DemandReport, Options};
 use crate::decode::TraceSet;
 use crate::error::Result;
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -44,7 +47,10 @@ pub fn follow(
     stop: &AtomicBool,
     mut on_alarm: impl FnMut(&LiveAlarm),
 ) -> Result<Option<DemandReport>> {
-    let mut seen: BTreeSet<(String, u32, i64)> = BTreeSet::new();
+    // Per process, the end of the last alarm printed: a later round may place the same
+    // run of violations an interval earlier or later (more data, a longer training
+    // window); only a run that begins after it is a new alarm.
+    let mut printed: BTreeMap<(String, u32), i64> = BTreeMap::new();
     let mut last = None;
     let period = Duration::from_nanos(opts.interval_ns.clamp(10_000_000, 60_000_000_000) as u64);
     let mut last_err;
@@ -57,7 +63,9 @@ pub fn follow(
             Ok(r) => {
                 for p in &r.processes {
                     for a in &p.alarms {
-                        if seen.insert((p.host.clone(), p.pid, a.t_unix_ns)) {
+                        let last = printed.entry((p.host.clone(), p.pid)).or_insert(i64::MIN);
+                        if a.first_violation_unix_ns >= *last {
+                            *last = a.t_unix_ns;
                             on_alarm(&LiveAlarm {
                                 host: p.host.clone(),
                                 pid: p.pid,
