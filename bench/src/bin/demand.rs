@@ -8,12 +8,16 @@
 //!    the first 90 %): the median relative error of the demands against what the servers
 //!    measured each request to take, for the default estimator and for plain NNLS.
 //!    Scenario 0: 3 services, free mix; scenario 1: 5 services whose counts correlate.
-//! 2. **CPU sampling**: the reader's sampler (`reader::cpustat`) timed over N processes:
+//! 2. **Live** (`--follow`): the same system with its back server slowed 3× at 10 s, recorded
+//!    while `culprit demand --follow --json` reads the directory; for each pool geometry, how
+//!    long after the third violating interval closed the alarm was printed (what reaches
+//!    the disk is what fills a sub-buffer: smaller sub-buffers, sooner).
+//! 3. **CPU sampling**: the reader's sampler (`reader::cpustat`) timed over N processes:
 //!    its cost per process and tick, and as a share of one core at the default 250 ms.
 //!
 //! ```text
 //! cargo build --release -p cli -p tracer-preload
-//! cargo run --release -p bench --bin demand [-- --seconds 60] [--seeds 3]
+//! cargo run --release -p bench --bin demand [-- --seconds 60] [--seeds 3] [--only accuracy|live|cpu]
 //! ```
 
 use anyhow::{bail, Context, Result};
@@ -204,6 +208,38 @@ fn sampler_cost(n: usize) -> Result<(f64, f64)> {
     Ok((per_tick / n as f64, scan.as_secs_f64()))
 }
 
+/// Records the simulation with a fault while following it; returns the alarms printed:
+/// (process, seconds from the third violating interval's end to the print).
+fn live_once(prog: &Path, tmp: &Path, subbuf: &str, port: u16) -> Result<Vec<(u64, f64)>> {
+    let out = tmp.join(format!("live-{subbuf}"));
+    let _ = std::fs::remove_dir_all(&out);
+    let mut rec = Command::new(culprit())
+        .args(["record", "--subbuf-size", subbuf, "--subbufs", "1024", "-o"])
+        .arg(&out)
+        .arg("--")
+        .arg(prog)
+        .args(["run", &port.to_string(), "25", "5", "0"])
+        .env("FAULT_AT", "10")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()?;
+    let follow = Command::new(culprit())
+        .arg("demand")
+        .arg(&out)
+        .args(["--follow", "--json", "--train", "8s"])
+        .output()?;
+    rec.wait()?;
+    let mut v = Vec::new();
+    for l in String::from_utf8_lossy(&follow.stdout).lines() {
+        let a: Value = serde_json::from_str(l)?;
+        let lag = (a["found_unix_ns"].as_i64().unwrap_or(0) - a["t_unix_ns"].as_i64().unwrap_or(0))
+            as f64
+            * 1e-9;
+        v.push((a["pid"].as_u64().unwrap_or(0), lag));
+    }
+    Ok(v)
+}
+
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let get = |name: &str, d: u32| -> u32 {
@@ -228,15 +264,32 @@ fn main() -> Result<()> {
     if !st.success() {
         bail!("cannot compile demand_sim.c");
     }
+    let only = args
+        .iter()
+        .position(|a| a == "--only")
+        .and_then(|i| args.get(i + 1))
+        .cloned()
+        .unwrap_or_default();
+    let want = |x: &str| only.is_empty() || only == x;
     println!("culprit: {}", culprit().display());
-    println!("| scenario | seed | services | count corr. | front util. | median err. prior | median err. NNLS | NNLS / prior | CPU/busy | corr(busy, CPU) |");
-    println!("|---|---|---|---|---|---|---|---|---|---|");
-    let mut port = 23000u16;
-    for sc in [0u32, 1] {
-        for seed in 1..=seeds {
-            port += 10;
-            let o = run_once(&prog, tmp.path(), sc, secs, seed, port)?;
-            println!(
+    if want("live") {
+        for (k, subbuf) in ["8K", "256K"].iter().enumerate() {
+            let a = live_once(&prog, tmp.path(), subbuf, 23500 + 10 * k as u16)?;
+            println!("live, sub-buffers of {subbuf}: alarms (pid, seconds after the third violating interval closed): {a:?}");
+        }
+    }
+    if !want("accuracy") && !want("cpu") {
+        return Ok(());
+    }
+    if want("accuracy") {
+        println!("| scenario | seed | services | count corr. | front util. | median err. prior | median err. NNLS | NNLS / prior | CPU/busy | corr(busy, CPU) |");
+        println!("|---|---|---|---|---|---|---|---|---|---|");
+        let mut port = 23000u16;
+        for sc in [0u32, 1] {
+            for seed in 1..=seeds {
+                port += 10;
+                let o = run_once(&prog, tmp.path(), sc, secs, seed, port)?;
+                println!(
                 "| {} | {seed} | {} | {:.2} | {:.0} % | {:.2} % | {:.1} % | {:.1}× | {:.2} | {:.2} |",
                 if sc == 0 { "3 services, free mix" } else { "5 services, correlated" },
                 o.services,
@@ -248,7 +301,11 @@ fn main() -> Result<()> {
                 o.cpu_over_busy,
                 o.cpu_corr
             );
+            }
         }
+    }
+    if !want("cpu") {
+        return Ok(());
     }
     for n in [1usize, 16, 64] {
         let (per, scan) = sampler_cost(n)?;
