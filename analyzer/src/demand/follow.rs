@@ -5,7 +5,8 @@
 //! Each round (one per interval) opens the directories afresh, reads what the readers
 //! have saved so far and runs [`super::analyze`]; an alarm not printed before is printed.
 //! A round that cannot read the directories yet (no manifest, a record being written) is
-//! retried at the next. An alarm is printed once: a later round that places the same run
+//! retried at the next. An alarm is printed once its third interval has ended (while the
+//! recording goes on, the last interval may show only its first part), and once: a later round that places the same run
 //! of violations differently (more data) prints nothing new. Give the training window in
 //! seconds (`Train::Seconds`) or a baseline: a fraction of a run still being written
 //! moves with it (the command line defaults to the first 10 intervals when following). Following ends once every directory's manifest says it is
@@ -63,6 +64,11 @@ pub fn follow(
             Ok(r) => {
                 for p in &r.processes {
                     for a in &p.alarms {
+                        // The third interval must have ended: a run still being
+                        // written may show an interval's first part only.
+                        if !complete && a.t_unix_ns > now_unix_ns() {
+                            continue;
+                        }
                         let last = printed.entry((p.host.clone(), p.pid)).or_insert(i64::MIN);
                         if a.first_violation_unix_ns >= *last {
                             *last = a.t_unix_ns;
