@@ -52,6 +52,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod demand;
 pub mod dump;
 pub mod error;
 pub mod hash;

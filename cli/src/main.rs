@@ -61,6 +61,8 @@ enum Command {
     Timeline(cmd::timeline::Args),
     /// Recover what a full disk or a killed reader left in a trace directory.
     Repair(cmd::repair::Args),
+    /// Service demand per process and the residual control chart: which process became slow.
+    Demand(cmd::demand::Args),
 }
 
 fn main() -> ExitCode {
@@ -78,6 +80,7 @@ fn main() -> ExitCode {
         Command::Export(a) => cmd::export::run(a),
         Command::Timeline(a) => cmd::timeline::run(a),
         Command::Repair(a) => cmd::repair::run(a),
+        Command::Demand(a) => cmd::demand::run(a),
     };
     match r {
         Ok(code) => code,

@@ -40,6 +40,9 @@ pub struct ReaderOptions {
     pub command: Vec<String>,
     /// Also stop once a writer attached and no other process maps the pool any more.
     pub stop_when_unmapped: bool,
+    /// Sample the traced processes' CPU time into `cpu.tsv` this often (`None`: never);
+    /// see [`crate::cpustat`].
+    pub cpu_sample_interval: Option<Duration>,
 }
 
 impl Default for ReaderOptions {
@@ -50,6 +53,7 @@ impl Default for ReaderOptions {
             idle_sleep: Duration::from_millis(2),
             command: Vec::new(),
             stop_when_unmapped: false,
+            cpu_sample_interval: Some(Duration::from_millis(250)),
         }
     }
 }
@@ -153,6 +157,10 @@ pub fn run(
                 }
                 Err(_) => break,
             }
+        }
+        if let Some(every) = opts.cpu_sample_interval {
+            let finishing = &finishing;
+            s.spawn(move || crate::cpustat::run_sampler(pool.path(), dir, every, finishing));
         }
         let mut last_map_check = Instant::now();
         let mut last_salvage = Instant::now();

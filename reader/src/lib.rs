@@ -10,6 +10,7 @@
 //! - [`repairdir`]: `culprit repair` — what a full disk or a killed reader left.
 //! - [`safefile`]: opening files safely (regular files only, bounded reads).
 //! - [`summary`]: per-process counts and totals of a directory.
+//! - [`cpustat`]: the traced processes' CPU time, sampled into `cpu.tsv`.
 //! - [`watch`]: whether any other process still maps the pool.
 //! - [`signals`]: stopping on SIGINT / SIGTERM.
 //! - [`tree`]: following a traced process tree (subreaper, reaping, descendants).
@@ -44,6 +45,7 @@
 #![deny(missing_docs)]
 
 pub mod chunkfile;
+pub mod cpustat;
 pub mod daemon;
 pub mod damage;
 pub mod error;

@@ -2,6 +2,7 @@
 
 pub mod cc;
 pub mod common;
+pub mod demand;
 pub mod dump;
 pub mod export;
 pub mod learn;

@@ -1,0 +1,89 @@
+//! **Measured CPU time** per interval, from the samples the reader took (`cpu.tsv`, see
+//! `reader::cpustat`), to set beside the busy time the trace gives.
+//!
+//! The cumulative CPU time of a process is interpolated linearly between samples at each
+//! interval boundary; an interval not covered by samples has no value. The thread clock
+//! (`schedstat`, ns) is used when it never goes back between samples (threads that end
+//! take their time with them), else the clock-tick count of `/proc/PID/stat`.
+
+use super::busy::Grid;
+use reader::cpustat::CpuSample;
+
+/// CPU seconds per interval (`None` where no samples cover it).
+pub fn per_interval(samples: &[CpuSample], grid: Grid, first: i64, n: usize) -> Vec<Option<f64>> {
+    let mut s: Vec<&CpuSample> = samples.iter().collect();
+    s.sort_by_key(|x| x.t_unix_ns);
+    if s.len() < 2 {
+        return vec![None; n];
+    }
+    let sched_ok = s.windows(2).all(|w| w[1].sched_cpu_ns >= w[0].sched_cpu_ns)
+        && s.iter().any(|x| x.sched_cpu_ns > 0);
+    let cum = |x: &CpuSample| {
+        if sched_ok {
+            x.sched_cpu_ns as f64
+        } else {
+            x.stat_cpu_ns as f64
+        }
+    };
+    let at = |t: i64| -> Option<f64> {
+        let t = u64::try_from(t).ok()?;
+        let k = s.partition_point(|x| x.t_unix_ns <= t);
+        if k == 0 || k == s.len() {
+            return None;
+        }
+        let (a, b) = (s[k - 1], s[k]);
+        let f = (t - a.t_unix_ns) as f64 / (b.t_unix_ns - a.t_unix_ns).max(1) as f64;
+        Some(cum(a) + f * (cum(b) - cum(a)))
+    };
+    (0..n as i64)
+        .map(|j| {
+            let (a, b) = (grid.start(first + j), grid.start(first + j + 1));
+            match (at(a), at(b)) {
+                (Some(x), Some(y)) => Some(((y - x) * 1e-9).max(0.0)),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+/// How well busy and CPU time agree over the intervals that have both.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct Agreement {
+    /// Intervals with both values.
+    pub intervals: usize,
+    /// Total CPU time over total busy time on those intervals (0 if no busy time).
+    pub cpu_over_busy: f64,
+    /// Pearson correlation of the two per-interval series (0 if undefined).
+    pub correlation: f64,
+}
+
+/// Compares per-interval busy and CPU time.
+pub fn agreement(busy: &[f64], cpu: &[Option<f64>]) -> Agreement {
+    let pairs: Vec<(f64, f64)> = busy
+        .iter()
+        .zip(cpu)
+        .filter_map(|(&b, c)| c.map(|c| (b, c)))
+        .collect();
+    let n = pairs.len();
+    if n == 0 {
+        return Agreement::default();
+    }
+    let (sb, sc) = pairs.iter().fold((0.0, 0.0), |a, p| (a.0 + p.0, a.1 + p.1));
+    let (mb, mc) = (sb / n as f64, sc / n as f64);
+    let (mut cov, mut vb, mut vc) = (0.0, 0.0, 0.0);
+    for &(b, c) in &pairs {
+        cov += (b - mb) * (c - mc);
+        vb += (b - mb) * (b - mb);
+        vc += (c - mc) * (c - mc);
+    }
+    let corr = if vb > 0.0 && vc > 0.0 {
+        cov / (vb * vc).sqrt()
+    } else {
+        0.0
+    };
+    Agreement {
+        intervals: n,
+        cpu_over_busy: if sb > 0.0 { sc / sb } else { 0.0 },
+        correlation: corr,
+    }
+}

@@ -1,0 +1,542 @@
+//! Service demand and the residual control chart (Kato et al., SPEC §8, seed 003): which
+//! process became slow, whatever the load intensity and request mix do.
+//!
+//! The stage, in named steps, each a module:
+//!
+//! | step | module | input → output |
+//! |------|--------|----------------|
+//! | transactions | [`transactions`] | a process's events → served requests and calls ([`transactions::Transaction`]) |
+//! | busy time | [`busy`] | transactions → busy time and request counts per interval ([`busy::Intervals`]) |
+//! | CPU time | [`cpu`] | the reader's `cpu.tsv` → CPU time per interval, agreement with busy time |
+//! | estimation | [`estimate`] | counts, busy time → demands per service ([`estimate::Fit`]) |
+//! | control chart | [`chart`] | demands, later intervals → residuals, alarms ([`chart::Chart`]) |
+//! | report | [`report`] | [`DemandReport`] → text, JSON, HTML |
+//!
+//! [`analyze`] runs them over every process of a [`TraceSet`]; [`follow`] runs them again
+//! as trace directories grow. Services ([`ServiceMode`]) are the handler-unit classes of
+//! a learned model when one is given (`model`), else the listening ports a process
+//! answers on (`port:8080`), or ports told apart by the code that set up the listener
+//! (`conn`).
+
+pub mod busy;
+pub mod chart;
+pub mod classes;
+pub mod cpu;
+pub mod estimate;
+pub mod follow;
+pub mod report;
+pub mod transactions;
+
+use crate::decode::{ProcessTrace, TraceSet};
+use crate::error::{Error, Result};
+use busy::{Grid, Intervals};
+use chart::Rows;
+use estimate::Estimator;
+use rayon::prelude::*;
+use serde::Serialize;
+use std::path::PathBuf;
+use transactions::{ByteFlow, ProcessTransactions, TransactionSource};
+
+/// What names a service (request type) of a process.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ServiceMode {
+    /// The listening port (or Unix socket path) the request came in on.
+    #[default]
+    Port,
+    /// The port and the call site of the listener's setup (`bind`/`listen`), or of the
+    /// `accept` for a listener inherited from outside the trace.
+    Conn,
+    /// The class of the handler unit of a learned model that processed the request
+    /// ([`classes`]; needs [`Options::model`]).
+    Model,
+}
+
+/// Which intervals train the demand model.
+#[derive(Clone, Debug)]
+pub enum Train {
+    /// The first fraction of the run (default a third).
+    Fraction(f64),
+    /// The first seconds of the run.
+    Seconds(f64),
+    /// A separate normal run: every interval of the analysed run is monitored.
+    Baseline(TraceSet),
+}
+
+impl Default for Train {
+    fn default() -> Self {
+        Train::Fraction(1.0 / 3.0)
+    }
+}
+
+/// Options of the demand stage.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Interval length (ns). Default 1 s.
+    pub interval_ns: i64,
+    /// Training window. Default: the first third of the run.
+    pub train: Train,
+    /// Services. Default: listening ports.
+    pub services: ServiceMode,
+    /// Estimator. Default: least squares regularized toward each request's own busy time.
+    pub estimator: Estimator,
+    /// Re-estimation window (intervals); 0: as long as the training window (at least 5).
+    pub window: usize,
+    /// A learned model, for [`ServiceMode::Model`].
+    pub model: Option<std::sync::Arc<crate::model::Model>>,
+    /// CPU samples of the traced processes (`reader::cpustat::read_samples` of each
+    /// directory), if any.
+    pub cpu: Vec<reader::cpustat::CpuSample>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            interval_ns: 1_000_000_000,
+            train: Train::default(),
+            services: ServiceMode::Port,
+            estimator: Estimator::Prior,
+            window: 0,
+            model: None,
+            cpu: Vec::new(),
+        }
+    }
+}
+
+/// The demand stage's result over a set of traces.
+#[derive(Clone, Debug, Serialize)]
+pub struct DemandReport {
+    /// Interval length (s).
+    pub interval_s: f64,
+    /// Start of interval 0 (unix ns).
+    pub t0_unix_ns: i64,
+    /// Intervals in the run.
+    pub intervals: usize,
+    /// What trained the model.
+    pub train: String,
+    /// How services are named.
+    pub services_mode: ServiceMode,
+    /// The estimator.
+    pub estimator: Estimator,
+    /// Processes that served requests, by host and pid.
+    pub processes: Vec<ProcessDemand>,
+    /// Processes left out, and why.
+    pub skipped: Vec<Skipped>,
+}
+
+/// A process left out of the analysis.
+#[derive(Clone, Debug, Serialize)]
+pub struct Skipped {
+    /// Process id.
+    pub pid: u32,
+    /// Host.
+    pub host: String,
+    /// Executable.
+    pub exe: String,
+    /// Why.
+    pub why: String,
+}
+
+/// One service of one process.
+#[derive(Clone, Debug, Serialize)]
+pub struct ServiceDemand {
+    /// Service id (`port:8080`, `unix:/run/x.sock`, …).
+    pub id: String,
+    /// Requests served over the whole run.
+    pub requests: u64,
+    /// Estimated demand per request (s), from the training window.
+    pub demand_s: f64,
+    /// Half-width of its 95 % confidence interval (s).
+    pub ci95_s: f64,
+    /// Mean own busy time per request, measured from request boundaries (s).
+    pub own_busy_s: f64,
+}
+
+/// One interval of one process.
+#[derive(Clone, Debug, Serialize)]
+pub struct IntervalRow {
+    /// Start (unix ns).
+    pub t_unix_ns: i64,
+    /// Busy time (s).
+    pub busy_s: f64,
+    /// Measured CPU time (s), if the reader sampled it.
+    pub cpu_s: Option<f64>,
+    /// Requests completed.
+    pub requests: u64,
+    /// Residual against the trained demands (s); none in training.
+    pub residual_s: Option<f64>,
+    /// Demands re-estimated over the window ending here (s, in service order).
+    pub demand_s: Option<Vec<f64>>,
+}
+
+/// The demand analysis of one process.
+#[derive(Clone, Debug, Serialize)]
+pub struct ProcessDemand {
+    /// Process id.
+    pub pid: u32,
+    /// Host.
+    pub host: String,
+    /// Executable.
+    pub exe: String,
+    /// Services, by id.
+    pub services: Vec<ServiceDemand>,
+    /// σ̂ of the training residuals (s).
+    pub sigma_s: f64,
+    /// Control limit 3σ̂ (s).
+    pub limit_s: f64,
+    /// Total busy time (s).
+    pub busy_s: f64,
+    /// Total measured CPU time (s) over the intervals that have it, if any.
+    pub cpu_s: Option<f64>,
+    /// Agreement of busy and CPU time per interval.
+    pub cpu_agreement: cpu::Agreement,
+    /// Calls to children made while serving (counted) and spontaneous ones (not counted).
+    pub calls: u64,
+    /// Spontaneous calls.
+    pub spontaneous_calls: u64,
+    /// Training intervals with activity.
+    pub train_intervals: usize,
+    /// A remark on the quality of the fit (too few intervals, …), if any.
+    pub note: Option<String>,
+    /// Alarms.
+    pub alarms: Vec<chart::Alarm>,
+    /// Every interval.
+    pub intervals: Vec<IntervalRow>,
+}
+
+/// Transactions, intervals and grid of a trace set.
+struct Prepared {
+    procs: Vec<(usize, ProcessTransactions)>,
+    grid: Grid,
+    n: usize,
+}
+
+fn prepare(set: &TraceSet, opts: &Options, src: &dyn TransactionSource) -> Result<Prepared> {
+    let all: Vec<Result<ProcessTransactions>> = set
+        .processes
+        .par_iter()
+        .map(|p| src.transactions(p, opts.services))
+        .collect();
+    let classes = match (opts.services, &opts.model) {
+        (ServiceMode::Model, Some(m)) => Some(classes::Classes::new(m, set)?),
+        (ServiceMode::Model, None) => {
+            return Err(Error::BadTrace {
+                path: PathBuf::from(trace_name(set)),
+                why: "services by model need a model (--model FILE)".into(),
+            })
+        }
+        _ => None,
+    };
+    let mut procs = Vec::new();
+    for (i, r) in all.into_iter().enumerate() {
+        let mut pt = r?;
+        if let Some(c) = &classes {
+            let p = &set.processes[i];
+            c.relabel(&p.host, p.pid, &mut pt.transactions);
+        }
+        procs.push((i, pt));
+    }
+    let lo = procs.iter().filter_map(|p| p.1.span_ns.map(|s| s.0)).min();
+    let hi = procs.iter().filter_map(|p| p.1.span_ns.map(|s| s.1)).max();
+    let len = opts.interval_ns.max(1);
+    let (t0, n) = match (lo, hi) {
+        (Some(lo), Some(hi)) => {
+            let t0 = lo - lo.rem_euclid(len);
+            (t0, ((hi - t0) / len + 1) as usize)
+        }
+        _ => (0, 0),
+    };
+    Ok(Prepared {
+        procs,
+        grid: Grid {
+            t0_ns: t0,
+            len_ns: len,
+        },
+        n,
+    })
+}
+
+fn rows_of(iv: &Intervals) -> Rows {
+    Rows {
+        a: iv.counts.clone(),
+        b: iv.busy_s.clone(),
+        own: iv.own_rows.clone(),
+    }
+}
+
+/// Runs the demand stage over `set`.
+pub fn analyze(set: &TraceSet, opts: &Options) -> Result<DemandReport> {
+    analyze_with(set, opts, &ByteFlow)
+}
+
+/// [`analyze`] with another source of transactions (matched messages, tests).
+pub fn analyze_with(
+    set: &TraceSet,
+    opts: &Options,
+    src: &dyn TransactionSource,
+) -> Result<DemandReport> {
+    let prep = prepare(set, opts, src)?;
+    if !prep.procs.iter().any(|p| p.1.sockets) {
+        return Err(Error::BadTrace {
+            path: PathBuf::from(trace_name(set)),
+            why: "no socket calls in these traces: service demand needs the requests a \
+                  process receives and answers (were they recorded with libtrace.so preloaded?)"
+                .into(),
+        });
+    }
+    let baseline = match &opts.train {
+        Train::Baseline(b) => Some(prepare(b, opts, src)?),
+        _ => None,
+    };
+    let train_end = match &opts.train {
+        Train::Fraction(f) => ((prep.n as f64 * f.clamp(0.0, 1.0)).round() as usize).max(1),
+        Train::Seconds(s) => ((s * 1e9 / prep.grid.len_ns as f64).round() as usize).max(1),
+        Train::Baseline(_) => 0,
+    };
+    let train_desc = match &opts.train {
+        Train::Fraction(f) => format!(
+            "first {:.0} % of the run ({} intervals)",
+            f * 100.0,
+            train_end
+        ),
+        Train::Seconds(s) => format!("first {s} s of the run ({train_end} intervals)"),
+        Train::Baseline(b) => format!("baseline run ({})", trace_name(b)),
+    };
+    let mut report = DemandReport {
+        interval_s: prep.grid.len_ns as f64 * 1e-9,
+        t0_unix_ns: prep.grid.t0_ns,
+        intervals: prep.n,
+        train: train_desc,
+        services_mode: opts.services,
+        estimator: opts.estimator,
+        processes: Vec::new(),
+        skipped: Vec::new(),
+    };
+    // Baseline processes, by executable, most requests first.
+    let base_ivs: Vec<(String, Intervals)> = baseline
+        .as_ref()
+        .map(|b| {
+            let mut v: Vec<(String, Intervals)> = b
+                .procs
+                .iter()
+                .filter_map(|(_, pt)| {
+                    let span = pt.span_ns?;
+                    let iv = busy::intervals(b.grid, span, &pt.transactions);
+                    (!iv.services.is_empty()).then(|| (pt.exe.clone(), iv))
+                })
+                .collect();
+            v.sort_by_key(|(e, iv)| {
+                (
+                    e.clone(),
+                    std::cmp::Reverse(iv.requests.iter().sum::<u64>()),
+                )
+            });
+            v
+        })
+        .unwrap_or_default();
+    let mut used_base = vec![false; base_ivs.len()];
+    let mut order: Vec<&(usize, ProcessTransactions)> = prep.procs.iter().collect();
+    order.sort_by_key(|(i, pt)| {
+        let p = &set.processes[*i];
+        (
+            pt.exe.clone(),
+            std::cmp::Reverse(pt.transactions.len()),
+            p.host.clone(),
+            p.pid,
+        )
+    });
+    for (i, pt) in order {
+        let p: &ProcessTrace = &set.processes[*i];
+        let skip = |why: String| Skipped {
+            pid: p.pid,
+            host: p.host.clone(),
+            exe: pt.exe.clone(),
+            why,
+        };
+        let Some(span) = pt.span_ns else {
+            report.skipped.push(skip("no events".into()));
+            continue;
+        };
+        let iv = busy::intervals(prep.grid, span, &pt.transactions);
+        if iv.services.is_empty() {
+            report.skipped.push(skip(if pt.sockets {
+                format!(
+                    "served no requests (made {} calls to other processes on its own): no demand to estimate",
+                    iv.spontaneous + iv.calls
+                )
+            } else {
+                "used no sockets".into()
+            }));
+            continue;
+        }
+        let rows = rows_of(&iv);
+        let n = rows.b.len();
+        // Training rows and the first monitored interval.
+        let (train, monitor_from) = match &baseline {
+            Some(_) => {
+                let k = (0..base_ivs.len()).find(|&k| !used_base[k] && base_ivs[k].0 == pt.exe);
+                match k {
+                    Some(k) => {
+                        used_base[k] = true;
+                        (align(&base_ivs[k].1, &iv.services), 0)
+                    }
+                    None => {
+                        report.skipped.push(skip(format!(
+                            "no process running {} in the baseline to train on",
+                            if pt.exe.is_empty() {
+                                "(unknown)"
+                            } else {
+                                &pt.exe
+                            }
+                        )));
+                        continue;
+                    }
+                }
+            }
+            None => {
+                let k = (train_end as i64 - iv.first).clamp(0, n as i64) as usize;
+                (rows.slice(0..k), k)
+            }
+        };
+        let train_active = train.active().b.len();
+        let need = 3;
+        let mut note = None;
+        if train_active < need {
+            note = Some(format!(
+                "too few intervals: {train_active} with requests in the training window (need at least {need}); \
+                 demands are fitted on every interval and no alarm is raised"
+            ));
+        } else if train_active < iv.services.len() + 2 {
+            note = Some(format!(
+                "{train_active} training intervals for {} services: demands rest mostly on the \
+                 per-request measurement",
+                iv.services.len()
+            ));
+        }
+        let whole_prior = rows.active().prior();
+        let window = if opts.window > 0 {
+            opts.window
+        } else {
+            train_active.max(5)
+        };
+        let grid = prep.grid;
+        let first = iv.first;
+        let start = |j: usize| grid.start(first + j as i64);
+        let mut ch = if train_active < need {
+            chart::chart(&rows, &rows, n, window, opts.estimator, start, grid.len_ns)
+        } else {
+            chart::chart(
+                &rows,
+                &train,
+                monitor_from,
+                window,
+                opts.estimator,
+                start,
+                grid.len_ns,
+            )
+        };
+        if train_active < need {
+            ch.alarms.clear();
+        }
+        let own_cpu: Vec<reader::cpustat::CpuSample> = opts
+            .cpu
+            .iter()
+            .filter(|s| s.pid == p.pid && (p.start_ticks == 0 || s.start_ticks == p.start_ticks))
+            .copied()
+            .collect();
+        let cpu_iv = cpu::per_interval(&own_cpu, grid, first, n);
+        let agreement = cpu::agreement(&iv.busy_s, &cpu_iv);
+        let cpu_total: Option<f64> = cpu_iv
+            .iter()
+            .any(|c| c.is_some())
+            .then(|| cpu_iv.iter().flatten().sum());
+        let services = iv
+            .services
+            .iter()
+            .enumerate()
+            .map(|(k, id)| ServiceDemand {
+                id: id.clone(),
+                requests: iv.requests[k],
+                demand_s: ch.fit.demand_s[k],
+                ci95_s: ch.fit.ci95_s[k],
+                own_busy_s: whole_prior.mean_s[k],
+            })
+            .collect();
+        let intervals = (0..n)
+            .map(|j| IntervalRow {
+                t_unix_ns: start(j),
+                busy_s: rows.b[j],
+                cpu_s: cpu_iv[j],
+                requests: rows.a[j].iter().sum::<f64>() as u64,
+                residual_s: ch.residual_s[j],
+                demand_s: ch.series[j].clone(),
+            })
+            .collect();
+        report.processes.push(ProcessDemand {
+            pid: p.pid,
+            host: p.host.clone(),
+            exe: pt.exe.clone(),
+            services,
+            sigma_s: ch.sigma_s,
+            limit_s: 3.0 * ch.sigma_s,
+            busy_s: iv.busy_s.iter().sum(),
+            cpu_s: cpu_total,
+            cpu_agreement: agreement,
+            calls: iv.calls,
+            spontaneous_calls: iv.spontaneous,
+            train_intervals: train_active,
+            note,
+            alarms: ch.alarms,
+            intervals,
+        });
+    }
+    report
+        .processes
+        .sort_by(|a, b| (&a.host, a.pid).cmp(&(&b.host, b.pid)));
+    report
+        .skipped
+        .sort_by(|a, b| (&a.host, a.pid).cmp(&(&b.host, b.pid)));
+    Ok(report)
+}
+
+/// A baseline process's rows with its columns put in the order of `services` (services
+/// it did not serve get zero columns).
+fn align(base: &Intervals, services: &[String]) -> Rows {
+    let map: Vec<Option<usize>> = services
+        .iter()
+        .map(|s| base.services.iter().position(|b| b == s))
+        .collect();
+    let pick = |r: &[f64]| -> Vec<f64> { map.iter().map(|m| m.map_or(0.0, |k| r[k])).collect() };
+    Rows {
+        a: base.counts.iter().map(|r| pick(r)).collect(),
+        b: base.busy_s.clone(),
+        own: base
+            .own_rows
+            .iter()
+            .map(|o| busy::OwnRow {
+                sum: pick(&o.sum),
+                sq: pick(&o.sq),
+                shared: pick(&o.shared),
+            })
+            .collect(),
+    }
+}
+
+fn trace_name(set: &TraceSet) -> String {
+    let mut names: Vec<String> = set
+        .processes
+        .iter()
+        .flat_map(|p| p.threads.iter())
+        .filter_map(|t| match &t.source {
+            crate::decode::ThreadSource::Dir { dir, .. } => Some(dir.path().display().to_string()),
+            _ => None,
+        })
+        .collect();
+    names.sort();
+    names.dedup();
+    if names.is_empty() {
+        "(traces)".into()
+    } else {
+        names.join(", ")
+    }
+}
