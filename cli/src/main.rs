@@ -53,6 +53,8 @@ enum Command {
     Rank(cmd::rank::Args),
     /// Show one unit's call tree next to its model.
     Show(cmd::show::Args),
+    /// Sample per-process IO counters on absolute deadlines (for `culprit ioshare`).
+    Iosample(cmd::iosample::Args),
 }
 
 fn main() -> ExitCode {
@@ -66,6 +68,7 @@ fn main() -> ExitCode {
         Command::Merge(a) => cmd::merge::run(a),
         Command::Rank(a) => cmd::rank::run(a),
         Command::Show(a) => cmd::show::run(a),
+        Command::Iosample(a) => cmd::iosample::run(a),
     };
     match r {
         Ok(code) => code,

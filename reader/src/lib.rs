@@ -41,6 +41,7 @@
 pub mod chunkfile;
 pub mod daemon;
 pub mod error;
+pub mod iosample;
 pub mod manifest;
 pub mod signals;
 pub mod summary;

@@ -2,6 +2,7 @@
 
 pub mod cc;
 pub mod dump;
+pub mod iosample;
 pub mod learn;
 pub mod merge;
 pub mod rank;
