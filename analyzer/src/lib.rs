@@ -50,6 +50,7 @@ pub mod connections;
 pub mod decode;
 pub mod error;
 pub mod hash;
+pub mod ioshare;
 pub mod model;
 mod ranking;
 pub mod report;

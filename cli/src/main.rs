@@ -55,6 +55,8 @@ enum Command {
     Show(cmd::show::Args),
     /// Sample per-process IO counters on absolute deadlines (for `culprit ioshare`).
     Iosample(cmd::iosample::Args),
+    /// Estimate each process's share of a shared file server's load from IO samples.
+    Ioshare(cmd::ioshare::Args),
 }
 
 fn main() -> ExitCode {
@@ -69,6 +71,7 @@ fn main() -> ExitCode {
         Command::Rank(a) => cmd::rank::run(a),
         Command::Show(a) => cmd::show::run(a),
         Command::Iosample(a) => cmd::iosample::run(a),
+        Command::Ioshare(a) => cmd::ioshare::run(a),
     };
     match r {
         Ok(code) => code,

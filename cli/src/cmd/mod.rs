@@ -3,6 +3,7 @@
 pub mod cc;
 pub mod dump;
 pub mod iosample;
+pub mod ioshare;
 pub mod learn;
 pub mod merge;
 pub mod rank;

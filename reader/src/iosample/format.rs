@@ -17,11 +17,15 @@
 //! | 1 | META | `s` JSON object ([`Meta`]): host, kernel, interval, clocks at start, selection, taskstats status |
 //! | 2 | PROC | pid `v` · ppid `v` · uid `v` · start_ticks `v` · flags `v` ([`PROC_SERVER`]) · comm `s` · exe `s` · cmdline `s` — a process first seen in `/proc` |
 //! | 3 | SAMPLE | seq `v` · deadline_mono_ns `v` · mono_ns `v` · unix_ns `v` · took_ns `v` · n `v` · n × (pid `v` · 7 counters `v`) — only processes whose counters changed since the last record that carried them |
-//! | 4 | EXIT | pid `v` · ppid `v` · source `v` ([`ExitSource`]) · mono_ns `v` · unix_ns `v` · 7 counters `v` · comm `s` — final counters of an exited process |
+//! | 4 | EXIT | pid `v` · ppid `v` · source `v` ([`ExitSource`]) · mono_ns `v` · unix_ns `v` · 7 counters `v` · comm `s` — final counters of an exited process: with source taskstats, the sum over its tasks of their own counters (children it reaped not included; `rchar wchar syscr syscw` rounded down to 1024 by the kernel); with source last-sample, its last `/proc/[pid]/io` values (which include reaped children). Several taskstats EXIT records of one pid add up (late threads). |
 //! | 5 | DISK | seq `v` · n `v` · n × (name `s` · reads `v` · sectors_read `v` · writes `v` · sectors_written `v` · io_ms `v`) — `/proc/diskstats` lines that changed |
 //! | 6 | FDS | pid `v` · mono_ns `v` · n `v` · n × (class `v` ([`FdClass`]) · shared `v` · where `s` · count `v`) — the process's open descriptors, grouped, when they changed |
 //! | 7 | NOTE | `s` — a warning the sampler gave (permission denied, taskstats unavailable…) |
 //! | 8 | END | samples `v` · missed `v` · jitter_p50_ns `v` · jitter_p99_ns `v` · jitter_max_ns `v` — written on a clean stop |
+//!
+//! Beware: `/proc/[pid]/io` of a process includes the final counters of every child it
+//! has reaped (the kernel adds them at `wait`), so a parent's counters jump when a child
+//! is reaped; [`super::log::SampleLog::own`] removes them.
 //!
 //! The 7 counters are those of `/proc/[pid]/io`, in its order: `rchar wchar syscr syscw
 //! read_bytes write_bytes cancelled_write_bytes` ([`Counters`]). Sample times are

@@ -52,6 +52,8 @@ pub struct ProcSeries {
     pub cmdline: String,
     /// Matched a `--server` selector when sampled.
     pub server: bool,
+    /// Start time, clock ticks after boot (0 if known only from its exit).
+    pub start_ticks: u64,
     /// Seen in the first sample (its counters before the run are not its IO during it).
     pub at_start: bool,
     /// Counters whenever they changed: (sample index, cumulative counters).
@@ -105,6 +107,14 @@ pub struct SampleLog {
     pub tail: Tail,
     /// Disk sectors written per sample, summed over whole disks (not partitions).
     pub disk_sectors_written: Vec<u64>,
+    /// Children of each process (indices), and each exited process's final counters as
+    /// its parent's `/proc/[pid]/io` takes them in at `wait` (its own + its reaped
+    /// descendants'); see [`SampleLog::own`].
+    #[serde(skip)]
+    pub children: Vec<Vec<usize>>,
+    /// See [`SampleLog::children`].
+    #[serde(skip)]
+    pub reaped: Vec<Option<Counters>>,
 }
 
 impl SampleLog {
@@ -126,6 +136,16 @@ impl SampleLog {
             match r {
                 Record::Meta(m) => log.meta = m,
                 Record::Proc(p) => {
+                    // The same process again (it exec'd): new names, same series.
+                    if let Some(&i) = by_pid.get(&p.pid) {
+                        let q = &mut log.processes[i];
+                        if q.exit.is_none() && q.start_ticks == p.start_ticks {
+                            q.comm = p.comm;
+                            q.exe = p.exe;
+                            q.cmdline = p.cmdline;
+                            continue;
+                        }
+                    }
                     let at_start = log.samples.is_empty();
                     new_proc(
                         &mut log,
@@ -137,6 +157,7 @@ impl SampleLog {
                             exe: p.exe,
                             cmdline: p.cmdline,
                             server: p.flags & PROC_SERVER != 0,
+                            start_ticks: p.start_ticks,
                             at_start,
                             ..Default::default()
                         },
@@ -240,7 +261,105 @@ impl SampleLog {
                 p.denied |= true;
             }
         }
+        log.link_children();
         Ok(log)
+    }
+
+    fn link_children(&mut self) {
+        let n = self.processes.len();
+        // A parent is the latest process with that pid that appeared before the child.
+        let mut by_pid: HashMap<u32, usize> = HashMap::new();
+        self.children = vec![Vec::new(); n];
+        for i in 0..n {
+            if let Some(&p) = by_pid.get(&self.processes[i].ppid) {
+                self.children[p].push(i);
+            }
+            by_pid.insert(self.processes[i].pid, i);
+        }
+        self.reaped = vec![None; n];
+        let mut order: Vec<usize> = (0..n).collect();
+        // Children before parents: a child always appears after its parent.
+        order.reverse();
+        for i in order {
+            let Some(e) = self.processes[i].exit else {
+                continue;
+            };
+            let kids: Vec<Counters> = self.children[i]
+                .iter()
+                .filter_map(|&c| self.reaped[c])
+                .collect();
+            let full = match e.source {
+                ExitSource::LastSample => e.counters,
+                ExitSource::Taskstats => {
+                    // Own (taskstats) + what it reaped; at least its last sample (taskstats
+                    // rounds character counts down to 1024).
+                    let mut a = e.counters.to_array();
+                    for k in &kids {
+                        for (x, v) in a.iter_mut().zip(k.to_array()) {
+                            *x += v;
+                        }
+                    }
+                    if let Some((_, last)) = self.processes[i].points.last() {
+                        for (x, v) in a.iter_mut().zip(last.to_array()) {
+                            *x = (*x).max(v);
+                        }
+                    }
+                    Counters::from_array(a)
+                }
+            };
+            self.reaped[i] = Some(full);
+        }
+    }
+
+    /// The counters process `i` accounts for by itself at sample `j`: its
+    /// `/proc/[pid]/io` values minus the final counters of the children that had exited by
+    /// then (the kernel adds a child's counters to its parent's when it reaps it), kept
+    /// non-decreasing (between a child's exit and its reaping nothing is subtracted
+    /// twice). After its exit: its final counters as its parent takes them in, minus its
+    /// children's. `None` where unknown.
+    pub fn own(&self, i: usize, j: usize) -> Option<Counters> {
+        self.own_at(i, &[j])[0]
+    }
+
+    /// [`SampleLog::own`] at each of the (increasing) samples `at`, in one pass.
+    pub fn own_at(&self, i: usize, at: &[usize]) -> Vec<Option<Counters>> {
+        let p = &self.processes[i];
+        let mut out = Vec::with_capacity(at.len());
+        let mut best: Option<[u64; 7]> = None;
+        let kids = self.children.get(i).map_or(&[][..], |v| v.as_slice());
+        let mut k = p
+            .points
+            .first()
+            .map_or(0, |(s, _)| *s)
+            .min(at.first().copied().unwrap_or(0));
+        for &j in at {
+            while k <= j {
+                if let Some(raw) = p.at(&self.samples, k) {
+                    let t = self.samples[k].mono_ns;
+                    let mut a = match (p.exit, self.reaped.get(i).copied().flatten()) {
+                        (Some(e), Some(full)) if e.mono_ns <= t => full.to_array(),
+                        _ => raw.to_array(),
+                    };
+                    for &c in kids {
+                        let (Some(e), Some(full)) = (self.processes[c].exit, self.reaped[c]) else {
+                            continue;
+                        };
+                        if e.mono_ns <= t {
+                            for (x, v) in a.iter_mut().zip(full.to_array()) {
+                                *x = x.saturating_sub(v);
+                            }
+                        }
+                    }
+                    best = Some(match best {
+                        None => a,
+                        Some(b) => std::array::from_fn(|q| b[q].max(a[q])),
+                    });
+                }
+                k += 1;
+            }
+            out.push(best.map(Counters::from_array));
+        }
+        out
     }
 
     /// Jitter of the sample times (|actual − deadline|, ns): (p50, p99, max).

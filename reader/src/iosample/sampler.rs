@@ -432,15 +432,9 @@ pub fn run(
                     Some(Known::Dead { start_ticks }) => *start_ticks,
                     _ => 0,
                 };
-                // taskstats rounds rchar, wchar, syscr and syscw down to a multiple of 1024
-                // (the kernel's xacct_add_tsk): a later sample of the process may know better.
-                let mut counters = g.counters.to_array();
-                if let Some(Known::Tracked(t)) = st.known.get(&g.tgid) {
-                    for (c, l) in counters.iter_mut().zip(t.last.to_array()) {
-                        *c = (*c).max(l);
-                    }
-                }
-                let counters = Counters::from_array(counters);
+                // The group's own counters: taskstats does not include the children it
+                // reaped (which /proc/[pid]/io does); `log::SampleLog` reconciles the two.
+                let counters = g.counters;
                 if st.server_pids.contains(&g.ppid) && !st.server_pids.contains(&g.tgid) {
                     st.server_pids.insert(g.tgid);
                 }
@@ -508,6 +502,27 @@ pub fn run(
                     continue;
                 }
                 t.moved_since_fds = false;
+                // A process that exec'd since it was first seen gets a new PROC record.
+                if let Some((stat, uid)) = procfs::read_stat(pid) {
+                    if stat.comm != t.comm && stat.start_ticks == t.start_ticks {
+                        let (exe, cmdline) = procfs::exe_and_cmdline(pid);
+                        t.comm = stat.comm.clone();
+                        out.push(Record::Proc(ProcRecord {
+                            pid,
+                            ppid: stat.ppid,
+                            uid,
+                            start_ticks: stat.start_ticks,
+                            flags: if st.server_pids.contains(&pid) {
+                                PROC_SERVER
+                            } else {
+                                0
+                            },
+                            comm: stat.comm,
+                            exe,
+                            cmdline,
+                        }));
+                    }
+                }
                 if let Some(groups) = procfs::read_fds(pid, &mounts, &tcp) {
                     if groups != t.fds {
                         out.push(Record::Fds(FdsRecord {
