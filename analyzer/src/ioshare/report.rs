@@ -263,6 +263,22 @@ fn truth_error(s: &Series, e: &Estimate, c: usize, sent: &[f64], window: usize) 
     }
 }
 
+/// Robust spread of an estimate's residuals: 1.4826 × the median |r| over busy intervals.
+fn noise(s: &Series, e: &Estimate) -> f64 {
+    let mut r: Vec<f64> = (0..s.y.len())
+        .filter(|&t| s.y[t] > 0.0)
+        .map(|t| {
+            let ex: f64 = (0..s.columns.len()).map(|c| e.explained(s, c, t)).sum();
+            (s.y[t] - ex).abs()
+        })
+        .collect();
+    if r.is_empty() {
+        return 0.0;
+    }
+    r.sort_by(f64::total_cmp);
+    1.4826 * r[r.len() / 2]
+}
+
 /// Runs the estimators on a sample file (and compares them with the truth when given).
 pub fn analyze(
     log: &SampleLog,
@@ -292,16 +308,13 @@ pub fn analyze(
     let mut episodes = Vec::new();
     // Enough rows per window for the unknowns: at least three per column.
     let ropts = RegressionOptions {
-        window: opts.regression.window.max(3 * (fine.columns.len() + 1)),
+        window: opts.regression.window.max(2 * (fine.columns.len() + 1)),
         ..opts.regression
     };
     if matches!(opts.method, Method::Regression | Method::Both) {
         let (e, ep) = regression::estimate(&fine, &ropts);
         ests.push(e);
         episodes = ep;
-    }
-    if matches!(opts.method, Method::Single | Method::Both) {
-        ests.push(single::estimate(&fine, &opts.single));
     }
     let (ols, _) = regression::estimate(
         &fine,
@@ -311,6 +324,13 @@ pub fn analyze(
             ..ropts
         },
     );
+    if matches!(opts.method, Method::Single | Method::Both) {
+        let mut so = opts.single;
+        if so.noise == 0.0 {
+            so.noise = noise(&fine, &ols);
+        }
+        ests.push(single::estimate(&fine, &so));
+    }
     ests.push(ols);
     let ests: Vec<Estimate> = ests
         .into_iter()

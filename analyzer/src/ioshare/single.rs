@@ -26,6 +26,12 @@ pub struct SingleOptions {
     pub lookahead: usize,
     /// Transitions in a row after which β is re-fitted (0: never; default 4).
     pub reset_after: usize,
+    /// Noise level of the residual (bytes per interval) under which no change is sought:
+    /// the threshold is at least `noise_sigmas` times it. [`super::analyze`] measures it
+    /// as the robust spread (1.4826 × median |r|) of a windowed regression's residuals.
+    pub noise: f64,
+    /// See `noise` (default 3).
+    pub noise_sigmas: f64,
 }
 
 impl Default for SingleOptions {
@@ -35,6 +41,8 @@ impl Default for SingleOptions {
             admissible: (-0.1, 1.1),
             lookahead: 3,
             reset_after: 4,
+            noise: 0.0,
+            noise_sigmas: 3.0,
         }
     }
 }
@@ -59,7 +67,9 @@ pub fn estimate(s: &Series, o: &SingleOptions) -> Estimate {
     } else {
         busy.iter().sum::<f64>() / busy.len() as f64
     };
-    let theta = (o.threshold * mean_y).max(4096.0);
+    let theta = (o.threshold * mean_y)
+        .max(o.noise_sigmas * o.noise)
+        .max(4096.0);
     let mut beta = vec![1.0; p];
     let mut run: Vec<usize> = Vec::new();
     for t in 0..n {

@@ -33,8 +33,8 @@ pub struct Args {
     /// Interval of the estimates (a multiple of the sampling interval; default: the sampling interval).
     #[arg(long, value_name = "DUR", value_parser = reader::iosample::parse_duration)]
     pub step: Option<std::time::Duration>,
-    /// Regression window (centred on each sample; widened to 3 samples per process).
-    #[arg(long, value_name = "DUR", default_value = "2s", value_parser = reader::iosample::parse_duration)]
+    /// Regression window (centred on each sample; widened to 2 samples per process).
+    #[arg(long, value_name = "DUR", default_value = "1.5s", value_parser = reader::iosample::parse_duration)]
     pub window: std::time::Duration,
     /// Do not fit a write-back lag.
     #[arg(long)]
