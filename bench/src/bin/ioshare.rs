@@ -53,6 +53,7 @@ fn cost(seconds: u64) -> Result<()> {
             Command::new("sleep")
                 .arg("3600")
                 .stdout(Stdio::null())
+                .stderr(Stdio::null())
                 .spawn()
                 .context("spawning sleep")?,
         );
@@ -96,15 +97,15 @@ fn cost(seconds: u64) -> Result<()> {
         let p = Command::new("pidstat")
             .args(["-d", "1"])
             .stdout(Stdio::null())
+            .stderr(Stdio::null())
             .spawn()?;
         let t0 = Instant::now();
         let c0 = cpu_ticks(p.id()).unwrap_or(0);
         std::thread::sleep(Duration::from_secs(seconds));
         let c1 = cpu_ticks(p.id()).unwrap_or(0);
         let wall = t0.elapsed().as_secs_f64();
-        let mut p = Reaped(vec![p]);
-        drop(std::mem::take(&mut p.0));
-        // SAFETY: sysconf reads a constant.
+        drop(Reaped(vec![p])); // killed and reaped
+                               // SAFETY: sysconf reads a constant.
         let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
         let cpu_s = (c1 - c0) as f64 / hz;
         println!(

@@ -141,6 +141,22 @@ pub fn exe_and_cmdline(pid: u32) -> (String, String) {
     (exe, String::from_utf8_lossy(&cmd).into_owned())
 }
 
+/// The last process id the kernel allocated (the 5th field of `/proc/loadavg`): while it
+/// does not change, no process was created, and `/proc` need not be listed again.
+pub fn last_pid() -> Option<u32> {
+    let mut buf = [0u8; 128];
+    let n = {
+        use std::io::Read;
+        fs::File::open("/proc/loadavg").ok()?.read(&mut buf).ok()?
+    };
+    std::str::from_utf8(&buf[..n])
+        .ok()?
+        .split_whitespace()
+        .nth(4)?
+        .parse()
+        .ok()
+}
+
 /// Process ids listed in `/proc` now.
 pub fn list_pids() -> io::Result<Vec<u32>> {
     let mut out = Vec::with_capacity(1024);
@@ -296,7 +312,11 @@ pub fn read_tcp() -> HashMap<u64, TcpSocket> {
 
 /// Groups the open descriptors of a process: files by mount, TCP sockets by peer, the rest by
 /// kind. `None` if the directory cannot be listed (gone, or permission denied).
-pub fn read_fds(pid: u32, mounts: &[Mount], tcp: &HashMap<u64, TcpSocket>) -> Option<Vec<FdGroup>> {
+pub fn read_fds(
+    pid: u32,
+    mounts: &[Mount],
+    tcp: &mut Option<HashMap<u64, TcpSocket>>,
+) -> Option<Vec<FdGroup>> {
     let dir = fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
     let mut groups: BTreeMap<(FdClass, bool, String), u64> = BTreeMap::new();
     for e in dir.flatten() {
@@ -305,6 +325,8 @@ pub fn read_fds(pid: u32, mounts: &[Mount], tcp: &HashMap<u64, TcpSocket>) -> Op
         };
         let t = target.to_string_lossy();
         let key = if let Some(ino) = t.strip_prefix("socket:[").and_then(|s| s.strip_suffix(']')) {
+            // The TCP tables are read once per listing, and only if some socket needs them.
+            let tcp = tcp.get_or_insert_with(read_tcp);
             match ino.parse::<u64>().ok().and_then(|i| tcp.get(&i)) {
                 Some(s) if s.listen => (FdClass::Socket, false, format!("listen {}", s.local)),
                 Some(s) => (FdClass::Socket, true, s.peer.clone()),

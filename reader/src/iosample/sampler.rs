@@ -84,6 +84,8 @@ pub struct SamplerReport {
     pub cpu_ns: u64,
     /// Wall time of the run, ns.
     pub wall_ns: u64,
+    /// Samples at which `/proc` was listed (only when a new pid had been allocated).
+    pub listings: u64,
 }
 
 /// Reads a clock, ns.
@@ -330,6 +332,10 @@ pub fn run(
     let mut seq = 0u64;
     let mut k = 0u64;
     let mut last_round = false;
+    let mut listed: HashSet<u32> = HashSet::new();
+    let mut tcp_cache = None;
+    let mut fd_scans = 0u64;
+    let mut last_pid_seen = None;
     loop {
         let deadline = start_mono + k * interval_ns;
         if !last_round {
@@ -349,9 +355,17 @@ pub fn run(
             jitter.push(mono.abs_diff(deadline));
         }
 
-        // New processes, vanished ones.
-        let pids = procfs::list_pids().unwrap_or_default();
-        let listed: HashSet<u32> = pids.iter().copied().collect();
+        // New processes, vanished ones. `/proc` is listed only when the kernel allocated a
+        // pid since the last listing (or, without that hint, every time); between listings
+        // a vanished process shows as a read error, and exits come from taskstats.
+        let pid_hint = procfs::last_pid();
+        if pid_hint.is_none() || pid_hint != last_pid_seen || listed.is_empty() {
+            let pids = procfs::list_pids().unwrap_or_default();
+            listed = pids.iter().copied().collect();
+            last_pid_seen = pid_hint;
+            st.report.listings += 1;
+        }
+        let pids: Vec<u32> = listed.iter().copied().collect();
         // Parents before children, so descendants of a new selected process are selected.
         let mut new: Vec<u32> = pids
             .iter()
@@ -495,7 +509,13 @@ pub fn run(
             } else {
                 procfs::read_mounts()
             };
-            let tcp = procfs::read_tcp();
+            // /proc/net/tcp walks the whole connection hash (milliseconds on a large
+            // machine): refreshed at most every 10 listings of descriptors.
+            if tcp_cache.is_some() && fd_scans.is_multiple_of(10) {
+                tcp_cache = None;
+            }
+            fd_scans += 1;
+            let mut tcp = tcp_cache.take();
             for (&pid, k) in st.known.iter_mut() {
                 let Known::Tracked(t) = k else { continue };
                 if !t.moved_since_fds {
@@ -523,7 +543,7 @@ pub fn run(
                         }));
                     }
                 }
-                if let Some(groups) = procfs::read_fds(pid, &mounts, &tcp) {
+                if let Some(groups) = procfs::read_fds(pid, &mounts, &mut tcp) {
                     if groups != t.fds {
                         out.push(Record::Fds(FdsRecord {
                             pid,
@@ -534,6 +554,7 @@ pub fn run(
                     }
                 }
             }
+            tcp_cache = tcp;
         }
 
         let took = clock_ns(libc::CLOCK_MONOTONIC).saturating_sub(mono);
