@@ -44,6 +44,10 @@ pub struct Args {
     /// Do not use taskstats exit notifications.
     #[arg(long)]
     pub no_taskstats: bool,
+    /// Keep the normal scheduling policy (by default the sampling thread asks for
+    /// SCHED_FIFO priority 1, where permitted, to keep its deadlines on a loaded machine).
+    #[arg(long)]
+    pub no_realtime: bool,
     /// Print the run's summary as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -102,6 +106,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         fd_every: args.fd_every,
         taskstats: !args.no_taskstats,
         selection_text,
+        realtime: !args.no_realtime,
     };
     let mut status = None;
     let report =

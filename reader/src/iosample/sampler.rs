@@ -42,6 +42,10 @@ pub struct SamplerOptions {
     pub taskstats: bool,
     /// Text for the `selection` field of the file's metadata.
     pub selection_text: String,
+    /// Run the sampling thread at real-time priority (`SCHED_FIFO` 1) where permitted, so
+    /// that a loaded machine neither delays its deadlines nor preempts a scan between the
+    /// server's counters and the clients' (default true; a scan takes milliseconds).
+    pub realtime: bool,
 }
 
 impl Default for SamplerOptions {
@@ -53,6 +57,7 @@ impl Default for SamplerOptions {
             fd_every: 10,
             taskstats: true,
             selection_text: "all".into(),
+            realtime: true,
         }
     }
 }
@@ -86,6 +91,8 @@ pub struct SamplerReport {
     pub wall_ns: u64,
     /// Samples at which `/proc` was listed (only when a new pid had been allocated).
     pub listings: u64,
+    /// Whether the sampling thread ran at real-time priority.
+    pub realtime: bool,
 }
 
 /// Reads a clock, ns.
@@ -288,6 +295,14 @@ pub fn run(
         );
     }
 
+    // After the taskstats thread started: it keeps the normal policy.
+    let mut realtime = false;
+    if opts.realtime {
+        let p = libc::sched_param { sched_priority: 1 };
+        // SAFETY: sched_setscheduler on this thread (tid 0 = the caller) with a valid
+        // parameter; failure (no CAP_SYS_NICE) leaves the normal policy.
+        realtime = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) } == 0;
+    }
     let interval_ns = opts.interval.as_nanos().max(1) as u64;
     let start_mono = clock_ns(libc::CLOCK_MONOTONIC);
     let uts = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
@@ -305,6 +320,7 @@ pub fn run(
         denied: Vec::new(),
         report: SamplerReport {
             taskstats: ts_status.clone(),
+            realtime,
             ..Default::default()
         },
     };
