@@ -4,7 +4,7 @@
 //! processes from taskstats, appended to a compact versioned file that `culprit ioshare`
 //! turns into per-process shares of a file server's load.
 //!
-//! - [`format`]: the file — framed, CRC-checked records; layout documented there.
+//! - [`format`](mod@format): the file — framed, CRC-checked records; layout documented there.
 //! - [`procfs`]: reading `/proc`.
 //! - [`taskstats`]: exit notifications over generic netlink.
 //! - [`sampler`]: the sampling loop ([`run`]).
