@@ -56,6 +56,7 @@ pub mod demand;
 pub mod dump;
 pub mod error;
 pub mod hash;
+pub mod ioshare;
 pub mod localize;
 pub mod messages;
 pub mod report;

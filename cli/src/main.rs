@@ -63,6 +63,10 @@ enum Command {
     Repair(cmd::repair::Args),
     /// Service demand per process and the residual control chart: which process became slow.
     Demand(cmd::demand::Args),
+    /// Sample per-process IO counters on absolute deadlines (for `culprit ioshare`).
+    Iosample(cmd::iosample::Args),
+    /// Estimate each process's share of a shared file server's load from IO samples.
+    Ioshare(cmd::ioshare::Args),
 }
 
 fn main() -> ExitCode {
@@ -81,6 +85,8 @@ fn main() -> ExitCode {
         Command::Timeline(a) => cmd::timeline::run(a),
         Command::Repair(a) => cmd::repair::run(a),
         Command::Demand(a) => cmd::demand::run(a),
+        Command::Iosample(a) => cmd::iosample::run(a),
+        Command::Ioshare(a) => cmd::ioshare::run(a),
     };
     match r {
         Ok(code) => code,

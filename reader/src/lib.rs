@@ -49,6 +49,7 @@ pub mod cpustat;
 pub mod daemon;
 pub mod damage;
 pub mod error;
+pub mod iosample;
 pub mod manifest;
 pub mod repairdir;
 pub mod safefile;

@@ -5,6 +5,8 @@ pub mod common;
 pub mod demand;
 pub mod dump;
 pub mod export;
+pub mod iosample;
+pub mod ioshare;
 pub mod learn;
 pub mod merge;
 pub mod messages;

@@ -1,0 +1,560 @@
+//! The `culprit ioshare` report: per process, β over time with its uncertainty, the server
+//! load it explains and, with traces, the true share and each estimator's error; the
+//! server's load, the residual and the collinearity diagnosis. [`IoShareReport`] is also
+//! the JSON document (`processes` — each `pid`, `exe`, `beta` as `[t_unix_ns, value]`
+//! pairs —, `server`, `residual`, …).
+
+use super::regression::{self, Collinearity, RegressionOptions};
+use super::series::{self, Metric, Series};
+use super::single::{self, SingleOptions};
+use super::truth::Truth;
+use super::{Estimate, Status};
+use reader::iosample::SampleLog;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+/// Which estimator(s) to run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Method {
+    /// Sliding-window bounded regression.
+    Regression,
+    /// Single-variation estimation.
+    Single,
+    /// Both; `beta` is the regression's, `estimators` has both.
+    Both,
+}
+
+impl Method {
+    /// Parses `regression`, `single`, `both`.
+    pub fn parse(s: &str) -> Result<Method, String> {
+        Ok(match s {
+            "regression" => Method::Regression,
+            "single" => Method::Single,
+            "both" => Method::Both,
+            _ => return Err(format!("{s:?}: expected regression, single or both")),
+        })
+    }
+}
+
+/// Options of [`analyze`].
+#[derive(Clone, Debug)]
+pub struct IoShareOptions {
+    /// Server selector: a pid or a name (`comm` or executable file name).
+    pub server: String,
+    /// Estimator(s).
+    pub method: Method,
+    /// Counter (default `wchar`).
+    pub metric: Metric,
+    /// Samples per reported interval (default 1: the sampling interval). Estimation always
+    /// runs at the sampling resolution; β per step is the explained bytes over the
+    /// process's bytes in the step.
+    pub step: usize,
+    /// Regression options.
+    pub regression: RegressionOptions,
+    /// Single-variation options.
+    pub single: SingleOptions,
+    /// Clients under this fraction of all client bytes are not columns (default 0.01).
+    pub min_share: f64,
+    /// Window over which shares are also compared with the truth (ns; default 60 s).
+    pub truth_window_ns: u64,
+}
+
+impl Default for IoShareOptions {
+    fn default() -> Self {
+        IoShareOptions {
+            server: String::new(),
+            method: Method::Both,
+            metric: Metric::Wchar,
+            step: 1,
+            regression: RegressionOptions::default(),
+            single: SingleOptions::default(),
+            min_share: 0.01,
+            truth_window_ns: 60_000_000_000,
+        }
+    }
+}
+
+/// A time series of `[t_unix_ns, value]` pairs.
+pub type TimeSeries = Vec<(u64, f64)>;
+
+/// One estimator's β for a process.
+#[derive(Clone, Debug, Serialize)]
+pub struct ProcessEstimate {
+    /// β per interval end.
+    pub beta: TimeSeries,
+    /// Uncertainty of β (standard error, or resolution for single variation).
+    pub beta_err: TimeSeries,
+    /// Share of the process's bytes over the run that this estimator sends to the server.
+    pub overall: Option<f64>,
+    /// Error against the truth, if traced.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<TruthError>,
+}
+
+/// An estimator's error against the truth for one process, in percentage points.
+#[derive(Clone, Copy, Debug, Serialize, PartialEq)]
+pub struct TruthError {
+    /// Mean |β̂ − β| over the intervals where the process wrote.
+    pub mae_points: f64,
+    /// Intervals compared.
+    pub intervals: usize,
+    /// Intervals with IO that the estimator left without β (counted as 100 points off? no:
+    /// reported, not averaged).
+    pub unestimated: usize,
+    /// Mean over truth windows of |Σβ̂x − Σtrue| / Σx.
+    pub window_points: Option<f64>,
+    /// Over the whole run.
+    pub overall_points: f64,
+}
+
+/// One client process.
+#[derive(Clone, Debug, Serialize)]
+pub struct ProcessRow {
+    /// Process id (0 for grouped small writers).
+    pub pid: u32,
+    /// Executable.
+    pub exe: String,
+    /// `comm`.
+    pub comm: String,
+    /// Bytes over the run (the metric).
+    pub total_bytes: f64,
+    /// β of the primary estimator: `[t_unix_ns, value]`.
+    pub beta: TimeSeries,
+    /// Its uncertainty.
+    pub beta_err: TimeSeries,
+    /// Server bytes explained by this process per interval.
+    pub explained: TimeSeries,
+    /// Share of the process's bytes that went to the server over the run (primary).
+    pub overall: Option<f64>,
+    /// Every estimator run, by name (`regression`, `single`, `least_squares`).
+    pub estimators: BTreeMap<String, ProcessEstimate>,
+    /// The true β per interval, with traces.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub truth: Option<TimeSeries>,
+    /// The true overall share.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub truth_overall: Option<f64>,
+}
+
+/// The server side.
+#[derive(Clone, Debug, Serialize)]
+pub struct ServerInfo {
+    /// The selector given.
+    pub selector: String,
+    /// Server processes (daemon and children).
+    pub pids: Vec<u32>,
+    /// Their names.
+    pub names: Vec<String>,
+    /// Bytes per interval.
+    pub load: TimeSeries,
+    /// Total bytes.
+    pub total_bytes: f64,
+}
+
+/// An estimator's accuracy over all traced processes.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Accuracy {
+    /// Mean over processes of their per-interval MAE (points).
+    pub mean_mae_points: f64,
+    /// Largest per-process MAE.
+    pub max_mae_points: f64,
+    /// Mean over processes of their window error.
+    pub mean_window_points: Option<f64>,
+    /// Largest per-process window error.
+    pub max_window_points: Option<f64>,
+}
+
+/// Sampling quality.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Jitter {
+    /// Median |actual − deadline|.
+    pub p50_ns: u64,
+    /// 99th percentile.
+    pub p99_ns: u64,
+    /// Largest.
+    pub max_ns: u64,
+}
+
+/// The whole report.
+#[derive(Clone, Debug, Serialize)]
+pub struct IoShareReport {
+    /// The sample file.
+    pub file: String,
+    /// Counter used.
+    pub metric: Metric,
+    /// Estimators run.
+    pub method: Method,
+    /// Primary estimator (whose β is each process's `beta`).
+    pub primary: String,
+    /// Interval length (ns, nominal).
+    pub step_ns: u64,
+    /// Sampling jitter.
+    pub jitter: Jitter,
+    /// Client processes, largest first.
+    pub processes: Vec<ProcessRow>,
+    /// The server.
+    pub server: ServerInfo,
+    /// Server bytes not explained by the primary estimator, per interval.
+    pub residual: TimeSeries,
+    /// Primary estimator's status per interval (`ok`, `collinear`, `transition`…).
+    pub status: Vec<(u64, Status)>,
+    /// Windows in which processes moved together.
+    pub collinearity: Vec<Collinearity>,
+    /// Bytes of clients too small to be estimated separately.
+    pub small_clients_bytes: f64,
+    /// With traces: each estimator's accuracy.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub accuracy: BTreeMap<String, Accuracy>,
+    /// Warnings: damaged tail, taskstats off, permission denied…
+    pub warnings: Vec<String>,
+}
+
+fn series_of(s: &Series, v: &[Option<f64>]) -> TimeSeries {
+    v.iter()
+        .enumerate()
+        .filter_map(|(t, b)| b.map(|b| (s.t_end[t], b)))
+        .collect()
+}
+
+fn overall(s: &Series, e: &Estimate, c: usize) -> Option<f64> {
+    let x: f64 = s.columns[c].x.iter().sum();
+    (x > 0.0).then(|| (0..s.y.len()).map(|t| e.explained(s, c, t)).sum::<f64>() / x)
+}
+
+fn truth_error(s: &Series, e: &Estimate, c: usize, sent: &[f64], window: usize) -> TruthError {
+    let x = &s.columns[c].x;
+    let n = x.len();
+    let mean_x = x.iter().sum::<f64>() / n.max(1) as f64;
+    let min_x = (0.02 * mean_x).max(4096.0);
+    let (mut sum, mut k, mut un) = (0.0, 0usize, 0usize);
+    for t in 0..n {
+        if x[t] < min_x {
+            continue;
+        }
+        let truth = sent[t] / x[t];
+        match e.beta[c][t] {
+            Some(b) => {
+                sum += (b - truth).abs() * 100.0;
+                k += 1;
+            }
+            None => un += 1,
+        }
+    }
+    let share = |r: std::ops::Range<usize>| -> Option<f64> {
+        let xs: f64 = x[r.clone()].iter().sum();
+        (xs > 0.0).then(|| {
+            let est: f64 = r.clone().map(|t| e.explained(s, c, t)).sum();
+            let tru: f64 = sent[r].iter().sum();
+            (est - tru).abs() / xs * 100.0
+        })
+    };
+    let w = window.max(1);
+    let wins: Vec<f64> = (0..n / w)
+        .filter_map(|i| share(i * w..(i + 1) * w))
+        .collect();
+    TruthError {
+        mae_points: if k > 0 { sum / k as f64 } else { 0.0 },
+        intervals: k,
+        unestimated: un,
+        window_points: (!wins.is_empty()).then(|| wins.iter().sum::<f64>() / wins.len() as f64),
+        overall_points: share(0..n).unwrap_or(0.0),
+    }
+}
+
+/// Robust spread of an estimate's residuals: 1.4826 × the median |r| over busy intervals.
+fn noise(s: &Series, e: &Estimate) -> f64 {
+    let mut r: Vec<f64> = (0..s.y.len())
+        .filter(|&t| s.y[t] > 0.0)
+        .map(|t| {
+            let ex: f64 = (0..s.columns.len()).map(|c| e.explained(s, c, t)).sum();
+            (s.y[t] - ex).abs()
+        })
+        .collect();
+    if r.is_empty() {
+        return 0.0;
+    }
+    r.sort_by(f64::total_cmp);
+    1.4826 * r[r.len() / 2]
+}
+
+/// Runs the estimators on a sample file (and compares them with the truth when given).
+pub fn analyze(
+    log: &SampleLog,
+    opts: &IoShareOptions,
+    truth: Option<&Truth>,
+) -> Result<IoShareReport, series::SeriesError> {
+    // Estimate at the sampling resolution, report per step.
+    let fine = series::build(log, &opts.server, opts.metric, 1, opts.min_share)?;
+    let step = opts.step.max(1);
+    let s = if step == 1 {
+        fine.clone()
+    } else {
+        series::build(log, &opts.server, opts.metric, step, opts.min_share)?
+    };
+    let mut warnings = Vec::new();
+    if let Some(why) = &log.tail.why {
+        warnings.push(format!(
+            "{}: {} at byte {} ({} bytes ignored); the samples before it are used",
+            log.path.display(),
+            why,
+            log.tail.damaged_at.unwrap_or(0),
+            log.tail.ignored_bytes
+        ));
+    }
+    warnings.extend(log.notes.iter().cloned());
+    let mut ests: Vec<Estimate> = Vec::new();
+    let mut episodes = Vec::new();
+    // Enough rows per window for the unknowns: at least three per column.
+    let ropts = RegressionOptions {
+        window: opts.regression.window.max(2 * (fine.columns.len() + 1)),
+        ..opts.regression
+    };
+    if matches!(opts.method, Method::Regression | Method::Both) {
+        let (e, ep) = regression::estimate(&fine, &ropts);
+        ests.push(e);
+        episodes = ep;
+    }
+    let (ols, _) = regression::estimate(
+        &fine,
+        &RegressionOptions {
+            bounded: false,
+            lag: false,
+            ..ropts
+        },
+    );
+    if matches!(opts.method, Method::Single | Method::Both) {
+        let mut so = opts.single;
+        if so.noise == 0.0 {
+            so.noise = noise(&fine, &ols);
+        }
+        ests.push(single::estimate(&fine, &so));
+    }
+    ests.push(ols);
+    let ests: Vec<Estimate> = ests
+        .into_iter()
+        .map(|e| {
+            if step == 1 {
+                e
+            } else {
+                e.coarsen(&fine, &s, step)
+            }
+        })
+        .collect();
+    let primary = &ests[0];
+    let step_ns = log.meta.interval_ns * step as u64;
+    let window = (opts.truth_window_ns / step_ns.max(1)).max(1) as usize;
+
+    let mut processes: Vec<ProcessRow> = Vec::new();
+    let mut acc: BTreeMap<String, Vec<TruthError>> = BTreeMap::new();
+    for (c, col) in s.columns.iter().enumerate() {
+        let sent = truth.and_then(|t| t.per_interval(col.pid, &s.t_start, &s.t_end));
+        let mut estimators = BTreeMap::new();
+        for e in &ests {
+            let error = sent
+                .as_ref()
+                .map(|sent| truth_error(&s, e, c, sent, window));
+            if let Some(err) = error {
+                acc.entry(e.name.to_string()).or_default().push(err);
+            }
+            estimators.insert(
+                e.name.to_string(),
+                ProcessEstimate {
+                    beta: series_of(&s, &e.beta[c]),
+                    beta_err: series_of(&s, &e.err[c]),
+                    overall: overall(&s, e, c),
+                    error,
+                },
+            );
+        }
+        let total: f64 = col.x.iter().sum();
+        processes.push(ProcessRow {
+            pid: col.pid,
+            exe: col.exe.clone(),
+            comm: col.comm.clone(),
+            total_bytes: total,
+            beta: series_of(&s, &primary.beta[c]),
+            beta_err: series_of(&s, &primary.err[c]),
+            explained: (0..s.y.len())
+                .map(|t| (s.t_end[t], primary.explained(&s, c, t)))
+                .collect(),
+            overall: overall(&s, primary, c),
+            estimators,
+            truth: sent.as_ref().map(|sent| {
+                (0..s.y.len())
+                    .filter(|&t| col.x[t] > 0.0)
+                    .map(|t| (s.t_end[t], sent[t] / col.x[t]))
+                    .collect()
+            }),
+            truth_overall: sent
+                .as_ref()
+                .and_then(|sent| (total > 0.0).then(|| sent.iter().sum::<f64>() / total)),
+        });
+    }
+    let residual = (0..s.y.len())
+        .map(|t| {
+            let ex: f64 = (0..s.columns.len())
+                .map(|c| primary.explained(&s, c, t))
+                .sum();
+            (s.t_end[t], s.y[t] - ex)
+        })
+        .collect();
+    processes.sort_by(|a, b| b.total_bytes.total_cmp(&a.total_bytes));
+    let accuracy = acc
+        .into_iter()
+        .map(|(k, v)| {
+            let n = v.len().max(1) as f64;
+            let w: Vec<f64> = v.iter().filter_map(|e| e.window_points).collect();
+            (
+                k,
+                Accuracy {
+                    mean_mae_points: v.iter().map(|e| e.mae_points).sum::<f64>() / n,
+                    max_mae_points: v.iter().map(|e| e.mae_points).fold(0.0, f64::max),
+                    mean_window_points: (!w.is_empty())
+                        .then(|| w.iter().sum::<f64>() / w.len() as f64),
+                    max_window_points: (!w.is_empty())
+                        .then(|| w.iter().copied().fold(0.0, f64::max)),
+                },
+            )
+        })
+        .collect();
+    let (p50, p99, max) = log.jitter();
+    Ok(IoShareReport {
+        file: log.path.display().to_string(),
+        metric: opts.metric,
+        method: opts.method,
+        primary: primary.name.to_string(),
+        step_ns,
+        jitter: Jitter {
+            p50_ns: p50,
+            p99_ns: p99,
+            max_ns: max,
+        },
+        server: ServerInfo {
+            selector: opts.server.clone(),
+            pids: s.server.iter().map(|p| p.0).collect(),
+            names: {
+                let mut n: Vec<String> = s.server.iter().map(|p| p.1.clone()).collect();
+                n.sort();
+                n.dedup();
+                n
+            },
+            load: s.t_end.iter().copied().zip(s.y.iter().copied()).collect(),
+            total_bytes: s.y.iter().sum(),
+        },
+        processes,
+        residual,
+        status: s
+            .t_end
+            .iter()
+            .copied()
+            .zip(primary.status.iter().copied())
+            .collect(),
+        collinearity: episodes,
+        small_clients_bytes: s.small_bytes,
+        accuracy,
+        warnings,
+    })
+}
+
+fn mb(b: f64) -> String {
+    format!("{:.1} MB", b / 1e6)
+}
+
+fn pct(v: Option<f64>) -> String {
+    v.map_or("-".into(), |v| format!("{:.1}%", v * 100.0))
+}
+
+impl IoShareReport {
+    /// The text report.
+    pub fn to_text(&self) -> String {
+        let mut o = String::new();
+        let _ = writeln!(
+            o,
+            "{}: server {} (pids {:?}), {} over the run; {} intervals of {:.3} s; metric {:?}; jitter p50 {:.1} µs p99 {:.1} µs",
+            self.file,
+            self.server.names.join(","),
+            self.server.pids.iter().take(8).collect::<Vec<_>>(),
+            mb(self.server.total_bytes),
+            self.server.load.len(),
+            self.step_ns as f64 / 1e9,
+            self.metric,
+            self.jitter.p50_ns as f64 / 1e3,
+            self.jitter.p99_ns as f64 / 1e3,
+        );
+        let names: Vec<&String> = self
+            .processes
+            .first()
+            .map(|p| p.estimators.keys().collect())
+            .unwrap_or_default();
+        let _ = write!(o, "\n{:>8}  {:<24} {:>10}", "pid", "process", "bytes");
+        for n in &names {
+            let _ = write!(o, " {:>14}", n);
+        }
+        let has_truth = self.processes.iter().any(|p| p.truth_overall.is_some());
+        if has_truth {
+            let _ = write!(o, " {:>8}", "truth");
+        }
+        let _ = writeln!(o);
+        for p in &self.processes {
+            let name = std::path::Path::new(&p.exe)
+                .file_name()
+                .map_or(p.comm.clone(), |f| f.to_string_lossy().into_owned());
+            let _ = write!(o, "{:>8}  {:<24} {:>10}", p.pid, name, mb(p.total_bytes));
+            for n in &names {
+                let e = &p.estimators[*n];
+                let _ = match e.error {
+                    Some(err) => write!(o, " {:>6} ±{:>5.1}p", pct(e.overall), err.mae_points),
+                    None => write!(o, " {:>14}", pct(e.overall)),
+                };
+            }
+            if has_truth {
+                let _ = write!(o, " {:>8}", pct(p.truth_overall));
+            }
+            let _ = writeln!(o);
+        }
+        let _ = writeln!(
+            o,
+            "\n(share of each process's bytes that reached the server over the run{})",
+            if has_truth {
+                "; ±p: mean absolute error per interval against the trace, in points"
+            } else {
+                ""
+            }
+        );
+        for (k, a) in &self.accuracy {
+            let _ = writeln!(
+                o,
+                "accuracy {k}: per-interval MAE mean {:.1} max {:.1} points; per-window mean {} max {} points",
+                a.mean_mae_points,
+                a.max_mae_points,
+                a.mean_window_points.map_or("-".into(), |v| format!("{v:.1}")),
+                a.max_window_points.map_or("-".into(), |v| format!("{v:.1}")),
+            );
+        }
+        let transitions = self
+            .status
+            .iter()
+            .filter(|s| s.1 == Status::Transition)
+            .count();
+        if transitions > 0 {
+            let _ = writeln!(o, "{transitions} interval(s) in transition");
+        }
+        for c in &self.collinearity {
+            let _ = writeln!(
+                o,
+                "collinear {:.1}–{:.1} s: processes {:?} move together (condition {:.0}, VIF {:?}); their individual shares are unreliable, their sum is not",
+                (c.from_ns.saturating_sub(self.server.load.first().map_or(0, |l| l.0))) as f64 / 1e9,
+                (c.to_ns.saturating_sub(self.server.load.first().map_or(0, |l| l.0))) as f64 / 1e9,
+                c.pids,
+                c.condition,
+                c.vif.iter().map(|v| (v * 10.0).round() / 10.0).collect::<Vec<_>>(),
+            );
+        }
+        for w in &self.warnings {
+            let _ = writeln!(o, "warning: {w}");
+        }
+        o
+    }
+}

@@ -1,0 +1,235 @@
+//! From an IO-sample file to the regression's inputs: the server's load `y_t` and each
+//! client process's IO `x_it` per interval, where an interval is `step` consecutive
+//! samples. Counters are cumulative; a process born during the run counts from zero, and
+//! one that exited counts its final (taskstats) counters in the interval it exited in.
+
+use reader::iosample::{Counters, ProcSeries, SampleLog};
+use std::collections::BTreeSet;
+
+/// Which counter measures IO (see `docs/ioshare.md` for the choice).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    /// Bytes passed to `write`/`pwrite`/`writev` (files and sockets).
+    Wchar,
+    /// Bytes sent to the block layer (0 on tmpfs, delayed by write-back).
+    WriteBytes,
+    /// Bytes read by `read`-like calls.
+    Rchar,
+    /// Bytes fetched from the block layer.
+    ReadBytes,
+}
+
+impl Metric {
+    /// Parses `wchar`, `write_bytes`, `rchar`, `read_bytes`.
+    pub fn parse(s: &str) -> Result<Metric, String> {
+        Ok(match s {
+            "wchar" => Metric::Wchar,
+            "write_bytes" => Metric::WriteBytes,
+            "rchar" => Metric::Rchar,
+            "read_bytes" => Metric::ReadBytes,
+            _ => {
+                return Err(format!(
+                    "{s:?}: expected wchar, write_bytes, rchar or read_bytes"
+                ))
+            }
+        })
+    }
+
+    fn of(self, c: &Counters) -> u64 {
+        match self {
+            Metric::Wchar => c.wchar,
+            Metric::WriteBytes => c.write_bytes,
+            Metric::Rchar => c.rchar,
+            Metric::ReadBytes => c.read_bytes,
+        }
+    }
+}
+
+/// One client process (a column of X).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Column {
+    /// Process id (0 for the group of small writers).
+    pub pid: u32,
+    /// Executable path, or `comm` when the path is unknown.
+    pub exe: String,
+    /// `comm`.
+    pub comm: String,
+    /// Bytes per interval.
+    pub x: Vec<f64>,
+}
+
+/// The inputs of the estimators.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Series {
+    /// End of each interval (`CLOCK_REALTIME` ns of the sample that closes it).
+    pub t_end: Vec<u64>,
+    /// Start of each interval.
+    pub t_start: Vec<u64>,
+    /// The server's bytes per interval.
+    pub y: Vec<f64>,
+    /// Client processes.
+    pub columns: Vec<Column>,
+    /// Server processes (pid, comm).
+    pub server: Vec<(u32, String)>,
+    /// Bytes of client processes too small to be columns (each under the cut-off).
+    pub small_bytes: f64,
+}
+
+/// Why a series could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum SeriesError {
+    /// No process matches the server selector.
+    #[error("{file}: no process matches --server {server} (processes seen: {seen})")]
+    NoServer {
+        /// The sample file.
+        file: String,
+        /// The selector.
+        server: String,
+        /// Some names seen.
+        seen: String,
+    },
+    /// Too few samples.
+    #[error("{file}: {samples} sample(s): at least 2 × step ({step}) are needed")]
+    TooShort {
+        /// The sample file.
+        file: String,
+        /// Samples.
+        samples: usize,
+        /// Step.
+        step: usize,
+    },
+}
+
+fn name_matches(p: &ProcSeries, sel: &str) -> bool {
+    sel.parse::<u32>().is_ok_and(|pid| pid == p.pid)
+        || p.comm == sel
+        || std::path::Path::new(&p.exe)
+            .file_name()
+            .is_some_and(|f| f.to_string_lossy() == sel)
+}
+
+/// Indices of the server processes: those matching `server` (pid or name), and their
+/// descendants (a daemon's per-session children).
+pub fn server_processes(log: &SampleLog, server: &str) -> BTreeSet<usize> {
+    let mut set: BTreeSet<usize> = log
+        .processes
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| name_matches(p, server))
+        .map(|(i, _)| i)
+        .collect();
+    loop {
+        let pids: BTreeSet<u32> = set.iter().map(|&i| log.processes[i].pid).collect();
+        let before = set.len();
+        for (i, p) in log.processes.iter().enumerate() {
+            if pids.contains(&p.ppid) && p.pid != log.meta.sampler_pid {
+                set.insert(i);
+            }
+        }
+        if set.len() == before {
+            return set;
+        }
+    }
+}
+
+/// Builds the series. Client processes whose total is under `min_share` of all clients'
+/// bytes are summed into [`Series::small_bytes`] instead of being columns.
+pub fn build(
+    log: &SampleLog,
+    server: &str,
+    metric: Metric,
+    step: usize,
+    min_share: f64,
+) -> Result<Series, SeriesError> {
+    let step = step.max(1);
+    let file = log.path.display().to_string();
+    let servers = server_processes(log, server);
+    if servers.is_empty() {
+        let mut names: Vec<&str> = log.processes.iter().map(|p| p.comm.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        names.truncate(12);
+        return Err(SeriesError::NoServer {
+            file,
+            server: server.to_string(),
+            seen: names.join(", "),
+        });
+    }
+    let n_samples = log.samples.len();
+    if n_samples < step + 1 {
+        return Err(SeriesError::TooShort {
+            file,
+            samples: n_samples,
+            step,
+        });
+    }
+    let bounds: Vec<usize> = (0..n_samples).step_by(step).collect();
+    let n = bounds.len() - 1;
+    let deltas = |i: usize| -> Vec<f64> {
+        let p: &ProcSeries = &log.processes[i];
+        let v: Vec<Option<u64>> = log
+            .own_at(i, &bounds)
+            .into_iter()
+            .map(|c| c.map(|c| metric.of(&c)))
+            .collect();
+        v.windows(2)
+            .map(|w| match (w[0], w[1]) {
+                (Some(a), Some(b)) => b.saturating_sub(a) as f64,
+                (None, Some(b)) if !p.at_start => b as f64,
+                _ => 0.0,
+            })
+            .collect()
+    };
+    let mut y = vec![0.0; n];
+    for &i in &servers {
+        for (a, d) in y.iter_mut().zip(deltas(i)) {
+            *a += d;
+        }
+    }
+    let mut cols: Vec<Column> = log
+        .processes
+        .iter()
+        .enumerate()
+        .filter(|(i, p)| !servers.contains(i) && p.pid != log.meta.sampler_pid)
+        .map(|(i, p)| Column {
+            pid: p.pid,
+            exe: if p.exe.is_empty() {
+                p.comm.clone()
+            } else {
+                p.exe.clone()
+            },
+            comm: p.comm.clone(),
+            x: deltas(i),
+        })
+        .filter(|c| c.x.iter().any(|&v| v > 0.0))
+        .collect();
+    let total: f64 = cols.iter().map(|c| c.x.iter().sum::<f64>()).sum();
+    let mut small = 0.0;
+    cols.retain(|c| {
+        let s: f64 = c.x.iter().sum();
+        if s < min_share * total {
+            small += s;
+            false
+        } else {
+            true
+        }
+    });
+    Ok(Series {
+        t_start: bounds[..n]
+            .iter()
+            .map(|&j| log.samples[j].unix_ns)
+            .collect(),
+        t_end: bounds[1..]
+            .iter()
+            .map(|&j| log.samples[j].unix_ns)
+            .collect(),
+        y,
+        columns: cols,
+        server: servers
+            .iter()
+            .map(|&i| (log.processes[i].pid, log.processes[i].comm.clone()))
+            .collect(),
+        small_bytes: small,
+    })
+}

@@ -1,0 +1,259 @@
+//! Benchmark of `culprit iosample` / `culprit ioshare` (issue 16), side by side with the
+//! tool people would use instead.
+//!
+//! 1. **Cost**: 1 000 idle processes plus the machine's own, sampled by `culprit iosample
+//!    --all` at 10 Hz (its CPU time over its wall time, from its own report, and jitter
+//!    p50/p99), next to `pidstat -d` (sysstat) over the same processes at its finest
+//!    interval, 1 s (CPU time of the pidstat process from `/proc/[pid]/stat`), both per
+//!    second and per sample.
+//! 2. **Accuracy**: Debian's vsftpd on loopback and N FTP client processes
+//!    (`tests/ioshare/workload.py`: local and server writes, shares changing every 6–15 s,
+//!    partly correlated rates) recorded by `culprit record` while `culprit iosample`
+//!    samples at 10 Hz; `culprit ioshare --truth` gives each estimator's mean absolute error
+//!    per process against the traced bytes, per 1 s interval and per 60 s window.
+//!
+//! ```text
+//! cargo build --release -p cli -p tracer-preload
+//! cargo run --release -p bench --bin ioshare [-- --only cost|accuracy] [--clients 2,5,8,16] [--duration 60]
+//! ```
+
+use anyhow::{bail, Context, Result};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn release(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/release")
+        .join(name)
+}
+
+fn cpu_ticks(pid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest: Vec<&str> = s[s.rfind(')')? + 1..].split_whitespace().collect();
+    Some(rest.get(11)?.parse::<u64>().ok()? + rest.get(12)?.parse::<u64>().ok()?)
+}
+
+struct Reaped(Vec<Child>);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn cost(seconds: u64) -> Result<()> {
+    let culprit = release("culprit");
+    let mut idle = Reaped(Vec::new());
+    for _ in 0..1000 {
+        idle.0.push(
+            Command::new("sleep")
+                .arg("3600")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .context("spawning sleep")?,
+        );
+    }
+    let n_procs = std::fs::read_dir("/proc")?
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.file_name().to_string_lossy().parse::<u32>().is_ok())
+        })
+        .count();
+    let tmp = tempfile::tempdir()?;
+    let out = tmp.path().join("io.cios");
+    let c = Command::new(&culprit)
+        .args(["iosample", "--all", "--interval", "100ms", "--json", "-o"])
+        .arg(&out)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    std::thread::sleep(Duration::from_secs(seconds));
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(c.id() as i32, libc::SIGINT) };
+    let o = c.wait_with_output()?;
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .with_context(|| String::from_utf8_lossy(&o.stderr).into_owned())?;
+    let cpu = r["cpu_ns"].as_f64().unwrap_or(0.0);
+    let wall = r["wall_ns"].as_f64().unwrap_or(1.0);
+    let samples = r["samples"].as_f64().unwrap_or(1.0);
+    let size = std::fs::metadata(&out)?.len();
+    println!("## Cost: {n_procs} processes (1 000 idle `sleep` + the machine's), {seconds} s\n");
+    println!("| tool | interval | CPU % of a core | CPU per sample | jitter p50 / p99 | output |");
+    println!("|---|---|---|---|---|---|");
+    println!(
+        "| `culprit iosample --all` | 100 ms | **{:.2} %** | {:.2} ms | {:.0} / {:.0} µs | {:.1} KB/s |",
+        100.0 * cpu / wall,
+        cpu / samples / 1e6,
+        r["jitter_p50_ns"].as_f64().unwrap_or(0.0) / 1e3,
+        r["jitter_p99_ns"].as_f64().unwrap_or(0.0) / 1e3,
+        size as f64 / (wall / 1e9) / 1e3
+    );
+    if Path::new("/usr/bin/pidstat").exists() {
+        let p = Command::new("pidstat")
+            .args(["-d", "1"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?;
+        let t0 = Instant::now();
+        let c0 = cpu_ticks(p.id()).unwrap_or(0);
+        std::thread::sleep(Duration::from_secs(seconds));
+        let c1 = cpu_ticks(p.id()).unwrap_or(0);
+        let wall = t0.elapsed().as_secs_f64();
+        drop(Reaped(vec![p])); // killed and reaped
+                               // SAFETY: sysconf reads a constant.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+        let cpu_s = (c1 - c0) as f64 / hz;
+        println!(
+            "| `pidstat -d 1` (sysstat) | 1 s (its minimum) | {:.2} % | {:.2} ms | – | text |",
+            100.0 * cpu_s / wall,
+            1e3 * cpu_s / wall
+        );
+    } else {
+        println!("| `pidstat -d` | – | not installed (apt-get install sysstat) | | | |");
+    }
+    println!();
+    Ok(())
+}
+
+fn vsftpd(dir: &Path) -> Result<(Reaped, u16)> {
+    use std::os::unix::fs::PermissionsExt;
+    let root = dir.join("root");
+    std::fs::create_dir_all(root.join("up"))?;
+    std::fs::create_dir_all(dir.join("empty"))?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))?;
+    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o555))?;
+    std::fs::set_permissions(root.join("up"), std::fs::Permissions::from_mode(0o777))?;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let conf = dir.join("vsftpd.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "listen=YES\nlisten_address=127.0.0.1\nlisten_port={port}\nanonymous_enable=YES\n\
+             anon_root={}\nwrite_enable=YES\nanon_upload_enable=YES\nno_anon_password=YES\n\
+             local_enable=NO\nsecure_chroot_dir={}\npasv_enable=YES\npasv_address=127.0.0.1\n\
+             seccomp_sandbox=NO\nbackground=NO\nanon_umask=022\nconnect_from_port_20=NO\n\
+             xferlog_enable=NO\nmax_clients=64\nmax_per_ip=64\n",
+            root.display(),
+            dir.join("empty").display()
+        ),
+    )?;
+    let c = Command::new("/usr/sbin/vsftpd").arg(&conf).spawn()?;
+    let g = Reaped(vec![c]);
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return Ok((g, port));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    bail!("vsftpd did not start")
+}
+
+fn accuracy(clients: &[usize], duration: u64) -> Result<()> {
+    let culprit = release("culprit");
+    let workload = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/ioshare/workload.py");
+    println!("## Accuracy: vsftpd on loopback, {duration} s per configuration, sampled at 10 Hz\n");
+    println!("Mean absolute error of β against the trace, in percentage points (mean over the clients / worst client); `win` = per 60 s window.\n");
+    println!("| clients | regression 1 s | single 1 s | least squares 1 s | regression win | single win | least squares win | collinear windows | jitter p99 |");
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for &n in clients {
+        let tmp = tempfile::tempdir()?;
+        let dir = tmp.path();
+        let (_server, port) = vsftpd(dir)?;
+        std::fs::create_dir_all(dir.join("local"))?;
+        let rate = (6e6 / n as f64).clamp(3e5, 2e6);
+        let o = Command::new(&culprit)
+            .args([
+                "iosample",
+                "--interval",
+                "100ms",
+                "--server",
+                "vsftpd",
+                "-o",
+            ])
+            .arg(dir.join("io.cios"))
+            .arg("--")
+            .arg(&culprit)
+            .args(["record", "-o"])
+            .arg(dir.join("trace"))
+            .args(["--", "python3"])
+            .arg(&workload)
+            .args(["--port", &port.to_string(), "--clients", &n.to_string()])
+            .args([
+                "--duration",
+                &duration.to_string(),
+                "--seed",
+                &(n as u64 * 31).to_string(),
+            ])
+            .args(["--rate", &format!("{rate}"), "--dir"])
+            .arg(dir.join("local"))
+            .output()?;
+        if !o.status.success() {
+            bail!("{n} clients: {}", String::from_utf8_lossy(&o.stderr));
+        }
+        let r = Command::new(&culprit)
+            .arg("ioshare")
+            .arg(dir.join("io.cios"))
+            .args(["--server", "vsftpd", "--step", "1s", "--json", "--truth"])
+            .arg(dir.join("trace"))
+            .output()?;
+        if !r.status.success() {
+            bail!("ioshare: {}", String::from_utf8_lossy(&r.stderr));
+        }
+        let j: serde_json::Value = serde_json::from_slice(&r.stdout)?;
+        let a = &j["accuracy"];
+        let f = |k: &str, m: &str, w: &str| {
+            format!(
+                "{:.1} / {:.1}",
+                a[k][m].as_f64().unwrap_or(f64::NAN),
+                a[k][w].as_f64().unwrap_or(f64::NAN)
+            )
+        };
+        println!(
+            "| {n} | {} | {} | {} | {} | {} | {} | {} | {:.1} ms |",
+            f("regression", "mean_mae_points", "max_mae_points"),
+            f("single", "mean_mae_points", "max_mae_points"),
+            f("least_squares", "mean_mae_points", "max_mae_points"),
+            f("regression", "mean_window_points", "max_window_points"),
+            f("single", "mean_window_points", "max_window_points"),
+            f("least_squares", "mean_window_points", "max_window_points"),
+            j["collinearity"].as_array().map_or(0, |v| v.len()),
+            j["jitter"]["p99_ns"].as_f64().unwrap_or(0.0) / 1e6,
+        );
+    }
+    println!();
+    Ok(())
+}
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let get = |k: &str| {
+        args.iter()
+            .position(|a| a == k)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
+    let only = get("--only");
+    let duration: u64 = get("--duration").map_or(Ok(60), |s| s.parse())?;
+    let clients: Vec<usize> = get("--clients")
+        .unwrap_or_else(|| "2,5,8,16".into())
+        .split(',')
+        .map(|s| s.parse())
+        .collect::<Result<_, _>>()?;
+    if !release("culprit").exists() {
+        bail!("build first: cargo build --release -p cli -p tracer-preload");
+    }
+    if only.as_deref().is_none_or(|o| o == "cost") {
+        cost(20)?;
+    }
+    if only.as_deref().is_none_or(|o| o == "accuracy") {
+        accuracy(&clients, duration)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,124 @@
+//! `culprit ioshare` — estimate each process's share of a shared file server's load from
+//! an IO-sample file (`culprit iosample`), optionally checked against traced runs.
+
+use analyzer::ioshare::series::Metric;
+use analyzer::ioshare::truth::{self, ServerAddr, Truth};
+use analyzer::ioshare::{self, IoShareOptions, Method};
+use anyhow::Context;
+use reader::iosample::SampleLog;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Arguments of `culprit ioshare`.
+#[derive(clap::Args)]
+#[command(after_help = "Examples:\n  \
+    culprit ioshare io.cios --server vsftpd                    # table of shares\n  \
+    culprit ioshare io.cios --server 812 --json > shares.json\n  \
+    culprit ioshare io.cios --server vsftpd --truth trace/ --html shares.html\n\n\
+    β is the share of a process's written bytes (wchar by default: write/writev calls to\n\
+    files and sockets) that the server's own counter shows; see docs/ioshare.md.")]
+pub struct Args {
+    /// IO-sample file written by `culprit iosample`.
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// The server daemon: pid or name (`comm` or executable file name); its children count too.
+    #[arg(long, value_name = "PID|NAME")]
+    pub server: String,
+    /// Estimator(s).
+    #[arg(long, default_value = "both", value_parser = Method::parse)]
+    pub method: Method,
+    /// Counter: wchar, write_bytes, rchar, read_bytes.
+    #[arg(long, default_value = "wchar", value_parser = Metric::parse)]
+    pub metric: Metric,
+    /// Interval of the estimates (a multiple of the sampling interval; default: the sampling interval).
+    #[arg(long, value_name = "DUR", value_parser = reader::iosample::parse_duration)]
+    pub step: Option<std::time::Duration>,
+    /// Regression window (centred on each sample; widened to 2 samples per process).
+    #[arg(long, value_name = "DUR", default_value = "1.5s", value_parser = reader::iosample::parse_duration)]
+    pub window: std::time::Duration,
+    /// Do not fit a write-back lag.
+    #[arg(long)]
+    pub no_lag: bool,
+    /// Single-variation threshold, as a fraction of the server's mean load per interval.
+    #[arg(long, value_name = "F", default_value_t = 0.02)]
+    pub threshold: f64,
+    /// Trace directories of the same run (`culprit record`): compare with the true shares.
+    #[arg(long, value_name = "DIR", num_args = 1..)]
+    pub truth: Vec<PathBuf>,
+    /// Server address(es) for --truth: IP, IP:PORT or IP:LO-HI (default: the IPs the
+    /// server processes listened on, any port).
+    #[arg(long, value_name = "ADDR", value_parser = ServerAddr::parse)]
+    pub server_addr: Vec<ServerAddr>,
+    /// Window of the whole-window error against the truth.
+    #[arg(long, value_name = "DUR", default_value = "60s", value_parser = reader::iosample::parse_duration)]
+    pub truth_window: std::time::Duration,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Write an HTML page with the plots.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+}
+
+/// Runs `culprit ioshare`.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let log = SampleLog::open(&args.file)?;
+    if let Some(why) = &log.tail.why {
+        eprintln!(
+            "culprit ioshare: {}: {} at byte {}: {} bytes ignored, {} samples kept",
+            args.file.display(),
+            why,
+            log.tail.damaged_at.unwrap_or(0),
+            log.tail.ignored_bytes,
+            log.samples.len()
+        );
+    }
+    let interval = log.meta.interval_ns.max(1);
+    let step = args.step.map_or(1, |d| {
+        ((d.as_nanos() as u64 + interval / 2) / interval).max(1) as usize
+    });
+    let opts = IoShareOptions {
+        server: args.server.clone(),
+        method: args.method,
+        metric: args.metric,
+        step,
+        regression: ioshare::regression::RegressionOptions {
+            window: ((args.window.as_nanos() as u64 / interval) as usize).max(4),
+            lag: !args.no_lag,
+            ..Default::default()
+        },
+        single: ioshare::single::SingleOptions {
+            threshold: args.threshold,
+            ..Default::default()
+        },
+        truth_window_ns: args.truth_window.as_nanos() as u64,
+        ..Default::default()
+    };
+    let truth = if args.truth.is_empty() {
+        None
+    } else {
+        let addrs = if args.server_addr.is_empty() {
+            truth::addrs_from_log(&log, &args.server)
+        } else {
+            args.server_addr.clone()
+        };
+        if addrs.is_empty() {
+            anyhow::bail!(
+                "--truth: no server address known: {} has no listening socket of the server processes; give --server-addr",
+                args.file.display()
+            );
+        }
+        Some(Truth::load(&args.truth, &addrs).context("--truth")?)
+    };
+    let report = ioshare::analyze(&log, &opts, truth.as_ref())?;
+    if let Some(h) = &args.html {
+        std::fs::write(h, ioshare::html::render(&report))
+            .with_context(|| format!("{}: cannot write", h.display()))?;
+    }
+    if args.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        print!("{}", report.to_text());
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,397 @@
+//! An IO-sample file read back as series: the sample times, and for each process its
+//! cumulative counters at every sample, including the final counters of processes that
+//! exited between two samples (or lived entirely between them).
+
+use super::format::{
+    read_records, Counters, EndRecord, ExitSource, FdGroup, FormatError, Meta, Record, Tail,
+    PROC_SERVER,
+};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// When one sample was taken.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SampleTime {
+    /// Sample number (gaps: missed deadlines).
+    pub seq: u64,
+    /// The deadline (`CLOCK_MONOTONIC`).
+    pub deadline_mono_ns: u64,
+    /// Actual time (`CLOCK_MONOTONIC`).
+    pub mono_ns: u64,
+    /// Actual time (`CLOCK_REALTIME`).
+    pub unix_ns: u64,
+    /// How long the scan took.
+    pub took_ns: u64,
+}
+
+/// The final counters of an exited process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct ExitInfo {
+    /// When the exit was noticed (`CLOCK_MONOTONIC`).
+    pub mono_ns: u64,
+    /// When the exit was noticed (`CLOCK_REALTIME`).
+    pub unix_ns: u64,
+    /// The counters.
+    pub counters: Counters,
+    /// Where they come from.
+    pub source: ExitSource,
+}
+
+/// One process of the file.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct ProcSeries {
+    /// Process id.
+    pub pid: u32,
+    /// Parent.
+    pub ppid: u32,
+    /// `comm`.
+    pub comm: String,
+    /// Executable path (empty if unknown).
+    pub exe: String,
+    /// Command line.
+    pub cmdline: String,
+    /// Matched a `--server` selector when sampled.
+    pub server: bool,
+    /// Start time, clock ticks after boot (0 if known only from its exit).
+    pub start_ticks: u64,
+    /// Seen in the first sample (its counters before the run are not its IO during it).
+    pub at_start: bool,
+    /// Counters whenever they changed: (sample index, cumulative counters).
+    pub points: Vec<(usize, Counters)>,
+    /// Final counters, if it exited during the run.
+    pub exit: Option<ExitInfo>,
+    /// Its counters could not be read (permission denied).
+    pub denied: bool,
+    /// Open descriptors, as last listed.
+    pub fds: Vec<FdGroup>,
+}
+
+impl ProcSeries {
+    /// Cumulative counters at sample `j` of `samples`: its exit counters once it has exited,
+    /// zeros before it appeared (a process born during the run), `None` where unknown.
+    pub fn at(&self, samples: &[SampleTime], j: usize) -> Option<Counters> {
+        let t = samples.get(j)?.mono_ns;
+        if let Some(e) = &self.exit {
+            if e.mono_ns <= t {
+                return Some(e.counters);
+            }
+        }
+        let i = self.points.partition_point(|(s, _)| *s <= j);
+        if i > 0 {
+            return Some(self.points[i - 1].1);
+        }
+        if self.at_start || self.denied {
+            None
+        } else {
+            Some(Counters::default())
+        }
+    }
+}
+
+/// A whole IO-sample file.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct SampleLog {
+    /// The file.
+    pub path: PathBuf,
+    /// Its metadata.
+    pub meta: Meta,
+    /// Every sample, in order.
+    pub samples: Vec<SampleTime>,
+    /// Every process, in order of appearance (a reused pid appears twice).
+    pub processes: Vec<ProcSeries>,
+    /// Warnings the sampler wrote.
+    pub notes: Vec<String>,
+    /// Its closing record, if the sampler stopped cleanly.
+    pub end: Option<EndRecord>,
+    /// Where reading stopped, if the tail was damaged or cut.
+    pub tail: Tail,
+    /// Disk sectors written per sample, summed over whole disks (not partitions).
+    pub disk_sectors_written: Vec<u64>,
+    /// Children of each process (indices), and each exited process's final counters as
+    /// its parent's `/proc/[pid]/io` takes them in at `wait` (its own + its reaped
+    /// descendants'); see [`SampleLog::own`].
+    #[serde(skip)]
+    pub children: Vec<Vec<usize>>,
+    /// See [`SampleLog::children`].
+    #[serde(skip)]
+    pub reaped: Vec<Option<Counters>>,
+}
+
+impl SampleLog {
+    /// Reads a file; a truncated tail is kept in [`SampleLog::tail`], not an error.
+    pub fn open(path: &Path) -> Result<SampleLog, FormatError> {
+        let (records, tail) = read_records(path)?;
+        let mut log = SampleLog {
+            path: path.to_path_buf(),
+            tail,
+            ..Default::default()
+        };
+        let mut by_pid: HashMap<u32, usize> = HashMap::new();
+        let mut disks: HashMap<String, u64> = HashMap::new();
+        let new_proc = |log: &mut SampleLog, by_pid: &mut HashMap<u32, usize>, p: ProcSeries| {
+            by_pid.insert(p.pid, log.processes.len());
+            log.processes.push(p);
+        };
+        for r in records {
+            match r {
+                Record::Meta(m) => log.meta = m,
+                Record::Proc(p) => {
+                    // The same process again (it exec'd): new names, same series.
+                    if let Some(&i) = by_pid.get(&p.pid) {
+                        let q = &mut log.processes[i];
+                        if q.exit.is_none() && q.start_ticks == p.start_ticks {
+                            q.comm = p.comm;
+                            q.exe = p.exe;
+                            q.cmdline = p.cmdline;
+                            continue;
+                        }
+                    }
+                    let at_start = log.samples.is_empty();
+                    new_proc(
+                        &mut log,
+                        &mut by_pid,
+                        ProcSeries {
+                            pid: p.pid,
+                            ppid: p.ppid,
+                            comm: p.comm,
+                            exe: p.exe,
+                            cmdline: p.cmdline,
+                            server: p.flags & PROC_SERVER != 0,
+                            start_ticks: p.start_ticks,
+                            at_start,
+                            ..Default::default()
+                        },
+                    );
+                }
+                Record::Sample(s) => {
+                    let j = log.samples.len();
+                    log.samples.push(SampleTime {
+                        seq: s.seq,
+                        deadline_mono_ns: s.deadline_mono_ns,
+                        mono_ns: s.mono_ns,
+                        unix_ns: s.unix_ns,
+                        took_ns: s.took_ns,
+                    });
+                    for (pid, c) in s.changed {
+                        if let Some(&i) = by_pid.get(&pid) {
+                            log.processes[i].points.push((j, c));
+                        }
+                    }
+                    log.disk_sectors_written.push(disks.values().sum());
+                }
+                Record::Exit(e) => {
+                    let exists = by_pid.get(&e.pid).is_some_and(|&i| {
+                        log.processes[i].exit.is_none() || e.source == ExitSource::Taskstats
+                    });
+                    if !exists {
+                        // Lived and died between two samples: known from taskstats only.
+                        let server = log.processes.iter().any(|p| p.pid == e.ppid && p.server);
+                        new_proc(
+                            &mut log,
+                            &mut by_pid,
+                            ProcSeries {
+                                pid: e.pid,
+                                ppid: e.ppid,
+                                comm: e.comm.clone(),
+                                server,
+                                ..Default::default()
+                            },
+                        );
+                    }
+                    let i = by_pid[&e.pid];
+                    let p = &mut log.processes[i];
+                    match &mut p.exit {
+                        // Late threads of a group already reported: their counters add up.
+                        Some(x)
+                            if x.source == ExitSource::Taskstats
+                                && e.source == ExitSource::Taskstats =>
+                        {
+                            let mut a = x.counters.to_array();
+                            for (s, v) in a.iter_mut().zip(e.counters.to_array()) {
+                                *s += v;
+                            }
+                            x.counters = Counters::from_array(a);
+                        }
+                        _ => {
+                            p.exit = Some(super::log::ExitInfo {
+                                mono_ns: e.mono_ns,
+                                unix_ns: e.unix_ns,
+                                counters: e.counters,
+                                source: e.source,
+                            })
+                        }
+                    }
+                }
+                Record::Disk(d) => {
+                    for l in d.lines {
+                        // Whole disks only: a partition's sectors are also its disk's.
+                        if !is_partition(&l.name) {
+                            disks.insert(l.name, l.sectors_written);
+                        }
+                    }
+                    if let Some(last) = log.disk_sectors_written.last_mut() {
+                        *last = disks.values().sum();
+                    }
+                }
+                Record::Fds(f) => {
+                    if let Some(&i) = by_pid.get(&f.pid) {
+                        log.processes[i].fds = f.groups;
+                    }
+                }
+                Record::Note(n) => {
+                    if n.starts_with("permission denied reading /proc/") {
+                        if let Some(pid) = n
+                            .trim_start_matches("permission denied reading /proc/")
+                            .split('/')
+                            .next()
+                            .and_then(|p| p.parse::<u32>().ok())
+                        {
+                            if let Some(&i) = by_pid.get(&pid) {
+                                log.processes[i].denied = true;
+                            }
+                        }
+                    }
+                    log.notes.push(n)
+                }
+                Record::End(e) => log.end = Some(e),
+            }
+        }
+        for p in &mut log.processes {
+            if p.points.is_empty() && p.exit.is_none() && p.at_start {
+                p.denied |= true;
+            }
+        }
+        log.link_children();
+        Ok(log)
+    }
+
+    fn link_children(&mut self) {
+        let n = self.processes.len();
+        // A parent is the latest process with that pid that appeared before the child.
+        let mut by_pid: HashMap<u32, usize> = HashMap::new();
+        self.children = vec![Vec::new(); n];
+        for i in 0..n {
+            if let Some(&p) = by_pid.get(&self.processes[i].ppid) {
+                self.children[p].push(i);
+            }
+            by_pid.insert(self.processes[i].pid, i);
+        }
+        self.reaped = vec![None; n];
+        let mut order: Vec<usize> = (0..n).collect();
+        // Children before parents: a child always appears after its parent.
+        order.reverse();
+        for i in order {
+            let Some(e) = self.processes[i].exit else {
+                continue;
+            };
+            let kids: Vec<Counters> = self.children[i]
+                .iter()
+                .filter_map(|&c| self.reaped[c])
+                .collect();
+            let full = match e.source {
+                ExitSource::LastSample => e.counters,
+                ExitSource::Taskstats => {
+                    // Own (taskstats) + what it reaped; at least its last sample (taskstats
+                    // rounds character counts down to 1024).
+                    let mut a = e.counters.to_array();
+                    for k in &kids {
+                        for (x, v) in a.iter_mut().zip(k.to_array()) {
+                            *x += v;
+                        }
+                    }
+                    if let Some((_, last)) = self.processes[i].points.last() {
+                        for (x, v) in a.iter_mut().zip(last.to_array()) {
+                            *x = (*x).max(v);
+                        }
+                    }
+                    Counters::from_array(a)
+                }
+            };
+            self.reaped[i] = Some(full);
+        }
+    }
+
+    /// The counters process `i` accounts for by itself at sample `j`: its
+    /// `/proc/[pid]/io` values minus the final counters of the children that had exited by
+    /// then (the kernel adds a child's counters to its parent's when it reaps it), kept
+    /// non-decreasing (between a child's exit and its reaping nothing is subtracted
+    /// twice). After its exit: its final counters as its parent takes them in, minus its
+    /// children's. `None` where unknown.
+    pub fn own(&self, i: usize, j: usize) -> Option<Counters> {
+        self.own_at(i, &[j])[0]
+    }
+
+    /// [`SampleLog::own`] at each of the (increasing) samples `at`, in one pass.
+    pub fn own_at(&self, i: usize, at: &[usize]) -> Vec<Option<Counters>> {
+        let p = &self.processes[i];
+        let mut out = Vec::with_capacity(at.len());
+        let mut best: Option<[u64; 7]> = None;
+        let kids = self.children.get(i).map_or(&[][..], |v| v.as_slice());
+        let mut k = p
+            .points
+            .first()
+            .map_or(0, |(s, _)| *s)
+            .min(at.first().copied().unwrap_or(0));
+        for &j in at {
+            while k <= j {
+                if let Some(raw) = p.at(&self.samples, k) {
+                    let t = self.samples[k].mono_ns;
+                    let mut a = match (p.exit, self.reaped.get(i).copied().flatten()) {
+                        (Some(e), Some(full)) if e.mono_ns <= t => full.to_array(),
+                        _ => raw.to_array(),
+                    };
+                    for &c in kids {
+                        let (Some(e), Some(full)) = (self.processes[c].exit, self.reaped[c]) else {
+                            continue;
+                        };
+                        if e.mono_ns <= t {
+                            for (x, v) in a.iter_mut().zip(full.to_array()) {
+                                *x = x.saturating_sub(v);
+                            }
+                        }
+                    }
+                    best = Some(match best {
+                        None => a,
+                        Some(b) => std::array::from_fn(|q| b[q].max(a[q])),
+                    });
+                }
+                k += 1;
+            }
+            out.push(best.map(Counters::from_array));
+        }
+        out
+    }
+
+    /// Jitter of the sample times (|actual − deadline|, ns): (p50, p99, max).
+    pub fn jitter(&self) -> (u64, u64, u64) {
+        let mut j: Vec<u64> = self
+            .samples
+            .iter()
+            .map(|s| s.mono_ns.abs_diff(s.deadline_mono_ns))
+            .collect();
+        j.sort_unstable();
+        let p = |q: f64| {
+            if j.is_empty() {
+                0
+            } else {
+                j[(((j.len() - 1) as f64) * q).round() as usize]
+            }
+        };
+        (p(0.5), p(0.99), j.last().copied().unwrap_or(0))
+    }
+}
+
+fn is_partition(name: &str) -> bool {
+    let sys = Path::new("/sys/class/block").join(name).join("partition");
+    if sys.exists() {
+        return true;
+    }
+    // Without sysfs (another machine's file): sdXN, vdXN, nvme…pN, mmcblk…pN.
+    let b = name.as_bytes();
+    (name.starts_with("sd")
+        || name.starts_with("vd")
+        || name.starts_with("xvd")
+        || name.starts_with("hd"))
+        && b.last().is_some_and(|c| c.is_ascii_digit())
+        || ((name.starts_with("nvme") || name.starts_with("mmcblk")) && name.contains('p'))
+}

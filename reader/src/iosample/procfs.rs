@@ -1,0 +1,474 @@
+//! Reading `/proc` for the IO sampler: a process's `io` counters (through a descriptor kept
+//! open and re-read with `pread`, one syscall per process per sample), its `stat` line, its
+//! open descriptors grouped by mount or peer, the mount table, TCP sockets and
+//! `/proc/diskstats`.
+
+use super::format::{Counters, DiskLine, FdClass, FdGroup};
+use std::collections::{BTreeMap, HashMap};
+use std::ffi::CString;
+use std::fs;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
+
+/// Parses the text of `/proc/[pid]/io`.
+pub fn parse_io(text: &str) -> Option<Counters> {
+    let mut a = [0u64; 7];
+    let mut seen = 0u8;
+    for line in text.lines() {
+        let (k, v) = line.split_once(':')?;
+        let Some(i) = super::format::COUNTER_NAMES.iter().position(|n| *n == k) else {
+            continue;
+        };
+        a[i] = v.trim().parse().ok()?;
+        seen |= 1 << i;
+    }
+    (seen == 0x7f).then(|| Counters::from_array(a))
+}
+
+/// An open `/proc/[pid]/io`, re-read in place.
+pub struct IoFile {
+    fd: OwnedFd,
+}
+
+/// Why a process's counters could not be read.
+#[derive(Debug)]
+pub enum IoReadError {
+    /// The process is gone.
+    Gone,
+    /// Permission denied (another user's process, without CAP_SYS_PTRACE).
+    Denied,
+    /// Anything else.
+    Other(io::Error),
+}
+
+impl From<io::Error> for IoReadError {
+    fn from(e: io::Error) -> Self {
+        match e.raw_os_error() {
+            Some(libc::ESRCH) | Some(libc::ENOENT) => IoReadError::Gone,
+            Some(libc::EACCES) | Some(libc::EPERM) => IoReadError::Denied,
+            _ => IoReadError::Other(e),
+        }
+    }
+}
+
+impl IoFile {
+    /// Opens `/proc/<pid>/io`.
+    pub fn open(pid: u32) -> Result<IoFile, IoReadError> {
+        let p = CString::new(format!("/proc/{pid}/io")).expect("no NUL in a path of digits");
+        // SAFETY: `p` is a valid NUL-terminated path; the flags ask for a read-only,
+        // close-on-exec descriptor, which we own from here on.
+        let fd = unsafe { libc::open(p.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error().into());
+        }
+        // SAFETY: `fd` was just returned by open(2) and nothing else owns it.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(IoFile { fd })
+    }
+
+    /// Reads the counters now. A process that exited (or whose pid was reused: the
+    /// descriptor names the old task) gives [`IoReadError::Gone`].
+    pub fn read(&self) -> Result<Counters, IoReadError> {
+        let mut buf = [0u8; 512];
+        // SAFETY: `buf` is writable for its whole length and the descriptor is open.
+        let n = unsafe { libc::pread(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+        if n < 0 {
+            return Err(io::Error::last_os_error().into());
+        }
+        if n == 0 {
+            return Err(IoReadError::Gone);
+        }
+        let text = std::str::from_utf8(&buf[..n as usize]).map_err(|_| {
+            IoReadError::Other(io::Error::new(io::ErrorKind::InvalidData, "not UTF-8"))
+        })?;
+        parse_io(text).ok_or_else(|| {
+            IoReadError::Other(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "unexpected /proc/[pid]/io format",
+            ))
+        })
+    }
+}
+
+/// Fields of `/proc/[pid]/stat` the sampler uses.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stat {
+    /// `comm`.
+    pub comm: String,
+    /// Parent pid.
+    pub ppid: u32,
+    /// Start time, clock ticks after boot.
+    pub start_ticks: u64,
+}
+
+/// Parses a `/proc/[pid]/stat` line (the `comm` may contain spaces and parentheses).
+pub fn parse_stat(line: &str) -> Option<Stat> {
+    let open = line.find('(')?;
+    let close = line.rfind(')')?;
+    let comm = line.get(open + 1..close)?.to_string();
+    let rest: Vec<&str> = line.get(close + 1..)?.split_whitespace().collect();
+    // rest[0] is field 3 (state); ppid is field 4, starttime field 22.
+    Some(Stat {
+        comm,
+        ppid: rest.get(1)?.parse().ok()?,
+        start_ticks: rest.get(19)?.parse().ok()?,
+    })
+}
+
+/// Reads `/proc/<pid>/stat`, and the owner uid of `/proc/<pid>`.
+pub fn read_stat(pid: u32) -> Option<(Stat, u32)> {
+    let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let uid = fs::metadata(format!("/proc/{pid}")).ok()?.uid();
+    Some((parse_stat(&text)?, uid))
+}
+
+/// The executable path and command line of a process (empty strings where unreadable).
+pub fn exe_and_cmdline(pid: u32) -> (String, String) {
+    let exe = fs::read_link(format!("/proc/{pid}/exe"))
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut cmd = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    cmd.truncate(512);
+    while cmd.last() == Some(&0) {
+        cmd.pop();
+    }
+    for b in &mut cmd {
+        if *b == 0 {
+            *b = b' ';
+        }
+    }
+    (exe, String::from_utf8_lossy(&cmd).into_owned())
+}
+
+/// The last process id the kernel allocated (the 5th field of `/proc/loadavg`): while it
+/// does not change, no process was created, and `/proc` need not be listed again.
+pub fn last_pid() -> Option<u32> {
+    let mut buf = [0u8; 128];
+    let n = {
+        use std::io::Read;
+        fs::File::open("/proc/loadavg").ok()?.read(&mut buf).ok()?
+    };
+    std::str::from_utf8(&buf[..n])
+        .ok()?
+        .split_whitespace()
+        .nth(4)?
+        .parse()
+        .ok()
+}
+
+/// Process ids listed in `/proc` now.
+pub fn list_pids() -> io::Result<Vec<u32>> {
+    let mut out = Vec::with_capacity(1024);
+    for e in fs::read_dir("/proc")? {
+        let e = e?;
+        if let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) {
+            out.push(pid);
+        }
+    }
+    Ok(out)
+}
+
+/// File-system types whose files live on another machine (or behind a user-space server).
+pub fn is_shared_fstype(t: &str) -> bool {
+    matches!(
+        t,
+        "nfs"
+            | "nfs4"
+            | "cifs"
+            | "smb3"
+            | "smbfs"
+            | "9p"
+            | "ceph"
+            | "glusterfs"
+            | "lustre"
+            | "afs"
+            | "gpfs"
+            | "beegfs"
+            | "ocfs2"
+            | "gfs2"
+            | "virtiofs"
+    ) || t.starts_with("fuse")
+}
+
+/// One line of `/proc/self/mountinfo`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mount {
+    /// Mount point.
+    pub point: String,
+    /// File-system type.
+    pub fstype: String,
+}
+
+/// The mount table, longest mount point first (so the first prefix match is the mount).
+pub fn read_mounts() -> Vec<Mount> {
+    let text = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mut out: Vec<Mount> = text
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            let dash = f.iter().position(|x| *x == "-")?;
+            Some(Mount {
+                point: unescape_octal(f.get(4)?),
+                fstype: f.get(dash + 1)?.to_string(),
+            })
+        })
+        .collect();
+    out.sort_by_key(|m| std::cmp::Reverse(m.point.len()));
+    out
+}
+
+fn unescape_octal(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && i + 4 <= b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
+            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The mount a path lies on.
+pub fn mount_of<'a>(mounts: &'a [Mount], path: &str) -> Option<&'a Mount> {
+    mounts.iter().find(|m| {
+        path.starts_with(&m.point)
+            && (m.point == "/"
+                || path.len() == m.point.len()
+                || path.as_bytes().get(m.point.len()) == Some(&b'/'))
+    })
+}
+
+/// A TCP socket from `/proc/net/tcp{,6}`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TcpSocket {
+    /// Local address, `ip:port`.
+    pub local: String,
+    /// Peer address, `ip:port`.
+    pub peer: String,
+    /// Whether it listens.
+    pub listen: bool,
+}
+
+fn hex_addr(s: &str) -> Option<String> {
+    let (ip, port) = s.split_once(':')?;
+    let port = u16::from_str_radix(port, 16).ok()?;
+    match ip.len() {
+        8 => {
+            let v = u32::from_str_radix(ip, 16).ok()?;
+            let b = v.to_le_bytes();
+            Some(format!("{}.{}.{}.{}:{port}", b[0], b[1], b[2], b[3]))
+        }
+        32 => {
+            let mut bytes = [0u8; 16];
+            for w in 0..4 {
+                let v = u32::from_str_radix(&ip[w * 8..w * 8 + 8], 16).ok()?;
+                bytes[w * 4..w * 4 + 4].copy_from_slice(&v.to_le_bytes());
+            }
+            Some(format!("[{}]:{port}", std::net::Ipv6Addr::from(bytes)))
+        }
+        _ => None,
+    }
+}
+
+/// TCP sockets by inode.
+pub fn read_tcp() -> HashMap<u64, TcpSocket> {
+    let mut out = HashMap::new();
+    for f in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = fs::read_to_string(f) else {
+            continue;
+        };
+        for l in text.lines().skip(1) {
+            let c: Vec<&str> = l.split_whitespace().collect();
+            let (Some(local), Some(peer), Some(st), Some(ino)) =
+                (c.get(1), c.get(2), c.get(3), c.get(9))
+            else {
+                continue;
+            };
+            let (Some(local), Some(peer), Ok(ino)) = (hex_addr(local), hex_addr(peer), ino.parse())
+            else {
+                continue;
+            };
+            out.insert(
+                ino,
+                TcpSocket {
+                    local,
+                    peer,
+                    listen: *st == "0A",
+                },
+            );
+        }
+    }
+    out
+}
+
+/// Groups the open descriptors of a process: files by mount, TCP sockets by peer, the rest by
+/// kind. `None` if the directory cannot be listed (gone, or permission denied).
+pub fn read_fds(
+    pid: u32,
+    mounts: &[Mount],
+    tcp: &mut Option<HashMap<u64, TcpSocket>>,
+) -> Option<Vec<FdGroup>> {
+    let dir = fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
+    let mut groups: BTreeMap<(FdClass, bool, String), u64> = BTreeMap::new();
+    for e in dir.flatten() {
+        let Ok(target) = fs::read_link(e.path()) else {
+            continue;
+        };
+        let t = target.to_string_lossy();
+        let key = if let Some(ino) = t.strip_prefix("socket:[").and_then(|s| s.strip_suffix(']')) {
+            // The TCP tables are read once per listing, and only if some socket needs them.
+            let tcp = tcp.get_or_insert_with(read_tcp);
+            match ino.parse::<u64>().ok().and_then(|i| tcp.get(&i)) {
+                Some(s) if s.listen => (FdClass::Socket, false, format!("listen {}", s.local)),
+                Some(s) => (FdClass::Socket, true, s.peer.clone()),
+                None => (FdClass::Other, false, "socket".to_string()),
+            }
+        } else if t.starts_with('/') {
+            match mount_of(mounts, &t) {
+                Some(m) if m.fstype == "proc" || m.fstype == "sysfs" || m.fstype == "devtmpfs" => (
+                    FdClass::Other,
+                    false,
+                    format!("{} type={}", m.point, m.fstype),
+                ),
+                Some(m) => (
+                    FdClass::File,
+                    is_shared_fstype(&m.fstype),
+                    format!("{} type={}", m.point, m.fstype),
+                ),
+                None => (FdClass::File, false, "?".to_string()),
+            }
+        } else {
+            let kind = t.split(':').next().unwrap_or("other").to_string();
+            (FdClass::Other, false, kind)
+        };
+        *groups.entry(key).or_default() += 1;
+    }
+    Some(
+        groups
+            .into_iter()
+            .map(|((class, shared, place), count)| FdGroup {
+                class,
+                shared,
+                place,
+                count,
+            })
+            .collect(),
+    )
+}
+
+/// Parses `/proc/diskstats` (partitions and virtual devices included).
+pub fn parse_diskstats(text: &str) -> Vec<DiskLine> {
+    text.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let n = |i: usize| f.get(i).and_then(|x| x.parse::<u64>().ok());
+            Some(DiskLine {
+                name: f.get(2)?.to_string(),
+                reads: n(3)?,
+                sectors_read: n(5)?,
+                writes: n(7)?,
+                sectors_written: n(9)?,
+                io_ms: n(12)?,
+            })
+        })
+        .collect()
+}
+
+/// Clock ticks per second (`sysconf(_SC_CLK_TCK)`).
+pub fn clk_tck() -> u64 {
+    // SAFETY: sysconf only reads a configuration value.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 {
+        t as u64
+    } else {
+        100
+    }
+}
+
+/// Boot time (`btime` of `/proc/stat`), seconds since the epoch.
+pub fn boot_unix_s() -> u64 {
+    fs::read_to_string("/proc/stat")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("btime ").and_then(|v| v.trim().parse().ok()))
+        })
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn io_of_this_process_parses() {
+        let c = IoFile::open(std::process::id()).unwrap().read().unwrap();
+        assert!(c.rchar > 0);
+        assert_eq!(
+            parse_io("rchar: 1\n"),
+            None,
+            "all seven counters are required"
+        );
+    }
+
+    #[test]
+    fn stat_with_spaces_and_parentheses_in_comm() {
+        let s =
+            parse_stat("42 (a (b) c) S 7 42 42 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 12345 0 0")
+                .unwrap();
+        assert_eq!(s.comm, "a (b) c");
+        assert_eq!(s.ppid, 7);
+        assert_eq!(s.start_ticks, 12345);
+    }
+
+    #[test]
+    fn mounts_match_by_whole_components() {
+        let m = vec![
+            Mount {
+                point: "/srv/nfs".into(),
+                fstype: "nfs4".into(),
+            },
+            Mount {
+                point: "/".into(),
+                fstype: "ext4".into(),
+            },
+        ];
+        assert_eq!(mount_of(&m, "/srv/nfs/a").unwrap().fstype, "nfs4");
+        assert_eq!(mount_of(&m, "/srv/nfsx").unwrap().fstype, "ext4");
+        assert!(is_shared_fstype("fuse.sshfs") && !is_shared_fstype("tmpfs"));
+    }
+
+    #[test]
+    fn tcp_addresses_decode() {
+        assert_eq!(hex_addr("0100007F:0845").unwrap(), "127.0.0.1:2117");
+        assert_eq!(
+            hex_addr("00000000000000000000000001000000:0016").unwrap(),
+            "[::1]:22"
+        );
+    }
+
+    #[test]
+    fn diskstats_lines_parse() {
+        let d = parse_diskstats(" 254 0 vda 10 0 80 5 20 0 160 9 0 7 14 0 0 0 0\n");
+        assert_eq!(d[0].name, "vda");
+        assert_eq!(
+            (
+                d[0].reads,
+                d[0].sectors_read,
+                d[0].writes,
+                d[0].sectors_written,
+                d[0].io_ms
+            ),
+            (10, 80, 20, 160, 7)
+        );
+    }
+}

@@ -1,0 +1,627 @@
+//! The sampling loop of `culprit iosample`: sleep until an absolute `CLOCK_MONOTONIC`
+//! deadline (`clock_nanosleep(TIMER_ABSTIME)`, timer slack 1 ns), scan `/proc` for new
+//! processes, re-read the counters of the chosen ones, note exits (taskstats, or the last
+//! sample), and append what changed to the sample file. Deadlines are `start + k·interval`:
+//! a late scan never shifts the ones after it, and a scan that overruns skips (and counts)
+//! the deadlines it missed.
+
+use super::format::{
+    Counters, DiskLine, DiskRecord, EndRecord, ExitRecord, ExitSource, FdGroup, FdsRecord,
+    FormatError, Meta, ProcRecord, Record, SampleRecord, SampleWriter, PROC_SERVER,
+};
+use super::procfs::{self, IoFile, IoReadError};
+use super::taskstats;
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// Which processes to sample.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Selection {
+    /// Every process of the machine.
+    All,
+    /// These processes and their descendants (new children are picked up).
+    Pids(Vec<u32>),
+}
+
+/// Options of [`run`].
+#[derive(Clone, Debug)]
+pub struct SamplerOptions {
+    /// Time between samples (default 100 ms).
+    pub interval: Duration,
+    /// Which processes.
+    pub selection: Selection,
+    /// Server daemons, by pid or by name (`comm` or the executable's file name); sampled in
+    /// addition to the selection, with their descendants, and flagged in the file.
+    pub servers: Vec<String>,
+    /// List open descriptors every this many samples (0: never); only processes whose
+    /// counters moved since their last listing are listed again. Default 10.
+    pub fd_every: u64,
+    /// Use taskstats exit notifications when the kernel allows (default true).
+    pub taskstats: bool,
+    /// Text for the `selection` field of the file's metadata.
+    pub selection_text: String,
+    /// Run the sampling thread at real-time priority (`SCHED_FIFO` 1) where permitted, so
+    /// that a loaded machine neither delays its deadlines nor preempts a scan between the
+    /// server's counters and the clients' (default true; a scan takes milliseconds).
+    pub realtime: bool,
+}
+
+impl Default for SamplerOptions {
+    fn default() -> Self {
+        SamplerOptions {
+            interval: Duration::from_millis(100),
+            selection: Selection::All,
+            servers: Vec::new(),
+            fd_every: 10,
+            taskstats: true,
+            selection_text: "all".into(),
+            realtime: true,
+        }
+    }
+}
+
+/// What a run of the sampler did.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct SamplerReport {
+    /// Samples written.
+    pub samples: u64,
+    /// Deadlines skipped because a scan overran.
+    pub missed: u64,
+    /// Jitter (|actual − deadline|) percentiles.
+    pub jitter_p50_ns: u64,
+    /// 99th percentile.
+    pub jitter_p99_ns: u64,
+    /// Largest.
+    pub jitter_max_ns: u64,
+    /// Processes sampled at least once.
+    pub processes: u64,
+    /// Exits with taskstats counters.
+    pub exits_taskstats: u64,
+    /// Exits that kept their last sampled counters.
+    pub exits_last_sample: u64,
+    /// `on`, or `off: why`.
+    pub taskstats: String,
+    /// Processes whose counters could not be read (permission denied).
+    pub denied: Vec<u32>,
+    /// CPU time the sampler used (user + system), ns.
+    pub cpu_ns: u64,
+    /// Wall time of the run, ns.
+    pub wall_ns: u64,
+    /// Samples at which `/proc` was listed (only when a new pid had been allocated).
+    pub listings: u64,
+    /// Whether the sampling thread ran at real-time priority.
+    pub realtime: bool,
+}
+
+/// Reads a clock, ns.
+pub fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn sleep_until(mono_ns: u64) {
+    let ts = libc::timespec {
+        tv_sec: (mono_ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (mono_ns % 1_000_000_000) as libc::c_long,
+    };
+    // SAFETY: `ts` is a valid timespec; the remaining-time pointer may be null with
+    // TIMER_ABSTIME. EINTR just returns early: the caller checks its stop flag and the clock.
+    unsafe {
+        libc::clock_nanosleep(
+            libc::CLOCK_MONOTONIC,
+            libc::TIMER_ABSTIME,
+            &ts,
+            std::ptr::null_mut(),
+        )
+    };
+}
+
+enum Known {
+    Tracked(Box<Tracked>),
+    Ignored,
+    Dead { start_ticks: u64 },
+}
+
+struct Tracked {
+    io: Option<IoFile>,
+    start_ticks: u64,
+    ppid: u32,
+    comm: String,
+    last: Counters,
+    seen: bool,
+    moved_since_fds: bool,
+    fds: Vec<FdGroup>,
+    gone_since: Option<u64>,
+}
+
+struct State<'a> {
+    opts: &'a SamplerOptions,
+    me: u32,
+    known: HashMap<u32, Known>,
+    roots: HashSet<u32>,
+    server_pids: HashSet<u32>,
+    denied: Vec<u32>,
+    report: SamplerReport,
+}
+
+impl State<'_> {
+    fn is_server(&self, pid: u32, comm: &str, exe: &str) -> bool {
+        self.server_pids.contains(&pid)
+            || self.opts.servers.iter().any(|s| {
+                s == comm
+                    || Path::new(exe)
+                        .file_name()
+                        .is_some_and(|f| f.to_string_lossy() == *s)
+            })
+    }
+
+    fn tracked_parent(&self, ppid: u32) -> bool {
+        matches!(
+            self.known.get(&ppid),
+            Some(Known::Tracked(_)) | Some(Known::Dead { .. })
+        )
+    }
+
+    /// Decides about a pid first seen; pushes its `PROC` record if it is sampled.
+    fn classify(&mut self, pid: u32, out: &mut Vec<Record>) {
+        let Some((st, uid)) = procfs::read_stat(pid) else {
+            return; // gone already: taskstats may still report it
+        };
+        let (exe, cmdline) = procfs::exe_and_cmdline(pid);
+        let server = self.is_server(pid, &st.comm, &exe)
+            || (self.tracked_parent(st.ppid) && self.server_pids.contains(&st.ppid));
+        let selected = pid != self.me
+            && (server
+                || match &self.opts.selection {
+                    Selection::All => true,
+                    Selection::Pids(_) => self.roots.contains(&pid) || self.tracked_parent(st.ppid),
+                });
+        if !selected {
+            self.known.insert(pid, Known::Ignored);
+            return;
+        }
+        if server {
+            self.server_pids.insert(pid);
+        }
+        out.push(Record::Proc(ProcRecord {
+            pid,
+            ppid: st.ppid,
+            uid,
+            start_ticks: st.start_ticks,
+            flags: if server { PROC_SERVER } else { 0 },
+            comm: st.comm.clone(),
+            exe,
+            cmdline,
+        }));
+        let io = match IoFile::open(pid) {
+            Ok(f) => Some(f),
+            Err(IoReadError::Denied) => {
+                self.deny(pid, uid, out);
+                None
+            }
+            Err(_) => None,
+        };
+        self.report.processes += 1;
+        self.known.insert(
+            pid,
+            Known::Tracked(Box::new(Tracked {
+                io,
+                start_ticks: st.start_ticks,
+                ppid: st.ppid,
+                comm: st.comm,
+                last: Counters::default(),
+                seen: false,
+                moved_since_fds: true,
+                fds: Vec::new(),
+                gone_since: None,
+            })),
+        );
+    }
+
+    fn deny(&mut self, pid: u32, uid: u32, out: &mut Vec<Record>) {
+        if self.denied.is_empty() {
+            out.push(Record::Note(format!(
+                "permission denied reading /proc/{pid}/io (owner uid {uid}): another user's \
+                 processes need root or CAP_SYS_PTRACE; they are listed without counters"
+            )));
+        }
+        self.denied.push(pid);
+    }
+}
+
+fn percentile(sorted: &[u64], p: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn cpu_time_ns() -> u64 {
+    clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID)
+}
+
+/// Errors of the sampler.
+pub type SamplerError = FormatError;
+
+/// Samples until `stop` is set or `done()` says so, appending to a new file at `path`.
+/// After the stop one last sample is taken (after a short grace for late exit
+/// notifications), then the `END` record.
+pub fn run(
+    path: &Path,
+    opts: &SamplerOptions,
+    stop: &AtomicBool,
+    mut done: impl FnMut() -> bool,
+) -> Result<SamplerReport, SamplerError> {
+    let mut w = SampleWriter::create(path)?;
+    let wall0 = clock_ns(libc::CLOCK_MONOTONIC);
+    let cpu0 = cpu_time_ns();
+    // SAFETY: PR_SET_TIMERSLACK takes a plain integer; 1 ns makes the kernel wake this
+    // thread at its deadline instead of up to 50 µs later.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
+
+    let mut listener = None;
+    let ts_status = if opts.taskstats {
+        match taskstats::Listener::start() {
+            Ok(l) => {
+                listener = Some(l);
+                "on".to_string()
+            }
+            Err(e) => {
+                let why = match e.raw_os_error() {
+                    Some(libc::EPERM) | Some(libc::EACCES) => {
+                        "registering needs CAP_NET_ADMIN".to_string()
+                    }
+                    _ => e.to_string(),
+                };
+                format!("off: {why}")
+            }
+        }
+    } else {
+        "off: disabled by option".to_string()
+    };
+    if listener.is_none() {
+        eprintln!(
+            "culprit iosample: taskstats exit notifications unavailable ({}); exited processes \
+             keep the counters of their last sample",
+            ts_status.trim_start_matches("off: ")
+        );
+    }
+
+    // After the taskstats thread started: it keeps the normal policy.
+    let mut realtime = false;
+    if opts.realtime {
+        let p = libc::sched_param { sched_priority: 1 };
+        // SAFETY: sched_setscheduler on this thread (tid 0 = the caller) with a valid
+        // parameter; failure (no CAP_SYS_NICE) leaves the normal policy.
+        realtime = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) } == 0;
+    }
+    let interval_ns = opts.interval.as_nanos().max(1) as u64;
+    let start_mono = clock_ns(libc::CLOCK_MONOTONIC);
+    let uts = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let me = std::process::id();
+    let mut st = State {
+        opts,
+        me,
+        known: HashMap::new(),
+        roots: match &opts.selection {
+            Selection::All => HashSet::new(),
+            Selection::Pids(p) => p.iter().copied().collect(),
+        },
+        server_pids: opts.servers.iter().filter_map(|s| s.parse().ok()).collect(),
+        denied: Vec::new(),
+        report: SamplerReport {
+            taskstats: ts_status.clone(),
+            realtime,
+            ..Default::default()
+        },
+    };
+    let mut out = vec![Record::Meta(Meta {
+        host: host.trim().to_string(),
+        kernel: uts.trim().to_string(),
+        interval_ns,
+        start_mono_ns: start_mono,
+        start_unix_ns: clock_ns(libc::CLOCK_REALTIME),
+        selection: opts.selection_text.clone(),
+        taskstats: ts_status.clone(),
+        sampler_pid: me,
+        clk_tck: procfs::clk_tck(),
+        boot_unix_s: procfs::boot_unix_s(),
+    })];
+    if let Some(why) = ts_status.strip_prefix("off: ") {
+        out.push(Record::Note(format!(
+            "taskstats unavailable ({why}): exited processes keep their last sampled counters"
+        )));
+    }
+
+    let mut disks: HashMap<String, DiskLine> = HashMap::new();
+    let mut mounts = procfs::read_mounts();
+    let mut jitter = Vec::new();
+    let mut seq = 0u64;
+    let mut k = 0u64;
+    let mut last_round = false;
+    let mut listed: HashSet<u32> = HashSet::new();
+    let mut tcp_cache = None;
+    let mut fd_scans = 0u64;
+    let mut last_pid_seen = None;
+    loop {
+        let deadline = start_mono + k * interval_ns;
+        if !last_round {
+            sleep_until(deadline);
+        }
+        let mono = clock_ns(libc::CLOCK_MONOTONIC);
+        let unix = clock_ns(libc::CLOCK_REALTIME);
+        if mono < deadline && !last_round {
+            // Woken early by a signal: check the stop flag, then sleep again.
+            if stop.load(Ordering::Relaxed) || done() {
+                last_round = true;
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            continue;
+        }
+        if !last_round {
+            jitter.push(mono.abs_diff(deadline));
+        }
+
+        // New processes, vanished ones. `/proc` is listed only when the kernel allocated a
+        // pid since the last listing (or, without that hint, every time); between listings
+        // a vanished process shows as a read error, and exits come from taskstats.
+        let pid_hint = procfs::last_pid();
+        if pid_hint.is_none() || pid_hint != last_pid_seen || listed.is_empty() {
+            let pids = procfs::list_pids().unwrap_or_default();
+            listed = pids.iter().copied().collect();
+            last_pid_seen = pid_hint;
+            st.report.listings += 1;
+        }
+        let pids: Vec<u32> = listed.iter().copied().collect();
+        // Parents before children, so descendants of a new selected process are selected.
+        let mut new: Vec<u32> = pids
+            .iter()
+            .copied()
+            .filter(|p| !st.known.contains_key(p))
+            .collect();
+        new.sort_unstable();
+        for pid in new {
+            st.classify(pid, &mut out);
+        }
+        st.known.retain(|pid, k| {
+            !matches!(k, Known::Ignored | Known::Dead { .. }) || listed.contains(pid)
+        });
+
+        // Counters.
+        let mut changed = Vec::new();
+        let mut gone = Vec::new();
+        let mut denied_now = Vec::new();
+        for (&pid, k) in st.known.iter_mut() {
+            let Known::Tracked(t) = k else { continue };
+            let Some(io) = &t.io else {
+                if !listed.contains(&pid) {
+                    gone.push(pid);
+                }
+                continue;
+            };
+            match io.read() {
+                Ok(c) => {
+                    if !t.seen || c != t.last {
+                        changed.push((pid, c));
+                        t.moved_since_fds = true;
+                    }
+                    t.last = c;
+                    t.seen = true;
+                }
+                Err(IoReadError::Gone) => gone.push(pid),
+                Err(IoReadError::Denied) => denied_now.push(pid),
+                Err(IoReadError::Other(_)) => {}
+            }
+        }
+        for pid in denied_now {
+            if let Some(Known::Tracked(t)) = st.known.get_mut(&pid) {
+                t.io = None;
+            }
+            st.deny(pid, 0, &mut out);
+        }
+        changed.sort_unstable_by_key(|c| c.0);
+        out.push(Record::Sample(SampleRecord {
+            seq,
+            deadline_mono_ns: deadline,
+            mono_ns: mono,
+            unix_ns: unix,
+            took_ns: 0,
+            changed,
+        }));
+
+        // Exits: taskstats first, then processes gone for a whole interval without one.
+        if let Some(l) = &listener {
+            let known = &st.known;
+            for g in l.take(|pid| {
+                listed.contains(&pid) && matches!(known.get(&pid), Some(Known::Tracked(_)))
+            }) {
+                let ours = match st.known.get(&g.tgid) {
+                    Some(Known::Tracked(_)) | Some(Known::Dead { .. }) => true,
+                    Some(Known::Ignored) => false,
+                    None => {
+                        g.tgid != me
+                            && (matches!(opts.selection, Selection::All)
+                                || st.tracked_parent(g.ppid)
+                                || st.is_server(g.tgid, &g.comm, ""))
+                    }
+                };
+                if !ours {
+                    continue;
+                }
+                let start_ticks = match st.known.get(&g.tgid) {
+                    Some(Known::Tracked(t)) => t.start_ticks,
+                    Some(Known::Dead { start_ticks }) => *start_ticks,
+                    _ => 0,
+                };
+                // The group's own counters: taskstats does not include the children it
+                // reaped (which /proc/[pid]/io does); `log::SampleLog` reconciles the two.
+                let counters = g.counters;
+                if st.server_pids.contains(&g.ppid) && !st.server_pids.contains(&g.tgid) {
+                    st.server_pids.insert(g.tgid);
+                }
+                out.push(Record::Exit(ExitRecord {
+                    pid: g.tgid,
+                    ppid: g.ppid,
+                    source: ExitSource::Taskstats,
+                    mono_ns: mono,
+                    unix_ns: unix,
+                    counters,
+                    comm: g.comm,
+                }));
+                st.report.exits_taskstats += 1;
+                st.known.insert(g.tgid, Known::Dead { start_ticks });
+            }
+        }
+        for pid in gone {
+            let Some(Known::Tracked(t)) = st.known.get_mut(&pid) else {
+                continue;
+            };
+            let waited = t.gone_since.get_or_insert(seq);
+            // With taskstats, give its notification one more interval to arrive.
+            if listener.is_some() && *waited == seq && !last_round {
+                continue;
+            }
+            out.push(Record::Exit(ExitRecord {
+                pid,
+                ppid: t.ppid,
+                source: ExitSource::LastSample,
+                mono_ns: mono,
+                unix_ns: unix,
+                counters: t.last,
+                comm: t.comm.clone(),
+            }));
+            st.report.exits_last_sample += 1;
+            let start_ticks = t.start_ticks;
+            st.known.insert(pid, Known::Dead { start_ticks });
+        }
+
+        // Disks.
+        if let Ok(text) = std::fs::read_to_string("/proc/diskstats") {
+            let lines: Vec<DiskLine> = procfs::parse_diskstats(&text)
+                .into_iter()
+                .filter(|l| disks.get(&l.name) != Some(l))
+                .collect();
+            for l in &lines {
+                disks.insert(l.name.clone(), l.clone());
+            }
+            if !lines.is_empty() {
+                out.push(Record::Disk(DiskRecord { seq, lines }));
+            }
+        }
+
+        // Descriptors.
+        if opts.fd_every > 0 && seq.is_multiple_of(opts.fd_every) {
+            mounts = if seq == 0 {
+                mounts
+            } else {
+                procfs::read_mounts()
+            };
+            // /proc/net/tcp walks the whole connection hash (milliseconds on a large
+            // machine): refreshed at most every 10 listings of descriptors.
+            if tcp_cache.is_some() && fd_scans.is_multiple_of(10) {
+                tcp_cache = None;
+            }
+            fd_scans += 1;
+            let mut tcp = tcp_cache.take();
+            for (&pid, k) in st.known.iter_mut() {
+                let Known::Tracked(t) = k else { continue };
+                if !t.moved_since_fds {
+                    continue;
+                }
+                t.moved_since_fds = false;
+                // A process that exec'd since it was first seen gets a new PROC record.
+                if let Some((stat, uid)) = procfs::read_stat(pid) {
+                    if stat.comm != t.comm && stat.start_ticks == t.start_ticks {
+                        let (exe, cmdline) = procfs::exe_and_cmdline(pid);
+                        t.comm = stat.comm.clone();
+                        out.push(Record::Proc(ProcRecord {
+                            pid,
+                            ppid: stat.ppid,
+                            uid,
+                            start_ticks: stat.start_ticks,
+                            flags: if st.server_pids.contains(&pid) {
+                                PROC_SERVER
+                            } else {
+                                0
+                            },
+                            comm: stat.comm,
+                            exe,
+                            cmdline,
+                        }));
+                    }
+                }
+                if let Some(groups) = procfs::read_fds(pid, &mounts, &mut tcp) {
+                    if groups != t.fds {
+                        out.push(Record::Fds(FdsRecord {
+                            pid,
+                            mono_ns: mono,
+                            groups: groups.clone(),
+                        }));
+                        t.fds = groups;
+                    }
+                }
+            }
+            tcp_cache = tcp;
+        }
+
+        let took = clock_ns(libc::CLOCK_MONOTONIC).saturating_sub(mono);
+        for r in out.iter_mut().rev() {
+            if let Record::Sample(s) = r {
+                s.took_ns = took;
+                break;
+            }
+        }
+        w.write(&out)?;
+        out.clear();
+        seq += 1;
+        if last_round {
+            break;
+        }
+        if stop.load(Ordering::Relaxed) || done() {
+            // One more sample after a short grace, so exits of the last moment are in.
+            last_round = true;
+            std::thread::sleep(Duration::from_millis(50));
+            continue;
+        }
+        let now = clock_ns(libc::CLOCK_MONOTONIC);
+        let next = (now.saturating_sub(start_mono) / interval_ns) + 1;
+        st.report.missed += next.saturating_sub(k + 1);
+        k = next;
+    }
+    if let Some(l) = &mut listener {
+        l.stop();
+        st.report.taskstats = format!(
+            "{}{}",
+            ts_status,
+            match l.overruns.load(Ordering::Relaxed) {
+                0 => String::new(),
+                n => format!(" ({n} notification batches lost: socket buffer full)"),
+            }
+        );
+    }
+    jitter.sort_unstable();
+    st.report.samples = seq;
+    st.report.jitter_p50_ns = percentile(&jitter, 0.5);
+    st.report.jitter_p99_ns = percentile(&jitter, 0.99);
+    st.report.jitter_max_ns = jitter.last().copied().unwrap_or(0);
+    st.report.denied = std::mem::take(&mut st.denied);
+    st.report.cpu_ns = cpu_time_ns().saturating_sub(cpu0);
+    st.report.wall_ns = clock_ns(libc::CLOCK_MONOTONIC).saturating_sub(wall0);
+    w.write(&[Record::End(EndRecord {
+        samples: st.report.samples,
+        missed: st.report.missed,
+        jitter_p50_ns: st.report.jitter_p50_ns,
+        jitter_p99_ns: st.report.jitter_p99_ns,
+        jitter_max_ns: st.report.jitter_max_ns,
+    })])?;
+    Ok(st.report)
+}

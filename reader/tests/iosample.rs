@@ -1,0 +1,95 @@
+//! The IO sampler on real processes: a process that lives about a millisecond between two
+//! samples keeps its bytes (taskstats), new children are picked up, and the file reads
+//! back while it is cut short.
+
+use reader::iosample::{self, SampleLog, SamplerOptions, Selection};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+#[test]
+fn a_process_living_between_two_samples_keeps_its_bytes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("io.cios");
+    let out = tmp.path().join("out.bin");
+    // A parent that stays, and a child that writes 123 456 bytes and exits at once.
+    let mut root = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "sleep 0.35; head -c 123456 /dev/zero > {}; sleep 0.6",
+            out.display()
+        ))
+        .spawn()
+        .unwrap();
+    let opts = SamplerOptions {
+        interval: Duration::from_millis(250),
+        selection: Selection::Pids(vec![root.id()]),
+        ..Default::default()
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let report = {
+        let stop2 = stop.clone();
+        let file2 = file.clone();
+        let t = std::thread::spawn(move || iosample::run(&file2, &opts, &stop2, || false));
+        root.wait().unwrap();
+        stop.store(true, Ordering::Relaxed);
+        t.join().unwrap().unwrap()
+    };
+    assert!(report.samples >= 3, "{report:?}");
+    let log = SampleLog::open(&file).unwrap();
+    assert_eq!(log.tail.damaged_at, None);
+    assert!(log.end.is_some());
+    let head = log
+        .processes
+        .iter()
+        .find(|p| p.comm == "head")
+        .unwrap_or_else(|| panic!("head is missing: {:#?}", log.processes));
+    let last = log.samples.len() - 1;
+    let c = head.at(&log.samples, last).unwrap();
+    if report.taskstats == "on" {
+        // Exact to the KiB: taskstats rounds wchar down to a multiple of 1024.
+        assert!(c.wchar <= 123_456 && c.wchar > 123_456 - 1024, "{head:?}");
+        assert!(head.exit.is_some());
+    } else {
+        // Without CAP_NET_ADMIN the file says so, and the sampler told why.
+        assert!(log
+            .notes
+            .iter()
+            .any(|n| n.contains("taskstats unavailable")));
+        eprintln!(
+            "taskstats off ({}): exact exit counters not checked",
+            report.taskstats
+        );
+    }
+    // The root was sampled from the start and its exit noticed.
+    let sh = log.processes.iter().find(|p| p.pid == root.id()).unwrap();
+    assert!(sh.exit.is_some(), "{sh:?}");
+}
+
+#[test]
+fn a_file_cut_while_written_reads_back_up_to_the_cut() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("io.cios");
+    let opts = SamplerOptions {
+        interval: Duration::from_millis(20),
+        selection: Selection::Pids(vec![std::process::id()]),
+        servers: vec!["no-such-server".into()],
+        ..Default::default()
+    };
+    let stop = AtomicBool::new(false);
+    let mut n = 0;
+    iosample::run(&file, &opts, &stop, || {
+        n += 1;
+        n > 5
+    })
+    .unwrap();
+    let bytes = std::fs::read(&file).unwrap();
+    let whole = SampleLog::open(&file).unwrap();
+    let cut = tmp.path().join("cut.cios");
+    std::fs::write(&cut, &bytes[..bytes.len() - 7]).unwrap();
+    let part = SampleLog::open(&cut).unwrap();
+    assert_eq!(part.tail.why.as_deref(), Some("truncated record"));
+    assert_eq!(part.samples, whole.samples, "only the END record was cut");
+    assert!(part.end.is_none() && whole.end.is_some());
+}

@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""Client workload for the ioshare end-to-end test and benchmark.
+
+N client processes write, each at its own rate, part of their bytes to a local file and
+part to an FTP server (STOR on a passive data connection, written with os.write so the
+bytes show in the process's wchar like the local ones). Each client's share beta of bytes
+sent to the server changes a few times during the run (piecewise constant, seeded); rates
+follow a common slow modulation (partly correlated clients) times a private one.
+
+usage: workload.py --port P --clients N --duration S --seed K --dir LOCALDIR [--rate BYTES/S]
+Prints one JSON line per client at the end: {"pid", "sent", "local", "phases"}.
+"""
+import argparse, ftplib, json, math, os, random, sys, time
+
+TICK = 0.02
+
+
+def client(idx, args, t0):
+    rng = random.Random(args.seed * 1000 + idx)
+    # Phases: (start_s, beta); a change every phase-min..phase-max seconds.
+    phases, t = [], 0.0
+    while t < args.duration:
+        phases.append((t, rng.choice([0.0, 0.1, 0.2, 0.3, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0])))
+        t += rng.uniform(args.phase_min, args.phase_max)
+    base = args.rate * rng.uniform(0.5, 1.5)
+    period, phi = rng.uniform(3, 11), rng.uniform(0, 6.28)
+    buf = os.urandom(1 << 16)
+    local = os.open(os.path.join(args.dir, f"local-{idx}.bin"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    ftp = ftplib.FTP()
+    ftp.connect("127.0.0.1", args.port, timeout=10)
+    ftp.login()
+    data, opened, n_files = None, 0.0, 0
+    sent = written = 0
+    debt_s = debt_l = 0.0
+    k = 0
+    while True:
+        now = time.monotonic() - t0
+        if now >= args.duration:
+            break
+        beta = [b for (s, b) in phases if s <= now][-1]
+        common = 1.0 + 0.6 * math.sin(2 * math.pi * now / 13.0)
+        own = 1.0 + 0.7 * math.sin(2 * math.pi * now / period + phi)
+        # Bursty: some ticks idle, so the columns of X differ.
+        burst = 1.0 if rng.random() < 0.7 else 0.0
+        amount = base * common * own * burst * TICK / 0.7
+        debt_s += amount * beta
+        debt_l += amount * (1 - beta)
+        if data is None or now - opened > 2.0:
+            if data is not None:
+                data.close()
+                ftp.voidresp()
+            data = ftp.transfercmd(f"STOR up/c{idx}-{n_files}.bin")
+            n_files += 1
+            opened = now
+        while debt_s >= 4096:
+            n = os.write(data.fileno(), buf[: int(min(debt_s, len(buf)))])
+            sent += n
+            debt_s -= n
+        while debt_l >= 4096:
+            n = os.write(local, buf[: int(min(debt_l, len(buf)))])
+            written += n
+            debt_l -= n
+        if written > (64 << 20):
+            os.lseek(local, 0, os.SEEK_SET)
+        k += 1
+        next_t = t0 + k * TICK + idx * 0.001
+        time.sleep(max(0.0, next_t - time.monotonic()))
+    if data is not None:
+        data.close()
+        ftp.voidresp()
+    ftp.quit()
+    os.close(local)
+    # One write per line, whatever the buffering (PYTHONUNBUFFERED makes print() write the
+    # line and its newline separately, and concurrent clients would interleave them).
+    line = json.dumps({"pid": os.getpid(), "sent": sent, "local": written, "phases": phases})
+    os.write(1, (line + "\n").encode())
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--clients", type=int, default=3)
+    ap.add_argument("--duration", type=float, default=15)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--dir", required=True)
+    ap.add_argument("--rate", type=float, default=2e6, help="mean bytes/s per client")
+    ap.add_argument("--phase-min", type=float, default=6)
+    ap.add_argument("--phase-max", type=float, default=15)
+    args = ap.parse_args()
+    t0 = time.monotonic() + 0.3
+    pids = []
+    for i in range(args.clients):
+        pid = os.fork()
+        if pid == 0:
+            try:
+                time.sleep(max(0.0, t0 - time.monotonic()))
+                client(i, args, t0)
+                os._exit(0)
+            except Exception as e:  # noqa: BLE001 - report and fail the run
+                print(f"client {i}: {e!r}", file=sys.stderr, flush=True)
+                os._exit(1)
+        pids.append(pid)
+    bad = 0
+    for p in pids:
+        _, st = os.waitpid(p, 0)
+        bad += st != 0
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()
