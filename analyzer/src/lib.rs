@@ -52,6 +52,7 @@ pub mod error;
 pub mod hash;
 pub mod model;
 mod ranking;
+pub mod recorded;
 pub mod report;
 pub mod score;
 pub mod symbolize;

@@ -281,7 +281,9 @@ fn record(
                 "LD_PRELOAD",
                 preload_value(lib, std::env::var_os("LD_PRELOAD")),
             )
-            .env(POOL_ENV, pool.path());
+            .env(POOL_ENV, pool.path())
+            // Python processes trace their functions with nothing installed (issue 17).
+            .envs(python_hook::record_env(&args.cmd));
         if let Some(v) = inject {
             cmd.env(bufpool::inject::INJECT_ENV, v);
         }
@@ -313,6 +315,7 @@ fn record(
         let saved_all = match report {
             Ok(rep) => {
                 print_summary(&rep, out);
+                eprint!("{}", analyzer::recorded::summary(out));
                 true
             }
             Err(e) => {
