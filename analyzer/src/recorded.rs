@@ -116,7 +116,15 @@ pub fn render(procs: &[ProcessCounts]) -> String {
         "culprit: recorded per process (libc calls / C functions / Python functions):"
     );
     for p in procs.iter().take(MAX_LINES) {
-        let mut cmd = p.command.join(" ");
+        // The program by its file name (the path is in the trace), then its arguments.
+        let mut words = p.command.iter().map(String::as_str);
+        let prog = words.next().map(|p| {
+            Path::new(p)
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or(p)
+        });
+        let mut cmd = prog.into_iter().chain(words).collect::<Vec<_>>().join(" ");
         if cmd.chars().count() > 60 {
             cmd = cmd.chars().take(59).collect::<String>() + "…";
         }
