@@ -31,5 +31,17 @@ status=0
 cargo test --workspace --no-fail-fast 2>&1 | tee "$log" || status=$?
 # One closing line over every test binary (cargo's last line is often a doc-test run
 # of a crate without doc tests).
-awk '/^test result:/ { p += $4; f += $6; i += $8 } END { printf "Tests: %d passed, %d failed, %d skipped\n", p, f, i }' "$log"
+awk '/^test result:/ { p += $4; f += $6; i += $8 } END { printf "Tests: %d passed, %d failed, %d skipped", p, f, i }' "$log"
+# The Python tests run every CPython 3.9-3.13 the machine has (pyenv's, else python3.X on
+# PATH: the discovery of tests/tests/python_trace.rs); the versions it lacks are named here.
+missing=()
+for v in 3.9 3.10 3.11 3.12 3.13; do
+    ls -d "${PYENV_ROOT:-$HOME/.pyenv}/versions/$v".*/bin/"python$v" >/dev/null 2>&1 \
+        || command -v "python$v" >/dev/null || missing+=("$v")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "; CPython ${missing[*]} SKIPPED (not on this machine)"
+else
+    echo "; CPython 3.9-3.13 all tested"
+fi
 exit "$status"

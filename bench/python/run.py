@@ -148,6 +148,7 @@ def main():
     if minor >= 12:
         configs["culprit_monitor_builtins"] = (
             fib, lambda: standin_env({"CULPRIT_PY_MODE": "monitor", "CULPRIT_PY_BUILTINS": "1"}), "standin")
+    configs["culprit_sampled"] = (fib, lambda: standin_env({"CULPRIT_CLOCK": "sampled"}), "standin")
     configs["culprit_nofast"] = (fib, lambda: standin_env({"CULPRIT_PY_NOFAST": "1"}), "standin")
     # The stand-in without STANDIN_OUT is disabled: the callback is installed and returns at
     # once — what the interpreter's API costs by itself.
@@ -162,6 +163,7 @@ def main():
         rec = [a.culprit, "record", "-o", os.path.join(shm, "rec"), "--"] + fib
         configs["culprit_record"] = (rec, lambda: base_env, None)
         configs["culprit_record_profile"] = (rec, lambda: dict(base_env, CULPRIT_PY_MODE="profile"), None)
+        configs["culprit_record_sampled"] = (rec, lambda: dict(base_env, CULPRIT_CLOCK="sampled"), None)
     # Check the recorded event count of every Culprit row once before timing.
     for k in [k for k, c in configs.items() if c[2] == "standin"]:
         os.makedirs(os.path.join(shm, "t"))
@@ -173,7 +175,7 @@ def main():
         if not ok:
             raise SystemExit(1)
         shutil.rmtree(os.path.join(shm, "t"))
-    for k in ("culprit_record", "culprit_record_profile"):
+    for k in ("culprit_record", "culprit_record_profile", "culprit_record_sampled"):
         if k not in configs:
             continue
         run_one(configs[k][0], configs[k][1]())
@@ -226,6 +228,8 @@ def main():
         "culprit_frames": "culprit_trace, CULPRIT_PY_MODE=frames (PEP 523; no builtins)",
         "culprit_monitor": "culprit_trace, CULPRIT_PY_MODE=monitor (sys.monitoring; no builtins)",
         "culprit_monitor_builtins": "culprit_trace, monitor + CULPRIT_PY_BUILTINS=1 (builtins too)",
+        "culprit_sampled": "culprit_trace, default mode, CULPRIT_CLOCK=sampled (rdtsc every 16th entry)",
+        "culprit_record_sampled": "`culprit record` with CULPRIT_CLOCK=sampled",
         "culprit_nofast": "culprit_trace, default mode, CULPRIT_PY_NOFAST=1 (every entry via culprit_emit_*)",
         "c_noop": "the default mode's callback returning at once (the API's own cost)",
         "c_noop_profile": "PyEval_SetProfile C callback returning at once (the API's own cost)",

@@ -34,7 +34,6 @@ def _culprit_boot():
         sys.path[:] = path  # the program's sys.path, as without culprit
     try:
         import importlib.machinery
-        import importlib.util
     except ImportError:  # Python 2
         import imp
         try:
@@ -51,7 +50,11 @@ def _culprit_boot():
     spec = importlib.machinery.PathFinder.find_spec("sitecustomize", path)
     if spec is None:
         return
-    mod = importlib.util.module_from_spec(spec)
+    try:  # what importlib.util.module_from_spec calls, without importing importlib.util
+        from importlib._bootstrap import module_from_spec
+    except ImportError:
+        from importlib.util import module_from_spec
+    mod = module_from_spec(spec)
     sys.modules["sitecustomize"] = mod
     spec.loader.exec_module(mod)
 

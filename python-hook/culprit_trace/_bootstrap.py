@@ -101,11 +101,11 @@ def load():
     """Imports the extension as culprit_trace._native (building it first if needed)."""
     path = ensure()
     import importlib.machinery
-    import importlib.util
+    from importlib._bootstrap import module_from_spec  # importlib.util's, without its imports
     name = "culprit_trace._native"
     loader = importlib.machinery.ExtensionFileLoader(name, path)
-    spec = importlib.util.spec_from_file_location(name, path, loader=loader)
-    mod = importlib.util.module_from_spec(spec)
+    spec = importlib.machinery.ModuleSpec(name, loader, origin=path)
+    mod = module_from_spec(spec)
     loader.exec_module(mod)
     sys.modules[name] = mod
     return mod

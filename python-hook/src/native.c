@@ -68,6 +68,16 @@ typedef struct {
 #else
 #define CULPRIT_PY311 0
 #endif
+#if PY_VERSION_HEX >= 0x030C0000
+/* The same private layout, unchanged in 3.12 and 3.13 (Objects/codeobject.c). */
+typedef struct {
+    Py_ssize_t ce_size;
+    void *ce_extras[1];
+} culprit_code_extra;
+#define CULPRIT_DIRECT_EXTRA 1
+#else
+#define CULPRIT_DIRECT_EXTRA CULPRIT_PY311
+#endif
 
 /* ---- CPython 3.9 to 3.13: the few public calls whose names or presence differ ------- */
 
@@ -158,6 +168,10 @@ static struct {
     int fast;       /* inline append allowed (thread_state + append_slow + TSC) */
 } lt;
 
+#if CULPRIT_HAVE_TSC
+static void read_clock_mode(void);
+#endif
+
 static void resolve_libtrace(void) {
     if (lt.found) return;
     lt.global_enabled = (int *)dlsym(RTLD_DEFAULT, "culprit_global_enabled");
@@ -173,6 +187,9 @@ static void resolve_libtrace(void) {
     const char *nofast = getenv("CULPRIT_PY_NOFAST");
     lt.fast = lt.found && CULPRIT_HAVE_TSC && lt.global_enabled && lt.thread_state && lt.append_slow &&
               !(nofast && nofast[0] == '1');
+#if CULPRIT_HAVE_TSC
+    read_clock_mode();
+#endif
 }
 
 /* ---- per-thread state: the profile object ---------------------------------------- */
@@ -238,15 +255,69 @@ static inline void put48(uint8_t *p, uint64_t v) {
     memcpy(p, &x, 6); /* little-endian target */
 }
 
+#if CULPRIT_HAVE_TSC
+/* The clock, as libtrace's C hooks keep it (gcc-hooks, CULPRIT_CLOCK): `rdtsc` for every
+ * entry (default; ~18 ns per read on the reference VM), or with CULPRIT_CLOCK=sampled[:N] a
+ * real reading every N-th entry of a thread (N a power of two, 2..4096, default 16) and
+ * whenever another entry was written on the thread since the shim's last one (a libc call,
+ * a new sub-buffer); in between the previous timestamp + 1 — strictly increasing, never
+ * ahead of the true TSC. libtrace records the clock mode in the trace's filter record. */
+static uint32_t g_sample_mask; /* 0: rdtsc per entry */
+typedef struct {
+    uint8_t *last_cur; /* w.cur right after the shim's last inline append on this thread */
+    uint64_t last_tsc;
+    uint32_t left;
+} ClockState;
+static __thread ClockState t_clk;
+
+static uint64_t sampled_tsc(struct culprit_thread *t) {
+    ClockState *c = &t_clk;
+    if (c->left != 0 && c->last_cur == t->w.cur) {
+        c->left--;
+        return ++c->last_tsc;
+    }
+    c->left = g_sample_mask;
+    c->last_tsc = __rdtsc();
+    return c->last_tsc;
+}
+
+static inline uint64_t stamp(struct culprit_thread *t) {
+    return __builtin_expect(g_sample_mask != 0, 0) ? sampled_tsc(t) : __rdtsc();
+}
+
+/* After an inline append: the next sampled stamp may continue from this one. */
+static inline void stamped(struct culprit_thread *t) {
+    if (__builtin_expect(g_sample_mask != 0, 0)) t_clk.last_cur = t->w.cur;
+}
+
+/* CULPRIT_CLOCK as gcc-hooks/src/config.rs parses it (libtrace reports a bad value). */
+static void read_clock_mode(void) {
+    const char *v = getenv("CULPRIT_CLOCK");
+    g_sample_mask = 0;
+    if (v == NULL || strncmp(v, "sampled", 7) != 0) return;
+    unsigned long n = 16;
+    if (v[7] == ':') {
+        char *end = NULL;
+        n = strtoul(v + 8, &end, 10);
+        if (end == v + 8 || *end != 0) return;
+    } else if (v[7] != 0) {
+        return;
+    }
+    if (n < 2 || n > 4096 || (n & (n - 1)) != 0) return;
+    g_sample_mask = (uint32_t)(n - 1);
+}
+#endif
+
 static inline void emit_call(struct culprit_thread *t, uint8_t kind, uint64_t caller, uint64_t callee) {
 #if CULPRIT_HAVE_TSC
     if (lt.fast && fast_ok(t)) {
         uint8_t e[24];
-        uint64_t head = ((uint64_t)__rdtsc() << 8) | kind;
+        uint64_t head = (stamp(t) << 8) | kind;
         memcpy(e, &head, 8);
         put48(e + 8, caller);
         put48(e + 14, callee);
         append_fast(t, e, 20);
+        stamped(t);
         return;
     }
 #endif
@@ -258,11 +329,12 @@ static inline void emit_return(struct culprit_thread *t, uint8_t kind, uint64_t 
 #if CULPRIT_HAVE_TSC
     if (lt.fast && fast_ok(t)) {
         uint8_t e[16];
-        uint64_t head = ((uint64_t)__rdtsc() << 8) | kind;
+        uint64_t head = (stamp(t) << 8) | kind;
         memcpy(e, &head, 8);
         put48(e + 8, callee);
         memcpy(e + 14, &aux, 2);
         append_fast(t, e, 16);
+        stamped(t);
         return;
     }
 #endif
@@ -352,7 +424,7 @@ static CodeInfo *code_info_create(PyCodeObject *co, PyObject *globals) {
 
 static inline CodeInfo *code_info_peek(PyCodeObject *co) {
     void *p = NULL;
-#if CULPRIT_PY311
+#if CULPRIT_DIRECT_EXTRA
     culprit_code_extra *ex = (culprit_code_extra *)co->co_extra;
     if (ex != NULL && g_extra_index < ex->ce_size) p = ex->ce_extras[g_extra_index];
 #else
@@ -859,24 +931,29 @@ static void frames_stop(void) {
  *                                  CALL event fires for every call, Python ones included)
  *
  * Balance and hiding use per-thread counters (the callbacks get no per-thread object):
- * t_mdepth counts recorded calls minus returns, t_hidden > 0 while a frame of the shim's
- * own code runs (its callees are not recorded either, as in frames mode). */
+ * MonThread.depth counts recorded calls minus returns, .hidden > 0 while a frame of the
+ * shim's own code runs (its callees are not recorded either, as in frames mode). */
 #if CULPRIT_MONITORING
-static __thread long long t_mdepth;
-static __thread int t_hidden;
-static __thread struct culprit_thread *t_ct;
-static __thread int t_ct_known;
+/* Per-thread state of the callbacks, one TLS block (the module is dlopen'ed: every
+ * distinct __thread variable would cost its own __tls_get_addr call per event). */
+typedef struct {
+    long long depth;          /* recorded calls minus recorded returns */
+    int hidden;               /* >0 while a frame of the shim's own code runs */
+    int ct_known;             /* ct looked up */
+    struct culprit_thread *ct; /* libtrace's state of this thread */
+} MonThread;
+static __thread MonThread t_mon;
 static const void *g_mboundary; /* call_traced's frame: calls made from it are roots */
 static int g_mtool = -1;         /* our sys.monitoring tool id, -1 before start */
 static int g_mbuiltins;          /* CALL/C_RETURN/C_RAISE registered */
 static PyObject *g_mmissing;     /* sys.monitoring.MISSING (a CALL without arg0) */
 
-static inline struct culprit_thread *mthread(void) {
-    if (!t_ct_known) {
-        t_ct = lt.thread_state ? lt.thread_state() : NULL;
-        t_ct_known = 1;
+static inline struct culprit_thread *mthread(MonThread *m) {
+    if (!m->ct_known) {
+        m->ct = lt.thread_state ? lt.thread_state() : NULL;
+        m->ct_known = 1;
     }
-    return t_ct;
+    return m->ct;
 }
 
 static inline _PyInterpreterFrame *current_iframe(PyThreadState *ts) {
@@ -911,43 +988,43 @@ static inline uint64_t msite_of(_PyInterpreterFrame *p) {
     return ((uint64_t)ci << 16) | (units > 0xffff ? 0xffff : units);
 }
 
-static inline int mrecording(void) {
-    return t_hidden == 0 && (lt.global_enabled == NULL || __atomic_load_n(lt.global_enabled, __ATOMIC_RELAXED));
+static inline int mrecording(MonThread *m) {
+    return m->hidden == 0 && (lt.global_enabled == NULL || __atomic_load_n(lt.global_enabled, __ATOMIC_RELAXED));
 }
 
 /* PY_START, PY_RESUME (code, offset); PY_THROW (code, offset, exception). */
 static PyObject *mon_start(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs < 2 || !PyCode_Check(args[0])) Py_RETURN_NONE;
     PyCodeObject *co = (PyCodeObject *)args[0];
-    PyThreadState *ts = PyThreadState_Get();
-    _PyInterpreterFrame *f = current_iframe(ts);
+    MonThread *m = &t_mon;
     CodeInfo *ci = code_info_peek(co);
     if (ci != NULL && ci->hidden) {
-        t_hidden++;
+        m->hidden++;
         Py_RETURN_NONE;
     }
-    if (!mrecording()) Py_RETURN_NONE;
-    PyObject *globals = f != NULL && iframe_code(f) == co ? f->f_globals : NULL;
-    if (ci == NULL || ci->recorded_pid != g_pid) ci = code_info_slow(co, globals, ci);
+    if (!mrecording(m)) Py_RETURN_NONE;
+    _PyInterpreterFrame *f = current_iframe(PyThreadState_Get());
+    if (f != NULL && iframe_code(f) != co) f = NULL;
+    if (ci == NULL || ci->recorded_pid != g_pid) ci = code_info_slow(co, f ? f->f_globals : NULL, ci);
     uint32_t callee = ci != NULL ? ci->index : 0;
     uint64_t site = 0;
-    _PyInterpreterFrame *p = f != NULL && iframe_code(f) == co ? caller_iframe(f) : NULL;
+    _PyInterpreterFrame *p = f != NULL ? caller_iframe(f) : NULL;
     if (p != NULL && (const void *)p != g_mboundary) site = msite_of(p);
-    t_mdepth++;
-    emit_call(mthread(), K_PYCALL, site, callee);
+    m->depth++;
+    emit_call(mthread(m), K_PYCALL, site, callee);
     Py_RETURN_NONE;
 }
 
 /* Leaves a frame: hidden bookkeeping, balance; the callee index or 0 to record nothing. */
-static inline uint32_t mon_leave(PyObject *code) {
+static inline uint32_t mon_leave(MonThread *m, PyObject *code) {
     if (!PyCode_Check(code)) return 0;
     CodeInfo *ci = code_info_peek((PyCodeObject *)code);
     if (ci != NULL && ci->hidden) {
-        if (t_hidden > 0) t_hidden--;
+        if (m->hidden > 0) m->hidden--;
         return 0;
     }
-    if (t_mdepth <= 0 || !mrecording()) return 0;
-    t_mdepth--;
+    if (m->depth <= 0 || !mrecording(m)) return 0;
+    m->depth--;
     if (ci == NULL || ci->recorded_pid != g_pid) ci = code_info_slow((PyCodeObject *)code, NULL, ci);
     return ci != NULL ? ci->index : 0;
 }
@@ -955,18 +1032,20 @@ static inline uint32_t mon_leave(PyObject *code) {
 /* PY_RETURN, PY_YIELD (code, offset, value). */
 static PyObject *mon_return(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs < 1) Py_RETURN_NONE;
-    uint32_t callee = mon_leave(args[0]);
-    if (callee != 0) emit_return(mthread(), K_PYRETURN, callee, 0);
+    MonThread *m = &t_mon;
+    uint32_t callee = mon_leave(m, args[0]);
+    if (callee != 0) emit_return(mthread(m), K_PYRETURN, callee, 0);
     Py_RETURN_NONE;
 }
 
 /* PY_UNWIND (code, offset, exception). */
 static PyObject *mon_unwind(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs < 1) Py_RETURN_NONE;
-    uint32_t callee = mon_leave(args[0]);
+    MonThread *m = &t_mon;
+    uint32_t callee = mon_leave(m, args[0]);
     if (callee != 0) {
         uint32_t et = nargs >= 3 && args[2] != NULL ? exc_type_index((PyObject *)Py_TYPE(args[2])) : 0;
-        struct culprit_thread *t = mthread();
+        struct culprit_thread *t = mthread(m);
         emit_call(t, K_PYEXC, et, callee);
         emit_return(t, K_PYRETURN, callee, 1);
     }
@@ -995,7 +1074,8 @@ static inline uint32_t mon_builtin(PyObject *callable, PyObject *arg0) {
 
 /* CALL (code, offset, callable, arg0). */
 static PyObject *mon_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs < 4 || !mrecording()) Py_RETURN_NONE;
+    MonThread *m = &t_mon;
+    if (nargs < 4 || !mrecording(m)) Py_RETURN_NONE;
     PyObject *callable = args[2];
     if (PyFunction_Check(callable) || PyMethod_Check(callable)) Py_RETURN_NONE;
     uint32_t callee = mon_builtin(callable, args[3]);
@@ -1003,18 +1083,19 @@ static PyObject *mon_call(PyObject *self, PyObject *const *args, Py_ssize_t narg
     PyThreadState *ts = PyThreadState_Get();
     _PyInterpreterFrame *f = current_iframe(ts);
     uint64_t site = f != NULL && PyCode_Check(iframe_code(f)) ? msite_of(f) : 0;
-    t_mdepth++;
-    emit_call(mthread(), K_PYCCALL, site, callee);
+    m->depth++;
+    emit_call(mthread(m), K_PYCCALL, site, callee);
     Py_RETURN_NONE;
 }
 
 /* C_RETURN, C_RAISE (code, offset, callable, arg0). */
 static PyObject *mon_creturn(PyObject *self, PyObject *const *args, Py_ssize_t nargs, int raised) {
-    if (nargs < 4 || t_mdepth <= 0 || !mrecording()) Py_RETURN_NONE;
+    MonThread *m = &t_mon;
+    if (nargs < 4 || m->depth <= 0 || !mrecording(m)) Py_RETURN_NONE;
     uint32_t callee = mon_builtin(args[2], args[3]);
     if (callee == 0) Py_RETURN_NONE;
-    t_mdepth--;
-    emit_return(mthread(), K_PYCRETURN, callee, (uint16_t)raised);
+    m->depth--;
+    emit_return(mthread(m), K_PYCRETURN, callee, (uint16_t)raised);
     Py_RETURN_NONE;
 }
 static PyObject *mon_creturn0(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -1376,10 +1457,10 @@ static PyObject *m_call_traced(PyObject *self, PyObject *args) {
         /* Like frames mode: the callbacks stay on afterwards (they serve every thread). */
         g_mboundary = current_iframe(PyThreadState_Get());
         if (monitor_start(how == 3) < 0) return NULL;
-        int saved = t_hidden;
-        t_hidden = 0;
+        int saved = t_mon.hidden;
+        t_mon.hidden = 0;
         PyObject *res = PyObject_Call(func, fargs, NULL);
-        t_hidden = saved;
+        t_mon.hidden = saved;
         return res;
     }
 #endif

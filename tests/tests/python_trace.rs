@@ -1076,3 +1076,44 @@ fn every_cpython_records_the_exact_scenario_in_each_of_its_modes() {
         check_scenario_mode(b, default, &format!("CPython {v} -m culprit_trace"), &r, &t);
     }
 }
+
+/// `CULPRIT_CLOCK=sampled` (the gcc hooks' sampled clock, honoured by the shim): the same
+/// exact events, and every thread's Python timestamps strictly increasing.
+#[test]
+fn the_sampled_clock_keeps_the_events_and_strictly_increasing_timestamps() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("scenario.py"), SCENARIO).unwrap();
+    let b = *backends().last().unwrap();
+    let mut cmd = boot_cmd(Path::new("python3"));
+    cmd.env("CULPRIT_CLOCK", "sampled:8");
+    let (r, t) = traced_cmd(b, cmd, "profile", dir.path(), &["scenario.py"], true);
+    check_scenario_mode(b, "profile", "CULPRIT_CLOCK=sampled:8", &r, &t);
+    let mut interpolated = 0;
+    for (key, entries) in &t.streams {
+        let ts: Vec<u64> = entries
+            .iter()
+            .filter_map(|e| match *e {
+                Entry::Fn { tsc, kind, .. } | Entry::Ret { tsc, kind, .. }
+                    if matches!(
+                        kind,
+                        Kind::PyCall
+                            | Kind::PyReturn
+                            | Kind::PyExc
+                            | Kind::PyCCall
+                            | Kind::PyCReturn
+                    ) =>
+                {
+                    Some(tsc)
+                }
+                _ => None,
+            })
+            .collect();
+        assert!(
+            ts.windows(2).all(|w| w[0] < w[1]),
+            "{key:?}: timestamps not strictly increasing"
+        );
+        interpolated += ts.windows(2).filter(|w| w[1] == w[0] + 1).count();
+    }
+    // Sampled: most entries carry the previous stamp + 1 instead of a reading.
+    assert!(interpolated > 100, "{interpolated} interpolated timestamps");
+}
