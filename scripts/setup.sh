@@ -17,16 +17,6 @@ if [ ${#need_apt[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
-# The Python tracing shim (a C extension; needs the interpreter's headers). Reinstalled
-# when it is missing or when any of its sources is newer than the installed copy.
-installed=$(python3 -c 'import culprit_trace._native as n; print(n.__file__)' 2>/dev/null || true)
-if [ -z "$installed" ] || [ "${CULPRIT_REINSTALL:-0}" = 1 ] || [ -n "$(find python-hook tracer-preload/include \
-        -newer "$installed" -type f -not -path '*/build/*' -not -path '*.egg-info*' \
-        -not -path '*/__pycache__/*' -print -quit)" ]; then
-    echo "setup: pip install ./python-hook" >&2
-    python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore ./python-hook
-fi
-
 # Further installs, one file per concern (browser for page tests, third-party servers for
 # end-to-end tests, ...): each is idempotent and installs only what is missing.
 for f in scripts/setup.d/*.sh; do

@@ -37,10 +37,25 @@ cargo test --workspace --no-fail-fast 2>&1 | tee "$log" || status=$?
 # not run here: each prints one `TEST: SKIPPED PART: WHY` line (`tests::skip`); under CI
 # (CI=true) they fail instead, so there it must be 0. Cargo's ignored tests (entry points
 # of child processes, the fuzz-seed writer: run by other means) are reported the line before.
-awk '/^test result:/ { p += $4; f += $6; i += $8 }
+# The Python tests run every CPython 3.9-3.13 the machine has (pyenv's, else python3.X on
+# PATH: the discovery of tests/tests/python_trace.rs); the versions it lacks are named and
+# counted as skipped.
+missing=()
+for v in 3.9 3.10 3.11 3.12 3.13; do
+    ls -d "${PYENV_ROOT:-$HOME/.pyenv}/versions/$v".*/bin/"python$v" >/dev/null 2>&1 \
+        || command -v "python$v" >/dev/null || missing+=("$v")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    cpython="CPython ${missing[*]}: SKIPPED (not on this machine)"
+else
+    cpython="CPython 3.9-3.13: all tested"
+fi
+awk -v cpython="$cpython" -v nmissing="${#missing[@]}" '
+     /^test result:/ { p += $4; f += $6; i += $8 }
      /: SKIPPED / { s += 1; print }
      END {
          printf "Ignored by cargo: %d (#[ignore]d entry points and seed writers, run by other means)\n", i
-         printf "Tests: %d passed, %d failed, %d skipped\n", p, f, s
+         print cpython
+         printf "Tests: %d passed, %d failed, %d skipped\n", p, f, s + nmissing
      }' "$log"
 exit "$status"

@@ -80,4 +80,4 @@ use localize::ranking;
 pub use localize::show::{show, Shown};
 pub use localize::{baselines, consequence, evidence, model_check, narrative};
 pub use localize::{connections, model, score, trees, units};
-pub use trace::symbolize;
+pub use trace::{recorded, symbolize};

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Python tracing cost per event: Culprit's shim next to a no-op ``sys.setprofile``
-function and VizTracer, in one run (the method of ../shared/bench-anchors).
+function and VizTracer, on one interpreter, in one run (the method of ../shared/bench-anchors).
 
-    python3 bench/python/run.py [--n 25] [--rounds 7] [--work /tmp/culprit-bench-python]
+    python3 bench/python/run.py [--python PATH] [--n 25] [--rounds 7] [--culprit target/release/culprit]
 
 Workload: ``fib.py`` (recursive fib(N), the anchors' src/fib.py): one event = one entry or
 one exit of ``fib``, 2·(2·F(N+1)−1) per run, exact. Every round runs every configuration
@@ -15,16 +15,18 @@ start-up, trace and JSON writing) and over the workload's own timer around fib(N
 ("work": the hot path). Rows:
 
 * ``sys.setprofile(no-op Python function)`` — the floor of any Python-level profiler;
-* ``culprit_trace`` — the C callback (inline append into the thread's sub-buffer),
-  recording into the stand-in libtrace (python-hook/tests/standin.c: the real C ABI and
-  writer protocol into tmpfs-backed mapped files) and, when ``culprit`` and libtrace.so
-  are built (``--culprit PATH``), under ``culprit record`` with the real pool and readers;
-* ``culprit_trace, CULPRIT_PY_NOFAST=1`` — every entry through ``culprit_emit_*``;
+* ``culprit_trace`` in its default mode (monitor on CPython 3.12+, frames on 3.11, profile
+  before) and in each other mode the interpreter has, recording into the stand-in libtrace
+  (python-hook/tests/standin.c: the real C ABI and writer protocol into tmpfs-backed mapped
+  files) and, with ``--culprit PATH``, under ``culprit record`` with the real pool and readers;
+* the API floors: the shim's callback installed but returning at once (stand-in disabled);
 * ``viztracer --quiet`` with ``--tracer_entries`` raised so nothing is dropped.
 
-The number of recorded ``fib`` calls and returns is checked against the formula for the
-stand-in rows. Needs the shim installed (``pip install ./python-hook``); VizTracer is
-installed into a venv under --work on first use.
+Nothing is installed into the interpreter: the shim is found the way ``culprit record``
+provides it (a bootstrap copy on ``PYTHONPATH``, the extension built for the interpreter's ABI
+under --work). The number of recorded ``fib`` calls and returns is checked against the formula
+for every Culprit row. VizTracer is installed into a venv of the interpreter under --work on
+first use.
 """
 import argparse
 import os
@@ -55,12 +57,13 @@ def sh(cmd, **kw):
     return r.stdout
 
 
-def setup(work):
+def setup(work, python):
     os.makedirs(work, exist_ok=True)
-    venv = os.path.join(work, "venv")
+    ver = sh([python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"]).strip()
+    venv = os.path.join(work, "venv-" + ver)
     py = os.path.join(venv, "bin", "python")
     if not os.path.exists(py):
-        sh([sys.executable, "-m", "venv", "--system-site-packages", venv])
+        sh([python, "-m", "venv", venv])
     if not os.path.exists(os.path.join(venv, "bin", "viztracer")):
         sh([py, "-m", "pip", "install", "-q", "viztracer"])
     so = os.path.join(work, "libstandin.so")
@@ -68,9 +71,18 @@ def setup(work):
     if not os.path.exists(so) or os.path.getmtime(so) < os.path.getmtime(src):
         sh(["cc", "-O2", "-shared", "-fPIC", "-pthread", "-I", os.path.join(REPO, "tracer-preload", "include"),
             src, "-o", so])
-    sh([py, "-c", "import culprit_trace._native"])
+    # The bootstrap copy, laid out as python-hook's cache (boot/, src/, ext/), fresh each run.
+    root = os.path.join(work, "shim")
+    shutil.rmtree(root, ignore_errors=True)
+    shutil.copytree(os.path.join(REPO, "python-hook", "culprit_trace"), os.path.join(root, "boot", "culprit_trace"),
+                    ignore=shutil.ignore_patterns("__pycache__", "_native*"))
+    shutil.copy(os.path.join(REPO, "python-hook", "boot", "sitecustomize.py"), os.path.join(root, "boot"))
+    os.makedirs(os.path.join(root, "src"))
+    shutil.copy(os.path.join(REPO, "python-hook", "src", "native.c"), os.path.join(root, "src"))
+    shutil.copy(os.path.join(REPO, "tracer-preload", "include", "culprit.h"), os.path.join(root, "src"))
+    sh([py, "-S", os.path.join(root, "boot", "culprit_trace", "_bootstrap.py")])
     vz = sh([py, "-c", "import viztracer; print(viztracer.__version__)"]).strip()
-    return py, venv, so, vz
+    return py, venv, so, vz, ver, os.path.join(root, "boot")
 
 
 def run_one(cmd, env):
@@ -101,47 +113,59 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=25)
     ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--python", default=sys.executable, help="interpreter to measure (default: this one)")
     ap.add_argument("--work", default="/tmp/culprit-bench-python")
-    ap.add_argument("--culprit", default=None, help="path of the culprit binary (real pool row)")
+    ap.add_argument("--culprit", default=None, help="path of the culprit binary (real pool rows)")
     a = ap.parse_args()
-    py, venv, so, vz_version = setup(a.work)
+    py, venv, so, vz_version, ver, boot = setup(a.work, a.python)
+    minor = int(ver.split(".")[1])
+    default_mode = "monitor" if minor >= 12 else "frames" if minor == 11 else "profile"
     n = a.n
     events = 2 * calls(n)
     shm = "/dev/shm/culprit-bench-python"
     shutil.rmtree(shm, ignore_errors=True)
     os.makedirs(shm)
-    base_env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "CULPRIT_POOL")}
+    base_env = {k: v for k, v in os.environ.items()
+                if k not in ("LD_PRELOAD", "CULPRIT_POOL", "PYTHONPATH") and not k.startswith("CULPRIT_PY")}
+    shim_env = dict(base_env, PYTHONPATH=boot)
 
     def standin_env(extra=None):
-        e = dict(base_env, STANDIN_OUT=os.path.join(shm, "t"), CULPRIT_POOL=os.path.join(shm, "pool"),
+        e = dict(shim_env, STANDIN_OUT=os.path.join(shm, "t"), CULPRIT_POOL=os.path.join(shm, "pool"),
                  LD_PRELOAD=so)
         e.update(extra or {})
         return e
 
+    fib = [py, FIB, "plain", str(n)]
     configs = {
-        "plain": ([py, FIB, "plain", str(n)], lambda: base_env, None),
+        "plain": (fib, lambda: base_env, None),
         "setprofile": ([py, FIB, "setprofile", str(n)], lambda: base_env, None),
-        "culprit": ([py, FIB, "plain", str(n)], standin_env, "standin"),
-        "culprit_nofast": ([py, FIB, "plain", str(n)], lambda: standin_env({"CULPRIT_PY_NOFAST": "1"}),
-                           "standin"),
-        "culprit_frames": ([py, FIB, "plain", str(n)], lambda: standin_env({"CULPRIT_PY_MODE": "frames"}),
-                           "standin"),
-        # The stand-in without STANDIN_OUT is disabled: the callback is installed and
-        # returns at once — what CPython 3.11's profile API costs by itself.
-        "c_noop": ([py, FIB, "plain", str(n)],
-                   lambda: dict(base_env, CULPRIT_POOL=os.path.join(shm, "pool"), LD_PRELOAD=so), None),
-        "viztracer": ([os.path.join(venv, "bin", "viztracer"), "--quiet", "--tracer_entries",
-                       str(calls(n) + 1000), "-o", os.path.join(shm, "vz.json"), FIB, "plain", str(n)],
-                      lambda: base_env, None),
+        "culprit": (fib, standin_env, "standin"),
     }
+    other_modes = [m for m in ("profile", "frames", "monitor") if m != default_mode
+                   and (m == "profile" or (m == "frames" and minor == 11) or (m == "monitor" and minor >= 12))]
+    for m in other_modes:
+        configs["culprit_" + m] = (fib, lambda m=m: standin_env({"CULPRIT_PY_MODE": m}), "standin")
+    if minor >= 12:
+        configs["culprit_monitor_builtins"] = (
+            fib, lambda: standin_env({"CULPRIT_PY_MODE": "monitor", "CULPRIT_PY_BUILTINS": "1"}), "standin")
+    configs["culprit_sampled"] = (fib, lambda: standin_env({"CULPRIT_CLOCK": "sampled"}), "standin")
+    configs["culprit_nofast"] = (fib, lambda: standin_env({"CULPRIT_PY_NOFAST": "1"}), "standin")
+    # The stand-in without STANDIN_OUT is disabled: the callback is installed and returns at
+    # once — what the interpreter's API costs by itself.
+    noop = dict(shim_env, CULPRIT_POOL=os.path.join(shm, "pool"), LD_PRELOAD=so)
+    configs["c_noop"] = (fib, lambda: dict(noop, CULPRIT_PY_MODE=default_mode), None)
+    if default_mode != "profile":
+        configs["c_noop_profile"] = (fib, lambda: dict(noop, CULPRIT_PY_MODE="profile"), None)
+    configs["viztracer"] = ([os.path.join(venv, "bin", "viztracer"), "--quiet", "--tracer_entries",
+                             str(calls(n) + 1000), "-o", os.path.join(shm, "vz.json"), FIB, "plain", str(n)],
+                            lambda: base_env, None)
     if a.culprit:
-        configs["culprit_record"] = ([a.culprit, "record", "-o", os.path.join(shm, "rec"), "--", py, FIB,
-                                      "plain", str(n)], lambda: base_env, None)
-        configs["culprit_record_frames"] = (
-            [a.culprit, "record", "-o", os.path.join(shm, "rec"), "--", py, FIB, "plain", str(n)],
-            lambda: dict(base_env, CULPRIT_PY_MODE="frames"), None)
+        rec = [a.culprit, "record", "-o", os.path.join(shm, "rec"), "--"] + fib
+        configs["culprit_record"] = (rec, lambda: base_env, None)
+        configs["culprit_record_profile"] = (rec, lambda: dict(base_env, CULPRIT_PY_MODE="profile"), None)
+        configs["culprit_record_sampled"] = (rec, lambda: dict(base_env, CULPRIT_CLOCK="sampled"), None)
     # Check the recorded event count of every Culprit row once before timing.
-    for k in ("culprit", "culprit_nofast", "culprit_frames"):
+    for k in [k for k, c in configs.items() if c[2] == "standin"]:
         os.makedirs(os.path.join(shm, "t"))
         run_one(configs[k][0], configs[k][1]())
         got = count_standin(os.path.join(shm, "t"))
@@ -151,7 +175,7 @@ def main():
         if not ok:
             raise SystemExit(1)
         shutil.rmtree(os.path.join(shm, "t"))
-    for k in ("culprit_record", "culprit_record_frames"):
+    for k in ("culprit_record", "culprit_record_profile", "culprit_record_sampled"):
         if k not in configs:
             continue
         run_one(configs[k][0], configs[k][1]())
@@ -199,18 +223,24 @@ def main():
 
     names = {
         "setprofile": "sys.setprofile(no-op Python function)",
-        "culprit": "culprit_trace (C callback, inline append; stand-in libtrace)",
-        "culprit_nofast": "culprit_trace, CULPRIT_PY_NOFAST=1 (every entry via culprit_emit_*)",
+        "culprit": "culprit_trace, default mode (%s; stand-in libtrace)" % default_mode,
+        "culprit_profile": "culprit_trace, CULPRIT_PY_MODE=profile (PyEval_SetProfile; builtins)",
         "culprit_frames": "culprit_trace, CULPRIT_PY_MODE=frames (PEP 523; no builtins)",
-        "c_noop": "PyEval_SetProfile C callback returning at once (the API's own cost)",
-        "culprit_record": "`culprit record -- python3 fib.py` (profile mode; real libtrace.so, pool, readers)",
-        "culprit_record_frames": "`culprit record` with CULPRIT_PY_MODE=frames",
+        "culprit_monitor": "culprit_trace, CULPRIT_PY_MODE=monitor (sys.monitoring; no builtins)",
+        "culprit_monitor_builtins": "culprit_trace, monitor + CULPRIT_PY_BUILTINS=1 (builtins too)",
+        "culprit_sampled": "culprit_trace, default mode, CULPRIT_CLOCK=sampled (rdtsc every 16th entry)",
+        "culprit_record_sampled": "`culprit record` with CULPRIT_CLOCK=sampled",
+        "culprit_nofast": "culprit_trace, default mode, CULPRIT_PY_NOFAST=1 (every entry via culprit_emit_*)",
+        "c_noop": "the default mode's callback returning at once (the API's own cost)",
+        "c_noop_profile": "PyEval_SetProfile C callback returning at once (the API's own cost)",
+        "culprit_record": "`culprit record -- python fib.py` (default mode; real libtrace.so, pool, readers)",
+        "culprit_record_profile": "`culprit record` with CULPRIT_PY_MODE=profile",
         "viztracer": "viztracer %s --quiet (JSON written at exit)" % vz_version,
     }
     vz = per_ev("viztracer")
     print()
-    print("Python fib(%d): %d events/run, %d rounds; plain: %.1f ns/ev work CPU, %.1f ns/ev work wall; "
-          "load after: %s" % (n, events, a.rounds, plain_cpu / events, plain_work / events,
+    print("CPython %s, Python fib(%d): %d events/run, %d rounds; plain: %.1f ns/ev work CPU, %.1f ns/ev work "
+          "wall; load after: %s" % (ver, n, events, a.rounds, plain_cpu / events, plain_work / events,
                               " ".join(open("/proc/loadavg").read().split()[:3])))
     print()
     print("| tracer | hot path ns/ev (work CPU) median | min | max | ÷ VizTracer | hot path ns/ev (work wall) | "

@@ -30,7 +30,11 @@ _native_error = None
 try:
     if _os.environ.get("CULPRIT_PY_FALLBACK") == "1":
         raise ImportError("CULPRIT_PY_FALLBACK=1")
-    from . import _native
+    try:
+        from . import _native  # built by `pip install ./python-hook`
+    except ImportError:
+        from . import _bootstrap  # the copy `culprit record` prepared: per-ABI cache
+        _native = _bootstrap.load()
 except ImportError as e:  # depends on the build
     _native = None
     _native_error = e
@@ -40,25 +44,50 @@ _backend = None
 _mode = None
 
 
+def _default_mode():
+    """The cheapest mode this interpreter has: monitor (3.12+), frames (3.11), profile."""
+    if _native is not None and getattr(_native, "MONITORING", 0):
+        return "monitor"
+    if _native is not None and getattr(_native, "PY311_INTERNALS", 0):
+        return "frames"
+    return "profile"
+
+
 def mode():
-    """'profile' (PyEval_SetProfile: Python calls, returns, exceptions and builtins) or
-    'frames' (PEP 523 frame evaluation: Python frames only, about half the cost, exception
-    types known). Chosen with CULPRIT_PY_MODE; the default is 'profile'."""
+    """'profile' (PyEval_SetProfile: Python calls, returns, exceptions and builtins),
+    'frames' (PEP 523 frame evaluation, CPython 3.11: Python frames only, exception types
+    known) or 'monitor' (sys.monitoring callbacks in C, CPython 3.12+: Python frames,
+    exception types, and builtins with CULPRIT_PY_BUILTINS=1). Chosen with CULPRIT_PY_MODE;
+    the default is the cheapest the interpreter has (see README.md)."""
     global _mode
     if _mode is None:
-        want = _os.environ.get("CULPRIT_PY_MODE", "profile")
-        if want == "frames" and _native is not None and getattr(_native, "PY311_INTERNALS", 0):
-            _mode = "frames"
+        want = _os.environ.get("CULPRIT_PY_MODE", "") or _default_mode()
+        ok = {
+            "profile": True,
+            "frames": _native is not None and getattr(_native, "PY311_INTERNALS", 0),
+            "monitor": _native is not None and getattr(_native, "MONITORING", 0),
+        }
+        if ok.get(want):
+            _mode = want
         else:
-            if want not in ("profile", "frames"):
-                import sys
-                sys.stderr.write("culprit_trace: unknown CULPRIT_PY_MODE=%s; using profile\n" % want)
-            elif want == "frames":
-                import sys
-                sys.stderr.write("culprit_trace: frames mode needs the C extension on CPython 3.11; "
-                                 "using profile\n")
-            _mode = "profile"
+            import sys
+            _mode = _default_mode() if _native is not None else "profile"
+            if want not in ok:
+                sys.stderr.write("culprit_trace: unknown CULPRIT_PY_MODE=%s; using %s\n" % (want, _mode))
+            elif _native is not None:
+                need = "CPython 3.11" if want == "frames" else "CPython 3.12 or later"
+                sys.stderr.write("culprit_trace: %s mode needs %s; using %s\n" % (want, need, _mode))
     return _mode
+
+
+def _builtins():
+    """Monitor mode also records calls of C functions (CULPRIT_PY_BUILTINS=1)."""
+    return _os.environ.get("CULPRIT_PY_BUILTINS") == "1"
+
+
+def _how():
+    """The mode as _native.call_traced's number."""
+    return {"profile": 0, "frames": 1, "monitor": 3 if _builtins() else 2}[mode()]
 
 
 def backend():
@@ -87,6 +116,7 @@ def _prepare():
             return False
         if mode() == "profile":
             _native.wrap_threads(_thread, sys.modules.get("threading"))
+            _wrap_joinable_threads(_thread, sys.modules.get("threading"))
             _native.wrap_sys(sys)
         _hide_own_code()
         _backend = "native"
@@ -94,11 +124,33 @@ def _prepare():
     from . import _fallback
     if not _fallback.available():
         return False
-    sys.stderr.write("culprit_trace: the C extension cannot be loaded (%s); using the "
-                     "pure-Python fallback (slower, same entries)\n" % (_native_error,))
+    sys.stderr.write("culprit: %s (CPython %d.%d.%d): C extension unavailable (%s); Python "
+                     "functions traced by the pure-Python fallback (slower, exception exits "
+                     "not told apart)\n" % ((sys.executable,) + tuple(sys.version_info[:3])
+                                            + (_native_error,)))
     _fallback.wrap_threads()
     _backend = "python"
     return True
+
+
+def _wrap_joinable_threads(thread_mod, threading):
+    """CPython 3.13's threading starts threads with _thread.start_joinable_thread: its
+    threads get the profile callback first thing, as those of start_new_thread do."""
+    orig = getattr(thread_mod, "start_joinable_thread", None)
+    if orig is None or getattr(orig, "_culprit_wrapped", False):
+        return
+    import functools
+    entry = _native.thread_entry
+
+    def start_joinable_thread(function, *args, **kwargs):
+        return orig(functools.partial(entry, function, ()), *args, **kwargs)
+
+    start_joinable_thread._culprit_wrapped = True
+    start_joinable_thread.__doc__ = orig.__doc__
+    _native.hide(start_joinable_thread.__code__)
+    thread_mod.start_joinable_thread = start_joinable_thread
+    if threading is not None and getattr(threading, "_start_joinable_thread", None) is orig:
+        threading._start_joinable_thread = start_joinable_thread
 
 
 def start():
@@ -113,6 +165,8 @@ def start():
     if _backend == "native":
         if mode() == "frames":
             _native.start_frames()
+        elif mode() == "monitor":
+            _native.start_monitor(_builtins())
         else:
             _native.start()
     else:
@@ -139,7 +193,7 @@ def resume():
     """Traces the calling thread again after `call_traced` (frames already running are
     not recorded)."""
     if _backend == "native":
-        if mode() == "frames":
+        if mode() in ("frames", "monitor"):
             return  # still installed: it serves every thread
         _native.start()
     elif _backend == "python":
@@ -154,7 +208,7 @@ def call_traced(func, *args):
     if not _prepare():
         raise RuntimeError("libtrace.so is not loaded")
     if _backend == "native":
-        return _native.call_traced(func, args, mode() == "frames")
+        return _native.call_traced(func, args, _how())
     from . import _fallback
     return _fallback.call_traced(func, args)
 
@@ -164,6 +218,8 @@ def stop():
     if _backend == "native":
         if mode() == "frames":
             _native.stop_frames()
+        elif mode() == "monitor":
+            _native.stop_monitor()
         else:
             _native.stop()
     elif _backend == "python":
@@ -174,7 +230,7 @@ def stop():
 def active():
     """True if the calling thread is being traced."""
     if _backend == "native":
-        return _started if mode() == "frames" else _native.active()
+        return _started if mode() in ("frames", "monitor") else _native.active()
     if _backend == "python":
         from . import _fallback
         return _fallback.active()

@@ -29,10 +29,22 @@ def _runner_will_start(argv):
     return False
 
 
+def _orig_argv(sys):
+    """The interpreter's own command line: sys.orig_argv (3.10+), else /proc/self/cmdline."""
+    argv = getattr(sys, "orig_argv", None)
+    if argv is not None:
+        return argv
+    try:
+        with open("/proc/self/cmdline", "rb") as f:
+            return [a.decode("utf-8", "surrogateescape") for a in f.read().split(b"\0")[:-1]]
+    except OSError:
+        return []
+
+
 try:
     import sys as _sys
     import culprit_trace as _ct
-    if _runner_will_start(getattr(_sys, "orig_argv", [])):
+    if _runner_will_start(_orig_argv(_sys)):
         _ct._prepare()
     else:
         _ct.start()

@@ -45,7 +45,9 @@
  * into the program and uninstall the profiler), saves and restores any pending
  * exception around the slow paths, and clears errors of its own.
  */
-#define _GNU_SOURCE
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1
+#endif
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <frameobject.h>
@@ -65,6 +67,72 @@ typedef struct {
 } culprit_code_extra;
 #else
 #define CULPRIT_PY311 0
+#endif
+#if PY_VERSION_HEX >= 0x030C0000
+/* The same private layout, unchanged in 3.12 and 3.13 (Objects/codeobject.c). */
+typedef struct {
+    Py_ssize_t ce_size;
+    void *ce_extras[1];
+} culprit_code_extra;
+#define CULPRIT_DIRECT_EXTRA 1
+#else
+#define CULPRIT_DIRECT_EXTRA CULPRIT_PY311
+#endif
+
+/* ---- CPython 3.9 to 3.13: the few public calls whose names or presence differ ------- */
+
+/* 3.12+: sys.monitoring (PEP 669) mode. The caller's site is read from the interpreter's
+ * frame chain (internal headers, as Cython does): no frame object is materialized. */
+#if PY_VERSION_HEX >= 0x030C0000
+#define CULPRIT_MONITORING 1
+#ifndef Py_BUILD_CORE
+#define Py_BUILD_CORE 1
+#define CULPRIT_UNDEF_BUILD_CORE 1
+#endif
+#include "internal/pycore_frame.h"
+#include "opcode.h" /* RETURN_VALUE…: 3.12 defines them there, 3.13 in opcode_ids.h */
+#ifdef CULPRIT_UNDEF_BUILD_CORE
+#undef Py_BUILD_CORE
+#endif
+#else
+#define CULPRIT_MONITORING 0
+#endif
+
+#if PY_VERSION_HEX < 0x03090000
+#error "culprit_trace needs CPython 3.9 or later"
+#endif
+
+#if PY_VERSION_HEX < 0x030B0000
+/* 3.9/3.10: code objects have no co_qualname; frames expose their fields. */
+#define CO_QUALNAME(co) ((co)->co_name)
+static PyObject *PyType_GetQualName(PyTypeObject *t) {
+    return PyObject_GetAttrString((PyObject *)t, "__qualname__");
+}
+static inline PyObject *PyFrame_GetGlobals(PyFrameObject *f) {
+    Py_XINCREF(f->f_globals);
+    return f->f_globals;
+}
+/* Byte offset of the instruction being executed, as 3.11's PyFrame_GetLasti. */
+static inline int PyFrame_GetLasti(PyFrameObject *f) {
+#if PY_VERSION_HEX >= 0x030A0000
+    return f->f_lasti < 0 ? -1 : f->f_lasti * 2; /* 3.10 counts 2-byte code units */
+#else
+    return f->f_lasti;
+#endif
+}
+#else
+#define CO_QUALNAME(co) ((co)->co_qualname)
+#endif
+
+#if PY_VERSION_HEX >= 0x030C0000
+/* 3.12 renamed the code-extra API (the old names are deprecated aliases). */
+#define CULPRIT_CODE_GET_EXTRA PyUnstable_Code_GetExtra
+#define CULPRIT_CODE_SET_EXTRA PyUnstable_Code_SetExtra
+#define CULPRIT_REQUEST_EXTRA_INDEX PyUnstable_Eval_RequestCodeExtraIndex
+#else
+#define CULPRIT_CODE_GET_EXTRA _PyCode_GetExtra
+#define CULPRIT_CODE_SET_EXTRA _PyCode_SetExtra
+#define CULPRIT_REQUEST_EXTRA_INDEX _PyEval_RequestCodeExtraIndex
 #endif
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -100,6 +168,10 @@ static struct {
     int fast;       /* inline append allowed (thread_state + append_slow + TSC) */
 } lt;
 
+#if CULPRIT_HAVE_TSC
+static void read_clock_mode(void);
+#endif
+
 static void resolve_libtrace(void) {
     if (lt.found) return;
     lt.global_enabled = (int *)dlsym(RTLD_DEFAULT, "culprit_global_enabled");
@@ -115,6 +187,9 @@ static void resolve_libtrace(void) {
     const char *nofast = getenv("CULPRIT_PY_NOFAST");
     lt.fast = lt.found && CULPRIT_HAVE_TSC && lt.global_enabled && lt.thread_state && lt.append_slow &&
               !(nofast && nofast[0] == '1');
+#if CULPRIT_HAVE_TSC
+    read_clock_mode();
+#endif
 }
 
 /* ---- per-thread state: the profile object ---------------------------------------- */
@@ -180,15 +255,69 @@ static inline void put48(uint8_t *p, uint64_t v) {
     memcpy(p, &x, 6); /* little-endian target */
 }
 
+#if CULPRIT_HAVE_TSC
+/* The clock, as libtrace's C hooks keep it (gcc-hooks, CULPRIT_CLOCK): `rdtsc` for every
+ * entry (default; ~18 ns per read on the reference VM), or with CULPRIT_CLOCK=sampled[:N] a
+ * real reading every N-th entry of a thread (N a power of two, 2..4096, default 16) and
+ * whenever another entry was written on the thread since the shim's last one (a libc call,
+ * a new sub-buffer); in between the previous timestamp + 1 — strictly increasing, never
+ * ahead of the true TSC. libtrace records the clock mode in the trace's filter record. */
+static uint32_t g_sample_mask; /* 0: rdtsc per entry */
+typedef struct {
+    uint8_t *last_cur; /* w.cur right after the shim's last inline append on this thread */
+    uint64_t last_tsc;
+    uint32_t left;
+} ClockState;
+static __thread ClockState t_clk;
+
+static uint64_t sampled_tsc(struct culprit_thread *t) {
+    ClockState *c = &t_clk;
+    if (c->left != 0 && c->last_cur == t->w.cur) {
+        c->left--;
+        return ++c->last_tsc;
+    }
+    c->left = g_sample_mask;
+    c->last_tsc = __rdtsc();
+    return c->last_tsc;
+}
+
+static inline uint64_t stamp(struct culprit_thread *t) {
+    return __builtin_expect(g_sample_mask != 0, 0) ? sampled_tsc(t) : __rdtsc();
+}
+
+/* After an inline append: the next sampled stamp may continue from this one. */
+static inline void stamped(struct culprit_thread *t) {
+    if (__builtin_expect(g_sample_mask != 0, 0)) t_clk.last_cur = t->w.cur;
+}
+
+/* CULPRIT_CLOCK as gcc-hooks/src/config.rs parses it (libtrace reports a bad value). */
+static void read_clock_mode(void) {
+    const char *v = getenv("CULPRIT_CLOCK");
+    g_sample_mask = 0;
+    if (v == NULL || strncmp(v, "sampled", 7) != 0) return;
+    unsigned long n = 16;
+    if (v[7] == ':') {
+        char *end = NULL;
+        n = strtoul(v + 8, &end, 10);
+        if (end == v + 8 || *end != 0) return;
+    } else if (v[7] != 0) {
+        return;
+    }
+    if (n < 2 || n > 4096 || (n & (n - 1)) != 0) return;
+    g_sample_mask = (uint32_t)(n - 1);
+}
+#endif
+
 static inline void emit_call(struct culprit_thread *t, uint8_t kind, uint64_t caller, uint64_t callee) {
 #if CULPRIT_HAVE_TSC
     if (lt.fast && fast_ok(t)) {
         uint8_t e[24];
-        uint64_t head = ((uint64_t)__rdtsc() << 8) | kind;
+        uint64_t head = (stamp(t) << 8) | kind;
         memcpy(e, &head, 8);
         put48(e + 8, caller);
         put48(e + 14, callee);
         append_fast(t, e, 20);
+        stamped(t);
         return;
     }
 #endif
@@ -200,11 +329,12 @@ static inline void emit_return(struct culprit_thread *t, uint8_t kind, uint64_t 
 #if CULPRIT_HAVE_TSC
     if (lt.fast && fast_ok(t)) {
         uint8_t e[16];
-        uint64_t head = ((uint64_t)__rdtsc() << 8) | kind;
+        uint64_t head = (stamp(t) << 8) | kind;
         memcpy(e, &head, 8);
         put48(e + 8, callee);
         memcpy(e + 14, &aux, 2);
         append_fast(t, e, 16);
+        stamped(t);
         return;
     }
 #endif
@@ -279,13 +409,13 @@ static CodeInfo *code_info_create(PyCodeObject *co, PyObject *globals) {
     if (globals != NULL && PyDict_Check(globals)) mod = PyDict_GetItemString(globals, "__name__");
     PyObject *full;
     if (mod != NULL && PyUnicode_Check(mod))
-        full = PyUnicode_FromFormat("%U.%U", mod, co->co_qualname);
+        full = PyUnicode_FromFormat("%U.%U", mod, CO_QUALNAME(co));
     else
-        full = PyUnicode_FromFormat("?.%U", co->co_qualname);
+        full = PyUnicode_FromFormat("?.%U", CO_QUALNAME(co));
     if (full == NULL) PyErr_Clear();
-    CodeInfo *ci = new_info(CK_CODE, full ? full : co->co_qualname, co->co_filename, (uint32_t)co->co_firstlineno);
+    CodeInfo *ci = new_info(CK_CODE, full ? full : CO_QUALNAME(co), co->co_filename, (uint32_t)co->co_firstlineno);
     Py_XDECREF(full);
-    if (ci != NULL && _PyCode_SetExtra((PyObject *)co, g_extra_index, ci) != 0) {
+    if (ci != NULL && CULPRIT_CODE_SET_EXTRA((PyObject *)co, g_extra_index, ci) != 0) {
         PyErr_Clear(); /* keep the index for this event; the next sight allocates again */
     }
     PyErr_Restore(et, ev, tb);
@@ -294,11 +424,11 @@ static CodeInfo *code_info_create(PyCodeObject *co, PyObject *globals) {
 
 static inline CodeInfo *code_info_peek(PyCodeObject *co) {
     void *p = NULL;
-#if CULPRIT_PY311
+#if CULPRIT_DIRECT_EXTRA
     culprit_code_extra *ex = (culprit_code_extra *)co->co_extra;
     if (ex != NULL && g_extra_index < ex->ce_size) p = ex->ce_extras[g_extra_index];
 #else
-    if (_PyCode_GetExtra((PyObject *)co, g_extra_index, &p) != 0) {
+    if (CULPRIT_CODE_GET_EXTRA((PyObject *)co, g_extra_index, &p) != 0) {
         PyErr_Clear();
         p = NULL;
     }
@@ -501,6 +631,42 @@ static uint64_t site_of_frame(PyFrameObject *f) {
 
 /* ---- the callback ----------------------------------------------------------------- */
 
+#if CULPRIT_MONITORING
+/* Profile mode on 3.12+: CPython's legacy profiler (built on sys.monitoring) reports a frame
+ * left by an exception as a return with arg None, not NULL. A frame that returns or yields
+ * is executing a return or yield instruction; one that unwinds is at the instruction that
+ * raised. (Under line tracing the instruction reads INSTRUMENTED_LINE: taken as a return.) */
+static int left_by_exception(PyFrameObject *frame) {
+    _PyInterpreterFrame *f = frame->f_frame;
+    if (f == NULL) return 0;
+#if PY_VERSION_HEX >= 0x030D0000
+    _Py_CODEUNIT *ip = f->instr_ptr;
+#else
+    _Py_CODEUNIT *ip = f->prev_instr;
+#endif
+    if (ip == NULL) return 0;
+#if PY_VERSION_HEX >= 0x030D0000
+    /* 3.13 has moved a suspended generator's instruction pointer past its yield. */
+    if (f->owner == FRAME_OWNED_BY_GENERATOR && ip > _PyCode_CODE(_PyFrame_GetCode(f)) &&
+        (ip[-1].op.code == YIELD_VALUE || ip[-1].op.code == INSTRUMENTED_YIELD_VALUE))
+        return 0;
+#endif
+    switch (ip->op.code) {
+    case RETURN_VALUE:
+    case RETURN_CONST:
+    case YIELD_VALUE:
+    case INSTRUMENTED_RETURN_VALUE:
+    case INSTRUMENTED_RETURN_CONST:
+    case INSTRUMENTED_YIELD_VALUE:
+    case INSTRUMENTED_LINE:
+    case INSTRUMENTED_INSTRUCTION:
+        return 0;
+    default:
+        return 1;
+    }
+}
+#endif
+
 static inline int record_event(ThreadState *st, PyFrameObject *frame, int what, PyObject *arg) {
     st->events++;
     if (lt.global_enabled != NULL && !__atomic_load_n(lt.global_enabled, __ATOMIC_RELAXED)) return 0;
@@ -543,17 +709,22 @@ static inline int record_event(ThreadState *st, PyFrameObject *frame, int what, 
         CodeInfo *ci = code_info(f->f_code, f->f_globals);
         if (ci != NULL && ci->hidden) return 0;
         uint32_t callee = ci != NULL ? ci->index : 0;
+        uint32_t exc_type = 0;
         st->depth--;
 #else
         st->depth--;
         PyCodeObject *co = PyFrame_GetCode(frame);
         PyObject *g = PyFrame_GetGlobals(frame);
         uint32_t callee = code_index(co, g);
+        uint32_t exc_type = 0;
+#if CULPRIT_MONITORING
+        if (arg != NULL && left_by_exception(frame)) arg = NULL;
+#endif
         Py_DECREF(co);
         Py_XDECREF(g);
 #endif
         if (arg == NULL) {
-            emit_call(st->ct, K_PYEXC, 0, callee);
+            emit_call(st->ct, K_PYEXC, exc_type, callee);
             emit_return(st->ct, K_PYRETURN, callee, 1);
         } else {
             emit_return(st->ct, K_PYRETURN, callee, 0);
@@ -616,7 +787,7 @@ static int profile_cb(PyObject *obj, PyFrameObject *frame, int what, PyObject *a
 
 /* Exception types (frames mode knows the exception that ends a frame). Keyed by the type
  * object's address + 1, which no PyMethodDef or type key of the builtins can equal. */
-static uint32_t exc_type_index(PyObject *type) {
+static __attribute__((unused)) uint32_t exc_type_index(PyObject *type) {
     if (type == NULL || !PyType_Check(type)) return 0;
     const void *key = (const char *)type + 1;
     CodeInfo *ci = btab_get(key);
@@ -743,6 +914,317 @@ static void frames_stop(void) {
     g_frames_on = 0;
 }
 #endif
+
+
+/* ---- monitoring mode (PEP 669, CPython 3.12+) ------------------------------------------
+ * CULPRIT_PY_MODE=monitor (the default on 3.12+): the shim registers C functions (METH_FASTCALL
+ * builtins, called by the interpreter through vectorcall with no frame object and no tuple)
+ * as sys.monitoring callbacks of its own tool id, for every thread of the interpreter at
+ * once. Events, mapped as CPython's own legacy profiler maps them (Python/legacy_tracing.c),
+ * so the entries are those of profile mode:
+ *
+ *   PY_START, PY_RESUME, PY_THROW  PyCall (site: the caller's frame, read from the frame
+ *                                  chain; entry frames of C→Python calls skipped)
+ *   PY_RETURN, PY_YIELD            PyReturn aux 0
+ *   PY_UNWIND                      PyExc with the exception's type, PyReturn aux 1
+ *   CALL / C_RETURN / C_RAISE      PyCCall / PyCReturn (only with CULPRIT_PY_BUILTINS=1: the
+ *                                  CALL event fires for every call, Python ones included)
+ *
+ * Balance and hiding use per-thread counters (the callbacks get no per-thread object):
+ * MonThread.depth counts recorded calls minus returns, .hidden > 0 while a frame of the
+ * shim's own code runs (its callees are not recorded either, as in frames mode). */
+#if CULPRIT_MONITORING
+/* Per-thread state of the callbacks, one TLS block in the initial-exec model: one
+ * %fs-relative access per event instead of a __tls_get_addr call (-3.5 ns/event measured on
+ * 3.13). The module is dlopen'ed, so its 24 bytes come from glibc's static-TLS surplus kept
+ * for such modules; were it exhausted, loading the module fails and the shim falls back to
+ * the pure-Python tracer, saying so in one line. */
+typedef struct {
+    long long depth;          /* recorded calls minus recorded returns */
+    int hidden;               /* >0 while a frame of the shim's own code runs */
+    int ct_known;             /* ct looked up */
+    struct culprit_thread *ct; /* libtrace's state of this thread */
+} MonThread;
+static __thread MonThread t_mon __attribute__((tls_model("initial-exec")));
+static const void *g_mboundary; /* call_traced's frame: calls made from it are roots */
+static int g_mtool = -1;         /* our sys.monitoring tool id, -1 before start */
+static int g_mbuiltins;          /* CALL/C_RETURN/C_RAISE registered */
+static PyObject *g_mmissing;     /* sys.monitoring.MISSING (a CALL without arg0) */
+
+static inline struct culprit_thread *mthread(MonThread *m) {
+    if (!m->ct_known) {
+        m->ct = lt.thread_state ? lt.thread_state() : NULL;
+        m->ct_known = 1;
+    }
+    return m->ct;
+}
+
+static inline _PyInterpreterFrame *current_iframe(PyThreadState *ts) {
+#if PY_VERSION_HEX >= 0x030D0000
+    return ts->current_frame;
+#else
+    return ts->cframe ? ts->cframe->current_frame : NULL;
+#endif
+}
+
+static inline PyCodeObject *iframe_code(_PyInterpreterFrame *f) {
+#if PY_VERSION_HEX >= 0x030D0000
+    return (PyCodeObject *)f->f_executable;
+#else
+    return f->f_code;
+#endif
+}
+
+/* The frame a Python frame was called from: entry frames (the interpreter's marks for a
+ * call from C) and frames not yet started are skipped; NULL at the bottom. */
+static inline _PyInterpreterFrame *caller_iframe(_PyInterpreterFrame *f) {
+    _PyInterpreterFrame *p = f ? f->previous : NULL;
+    while (p != NULL && (p->owner == FRAME_OWNED_BY_CSTACK || !PyCode_Check(iframe_code(p)) || _PyFrame_IsIncomplete(p)))
+        p = p->previous;
+    return p;
+}
+
+static inline uint64_t msite_of(_PyInterpreterFrame *p) {
+    uint32_t ci = code_index(iframe_code(p), p->f_globals);
+    int lasti = _PyInterpreterFrame_LASTI(p);
+    uint32_t units = lasti < 0 ? 0 : (uint32_t)lasti;
+    return ((uint64_t)ci << 16) | (units > 0xffff ? 0xffff : units);
+}
+
+static inline int mrecording(MonThread *m) {
+    return m->hidden == 0 && (lt.global_enabled == NULL || __atomic_load_n(lt.global_enabled, __ATOMIC_RELAXED));
+}
+
+/* PY_START, PY_RESUME (code, offset); PY_THROW (code, offset, exception). */
+static PyObject *mon_start(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs < 2 || !PyCode_Check(args[0])) Py_RETURN_NONE;
+    PyCodeObject *co = (PyCodeObject *)args[0];
+    MonThread *m = &t_mon;
+    CodeInfo *ci = code_info_peek(co);
+    if (ci != NULL && ci->hidden) {
+        m->hidden++;
+        Py_RETURN_NONE;
+    }
+    if (!mrecording(m)) Py_RETURN_NONE;
+    _PyInterpreterFrame *f = current_iframe(PyThreadState_Get());
+    if (f != NULL && iframe_code(f) != co) f = NULL;
+    if (ci == NULL || ci->recorded_pid != g_pid) ci = code_info_slow(co, f ? f->f_globals : NULL, ci);
+    uint32_t callee = ci != NULL ? ci->index : 0;
+    uint64_t site = 0;
+    _PyInterpreterFrame *p = f != NULL ? caller_iframe(f) : NULL;
+    if (p != NULL && (const void *)p != g_mboundary) site = msite_of(p);
+    m->depth++;
+    emit_call(mthread(m), K_PYCALL, site, callee);
+    Py_RETURN_NONE;
+}
+
+/* Leaves a frame: hidden bookkeeping, balance; the callee index or 0 to record nothing. */
+static inline uint32_t mon_leave(MonThread *m, PyObject *code) {
+    if (!PyCode_Check(code)) return 0;
+    CodeInfo *ci = code_info_peek((PyCodeObject *)code);
+    if (ci != NULL && ci->hidden) {
+        if (m->hidden > 0) m->hidden--;
+        return 0;
+    }
+    if (m->depth <= 0 || !mrecording(m)) return 0;
+    m->depth--;
+    if (ci == NULL || ci->recorded_pid != g_pid) ci = code_info_slow((PyCodeObject *)code, NULL, ci);
+    return ci != NULL ? ci->index : 0;
+}
+
+/* PY_RETURN, PY_YIELD (code, offset, value). */
+static PyObject *mon_return(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs < 1) Py_RETURN_NONE;
+    MonThread *m = &t_mon;
+    uint32_t callee = mon_leave(m, args[0]);
+    if (callee != 0) emit_return(mthread(m), K_PYRETURN, callee, 0);
+    Py_RETURN_NONE;
+}
+
+/* PY_UNWIND (code, offset, exception). */
+static PyObject *mon_unwind(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs < 1) Py_RETURN_NONE;
+    MonThread *m = &t_mon;
+    uint32_t callee = mon_leave(m, args[0]);
+    if (callee != 0) {
+        uint32_t et = nargs >= 3 && args[2] != NULL ? exc_type_index((PyObject *)Py_TYPE(args[2])) : 0;
+        struct culprit_thread *t = mthread(m);
+        emit_call(t, K_PYEXC, et, callee);
+        emit_return(t, K_PYRETURN, callee, 1);
+    }
+    Py_RETURN_NONE;
+}
+
+/* The builtin a CALL / C_RETURN / C_RAISE event is about, as the legacy profiler sees it:
+ * a C function, or a method descriptor called with a self (keyed by its PyMethodDef). */
+static inline uint32_t mon_builtin(PyObject *callable, PyObject *arg0) {
+    if (PyCFunction_Check(callable)) return builtin_index(callable);
+    if (Py_IS_TYPE(callable, &PyMethodDescr_Type) && arg0 != NULL && arg0 != g_mmissing) {
+        PyMethodDef *ml = ((PyMethodDescrObject *)callable)->d_method;
+        CodeInfo *ci = btab_get(ml);
+        if (ci != NULL && ci->recorded_pid == g_pid) return ci->index;
+        PyObject *bound = Py_TYPE(callable)->tp_descr_get(callable, arg0, (PyObject *)Py_TYPE(arg0));
+        if (bound == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+        uint32_t r = PyCFunction_Check(bound) ? builtin_index(bound) : 0;
+        Py_DECREF(bound);
+        return r;
+    }
+    return 0;
+}
+
+/* CALL (code, offset, callable, arg0). */
+static PyObject *mon_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    MonThread *m = &t_mon;
+    if (nargs < 4 || !mrecording(m)) Py_RETURN_NONE;
+    PyObject *callable = args[2];
+    if (PyFunction_Check(callable) || PyMethod_Check(callable)) Py_RETURN_NONE;
+    uint32_t callee = mon_builtin(callable, args[3]);
+    if (callee == 0) Py_RETURN_NONE;
+    PyThreadState *ts = PyThreadState_Get();
+    _PyInterpreterFrame *f = current_iframe(ts);
+    uint64_t site = f != NULL && PyCode_Check(iframe_code(f)) ? msite_of(f) : 0;
+    m->depth++;
+    emit_call(mthread(m), K_PYCCALL, site, callee);
+    Py_RETURN_NONE;
+}
+
+/* C_RETURN, C_RAISE (code, offset, callable, arg0). */
+static PyObject *mon_creturn(PyObject *self, PyObject *const *args, Py_ssize_t nargs, int raised) {
+    MonThread *m = &t_mon;
+    if (nargs < 4 || m->depth <= 0 || !mrecording(m)) Py_RETURN_NONE;
+    uint32_t callee = mon_builtin(args[2], args[3]);
+    if (callee == 0) Py_RETURN_NONE;
+    m->depth--;
+    emit_return(mthread(m), K_PYCRETURN, callee, (uint16_t)raised);
+    Py_RETURN_NONE;
+}
+static PyObject *mon_creturn0(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    return mon_creturn(self, args, nargs, 0);
+}
+static PyObject *mon_craise(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    return mon_creturn(self, args, nargs, 1);
+}
+
+static PyMethodDef mon_defs[] = {
+    {"py_start", (PyCFunction)(void (*)(void))mon_start, METH_FASTCALL, NULL},
+    {"py_return", (PyCFunction)(void (*)(void))mon_return, METH_FASTCALL, NULL},
+    {"py_unwind", (PyCFunction)(void (*)(void))mon_unwind, METH_FASTCALL, NULL},
+    {"call", (PyCFunction)(void (*)(void))mon_call, METH_FASTCALL, NULL},
+    {"c_return", (PyCFunction)(void (*)(void))mon_creturn0, METH_FASTCALL, NULL},
+    {"c_raise", (PyCFunction)(void (*)(void))mon_craise, METH_FASTCALL, NULL},
+};
+
+/* Registers the callbacks under a free tool id (4, 3 then 1: 0 is for debuggers, 2 for
+ * profilers such as cProfile, 5 for optimizers) and turns the events on. `builtins`: 0
+ * Python frames, 1 and builtins. */
+static int monitor_start(int builtins) {
+    if (g_mtool >= 0) return 0;
+    PyObject *sys = PyImport_ImportModule("sys");
+    PyObject *mon = sys ? PyObject_GetAttrString(sys, "monitoring") : NULL;
+    Py_XDECREF(sys);
+    if (mon == NULL) return -1;
+    static const int ids[] = {4, 3, 1};
+    int tool = -1;
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0] && tool < 0; i++) {
+        PyObject *r = PyObject_CallMethod(mon, "use_tool_id", "is", ids[i], "culprit");
+        if (r != NULL) {
+            tool = ids[i];
+            Py_DECREF(r);
+        } else {
+            PyErr_Clear();
+        }
+    }
+    if (tool < 0) {
+        Py_DECREF(mon);
+        PyErr_SetString(PyExc_RuntimeError, "no free sys.monitoring tool id (4, 3 and 1 are taken)");
+        return -1;
+    }
+    PyObject *events = PyObject_GetAttrString(mon, "events");
+    if (g_mmissing == NULL) g_mmissing = PyObject_GetAttrString(mon, "MISSING");
+    PyErr_Clear();
+    struct { const char *event; int def; } map[] = {
+        {"PY_START", 0}, {"PY_RESUME", 0}, {"PY_THROW", 0}, {"PY_RETURN", 1}, {"PY_YIELD", 1},
+        {"PY_UNWIND", 2}, {"CALL", 3},      {"C_RETURN", 4}, {"C_RAISE", 5},
+    };
+    long mask = 0;
+    int n = builtins ? 9 : 6;
+    for (int i = 0; events != NULL && i < n; i++) {
+        PyObject *ev = PyObject_GetAttrString(events, map[i].event);
+        long bit = ev ? PyLong_AsLong(ev) : -1;
+        Py_XDECREF(ev);
+        PyObject *fn = bit > 0 ? PyCFunction_NewEx(&mon_defs[map[i].def], NULL, NULL) : NULL;
+        PyObject *r = fn ? PyObject_CallMethod(mon, "register_callback", "ilO", tool, bit, fn) : NULL;
+        Py_XDECREF(fn);
+        if (r == NULL) {
+            Py_DECREF(events);
+            events = NULL;
+            break;
+        }
+        Py_DECREF(r);
+        mask |= bit;
+    }
+    PyObject *r = events ? PyObject_CallMethod(mon, "set_events", "il", tool, mask) : NULL;
+    Py_XDECREF(events);
+    if (r == NULL) {
+        PyObject *et, *ev, *tb;
+        PyErr_Fetch(&et, &ev, &tb);
+        PyObject *f = PyObject_CallMethod(mon, "free_tool_id", "i", tool);
+        Py_XDECREF(f);
+        PyErr_Clear();
+        PyErr_Restore(et, ev, tb);
+        Py_DECREF(mon);
+        return -1;
+    }
+    Py_DECREF(r);
+    Py_DECREF(mon);
+    g_mtool = tool;
+    g_mbuiltins = builtins;
+    return 1;
+}
+
+static void monitor_stop(void) {
+    if (g_mtool < 0) return;
+    PyObject *sys = PyImport_ImportModule("sys");
+    PyObject *mon = sys ? PyObject_GetAttrString(sys, "monitoring") : NULL;
+    Py_XDECREF(sys);
+    PyObject *r = mon ? PyObject_CallMethod(mon, "set_events", "ii", g_mtool, 0) : NULL;
+    Py_XDECREF(r);
+    r = mon ? PyObject_CallMethod(mon, "free_tool_id", "i", g_mtool) : NULL;
+    Py_XDECREF(r);
+    Py_XDECREF(mon);
+    PyErr_Clear();
+    g_mtool = -1;
+}
+#endif
+
+PyDoc_STRVAR(start_monitor_doc,
+             "start_monitor(builtins=False) -> bool\n\nMonitoring mode: records every Python frame of every "
+             "thread through sys.monitoring callbacks written in C (CPython 3.12+); with builtins, calls of C "
+             "functions too.");
+static PyObject *m_start_monitor(PyObject *self, PyObject *args) {
+    int builtins = 0;
+    if (!PyArg_ParseTuple(args, "|p", &builtins)) return NULL;
+#if CULPRIT_MONITORING
+    if (ensure_ready() < 0) return NULL;
+    int r = monitor_start(builtins);
+    if (r < 0) return NULL;
+    return PyBool_FromLong(r);
+#else
+    PyErr_SetString(PyExc_RuntimeError, "monitoring mode needs CPython 3.12 or later");
+    return NULL;
+#endif
+}
+
+PyDoc_STRVAR(stop_monitor_doc, "stop_monitor()\n\nTurns the monitoring callbacks off and frees the tool id.");
+static PyObject *m_stop_monitor(PyObject *self, PyObject *noargs) {
+#if CULPRIT_MONITORING
+    monitor_stop();
+#endif
+    Py_RETURN_NONE;
+}
 
 PyDoc_STRVAR(start_frames_doc,
              "start_frames() -> bool\n\nFrames mode: records every Python frame of every thread through a "
@@ -884,7 +1366,11 @@ static PyObject *thread_entry(PyObject *self, PyObject *args) {
         if (PyErr_ExceptionMatches(PyExc_SystemExit))
             PyErr_Clear();
         else
+#if PY_VERSION_HEX >= 0x030D0000
+            PyErr_FormatUnraisable("Exception ignored in thread started by %R", func);
+#else
             _PyErr_WriteUnraisableMsg("in thread started by", func);
+#endif
         Py_RETURN_NONE;
     }
     Py_DECREF(res);
@@ -964,9 +1450,23 @@ PyDoc_STRVAR(call_traced_doc,
              "`python3 -m culprit_trace prog.py` records what `python3 prog.py` would.");
 static PyObject *m_call_traced(PyObject *self, PyObject *args) {
     PyObject *func, *fargs;
-    int frames = 0;
-    if (!PyArg_ParseTuple(args, "OO!|p", &func, &PyTuple_Type, &fargs, &frames)) return NULL;
+    int how = 0; /* 0 profile, 1 frames, 2 monitor, 3 monitor with builtins */
+    if (!PyArg_ParseTuple(args, "OO!|i", &func, &PyTuple_Type, &fargs, &how)) return NULL;
     if (ensure_ready() < 0) return NULL;
+    int frames = how == 1;
+    (void)frames;
+#if CULPRIT_MONITORING
+    if (how >= 2) {
+        /* Like frames mode: the callbacks stay on afterwards (they serve every thread). */
+        g_mboundary = current_iframe(PyThreadState_Get());
+        if (monitor_start(how == 3) < 0) return NULL;
+        int saved = t_mon.hidden;
+        t_mon.hidden = 0;
+        PyObject *res = PyObject_Call(func, fargs, NULL);
+        t_mon.hidden = saved;
+        return res;
+    }
+#endif
 #if CULPRIT_PY311
     if (frames) {
         /* The frame-evaluation function stays installed afterwards (it serves every
@@ -1014,7 +1514,7 @@ static int ensure_ready(void) {
         return -1;
     }
     if (g_extra_index < 0) {
-        g_extra_index = _PyEval_RequestCodeExtraIndex(NULL);
+        g_extra_index = CULPRIT_REQUEST_EXTRA_INDEX(NULL);
         if (g_extra_index < 0) {
             PyErr_SetString(PyExc_RuntimeError, "no PEP 523 code-extra slot left in this interpreter");
             return -1;
@@ -1052,6 +1552,7 @@ static PyObject *m_start(PyObject *self, PyObject *noargs) {
     }
     PyEval_SetProfile(profile_cb, (PyObject *)st);
     Py_DECREF(st); /* the thread state holds the reference */
+
     Py_RETURN_TRUE;
 }
 
@@ -1093,8 +1594,11 @@ static PyMethodDef methods[] = {
     {"stats", m_stats, METH_NOARGS, stats_doc},
     {"wrap_threads", m_wrap_threads, METH_VARARGS, wrap_threads_doc},
     {"call_traced", m_call_traced, METH_VARARGS, call_traced_doc},
+    {"thread_entry", thread_entry, METH_VARARGS, "thread_entry(func, args[, kwargs]): runs func traced (profile mode)."},
     {"start_frames", m_start_frames, METH_NOARGS, start_frames_doc},
     {"stop_frames", m_stop_frames, METH_NOARGS, stop_frames_doc},
+    {"start_monitor", m_start_monitor, METH_VARARGS, start_monitor_doc},
+    {"stop_monitor", m_stop_monitor, METH_NOARGS, stop_monitor_doc},
     {"hide", m_hide, METH_O, hide_doc},
     {"wrap_sys", m_wrap_sys, METH_O, wrap_sys_doc},
     {NULL, NULL, 0, NULL},
@@ -1119,5 +1623,6 @@ PyMODINIT_FUNC PyInit__native(void) {
     PyObject *m = PyModule_Create(&moduledef);
     if (m == NULL) return NULL;
     if (PyModule_AddIntConstant(m, "PY311_INTERNALS", CULPRIT_PY311) < 0) return NULL;
+    if (PyModule_AddIntConstant(m, "MONITORING", CULPRIT_MONITORING) < 0) return NULL;
     return m;
 }

@@ -73,8 +73,8 @@ fn a_partial_header_recv_on_the_python_ring_is_ranked_first() {
     for (pid, id) in &ids {
         assert!(
             with_py.contains(pid),
-            "node {id} (pid {pid}) has no Python call of recv_dict_msg in its trace: is the \
-             culprit_trace shim installed for {py}?"
+            "node {id} (pid {pid}) has no Python call of recv_dict_msg in its trace: did the \
+             culprit_trace bootstrap start in {py}?"
         );
     }
 

@@ -6,4 +6,5 @@
 pub mod builder;
 pub mod decode;
 pub mod load;
+pub mod recorded;
 pub mod symbolize;

@@ -67,9 +67,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     session.inject_env = inject;
     session.readers = args.readers;
     session.keep_pool = args.keep_pool;
+    // Python processes trace their functions with nothing installed (issue 17).
+    session.env = python_hook::record_env(&args.cmd);
     let rec = session.run(&mut |n| eprintln!("culprit: {n}"))?;
     for line in rec.summary() {
         eprintln!("culprit: {line}");
+    }
+    // Per process, what was recorded: libc calls, C functions, Python functions.
+    if let Some(t) = rec.traced.as_ref().filter(|t| t.report.is_ok()) {
+        eprint!("{}", analyzer::recorded::summary(&t.out));
     }
     Ok(ExitCode::from(rec.status))
 }

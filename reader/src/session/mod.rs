@@ -123,6 +123,9 @@ pub struct Session {
     pub readers: usize,
     /// Keep the pool file at the end even if everything was saved (default false).
     pub keep_pool: bool,
+    /// More environment for the traced command (default none): for one, what lets Python
+    /// processes trace their functions with nothing installed (`python_hook::record_env`).
+    pub env: Vec<(std::ffi::OsString, std::ffi::OsString)>,
 }
 
 impl Session {
@@ -138,6 +141,7 @@ impl Session {
             inject_env: None,
             readers: 2,
             keep_pool: false,
+            env: Vec::new(),
         }
     }
 

@@ -90,7 +90,8 @@ pub fn record(
                 "LD_PRELOAD",
                 preload_value(lib, std::env::var_os("LD_PRELOAD")),
             )
-            .env(POOL_ENV, pool.path());
+            .env(POOL_ENV, pool.path())
+            .envs(s.env.iter().map(|(k, v)| (k, v)));
         if let Some(v) = &s.inject_env {
             cmd.env(bufpool::inject::INJECT_ENV, v);
         }
