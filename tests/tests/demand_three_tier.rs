@@ -1,7 +1,7 @@
 //! `culprit demand` on a real three-tier system, end to end: nginx → gunicorn running a
 //! small WSGI app (`tests/demand/three_tier/app.py`) → PostgreSQL, all on loopback, under
 //! a load generator whose intensity and mix change every 3 s (`load.py`). Installs:
-//! `scripts/setup.d/demand.sh`.
+//! `tests/demand/setup.sh`.
 //!
 //! - The faulty run drops the index of the table the queries use at 14 s (003's own fault:
 //!   the database needs more work per query from then on): alarms are raised on
@@ -136,13 +136,13 @@ fn alarms(v: &Value) -> Vec<(String, i64)> {
 }
 
 #[test]
-#[ignore = "about 70 s; needs nginx, PostgreSQL, gunicorn (scripts/setup.d/demand.sh)"]
+#[ignore = "about 70 s; needs nginx, PostgreSQL, gunicorn (tests/demand/setup.sh)"]
 fn a_slow_database_raises_alarms_on_the_database_only() {
     if tests::libtrace_or_skip("demand_three_tier").is_none() {
         return;
     }
     if let Some(m) = missing() {
-        eprintln!("demand_three_tier: skipped, {m} missing (scripts/setup.d/demand.sh)");
+        eprintln!("demand_three_tier: skipped, {m} missing (tests/demand/setup.sh)");
         return;
     }
     let (v, fault) = run(true);
