@@ -24,6 +24,15 @@
 //! [`localize::show`]) run the chain over processes in parallel (rayon,
 //! `localize::pipeline`); their results do not depend on the number of threads.
 //!
+//! The other analyses read the same traces through [`trace`]:
+//!
+//! | analysis | module | what it answers |
+//! |----------|--------|-----------------|
+//! | messages | [`messages`] | who sent which bytes to whom, in what causal order (Niigaki et al.); timeline, Perfetto and Chrome exports |
+//! | demand | [`demand`] | each process's service demand per request type, and which process's residual left its control limits (Kato et al.) |
+//! | IO share | [`ioshare`] | which process's writes load a shared file server, from `culprit iosample` files (Saeki) |
+//! | dump | [`dump`] | every recorded entry, named |
+//!
 //! ```
 //! use analyzer::decode::{TraceBuilder, TraceSet};
 //! use bufpool::format::{LibFn, LibOpts};

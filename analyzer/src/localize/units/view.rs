@@ -71,7 +71,7 @@ pub struct UnitHead {
     pub cut: bool,
 }
 
-/// A closed unit, lent to the callback of [`split_process_each`] (its tree is a buffer
+/// A closed unit, lent to the callback of [`split_process_each`](super::split::split_process_each) (its tree is a buffer
 /// the splitter reuses for the next unit).
 pub struct UnitView<'a> {
     /// Host.
