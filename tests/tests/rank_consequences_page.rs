@@ -32,7 +32,10 @@ fn page() -> String {
             seed: 7,
         }),
     };
-    let opts = analyzer::Options::default();
+    let opts = analyzer::Options {
+        score: analyzer::evidence::ScoreKind::Evidence,
+        ..Default::default()
+    };
     let model = analyzer::learn(&normal, &opts).unwrap().model;
     let rep = analyzer::rank(&model, &trial, &opts).unwrap();
     assert!(

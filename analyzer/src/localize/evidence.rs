@@ -37,10 +37,14 @@ use crate::trees::{CallTree, NodeKind, Outcome};
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum ScoreKind {
     /// The strongest evidence in the unit (this module), with consequences filed under
-    /// their root ([`crate::consequence`]). The default.
-    #[default]
+    /// their root ([`crate::consequence`]). Best on the fault suite of third-party systems
+    /// (`bench/localize/`), but not yet the default: on the bundled rings a hang's
+    /// `select` that never returned, or a normal run's unit missing a call seen in every
+    /// learned unit, can tie with or outrank the fault (`bench/results/localize.md`).
     Evidence,
-    /// The paper's score exactly (§3.1: the mean of `Δ` over the effective nodes).
+    /// The paper's score exactly (§3.1: the mean of `Δ` over the effective nodes). The
+    /// default.
+    #[default]
     Paper,
     /// Baseline: the rarest node of the unit (`1 − min p`; a node never seen: 1).
     Rarest,

@@ -1,8 +1,8 @@
 //! `show`: one unit next to its model, its tree annotated.
 
-use super::evidence;
 use super::options::Options;
 use super::pipeline::{merge_names, scan_all, sorted_processes};
+use super::{evidence, narrative};
 use crate::decode::TraceSet;
 use crate::error::{Error, Result};
 use crate::model::Model;
@@ -53,7 +53,14 @@ pub fn show(model: &Model, set: &TraceSet, id: &str, opts: &Options) -> Result<S
     };
     let s = evidence::rescore(opts.score, s, &u.tree, m, facts);
     let lines = report::annotate(&u.tree, m, &s.effective, &names, opts.tree_lines);
-    let why = report::why(&s, &names, opts.why);
+    let mut why = report::why(&s, &names, opts.why);
+    // The same first line as the ranking's (`Report::why_of`): what happened, in words.
+    let model_units = m.map_or(0, |m| m.units);
+    if opts.score != evidence::ScoreKind::Paper && s.verdict == score::Verdict::Scored {
+        if let Some(h) = narrative::headline(&s.effective, model_units, &names) {
+            why.insert(0, h);
+        }
+    }
     Ok(Shown {
         unit: RankedUnit {
             info: u.info.clone(),
@@ -64,7 +71,7 @@ pub fn show(model: &Model, set: &TraceSet, id: &str, opts: &Options) -> Result<S
             why,
             annotated: Some(lines.clone()),
             caused_by: None,
-            model_units: m.map_or(0, |m| m.units),
+            model_units,
         },
         lines,
     })

@@ -30,6 +30,9 @@ pub struct Args {
     /// with one warning line per file).
     #[arg(long)]
     pub strict: bool,
+    /// The score the unit is shown with, as `culprit rank --score` (default: paper).
+    #[arg(long, value_name = "SCORE", default_value = "paper")]
+    pub score: analyzer::evidence::ScoreKind,
 }
 
 /// Runs `culprit show`.
@@ -37,7 +40,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     reader::tracedir::set_strict_default(args.strict);
     let model = Model::load(&args.model)?;
     let set = open(std::slice::from_ref(&args.dir))?;
-    let opts = options();
+    let mut opts = options();
+    opts.score = args.score;
     let s = analyzer::show(&model, &set, &args.unit, &opts)?;
     // Where the unit's received bytes came from and its sent bytes went, by unit.
     let links = {
