@@ -58,8 +58,9 @@ pub struct Estimate {
 
 impl Estimate {
     /// The estimate over coarser intervals of `step` fine ones (`coarse` built from the
-    /// same file with that step): in each, β = explained bytes / the process's bytes, the
-    /// uncertainty their byte-weighted mean, the status the worst seen.
+    /// same file with that step): in each, β = the byte-weighted mean of the fine β (Σ β·x /
+    /// the process's bytes, so within the fine β's range), the uncertainty likewise, the
+    /// status the worst seen.
     pub fn coarsen(&self, fine: &series::Series, coarse: &series::Series, step: usize) -> Estimate {
         let p = coarse.columns.len();
         let n = coarse.y.len();
@@ -83,7 +84,13 @@ impl Estimate {
                 if x <= 0.0 || fine_t.iter().all(|&k| self.beta[c][k].is_none()) {
                     continue;
                 }
-                let ex: f64 = fine_t.iter().map(|&k| self.explained(fine, c, k)).sum();
+                // β·x of each fine interval, without the lagged part: the lag says when the
+                // server writes a process's bytes, not which share of them, and the lagged
+                // bytes of the interval before a step's first would count twice (β > 1).
+                let ex: f64 = fine_t
+                    .iter()
+                    .map(|&k| self.beta[c][k].unwrap_or(0.0) * fine.columns[c].x[k])
+                    .sum();
                 let err: f64 = fine_t
                     .iter()
                     .map(|&k| self.err[c][k].unwrap_or(0.0) * fine.columns[c].x[k])

@@ -1,7 +1,8 @@
 //! From an IO-sample file to the regression's inputs: the server's load `y_t` and each
 //! client process's IO `x_it` per interval, where an interval is `step` consecutive
-//! samples. Counters are cumulative; a process born during the run counts from zero, and
-//! one that exited counts its final (taskstats) counters in the interval it exited in.
+//! samples (the last one shorter when the samples do not divide evenly). Counters are
+//! cumulative; a process born during the run counts from zero, and one that exited counts
+//! its final (taskstats) counters in the interval it exited in.
 
 use reader::iosample::{Counters, ProcSeries, SampleLog};
 use std::collections::BTreeSet;
@@ -164,7 +165,13 @@ pub fn build(
             step,
         });
     }
-    let bounds: Vec<usize> = (0..n_samples).step_by(step).collect();
+    // Every `step` samples, and the last sample closes a final, shorter interval: the
+    // samples after the last whole step (up to step − 1 of them, the end of the run, where
+    // the last sample after the clients' exits lands) belong to the run's bytes too.
+    let mut bounds: Vec<usize> = (0..n_samples).step_by(step).collect();
+    if bounds.last() != Some(&(n_samples - 1)) {
+        bounds.push(n_samples - 1);
+    }
     let n = bounds.len() - 1;
     let deltas = |i: usize| -> Vec<f64> {
         let p: &ProcSeries = &log.processes[i];
