@@ -2,46 +2,14 @@
 //! and the problem (and the byte offset inside a chunk file), never a panic or garbage.
 //! (Opened normally, the damage is skipped with a warning: `tests/damage.rs`.)
 
-use bufpool::format::{encode_fn, Kind};
-use bufpool::{Pool, PoolConfig, WriterState};
-use reader::{ReaderOptions, TraceDir};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
-use std::time::Duration;
+mod common;
 
-/// A complete trace directory with a few sub-buffers in one chunk file.
+use reader::TraceDir;
+use std::path::{Path, PathBuf};
+
+/// A complete trace of one thread: several sub-buffers in one chunk file.
 fn good_trace(tmp: &Path) -> (PathBuf, PathBuf) {
-    let pool = Pool::create(
-        tmp.join("pool"),
-        &PoolConfig {
-            n_subbufs: 8,
-            subbuf_size: 8192,
-            calibration: Duration::from_millis(1),
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    let me = pool.holder();
-    let mut w = WriterState::new();
-    w.attach(
-        &pool,
-        me.pid,
-        bufpool::sys::proc_stat(me.pid).unwrap().2,
-        bufpool::sys::gettid(),
-    );
-    for i in 0..1000 {
-        w.append(&pool, encode_fn(Kind::FnEnter, i, i, 0x4000).as_bytes());
-    }
-    w.flush(&pool, 0);
-    let out = tmp.join("trace");
-    let opts = ReaderOptions {
-        workers: 1,
-        ..Default::default()
-    };
-    reader::run(&pool, &out, &opts, &AtomicBool::new(true)).unwrap();
-    let files = reader::tracedir::chunk_files(&out).unwrap();
-    assert_eq!(files.len(), 1);
-    (out, files[0].clone())
+    common::good_trace(tmp, 8, 1000)
 }
 
 /// Opens with every damage an error (`--strict`), checksums at index time.

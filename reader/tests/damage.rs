@@ -2,6 +2,8 @@
 //! bogus part opens, reads everything else, and says exactly what it skipped; `strict`
 //! makes the same damage an error; `repair_dir` recovers what can be, idempotently.
 
+mod common;
+
 use bufpool::disk::{self, ChunkHeader, CHUNK_HEADER_SIZE};
 use bufpool::format::{encode_fn, Kind};
 use bufpool::{Pool, PoolConfig, WriterState};
@@ -14,37 +16,7 @@ const ENTRIES: u64 = 2000;
 
 /// A complete trace of one thread: several sub-buffers in one chunk file.
 fn good_trace(tmp: &Path) -> (PathBuf, PathBuf) {
-    let pool = Pool::create(
-        tmp.join("pool"),
-        &PoolConfig {
-            n_subbufs: 16,
-            subbuf_size: 8192,
-            calibration: Duration::from_millis(1),
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    let me = pool.holder();
-    let mut w = WriterState::new();
-    w.attach(
-        &pool,
-        me.pid,
-        bufpool::sys::proc_stat(me.pid).unwrap().2,
-        bufpool::sys::gettid(),
-    );
-    for i in 0..ENTRIES {
-        assert!(w.append(&pool, encode_fn(Kind::FnEnter, i, i, 0x4000).as_bytes()));
-    }
-    w.flush(&pool, 0);
-    let out = tmp.join("trace");
-    let opts = ReaderOptions {
-        workers: 1,
-        ..Default::default()
-    };
-    reader::run(&pool, &out, &opts, &AtomicBool::new(true)).unwrap();
-    let files = reader::tracedir::chunk_files(&out).unwrap();
-    assert_eq!(files.len(), 1);
-    (out, files[0].clone())
+    common::good_trace(tmp, 16, ENTRIES)
 }
 
 fn quiet() -> OpenOptions {
