@@ -3,27 +3,10 @@
 //! with a warning: `damaged_trace_skipped.rs`). `TraceSet::open` reads only the record headers, so the
 //! damage is found by the first stage that reads the record's data, before any result.
 
-use analyzer::decode::{write_trace_dir, TraceSet};
-use analyzer::synth::{ring, Functions, Ring};
-use std::path::{Path, PathBuf};
+mod common;
 
-fn record(root: &Path, name: &str) -> Vec<PathBuf> {
-    let cfg = Ring {
-        processes: 3,
-        iterations: 20,
-        functions: Functions::C,
-        fault: None,
-        seed: 1,
-    };
-    ring(&cfg)
-        .into_iter()
-        .map(|p| {
-            let dir = root.join(name).join(&p.host);
-            write_trace_dir(&dir, &p.host.clone(), &[p]).unwrap();
-            dir
-        })
-        .collect()
-}
+use analyzer::decode::TraceSet;
+use std::path::{Path, PathBuf};
 
 /// Flips a data byte of the last record of `dir`'s chunk file; returns the file and the
 /// record's offset.
@@ -54,12 +37,12 @@ fn learn_and_rank_fail_on_a_damaged_record_naming_file_and_offset() {
     reader::tracedir::set_strict_default(true);
     let tmp = tempfile::tempdir().unwrap();
     let opts = analyzer::Options::default();
-    let normal = record(tmp.path(), "normal");
+    let normal = common::record_ring(tmp.path(), "normal");
     let model = analyzer::learn(&[TraceSet::open(&normal).unwrap()], &opts)
         .unwrap()
         .model;
 
-    let trial = record(tmp.path(), "trial");
+    let trial = common::record_ring(tmp.path(), "trial");
     let (chunk, offset) = damage_last_record(&trial[1]);
     // Opening reads headers only: the damage is not seen yet.
     let set = TraceSet::open(&trial).unwrap();

@@ -2,36 +2,18 @@
 //! directory is skipped where `TraceSet` reads it — `learn` and `rank` finish on the
 //! rest, and the directory's `damage()` names the file and the record.
 
-use analyzer::decode::{write_trace_dir, ThreadSource, TraceSet};
-use analyzer::synth::{ring, Functions, Ring};
-use std::path::{Path, PathBuf};
+mod common;
 
-fn record(root: &Path, name: &str) -> Vec<PathBuf> {
-    let cfg = Ring {
-        processes: 3,
-        iterations: 20,
-        functions: Functions::C,
-        fault: None,
-        seed: 1,
-    };
-    ring(&cfg)
-        .into_iter()
-        .map(|p| {
-            let dir = root.join(name).join(&p.host);
-            write_trace_dir(&dir, &p.host.clone(), &[p]).unwrap();
-            dir
-        })
-        .collect()
-}
+use analyzer::decode::{ThreadSource, TraceSet};
 
 #[test]
 fn learn_and_rank_skip_a_damaged_record_and_say_so() {
     let tmp = tempfile::tempdir().unwrap();
     let opts = analyzer::Options::default();
-    let normal = record(tmp.path(), "normal");
+    let normal = common::record_ring(tmp.path(), "normal");
     let good = analyzer::learn(&[TraceSet::open(&normal).unwrap()], &opts).unwrap();
 
-    let trial = record(tmp.path(), "trial");
+    let trial = common::record_ring(tmp.path(), "trial");
     let chunk = reader::tracedir::chunk_files(&trial[1]).unwrap()[0].clone();
     let mut b = std::fs::read(&chunk).unwrap();
     let first = bufpool::disk::records(&b).next().unwrap().unwrap().offset;
