@@ -119,7 +119,11 @@ fn not_a_sample_file_and_a_missing_file_are_named() {
 fn another_users_counters_denied_are_reported_once_and_the_rest_kept() {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 || !Path::new("/usr/bin/setpriv").exists() {
-        eprintln!("ioshare_cli: SKIPPED the permission test: needs root and setpriv to become another user");
+        tests::skip(
+            "ioshare_cli",
+            "the permission test",
+            "needs root and setpriv to become another user",
+        );
         return;
     }
     use std::os::unix::fs::PermissionsExt;

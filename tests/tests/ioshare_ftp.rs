@@ -74,7 +74,7 @@ fn skip_reason() -> Option<String> {
 #[test]
 fn shares_of_ftp_clients_match_the_traced_truth() {
     if let Some(why) = skip_reason() {
-        eprintln!("ioshare_ftp: SKIPPED: {why}");
+        tests::skip("ioshare_ftp", "the whole test", &why);
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
