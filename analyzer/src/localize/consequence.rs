@@ -362,6 +362,16 @@ mod tests {
         ]
     }
 
+    /// `file_consequences` with no row extras and the test connections.
+    fn file(
+        blocks: &mut [Vec<Row>],
+        sh: &mut Vec<SharedScore>,
+        procs: &[(String, u32)],
+        causes: Option<&dyn CauseSource>,
+    ) -> FxMap<RowRef, RowRef> {
+        file_consequences(blocks, sh, &FxMap::default(), procs, &conns(), causes)
+    }
+
     #[test]
     fn later_anomalies_and_units_on_connections_made_after_the_root_are_filed_under_it() {
         // Shared scores: 0 normal, 1 the anomaly, 2 no unit model.
@@ -384,14 +394,7 @@ mod tests {
             row(0, 7, 60, 1, 0.1, 0),
         ]];
         let procs = vec![("h".to_string(), 7)];
-        let c = file_consequences(
-            &mut blocks,
-            &mut sh,
-            &FxMap::default(),
-            &procs,
-            &conns(),
-            None,
-        );
+        let c = file(&mut blocks, &mut sh, &procs, None);
         let mut got: Vec<_> = c.into_iter().collect();
         got.sort();
         assert_eq!(
@@ -419,14 +422,7 @@ mod tests {
             vec![row(1, 0, 12, 4, 0.9, 1)],
         ];
         let procs = vec![("h".to_string(), 1), ("h".to_string(), 2)];
-        let c = file_consequences(
-            &mut blocks,
-            &mut sh,
-            &FxMap::default(),
-            &procs,
-            &conns(),
-            None,
-        );
+        let c = file(&mut blocks, &mut sh, &procs, None);
         assert_eq!(c.len(), 1);
         assert_eq!(c.get(&(1, 0)), Some(&(0, 0)));
         assert!((blocks[1][0].score - 0.8 * CONSEQUENCE_FACTOR).abs() < 1e-12);
@@ -435,14 +431,7 @@ mod tests {
             vec![row(0, 0, 14, 1, 0.8, 0)],
             vec![row(1, 0, 12, 4, 0.9, 1)],
         ];
-        let c = file_consequences(
-            &mut blocks,
-            &mut sh,
-            &FxMap::default(),
-            &procs,
-            &conns(),
-            None,
-        );
+        let c = file(&mut blocks, &mut sh, &procs, None);
         assert_eq!(c.get(&(0, 0)), Some(&(1, 0)));
     }
 
@@ -464,14 +453,7 @@ mod tests {
             ],
         ];
         let procs = vec![("h".to_string(), 1), ("h".to_string(), 2)];
-        let c = file_consequences(
-            &mut blocks,
-            &mut sh,
-            &FxMap::default(),
-            &procs,
-            &conns(),
-            None,
-        );
+        let c = file(&mut blocks, &mut sh, &procs, None);
         let mut got: Vec<_> = c.into_iter().collect();
         got.sort();
         assert_eq!(got, vec![((1, 1), (0, 0))]);
@@ -499,14 +481,7 @@ mod tests {
             vec![row(1, 0, 20, 3, 0.8, 1)],
         ];
         let procs = vec![("h".to_string(), 1), ("h".to_string(), 2)];
-        let none = file_consequences(
-            &mut blocks.clone(),
-            &mut sh.clone(),
-            &FxMap::default(),
-            &procs,
-            &conns(),
-            None,
-        );
+        let none = file(&mut blocks.clone(), &mut sh.clone(), &procs, None);
         assert!(none.is_empty());
         let r = |pid, index| UnitRef {
             host: "h".into(),
@@ -515,14 +490,7 @@ mod tests {
             index,
         };
         let src = Matched(vec![(r(2, 0), r(1, 0))]);
-        let c = file_consequences(
-            &mut blocks,
-            &mut sh,
-            &FxMap::default(),
-            &procs,
-            &conns(),
-            Some(&src),
-        );
+        let c = file(&mut blocks, &mut sh, &procs, Some(&src));
         assert_eq!(c.len(), 1);
         assert_eq!(c.get(&(1, 0)), Some(&(0, 0)));
         assert!((blocks[1][0].score - 0.9 * CONSEQUENCE_FACTOR).abs() < 1e-12);
