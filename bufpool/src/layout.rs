@@ -34,6 +34,10 @@ pub const FLAG_THREAD_EXIT: u32 = 2;
 pub const FLAG_PROCESS_EXIT: u32 = 4;
 /// Sub-buffer flag: published on an explicit flush request.
 pub const FLAG_FLUSH: u32 = 8;
+/// Sub-buffer flag, in saved records only: a *piece* copied while its writer still
+/// owned the sub-buffer (`crate::live`); more of the same sub-buffer follows in a later
+/// record. Never set in the pool.
+pub const FLAG_LIVE: u32 = 16;
 
 /// TSC calibration taken when the pool was created: two simultaneous readings of the
 /// TSC and the clocks, far enough apart to give the TSC frequency.

@@ -8,7 +8,8 @@
 //!   table, and sub-buffers with their headers.
 //! - [`slots`]: the crash-proof, lock-free handoff of sub-buffers between writer and
 //!   reader processes (one CAS per transition on a per-sub-buffer word).
-//! - [`writer`], [`consumer`], [`salvage`](mod@salvage): the three roles.
+//! - [`writer`], [`consumer`], [`salvage`](mod@salvage): the three roles; [`live`]: a
+//!   reader's copy of the committed prefix of a sub-buffer a writer is still filling.
 //!
 //! ```
 //! use bufpool::{Pool, PoolConfig, WriterState, Consumer, format};
@@ -44,6 +45,8 @@ pub mod error;
 pub mod format;
 pub mod inject;
 pub mod layout;
+#[cfg(not(loom))]
+pub mod live;
 #[cfg(not(loom))]
 pub mod pending;
 #[cfg(not(loom))]

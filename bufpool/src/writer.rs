@@ -272,6 +272,11 @@ impl WriterState {
         h.owner_start_ticks
             .store(self.start_ticks, Ordering::Relaxed);
         h.bytes_used.store(0, Ordering::Release);
+        // Release fence: the identity above is visible before any entry byte below to a
+        // live reader that copies the data and then re-reads the identity (the
+        // sequence-lock check of `crate::live`). Once per sub-buffer; no instruction on
+        // x86-64.
+        core::sync::atomic::fence(Ordering::Release);
         self.seq += 1;
         self.slot = i as u32;
         self.start = pool.subbuf_data(i);
