@@ -51,9 +51,12 @@ int main(void) {
 }
 "#;
 
+/// (`send` exits, `recv` enters) seen in a trace directory.
+type Calls = Option<(usize, usize)>;
+
 /// `send` exits and `recv` enters in the trace directory `out` (read quietly: it may be
 /// still being written), or `None` if it cannot be read yet.
-fn calls(out: &Path) -> Option<(usize, usize)> {
+fn calls(out: &Path) -> Calls {
     let t = reader::TraceDir::open_with(
         out,
         reader::OpenOptions {
@@ -84,8 +87,8 @@ fn record(
     dir: &Path,
     prog: &Path,
     live: &str,
-    look: impl Fn(&Path) -> Option<(usize, usize)>,
-) -> (Option<(usize, usize)>, Option<(usize, usize)>) {
+    look: impl Fn(&Path) -> Calls,
+) -> (Calls, Calls) {
     let out = dir.join(format!("t-{live}"));
     let mut rec = Guarded::spawn(
         Command::new(culprit())
