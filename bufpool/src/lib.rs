@@ -35,7 +35,8 @@
 //! ```
 //!
 //! Under `--cfg loom` only the protocol parts are built ([`slots`] with loom's atomics,
-//! plus the format), for the model check in `slots::loom_model` (`bufpool/loom.sh`).
+//! plus the format), for the model checks in `slots::loom_model` and `live_model` (the
+//! live copy of an owned sub-buffer's committed prefix) (`bufpool/loom.sh`).
 #![deny(missing_docs)]
 
 #[cfg(not(loom))]
@@ -47,6 +48,8 @@ pub mod inject;
 pub mod layout;
 #[cfg(not(loom))]
 pub mod live;
+#[cfg(all(test, loom))]
+mod live_model;
 #[cfg(not(loom))]
 pub mod pending;
 #[cfg(not(loom))]

@@ -8,6 +8,10 @@
 //! writer never waits: it drops the entry, counts it, and tries again only after
 //! `retry_after` more events; the next sub-buffer it gets starts with a `Lost` marker
 //! and carries the count in its header, so recorded + lost = produced, exactly.
+//!
+//! A reader may copy the committed prefix of the sub-buffer a writer holds while it fills
+//! it ([`crate::live`]): the per-entry `Release` store of `bytes_used` is all the writer
+//! does for it (plus one `Release` fence per sub-buffer, after filling the header).
 
 use crate::format::{encode_fn, encode_lost, encode_ret, Kind, ADDR_MASK, TSC_MASK};
 use crate::layout::{SubBufHeader, FLAG_FLUSH};
