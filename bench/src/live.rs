@@ -57,7 +57,10 @@ impl Live {
 
     /// The whole data of a taken sub-buffer: what was copied live, then the rest.
     pub fn whole(&mut self, info: &SubBufInfo, data: &[u8]) -> Vec<u8> {
-        let mut d = self.copied.remove(&Incarnation::of(info)).unwrap_or_default();
+        let mut d = self
+            .copied
+            .remove(&Incarnation::of(info))
+            .unwrap_or_default();
         let from = d.len().min(data.len());
         d.extend_from_slice(&data[from..]);
         d

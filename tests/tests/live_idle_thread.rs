@@ -83,12 +83,7 @@ fn calls(out: &Path) -> Calls {
 
 /// Records the program with `--live-interval live`; returns what the directory showed
 /// while it ran (after `look`) and after the recording ended.
-fn record(
-    dir: &Path,
-    prog: &Path,
-    live: &str,
-    look: impl Fn(&Path) -> Calls,
-) -> (Calls, Calls) {
+fn record(dir: &Path, prog: &Path, live: &str, look: impl Fn(&Path) -> Calls) -> (Calls, Calls) {
     let out = dir.join(format!("t-{live}"));
     let mut rec = Guarded::spawn(
         Command::new(culprit())

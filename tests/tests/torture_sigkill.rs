@@ -290,7 +290,11 @@ fn trial(kill: Kill, rng: &mut Rng, root: &Path, n: usize) {
         }
         _ => {
             let live = matches!(kill, Kill::LiveReader | Kill::LiveBoth);
-            let (size, every) = if live { ("256K", "1ms") } else { ("8K", "100ms") };
+            let (size, every) = if live {
+                ("256K", "1ms")
+            } else {
+                ("8K", "100ms")
+            };
             let mut c = culprit_cmd(&[
                 "reader",
                 "--create",
@@ -342,6 +346,20 @@ fn trial(kill: Kill, rng: &mut Rng, root: &Path, n: usize) {
     }
     let seqs = check_sequences(&dir);
     assert!(!seqs.is_empty(), "{what}: nothing recorded");
+    if matches!(kill, Kill::LiveReader | Kill::LiveBoth) {
+        // The trial did exercise the live path: pieces of sub-buffers were saved.
+        let t = reader::TraceDir::open(&dir).unwrap();
+        let pieces = t
+            .threads()
+            .flat_map(|k| t.infos(k).cloned().collect::<Vec<_>>())
+            .filter(|i| i.flags & bufpool::layout::FLAG_LIVE != 0)
+            .count();
+        eprintln!(
+            "torture: {what}: {pieces} live pieces, {} duplicates",
+            t.duplicates()
+        );
+        assert!(pieces > 0, "{what}: no live piece saved");
+    }
     if writer_done {
         check_accounting(&dir, &out, &seqs, !matches!(kill, Kill::Recorder), &what);
     }
