@@ -582,6 +582,43 @@ mod tests {
     }
 
     #[test]
+    fn pieces_round_trip_and_their_offset_is_checksummed() {
+        let mut f = bytemuck::bytes_of(&ChunkHeader::new(1, 2)).to_vec();
+        encode_piece(&info(0, 0), 0, &[1, 2, 3], &mut f);
+        encode_piece(&info(0, 0), 3, &[4, 5], &mut f);
+        let got: Vec<_> = records(&f).collect::<Result<_, _>>().unwrap();
+        assert_eq!((got[0].piece, got[0].data), (0, &[1, 2, 3][..]));
+        assert_eq!((got[1].piece, got[1].data), (3, &[4, 5][..]));
+        assert_eq!(got[1].info.bytes_used, 2);
+        // Every bit of the piece offset is covered by the checksum.
+        let at = CHUNK_HEADER_SIZE + RECORD_FIXED_SIZE + 3 + 12;
+        for bit in 0..32 {
+            let mut g = f.clone();
+            g[at + bit / 8] ^= 1 << (bit % 8);
+            assert!(
+                records(&g).collect::<Result<Vec<_>, _>>().is_err(),
+                "bit {bit}"
+            );
+        }
+        // A piece that would overrun its sub-buffer is refused.
+        let mut g = bytemuck::bytes_of(&ChunkHeader::new(1, 2)).to_vec();
+        encode_piece(&info(0, 0), 8192 - 64 - 1, &[1, 2], &mut g);
+        let e = records(&g).next().unwrap().unwrap_err();
+        assert!(e.to_string().contains("overruns"), "{e}");
+    }
+
+    #[test]
+    fn version_1_files_are_read() {
+        let mut f = file(&[(info(0, 3), vec![1, 2, 3])]);
+        f[8..12].copy_from_slice(&1u32.to_le_bytes());
+        assert_eq!(records(&f).count(), 1);
+        assert!(records(&f).all(|r| r.is_ok()));
+        f[8..12].copy_from_slice(&3u32.to_le_bytes());
+        let e = records(&f).next().unwrap().unwrap_err();
+        assert!(e.to_string().contains("chunk version 3"), "{e}");
+    }
+
+    #[test]
     fn a_wrong_file_is_named_as_such() {
         let e = records(b"hello world, this is not a chunk file")
             .next()
