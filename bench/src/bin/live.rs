@@ -153,8 +153,8 @@ fn phase(
                     i += 1;
                     std::thread::sleep(Duration::from_millis(10));
                 }
-                // Stays unflushed: what a live writer holds.
-                std::mem::forget(wr);
+                // `wr` is not flushed: the thread ends holding a partly filled
+                // sub-buffer (the repair pass salvages it once it sees the thread gone).
             });
         }
         if filler {
