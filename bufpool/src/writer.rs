@@ -129,6 +129,16 @@ impl WriterState {
             .fetch_add(1, Ordering::Relaxed);
     }
 
+    /// A state attached to the calling thread of this process (its pid, start time and
+    /// tid; start time 0 if `/proc` cannot tell).
+    pub fn for_this_thread(pool: &Pool) -> WriterState {
+        let me = pool.holder();
+        let ticks = crate::sys::proc_stat(me.pid).map_or(0, |s| s.2);
+        let mut w = WriterState::new();
+        w.attach(pool, me.pid, ticks, crate::sys::gettid());
+        w
+    }
+
     /// True if a sub-buffer is held.
     pub fn holds(&self) -> bool {
         self.slot != NO_SLOT

@@ -22,25 +22,13 @@ fn pool(dir: &std::path::Path, n: u32) -> Pool {
     .unwrap()
 }
 
-fn writer(pool: &Pool) -> WriterState {
-    let me = pool.holder();
-    let mut w = WriterState::new();
-    w.attach(
-        pool,
-        me.pid,
-        bufpool::sys::proc_stat(me.pid).unwrap().2,
-        bufpool::sys::gettid(),
-    );
-    w
-}
-
 #[test]
 fn peek_copies_only_new_committed_bytes_of_owned_sub_buffers() {
     let tmp = tempfile::tempdir().unwrap();
     let pool = pool(tmp.path(), 2);
     let mut buf = Vec::new();
     assert!(peek(&pool, 0, |_| 0, &mut buf).is_none(), "a free slot");
-    let mut w = writer(&pool);
+    let mut w = WriterState::for_this_thread(&pool);
     for i in 0..3 {
         w.append(&pool, encode_fn(Kind::FnEnter, 5 + i, i, 0x10).as_bytes());
     }
@@ -71,7 +59,7 @@ fn live_copies_and_takes_stitch_every_entry_once_under_a_fast_writer() {
     let done = AtomicBool::new(false);
     let got = std::thread::scope(|s| {
         s.spawn(|| {
-            let mut w = writer(&pool);
+            let mut w = WriterState::for_this_thread(&pool);
             // An entry dropped for lack of a free sub-buffer (a Lost marker follows) is
             // written again.
             let mut i = 0;

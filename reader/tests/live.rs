@@ -22,16 +22,13 @@ fn pool(tmp: &Path) -> Pool {
     .unwrap()
 }
 
-fn writer(pool: &Pool) -> WriterState {
-    let me = pool.holder();
-    let mut w = WriterState::new();
-    w.attach(
-        pool,
-        me.pid,
-        bufpool::sys::proc_stat(me.pid).unwrap().2,
-        bufpool::sys::gettid(),
-    );
-    w
+/// One drain thread, no CPU sampling, the default live interval.
+fn quiet_reader() -> ReaderOptions {
+    ReaderOptions {
+        workers: 1,
+        cpu_sample_interval: None,
+        ..Default::default()
+    }
 }
 
 fn append(pool: &Pool, w: &mut WriterState, range: std::ops::Range<u64>) {
@@ -86,7 +83,7 @@ fn entries_reach_the_disk_while_the_sub_buffer_fills_each_once() {
         cpu_sample_interval: None,
         ..Default::default()
     };
-    let mut w = writer(&pool);
+    let mut w = WriterState::for_this_thread(&pool);
     let rep = std::thread::scope(|s| {
         let r = s.spawn(|| reader::run(&pool, &out, &opts, &stop));
         // Three bursts into one 256 KiB sub-buffer, none of which fills it: each is on
@@ -121,12 +118,8 @@ fn a_resumed_reader_continues_after_the_pieces_on_disk_even_a_torn_one() {
     let tmp = tempfile::tempdir().unwrap();
     let pool = pool(tmp.path());
     let out = tmp.path().join("trace");
-    let opts = ReaderOptions {
-        workers: 1,
-        cpu_sample_interval: None,
-        ..Default::default()
-    };
-    let mut w = writer(&pool);
+    let opts = quiet_reader();
+    let mut w = WriterState::for_this_thread(&pool);
     // Reader 1 stops while the writer still holds its sub-buffer: its last pass saves
     // the committed prefix.
     append(&pool, &mut w, 0..100);
@@ -168,12 +161,8 @@ fn a_reader_restarted_without_its_memory_saves_again_and_readers_keep_each_entry
     let tmp = tempfile::tempdir().unwrap();
     let pool = pool(tmp.path());
     let out = tmp.path().join("trace");
-    let opts = ReaderOptions {
-        workers: 1,
-        cpu_sample_interval: None,
-        ..Default::default()
-    };
-    let mut w = writer(&pool);
+    let opts = quiet_reader();
+    let mut w = WriterState::for_this_thread(&pool);
     append(&pool, &mut w, 0..40);
     reader::run(&pool, &out, &opts, &AtomicBool::new(true)).unwrap();
     append(&pool, &mut w, 40..80);

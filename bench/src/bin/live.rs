@@ -100,18 +100,6 @@ impl Watcher {
     }
 }
 
-fn attach(pool: &Pool) -> WriterState {
-    let me = pool.holder();
-    let mut w = WriterState::new();
-    w.attach(
-        pool,
-        me.pid,
-        bufpool::sys::proc_stat(me.pid).map(|s| s.2).unwrap_or(0),
-        bufpool::sys::gettid(),
-    );
-    w
-}
-
 /// Percentile of sorted values.
 fn pct(v: &[f64], p: f64) -> f64 {
     if v.is_empty() {
@@ -144,7 +132,7 @@ fn phase(
     std::thread::scope(|s| -> Result<()> {
         if probes {
             s.spawn(|| {
-                let mut wr = attach(pool);
+                let mut wr = WriterState::for_this_thread(pool);
                 let mut i = first;
                 while !stop.load(Ordering::Relaxed) {
                     let e = encode_fn(Kind::FnEnter, bufpool::sys::rdtsc(), i, PROBE);
@@ -159,7 +147,7 @@ fn phase(
         }
         if filler {
             s.spawn(|| {
-                let mut wr = attach(pool);
+                let mut wr = WriterState::for_this_thread(pool);
                 let t = Instant::now();
                 let mut n = 0u64;
                 while !stop.load(Ordering::Relaxed) {
