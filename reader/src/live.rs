@@ -110,7 +110,23 @@ impl LiveSaved {
             done.pieces += 1;
             done.bytes += buf.len() as u64;
         }
+        self.prune(pool);
         Ok(done)
+    }
+
+    /// Forgets incarnations no slot holds any more (taken by another reader process, or
+    /// whose writer's repair freed them): once there are more than slots, keep only those
+    /// some header still names. A sub-buffer a drain thread is saving still has its
+    /// header (it is reset after the save), so its entry stays until the drain removes it.
+    fn prune(&self, pool: &Pool) {
+        let mut saved = self.lock();
+        if saved.len() <= pool.n_subbufs() {
+            return;
+        }
+        let present: std::collections::HashSet<Incarnation> = (0..pool.n_subbufs())
+            .map(|i| Incarnation::of(&pool.subbuf_info(i)))
+            .collect();
+        saved.retain(|inc, _| present.contains(inc));
     }
 
     /// Saves a sub-buffer taken from the pool (`info`, `data`: its header and committed
