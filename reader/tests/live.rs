@@ -181,3 +181,37 @@ fn a_reader_restarted_without_its_memory_saves_again_and_readers_keep_each_entry
     assert_eq!(t.duplicates(), 2);
     assert_eq!(callers(&out).unwrap(), (0..90).collect::<Vec<_>>());
 }
+
+#[test]
+fn a_piece_overlapping_another_in_part_is_reported_and_skipped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pool = pool(tmp.path());
+    let out = tmp.path().join("trace");
+    let mut w = WriterState::for_this_thread(&pool);
+    append(&pool, &mut w, 0..10);
+    reader::run(&pool, &out, &quiet_reader(), &AtomicBool::new(true)).unwrap();
+    // A foreign piece of the same sub-buffer at bytes 100..300: half of it overlaps.
+    let t = TraceDir::open(&out).unwrap();
+    let info = *t.infos(t.threads().next().unwrap()).next().unwrap();
+    let data: Vec<u8> = (100..110u64)
+        .flat_map(|i| {
+            encode_fn(Kind::FnEnter, i + 1, i, 0x4000)
+                .as_bytes()
+                .to_vec()
+        })
+        .collect();
+    let mut cw = reader::ChunkWriter::create(&out, 1, 99, 1).unwrap();
+    cw.append_piece(&info, 100, &data).unwrap();
+    let t = TraceDir::open_with(
+        &out,
+        reader::OpenOptions {
+            quiet: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let d = t.damage();
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert!(d[0].why.contains("overlaps"), "{}", d[0].why);
+    assert_eq!(callers(&out).unwrap(), (0..10).collect::<Vec<_>>());
+}
