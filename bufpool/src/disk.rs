@@ -17,13 +17,20 @@
 //!            format_version u32 (= crate::layout::FORMAT_VERSION, of the entries inside)
 //! then, back to back, records:
 //!            RecordHeader (16 bytes): magic u32 "CREC", data_len u32,
-//!                                     crc32 u32 (of the info and data bytes), reserved u32 (0)
+//!                                     crc32 u32 (of the info and data bytes), piece u32
 //!            SubBufInfo (64 bytes, the pool's sub-buffer header; see crate::layout)
 //!            data (data_len bytes: whole entries, see crate::format)
 //! ```
 //!
-//! `data_len` always equals `info.bytes_used`. The checksum is the CRC-32 of IEEE 802.3
-//! (the one of zlib and gzip) over the 64 info bytes followed by the data, so a torn write
+//! `data_len` always equals `info.bytes_used`. A record holds a whole sub-buffer
+//! (`piece` = 0, no [`crate::layout::FLAG_LIVE`]) or, since chunk version 2, one *piece*
+//! of it: the entries at byte offsets `piece .. piece + data_len` of its data area, saved
+//! while its writer was still filling it (see [`crate::live`]); the pieces of one
+//! sub-buffer share its identity (pid, start time, tid, seq, first TSC) and follow each
+//! other without gaps or overlaps, the last one without `FLAG_LIVE`. Only the piece at
+//! offset 0 carries the sub-buffer's `lost_before`. The checksum is the CRC-32 of IEEE
+//! 802.3 (the one of zlib and gzip) over the 64 info bytes followed by the data (and,
+//! when `piece` is not 0, its 4 bytes), so a torn write
 //! (a reader killed in the middle of a record) or a damaged file is detected, never
 //! decoded as garbage. A reader writes a record before it releases the sub-buffer; if it
 //! dies in between, the sub-buffer goes back to the written set and is saved again, so a
@@ -43,8 +50,12 @@ use std::path::PathBuf;
 
 /// Magic at offset 0 of a chunk file.
 pub const CHUNK_MAGIC: [u8; 8] = *b"CULPCHK\x01";
-/// Version of the chunk file layout.
-pub const CHUNK_VERSION: u32 = 1;
+/// Version of the chunk file layout written: 2 = records may be pieces of a sub-buffer
+/// (the record header's `piece` offset, which version 1 kept at 0).
+pub const CHUNK_VERSION: u32 = 2;
+/// Oldest chunk file layout read (a version 1 file is a version 2 file whose records are
+/// all whole sub-buffers).
+pub const CHUNK_VERSION_MIN: u32 = 1;
 /// Size of [`ChunkHeader`].
 pub const CHUNK_HEADER_SIZE: usize = 32;
 /// Magic of a record.
@@ -106,10 +117,11 @@ pub struct RecordHeader {
     pub magic: u32,
     /// Bytes of entry data after the info.
     pub data_len: u32,
-    /// CRC-32 of the info and data bytes.
+    /// CRC-32 of the info and data bytes (and of `piece`, when it is not 0).
     pub crc32: u32,
-    /// Reserved (0).
-    pub _reserved: u32,
+    /// Offset of this record's first data byte in the sub-buffer's data area: 0 for a
+    /// whole sub-buffer or its first piece (chunk version 1: always 0).
+    pub piece: u32,
 }
 
 const _: () = assert!(core::mem::size_of::<RecordHeader>() == RECORD_HEADER_SIZE);
@@ -119,19 +131,35 @@ pub fn chunk_file_name(reader_pid: u32, worker: u32, start_unix_ns: u64) -> Stri
     format!("{reader_pid}-{worker}-{start_unix_ns}.{CHUNK_EXT}")
 }
 
-/// Appends one encoded record (header, info, data) to `out`.
+/// Appends one encoded record (header, info, data) holding a whole sub-buffer to `out`.
 pub fn encode_record(info: &SubBufInfo, data: &[u8], out: &mut Vec<u8>) {
+    encode_piece(info, 0, data, out);
+}
+
+/// The checksum of a record: CRC-32 of the info bytes, the data, and `piece` (4 bytes,
+/// little-endian) when it is not 0 — so a version 1 record checks as it always did.
+fn record_crc(info: &SubBufInfo, piece: u32, data: &[u8]) -> u32 {
+    let mut crc = Crc32::new();
+    crc.update(bytemuck::bytes_of(info));
+    crc.update(data);
+    if piece != 0 {
+        crc.update(&piece.to_le_bytes());
+    }
+    crc.finish()
+}
+
+/// Appends one encoded record to `out`: the entries at offsets `piece .. piece +
+/// data.len()` of a sub-buffer's data area (`piece` = 0 and the whole data for a whole
+/// sub-buffer). `info.bytes_used` is set to the data's length.
+pub fn encode_piece(info: &SubBufInfo, piece: u32, data: &[u8], out: &mut Vec<u8>) {
     let mut info = *info;
     info.bytes_used = data.len() as u32;
     let ib = bytemuck::bytes_of(&info);
-    let mut crc = Crc32::new();
-    crc.update(ib);
-    crc.update(data);
     let h = RecordHeader {
         magic: RECORD_MAGIC,
         data_len: data.len() as u32,
-        crc32: crc.finish(),
-        _reserved: 0,
+        crc32: record_crc(&info, piece, data),
+        piece,
     };
     out.reserve(RECORD_FIXED_SIZE + data.len());
     out.extend_from_slice(bytemuck::bytes_of(&h));
@@ -220,9 +248,9 @@ pub fn parse_chunk_header(bytes: &[u8]) -> Result<ChunkHeader, ChunkError> {
     if h.magic != CHUNK_MAGIC {
         return Err(bad(format!("bad magic {:02x?}", h.magic)));
     }
-    if h.version != CHUNK_VERSION {
+    if !(CHUNK_VERSION_MIN..=CHUNK_VERSION).contains(&h.version) {
         return Err(bad(format!(
-            "chunk version {} (this build reads version {CHUNK_VERSION})",
+            "chunk version {} (this build reads versions {CHUNK_VERSION_MIN} to {CHUNK_VERSION})",
             h.version
         )));
     }
@@ -258,12 +286,6 @@ pub fn parse_record_fixed(
     if h.magic != RECORD_MAGIC {
         return Err(err(ChunkErrorKind::BadRecordMagic(h.magic)));
     }
-    if h._reserved != 0 {
-        return Err(err(ChunkErrorKind::Inconsistent(format!(
-            "reserved field is 0x{:08x}, not 0",
-            h._reserved
-        ))));
-    }
     if fixed.len() < RECORD_FIXED_SIZE {
         return Err(err(ChunkErrorKind::Truncated {
             need: RECORD_FIXED_SIZE as u64,
@@ -293,6 +315,12 @@ pub fn parse_record_fixed(
             h.data_len, info.bytes_used, info.data_size
         ))));
     }
+    if u64::from(h.piece) + u64::from(h.data_len) > u64::from(info.data_size) {
+        return Err(err(ChunkErrorKind::Inconsistent(format!(
+            "piece at offset {} of {} bytes overruns the {}-byte sub-buffer",
+            h.piece, h.data_len, info.data_size
+        ))));
+    }
     Ok((h, info))
 }
 
@@ -303,10 +331,7 @@ pub fn check_record(
     data: &[u8],
     offset: u64,
 ) -> Result<(), ChunkError> {
-    let mut crc = Crc32::new();
-    crc.update(bytemuck::bytes_of(info));
-    crc.update(data);
-    let computed = crc.finish();
+    let computed = record_crc(info, h.piece, data);
     if computed != h.crc32 {
         return Err(ChunkError {
             offset,
@@ -324,6 +349,9 @@ pub fn check_record(
 pub struct RecordRef<'a> {
     /// Offset of the record in the file.
     pub offset: u64,
+    /// Offset of its data in the sub-buffer (0 for a whole sub-buffer, see
+    /// [`RecordHeader::piece`]).
+    pub piece: u32,
     /// The sub-buffer header.
     pub info: SubBufInfo,
     /// The entries.
@@ -379,6 +407,7 @@ impl<'a> Iterator for Records<'a> {
             check_record(&h, &info, data, off)?;
             Ok(RecordRef {
                 offset: off,
+                piece: h.piece,
                 info,
                 data,
             })
@@ -550,6 +579,43 @@ mod tests {
                 assert!(res.is_err(), "flip {byte}:{bit} undetected");
             }
         }
+    }
+
+    #[test]
+    fn pieces_round_trip_and_their_offset_is_checksummed() {
+        let mut f = bytemuck::bytes_of(&ChunkHeader::new(1, 2)).to_vec();
+        encode_piece(&info(0, 0), 0, &[1, 2, 3], &mut f);
+        encode_piece(&info(0, 0), 3, &[4, 5], &mut f);
+        let got: Vec<_> = records(&f).collect::<Result<_, _>>().unwrap();
+        assert_eq!((got[0].piece, got[0].data), (0, &[1, 2, 3][..]));
+        assert_eq!((got[1].piece, got[1].data), (3, &[4, 5][..]));
+        assert_eq!(got[1].info.bytes_used, 2);
+        // Every bit of the piece offset is covered by the checksum.
+        let at = CHUNK_HEADER_SIZE + RECORD_FIXED_SIZE + 3 + 12;
+        for bit in 0..32 {
+            let mut g = f.clone();
+            g[at + bit / 8] ^= 1 << (bit % 8);
+            assert!(
+                records(&g).collect::<Result<Vec<_>, _>>().is_err(),
+                "bit {bit}"
+            );
+        }
+        // A piece that would overrun its sub-buffer is refused.
+        let mut g = bytemuck::bytes_of(&ChunkHeader::new(1, 2)).to_vec();
+        encode_piece(&info(0, 0), 8192 - 64 - 1, &[1, 2], &mut g);
+        let e = records(&g).next().unwrap().unwrap_err();
+        assert!(e.to_string().contains("overruns"), "{e}");
+    }
+
+    #[test]
+    fn version_1_files_are_read() {
+        let mut f = file(&[(info(0, 3), vec![1, 2, 3])]);
+        f[8..12].copy_from_slice(&1u32.to_le_bytes());
+        assert_eq!(records(&f).count(), 1);
+        assert!(records(&f).all(|r| r.is_ok()));
+        f[8..12].copy_from_slice(&3u32.to_le_bytes());
+        let e = records(&f).next().unwrap().unwrap_err();
+        assert!(e.to_string().contains("chunk version 3"), "{e}");
     }
 
     #[test]

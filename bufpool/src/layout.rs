@@ -34,6 +34,10 @@ pub const FLAG_THREAD_EXIT: u32 = 2;
 pub const FLAG_PROCESS_EXIT: u32 = 4;
 /// Sub-buffer flag: published on an explicit flush request.
 pub const FLAG_FLUSH: u32 = 8;
+/// Sub-buffer flag, in saved records only: a *piece* copied while its writer still
+/// owned the sub-buffer (`crate::live`); more of the same sub-buffer follows in a later
+/// record. Never set in the pool.
+pub const FLAG_LIVE: u32 = 16;
 
 /// TSC calibration taken when the pool was created: two simultaneous readings of the
 /// TSC and the clocks, far enough apart to give the TSC frequency.
@@ -191,8 +195,12 @@ const _: () = assert!(256 + core::mem::size_of::<PoolShared>() <= HEADER_SIZE);
 /// Header of one sub-buffer (64 bytes at its start).
 ///
 /// Protocol: while a sub-buffer is `Owned`, only its writer thread stores to these
-/// fields. It fills `magic`..`owner_start_ticks` right after acquiring, and only then
-/// appends entries; after each entry it stores the new `bytes_used` with `Release`.
+/// fields. It fills `magic`..`owner_start_ticks` right after acquiring, then a `Release`
+/// fence, and only then appends entries; after each entry it stores the new
+/// `bytes_used` with `Release`. A live reader ([`crate::live`], FORMAT.md §4.6) may, while
+/// the sub-buffer is `Owned`, load the identity fields and `bytes_used` (`Acquire`) and
+/// copy the data below it — never storing — and keeps the copy only if the identity and
+/// the state word are unchanged after an `Acquire` fence (a sequence-lock read).
 /// A repair pass that finds the owner dead loads `bytes_used` with `Acquire` (pairing
 /// with that store) and may then trust every other field and the first `bytes_used`
 /// bytes of data: they are exactly the entries the writer had committed. A reader

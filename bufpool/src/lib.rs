@@ -8,7 +8,8 @@
 //!   table, and sub-buffers with their headers.
 //! - [`slots`]: the crash-proof, lock-free handoff of sub-buffers between writer and
 //!   reader processes (one CAS per transition on a per-sub-buffer word).
-//! - [`writer`], [`consumer`], [`salvage`](mod@salvage): the three roles.
+//! - [`writer`], [`consumer`], [`salvage`](mod@salvage): the three roles; [`live`]: a
+//!   reader's copy of the committed prefix of a sub-buffer a writer is still filling.
 //!
 //! ```
 //! use bufpool::{Pool, PoolConfig, WriterState, Consumer, format};
@@ -34,7 +35,8 @@
 //! ```
 //!
 //! Under `--cfg loom` only the protocol parts are built ([`slots`] with loom's atomics,
-//! plus the format), for the model check in `slots::loom_model` (`bufpool/loom.sh`).
+//! plus the format), for the model checks in `slots::loom_model` and `live_model` (the
+//! live copy of an owned sub-buffer's committed prefix) (`bufpool/loom.sh`).
 #![deny(missing_docs)]
 
 #[cfg(not(loom))]
@@ -44,6 +46,10 @@ pub mod error;
 pub mod format;
 pub mod inject;
 pub mod layout;
+#[cfg(not(loom))]
+pub mod live;
+#[cfg(all(test, loom))]
+mod live_model;
 #[cfg(not(loom))]
 pub mod pending;
 #[cfg(not(loom))]

@@ -8,6 +8,10 @@
 //! writer never waits: it drops the entry, counts it, and tries again only after
 //! `retry_after` more events; the next sub-buffer it gets starts with a `Lost` marker
 //! and carries the count in its header, so recorded + lost = produced, exactly.
+//!
+//! A reader may copy the committed prefix of the sub-buffer a writer holds while it fills
+//! it ([`crate::live`]): the per-entry `Release` store of `bytes_used` is all the writer
+//! does for it (plus one `Release` fence per sub-buffer, after filling the header).
 
 use crate::format::{encode_fn, encode_lost, encode_ret, Kind, ADDR_MASK, TSC_MASK};
 use crate::layout::{SubBufHeader, FLAG_FLUSH};
@@ -123,6 +127,16 @@ impl WriterState {
         pool.shared()
             .writers_attached
             .fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A state attached to the calling thread of this process (its pid, start time and
+    /// tid; start time 0 if `/proc` cannot tell).
+    pub fn for_this_thread(pool: &Pool) -> WriterState {
+        let me = pool.holder();
+        let ticks = crate::sys::proc_stat(me.pid).map_or(0, |s| s.2);
+        let mut w = WriterState::new();
+        w.attach(pool, me.pid, ticks, crate::sys::gettid());
+        w
     }
 
     /// True if a sub-buffer is held.
@@ -272,6 +286,11 @@ impl WriterState {
         h.owner_start_ticks
             .store(self.start_ticks, Ordering::Relaxed);
         h.bytes_used.store(0, Ordering::Release);
+        // Release fence: the identity above is visible before any entry byte below to a
+        // live reader that copies the data and then re-reads the identity (the
+        // sequence-lock check of `crate::live`). Once per sub-buffer; no instruction on
+        // x86-64.
+        core::sync::atomic::fence(Ordering::Release);
         self.seq += 1;
         self.slot = i as u32;
         self.start = pool.subbuf_data(i);

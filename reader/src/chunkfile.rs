@@ -51,8 +51,19 @@ impl ChunkWriter {
     /// Appends one sub-buffer as a record (one `write` of the whole record). On error
     /// the file may end with a partial record, which [`repair`] removes later.
     pub fn append(&mut self, info: &SubBufInfo, data: &[u8]) -> std::io::Result<()> {
+        self.append_piece(info, 0, data)
+    }
+
+    /// Appends one piece of a sub-buffer (its data from offset `piece` on, see
+    /// [`crate::live`]) as a record, with one `write`, like [`ChunkWriter::append`].
+    pub fn append_piece(
+        &mut self,
+        info: &SubBufInfo,
+        piece: u32,
+        data: &[u8],
+    ) -> std::io::Result<()> {
         self.buf.clear();
-        disk::encode_record(info, data, &mut self.buf);
+        disk::encode_piece(info, piece, data, &mut self.buf);
         self.file.write_all(&self.buf)?;
         self.records += 1;
         self.bytes += data.len() as u64;

@@ -2,12 +2,19 @@
 //! periodic repair pass, and the final drain.
 //!
 //! ```text
-//!  main thread: every `salvage_interval`: salvage_dead; check stop conditions
-//!  worker k:    loop { take → append to chunks/<pid>-k-<t>.chunk → release }
+//!  main thread: every `salvage_interval`: salvage_dead; check stop conditions;
+//!               every `live_interval`: save the new committed prefix of each
+//!               sub-buffer writers still fill to chunks/<pid>-<workers+1>-<t>.chunk
+//!  worker k:    loop { take → append (the rest of) it to chunks/<pid>-k-<t>.chunk
+//!                      → release }
 //!  on stop:     workers drain until the pool has nothing written, exit;
 //!               main: { salvage_dead; drain } until a pass finds nothing;
+//!               save the prefixes of what live writers still hold;
 //!               index the directory, write the final manifest
 //! ```
+//!
+//! The live copies ([`crate::live`]) are what make entries reach the directory within
+//! about `live_interval` of being written, whatever the sub-buffer size.
 //!
 //! A sub-buffer is released only after its record was written: a reader killed at any
 //! point loses nothing (the repair pass of the next reader requeues what it held), and
@@ -17,6 +24,7 @@
 
 use crate::chunkfile::{repair, ChunkWriter, Repaired};
 use crate::error::{io, Error, Result};
+use crate::live::LiveSaved;
 use crate::manifest::Manifest;
 use crate::summary::{summarize, Summary};
 use crate::tracedir::TraceDir;
@@ -43,7 +51,13 @@ pub struct ReaderOptions {
     /// Sample the traced processes' CPU time into `cpu.tsv` this often (`None`: never);
     /// see [`crate::cpustat`].
     pub cpu_sample_interval: Option<Duration>,
+    /// Save the committed prefix of sub-buffers writers still fill this often (`None`:
+    /// only whole sub-buffers, when their writers hand them over); see [`crate::live`].
+    pub live_interval: Option<Duration>,
 }
+
+/// The default [`ReaderOptions::live_interval`]: 100 ms.
+pub const DEFAULT_LIVE_INTERVAL: Duration = Duration::from_millis(100);
 
 impl Default for ReaderOptions {
     fn default() -> Self {
@@ -54,6 +68,7 @@ impl Default for ReaderOptions {
             command: Vec::new(),
             stop_when_unmapped: false,
             cpu_sample_interval: Some(Duration::from_millis(250)),
+            live_interval: Some(DEFAULT_LIVE_INTERVAL),
         }
     }
 }
@@ -61,8 +76,10 @@ impl Default for ReaderOptions {
 /// What a reader run did.
 #[derive(Clone, Debug)]
 pub struct ReaderReport {
-    /// Sub-buffers saved by this run.
+    /// Sub-buffers saved by this run (whole, or their last piece).
     pub saved: u64,
+    /// Pieces of sub-buffers saved while their writers still filled them.
+    pub live_pieces: u64,
     /// Sum of the repair passes.
     pub salvage: SalvageReport,
     /// Torn chunk tails cut at start (a previous reader was killed mid-write).
@@ -115,6 +132,12 @@ pub fn run(
     stop: &AtomicBool,
 ) -> Result<ReaderReport> {
     let (manifest, repaired) = prepare_dir(pool, dir, &opts.command)?;
+    // What a previous reader of this directory saved of sub-buffers still being filled.
+    let live = LiveSaved::from_dir(dir)?;
+    let live = &live;
+    let mut live_out: Option<ChunkWriter> = None;
+    let mut live_buf = Vec::new();
+    let mut live_pieces = 0u64;
     let pid = std::process::id();
     let t0 = now_ns();
     let finishing = AtomicBool::new(false);
@@ -134,9 +157,8 @@ pub fn run(
                     let r = drain_worker(
                         pool,
                         dir,
-                        pid,
-                        k as u32,
-                        t0,
+                        live,
+                        (pid, k as u32, t0),
                         opts.idle_sleep,
                         finishing,
                         saved,
@@ -164,6 +186,8 @@ pub fn run(
         }
         let mut last_map_check = Instant::now();
         let mut last_salvage = Instant::now();
+        let mut last_live = Instant::now();
+        let live_chunk = || ChunkWriter::create(dir, pid, workers as u32 + 1, t0);
         // Stop requests are noticed within 10 ms; repair passes run every interval.
         let tick = opts.salvage_interval.min(Duration::from_millis(10));
         loop {
@@ -174,6 +198,19 @@ pub fn run(
             if last_salvage.elapsed() >= opts.salvage_interval {
                 last_salvage = Instant::now();
                 add(&mut salvage, bufpool::salvage_dead(pool));
+            }
+            if let Some(every) = opts.live_interval {
+                if last_live.elapsed() >= every {
+                    last_live = Instant::now();
+                    match live.poll(pool, &mut live_out, live_chunk, &mut live_buf) {
+                        Ok(p) => live_pieces += p.pieces,
+                        Err(e) => {
+                            let mut f = failed.lock().unwrap_or_else(|p| p.into_inner());
+                            f.get_or_insert(e);
+                            break;
+                        }
+                    }
+                }
             }
             if opts.stop_when_unmapped
                 && last_map_check.elapsed() >= Duration::from_millis(300)
@@ -195,13 +232,23 @@ pub fn run(
     loop {
         let rep = bufpool::salvage_dead(pool);
         add(&mut salvage, rep);
-        let n = drain_now(pool, dir, pid, workers as u32, t0, &mut last)?;
+        let n = drain_now(pool, dir, live, (pid, workers as u32, t0), &mut last)?;
         saved.fetch_add(n, Ordering::Relaxed);
         if rep.published == 0 && rep.requeued == 0 && n == 0 {
             break;
         }
     }
     if let Some(w) = &last {
+        w.sync()?;
+    }
+    // What live writers still hold: their committed prefix, so that a thread that went
+    // idle is on disk up to its last entry (the rest follows if a later reader drains
+    // the pool).
+    if opts.live_interval.is_some() {
+        let open = || ChunkWriter::create(dir, pid, workers as u32 + 1, t0);
+        live_pieces += live.poll(pool, &mut live_out, open, &mut live_buf)?.pieces;
+    }
+    if let Some(w) = &live_out {
         w.sync()?;
     }
     let left_owned = pool.slots().census()[State::Owned as usize];
@@ -215,6 +262,7 @@ pub fn run(
         left_owned,
         unreported,
     )?;
+    rep.live_pieces = live_pieces;
     pool_counters(pool, dir, &mut rep.manifest)?;
     Ok(rep)
 }
@@ -255,6 +303,7 @@ fn finish(
     manifest.write(dir)?;
     Ok(ReaderReport {
         saved,
+        live_pieces: 0,
         salvage,
         repaired,
         left_owned,
@@ -267,9 +316,8 @@ fn finish(
 fn drain_worker(
     pool: &Pool,
     dir: &Path,
-    pid: u32,
-    k: u32,
-    t0: u64,
+    live: &LiveSaved,
+    (pid, k, t0): (u32, u32, u64),
     idle: Duration,
     finishing: &AtomicBool,
     saved: &AtomicU64,
@@ -289,7 +337,7 @@ fn drain_worker(
                     }
                 }
                 let wr = w.as_mut().expect("created above");
-                if let Err(source) = wr.append(t.info(), t.data()) {
+                if let Err(source) = live.save_taken(t.info(), t.data(), wr) {
                     t.requeue();
                     return Err(save_error(pool, wr.path().to_path_buf(), source));
                 }
@@ -322,9 +370,8 @@ fn save_error(pool: &Pool, path: PathBuf, source: std::io::Error) -> Error {
 fn drain_now(
     pool: &Pool,
     dir: &Path,
-    pid: u32,
-    k: u32,
-    t0: u64,
+    live: &LiveSaved,
+    (pid, k, t0): (u32, u32, u64),
     w: &mut Option<ChunkWriter>,
 ) -> Result<u64> {
     let c = Consumer::new(pool);
@@ -340,7 +387,7 @@ fn drain_now(
             }
         }
         let wr = w.as_mut().expect("created above");
-        if let Err(source) = wr.append(t.info(), t.data()) {
+        if let Err(source) = live.save_taken(t.info(), t.data(), wr) {
             t.requeue();
             return Err(save_error(pool, wr.path().to_path_buf(), source));
         }

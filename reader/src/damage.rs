@@ -85,7 +85,7 @@ pub fn threads_text(threads: &[ThreadKey]) -> String {
 }
 
 impl Damage {
-    fn whole_file(path: &Path, bytes: u64, why: String) -> Damage {
+    pub(crate) fn whole_file(path: &Path, bytes: u64, why: String) -> Damage {
         Damage {
             path: path.to_path_buf(),
             offset: None,
@@ -164,7 +164,7 @@ fn resync(file: &File, from: u64, len: u64) -> u64 {
 pub(crate) fn scan_tolerant(
     path: &Path,
     verify: bool,
-    mut add: impl FnMut(u64, &SubBufInfo),
+    mut add: impl FnMut(u64, u32, &SubBufInfo),
     damage: &mut Vec<Damage>,
 ) -> Option<File> {
     let file = match crate::safefile::open_regular(path) {
@@ -235,7 +235,7 @@ pub(crate) fn scan_tolerant(
                         continue;
                     }
                 }
-                add(off, &info);
+                add(off, h.piece, &info);
                 off += size;
             }
             Err(e) => {

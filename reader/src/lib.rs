@@ -3,6 +3,7 @@
 //!
 //! - [`daemon`]: drain threads, the periodic repair pass, the final drain ([`run`]).
 //! - [`chunkfile`]: appending records to chunk files; cutting torn tails ([`repair`]).
+//! - [`live`]: saving the committed prefix of sub-buffers writers still fill (pieces).
 //! - [`manifest`]: `manifest.json` — host, command, times, calibration, geometry,
 //!   processes, totals.
 //! - [`tracedir`]: [`TraceDir`] — every saved sub-buffer per thread, in order, once.
@@ -50,6 +51,7 @@ pub mod daemon;
 pub mod damage;
 pub mod error;
 pub mod iosample;
+pub mod live;
 pub mod manifest;
 pub mod repairdir;
 pub mod safefile;

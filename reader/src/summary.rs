@@ -34,10 +34,17 @@ pub fn summarize(trace: &TraceDir) -> Result<Summary> {
             });
         p.threads.push(key.tid);
         s.totals.threads += 1;
+        let mut prev = None;
         for c in trace.chunks(key) {
             let c = c?;
-            s.totals.subbufs += 1;
-            p.subbufs += 1;
+            // The pieces of one sub-buffer (the live data path) count once.
+            let sb = Some((c.info.seq, c.info.first_tsc));
+            if sb != prev {
+                prev = sb;
+                s.totals.subbufs += 1;
+                p.subbufs += 1;
+            }
+            // Salvaged: the published header (the last piece) says so.
             if c.info.flags & FLAG_SALVAGED != 0 {
                 s.totals.salvaged += 1;
             }

@@ -5,7 +5,12 @@
 //! an index in memory: where each record is, and its [`SubBufInfo`]. Records are
 //! deduplicated by (pid, start time, tid, seq, first TSC) — a reader killed between saving
 //! a sub-buffer and releasing it makes it be saved twice — and ordered per thread by first
-//! TSC, then seq (a thread's seq starts again at 0 when its process execs).
+//! TSC, then seq (a thread's seq starts again at 0 when its process execs), then piece
+//! offset: a sub-buffer saved while its writer was still filling it (the live data path,
+//! [`crate::live`]) is several records, each a *piece* of whole entries at its offset in
+//! the data area, read in order as if they were sub-buffers of their own. A piece that a
+//! piece read before it already covers (a reader restarted and saved it again) is a
+//! duplicate, skipped like one.
 //! [`TraceDir::chunks`] then reads one thread's records on demand, and
 //! [`TraceDir::visit_chunks`] reads them into one reused buffer instead of allocating one
 //! per record.
@@ -70,6 +75,8 @@ impl ThreadKey {
 struct RecordLoc {
     file: u32,
     offset: u64,
+    /// Offset of the record's data in the sub-buffer (0 unless a later piece).
+    piece: u32,
     info: SubBufInfo,
     /// The record's CRC-32 has been verified (at index time by [`TraceDir::open`], else by
     /// the first read of its data). Atomic because a `TraceDir` is read through `&self`
@@ -129,8 +136,12 @@ enum Verify {
 /// One saved sub-buffer: its header and its entries.
 #[derive(Clone, Debug)]
 pub struct Chunk {
-    /// The sub-buffer header, as it was in the pool.
+    /// The sub-buffer header, as it was in the pool (for a piece, see
+    /// [`bufpool::live::Piece::info`]).
     pub info: SubBufInfo,
+    /// Offset of these entries in the sub-buffer's data area: 0 for a whole sub-buffer
+    /// or its first piece.
+    pub piece: u32,
     /// The entries (`info.bytes_used` bytes).
     pub data: Vec<u8>,
     /// The chunk file it was read from.
@@ -157,6 +168,8 @@ impl Chunk {
 pub struct ChunkRef<'a> {
     /// The sub-buffer header, as it was in the pool.
     pub info: &'a SubBufInfo,
+    /// Offset of these entries in the sub-buffer's data area (see [`Chunk::piece`]).
+    pub piece: u32,
     /// The entries (`info.bytes_used` bytes).
     pub data: &'a [u8],
     /// The chunk file it was read from.
@@ -296,14 +309,16 @@ pub fn scan_chunk_file(
     Ok(())
 }
 
-fn dedup_key(i: &SubBufInfo) -> (u32, u64, u32, u64, u64) {
-    (i.pid, i.owner_start_ticks, i.tid, i.seq, i.first_tsc)
+type DedupKey = (u32, u64, u32, u64, u64, u32);
+
+fn dedup_key(i: &SubBufInfo, piece: u32) -> DedupKey {
+    (i.pid, i.owner_start_ticks, i.tid, i.seq, i.first_tsc, piece)
 }
 
 /// The index being built: every record seen, deduplicated, grouped per thread.
 #[derive(Default)]
 struct Index {
-    seen: HashMap<(u32, u64, u32, u64, u64), usize>,
+    seen: HashMap<DedupKey, usize>,
     threads: BTreeMap<ThreadKey, Vec<RecordLoc>>,
     records: u64,
     duplicates: u64,
@@ -314,7 +329,7 @@ impl Index {
     fn add(&mut self, loc: RecordLoc) {
         self.records += 1;
         let list = self.threads.entry(ThreadKey::of(&loc.info)).or_default();
-        match self.seen.get(&dedup_key(&loc.info)) {
+        match self.seen.get(&dedup_key(&loc.info, loc.piece)) {
             Some(&idx) => {
                 self.duplicates += 1;
                 // Keep the fuller copy (they are normally identical).
@@ -323,19 +338,61 @@ impl Index {
                 }
             }
             None => {
-                self.seen.insert(dedup_key(&loc.info), list.len());
+                self.seen
+                    .insert(dedup_key(&loc.info, loc.piece), list.len());
                 list.push(loc);
             }
         }
     }
 
-    /// Orders each thread's records by first TSC, then seq.
-    fn finish(mut self) -> BTreeMap<ThreadKey, Vec<RecordLoc>> {
+    /// Orders each thread's records by first TSC, then seq, then piece offset, and drops
+    /// pieces that the pieces before them cover (counted as duplicates). A piece that
+    /// overlaps them only in part cannot be cut at an entry boundary known here: it is
+    /// dropped too, and returned, to be reported as damage.
+    fn finish(mut self) -> (BTreeMap<ThreadKey, Vec<RecordLoc>>, u64, Vec<RecordLoc>) {
+        let mut overlapping = Vec::new();
         for list in self.threads.values_mut() {
-            list.sort_by_key(|l| (l.info.first_tsc, l.info.seq));
+            list.sort_by_key(|l| (l.info.first_tsc, l.info.seq, l.piece));
+            let mut covered: Option<((u64, u64), u64)> = None;
+            let mut kept = Vec::with_capacity(list.len());
+            for loc in list.drain(..) {
+                let sb = (loc.info.seq, loc.info.first_tsc);
+                let end = u64::from(loc.piece) + u64::from(loc.info.bytes_used);
+                match covered {
+                    // An empty last piece (everything was saved live): it carries the
+                    // header as published (exit flags, last TSC).
+                    Some((c, _)) if c == sb && loc.info.bytes_used == 0 => kept.push(loc),
+                    Some((c, upto)) if c == sb && end <= upto => {
+                        self.duplicates += 1;
+                    }
+                    Some((c, upto)) if c == sb && u64::from(loc.piece) < upto => {
+                        overlapping.push(loc);
+                    }
+                    _ => {
+                        covered = Some((sb, end));
+                        kept.push(loc);
+                    }
+                }
+            }
+            *list = kept;
         }
-        self.threads
+        (self.threads, self.duplicates, overlapping)
     }
+}
+
+/// How many sub-buffers a thread's records (in index order) hold: pieces of one count
+/// once.
+pub fn count_subbufs<'a>(infos: impl IntoIterator<Item = &'a SubBufInfo>) -> u64 {
+    let mut n = 0;
+    let mut prev = None;
+    for i in infos {
+        let sb = Some((i.seq, i.first_tsc));
+        if sb != prev {
+            n += 1;
+            prev = sb;
+        }
+    }
+    n
 }
 
 /// Checks that `dir` is a directory and reads its manifest.
@@ -450,10 +507,11 @@ impl TraceDir {
         let mut damage = Vec::new();
         for path in chunk_files(&dir)? {
             let fi = files.len() as u32;
-            let add = |offset, info: &SubBufInfo| {
+            let add = |offset, piece, info: &SubBufInfo| {
                 index.add(RecordLoc {
                     file: fi,
                     offset,
+                    piece,
                     info: *info,
                     verified: AtomicBool::new(verify == Verify::AtIndex),
                     bad: AtomicBool::new(false),
@@ -471,8 +529,25 @@ impl TraceDir {
                 files.push((Arc::new(path), f));
             }
         }
-        let (records, duplicates) = (index.records, index.duplicates);
-        let threads = index.finish();
+        let records = index.records;
+        let (threads, duplicates, overlapping) = index.finish();
+        for loc in overlapping {
+            let path = &files[loc.file as usize].0;
+            damage.push(crate::damage::Damage {
+                offset: Some(loc.offset),
+                bytes: RECORD_FIXED_SIZE as u64 + u64::from(loc.info.bytes_used),
+                records: 1,
+                threads: vec![ThreadKey::of(&loc.info)],
+                ..crate::damage::Damage::whole_file(
+                    path,
+                    0,
+                    format!(
+                        "a piece of sub-buffer seq {} (offset {}) overlaps another copy in part",
+                        loc.info.seq, loc.piece
+                    ),
+                )
+            });
+        }
         let mut damage = crate::damage::per_file(damage);
         let seqs = threads
             .iter()
@@ -481,7 +556,7 @@ impl TraceDir {
         let mut found: BTreeMap<(u32, u64), (u64, Vec<ThreadKey>)> = BTreeMap::new();
         for (k, l) in &threads {
             let f = found.entry((k.pid, k.start_ticks)).or_default();
-            f.0 += l.len() as u64;
+            f.0 += count_subbufs(l.iter().map(|r| &r.info));
             f.1.push(*k);
         }
         damage.extend(crate::damage::check_totals(&dir, &manifest, &found));
@@ -614,6 +689,7 @@ impl TraceDir {
             };
             f(ChunkRef {
                 info: &loc.info,
+                piece: loc.piece,
                 data: &buf[RECORD_FIXED_SIZE..],
                 path: &self.files[loc.file as usize].0,
                 data_offset,
@@ -669,6 +745,7 @@ impl TraceDir {
         data.drain(..RECORD_FIXED_SIZE);
         Ok(Chunk {
             info: loc.info,
+            piece: loc.piece,
             data,
             path: self.files[loc.file as usize].0.clone(),
             data_offset,

@@ -12,7 +12,9 @@
 //! how many events they produced when they exit normally. Under `culprit record` it runs
 //! as `sh -c 'exec env -u LD_PRELOAD …'`, so only its own writer threads write entries of
 //! these kinds. The kill delays are random (the seed is printed); each trial takes a few
-//! seconds at most.
+//! seconds at most. Two trials kill the reader while it copies the committed prefix of
+//! sub-buffers the writers still fill, every millisecond (the live data path): what it
+//! saved stays, what it was writing is saved again by the next reader, nothing twice.
 
 use bufpool::format::{Decoder, Kind};
 use bufpool::{Pool, WriterState};
@@ -222,6 +224,12 @@ enum Kill {
     Reader,
     Both,
     Recorder,
+    /// The reader, while it copies the committed prefix of 256 KiB sub-buffers the
+    /// writers are still filling every millisecond (the live data path): most kills land
+    /// in the middle of a live copy or of writing its piece.
+    LiveReader,
+    /// The reader in the middle of live copies, and the program.
+    LiveBoth,
 }
 
 fn trial(kill: Kill, rng: &mut Rng, root: &Path, n: usize) {
@@ -281,14 +289,22 @@ fn trial(kill: Kill, rng: &mut Rng, root: &Path, n: usize) {
             wait_ok(&mut r, &what);
         }
         _ => {
+            let live = matches!(kill, Kill::LiveReader | Kill::LiveBoth);
+            let (size, every) = if live {
+                ("256K", "1ms")
+            } else {
+                ("8K", "100ms")
+            };
             let mut c = culprit_cmd(&[
                 "reader",
                 "--create",
                 "--keep-pool",
+                "--live-interval",
+                every,
                 "--subbufs",
                 "8",
                 "--subbuf-size",
-                "8K",
+                size,
                 "--retry-after",
                 "16",
                 "--pool",
@@ -301,10 +317,13 @@ fn trial(kill: Kill, rng: &mut Rng, root: &Path, n: usize) {
             std::thread::sleep(Duration::from_millis(50));
             let mut w = spawn_writer(&pool, &out);
             std::thread::sleep(delay);
-            if matches!(kill, Kill::Reader | Kill::Both) {
+            if matches!(
+                kill,
+                Kill::Reader | Kill::Both | Kill::LiveReader | Kill::LiveBoth
+            ) {
                 kill9(&mut r);
             }
-            if matches!(kill, Kill::Program | Kill::Both) {
+            if matches!(kill, Kill::Program | Kill::Both | Kill::LiveBoth) {
                 kill9(&mut w);
                 writer_done = false;
             } else {
@@ -327,6 +346,20 @@ fn trial(kill: Kill, rng: &mut Rng, root: &Path, n: usize) {
     }
     let seqs = check_sequences(&dir);
     assert!(!seqs.is_empty(), "{what}: nothing recorded");
+    if matches!(kill, Kill::LiveReader | Kill::LiveBoth) {
+        // The trial did exercise the live path: pieces of sub-buffers were saved.
+        let t = reader::TraceDir::open(&dir).unwrap();
+        let pieces = t
+            .threads()
+            .flat_map(|k| t.infos(k).cloned().collect::<Vec<_>>())
+            .filter(|i| i.flags & bufpool::layout::FLAG_LIVE != 0)
+            .count();
+        eprintln!(
+            "torture: {what}: {pieces} live pieces, {} duplicates",
+            t.duplicates()
+        );
+        assert!(pieces > 0, "{what}: no live piece saved");
+    }
     if writer_done {
         check_accounting(&dir, &out, &seqs, !matches!(kill, Kill::Recorder), &what);
     }
@@ -352,6 +385,8 @@ fn sigkill_trials_keep_the_sequence_exact_and_the_loss_counted() {
         Kill::Recorder,
         Kill::Reader,
         Kill::Program,
+        Kill::LiveReader,
+        Kill::LiveBoth,
     ];
     for (n, k) in kills.into_iter().enumerate() {
         trial(k, &mut rng, tmp.path(), n);

@@ -10,8 +10,9 @@
 //!    Scenario 0: 3 services, free mix; scenario 1: 5 services whose counts correlate.
 //! 2. **Live** (`--follow`): the same system with its back server slowed 3× at 10 s, recorded
 //!    while `culprit demand --follow --json` reads the directory; for each pool geometry, how
-//!    long after the third violating interval closed the alarm was printed (what reaches
-//!    the disk is what fills a sub-buffer: smaller sub-buffers, sooner).
+//!    long after the third violating interval closed the alarm was printed: with whole
+//!    sub-buffers only (`--live-interval 0`: what reaches the disk is what fills a
+//!    sub-buffer, smaller sub-buffers sooner) and with the live data path (default).
 //! 3. **CPU sampling**: the reader's sampler (`reader::cpustat`) timed over N processes:
 //!    its cost per process and tick, and as a share of one core at the default 250 ms.
 //!
@@ -210,11 +211,18 @@ fn sampler_cost(n: usize) -> Result<(f64, f64)> {
 
 /// Records the simulation with a fault while following it; returns the alarms printed:
 /// (process, seconds from the third violating interval's end to the print).
-fn live_once(prog: &Path, tmp: &Path, subbuf: &str, port: u16) -> Result<Vec<(u64, f64)>> {
-    let out = tmp.join(format!("live-{subbuf}"));
+fn live_once(
+    prog: &Path,
+    tmp: &Path,
+    subbuf: &str,
+    live: &str,
+    port: u16,
+) -> Result<Vec<(u64, f64)>> {
+    let out = tmp.join(format!("live-{subbuf}-{live}"));
     let _ = std::fs::remove_dir_all(&out);
     let mut rec = Command::new(culprit())
-        .args(["record", "--subbuf-size", subbuf, "--subbufs", "1024", "-o"])
+        .args(["record", "--subbuf-size", subbuf, "--subbufs", "1024"])
+        .args(["--live-interval", live, "-o"])
         .arg(&out)
         .arg("--")
         .arg(prog)
@@ -273,9 +281,14 @@ fn main() -> Result<()> {
     let want = |x: &str| only.is_empty() || only == x;
     println!("culprit: {}", culprit().display());
     if want("live") {
-        for (k, subbuf) in ["8K", "256K"].iter().enumerate() {
-            let a = live_once(&prog, tmp.path(), subbuf, 23500 + 10 * k as u16)?;
-            println!("live, sub-buffers of {subbuf}: alarms (pid, seconds after the third violating interval closed): {a:?}");
+        // Whole sub-buffers only (`--live-interval 0`) at 8 KiB and the default 256 KiB,
+        // then the default live path (100 ms) at 256 KiB.
+        for (k, (subbuf, live)) in [("8K", "0"), ("256K", "0"), ("256K", "100ms")]
+            .iter()
+            .enumerate()
+        {
+            let a = live_once(&prog, tmp.path(), subbuf, live, 23500 + 10 * k as u16)?;
+            println!("live, sub-buffers of {subbuf}, --live-interval {live}: alarms (pid, seconds after the third violating interval closed): {a:?}");
         }
     }
     if !want("accuracy") && !want("cpu") {

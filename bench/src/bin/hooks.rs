@@ -142,6 +142,8 @@ struct Opts {
     uftrace: bool,
     reader: bool,
     warmup: bool,
+    /// The reader also copies live prefixes this often (`--live MS`).
+    live: Option<Duration>,
 }
 
 fn parse_opts() -> Result<Opts> {
@@ -159,6 +161,7 @@ fn parse_opts() -> Result<Opts> {
         uftrace: true,
         reader: true,
         warmup: true,
+        live: None,
     };
     let mut a = std::env::args().skip(1);
     while let Some(k) = a.next() {
@@ -173,6 +176,7 @@ fn parse_opts() -> Result<Opts> {
             "--no-uftrace" => o.uftrace = false,
             "--no-reader" => o.reader = false,
             "--no-warmup" => o.warmup = false,
+            "--live" => o.live = Some(Duration::from_millis(val()?.parse()?)),
             _ => bail!("unknown argument {k}"),
         }
     }
@@ -266,21 +270,35 @@ fn make_pool(path: &Path, events: u64, concurrent_reader: bool) -> Result<Pool> 
 
 /// A reader thread: takes written sub-buffers while the traced program runs, copies them
 /// out (as `culprit reader` saves them) and gives them back.
-fn reader(pool: &Pool, stop: &AtomicBool) -> Vec<(u64, Vec<u8>)> {
+/// With `live`, it also copies the committed prefix of the sub-buffer the program is
+/// filling every `live` (see `bench::live`), and stitches it to the rest when it takes it.
+fn reader(pool: &Pool, stop: &AtomicBool, live: Option<Duration>) -> Vec<(u64, Vec<u8>)> {
     let c = Consumer::new(pool);
     let mut out = Vec::new();
+    let mut lv = live.map(bench::live::Live::new);
+    let save = |t: bufpool::Taken<'_, '_>,
+                lv: &mut Option<bench::live::Live>,
+                out: &mut Vec<(u64, Vec<u8>)>| {
+        let d = match lv {
+            Some(l) => l.whole(t.info(), t.data()),
+            None => t.data().to_vec(),
+        };
+        out.push((t.info().seq, d));
+        t.release();
+    };
     loop {
         let mut took = false;
         while let Some(t) = c.take() {
-            out.push((t.info().seq, t.data().to_vec()));
-            t.release();
+            save(t, &mut lv, &mut out);
             took = true;
+        }
+        if let Some(l) = &mut lv {
+            l.tick(pool);
         }
         if stop.load(Ordering::Acquire) {
             bufpool::salvage_dead(pool);
             while let Some(t) = c.take() {
-                out.push((t.info().seq, t.data().to_vec()));
-                t.release();
+                save(t, &mut lv, &mut out);
             }
             out.sort_by_key(|b| b.0);
             return out;
@@ -481,7 +499,7 @@ fn run_once(
                         std::thread::sleep(Duration::from_millis(5));
                     }
                 }
-                reader(p, &stop)
+                reader(p, &stop, opts.live)
             })
         });
         let cpu0 = children_cpu_ns();

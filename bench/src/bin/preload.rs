@@ -71,6 +71,8 @@ struct Opts {
     rounds: usize,
     lib: PathBuf,
     quick: bool,
+    /// The reader also copies live prefixes this often (`--live MS`, see `bench::live`).
+    live: Option<Duration>,
 }
 
 fn parse_args() -> Result<Opts> {
@@ -80,6 +82,7 @@ fn parse_args() -> Result<Opts> {
         rounds: 5,
         lib: exe.parent().context("exe dir")?.join("libtrace.so"),
         quick: false,
+        live: None,
     };
     let mut a = std::env::args().skip(1);
     while let Some(x) = a.next() {
@@ -87,6 +90,11 @@ fn parse_args() -> Result<Opts> {
             "--rounds" => o.rounds = a.next().context("--rounds N")?.parse()?,
             "--lib" => o.lib = a.next().context("--lib PATH")?.into(),
             "--quick" => o.quick = true,
+            "--live" => {
+                o.live = Some(Duration::from_millis(
+                    a.next().context("--live MS")?.parse()?,
+                ))
+            }
             "--only" => o.only = Some(a.next().context("--only hot|loop|redis")?),
             _ => bail!("unknown argument {x}"),
         }
@@ -112,7 +120,7 @@ struct Drained {
 }
 
 impl Drained {
-    fn new(tag: &str, count_entries: bool) -> Result<Drained> {
+    fn new(tag: &str, count_entries: bool, live: Option<Duration>) -> Result<Drained> {
         let path = PathBuf::from(format!(
             "/dev/shm/culprit-bench-{}-{tag}.pool",
             std::process::id()
@@ -139,11 +147,19 @@ impl Drained {
         let reader = std::thread::spawn(move || {
             let c = Consumer::new(&p);
             let mut sink = vec![0u8; p.data_size()];
-            let mut take_all = |c: &Consumer| {
+            let mut lv = live.map(bench::live::Live::new);
+            let mut take_all = |c: &Consumer, lv: &mut Option<bench::live::Live>| {
                 let mut any = false;
+                if let Some(l) = lv.as_mut() {
+                    l.tick(&p);
+                }
                 while let Some(t) = c.take() {
                     any = true;
                     let d = t.data();
+                    if let Some(l) = lv.as_mut() {
+                        // What the live copies did not hold is what is left to save.
+                        l.rest_len(t.info(), d);
+                    }
                     sink[..d.len()].copy_from_slice(d);
                     b.fetch_add(d.len() as u64, Ordering::Relaxed);
                     l.fetch_add(t.info().lost_before, Ordering::Relaxed);
@@ -155,10 +171,10 @@ impl Drained {
                 any
             };
             loop {
-                let any = take_all(&c);
+                let any = take_all(&c, &mut lv);
                 if s.load(Ordering::Relaxed) {
                     bufpool::salvage_dead(&p);
-                    take_all(&c);
+                    take_all(&c, &mut lv);
                     break;
                 }
                 if !any {
@@ -310,7 +326,7 @@ fn hot_path(o: &Opts, prog: &Path, stub: &Path) -> Result<()> {
     let (mut tot_bytes, mut tot_lost) = (0u64, 0u64);
     for _ in 0..o.rounds {
         plain.push(pingpong(&[], prog, n, &[("LD_PRELOAD", stub.display().to_string())])?.cpu);
-        let d = Drained::new("hot", false)?;
+        let d = Drained::new("hot", false, o.live)?;
         let env = [
             (
                 "LD_PRELOAD",
@@ -404,7 +420,7 @@ fn real_loop(o: &Opts, prog: &Path) -> Result<()> {
         for c in &cfgs {
             let prefix: Vec<&str> = c.prefix.iter().map(|s| s.as_str()).collect();
             let v = if c.culprit {
-                let d = Drained::new("loop", false)?;
+                let d = Drained::new("loop", false, o.live)?;
                 let env = [
                     ("LD_PRELOAD", o.lib.display().to_string()),
                     (bufpool::POOL_ENV, d.path.display().to_string()),
@@ -570,7 +586,7 @@ fn redis(o: &Opts) -> Result<()> {
                 pc.push(c);
                 continue;
             }
-            let d = Drained::new("redis", true)?;
+            let d = Drained::new("redis", true, o.live)?;
             let (s, g, c) = redis_once(o, Some(&d), requests)?;
             ts.push(s);
             tg.push(g);

@@ -30,6 +30,10 @@ pub struct Args {
     /// Keep a pool created with --create at the end.
     #[arg(long)]
     pub keep_pool: bool,
+    /// How often the readers save what writers committed to sub-buffers they are still
+    /// filling (ns, us, ms, s; `0` or `off` = never: only whole sub-buffers, when handed over).
+    #[arg(long, value_name = "DUR", default_value = "100ms", value_parser = super::record::parse_live_interval)]
+    pub live_interval: std::time::Duration,
 }
 
 /// Runs `culprit reader`.
@@ -48,6 +52,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         pool,
         readers: args.readers,
         keep_running: args.keep_running,
+        live_interval: Some(args.live_interval).filter(|d| !d.is_zero()),
     };
     let rep = reader.run(&mut |r| {
         if let Some(line) = &r.env_line {

@@ -31,6 +31,10 @@ pub struct Args {
     /// Keep the pool file at the end.
     #[arg(long)]
     pub keep_pool: bool,
+    /// How often the readers save what writers committed to sub-buffers they are still
+    /// filling (ns, us, ms, s; `0` or `off` = never: only whole sub-buffers, when handed over).
+    #[arg(long, value_name = "DUR", default_value = "100ms", value_parser = super::record::parse_live_interval)]
+    pub live_interval: std::time::Duration,
     /// The command to run, and its arguments.
     #[arg(
         required = true,
@@ -39,6 +43,14 @@ pub struct Args {
         value_name = "CMD"
     )]
     pub cmd: Vec<OsString>,
+}
+
+/// Parses `--live-interval`: a duration, or `0`/`off` (zero: no live copies).
+pub fn parse_live_interval(s: &str) -> Result<std::time::Duration, String> {
+    match s.trim() {
+        "0" | "off" => Ok(std::time::Duration::ZERO),
+        d => reader::iosample::parse_duration(d),
+    }
 }
 
 /// Checks the `--inject` SPECs; returns the value of the injection variable.
@@ -67,6 +79,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     session.inject_env = inject;
     session.readers = args.readers;
     session.keep_pool = args.keep_pool;
+    session.live_interval = Some(args.live_interval).filter(|d| !d.is_zero());
     // Python processes trace their functions with nothing installed (issue 17).
     session.env = python_hook::record_env(&args.cmd);
     let rec = session.run(&mut |n| eprintln!("culprit: {n}"))?;

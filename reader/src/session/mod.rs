@@ -123,6 +123,9 @@ pub struct Session {
     pub readers: usize,
     /// Keep the pool file at the end even if everything was saved (default false).
     pub keep_pool: bool,
+    /// How often the readers save the committed prefix of sub-buffers writers still fill
+    /// (default [`crate::daemon::DEFAULT_LIVE_INTERVAL`]; `None`: never).
+    pub live_interval: Option<std::time::Duration>,
     /// More environment for the traced command (default none): for one, what lets Python
     /// processes trace their functions with nothing installed (`python_hook::record_env`).
     pub env: Vec<(std::ffi::OsString, std::ffi::OsString)>,
@@ -141,6 +144,7 @@ impl Session {
             inject_env: None,
             readers: 2,
             keep_pool: false,
+            live_interval: Some(crate::daemon::DEFAULT_LIVE_INTERVAL),
             env: Vec::new(),
         }
     }

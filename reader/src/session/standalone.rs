@@ -44,6 +44,9 @@ pub struct Standalone {
     pub readers: usize,
     /// Keep running after every traced process is gone (stop only on a signal).
     pub keep_running: bool,
+    /// How often to save the committed prefix of sub-buffers writers still fill (`None`:
+    /// never); see [`crate::live`].
+    pub live_interval: Option<std::time::Duration>,
 }
 
 /// What a standalone reader says once it is draining.
@@ -96,6 +99,7 @@ impl Standalone {
         let opts = crate::ReaderOptions {
             workers: self.readers.max(1),
             stop_when_unmapped: !self.keep_running,
+            live_interval: self.live_interval,
             ..Default::default()
         };
         let r = crate::run(&pool, &self.out, &opts, crate::signals::stop_flag());

@@ -75,6 +75,7 @@ pub fn record(
     let opts = crate::ReaderOptions {
         workers: s.readers.max(1),
         command,
+        live_interval: s.live_interval,
         ..Default::default()
     };
     let done = AtomicBool::new(false);
