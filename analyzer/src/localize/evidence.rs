@@ -12,12 +12,18 @@
 //!   units learned, 0.75; with 1 900, 0.9995) — and a failure outcome (errno, end of
 //!   stream, short transfer) never seen counts fully, because a call failing in a way it
 //!   never failed is the most direct sign of a fault there is;
-//! - a node **expected and missing**, with probability `p`: `p^U · U / (U + 1)` — the
-//!   chance that `U` normal units all had it, so that a call made by every normal unit
-//!   (`p = 1`) counts fully, and one that a few normal units skipped (`p = 0.98` over 200
-//!   units: 0.02) hardly: normal runs skip it too;
+//! - a node **expected and missing**: `q^n · n / (n + 1)` ([`missing_evidence`]), with `q`
+//!   its probability given its parent over every process model that has the parent, and
+//!   `n` the normal units that reached the parent — the chance that `n` normal units all
+//!   had it, so that a call made by every normal unit counts fully, one that a few normal
+//!   units skipped (`q = 0.98` over 200 units: 0.02) hardly (normal runs skip it too), and
+//!   one that only one process of a group makes, or that follows a branch a handful of
+//!   units took, is backed by those units only;
 //! - a node **seen but rare** (`p` small): `(1 − p) / 2` — rare is not never, and every
 //!   normal run has rare branches (timers, retries), so it weighs half.
+//!
+//! - a call **still blocked when the trace ended** (never seen so): [`END_WEIGHT`] of a
+//!   node never seen — when a system hangs every process waits, far from the fault too.
 //!
 //! The unit's score is `0.8 · max + 0.2 · mean`: the strongest evidence decides, the
 //! paper's mean breaks ties between units with equal evidence (more wrong → higher). It
@@ -29,9 +35,9 @@
 //! paper's score exactly, and the baselines of [`crate::baselines`].
 
 use crate::baselines;
-use crate::model::TreeModel;
+use crate::model::{ModelNode, TreeModel};
 use crate::score::{NodeClass, UnitScore, Verdict};
-use crate::trees::{CallTree, NodeKind, Outcome};
+use crate::trees::{CallTree, NodeKind, Outcome, ROOT};
 
 /// The score a ranking orders units by.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -142,6 +148,52 @@ pub fn node_evidence(
     }
 }
 
+/// A node's probability given its parent, over **every** process model that has the
+/// parent (`p_sum` over the models holding the parent): the paper's `p` is the mean over
+/// the models that hold the node itself, which calls a node that one process of a group
+/// always makes (the node that starts the jobs of a ring) "made by every normal unit" of
+/// the group.
+fn p_given_parent(m: &TreeModel, n: &ModelNode) -> f64 {
+    let holders = if n.parent == ROOT {
+        m.models
+    } else {
+        m.get(n.parent).map_or(m.models, |p| p.models)
+    };
+    (n.p_sum / holders.max(1) as f64).min(1.0)
+}
+
+/// The evidence of a node of model `m` that a unit did not reach although it reached its
+/// parent: `q^n · n / (n + 1)`, with `q` its probability given its parent
+/// ([`p_given_parent`]) and `n` the normal units that reached the parent (the class's
+/// units times the product of the probabilities of the ancestors): a call that follows a
+/// rare branch is backed by the few units that took the branch, not by all the class's.
+pub fn missing_evidence(m: &TreeModel, id: u64) -> f64 {
+    let Some(node) = m.get(id) else {
+        return 0.0;
+    };
+    let q = p_given_parent(m, node);
+    let mut reach = 1.0;
+    let mut up = node.parent;
+    // A model file is input: a parent cycle must not loop forever.
+    for _ in 0..m.nodes.len() {
+        if up == ROOT {
+            break;
+        }
+        let Some(a) = m.get(up) else { break };
+        reach *= p_given_parent(m, a);
+        up = a.parent;
+    }
+    let n = m.units as f64 * reach;
+    q.powf(n) * n / (n + 1.0)
+}
+
+/// How much a piece of evidence that only tells the run **ended** there weighs: a call
+/// still blocked when the trace ended (`select` never returned). When a system hangs, every
+/// process waits at once, on nodes far from the fault as on the faulty one: the wait says
+/// that the run stopped, not where it went wrong — unless nothing else is abnormal, and
+/// then it still ranks first, below a fault with evidence of its own.
+pub const END_WEIGHT: f64 = 0.5;
+
 /// The evidence score of a unit whose paper score is `s` against model `m`.
 pub fn evidence_score(s: &UnitScore, m: &TreeModel) -> f64 {
     if s.verdict != Verdict::Scored {
@@ -150,7 +202,13 @@ pub fn evidence_score(s: &UnitScore, m: &TreeModel) -> f64 {
     let max = s
         .effective
         .iter()
-        .map(|e| node_evidence(e.class, e.p, e.key.kind, e.key.outcome, m.units))
+        .map(|e| match e.class {
+            NodeClass::Missing => missing_evidence(m, e.id),
+            NodeClass::New if e.key.outcome == Outcome::Unfinished => {
+                END_WEIGHT * node_evidence(e.class, e.p, e.key.kind, e.key.outcome, m.units)
+            }
+            _ => node_evidence(e.class, e.p, e.key.kind, e.key.outcome, m.units),
+        })
         .fold(0.0f64, f64::max);
     0.8 * max + 0.2 * s.score
 }
@@ -180,7 +238,7 @@ pub fn rescore(
 mod tests {
     use super::*;
     use crate::score::score_tree;
-    use crate::trees::{NodeKey, ROOT};
+    use crate::trees::NodeKey;
 
     #[test]
     fn names_round_trip_and_unknown_names_are_refused() {
@@ -242,6 +300,70 @@ mod tests {
                 900
             ) < e3
         );
+    }
+
+    #[test]
+    fn a_call_that_one_process_of_a_group_always_makes_is_not_expected_of_the_others() {
+        // Three process models of one group: only the first (the node that starts the
+        // jobs) makes call 1 after call 0, in every unit. The paper's p of call 1 is 1 (the
+        // mean over the models that hold it); given its parent, over every model, 1/3.
+        let mut starter = CallTree::default();
+        let a = starter.add(ROOT, lib(0, Outcome::Ok), 0);
+        starter.add(a, lib(1, Outcome::Ok), 1);
+        let mut other = CallTree::default();
+        other.add(ROOT, lib(0, Outcome::Ok), 0);
+        let mut m = TreeModel::from_trees(std::iter::repeat_n(&starter, 100));
+        for _ in 0..2 {
+            m.merge(&TreeModel::from_trees(std::iter::repeat_n(&other, 100)));
+        }
+        let s = score_tree(&other, &m);
+        let missing = s
+            .effective
+            .iter()
+            .find(|e| e.class == NodeClass::Missing)
+            .unwrap();
+        assert_eq!(missing.p, Some(1.0));
+        assert!(missing_evidence(&m, missing.id) < 1e-9);
+        // Only the paper's mean (a tie-breaker) is left.
+        assert!((evidence_score(&s, &m) - 0.2 * s.score).abs() < 1e-9);
+        // In the starter's own model, its units always make it: full evidence.
+        let own = TreeModel::from_trees(std::iter::repeat_n(&starter, 100));
+        let s = score_tree(&other, &own);
+        assert!(evidence_score(&s, &own) > 0.8);
+    }
+
+    #[test]
+    fn a_missing_call_after_a_rare_branch_is_backed_by_the_units_that_took_it() {
+        // 1 unit in 100 takes branch 0, and then always makes call 1.
+        let mut rare = CallTree::default();
+        let a = rare.add(ROOT, lib(0, Outcome::Ok), 0);
+        rare.add(a, lib(1, Outcome::Ok), 1);
+        let mut plain = CallTree::default();
+        plain.add(ROOT, lib(2, Outcome::Ok), 0);
+        let trees: Vec<&CallTree> = std::iter::once(&rare)
+            .chain(std::iter::repeat_n(&plain, 99))
+            .collect();
+        let m = TreeModel::from_trees(trees);
+        let mut t = CallTree::default();
+        t.add(ROOT, lib(0, Outcome::Ok), 0);
+        let s = score_tree(&t, &m);
+        let id = s
+            .effective
+            .iter()
+            .find(|e| e.class == NodeClass::Missing && e.key.site == 1)
+            .unwrap()
+            .id;
+        // Backed by 1 unit: 1/2, not 100/101.
+        assert!((missing_evidence(&m, id) - 0.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_wait_cut_by_the_end_of_the_trace_weighs_less_than_a_failure() {
+        let (hung, m) = wide(10, 300, Outcome::Unfinished);
+        let (failed, _) = wide(10, 300, Outcome::Errno(104));
+        let h = evidence_score(&score_tree(&hung, &m), &m);
+        let f = evidence_score(&score_tree(&failed, &m), &m);
+        assert!(h < 0.5 && f > 0.8, "{h} {f}");
     }
 
     #[test]
