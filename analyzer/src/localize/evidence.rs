@@ -1,4 +1,4 @@
-//! Which score ranks the units, and the **evidence** score that is the default.
+//! Which score ranks the units, and the **evidence** score, the default.
 //!
 //! The paper's score (§3.1, [`crate::score`]) is the *mean* of `Δ` over a unit's effective
 //! nodes. On a framework-heavy program a handler unit has hundreds of nodes that match
@@ -43,14 +43,12 @@ use crate::trees::{CallTree, NodeKind, Outcome, ROOT};
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum ScoreKind {
     /// The strongest evidence in the unit (this module), with consequences filed under
-    /// their root ([`crate::consequence`]). Best on the fault suite of third-party systems
-    /// (`bench/localize/`), but not yet the default: on the bundled rings a hang's
-    /// `select` that never returned, or a normal run's unit missing a call seen in every
-    /// learned unit, can tie with or outrank the fault (`bench/results/localize.md`).
-    Evidence,
-    /// The paper's score exactly (§3.1: the mean of `Δ` over the effective nodes). The
-    /// default.
+    /// their root ([`crate::consequence`]). The default: best on the fault suite of
+    /// third-party systems (`bench/localize/`, `bench/results/localize.md`), and it finds
+    /// the fault first on the bundled rings.
     #[default]
+    Evidence,
+    /// The paper's score exactly (§3.1: the mean of `Δ` over the effective nodes).
     Paper,
     /// Baseline: the rarest node of the unit (`1 − min p`; a node never seen: 1).
     Rarest,
