@@ -22,6 +22,9 @@
 //! - a node **seen but rare** (`p` small): `(1 − p) / 2` — rare is not never, and every
 //!   normal run has rare branches (timers, retries), so it weighs half.
 //!
+//! - a call never seen with one of non-blocking I/O's ordinary answers (`EAGAIN`, `EINTR`,
+//!   `EINPROGRESS`: [`is_timing`]): [`TIMING_WEIGHT`] of a node never seen — timing, not a
+//!   fault;
 //! - a call **still blocked when the trace ended** (never seen so): [`END_WEIGHT`] of a
 //!   node never seen — when a system hangs every process waits, far from the fault too.
 //!
@@ -128,6 +131,20 @@ pub fn is_failure(o: Outcome) -> bool {
     matches!(o, Outcome::Errno(_) | Outcome::Eof | Outcome::Short)
 }
 
+/// Is this outcome one of non-blocking I/O's ordinary answers — "would block" (`EAGAIN`),
+/// "interrupted" (`EINTR`), "connection under way" (`EINPROGRESS`, `EALREADY`)? Whether a
+/// non-blocking call meets one depends on timing (was the peer's data there yet?), not on
+/// what the program did: the caller retries.
+pub fn is_timing(o: Outcome) -> bool {
+    // Linux errno values: EINTR 4, EAGAIN (= EWOULDBLOCK) 11, EALREADY 114, EINPROGRESS 115.
+    matches!(o, Outcome::Errno(4 | 11 | 114 | 115))
+}
+
+/// How much a call never seen with a **timing** outcome ([`is_timing`]) weighs, relative to
+/// a call never seen: a loaded machine or a slow peer makes a `recv` meet `EAGAIN` where it
+/// never did in normal runs, with nothing wrong.
+pub const TIMING_WEIGHT: f64 = 0.5;
+
 /// The evidence of one effective node of a unit scored against a model learned from
 /// `units` units (see the module's documentation).
 pub fn node_evidence(
@@ -139,6 +156,7 @@ pub fn node_evidence(
 ) -> f64 {
     let b = backing(units);
     match class {
+        NodeClass::New if is_timing(outcome) => TIMING_WEIGHT * b,
         NodeClass::New if kind == NodeKind::Lib && is_failure(outcome) => 1.0,
         NodeClass::New => b,
         NodeClass::Missing => p.unwrap_or(0.0).powf(units as f64) * b,
@@ -362,6 +380,15 @@ mod tests {
         let h = evidence_score(&score_tree(&hung, &m), &m);
         let f = evidence_score(&score_tree(&failed, &m), &m);
         assert!(h < 0.5 && f > 0.8, "{h} {f}");
+    }
+
+    #[test]
+    fn a_call_that_would_have_blocked_is_timing_not_a_failure() {
+        let (eagain, m) = wide(10, 300, Outcome::Errno(11));
+        let (reset, _) = wide(10, 300, Outcome::Errno(104));
+        let a = evidence_score(&score_tree(&eagain, &m), &m);
+        let r = evidence_score(&score_tree(&reset, &m), &m);
+        assert!(a < 0.5 && r > 0.8, "{a} {r}");
     }
 
     #[test]
