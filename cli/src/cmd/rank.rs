@@ -15,7 +15,8 @@ use std::process::ExitCode;
     Each unit is compared with its model. The default score (evidence) is led by the unit's\n\
     strongest piece of evidence: a call never seen in the U normal units of its class\n\
     (U/(U+1); a failure never seen: 1), a call that every normal unit reaching its caller\n\
-    made missing, a rare call; a call still blocked when the trace ended weighs half. The\n\
+    made missing, a rare call; a call still blocked when the trace ended, or failing with\n\
+    EAGAIN/EINTR/EINPROGRESS (timing, not a fault), weighs half. The\n\
     consequences of an anomaly (later anomalies of its process, work on connections made\n\
     after it, the peers at the other end of its connections) are ranked right after it\n\
     and name it (caused_by). --score paper is §3.1 of\n\
