@@ -154,10 +154,10 @@ def main():
         for n in normals:
             record(a, system, n)
         model = os.path.join(d, "model.cpm")
-        if not (a.reuse and os.path.exists(model)):
-            rc, _ = sh([a.culprit, "learn", *normals, "-o", model], 600, model + ".log")
-            if rc != 0:
-                sys.exit(f"run: culprit learn failed for {system} (see {model}.log)")
+        # Learned again even with --reuse: the model file belongs to the binary that ranks.
+        rc, _ = sh([a.culprit, "learn", *normals, "-o", model], 600, model + ".log")
+        if rc != 0:
+            sys.exit(f"run: culprit learn failed for {system} (see {model}.log)")
         trials = [("control", "none", None)] + FAULTS[system]
         for name, kind, spec in trials:
             trial = os.path.join(d, name)

@@ -15,9 +15,9 @@
 //!    is on a connection whose first unit started after the root began (a reconnect, a new
 //!    client retrying), is a consequence of the root.
 //! 3. **Consequences across processes.** Two processes' incidents are one when a unit of
-//!    one (root or consequence) is on the same TCP connection as a unit of the other — the
-//!    local and peer addresses of one are the peer and local addresses of the other — that
-//!    started no later, or when a [`CauseSource`] (message matching: *this unit received
+//!    one (root or consequence) is on a TCP connection to the other — its peer address is
+//!    a local address of a unit of the other: the same connection seen from both ends, or
+//!    the listening address of the process that accepted it —, or when a [`CauseSource`] (message matching: *this unit received
 //!    what that unit sent*) says a unit of one received from a unit of the other. The
 //!    incident whose root is earlier takes the other: its root, and everything under it,
 //!    becomes a consequence of the earlier root. A process with no root of its own files
@@ -153,11 +153,19 @@ pub(crate) fn file_consequences(
             }
         }
     }
+    // The processes with a root, by the local addresses of their connections: a
+    // connection's peer address is the local address of the process at its other end
+    // (the listening address of the one that accepted it), even where the other end's own
+    // record of the connection is missing or its ports were not recorded alike.
+    let mut by_local: FxMap<&str, Vec<usize>> = FxMap::default();
+    for ((l, _), v) in &by_addr {
+        by_local.entry(l).or_default().extend(v);
+    }
     // 2. Processes that talk to each other: (process with a root, process).
     let mut links: Vec<(usize, usize)> = Vec::new();
     for (c, f) in first.iter().enumerate() {
-        if let (Some((b, _)), (_, Some(l), Some(p))) = (f, &conns[c]) {
-            for &a in by_addr.get(&(p.as_str(), l.as_str())).into_iter().flatten() {
+        if let (Some((b, _)), (_, Some(_), Some(p))) = (f, &conns[c]) {
+            for &a in by_local.get(p.as_str()).into_iter().flatten() {
                 if a != *b {
                     links.push((a, *b));
                 }

@@ -1,4 +1,4 @@
-//! Which score ranks the units, and the **evidence** score that is the default.
+//! Which score ranks the units, and the **evidence** score, the default.
 //!
 //! The paper's score (§3.1, [`crate::score`]) is the *mean* of `Δ` over a unit's effective
 //! nodes. On a framework-heavy program a handler unit has hundreds of nodes that match
@@ -12,12 +12,21 @@
 //!   units learned, 0.75; with 1 900, 0.9995) — and a failure outcome (errno, end of
 //!   stream, short transfer) never seen counts fully, because a call failing in a way it
 //!   never failed is the most direct sign of a fault there is;
-//! - a node **expected and missing**, with probability `p`: `p^U · U / (U + 1)` — the
-//!   chance that `U` normal units all had it, so that a call made by every normal unit
-//!   (`p = 1`) counts fully, and one that a few normal units skipped (`p = 0.98` over 200
-//!   units: 0.02) hardly: normal runs skip it too;
+//! - a node **expected and missing**: `q^n · n / (n + 1)` ([`missing_evidence`]), with `q`
+//!   its probability given its parent over every process model that has the parent, and
+//!   `n` the normal units that reached the parent — the chance that `n` normal units all
+//!   had it, so that a call made by every normal unit counts fully, one that a few normal
+//!   units skipped (`q = 0.98` over 200 units: 0.02) hardly (normal runs skip it too), and
+//!   one that only one process of a group makes, or that follows a branch a handful of
+//!   units took, is backed by those units only;
 //! - a node **seen but rare** (`p` small): `(1 − p) / 2` — rare is not never, and every
 //!   normal run has rare branches (timers, retries), so it weighs half.
+//!
+//! - a call never seen with one of non-blocking I/O's ordinary answers (`EAGAIN`, `EINTR`,
+//!   `EINPROGRESS`: [`is_timing`]): [`TIMING_WEIGHT`] of a node never seen — timing, not a
+//!   fault;
+//! - a call **still blocked when the trace ended** (never seen so): [`END_WEIGHT`] of a
+//!   node never seen — when a system hangs every process waits, far from the fault too.
 //!
 //! The unit's score is `0.8 · max + 0.2 · mean`: the strongest evidence decides, the
 //! paper's mean breaks ties between units with equal evidence (more wrong → higher). It
@@ -29,22 +38,20 @@
 //! paper's score exactly, and the baselines of [`crate::baselines`].
 
 use crate::baselines;
-use crate::model::TreeModel;
+use crate::model::{ModelNode, TreeModel};
 use crate::score::{NodeClass, UnitScore, Verdict};
-use crate::trees::{CallTree, NodeKind, Outcome};
+use crate::trees::{CallTree, NodeKind, Outcome, ROOT};
 
 /// The score a ranking orders units by.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum ScoreKind {
     /// The strongest evidence in the unit (this module), with consequences filed under
-    /// their root ([`crate::consequence`]). Best on the fault suite of third-party systems
-    /// (`bench/localize/`), but not yet the default: on the bundled rings a hang's
-    /// `select` that never returned, or a normal run's unit missing a call seen in every
-    /// learned unit, can tie with or outrank the fault (`bench/results/localize.md`).
-    Evidence,
-    /// The paper's score exactly (§3.1: the mean of `Δ` over the effective nodes). The
-    /// default.
+    /// their root ([`crate::consequence`]). The default: best on the fault suite of
+    /// third-party systems (`bench/localize/`, `bench/results/localize.md`), and it finds
+    /// the fault first on the bundled rings.
     #[default]
+    Evidence,
+    /// The paper's score exactly (§3.1: the mean of `Δ` over the effective nodes).
     Paper,
     /// Baseline: the rarest node of the unit (`1 − min p`; a node never seen: 1).
     Rarest,
@@ -124,6 +131,20 @@ pub fn is_failure(o: Outcome) -> bool {
     matches!(o, Outcome::Errno(_) | Outcome::Eof | Outcome::Short)
 }
 
+/// Is this outcome one of non-blocking I/O's ordinary answers — "would block" (`EAGAIN`),
+/// "interrupted" (`EINTR`), "connection under way" (`EINPROGRESS`, `EALREADY`)? Whether a
+/// non-blocking call meets one depends on timing (was the peer's data there yet?), not on
+/// what the program did: the caller retries.
+pub fn is_timing(o: Outcome) -> bool {
+    // Linux errno values: EINTR 4, EAGAIN (= EWOULDBLOCK) 11, EALREADY 114, EINPROGRESS 115.
+    matches!(o, Outcome::Errno(4 | 11 | 114 | 115))
+}
+
+/// How much a call never seen with a **timing** outcome ([`is_timing`]) weighs, relative to
+/// a call never seen: a loaded machine or a slow peer makes a `recv` meet `EAGAIN` where it
+/// never did in normal runs, with nothing wrong.
+pub const TIMING_WEIGHT: f64 = 0.5;
+
 /// The evidence of one effective node of a unit scored against a model learned from
 /// `units` units (see the module's documentation).
 pub fn node_evidence(
@@ -135,12 +156,59 @@ pub fn node_evidence(
 ) -> f64 {
     let b = backing(units);
     match class {
+        NodeClass::New if is_timing(outcome) => TIMING_WEIGHT * b,
         NodeClass::New if kind == NodeKind::Lib && is_failure(outcome) => 1.0,
         NodeClass::New => b,
         NodeClass::Missing => p.unwrap_or(0.0).powf(units as f64) * b,
         NodeClass::Common => (1.0 - p.unwrap_or(1.0)) / 2.0,
     }
 }
+
+/// A node's probability given its parent, over **every** process model that has the
+/// parent (`p_sum` over the models holding the parent): the paper's `p` is the mean over
+/// the models that hold the node itself, which calls a node that one process of a group
+/// always makes (the node that starts the jobs of a ring) "made by every normal unit" of
+/// the group.
+pub fn p_given_parent(m: &TreeModel, n: &ModelNode) -> f64 {
+    let holders = if n.parent == ROOT {
+        m.models
+    } else {
+        m.get(n.parent).map_or(m.models, |p| p.models)
+    };
+    (n.p_sum / holders.max(1) as f64).min(1.0)
+}
+
+/// The evidence of a node of model `m` that a unit did not reach although it reached its
+/// parent: `q^n · n / (n + 1)`, with `q` its probability given its parent
+/// ([`p_given_parent`]) and `n` the normal units that reached the parent (the class's
+/// units times the product of the probabilities of the ancestors): a call that follows a
+/// rare branch is backed by the few units that took the branch, not by all the class's.
+pub fn missing_evidence(m: &TreeModel, id: u64) -> f64 {
+    let Some(node) = m.get(id) else {
+        return 0.0;
+    };
+    let q = p_given_parent(m, node);
+    let mut reach = 1.0;
+    let mut up = node.parent;
+    // A model file is input: a parent cycle must not loop forever.
+    for _ in 0..m.nodes.len() {
+        if up == ROOT {
+            break;
+        }
+        let Some(a) = m.get(up) else { break };
+        reach *= p_given_parent(m, a);
+        up = a.parent;
+    }
+    let n = m.units as f64 * reach;
+    q.powf(n) * n / (n + 1.0)
+}
+
+/// How much a piece of evidence that only tells the run **ended** there weighs: a call
+/// still blocked when the trace ended (`select` never returned). When a system hangs, every
+/// process waits at once, on nodes far from the fault as on the faulty one: the wait says
+/// that the run stopped, not where it went wrong — unless nothing else is abnormal, and
+/// then it still ranks first, below a fault with evidence of its own.
+pub const END_WEIGHT: f64 = 0.5;
 
 /// The evidence score of a unit whose paper score is `s` against model `m`.
 pub fn evidence_score(s: &UnitScore, m: &TreeModel) -> f64 {
@@ -150,7 +218,13 @@ pub fn evidence_score(s: &UnitScore, m: &TreeModel) -> f64 {
     let max = s
         .effective
         .iter()
-        .map(|e| node_evidence(e.class, e.p, e.key.kind, e.key.outcome, m.units))
+        .map(|e| match e.class {
+            NodeClass::Missing => missing_evidence(m, e.id),
+            NodeClass::New if e.key.outcome == Outcome::Unfinished => {
+                END_WEIGHT * node_evidence(e.class, e.p, e.key.kind, e.key.outcome, m.units)
+            }
+            _ => node_evidence(e.class, e.p, e.key.kind, e.key.outcome, m.units),
+        })
         .fold(0.0f64, f64::max);
     0.8 * max + 0.2 * s.score
 }
@@ -180,7 +254,7 @@ pub fn rescore(
 mod tests {
     use super::*;
     use crate::score::score_tree;
-    use crate::trees::{NodeKey, ROOT};
+    use crate::trees::NodeKey;
 
     #[test]
     fn names_round_trip_and_unknown_names_are_refused() {
@@ -242,6 +316,83 @@ mod tests {
                 900
             ) < e3
         );
+    }
+
+    /// A unit that makes call `n` only.
+    fn calls(n: u64) -> CallTree {
+        let mut t = CallTree::default();
+        t.add(ROOT, lib(n, Outcome::Ok), 0);
+        t
+    }
+
+    /// A unit that makes call 0, and call 1 under it.
+    fn calls_1_after_0() -> CallTree {
+        let mut t = CallTree::default();
+        let a = t.add(ROOT, lib(0, Outcome::Ok), 0);
+        t.add(a, lib(1, Outcome::Ok), 1);
+        t
+    }
+
+    #[test]
+    fn a_call_that_one_process_of_a_group_always_makes_is_not_expected_of_the_others() {
+        // Three process models of one group: only the first (the node that starts the
+        // jobs) makes call 1 after call 0, in every unit. The paper's p of call 1 is 1 (the
+        // mean over the models that hold it); given its parent, over every model, 1/3.
+        let (starter, other) = (calls_1_after_0(), calls(0));
+        let mut m = TreeModel::from_trees(std::iter::repeat_n(&starter, 100));
+        for _ in 0..2 {
+            m.merge(&TreeModel::from_trees(std::iter::repeat_n(&other, 100)));
+        }
+        let s = score_tree(&other, &m);
+        let missing = s
+            .effective
+            .iter()
+            .find(|e| e.class == NodeClass::Missing)
+            .unwrap();
+        assert_eq!(missing.p, Some(1.0));
+        assert!(missing_evidence(&m, missing.id) < 1e-9);
+        // Only the paper's mean (a tie-breaker) is left.
+        assert!((evidence_score(&s, &m) - 0.2 * s.score).abs() < 1e-9);
+        // In the starter's own model, its units always make it: full evidence.
+        let own = TreeModel::from_trees(std::iter::repeat_n(&starter, 100));
+        let s = score_tree(&other, &own);
+        assert!(evidence_score(&s, &own) > 0.8);
+    }
+
+    #[test]
+    fn a_missing_call_after_a_rare_branch_is_backed_by_the_units_that_took_it() {
+        // 1 unit in 100 takes branch 0, and then always makes call 1.
+        let (rare, plain) = (calls_1_after_0(), calls(2));
+        let trees: Vec<&CallTree> = std::iter::once(&rare)
+            .chain(std::iter::repeat_n(&plain, 99))
+            .collect();
+        let m = TreeModel::from_trees(trees);
+        let s = score_tree(&calls(0), &m);
+        let id = s
+            .effective
+            .iter()
+            .find(|e| e.class == NodeClass::Missing && e.key.site == 1)
+            .unwrap()
+            .id;
+        // Backed by 1 unit: 1/2, not 100/101.
+        assert!((missing_evidence(&m, id) - 0.5).abs() < 1e-9);
+    }
+
+    /// The evidence score of a unit of 10 normal calls and one with `outcome`, against 300
+    /// normal units.
+    fn one_extra(outcome: Outcome) -> f64 {
+        let (t, m) = wide(10, 300, outcome);
+        evidence_score(&score_tree(&t, &m), &m)
+    }
+
+    #[test]
+    fn a_wait_cut_by_the_end_of_the_trace_or_a_would_block_weighs_less_than_a_failure() {
+        let failed = one_extra(Outcome::Errno(104));
+        // Still blocked when the trace ended; EAGAIN (timing), EINPROGRESS.
+        for o in [Outcome::Unfinished, Outcome::Errno(11), Outcome::Errno(115)] {
+            let e = one_extra(o);
+            assert!(e < 0.5 && failed > 0.8, "{o:?}: {e} vs {failed}");
+        }
     }
 
     #[test]

@@ -12,15 +12,17 @@ use std::process::ExitCode;
     culprit rank --model ring.model faulty --top 10\n  \
     culprit rank --model ring.model faulty --json | jq '.[0]'\n  \
     culprit rank --model ring.model faulty --html report.html\n\n\
-    Each unit is compared with its model. The default score (paper) is §3.1 of Maruyama &\n\
-    Matsuoka, IPDPS'08, exactly: the mean, over the nodes in common and the minimum\n\
-    difference, of 1-p for calls seen, p for expected calls not made, and 1 for calls never\n\
-    seen in normal runs. --score evidence is led by the unit's\n\
+    Each unit is compared with its model. The default score (evidence) is led by the unit's\n\
     strongest piece of evidence: a call never seen in the U normal units of its class\n\
-    (U/(U+1); a failure never seen: 1), a call every normal unit made missing, a rare call;\n\
-    the consequences of an anomaly (later anomalies of its process, work on connections made\n\
-    after it, the peers at the other end of its connections) are ranked right after it and\n\
-    name it (caused_by). Units of processes\n\
+    (U/(U+1); a failure never seen: 1), a call that every normal unit reaching its caller\n\
+    made missing, a rare call; a call still blocked when the trace ended, or failing with\n\
+    EAGAIN/EINTR/EINPROGRESS (timing, not a fault), weighs half. The\n\
+    consequences of an anomaly (later anomalies of its process, work on connections made\n\
+    after it, the peers at the other end of its connections) are ranked right after it\n\
+    and name it (caused_by). --score paper is §3.1 of\n\
+    Maruyama & Matsuoka, IPDPS'08, exactly: the mean, over the nodes in common and the\n\
+    minimum difference, of 1-p for calls seen, p for expected calls not made, and 1 for\n\
+    calls never seen in normal runs. Units of processes\n\
     matching no process group, and units with no model, score 1. `culprit show` prints a\n\
     unit's call tree next to the model.")]
 pub struct Args {
@@ -42,11 +44,11 @@ pub struct Args {
     /// List the faults injected inside each printed unit (ground truth of an experiment).
     #[arg(long)]
     pub mark_injections: bool,
-    /// The score units are ranked by: `paper` (§3.1 exactly: the mean over the effective
-    /// nodes; the default), `evidence` (the strongest single piece of evidence in a unit,
-    /// with consequences filed under their root), or a baseline: `rarest` (the unit's
+    /// The score units are ranked by: `evidence` (the strongest single piece of evidence
+    /// in a unit, with consequences filed under their root; the default), `paper` (§3.1
+    /// exactly: the mean over the effective nodes), or a baseline: `rarest` (the unit's
     /// rarest call), `longest` (the longest unit), `ochiai` (spectrum-based, over nodes).
-    #[arg(long, value_name = "SCORE", default_value = "paper")]
+    #[arg(long, value_name = "SCORE", default_value = "evidence")]
     pub score: analyzer::evidence::ScoreKind,
     /// Do not list under each unit where its messages came from and went (saves the
     /// messages pass over the traces).

@@ -30,8 +30,8 @@ pub struct Args {
     /// with one warning line per file).
     #[arg(long)]
     pub strict: bool,
-    /// The score the unit is shown with, as `culprit rank --score` (default: paper).
-    #[arg(long, value_name = "SCORE", default_value = "paper")]
+    /// The score the unit is shown with, as `culprit rank --score` (default: evidence).
+    #[arg(long, value_name = "SCORE", default_value = "evidence")]
     pub score: analyzer::evidence::ScoreKind,
 }
 
