@@ -384,10 +384,16 @@ impl WriterState {
             if done && !entry.is_empty() {
                 self.append(pool, entry);
             }
-            // Nothing went in (cannot happen: a record is far smaller than a sub-buffer),
-            // so it would only be given back and taken again: stop.
+            // Nothing went in (nothing was to be written; or a pending record larger than
+            // a sub-buffer, which cannot happen): it is given back, and taking it again
+            // would not help: stop.
             let stuck = self.cur == self.start;
             self.publish(pool, FLAG_FLUSH, tsc);
+            if stuck {
+                // Given back, not published: its number is free again (readers read a
+                // gap in a thread's sequence numbers as a missing sub-buffer).
+                self.seq -= 1;
+            }
             if done || stuck {
                 return done;
             }
