@@ -263,6 +263,22 @@ impl Pool {
             what: "stat",
             source,
         })?;
+        if !meta.is_file() {
+            use std::os::unix::fs::FileTypeExt;
+            let ft = meta.file_type();
+            let kind = if ft.is_fifo() {
+                "a FIFO"
+            } else if ft.is_char_device() {
+                "a character device"
+            } else if ft.is_block_device() {
+                "a block device"
+            } else if ft.is_socket() {
+                "a socket"
+            } else {
+                "not a regular file"
+            };
+            return Err(invalid(format!("{kind}, not a pool file")));
+        }
         let len = meta.len();
         if len < HEADER_SIZE as u64 {
             return Err(invalid(format!(

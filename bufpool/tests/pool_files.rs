@@ -138,6 +138,22 @@ fn wrong_geometry_is_refused() {
 }
 
 #[test]
+fn special_files_are_refused_by_their_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    refused(&fifo, "a FIFO, not a pool file");
+    refused(
+        Path::new("/dev/zero"),
+        "a character device, not a pool file",
+    );
+}
+
+#[test]
 fn a_pool_made_before_the_metadata_area_still_opens() {
     // The field was reserved and zero: such a pool has six entry sub-buffers and no
     // metadata area (its writers fall back to the pending store alone).
