@@ -88,6 +88,27 @@ fn check_geometry(n: u32, size: u32) -> Result<(), String> {
     Ok(())
 }
 
+/// What kind of file `ft` is, in words ("a FIFO", "a directory"…), for errors about a
+/// path that is not the regular file a tool expects.
+pub fn file_kind(ft: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if ft.is_dir() {
+        "a directory"
+    } else if ft.is_fifo() {
+        "a FIFO"
+    } else if ft.is_socket() {
+        "a socket"
+    } else if ft.is_char_device() {
+        "a character device"
+    } else if ft.is_block_device() {
+        "a block device"
+    } else if ft.is_symlink() {
+        "a symbolic link"
+    } else {
+        "a regular file"
+    }
+}
+
 /// A mapped pool. Cheap to share between threads (`&Pool`); every mutation goes
 /// through atomics in the mapping.
 pub struct Pool {
@@ -264,19 +285,7 @@ impl Pool {
             source,
         })?;
         if !meta.is_file() {
-            use std::os::unix::fs::FileTypeExt;
-            let ft = meta.file_type();
-            let kind = if ft.is_fifo() {
-                "a FIFO"
-            } else if ft.is_char_device() {
-                "a character device"
-            } else if ft.is_block_device() {
-                "a block device"
-            } else if ft.is_socket() {
-                "a socket"
-            } else {
-                "not a regular file"
-            };
+            let kind = file_kind(meta.file_type());
             return Err(invalid(format!("{kind}, not a pool file")));
         }
         let len = meta.len();
