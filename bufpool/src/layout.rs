@@ -7,6 +7,7 @@
 //! offset 4096              state words: n_subbufs × u64 (see crate::slots), padded to 4 KiB
 //! offset data_offset       n_subbufs sub-buffers of subbuf_size bytes, each:
 //!                            SubBufHeader (64 bytes) | entries (subbuf_size − 64 bytes)
+//!                          the last `meta_subbufs` of them are the metadata area
 //! ```
 
 use bytemuck::{Pod, Zeroable};
@@ -37,7 +38,10 @@ pub const FLAG_FLUSH: u32 = 8;
 /// Sub-buffer flag, in saved records only: a *piece* copied while its writer still
 /// owned the sub-buffer (`crate::live`); more of the same sub-buffer follows in a later
 /// record. Never set in the pool.
-pub const FLAG_LIVE: u32 = 16;
+pub const FLAG_LIVE: u32 = 32;
+/// Sub-buffer flag: taken from the metadata area (`PoolInfo::meta_subbufs`): it holds
+/// metadata records (and possibly a leading `Lost` marker) only.
+pub const FLAG_META_AREA: u32 = 16;
 
 /// TSC calibration taken when the pool was created: two simultaneous readings of the
 /// TSC and the clocks, far enough apart to give the TSC frequency.
@@ -145,8 +149,13 @@ pub struct PoolInfo {
     pub _pad0: u32,
     /// Start time (clock ticks) of the creating process.
     pub creator_start_ticks: u64,
+    /// How many of the `n_subbufs` sub-buffers, the last ones, form the **metadata
+    /// area**: only a writer writing out metadata records may acquire them, and it
+    /// publishes each one at once (see `crate::pending`). 0 in pools made before the
+    /// area existed (they still open: the field was reserved and zero).
+    pub meta_subbufs: u32,
     /// Reserved (0).
-    pub _reserved: [u8; 64],
+    pub _reserved: [u8; 60],
 }
 
 const _: () = assert!(core::mem::size_of::<PoolInfo>() == 256);
@@ -188,6 +197,7 @@ const _: () = assert!(core::mem::offset_of!(PoolShared, published) == 8);
 const _: () = assert!(core::mem::offset_of!(PoolShared, lost_unreported) == 40);
 const _: () = assert!(core::mem::offset_of!(PoolInfo, retry_after) == 56);
 const _: () = assert!(core::mem::offset_of!(PoolInfo, creator_start_ticks) == 184);
+const _: () = assert!(core::mem::offset_of!(PoolInfo, meta_subbufs) == 192);
 const _: () = assert!(core::mem::offset_of!(SubBufHeader, seq) == 16);
 const _: () = assert!(core::mem::offset_of!(SubBufHeader, owner_start_ticks) == 56);
 const _: () = assert!(256 + core::mem::size_of::<PoolShared>() <= HEADER_SIZE);

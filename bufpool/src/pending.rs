@@ -1,17 +1,22 @@
 //! Metadata a writer keeps until a sub-buffer is free: process, thread, memory-map and
 //! code records are never dropped for lack of a sub-buffer.
 //!
-//! When a writer thread must append a metadata record (kinds `0x30..=0x3f`) and no
-//! sub-buffer can be had, [`crate::WriterState`] copies the record into its *pending
-//! store* instead of dropping it, and writes the store out — in order, after the `Lost`
-//! marker — at the start of the next sub-buffer it obtains. Nothing waits while the
+//! When a writer thread must append a metadata record (kinds `0x30..=0x3f`) and no entry
+//! sub-buffer can be had, [`crate::WriterState`] writes it into the pool's **metadata
+//! area** (`Pool::meta_area`: the last `PoolInfo::meta_subbufs` sub-buffers, which entry
+//! writers never acquire) and publishes that sub-buffer at once, so area sub-buffers wait
+//! only for the readers, never for a traced program. A burst of records
+//! (`WriterState::append_meta_later` … `WriterState::write_out_pending`) shares one.
+//! Only when the area has no free sub-buffer either does the writer copy the record into
+//! its *pending store*, and write the store out — in order, after the `Lost` marker — at
+//! the start of the next sub-buffer it obtains (entry or area). Nothing waits while the
 //! program runs; only a thread that exits (or execs) with records still pending tries
 //! again for a bounded time ([`FLUSH_WAIT_MS`] in 1 ms steps) for the readers to free a
-//! sub-buffer; meanwhile entry writers leave free sub-buffers to it (`claim_priority`:
-//! a deadline in the pool header, `meta_priority_until`, that lapses by itself, so a
-//! process killed while waiting holds nothing up). Records that still cannot be written,
-//! or that do not fit the store, are counted in the pool header's `meta_dropped`; they are
-//! never counted as lost entries.
+//! sub-buffer; meanwhile entry writers leave free entry sub-buffers to it
+//! (`claim_priority`: a deadline in the pool header, `meta_priority_until`, that lapses by
+//! itself, so a process killed while waiting holds nothing up). Records that still cannot
+//! be written, or that do not fit the store, are counted in the pool header's
+//! `meta_dropped`; they are never counted as lost entries.
 //!
 //! Layout: the store is a private anonymous mapping of [`CAPACITY`] bytes, made the first
 //! time it is needed (`mmap`, no allocator: this runs inside traced programs, in forked
@@ -19,6 +24,8 @@
 //! `pending_len` in the writer state is how many bytes are used. It belongs to one thread
 //! of one process: no other thread or process ever reads it, so it needs no ordering. A
 //! forked child forgets its copy of the parent's store (those records are the parent's).
+//! The metadata area needs no ordering of its own: its sub-buffers go through the same
+//! state-word transitions as any other (`crate::slots`).
 
 /// Bytes of the pending store: about 400 memory-map records of a typical size; a single
 /// metadata record is at most 4106 bytes.

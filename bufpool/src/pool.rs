@@ -18,6 +18,25 @@ pub const DEFAULT_SUBBUF_SIZE: u32 = 256 * 1024;
 pub const DEFAULT_RETRY_AFTER: u32 = 1024;
 /// Default pool directory.
 pub const DEFAULT_DIR: &str = "/dev/shm";
+/// Most sub-buffers a pool reserves for its metadata area.
+pub const MAX_META_SUBBUFS: u32 = 16;
+
+/// Sub-buffers a pool of `n` entry sub-buffers adds as its metadata area: one per 64,
+/// at least 2 and at most [`MAX_META_SUBBUFS`]. Two, so that one can be written out while
+/// readers drain the other; a metadata burst (a process start: one process record, a
+/// thread record and a few dozen map records, a few KiB) fits one sub-buffer of the
+/// smallest size. They are held only while a writer copies records into them.
+pub const fn meta_area_size(n: u32) -> u32 {
+    let m = n / 64;
+    if m < 2 {
+        2
+    } else if m > MAX_META_SUBBUFS {
+        MAX_META_SUBBUFS
+    } else {
+        m
+    }
+}
+
 /// Environment variable naming the pool file for traced processes.
 pub const POOL_ENV: &str = "CULPRIT_POOL";
 
@@ -25,7 +44,8 @@ pub const POOL_ENV: &str = "CULPRIT_POOL";
 /// retry after 1024 dropped events, 20 ms of TSC calibration.
 #[derive(Clone, Debug)]
 pub struct PoolConfig {
-    /// Number of sub-buffers (1 ..= 1 048 576).
+    /// Number of sub-buffers for entries (1 ..= 1 048 576). The pool adds
+    /// [`meta_area_size`]`(n_subbufs)` more for its metadata area.
     pub n_subbufs: u32,
     /// Size of each sub-buffer, header included: a multiple of 4096, 8 KiB ..= 1 GiB.
     pub subbuf_size: u32,
@@ -68,6 +88,27 @@ fn check_geometry(n: u32, size: u32) -> Result<(), String> {
     Ok(())
 }
 
+/// What kind of file `ft` is, in words ("a FIFO", "a directory"…), for errors about a
+/// path that is not the regular file a tool expects.
+pub fn file_kind(ft: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if ft.is_dir() {
+        "a directory"
+    } else if ft.is_fifo() {
+        "a FIFO"
+    } else if ft.is_socket() {
+        "a socket"
+    } else if ft.is_char_device() {
+        "a character device"
+    } else if ft.is_block_device() {
+        "a block device"
+    } else if ft.is_symlink() {
+        "a symbolic link"
+    } else {
+        "a regular file"
+    }
+}
+
 /// A mapped pool. Cheap to share between threads (`&Pool`); every mutation goes
 /// through atomics in the mapping.
 pub struct Pool {
@@ -103,7 +144,9 @@ impl Pool {
             oo.create_new(true);
         }
         let file = oo.open(&path).map_err(io("create"))?;
-        let size = file_size(cfg.n_subbufs, cfg.subbuf_size);
+        let meta = meta_area_size(cfg.n_subbufs);
+        let total = cfg.n_subbufs + meta;
+        let size = file_size(total, cfg.subbuf_size);
         let map = match Self::size_and_map(&file, size) {
             Ok(m) => m,
             Err((what, source)) => {
@@ -128,10 +171,10 @@ impl Pool {
             magic: [0; 8],
             version: FORMAT_VERSION,
             header_size: HEADER_SIZE as u32,
-            n_subbufs: cfg.n_subbufs,
+            n_subbufs: total,
             subbuf_size: cfg.subbuf_size,
             slots_offset: HEADER_SIZE as u64,
-            data_offset: data_offset(cfg.n_subbufs),
+            data_offset: data_offset(total),
             file_size: size,
             created_unix_ns: c0.1,
             retry_after: cfg.retry_after,
@@ -148,7 +191,8 @@ impl Pool {
             creator_pid: me.pid,
             _pad0: 0,
             creator_start_ticks: sys::proc_stat(me.pid).map_or(0, |s| s.2),
-            _reserved: [0; 64],
+            meta_subbufs: meta,
+            _reserved: [0; 60],
         };
         let pool = Pool {
             map,
@@ -164,7 +208,7 @@ impl Pool {
                 core::mem::size_of::<PoolInfo>(),
             );
         }
-        for i in 0..cfg.n_subbufs as usize {
+        for i in 0..total as usize {
             let h = pool.subbuf_header(i);
             h.magic
                 .store(SUBBUF_MAGIC, core::sync::atomic::Ordering::Relaxed);
@@ -240,6 +284,10 @@ impl Pool {
             what: "stat",
             source,
         })?;
+        if !meta.is_file() {
+            let kind = file_kind(meta.file_type());
+            return Err(invalid(format!("{kind}, not a pool file")));
+        }
         let len = meta.len();
         if len < HEADER_SIZE as u64 {
             return Err(invalid(format!(
@@ -268,7 +316,14 @@ impl Pool {
                 info.version
             )));
         }
-        check_geometry(info.n_subbufs, info.subbuf_size)
+        if info.meta_subbufs > MAX_META_SUBBUFS || info.meta_subbufs >= info.n_subbufs {
+            return Err(invalid(format!(
+                "geometry: a metadata area of {} of {} sub-buffers (at most {MAX_META_SUBBUFS}, \
+                 and fewer than all)",
+                info.meta_subbufs, info.n_subbufs
+            )));
+        }
+        check_geometry(info.n_subbufs - info.meta_subbufs, info.subbuf_size)
             .map_err(|e| invalid(format!("geometry: {e}")))?;
         let want = file_size(info.n_subbufs, info.subbuf_size);
         if info.header_size != HEADER_SIZE as u32
@@ -310,9 +365,19 @@ impl Pool {
         &self.info
     }
 
-    /// Number of sub-buffers.
+    /// Number of sub-buffers, the metadata area included (the number of state words).
     pub fn n_subbufs(&self) -> usize {
         self.info.n_subbufs as usize
+    }
+
+    /// Number of sub-buffers for entries: indices `0..entry_subbufs()`.
+    pub fn entry_subbufs(&self) -> usize {
+        (self.info.n_subbufs - self.info.meta_subbufs) as usize
+    }
+
+    /// The metadata area's sub-buffers (empty in a pool made before it existed).
+    pub fn meta_area(&self) -> core::ops::Range<usize> {
+        self.entry_subbufs()..self.n_subbufs()
     }
 
     /// Size of a sub-buffer's data area.

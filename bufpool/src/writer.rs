@@ -14,7 +14,7 @@
 //! does for it (plus one `Release` fence per sub-buffer, after filling the header).
 
 use crate::format::{encode_fn, encode_lost, encode_ret, Kind, ADDR_MASK, TSC_MASK};
-use crate::layout::{SubBufHeader, FLAG_FLUSH};
+use crate::layout::{SubBufHeader, FLAG_FLUSH, FLAG_META_AREA};
 use crate::pool::Pool;
 use crate::slots::Holder;
 use core::sync::atomic::{AtomicU32, Ordering};
@@ -234,7 +234,7 @@ impl WriterState {
             self.publish(pool, 0, tsc);
         }
         if crate::pending::is_meta(entry) {
-            return self.append_meta_slow(pool, entry, tsc);
+            return self.append_meta_slow(pool, entry, tsc, true);
         }
         if self.skip > 0 {
             self.skip -= 1;
@@ -244,6 +244,11 @@ impl WriterState {
         if crate::pending::metadata_has_priority(pool) || !self.obtain(pool, tsc) {
             self.skip = pool.info().retry_after;
             self.drop_one();
+            if self.pending_len > 0 {
+                // Once per `retry_after` drops: metadata still kept goes to the
+                // metadata area if it has room now.
+                self.write_meta_area(pool, tsc, &[]);
+            }
             return false;
         }
         let room = (self.end as usize) - (self.cur as usize);
@@ -261,22 +266,41 @@ impl WriterState {
         self.lost_total += 1;
     }
 
-    /// Takes a free sub-buffer, fills its header, and writes the `Lost` marker if
-    /// entries were dropped.
+    /// Takes a free entry sub-buffer, fills its header, and writes the `Lost` marker if
+    /// entries were dropped, then what the pending store holds.
     fn obtain(&mut self, pool: &Pool, tsc: u64) -> bool {
         let shared = pool.shared();
-        let n = pool.n_subbufs();
+        let n = pool.entry_subbufs();
         let start = shared.acquire_cursor.load(Ordering::Relaxed) as usize % n;
-        let Some(i) = pool.slots().acquire(start, self.holder()) else {
+        let Some(i) = pool.slots().acquire_in(0..n, start, self.holder()) else {
             shared.acquire_failures.fetch_add(1, Ordering::Relaxed);
             return false;
         };
         shared
             .acquire_cursor
             .store(((i + 1) % n) as u32, Ordering::Relaxed);
+        self.take_slot(pool, i, tsc, 0)
+    }
+
+    /// Takes a free sub-buffer of the metadata area (`Pool::meta_area`) like
+    /// [`WriterState::obtain`]; its header carries [`FLAG_META_AREA`]. The caller writes
+    /// metadata into it and publishes it at once ([`WriterState::write_meta_area`]).
+    fn obtain_meta_area(&mut self, pool: &Pool, tsc: u64) -> bool {
+        let area = pool.meta_area();
+        // Start where this thread's id falls, so that writers spread over the area.
+        let start = self.tid as usize;
+        match pool.slots().acquire_in(area, start, self.holder()) {
+            Some(i) => self.take_slot(pool, i, tsc, FLAG_META_AREA),
+            None => false,
+        }
+    }
+
+    /// Makes the just-acquired sub-buffer `i` the held one: header, `Lost` marker, pending
+    /// metadata.
+    fn take_slot(&mut self, pool: &Pool, i: usize, tsc: u64, flags: u32) -> bool {
         pool.prefault(i);
         let h: &SubBufHeader = pool.subbuf_header(i);
-        h.flags.store(0, Ordering::Relaxed);
+        h.flags.store(flags, Ordering::Relaxed);
         h.pid.store(self.pid, Ordering::Relaxed);
         h.tid.store(self.tid, Ordering::Relaxed);
         h.seq.store(self.seq, Ordering::Relaxed);
@@ -317,21 +341,82 @@ impl WriterState {
     /// failed (counted in the pool's `meta_dropped`).
     #[cold]
     #[inline(never)]
-    fn append_meta_slow(&mut self, pool: &Pool, entry: &[u8], tsc: u64) -> bool {
-        if self.pending_len == 0 && self.obtain(pool, tsc) {
-            let room = (self.end as usize) - (self.cur as usize);
-            if room >= entry.len() {
-                return self.append(pool, entry);
-            }
-        } else if self.pending_len > 0 && !self.holds() && self.obtain(pool, tsc) {
-            // The store was written out first (obtain); if it all went, this record
-            // follows it, in order.
+    fn append_meta_slow(&mut self, pool: &Pool, entry: &[u8], tsc: u64, area: bool) -> bool {
+        // Nothing is held here (`append_slow` published a full sub-buffer). An entry
+        // sub-buffer first: the store is written out into it (obtain), and if it all
+        // went, this record follows, in order.
+        if !self.holds() && self.obtain(pool, tsc) {
             let room = (self.end as usize) - (self.cur as usize);
             if self.pending_len == 0 && room >= entry.len() {
                 return self.append(pool, entry);
             }
         }
+        // Otherwise the metadata area, which entry writers never take.
+        if area && !self.holds() && self.write_meta_area(pool, tsc, entry) {
+            return true;
+        }
         self.keep_pending(pool, entry)
+    }
+
+    /// Appends a metadata record that is one of a burst (a process start: process, thread,
+    /// clock, map and filter records): like [`WriterState::append`], except that with no
+    /// sub-buffer to be had the record is kept pending without trying the metadata area.
+    /// The burst ends with [`WriterState::write_out_pending`], so it takes one sub-buffer
+    /// of the area, not one per record.
+    pub fn append_meta_later(&mut self, pool: &Pool, entry: &[u8]) -> bool {
+        let room = (self.end as usize).wrapping_sub(self.cur as usize);
+        if (room >= entry.len() && !self.cur.is_null())
+            || self.pid == 0
+            || !crate::pending::is_meta(entry)
+        {
+            return self.append(pool, entry);
+        }
+        let tsc = (u64::from_le_bytes(entry[..8].try_into().unwrap_or([0; 8])) >> 8) & TSC_MASK;
+        if self.holds() {
+            self.publish(pool, 0, tsc);
+        }
+        self.append_meta_slow(pool, entry, tsc, false)
+    }
+
+    /// Ends a burst of [`WriterState::append_meta_later`]: with no sub-buffer held, what
+    /// the pending store holds goes to the metadata area now (if it has room; otherwise
+    /// it stays pending for the next sub-buffer this thread gets, or its exit).
+    pub fn write_out_pending(&mut self, pool: &Pool) {
+        if self.pending_len > 0 && !self.holds() && self.pid != 0 {
+            self.write_meta_area(pool, crate::sys::rdtsc() & TSC_MASK, &[]);
+        }
+    }
+
+    /// Writes the pending store, then `entry` (a metadata record, or empty for none),
+    /// into sub-buffers of the metadata area, publishing each at once, for as long as the
+    /// area has a free one. Returns true if `entry` was written. Called with nothing held;
+    /// holds nothing after.
+    fn write_meta_area(&mut self, pool: &Pool, tsc: u64, entry: &[u8]) -> bool {
+        loop {
+            if !self.obtain_meta_area(pool, tsc) {
+                return false;
+            }
+            // The Lost marker and as much of the store as fits are in; this record
+            // follows if the store is empty now.
+            let room = (self.end as usize) - (self.cur as usize);
+            let done = self.pending_len == 0 && (entry.is_empty() || room >= entry.len());
+            if done && !entry.is_empty() {
+                self.append(pool, entry);
+            }
+            // Nothing went in (nothing was to be written; or a pending record larger than
+            // a sub-buffer, which cannot happen): it is given back, and taking it again
+            // would not help: stop.
+            let stuck = self.cur == self.start;
+            self.publish(pool, FLAG_FLUSH, tsc);
+            if stuck {
+                // Given back, not published: its number is free again (readers read a
+                // gap in a thread's sequence numbers as a missing sub-buffer).
+                self.seq -= 1;
+            }
+            if done || stuck {
+                return done;
+            }
+        }
     }
 
     /// Copies a metadata record to the end of the pending store.
@@ -393,7 +478,7 @@ impl WriterState {
             if self.holds() {
                 self.publish(pool, flags | FLAG_FLUSH, tsc);
             }
-            if self.obtain(pool, tsc) {
+            if self.obtain(pool, tsc) || self.write_meta_area(pool, tsc, &[]) {
                 continue;
             }
             if waited >= crate::pending::FLUSH_WAIT_MS {
@@ -459,7 +544,12 @@ impl WriterState {
             self.flush_pending(pool, flags);
         }
         let tsc = crate::sys::rdtsc() & TSC_MASK;
-        if !self.holds() && self.lost > 0 && self.pid != 0 && !self.obtain(pool, tsc) {
+        if !self.holds()
+            && self.lost > 0
+            && self.pid != 0
+            && !self.obtain(pool, tsc)
+            && !self.write_meta_area(pool, tsc, &[])
+        {
             pool.shared()
                 .lost_unreported
                 .fetch_add(self.lost, Ordering::Relaxed);

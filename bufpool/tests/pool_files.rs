@@ -48,10 +48,13 @@ fn a_valid_pool_opens_and_its_header_round_trips() {
     let p = valid(dir.path(), "ok");
     let pool = Pool::open(&p).unwrap();
     assert_eq!(pool.info().magic, layout::POOL_MAGIC);
-    assert_eq!(pool.n_subbufs(), 4);
+    // Four entry sub-buffers and a metadata area of two after them.
+    assert_eq!(pool.entry_subbufs(), 4);
+    assert_eq!(pool.meta_area(), 4..6);
+    assert_eq!(pool.n_subbufs(), 6);
     assert_eq!(pool.info().file_size, std::fs::metadata(&p).unwrap().len());
     assert!(pool.info().calib.ticks_per_ns() > 0.0);
-    assert_eq!(pool.slots().census(), [4, 0, 0, 0, 0]);
+    assert_eq!(pool.slots().census(), [6, 0, 0, 0, 0]);
 }
 
 #[test]
@@ -124,6 +127,41 @@ fn wrong_geometry_is_refused() {
     let len = std::fs::metadata(&p).unwrap().len();
     patch(&p, 40, &(len + 8192).to_le_bytes());
     refused(&p, "header offsets disagree");
+    // A metadata area (offset 192) that takes every sub-buffer, or more than allowed.
+    let p = valid(dir.path(), "all-meta");
+    patch(&p, 192, &6u32.to_le_bytes());
+    refused(&p, "metadata area of 6 of 6");
+    let p = valid(dir.path(), "big-meta");
+    patch(&p, 16, &30u32.to_le_bytes());
+    patch(&p, 192, &17u32.to_le_bytes());
+    refused(&p, "metadata area of 17 of 30");
+}
+
+#[test]
+fn special_files_are_refused_by_their_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    refused(&fifo, "a FIFO, not a pool file");
+    refused(
+        Path::new("/dev/zero"),
+        "a character device, not a pool file",
+    );
+}
+
+#[test]
+fn a_pool_made_before_the_metadata_area_still_opens() {
+    // The field was reserved and zero: such a pool has six entry sub-buffers and no
+    // metadata area (its writers fall back to the pending store alone).
+    let dir = tempfile::tempdir().unwrap();
+    let p = valid(dir.path(), "old");
+    patch(&p, 192, &0u32.to_le_bytes());
+    let pool = Pool::open(&p).unwrap();
+    assert_eq!((pool.entry_subbufs(), pool.meta_area().len()), (6, 0));
 }
 
 #[test]

@@ -78,7 +78,7 @@ fn a_reused_pid_does_not_keep_a_dead_writers_sub_buffer() {
     assert_eq!(rep.published, 1, "{rep:?}");
     assert_eq!(
         pool.slots().census(),
-        [2, 1, 1, 0, 0],
+        [2 + pool.meta_area().len(), 1, 1, 0, 0],
         "the live writer keeps its own"
     );
     let c = Consumer::new(&pool);
@@ -226,7 +226,7 @@ fn dead_readers_buffers_are_read_again_or_freed_if_already_released_halfway() {
     assert_eq!(t.slot(), sa);
     assert_eq!(callees(t.data()), vec![0]);
     t.release();
-    assert_eq!(pool.slots().census(), [4, 0, 0, 0, 0]);
+    assert_eq!(pool.slots().census(), [pool.n_subbufs(), 0, 0, 0, 0]);
 }
 
 #[test]
@@ -265,7 +265,7 @@ fn a_dead_writer_that_committed_nothing_frees_its_sub_buffer() {
         .store(0, Ordering::Release);
     let rep = salvage(&pool, other(), &ProcOracle);
     assert_eq!((rep.published, rep.freed), (0, 1));
-    assert_eq!(pool.slots().census(), [2, 0, 0, 0, 0]);
+    assert_eq!(pool.slots().census(), [pool.n_subbufs(), 0, 0, 0, 0]);
     let h = pool.subbuf_info(0);
     assert_eq!(
         (h.pid, h.tid, h.seq, h.bytes_used),
@@ -276,11 +276,12 @@ fn a_dead_writer_that_committed_nothing_frees_its_sub_buffer() {
 
 /// A writer with two sub-buffers and a reader that only comes by now and then: drops
 /// happen, `Lost` markers report them, and recorded + lost = produced exactly —
-/// including drops still pending at the final flush (reported as `lost_unreported`
-/// when no sub-buffer can be had even then).
+/// including drops still pending at the final flush (written into the metadata area
+/// when no entry sub-buffer is free, reported as `lost_unreported` when that area is
+/// full too).
 #[test]
 fn recorded_plus_lost_equals_produced_under_overload() {
-    for starve_at_exit in [false, true] {
+    for (starve_at_exit, area_full) in [(false, false), (true, false), (true, true)] {
         let (_d, pool) = pool(2);
         let (pid, start, tid) = (sys::getpid(), my_start(), sys::gettid());
         let mut w = WriterState::new();
@@ -301,10 +302,18 @@ fn recorded_plus_lost_equals_produced_under_overload() {
             // its Lost marker.
             saved.extend(common::drain(&pool));
         }
+        if area_full {
+            for _ in pool.meta_area() {
+                assert!(pool
+                    .slots()
+                    .acquire_in(pool.meta_area(), 0, pool.holder())
+                    .is_some());
+            }
+        }
         w.flush(&pool, 0);
         saved.extend(common::drain(&pool));
         let unreported = pool.shared().lost_unreported.load(Ordering::Relaxed);
-        assert_eq!(unreported > 0, starve_at_exit);
+        assert_eq!(unreported > 0, area_full);
         let known = [common::Known {
             pid,
             tid,

@@ -91,8 +91,12 @@ impl From<CalibrationJson> for Calibration {
 pub struct PoolGeometry {
     /// Path of the pool file.
     pub path: String,
-    /// Number of sub-buffers.
+    /// Number of sub-buffers for entries (`--subbufs`).
     pub n_subbufs: u32,
+    /// Sub-buffers of the pool's metadata area, besides those (0 in traces of pools
+    /// made before it existed).
+    #[serde(default)]
+    pub meta_subbufs: u32,
     /// Size of a sub-buffer, header included.
     pub subbuf_size: u32,
     /// Events a writer drops before trying again to get a sub-buffer.
@@ -185,7 +189,8 @@ impl Manifest {
             calibration: info.calib.into(),
             pool: PoolGeometry {
                 path: pool.path().display().to_string(),
-                n_subbufs: info.n_subbufs,
+                n_subbufs: info.n_subbufs - info.meta_subbufs,
+                meta_subbufs: info.meta_subbufs,
                 subbuf_size: info.subbuf_size,
                 retry_after: info.retry_after,
                 created_unix_ns: info.created_unix_ns,

@@ -10,31 +10,15 @@
 use crate::error::{io, Error, Result};
 use std::fs::File;
 use std::io::Read;
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 /// The largest `manifest.json` read (a manifest lists every traced process: about half a
 /// kilobyte each, so this is room for some 100 000 processes).
 pub const MAX_MANIFEST_BYTES: u64 = 64 << 20;
 
-/// What kind of file `ft` is, in words.
-pub fn kind_of(ft: std::fs::FileType) -> &'static str {
-    if ft.is_dir() {
-        "a directory"
-    } else if ft.is_fifo() {
-        "a FIFO"
-    } else if ft.is_socket() {
-        "a socket"
-    } else if ft.is_char_device() {
-        "a character device"
-    } else if ft.is_block_device() {
-        "a block device"
-    } else if ft.is_symlink() {
-        "a symbolic link"
-    } else {
-        "a regular file"
-    }
-}
+/// What kind of file `ft` is, in words (one wording for every tool: the pool's own).
+pub use bufpool::pool::file_kind as kind_of;
 
 /// Opens `path` read-only without blocking and checks that it is a regular file.
 pub fn open_regular(path: &Path) -> Result<File> {

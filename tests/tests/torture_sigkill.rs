@@ -30,6 +30,15 @@ const OUT_ENV: &str = "TORTURE_OUT";
 const PAIRS: u64 = 40_000;
 /// Marker in the caller field of the writer's entries.
 const MARK: u64 = 0x7e57_0000;
+/// The pool of every trial: small enough that writers drop under the readers' kills.
+const TINY_POOL: [&str; 6] = [
+    "--subbufs",
+    "8",
+    "--subbuf-size",
+    "8K",
+    "--retry-after",
+    "16",
+];
 
 /// Not a test of its own: the body of the writer process (does nothing otherwise).
 #[test]
@@ -253,23 +262,10 @@ fn trial(kill: Kill, rng: &mut Rng, root: &Path, n: usize) {
                 "exec env -u LD_PRELOAD {} --exact torture_writer_role --test-threads=1",
                 exe.display()
             );
-            let mut rec = culprit_cmd(&[
-                "record",
-                "--subbufs",
-                "8",
-                "--subbuf-size",
-                "8K",
-                "--retry-after",
-                "16",
-                "--pool",
-                s(&pool),
-                "-o",
-                s(&dir),
-                "--",
-                "sh",
-                "-c",
-                &inner,
-            ]);
+            let mut args = vec!["record"];
+            args.extend(TINY_POOL);
+            args.extend(["--pool", s(&pool), "-o", s(&dir), "--", "sh", "-c", &inner]);
+            let mut rec = culprit_cmd(&args);
             rec.env(ROLE_ENV, "writer").env(OUT_ENV, &out);
             let mut rec = rec.spawn().unwrap();
             std::thread::sleep(delay);
@@ -290,28 +286,26 @@ fn trial(kill: Kill, rng: &mut Rng, root: &Path, n: usize) {
         }
         _ => {
             let live = matches!(kill, Kill::LiveReader | Kill::LiveBoth);
-            let (size, every) = if live {
-                ("256K", "1ms")
+            let mut args = vec!["reader", "--create", "--keep-pool"];
+            if live {
+                // Large sub-buffers copied every millisecond: most of what the writer
+                // records reaches the disk as live pieces before the kill.
+                args.extend([
+                    "--live-interval",
+                    "1ms",
+                    "--subbufs",
+                    "8",
+                    "--subbuf-size",
+                    "256K",
+                    "--retry-after",
+                    "16",
+                ]);
             } else {
-                ("8K", "100ms")
-            };
-            let mut c = culprit_cmd(&[
-                "reader",
-                "--create",
-                "--keep-pool",
-                "--live-interval",
-                every,
-                "--subbufs",
-                "8",
-                "--subbuf-size",
-                size,
-                "--retry-after",
-                "16",
-                "--pool",
-                s(&pool),
-                "-o",
-                s(&dir),
-            ]);
+                args.extend(["--live-interval", "100ms"]);
+                args.extend(TINY_POOL);
+            }
+            args.extend(["--pool", s(&pool), "-o", s(&dir)]);
+            let mut c = culprit_cmd(&args);
             let mut r = c.spawn().unwrap();
             assert!(wait_until(Duration::from_secs(10), || pool.exists()));
             std::thread::sleep(Duration::from_millis(50));

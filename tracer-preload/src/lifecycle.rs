@@ -142,7 +142,8 @@ fn start(envp_ptr: *const *const c_char) {
             // Stamp the filter record now (it was encoded before recording started).
             let head = ((bufpool::sys::rdtsc() & TSC_MASK) << 8) | Kind::MetaFilter as u64;
             filter[..8].copy_from_slice(&head.to_le_bytes());
-            record::append(t, pool, &filter[..filter_len]);
+            record::append_later(t, pool, &filter[..filter_len]);
+            record::write_out_meta(t, pool);
         }
     });
 }
@@ -187,6 +188,7 @@ pub fn after_fork_in_child() {
         if record::attach(t, pool, false) {
             record::emit_proc(t, pool, ProcReason::Fork);
             record::emit_thread(t, pool);
+            record::write_out_meta(t, pool);
         }
     });
 }

@@ -47,6 +47,23 @@ pub fn append(t: &mut CulpritThread, pool: &Pool, bytes: &[u8]) -> bool {
     t.w.append(pool, bytes)
 }
 
+/// Appends one metadata record of a burst (process start, fork, `dlopen`): in a full
+/// pool it is kept in the writer until the burst ends with [`write_out_meta`], which
+/// writes the whole burst into one sub-buffer of the pool's metadata area.
+pub fn append_later(t: &mut CulpritThread, pool: &Pool, bytes: &[u8]) -> bool {
+    if t.status != STATUS_ATTACHED && !attach(t, pool, true) {
+        return false;
+    }
+    t.w.append_meta_later(pool, bytes)
+}
+
+/// Ends a burst of [`append_later`] (see `bufpool::WriterState::write_out_pending`).
+pub fn write_out_meta(t: &mut CulpritThread, pool: &Pool) {
+    if t.status == STATUS_ATTACHED {
+        t.w.write_out_pending(pool);
+    }
+}
+
 /// Binds the thread's writer to this process (first event of a thread, or of the
 /// forking thread in a child) and, if `announce`, records the thread start.
 #[cold]
@@ -68,6 +85,7 @@ pub fn attach(t: &mut CulpritThread, pool: &Pool, announce: bool) -> bool {
     crate::lifecycle::watch_thread_exit();
     if announce {
         emit_thread(t, pool);
+        write_out_meta(t, pool);
     }
     true
 }
@@ -80,7 +98,7 @@ pub fn emit_thread(t: &mut CulpritThread, pool: &Pool) {
     m.u32(t.w.tid);
     m.u32(t.w.pid);
     m.bytes(&name[..n]);
-    t.w.append(pool, m.finish());
+    t.w.append_meta_later(pool, m.finish());
 }
 
 /// Records a process record (start, fork or exec) for this process.
@@ -98,7 +116,7 @@ pub fn emit_proc(t: &mut CulpritThread, pool: &Pool, reason: ProcReason) {
     m.u64(ticks);
     m.bytes(&exe[..ne]);
     m.argv(nul_split(&cmd[..nc]));
-    append(t, pool, m.finish());
+    append_later(t, pool, m.finish());
 }
 
 /// Records a TSC / clock sample.
@@ -110,7 +128,7 @@ pub fn emit_clock(t: &mut CulpritThread, pool: &Pool) {
     m.u64(tsc);
     m.u64(real);
     m.u64(mono);
-    append(t, pool, m.finish());
+    append_later(t, pool, m.finish());
 }
 
 /// Records the memory map (executable mappings and each file's first mapping).
@@ -126,7 +144,7 @@ pub fn emit_maps(t: &mut CulpritThread, pool: &Pool) {
         m.u64(l.offset);
         m.u8(l.prot);
         m.bytes(l.path);
-        append(t, pool, m.finish());
+        append_later(t, pool, m.finish());
     });
 }
 

@@ -12,7 +12,9 @@ use std::sync::Arc;
 /// Pool geometry options shared by `culprit record` and `culprit reader --create`.
 #[derive(clap::Args, Clone, Debug)]
 pub struct PoolArgs {
-    /// Number of sub-buffers in the pool (1 to 1048576).
+    /// Number of sub-buffers for entries in the pool (1 to 1048576). The pool adds a
+    /// metadata area of N/64 more (at least 2, at most 16) that only process, thread, map
+    /// and code records use, so they are never dropped for lack of a sub-buffer.
     #[arg(long, value_name = "N", default_value_t = bufpool::pool::DEFAULT_SUBBUFS,
           value_parser = clap::value_parser!(u32).range(1..=1 << 20))]
     pub subbufs: u32,

@@ -29,7 +29,8 @@ pub fn default_out_dir(cmd: &[OsString]) -> PathBuf {
 /// allocated.
 pub fn check_space(path: &Path, cfg: &PoolConfig) -> Result<(), String> {
     use std::os::unix::ffi::OsStrExt;
-    let need = bufpool::layout::file_size(cfg.n_subbufs, cfg.subbuf_size);
+    let total = cfg.n_subbufs + bufpool::pool::meta_area_size(cfg.n_subbufs);
+    let need = bufpool::layout::file_size(total, cfg.subbuf_size);
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),

@@ -13,7 +13,10 @@ use core::ffi::{c_char, c_int, c_void};
 pub unsafe extern "C" fn dlopen(file: *const c_char, mode: c_int, _site: usize) -> *mut c_void {
     let h = real_or_enosys!(DLOPEN, (file, mode), core::ptr::null_mut());
     if !h.is_null() && !file.is_null() {
-        crate::record::with_thread(crate::record::emit_maps);
+        crate::record::with_thread(|t, pool| {
+            crate::record::emit_maps(t, pool);
+            crate::record::write_out_meta(t, pool);
+        });
     }
     h
 }
