@@ -41,17 +41,11 @@ pub struct Args {
 /// Runs `culprit export`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let set = TraceSet::open(&args.dirs)?;
-    let m = messages::analyze(&set)?;
-    let units = if args.no_units {
-        Vec::new()
-    } else {
-        messages::export::units_of(&set)?
-    };
     let format = match args.format {
         Fmt::Perfetto => Format::Perfetto,
         Fmt::Chrome => Format::Chrome,
     };
-    let e = messages::export::export(&set, m, &units, format, &args.output)?;
+    let e = messages::export::export(&set, !args.no_units, format, &args.output)?;
     eprintln!(
         "exported {} slices and {} flows ({:.1} MB) to {}",
         e.slices,
