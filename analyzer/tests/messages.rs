@@ -94,12 +94,12 @@ fn run(ps: Vec<P>) -> Messages {
     m
 }
 
-/// The bounded-memory pass of the export finds the stream flows of the stage: all of them
+/// The bounded-memory pass of the export finds the flows of the stage: all of them
 /// where no entry was lost, a subset (never another flow) where some were.
 fn streamed_flows_agree(set: &TraceSet, m: &Messages) {
     use analyzer::messages::streamed::{stream_flows, CallKey, StreamFlow};
     let mut got = std::collections::BTreeSet::new();
-    stream_flows(set, |f| {
+    stream_flows(set, &std::env::temp_dir(), |f| {
         assert!(got.insert(f), "flow twice: {f:?}");
     })
     .expect("streamed pass");
@@ -115,7 +115,6 @@ fn streamed_flows_agree(set: &TraceSet, m: &Messages) {
     let want: std::collections::BTreeSet<StreamFlow> = m
         .conns
         .iter()
-        .filter(|c| c.kind != ConnKind::Datagram)
         .flat_map(|c| c.flows())
         .map(|f| StreamFlow {
             send: key(f.send),
@@ -582,6 +581,12 @@ fn units_know_where_their_bytes_came_from_and_went() {
         span("idle", 20, 1_000_000, 1_100_000),
     ];
     let l = links::unit_links(&m, &units);
+    // What `culprit rank` computes for the units it lists: the same, for those only.
+    let listed = links::unit_links_of(&m, &units, &|i| i < 2);
+    assert_eq!(listed.len(), 2, "{listed:?}");
+    for id in ["req", "handler"] {
+        assert_eq!(listed[id], l[id], "{id}");
+    }
     assert_eq!(l["handler"].received_from[0].unit.as_deref(), Some("req"));
     assert_eq!(l["handler"].received_from[0].bytes, 100);
     assert_eq!(l["handler"].sent_to[0].unit.as_deref(), Some("reply"));

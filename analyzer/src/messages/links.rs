@@ -92,59 +92,70 @@ impl<'a> UnitIndex<'a> {
     pub fn unit_of(&self, m: &Messages, r: OpRef) -> Option<usize> {
         let p = &m.procs[r.proc as usize];
         let o = &p.ops[r.idx as usize];
-        let v = self.by_thread.get(&(p.host.as_str(), p.pid, o.tid))?;
-        let k = v.partition_point(|&i| self.units[i].tsc_start <= o.start);
+        self.unit_at(&p.host, p.pid, o.tid, o.start)
+    }
+
+    /// The unit of thread `tid` of process `pid` on `host` running at TSC `tsc`.
+    pub fn unit_at(&self, host: &str, pid: u32, tid: u32, tsc: u64) -> Option<usize> {
+        let v = self.by_thread.get(&(host, pid, tid))?;
+        let k = v.partition_point(|&i| self.units[i].tsc_start <= tsc);
         let i = *v.get(k.checked_sub(1)?)?;
-        (o.start <= self.units[i].tsc_end).then_some(i)
+        (tsc <= self.units[i].tsc_end).then_some(i)
     }
 }
 
 /// Every unit's sources and destinations, by unit id (units with none are left out).
 pub fn unit_links(m: &Messages, units: &[UnitSpan]) -> BTreeMap<String, UnitLinks> {
+    unit_links_of(m, units, &|_| true)
+}
+
+/// The sources and destinations of the units `wanted` says yes to (by index in `units`),
+/// by unit id: what `culprit rank` prints under the units it lists. The other end is named
+/// by its unit among all of `units`; names are made once per (unit, peer), not per flow.
+pub fn unit_links_of(
+    m: &Messages,
+    units: &[UnitSpan],
+    wanted: &dyn Fn(usize) -> bool,
+) -> BTreeMap<String, UnitLinks> {
     let idx = UnitIndex::new(units);
-    type Acc = BTreeMap<(String, Option<String>), (u64, u64)>;
-    let mut recv: FxMap<usize, Acc> = FxMap::default();
-    let mut sent: FxMap<usize, Acc> = FxMap::default();
+    // (unit, peer process, peer unit) → (bytes, flows), each way.
+    type Acc = FxMap<(usize, u32, Option<usize>), (u64, u64)>;
+    let (mut recv, mut sent): (Acc, Acc) = Default::default();
     for f in m.flows() {
         let su = idx.unit_of(m, f.send);
         let ru = idx.unit_of(m, f.recv);
-        let sp = m.procs[f.send.proc as usize].name();
-        let rp = m.procs[f.recv.proc as usize].name();
-        if let Some(r) = ru {
-            let e = recv
-                .entry(r)
-                .or_default()
-                .entry((sp.clone(), su.map(|s| units[s].id.clone())))
-                .or_default();
+        if let Some(r) = ru.filter(|&r| wanted(r)) {
+            let e = recv.entry((r, f.send.proc, su)).or_default();
             e.0 += f.bytes;
             e.1 += 1;
         }
-        if let Some(s) = su {
-            let e = sent
-                .entry(s)
-                .or_default()
-                .entry((rp, ru.map(|r| units[r].id.clone())))
-                .or_default();
+        if let Some(s) = su.filter(|&s| wanted(s)) {
+            let e = sent.entry((s, f.recv.proc, ru)).or_default();
             e.0 += f.bytes;
             e.1 += 1;
         }
     }
-    let list = |a: Acc| {
-        a.into_iter()
-            .map(|((process, unit), (bytes, messages))| UnitPeer {
-                process,
-                unit,
+    let mut out: BTreeMap<String, UnitLinks> = BTreeMap::new();
+    for (received, acc) in [(true, recv), (false, sent)] {
+        for ((u, p, pu), (bytes, messages)) in acc {
+            let peer = UnitPeer {
+                process: m.procs[p as usize].name(),
+                unit: pu.map(|x| units[x].id.clone()),
                 bytes,
                 messages,
-            })
-            .collect::<Vec<_>>()
-    };
-    let mut out: BTreeMap<String, UnitLinks> = BTreeMap::new();
-    for (u, a) in recv {
-        out.entry(units[u].id.clone()).or_default().received_from = list(a);
+            };
+            let l = out.entry(units[u].id.clone()).or_default();
+            if received {
+                l.received_from.push(peer);
+            } else {
+                l.sent_to.push(peer);
+            }
+        }
     }
-    for (u, a) in sent {
-        out.entry(units[u].id.clone()).or_default().sent_to = list(a);
+    for l in out.values_mut() {
+        for v in [&mut l.received_from, &mut l.sent_to] {
+            v.sort_by(|a, b| (&a.process, &a.unit).cmp(&(&b.process, &b.unit)));
+        }
     }
     out
 }

@@ -1,9 +1,10 @@
 //! The stream matching of [`super::stream`] in **bounded memory**, for `culprit export`: the
 //! flows of a trace set of any size, holding state per open connection, not per call.
 //!
-//! Every thread is decoded on a thread of its own ([`super::ops::stream_thread`], batches
-//! of [`BATCH`] ops through a channel of two batches), and the threads of all processes
-//! are merged by wall-clock time (then process, TSC, thread). The merged ops replay the
+//! Every thread is decoded first ([`super::ops::stream_thread`], threads in parallel on the
+//! pool) to an unnamed temporary file of its ops (the calls that set up, use or end a
+//! socket, forks and gaps; ~55 bytes each), then the threads of all processes are merged
+//! by wall-clock time (then process, TSC, thread), each file read through a 32 KiB buffer. The merged ops replay the
 //! descriptor tables as [`super::sockets`] does (a forked child starts with its parent's
 //! table as it was when the child's first op or the parent's `fork` came, whichever is
 //! first), pair the ends of each stream by [`super::sockets::pair_key`] as they are set
@@ -13,8 +14,8 @@
 //! have come, and a receive's range until the sends — so a queue holds the bytes in flight
 //! (in calls), and what arrived before the connection was paired.
 //!
-//! State: per socket ever seen, its addresses and counters (~100 bytes); per connection,
-//! the calls in flight; per thread, three batches; the flow ends, spilled in sorted runs
+//! State: per socket ever seen, its addresses and counters (~150 bytes); per connection,
+//! the calls in flight; per thread, a read buffer; the flow ends, spilled in sorted runs
 //! of [`RUN`] to an unnamed temporary file (each run read back through a 32 KiB buffer by
 //! [`FlowEnds`]). Nothing grows with the number of calls but the count of runs.
 //!
@@ -25,8 +26,10 @@
 //!   stage may resynchronize at the end of the stream, which needs the whole stream;
 //! - an end that is not paired within [`PAIR_WINDOW_NS`] of its setup (its peer is
 //!   untraced, or on a host whose clock is that far off) draws none;
-//! - datagrams draw none (their matching looks at every candidate sender: see
-//!   [`super::datagram`]).
+//! - datagrams are matched as [`super::datagram`] does, receive by receive in time order
+//!   (the batch stage takes each receiving socket in turn), once the merge is
+//!   [`DGRAM_SLACK_NS`] past the receive; a datagram waits for its receive at most
+//!   [`PAIR_WINDOW_NS`].
 
 use super::ops::{self, Op, OpAddrs, OpKind, NO_RET};
 use super::slices::{FlowLookup, ProcNames};
@@ -44,6 +47,9 @@ use std::path::Path;
 pub const BATCH: usize = 1024;
 /// An end set up this long (trace time) without its other end is given up.
 pub const PAIR_WINDOW_NS: i64 = 10_000_000_000;
+/// A datagram receive is matched once the merge is this far past its end (a send that
+/// began before the receive ended but ended later comes by then).
+pub const DGRAM_SLACK_NS: i64 = 1_000_000_000;
 /// Flow ends per sorted run (32 bytes each in memory, 25 on disk).
 pub const RUN: usize = 1 << 18;
 
@@ -79,6 +85,8 @@ struct Range {
 }
 
 struct Sock {
+    /// The process that made it.
+    proc: u32,
     origin: Origin,
     stream: bool,
     local: Option<Addr>,
@@ -93,11 +101,14 @@ struct Sock {
     /// Offsets unknown (a gap, no setup, never paired): no flow through it.
     broken: bool,
     closed: bool,
+    /// A datagram sender's datagrams not yet received: (send, size, start ns, taken).
+    dgrams: VecDeque<(CallKey, u64, i64, bool)>,
 }
 
 impl Sock {
-    fn new(origin: Origin, now: i64) -> Sock {
+    fn new(proc: u32, origin: Origin, now: i64) -> Sock {
         Sock {
+            proc,
             origin,
             stream: true,
             local: None,
@@ -111,6 +122,7 @@ impl Sock {
             inn: VecDeque::new(),
             broken: origin == Origin::Unknown,
             closed: false,
+            dgrams: VecDeque::new(),
         }
     }
 
@@ -135,6 +147,10 @@ struct Matcher<'s, F> {
     socks: Vec<Sock>,
     /// Ends waiting for their other end: key → (connecting, accepted).
     waiting: FxMap<String, (VecDeque<u32>, VecDeque<u32>)>,
+    /// Connected datagram senders by their peer's port.
+    senders: FxMap<u16, Vec<u32>>,
+    /// Datagram receives not matched yet, by end: (end ns, socket, process, call, size).
+    recvs: VecDeque<(i64, u32, usize, CallKey, u64)>,
     on_flow: F,
 }
 
@@ -165,7 +181,7 @@ impl<F: FnMut(StreamFlow)> Matcher<'_, F> {
     }
 
     fn new_sock(&mut self, pi: usize, fd: i32, origin: Origin, now: i64) -> u32 {
-        self.socks.push(Sock::new(origin, now));
+        self.socks.push(Sock::new(pi as u32, origin, now));
         let s = (self.socks.len() - 1) as u32;
         if let Some(old) = self.procs[pi].fds.insert(fd, s) {
             self.unref(old);
@@ -281,6 +297,93 @@ impl<F: FnMut(StreamFlow)> Matcher<'_, F> {
         }
     }
 
+    /// A datagram sent or received on `s` (see [`super::datagram`] for the rule): a send
+    /// waits in its socket (at most [`PAIR_WINDOW_NS`]); a receive waits until every send
+    /// that began before it ended has come ([`DGRAM_SLACK_NS`]), then takes the earliest
+    /// datagram of its size from the one candidate sender that has one.
+    #[allow(clippy::too_many_arguments)]
+    fn datagram(
+        &mut self,
+        s: u32,
+        pi: usize,
+        call: CallKey,
+        n: u64,
+        send: bool,
+        calib: &bufpool::Calibration,
+        now: i64,
+    ) {
+        if send {
+            let so = &mut self.socks[s as usize];
+            if so.peer.is_none() {
+                return;
+            }
+            let start = calib.tsc_to_unix_ns(call.start) as i64;
+            so.dgrams.push_back((call, n, start, false));
+            while so
+                .dgrams
+                .front()
+                .is_some_and(|d| d.3 || now.saturating_sub(d.2) > PAIR_WINDOW_NS)
+            {
+                so.dgrams.pop_front();
+            }
+        } else {
+            self.recvs.push_back((now, s, pi, call, n));
+        }
+    }
+
+    /// Matches the datagram receives that ended [`DGRAM_SLACK_NS`] before `now` (all of
+    /// them at the end).
+    fn settle_receives(&mut self, now: Option<i64>) {
+        while let Some(&(end, r, rp, call, n)) = self.recvs.front() {
+            if now.is_some_and(|t| end.saturating_add(DGRAM_SLACK_NS) > t) {
+                break;
+            }
+            self.recvs.pop_front();
+            let Some(rl) = self.socks[r as usize].local else {
+                continue;
+            };
+            let rpeer = self.socks[r as usize].peer;
+            let rhost = &self.set.processes[rp].host;
+            let mut found: Option<(u32, usize)> = None;
+            let mut several = false;
+            for &c in self.senders.get(&rl.port).map_or(&[][..], |v| &v[..]) {
+                let so = &self.socks[c as usize];
+                let same = self.set.processes[so.proc as usize].host == *rhost;
+                let (Some(sp), true) = (so.peer, c != r) else {
+                    continue;
+                };
+                if !super::datagram::addr_matches(&sp, &rl, same) {
+                    continue;
+                }
+                if let (Some(rpe), Some(sl)) = (rpeer, so.local) {
+                    if !super::datagram::addr_matches(&rpe, &sl, same) {
+                        continue;
+                    }
+                }
+                let hit = so
+                    .dgrams
+                    .iter()
+                    .take(4096)
+                    .position(|d| !d.3 && d.1 == n && (!same || d.2 <= end));
+                if let Some(k) = hit {
+                    several |= found.is_some();
+                    found = Some((c, k));
+                }
+            }
+            if let (Some((c, k)), false) = (found, several) {
+                let d = &mut self.socks[c as usize].dgrams[k];
+                d.3 = true;
+                let send = d.0;
+                (self.on_flow)(StreamFlow {
+                    send,
+                    recv: call,
+                    offset: 0,
+                    bytes: n,
+                });
+            }
+        }
+    }
+
     /// Can `s` still be matched? Gives up an end left unpaired too long.
     fn live(&mut self, s: u32, now: i64) -> bool {
         let so = &self.socks[s as usize];
@@ -337,7 +440,10 @@ impl<F: FnMut(StreamFlow)> Matcher<'_, F> {
                     so.local = l.or(so.local);
                     so.peer = pe;
                 }
-                self.pair(s, host);
+                match (so.stream, so.peer) {
+                    (false, Some(pe)) => self.senders.entry(pe.port).or_default().push(s),
+                    _ => self.pair(s, host),
+                }
             }
             OpKind::Accept if ok => {
                 let s = self.new_sock(pi, o.ret as i32, Origin::Accept, now);
@@ -376,6 +482,16 @@ impl<F: FnMut(StreamFlow)> Matcher<'_, F> {
                     return;
                 }
                 let n = o.bytes();
+                if n > 0 && !self.socks[s as usize].stream {
+                    let call = CallKey {
+                        proc: pi as u32,
+                        thread,
+                        start: o.start,
+                    };
+                    let calib = &self.set.processes[pi].calib;
+                    self.datagram(s, pi, call, n, o.kind == OpKind::Send, calib, now);
+                    return;
+                }
                 if n == 0 || !self.live(s, now) {
                     return;
                 }
@@ -452,54 +568,193 @@ fn wanted(o: &Op) -> bool {
     )
 }
 
-/// A thread's decoded batches, as the merge takes them.
-struct Feed {
-    rx: std::sync::mpsc::Receiver<ops::OpBatch>,
-    batch: ops::OpBatch,
-    /// Next op of `batch`, and the next of its address list.
-    at: usize,
-    addr_at: usize,
-    proc: usize,
-    thread: u32,
-}
+/// Bytes of an [`Op`] in a spill file (then a byte: 1 if addresses follow).
+const OP_BYTES: usize = 52;
 
-/// Loads the next non-empty batch of a feed (its records first); false at its end.
-fn refill<F>(
-    f: &mut Feed,
-    m: &mut Matcher<'_, F>,
-    names: &mut [ProcNames],
-    set: &TraceSet,
-) -> bool {
-    loop {
-        let Ok(b) = f.rx.recv() else {
-            return false;
-        };
-        for (_, meta) in &b.meta {
-            let pn = &mut names[f.proc];
-            match meta {
-                Meta::Proc(r) if r.pid == set.processes[f.proc].pid => {
-                    m.procs[f.proc].ppid = Some(r.ppid);
-                    m.procs[f.proc].forked |= r.reason == ProcReason::Fork;
-                    pn.exe = String::from_utf8_lossy(&r.exe).into_owned();
-                }
-                Meta::Thread(t) => pn
-                    .threads
-                    .push((t.tid, String::from_utf8_lossy(&t.name).into_owned())),
-                _ => {}
-            }
-        }
-        f.batch = b;
-        f.at = 0;
-        f.addr_at = 0;
-        if !f.batch.ops.is_empty() {
-            return true;
+fn put_addr(w: &mut impl Write, a: Option<Addr>) -> std::io::Result<()> {
+    match a {
+        None => w.write_all(&[0]),
+        Some(a) => {
+            let b = a.bytes();
+            w.write_all(&[1, b.len() as u8])?;
+            w.write_all(&a.family.to_le_bytes())?;
+            w.write_all(&a.port.to_le_bytes())?;
+            w.write_all(b)
         }
     }
 }
 
+fn get_addr(r: &mut impl Read) -> std::io::Result<Option<Addr>> {
+    let mut h = [0u8; 1];
+    r.read_exact(&mut h)?;
+    if h[0] == 0 {
+        return Ok(None);
+    }
+    let mut h = [0u8; 5];
+    r.read_exact(&mut h)?;
+    let mut b = vec![0u8; h[0] as usize];
+    r.read_exact(&mut b)?;
+    Ok(Some(Addr::new(
+        u16::from_le_bytes([h[1], h[2]]),
+        u16::from_le_bytes([h[3], h[4]]),
+        &b,
+    )))
+}
+
+const KINDS: [OpKind; 15] = [
+    OpKind::Send,
+    OpKind::Recv,
+    OpKind::Peek,
+    OpKind::Connect,
+    OpKind::Accept,
+    OpKind::Socket,
+    OpKind::Pair,
+    OpKind::Bind,
+    OpKind::Close,
+    OpKind::Shutdown,
+    OpKind::Dup,
+    OpKind::Mux,
+    OpKind::Fork,
+    OpKind::Gap,
+    OpKind::Other,
+];
+
+fn put_op(w: &mut impl Write, o: &Op, addrs: Option<OpAddrs>) -> std::io::Result<()> {
+    let mut b = [0u8; OP_BYTES + 1];
+    b[0..8].copy_from_slice(&o.start.to_le_bytes());
+    b[8..16].copy_from_slice(&o.end.to_le_bytes());
+    b[16..24].copy_from_slice(&o.ret.to_le_bytes());
+    b[24..32].copy_from_slice(&o.aux.to_le_bytes());
+    b[32..36].copy_from_slice(&o.tid.to_le_bytes());
+    b[36..40].copy_from_slice(&o.fd.to_le_bytes());
+    b[40..44].copy_from_slice(&o.errno.to_le_bytes());
+    b[44..48].copy_from_slice(&o.flags.to_le_bytes());
+    b[48..50].copy_from_slice(&(o.func as u16).to_le_bytes());
+    b[50] = KINDS.iter().position(|k| *k == o.kind).unwrap_or(14) as u8;
+    b[51] = o.injected as u8;
+    b[52] = addrs.is_some() as u8;
+    w.write_all(&b)?;
+    if let Some((l, p)) = addrs {
+        put_addr(w, l)?;
+        put_addr(w, p)?;
+    }
+    Ok(())
+}
+
+fn get_op(r: &mut impl Read) -> std::io::Result<Option<(Op, Option<OpAddrs>)>> {
+    let mut b = [0u8; OP_BYTES + 1];
+    match r.read_exact(&mut b) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e),
+    }
+    let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or_default());
+    let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap_or_default());
+    let func = LibFn::from_id(u16::from_le_bytes([b[48], b[49]]) as u64).unwrap_or(LibFn::Close);
+    let o = Op {
+        start: u64_at(0),
+        end: u64_at(8),
+        ret: u64_at(16) as i64,
+        aux: u64_at(24),
+        tid: u32_at(32),
+        fd: u32_at(36) as i32,
+        errno: u32_at(40) as i32,
+        flags: u32_at(44),
+        func,
+        kind: KINDS[(b[50] as usize).min(14)],
+        injected: b[51] != 0,
+        sock: ops::NO_SOCK,
+    };
+    let addrs = if b[52] != 0 {
+        Some((get_addr(r)?, get_addr(r)?))
+    } else {
+        None
+    };
+    Ok(Some((o, addrs)))
+}
+
+/// One thread's wanted ops, decoded (on a worker of the pool) to an unnamed temporary
+/// file, with the records met.
+struct Spilled {
+    file: std::fs::File,
+    meta: Vec<(u64, Meta)>,
+}
+
+fn spill_thread(t: &crate::decode::ThreadTrace, dir: &Path) -> Result<Spilled> {
+    let io = |what| {
+        move |source| Error::Io {
+            path: dir.to_path_buf(),
+            what,
+            source,
+        }
+    };
+    let f = tempfile::tempfile_in(dir).map_err(io("create a spill file"))?;
+    let mut w = BufWriter::with_capacity(1 << 16, f);
+    let mut meta = Vec::new();
+    let mut err = None;
+    ops::stream_thread(t, BATCH, wanted, |b| {
+        meta.extend(b.meta);
+        let mut ai = 0;
+        for (i, o) in b.ops.iter().enumerate() {
+            let mut a = None;
+            if let Some(&(k, x)) = b.addrs.get(ai) {
+                if k as usize == i {
+                    a = Some(x);
+                    ai += 1;
+                }
+            }
+            if let Err(e) = put_op(&mut w, o, a) {
+                err = Some(e);
+                return false;
+            }
+        }
+        true
+    })?;
+    if let Some(e) = err {
+        return Err(io("write a spill file")(e));
+    }
+    let mut file = w
+        .into_inner()
+        .map_err(|e| io("write a spill file")(e.into_error()))?;
+    file.rewind().map_err(io("read a spill file"))?;
+    Ok(Spilled { file, meta })
+}
+
+/// A thread's spilled ops, as the merge reads them.
+struct Feed {
+    r: BufReader<std::fs::File>,
+    cur: (Op, Option<OpAddrs>),
+    proc: usize,
+    thread: u32,
+}
+
 /// Runs the streamed pass over `set`: calls `on_flow` for every matched message (in the
-/// order they are matched) and returns each process's names.
-pub fn stream_flows(set: &TraceSet, on_flow: impl FnMut(StreamFlow)) -> Result<Vec<ProcNames>> {
+/// order they are matched) and returns each process's names. Each thread's ops are first
+/// decoded (in parallel, on the pool) to an unnamed temporary file in `spill_dir`, ~55
+/// bytes an op; the merge then reads every thread's file through a 32 KiB buffer.
+pub fn stream_flows(
+    set: &TraceSet,
+    spill_dir: &Path,
+    on_flow: impl FnMut(StreamFlow),
+) -> Result<Vec<ProcNames>> {
+    use rayon::prelude::*;
+    let io = |what| {
+        move |source| Error::Io {
+            path: spill_dir.to_path_buf(),
+            what,
+            source,
+        }
+    };
+    let threads: Vec<(usize, usize)> = set
+        .processes
+        .iter()
+        .enumerate()
+        .flat_map(|(pi, p)| (0..p.threads.len()).map(move |ti| (pi, ti)))
+        .collect();
+    let spilled: Vec<Spilled> = threads
+        .par_iter()
+        .map(|&(pi, ti)| spill_thread(&set.processes[pi].threads[ti], spill_dir))
+        .collect::<Result<_>>()?;
     let mut names = vec![ProcNames::default(); set.processes.len()];
     let by_pid = set
         .processes
@@ -522,62 +777,59 @@ pub fn stream_flows(set: &TraceSet, on_flow: impl FnMut(StreamFlow)) -> Result<V
         by_pid,
         socks: Vec::new(),
         waiting: FxMap::default(),
+        senders: FxMap::default(),
+        recvs: VecDeque::new(),
         on_flow,
     };
-    std::thread::scope(|scope| {
-        let mut feeds = Vec::new();
-        let mut handles = Vec::new();
-        for (pi, p) in set.processes.iter().enumerate() {
-            for (ti, t) in p.threads.iter().enumerate() {
-                let (tx, rx) = std::sync::mpsc::sync_channel(2);
-                handles.push(
-                    scope.spawn(move || {
-                        ops::stream_thread(t, BATCH, wanted, |b| tx.send(b).is_ok())
-                    }),
-                );
-                feeds.push(Feed {
-                    rx,
-                    batch: ops::OpBatch::default(),
-                    at: 0,
-                    addr_at: 0,
-                    proc: pi,
-                    thread: ti as u32,
-                });
-            }
-        }
-        let key = |f: &Feed| {
-            let o = &f.batch.ops[f.at];
-            let p = &set.processes[f.proc];
-            (p.calib.tsc_to_unix_ns(o.end), f.proc, o.end, o.tid)
-        };
-        let mut heap = BinaryHeap::new();
-        for (i, f) in feeds.iter_mut().enumerate() {
-            if refill(f, &mut m, &mut names, set) {
-                heap.push(Reverse((key(f), i)));
-            }
-        }
-        while let Some(Reverse((k, i))) = heap.pop() {
-            let f = &mut feeds[i];
-            let o = f.batch.ops[f.at];
-            let mut addrs = None;
-            if let Some(&(ai, a)) = f.batch.addrs.get(f.addr_at) {
-                if ai as usize == f.at {
-                    addrs = Some(a);
-                    f.addr_at += 1;
+    let mut feeds = Vec::new();
+    for (&(pi, ti), sp) in threads.iter().zip(spilled) {
+        let mut meta = sp.meta;
+        meta.sort_by_key(|x| x.0);
+        for (_, meta) in meta {
+            let pn = &mut names[pi];
+            match meta {
+                Meta::Proc(r) if r.pid == set.processes[pi].pid => {
+                    m.procs[pi].ppid = Some(r.ppid);
+                    m.procs[pi].forked |= r.reason == ProcReason::Fork;
+                    pn.exe = String::from_utf8_lossy(&r.exe).into_owned();
                 }
-            }
-            m.op(f.proc, f.thread, &o, addrs, k.0 as i64);
-            f.at += 1;
-            if f.at < f.batch.ops.len() || refill(f, &mut m, &mut names, set) {
-                heap.push(Reverse((key(f), i)));
+                Meta::Thread(t) => pn
+                    .threads
+                    .push((t.tid, String::from_utf8_lossy(&t.name).into_owned())),
+                _ => {}
             }
         }
-        drop(feeds);
-        for h in handles {
-            h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))?;
+        let mut r = BufReader::with_capacity(1 << 15, sp.file);
+        if let Some(cur) = get_op(&mut r).map_err(io("read a spill file"))? {
+            feeds.push(Feed {
+                r,
+                cur,
+                proc: pi,
+                thread: ti as u32,
+            });
         }
-        Ok::<(), Error>(())
-    })?;
+    }
+    let key = |f: &Feed| {
+        let o = &f.cur.0;
+        let p = &set.processes[f.proc];
+        (p.calib.tsc_to_unix_ns(o.end), f.proc, o.end, o.tid)
+    };
+    let mut heap: BinaryHeap<_> = feeds
+        .iter()
+        .enumerate()
+        .map(|(i, f)| Reverse((key(f), i)))
+        .collect();
+    while let Some(Reverse((k, i))) = heap.pop() {
+        let f = &mut feeds[i];
+        let (o, addrs) = f.cur;
+        m.op(f.proc, f.thread, &o, addrs, k.0 as i64);
+        m.settle_receives(Some(k.0 as i64));
+        if let Some(next) = get_op(&mut f.r).map_err(io("read a spill file"))? {
+            f.cur = next;
+            heap.push(Reverse((key(f), i)));
+        }
+    }
+    m.settle_receives(None);
     Ok(names)
 }
 
@@ -655,7 +907,7 @@ impl FlowEnds {
             f.rewind()?;
             Ok(f)
         };
-        let names = stream_flows(set, |fl| {
+        let names = stream_flows(set, spill_dir, |fl| {
             id += 1;
             buf.push((fl.send, id, true));
             buf.push((fl.recv, id, false));

@@ -79,12 +79,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Default::default()
     } else {
         let m = analyzer::messages::analyze(&set)?;
-        // Every unit, so that the other end of a message is named even when unlisted.
+        // Every unit, so that the other end of a message is named even when unlisted; the
+        // links of the listed ones (the first `top`, in ranked order) only.
         let spans: Vec<_> = rep
             .iter()
             .map(|u| analyzer::messages::links::UnitSpan::of(&u.info))
             .collect();
-        analyzer::messages::links::unit_links(&m, &spans)
+        analyzer::messages::links::unit_links_of(&m, &spans, &|i| i < top)
     };
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     if args.json {
