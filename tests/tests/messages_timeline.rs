@@ -79,6 +79,17 @@ fn timeline_of_the_c_ring_renders_lanes_arrows_units_and_states() {
     );
     show.assert_success("culprit show");
     assert!(show.stdout.contains("received from "), "{}", show.stdout);
+    // `rank` finds them with the export's bounded-memory matching, `show` with the whole
+    // messages stage: the same sources and destinations.
+    let sj = run_culprit(
+        &["show", "--model", m, d, "--unit", id, "--json"],
+        Duration::from_secs(120),
+    );
+    sj.assert_success("culprit show --json");
+    let sv: serde_json::Value = serde_json::from_str(&sj.stdout).expect("JSON");
+    for k in ["received_from", "sent_to"] {
+        assert_eq!(sv[k], linked[k], "{k} of {id}");
+    }
 
     let png = if std::env::var_os("CULPRIT_UPDATE_SCREENSHOT").is_some() {
         repo().join("docs/timeline.png")

@@ -118,46 +118,115 @@ pub fn unit_links_of(
     wanted: &dyn Fn(usize) -> bool,
 ) -> BTreeMap<String, UnitLinks> {
     let idx = UnitIndex::new(units);
-    // (unit, peer process, peer unit) → (bytes, flows), each way.
-    type Acc = FxMap<(usize, u32, Option<usize>), (u64, u64)>;
-    let (mut recv, mut sent): (Acc, Acc) = Default::default();
+    let mut acc = LinkAcc::default();
     for f in m.flows() {
-        let su = idx.unit_of(m, f.send);
-        let ru = idx.unit_of(m, f.recv);
+        let (su, ru) = (idx.unit_of(m, f.send), idx.unit_of(m, f.recv));
+        acc.add(su, ru, f.send.proc, f.recv.proc, f.bytes, wanted);
+    }
+    acc.finish(units, |p| m.procs[p as usize].name())
+}
+
+/// [`unit_links_of`] from the flows of the bounded-memory pass ([`super::streamed`],
+/// its temporary files in `spill_dir`) instead of the whole stage: what `culprit rank`
+/// prints under the units it lists. The same links where no entry was lost (after a gap
+/// that pass draws fewer flows, never others).
+pub fn unit_links_streamed(
+    set: &crate::decode::TraceSet,
+    units: &[UnitSpan],
+    wanted: &dyn Fn(usize) -> bool,
+    spill_dir: &std::path::Path,
+) -> crate::error::Result<BTreeMap<String, UnitLinks>> {
+    let idx = UnitIndex::new(units);
+    let tids: Vec<Vec<u32>> = set
+        .processes
+        .iter()
+        .map(|p| p.threads.iter().map(|t| t.tid).collect())
+        .collect();
+    let unit = |c: super::streamed::CallKey| {
+        let p = &set.processes[c.proc as usize];
+        idx.unit_at(
+            &p.host,
+            p.pid,
+            tids[c.proc as usize][c.thread as usize],
+            c.start,
+        )
+    };
+    let mut acc = LinkAcc::default();
+    super::streamed::stream_flows(set, spill_dir, |f| {
+        acc.add(
+            unit(f.send),
+            unit(f.recv),
+            f.send.proc,
+            f.recv.proc,
+            f.bytes,
+            wanted,
+        )
+    })?;
+    Ok(acc.finish(units, |p| {
+        let p = &set.processes[p as usize];
+        format!("{}:{}", p.host, p.pid)
+    }))
+}
+
+/// Bytes and flows per (unit, peer process, peer unit), each way.
+#[derive(Default)]
+struct LinkAcc {
+    recv: FxMap<(usize, u32, Option<usize>), (u64, u64)>,
+    sent: FxMap<(usize, u32, Option<usize>), (u64, u64)>,
+}
+
+impl LinkAcc {
+    #[allow(clippy::too_many_arguments)]
+    fn add(
+        &mut self,
+        su: Option<usize>,
+        ru: Option<usize>,
+        sp: u32,
+        rp: u32,
+        bytes: u64,
+        wanted: &dyn Fn(usize) -> bool,
+    ) {
         if let Some(r) = ru.filter(|&r| wanted(r)) {
-            let e = recv.entry((r, f.send.proc, su)).or_default();
-            e.0 += f.bytes;
+            let e = self.recv.entry((r, sp, su)).or_default();
+            e.0 += bytes;
             e.1 += 1;
         }
         if let Some(s) = su.filter(|&s| wanted(s)) {
-            let e = sent.entry((s, f.recv.proc, ru)).or_default();
-            e.0 += f.bytes;
+            let e = self.sent.entry((s, rp, ru)).or_default();
+            e.0 += bytes;
             e.1 += 1;
         }
     }
-    let mut out: BTreeMap<String, UnitLinks> = BTreeMap::new();
-    for (received, acc) in [(true, recv), (false, sent)] {
-        for ((u, p, pu), (bytes, messages)) in acc {
-            let peer = UnitPeer {
-                process: m.procs[p as usize].name(),
-                unit: pu.map(|x| units[x].id.clone()),
-                bytes,
-                messages,
-            };
-            let l = out.entry(units[u].id.clone()).or_default();
-            if received {
-                l.received_from.push(peer);
-            } else {
-                l.sent_to.push(peer);
+
+    fn finish(
+        self,
+        units: &[UnitSpan],
+        name: impl Fn(u32) -> String,
+    ) -> BTreeMap<String, UnitLinks> {
+        let mut out: BTreeMap<String, UnitLinks> = BTreeMap::new();
+        for (received, acc) in [(true, self.recv), (false, self.sent)] {
+            for ((u, p, pu), (bytes, messages)) in acc {
+                let peer = UnitPeer {
+                    process: name(p),
+                    unit: pu.map(|x| units[x].id.clone()),
+                    bytes,
+                    messages,
+                };
+                let l = out.entry(units[u].id.clone()).or_default();
+                if received {
+                    l.received_from.push(peer);
+                } else {
+                    l.sent_to.push(peer);
+                }
             }
         }
-    }
-    for l in out.values_mut() {
-        for v in [&mut l.received_from, &mut l.sent_to] {
-            v.sort_by(|a, b| (&a.process, &a.unit).cmp(&(&b.process, &b.unit)));
+        for l in out.values_mut() {
+            for v in [&mut l.received_from, &mut l.sent_to] {
+                v.sort_by(|a, b| (&a.process, &a.unit).cmp(&(&b.process, &b.unit)));
+            }
         }
+        out
     }
-    out
 }
 
 /// Did unit `x` receive bytes sent by unit `y`?

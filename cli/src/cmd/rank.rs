@@ -78,14 +78,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let links = if args.no_messages {
         Default::default()
     } else {
-        let m = analyzer::messages::analyze(&set)?;
         // Every unit, so that the other end of a message is named even when unlisted; the
         // links of the listed ones (the first `top`, in ranked order) only.
         let spans: Vec<_> = rep
             .iter()
             .map(|u| analyzer::messages::links::UnitSpan::of(&u.info))
             .collect();
-        analyzer::messages::links::unit_links_of(&m, &spans, &|i| i < top)
+        analyzer::messages::links::unit_links_streamed(
+            &set,
+            &spans,
+            &|i| i < top,
+            &std::env::temp_dir(),
+        )?
     };
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     if args.json {
