@@ -58,18 +58,19 @@ pub fn export(set: &TraceSet, units: bool, format: Format, path: &Path) -> Resul
             source,
         }
     };
+    let file = std::fs::File::create(path).map_err(io("create"))?;
     let spill_dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => std::path::PathBuf::from("."),
     };
-    let spill_dir = if spill_dir.is_dir() {
+    // Beside the output if a file can be made there (not, say, for `-o /dev/null`).
+    let spill_dir = if tempfile::tempfile_in(&spill_dir).is_ok() {
         spill_dir
     } else {
         std::env::temp_dir()
     };
     let mut flows = FlowEnds::build(set, &spill_dir)?;
     let names = std::mem::take(&mut flows.names);
-    let file = std::fs::File::create(path).map_err(io("create"))?;
     let out = std::io::BufWriter::with_capacity(1 << 20, file);
     let rewrap = |e: Error| match e {
         Error::Io { what, source, .. } => Error::Io {
