@@ -340,7 +340,34 @@ impl Visit for Collector<'_> {
     }
 }
 
-impl Collector<'_> {
+impl<'a> Collector<'a> {
+    fn new(
+        tid: u32,
+        ops: &'a mut Vec<Op>,
+        addrs: &'a mut FxMap<u32, (Option<Addr>, Option<Addr>)>,
+        ready: &'a mut Vec<(u32, u32, bool)>,
+        epoll: &'a mut Vec<(u64, i32, i32, u32)>,
+        meta: &'a mut Vec<(u64, Meta)>,
+    ) -> Self {
+        Collector {
+            tid,
+            ops,
+            addrs,
+            ready,
+            epoll,
+            meta,
+            pending: None,
+        }
+    }
+
+    /// The end of the thread's trace: an entry still waiting for its exit is a call that
+    /// never returned.
+    fn finish(&mut self) {
+        if let Some((pf, pt, pfd, pfl)) = self.pending.take() {
+            self.push_op(pf, pt, pt, pfd, pfl, None, &CallOpts::default(), true);
+        }
+    }
+
     /// 1 if the pending entry is of another function (it will be pushed as unfinished
     /// before the exit's op), else 0.
     #[inline]
@@ -370,19 +397,11 @@ pub fn collect(p: &ProcessTrace) -> Result<ProcOps> {
         let mut ops = Vec::new();
         let mut addrs = FxMap::default();
         let mut ready = Vec::new();
-        let mut c = Collector {
-            tid: t.tid,
-            ops: &mut ops,
-            addrs: &mut addrs,
-            ready: &mut ready,
-            epoll: &mut epoll,
-            meta: &mut meta,
-            pending: None,
-        };
+        let mut c = Collector::new(
+            t.tid, &mut ops, &mut addrs, &mut ready, &mut epoll, &mut meta,
+        );
         let st = t.visit(&mut c)?;
-        if let Some((pf, pt, pfd, pfl)) = c.pending.take() {
-            c.push_op(pf, pt, pt, pfd, pfl, None, &CallOpts::default(), true);
-        }
+        c.finish();
         out.entries += st.entries;
         runs.push(ops);
         run_addrs.push(addrs);
@@ -543,24 +562,16 @@ pub fn stream_thread(
     }
     let (mut ops, mut addrs, mut ready, mut epoll, mut meta) = Default::default();
     let mut b = Batcher {
-        c: Collector {
-            tid: t.tid,
-            ops: &mut ops,
-            addrs: &mut addrs,
-            ready: &mut ready,
-            epoll: &mut epoll,
-            meta: &mut meta,
-            pending: None,
-        },
+        c: Collector::new(
+            t.tid, &mut ops, &mut addrs, &mut ready, &mut epoll, &mut meta,
+        ),
         n,
         keep,
         f: &mut f,
         open: true,
     };
     t.visit(&mut b)?;
-    if let Some((pf, pt, pfd, pfl)) = b.c.pending.take() {
-        b.c.push_op(pf, pt, pt, pfd, pfl, None, &CallOpts::default(), true);
-    }
+    b.c.finish();
     b.flush(true);
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! The traces as slices, streamed to a [`Sink`]: what the Perfetto and Chrome exports
-//! write. Each thread is decoded again, one chunk at a time (nothing but the flow index of
-//! [`FlowIndex`] — O(matched messages) — and one thread's open frames are held):
+//! write. Each thread is decoded again, one chunk at a time, its calls' flow ids asked of a
+//! [`FlowLookup`] in order (the sorted runs of [`super::streamed::FlowEnds`]); one
+//! thread's open frames and one process's units are held:
 //!
 //! - a library call is one complete slice (category `lib`, named after the libc function),
 //!   from its entry to its exit, carrying the ids of the flows it starts (a send) and ends
@@ -11,10 +12,9 @@
 //! - execution units, when given, are complete slices on a track of their own per thread
 //!   (category `unit`).
 //!
-//! A flow's id is its position in [`super::Messages::flows`] plus one.
+//! A flow's id is its rank in the order the streamed pass matched it, from one.
 
 use super::links::UnitSpan;
-use super::Messages;
 use crate::decode::{CallKind, Event, LibEvent, ProcessTrace, TraceSet, Visit};
 use crate::error::Result;
 use crate::hash::FxMap;
@@ -67,67 +67,8 @@ pub trait FlowLookup {
     ) -> std::io::Result<()>;
 }
 
-/// Flow ids of the library calls that start or end flows: per process, sorted
-/// `(thread, entry TSC, flow id, starts)` — 24 bytes per end of a flow.
-#[derive(Default)]
-pub struct FlowIndex {
-    by_proc: Vec<Vec<(u32, u64, u64, bool)>>,
-    /// Flows indexed.
-    pub flows: u64,
-}
-
-impl FlowIndex {
-    /// Indexes every flow of `m`.
-    pub fn new(m: &Messages) -> FlowIndex {
-        let mut by_proc: Vec<Vec<(u32, u64, u64, bool)>> = vec![Vec::new(); m.procs.len()];
-        let mut id = 0u64;
-        for f in m.flows() {
-            id += 1;
-            let s = m.op(f.send);
-            by_proc[f.send.proc as usize].push((s.tid, s.start, id, true));
-            let r = m.op(f.recv);
-            by_proc[f.recv.proc as usize].push((r.tid, r.start, id, false));
-        }
-        for v in &mut by_proc {
-            v.sort_unstable();
-            v.shrink_to_fit();
-        }
-        FlowIndex { by_proc, flows: id }
-    }
-}
-
-impl FlowLookup for FlowIndex {
-    fn of(
-        &mut self,
-        p: usize,
-        _thread: usize,
-        tid: u32,
-        start: u64,
-        out: &mut Vec<u64>,
-        inn: &mut Vec<u64>,
-    ) -> std::io::Result<()> {
-        out.clear();
-        inn.clear();
-        let Some(v) = self.by_proc.get(p) else {
-            return Ok(());
-        };
-        let i = v.partition_point(|e| (e.0, e.1) < (tid, start));
-        for e in &v[i..] {
-            if (e.0, e.1) != (tid, start) {
-                break;
-            }
-            if e.3 {
-                out.push(e.2);
-            } else {
-                inn.push(e.2);
-            }
-        }
-        Ok(())
-    }
-}
-
 /// What the walk needs of each process besides its trace: its executable and thread
-/// names (taken from the messages stage, which may then be dropped).
+/// names (found by the streamed pass, from the process and thread records).
 #[derive(Clone, Debug, Default)]
 pub struct ProcNames {
     /// Executable.
@@ -136,20 +77,7 @@ pub struct ProcNames {
     pub threads: Vec<(u32, String)>,
 }
 
-impl ProcNames {
-    /// Of every process of `m`, in order.
-    pub fn of(m: &Messages) -> Vec<ProcNames> {
-        m.procs
-            .iter()
-            .map(|p| ProcNames {
-                exe: p.exe.clone(),
-                threads: p.threads.clone(),
-            })
-            .collect()
-    }
-}
-
-/// Streams every process of `set` (the same order as `m.procs`, which was built from it)
+/// Streams every process of `set` (`names_of` in the same order)
 /// to `sink`. `units_of` gives a process's execution units (asked once per process, when
 /// the walk reaches it, so that one process's units are held at a time), drawn on their own
 /// tracks; `None` draws none. Returns the slices written.
