@@ -84,12 +84,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .iter()
             .map(|u| analyzer::messages::links::UnitSpan::of(&u.info))
             .collect();
-        analyzer::messages::links::unit_links_streamed(
-            &set,
-            &spans,
-            &|i| i < top,
-            &std::env::temp_dir(),
-        )?
+        let listed = |i: usize| i < top;
+        let tmp = std::env::temp_dir();
+        match analyzer::messages::links::unit_links_streamed(&set, &spans, &listed, &tmp) {
+            Ok(l) => l,
+            // No temporary file can be made: the whole stage, in memory.
+            Err(analyzer::Error::Io { path, .. }) if path == tmp => {
+                let m = analyzer::messages::analyze(&set)?;
+                analyzer::messages::links::unit_links_of(&m, &spans, &listed)
+            }
+            Err(e) => return Err(e.into()),
+        }
     };
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     if args.json {
