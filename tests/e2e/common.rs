@@ -50,6 +50,16 @@ pub fn run_culprit(args: &[&str], deadline: Duration) -> tests::RunOutput {
     tests::run_with_deadline(culprit().args(args), deadline)
 }
 
+/// Runs `culprit COMMAND DIR EXTRA… -o OUT` (a command writing one file: `export`,
+/// `timeline`), bounded by four minutes, and checks that it succeeded.
+pub fn culprit_writes(command: &str, dir: &Path, extra: &[&str], out: &Path) {
+    let mut args = vec![command, dir.to_str().expect("utf-8")];
+    args.extend_from_slice(extra);
+    args.extend(["-o", out.to_str().expect("utf-8")]);
+    run_culprit(&args, Duration::from_secs(240))
+        .assert_success(&format!("culprit {command} {}", extra.join(" ")));
+}
+
 /// The real Python interpreter (not a wrapper script such as a pyenv shim, whose shells
 /// would be traced too). Nothing needs installing into it: `culprit record` brings the
 /// `culprit_trace` shim (issue 17).

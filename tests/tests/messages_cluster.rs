@@ -3,7 +3,8 @@
 //! processes making requests of random sizes with `sendall` and reading replies in pieces,
 //! a socketpair between the server and its workers, and connected-UDP datagrams to a bound
 //! receiver. Every TCP and socketpair byte is matched, every datagram matched by size and
-//! order, and no matched receive ends before its send began.
+//! order, and no matched receive ends before its send began; `culprit export` draws the
+//! same messages as flows.
 
 #[path = "../e2e/common.rs"]
 mod common;
@@ -119,4 +120,25 @@ fn python_cluster_with_forked_workers_socketpair_and_datagrams() {
     assert_eq!(v["totals"]["unmatched_bytes"], 0, "{:#}", v["totals"]);
     assert_eq!(v["violations"], 0);
     assert_eq!(v["broken_edges"], 0);
+    // The export's bounded-memory matching (forks, socketpair and datagrams included)
+    // draws a flow for every matched message, each bound at both ends.
+    let cj = tmp.path().join("cluster.json");
+    culprit_writes("export", &dir, &["--format", "chrome", "--no-units"], &cj);
+    let e: Value = serde_json::from_str(&std::fs::read_to_string(&cj).unwrap()).expect("JSON");
+    let (mut out, mut inn) = (
+        std::collections::BTreeSet::new(),
+        std::collections::BTreeSet::new(),
+    );
+    for ev in e["traceEvents"].as_array().expect("traceEvents") {
+        if let Some(b) = ev["bind_id"].as_str() {
+            if ev["flow_out"] == true {
+                out.insert(b.to_string());
+            }
+            if ev["flow_in"] == true {
+                inn.insert(b.to_string());
+            }
+        }
+    }
+    assert_eq!(out.len() as u64, v["totals"]["messages"].as_u64().unwrap());
+    assert_eq!(out, inn);
 }

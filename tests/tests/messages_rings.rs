@@ -127,18 +127,7 @@ fn c_ring_every_byte_matched_and_exported_as_flows() {
 
     // Perfetto: flows = matched messages; lib slices = recorded calls.
     let pf = tmp.path().join("ring.pftrace");
-    run_culprit(
-        &[
-            "export",
-            dir.to_str().unwrap(),
-            "--format",
-            "perfetto",
-            "-o",
-            pf.to_str().unwrap(),
-        ],
-        Duration::from_secs(120),
-    )
-    .assert_success("culprit export --format perfetto");
+    culprit_writes("export", &dir, &["--format", "perfetto"], &pf);
     let d = decode_perfetto(&pf);
     let msgs = u(&totals, "messages");
     assert_eq!(d[0], msgs, "flows started: {d:?}");
@@ -150,18 +139,7 @@ fn c_ring_every_byte_matched_and_exported_as_flows() {
 
     // Chrome JSON: every flow bound at both ends (bind_id on complete events).
     let cj = tmp.path().join("ring.json");
-    run_culprit(
-        &[
-            "export",
-            dir.to_str().unwrap(),
-            "--format",
-            "chrome",
-            "-o",
-            cj.to_str().unwrap(),
-        ],
-        Duration::from_secs(120),
-    )
-    .assert_success("culprit export --format chrome");
+    culprit_writes("export", &dir, &["--format", "chrome"], &cj);
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&cj).unwrap()).expect("JSON");
     let evs = v["traceEvents"].as_array().expect("traceEvents");
     let mut out = std::collections::BTreeSet::new();
@@ -217,19 +195,7 @@ fn c_ring_with_a_short_receive_still_attributes_no_byte_wrongly() {
     assert_eq!(u(&j, "violations"), 0);
     // The injection is an instant event of the export.
     let pf = tmp.path().join("f.pftrace");
-    run_culprit(
-        &[
-            "export",
-            dir.to_str().unwrap(),
-            "--format",
-            "perfetto",
-            "-o",
-            pf.to_str().unwrap(),
-            "--no-units",
-        ],
-        Duration::from_secs(120),
-    )
-    .assert_success("culprit export");
+    culprit_writes("export", &dir, &["--format", "perfetto", "--no-units"], &pf);
     let d = decode_perfetto(&pf);
     assert!(d[6] >= 1, "no injection instant: {d:?}");
     assert_eq!(d[4], 0, "--no-units: {d:?}");

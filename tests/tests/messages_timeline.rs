@@ -24,18 +24,8 @@ fn timeline_of_the_c_ring_renders_lanes_arrows_units_and_states() {
     learn(std::slice::from_ref(&dir), &model, &[]);
     let page = tmp.path().join("t.html");
     let d = dir.to_str().unwrap();
-    run_culprit(
-        &[
-            "timeline",
-            d,
-            "--model",
-            model.to_str().unwrap(),
-            "-o",
-            page.to_str().unwrap(),
-        ],
-        Duration::from_secs(120),
-    )
-    .assert_success("culprit timeline");
+    let m = model.to_str().unwrap();
+    culprit_writes("timeline", &dir, &["--model", m], &page);
     let r = tests::browser::render(&page).expect("chromium");
     assert!(r.errors.is_empty(), "script errors: {:?}", r.errors);
     let dom = &r.dom;
@@ -89,6 +79,17 @@ fn timeline_of_the_c_ring_renders_lanes_arrows_units_and_states() {
     );
     show.assert_success("culprit show");
     assert!(show.stdout.contains("received from "), "{}", show.stdout);
+    // `rank` finds them with the export's bounded-memory matching, `show` with the whole
+    // messages stage: the same sources and destinations.
+    let sj = run_culprit(
+        &["show", "--model", m, d, "--unit", id, "--json"],
+        Duration::from_secs(120),
+    );
+    sj.assert_success("culprit show --json");
+    let sv: serde_json::Value = serde_json::from_str(&sj.stdout).expect("JSON");
+    for k in ["received_from", "sent_to"] {
+        assert_eq!(sv[k], linked[k], "{k} of {id}");
+    }
 
     let png = if std::env::var_os("CULPRIT_UPDATE_SCREENSHOT").is_some() {
         repo().join("docs/timeline.png")
@@ -96,20 +97,12 @@ fn timeline_of_the_c_ring_renders_lanes_arrows_units_and_states() {
         tmp.path().join("timeline.png")
     };
     let zoomed = tmp.path().join("zoomed.html");
-    run_culprit(
-        &[
-            "timeline",
-            d,
-            "--model",
-            model.to_str().unwrap(),
-            "--window",
-            "0.75,1",
-            "-o",
-            zoomed.to_str().unwrap(),
-        ],
-        Duration::from_secs(120),
-    )
-    .assert_success("culprit timeline --window");
+    culprit_writes(
+        "timeline",
+        &dir,
+        &["--model", m, "--window", "0.75,1"],
+        &zoomed,
+    );
     assert!(tests::browser::screenshot(&zoomed, &png, 1400, 520));
     assert!(std::fs::metadata(&png).unwrap().len() > 10_000);
 }
@@ -165,17 +158,7 @@ fn timeline_decimates_a_hundred_thousand_messages() {
     let dir = tmp.path().join("big");
     write_trace_dir(&dir, "h", &[c.finish(), s.finish()]).expect("write trace");
     let page = tmp.path().join("big.html");
-    run_culprit(
-        &[
-            "timeline",
-            dir.to_str().unwrap(),
-            "--no-units",
-            "-o",
-            page.to_str().unwrap(),
-        ],
-        Duration::from_secs(240),
-    )
-    .assert_success("culprit timeline");
+    culprit_writes("timeline", &dir, &["--no-units"], &page);
     let r = tests::browser::render(&page).expect("chromium");
     assert!(r.errors.is_empty(), "script errors: {:?}", r.errors);
     let arrows = r.dom.matches("class=\"arrow\"").count();

@@ -38,7 +38,7 @@ pub struct DgramPair {
 /// past the last taken.
 type Sent = (Vec<(OpRef, u64, i64)>, Vec<bool>, usize, usize);
 
-fn addr_matches(dst: &Addr, local: &Addr, same_host: bool) -> bool {
+pub(super) fn addr_matches(dst: &Addr, local: &Addr, same_host: bool) -> bool {
     let (d, l) = (normalize(dst), normalize(local));
     if d.family != l.family || d.port != l.port {
         return false;

@@ -2,9 +2,9 @@
 //! ([`super::perfetto`]) or any tool that reads Chrome's JSON ([`super::chrome`]).
 
 use super::links::UnitSpan;
-use super::slices::{self, FlowIndex};
-use super::Messages;
-use crate::decode::TraceSet;
+use super::slices;
+use super::streamed::FlowEnds;
+use crate::decode::{ProcessTrace, TraceSet};
 use crate::error::{Error, Result};
 use rayon::prelude::*;
 use std::path::Path;
@@ -31,27 +31,26 @@ pub struct Exported {
 
 /// The execution units of every process (the analyzer's units stage, no model needed).
 pub fn units_of(set: &TraceSet) -> Result<Vec<UnitSpan>> {
-    let opts = crate::trees::TreeOptions::default();
     let per: Vec<Vec<UnitSpan>> = set
         .processes
         .par_iter()
-        .map(|p| {
-            let pu = crate::units::process_units(p, &opts)?;
-            Ok(pu.units.iter().map(|u| UnitSpan::of(&u.info)).collect())
-        })
+        .map(process_units)
         .collect::<Result<_>>()?;
     Ok(per.into_iter().flatten().collect())
 }
 
-/// Writes `set` (analyzed as `m`) to `path`. `m` is dropped once its flows are indexed,
-/// before the traces are read again.
-pub fn export(
-    set: &TraceSet,
-    m: Messages,
-    units: &[UnitSpan],
-    format: Format,
-    path: &Path,
-) -> Result<Exported> {
+/// The execution units of one process.
+pub fn process_units(p: &ProcessTrace) -> Result<Vec<UnitSpan>> {
+    let opts = crate::trees::TreeOptions::default();
+    let pu = crate::units::process_units(p, &opts)?;
+    Ok(pu.units.iter().map(|u| UnitSpan::of(&u.info)).collect())
+}
+
+/// Writes `set` to `path`: the flows are found first by the bounded-memory pass of
+/// [`super::streamed`] (its sorted runs spilled beside `path`), then every thread is
+/// decoded again and streamed to the writer with the flow ids read back in order, with
+/// its process's execution units when `units` is set (computed one process at a time).
+pub fn export(set: &TraceSet, units: bool, format: Format, path: &Path) -> Result<Exported> {
     let io = |what| {
         move |source| Error::Io {
             path: path.to_path_buf(),
@@ -60,10 +59,19 @@ pub fn export(
         }
     };
     let file = std::fs::File::create(path).map_err(io("create"))?;
+    let spill_dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => std::path::PathBuf::from("."),
+    };
+    // Beside the output if a file can be made there (not, say, for `-o /dev/null`).
+    let spill_dir = if tempfile::tempfile_in(&spill_dir).is_ok() {
+        spill_dir
+    } else {
+        std::env::temp_dir()
+    };
+    let mut flows = FlowEnds::build(set, &spill_dir)?;
+    let names = std::mem::take(&mut flows.names);
     let out = std::io::BufWriter::with_capacity(1 << 20, file);
-    let flows = FlowIndex::new(&m);
-    let names = slices::ProcNames::of(&m);
-    drop(m);
     let rewrap = |e: Error| match e {
         Error::Io { what, source, .. } => Error::Io {
             path: path.to_path_buf(),
@@ -72,16 +80,18 @@ pub fn export(
         },
         e => e,
     };
+    let mut per_process = process_units;
+    let units: Option<slices::UnitsOf<'_>> = if units { Some(&mut per_process) } else { None };
     let slices = match format {
         Format::Perfetto => {
             let mut w = super::perfetto::PerfettoWriter::new(out);
-            let n = slices::walk(set, &names, &flows, units, &mut w).map_err(rewrap)?;
+            let n = slices::walk(set, &names, &mut flows, units, &mut w).map_err(rewrap)?;
             w.finish().map_err(io("write"))?;
             n
         }
         Format::Chrome => {
             let mut w = super::chrome::ChromeWriter::new(out).map_err(io("write"))?;
-            let n = slices::walk(set, &names, &flows, units, &mut w).map_err(rewrap)?;
+            let n = slices::walk(set, &names, &mut flows, units, &mut w).map_err(rewrap)?;
             w.finish().map_err(io("write"))?;
             n
         }

@@ -92,61 +92,141 @@ impl<'a> UnitIndex<'a> {
     pub fn unit_of(&self, m: &Messages, r: OpRef) -> Option<usize> {
         let p = &m.procs[r.proc as usize];
         let o = &p.ops[r.idx as usize];
-        let v = self.by_thread.get(&(p.host.as_str(), p.pid, o.tid))?;
-        let k = v.partition_point(|&i| self.units[i].tsc_start <= o.start);
+        self.unit_at(&p.host, p.pid, o.tid, o.start)
+    }
+
+    /// The unit of thread `tid` of process `pid` on `host` running at TSC `tsc`.
+    pub fn unit_at(&self, host: &str, pid: u32, tid: u32, tsc: u64) -> Option<usize> {
+        let v = self.by_thread.get(&(host, pid, tid))?;
+        let k = v.partition_point(|&i| self.units[i].tsc_start <= tsc);
         let i = *v.get(k.checked_sub(1)?)?;
-        (o.start <= self.units[i].tsc_end).then_some(i)
+        (tsc <= self.units[i].tsc_end).then_some(i)
     }
 }
 
 /// Every unit's sources and destinations, by unit id (units with none are left out).
 pub fn unit_links(m: &Messages, units: &[UnitSpan]) -> BTreeMap<String, UnitLinks> {
+    unit_links_of(m, units, &|_| true)
+}
+
+/// The sources and destinations of the units `wanted` says yes to (by index in `units`),
+/// by unit id: what `culprit rank` prints under the units it lists. The other end is named
+/// by its unit among all of `units`; names are made once per (unit, peer), not per flow.
+pub fn unit_links_of(
+    m: &Messages,
+    units: &[UnitSpan],
+    wanted: &dyn Fn(usize) -> bool,
+) -> BTreeMap<String, UnitLinks> {
     let idx = UnitIndex::new(units);
-    type Acc = BTreeMap<(String, Option<String>), (u64, u64)>;
-    let mut recv: FxMap<usize, Acc> = FxMap::default();
-    let mut sent: FxMap<usize, Acc> = FxMap::default();
+    let mut acc = LinkAcc::default();
     for f in m.flows() {
-        let su = idx.unit_of(m, f.send);
-        let ru = idx.unit_of(m, f.recv);
-        let sp = m.procs[f.send.proc as usize].name();
-        let rp = m.procs[f.recv.proc as usize].name();
-        if let Some(r) = ru {
-            let e = recv
-                .entry(r)
-                .or_default()
-                .entry((sp.clone(), su.map(|s| units[s].id.clone())))
-                .or_default();
-            e.0 += f.bytes;
-            e.1 += 1;
-        }
-        if let Some(s) = su {
-            let e = sent
-                .entry(s)
-                .or_default()
-                .entry((rp, ru.map(|r| units[r].id.clone())))
-                .or_default();
-            e.0 += f.bytes;
-            e.1 += 1;
-        }
+        let (su, ru) = (idx.unit_of(m, f.send), idx.unit_of(m, f.recv));
+        acc.add(su, ru, f.send.proc, f.recv.proc, f.bytes, wanted);
     }
-    let list = |a: Acc| {
-        a.into_iter()
-            .map(|((process, unit), (bytes, messages))| UnitPeer {
-                process,
-                unit,
-                bytes,
-                messages,
-            })
-            .collect::<Vec<_>>()
+    acc.finish(units, |p| m.procs[p as usize].name())
+}
+
+/// [`unit_links_of`] from the flows of the bounded-memory pass ([`super::streamed`],
+/// its temporary files in `spill_dir`) instead of the whole stage: what `culprit rank`
+/// prints under the units it lists. The same links where no entry was lost (after a gap
+/// that pass draws fewer flows, never others).
+pub fn unit_links_streamed(
+    set: &crate::decode::TraceSet,
+    units: &[UnitSpan],
+    wanted: &dyn Fn(usize) -> bool,
+    spill_dir: &std::path::Path,
+) -> crate::error::Result<BTreeMap<String, UnitLinks>> {
+    let idx = UnitIndex::new(units);
+    let tids: Vec<Vec<u32>> = set
+        .processes
+        .iter()
+        .map(|p| p.threads.iter().map(|t| t.tid).collect())
+        .collect();
+    let unit = |c: super::streamed::CallKey| {
+        let p = &set.processes[c.proc as usize];
+        idx.unit_at(
+            &p.host,
+            p.pid,
+            tids[c.proc as usize][c.thread as usize],
+            c.start,
+        )
     };
-    let mut out: BTreeMap<String, UnitLinks> = BTreeMap::new();
-    for (u, a) in recv {
-        out.entry(units[u].id.clone()).or_default().received_from = list(a);
+    let mut acc = LinkAcc::default();
+    super::streamed::stream_flows(set, spill_dir, |f| {
+        acc.add(
+            unit(f.send),
+            unit(f.recv),
+            f.send.proc,
+            f.recv.proc,
+            f.bytes,
+            wanted,
+        )
+    })?;
+    Ok(acc.finish(units, |p| {
+        let p = &set.processes[p as usize];
+        format!("{}:{}", p.host, p.pid)
+    }))
+}
+
+/// Bytes and flows per (unit, peer process, peer unit), each way.
+#[derive(Default)]
+struct LinkAcc {
+    recv: FxMap<(usize, u32, Option<usize>), (u64, u64)>,
+    sent: FxMap<(usize, u32, Option<usize>), (u64, u64)>,
+}
+
+impl LinkAcc {
+    #[allow(clippy::too_many_arguments)]
+    fn add(
+        &mut self,
+        su: Option<usize>,
+        ru: Option<usize>,
+        sp: u32,
+        rp: u32,
+        bytes: u64,
+        wanted: &dyn Fn(usize) -> bool,
+    ) {
+        if let Some(r) = ru.filter(|&r| wanted(r)) {
+            let e = self.recv.entry((r, sp, su)).or_default();
+            e.0 += bytes;
+            e.1 += 1;
+        }
+        if let Some(s) = su.filter(|&s| wanted(s)) {
+            let e = self.sent.entry((s, rp, ru)).or_default();
+            e.0 += bytes;
+            e.1 += 1;
+        }
     }
-    for (u, a) in sent {
-        out.entry(units[u].id.clone()).or_default().sent_to = list(a);
+
+    fn finish(
+        self,
+        units: &[UnitSpan],
+        name: impl Fn(u32) -> String,
+    ) -> BTreeMap<String, UnitLinks> {
+        let mut out: BTreeMap<String, UnitLinks> = BTreeMap::new();
+        for (received, acc) in [(true, self.recv), (false, self.sent)] {
+            for ((u, p, pu), (bytes, messages)) in acc {
+                let peer = UnitPeer {
+                    process: name(p),
+                    unit: pu.map(|x| units[x].id.clone()),
+                    bytes,
+                    messages,
+                };
+                let l = out.entry(units[u].id.clone()).or_default();
+                if received {
+                    l.received_from.push(peer);
+                } else {
+                    l.sent_to.push(peer);
+                }
+            }
+        }
+        for l in out.values_mut() {
+            for v in [&mut l.received_from, &mut l.sent_to] {
+                v.sort_by(|a, b| (&a.process, &a.unit).cmp(&(&b.process, &b.unit)));
+            }
+        }
+        out
     }
-    out
 }
 
 /// Did unit `x` receive bytes sent by unit `y`?

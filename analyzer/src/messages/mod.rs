@@ -15,6 +15,7 @@
 //! | statistics | [`stats`] | request/response latencies, waits per peer, process states |
 //! | summary | [`summary`] | the `culprit messages` text and JSON |
 //! | units | [`links`] | execution units → where what each received came from and where what it sent went |
+//! | bounded | [`streamed`] | every thread decoded at once and merged by time → the stream flows, holding state per open connection (what `culprit export` uses) |
 //!
 //! **Exactness.** A byte is attributed to a (send, receive) pair only when both byte
 //! offsets are known; everything else is reported with a [`Reason`]. Limits of what is
@@ -25,7 +26,8 @@
 //! `lost_unreported`, is invisible here).
 //!
 //! The views built on it: [`export`] (the traces as [`slices`] streamed to [`perfetto`]
-//! or [`chrome`] writers) and [`timeline`] (the HTML time–process diagram).
+//! or [`chrome`] writers, with the flows of [`streamed`], in memory that does not grow
+//! with the trace) and [`timeline`] (the HTML time–process diagram).
 
 pub mod chrome;
 pub mod clocks;
@@ -39,6 +41,7 @@ pub mod slices;
 pub mod sockets;
 pub mod stats;
 pub mod stream;
+pub mod streamed;
 pub mod summary;
 pub mod timeline;
 

@@ -340,7 +340,34 @@ impl Visit for Collector<'_> {
     }
 }
 
-impl Collector<'_> {
+impl<'a> Collector<'a> {
+    fn new(
+        tid: u32,
+        ops: &'a mut Vec<Op>,
+        addrs: &'a mut FxMap<u32, (Option<Addr>, Option<Addr>)>,
+        ready: &'a mut Vec<(u32, u32, bool)>,
+        epoll: &'a mut Vec<(u64, i32, i32, u32)>,
+        meta: &'a mut Vec<(u64, Meta)>,
+    ) -> Self {
+        Collector {
+            tid,
+            ops,
+            addrs,
+            ready,
+            epoll,
+            meta,
+            pending: None,
+        }
+    }
+
+    /// The end of the thread's trace: an entry still waiting for its exit is a call that
+    /// never returned.
+    fn finish(&mut self) {
+        if let Some((pf, pt, pfd, pfl)) = self.pending.take() {
+            self.push_op(pf, pt, pt, pfd, pfl, None, &CallOpts::default(), true);
+        }
+    }
+
     /// 1 if the pending entry is of another function (it will be pushed as unfinished
     /// before the exit's op), else 0.
     #[inline]
@@ -370,19 +397,11 @@ pub fn collect(p: &ProcessTrace) -> Result<ProcOps> {
         let mut ops = Vec::new();
         let mut addrs = FxMap::default();
         let mut ready = Vec::new();
-        let mut c = Collector {
-            tid: t.tid,
-            ops: &mut ops,
-            addrs: &mut addrs,
-            ready: &mut ready,
-            epoll: &mut epoll,
-            meta: &mut meta,
-            pending: None,
-        };
+        let mut c = Collector::new(
+            t.tid, &mut ops, &mut addrs, &mut ready, &mut epoll, &mut meta,
+        );
         let st = t.visit(&mut c)?;
-        if let Some((pf, pt, pfd, pfl)) = c.pending.take() {
-            c.push_op(pf, pt, pt, pfd, pfl, None, &CallOpts::default(), true);
-        }
+        c.finish();
         out.entries += st.entries;
         runs.push(ops);
         run_addrs.push(addrs);
@@ -462,4 +481,97 @@ pub fn collect(p: &ProcessTrace) -> Result<ProcOps> {
         }
     }
     Ok(out)
+}
+
+/// Local and peer address of a setup op.
+pub type OpAddrs = (Option<Addr>, Option<Addr>);
+
+/// A slice of one thread's ops, as [`stream_thread`] hands them over.
+#[derive(Debug, Default)]
+pub struct OpBatch {
+    /// Ops in the thread's order.
+    pub ops: Vec<Op>,
+    /// Addresses of setup ops: (index in `ops`, addresses), by index.
+    pub addrs: Vec<(u32, OpAddrs)>,
+    /// Process, thread and injection records met since the last batch, by TSC.
+    pub meta: Vec<(u64, Meta)>,
+}
+
+/// Decodes one thread and hands its ops to `f` in batches of about `n` (the last one
+/// possibly empty, with the records seen last), keeping only `keep` ops: what a consumer
+/// that holds a window of the trace, not all of it, needs ([`super::streamed`]). `f`
+/// returns false to stop early.
+pub fn stream_thread(
+    t: &crate::decode::ThreadTrace,
+    n: usize,
+    keep: impl Fn(&Op) -> bool,
+    mut f: impl FnMut(OpBatch) -> bool,
+) -> Result<()> {
+    struct Batcher<'a, K, F> {
+        c: Collector<'a>,
+        n: usize,
+        keep: K,
+        f: F,
+        open: bool,
+    }
+    impl<K: Fn(&Op) -> bool, F: FnMut(OpBatch) -> bool> Batcher<'_, K, F> {
+        /// Hands over the ops collected so far (every address key is below `ops.len()`
+        /// between events).
+        fn flush(&mut self, last: bool) {
+            if !self.open || (!last && self.c.ops.len() < self.n) {
+                return;
+            }
+            let mut b = OpBatch {
+                ops: Vec::with_capacity(self.c.ops.len()),
+                addrs: Vec::new(),
+                meta: std::mem::take(self.c.meta),
+            };
+            for (i, o) in self.c.ops.drain(..).enumerate() {
+                if (self.keep)(&o) {
+                    if let Some(a) = self.c.addrs.remove(&(i as u32)) {
+                        b.addrs.push((b.ops.len() as u32, a));
+                    }
+                    b.ops.push(o);
+                }
+            }
+            self.c.addrs.clear();
+            self.c.ready.clear();
+            self.c.epoll.clear();
+            self.open = (self.f)(b);
+        }
+    }
+    impl<K: Fn(&Op) -> bool, F: FnMut(OpBatch) -> bool> Visit for Batcher<'_, K, F> {
+        #[inline(always)]
+        fn call(&mut self, _: u64, _: crate::decode::CallKind, _: u64, _: u64) {}
+        #[inline(always)]
+        fn ret(&mut self, _: u64, _: crate::decode::CallKind, _: u64) {}
+        fn lib(&mut self, l: &mut LibEvent) {
+            self.c.lib(l);
+            self.flush(false);
+        }
+        fn other(&mut self, e: Event) {
+            self.c.other(e);
+            self.flush(false);
+        }
+        #[inline(always)]
+        fn lib_scalars(&mut self, tsc: u64, exit: bool, site: u64, func: LibFn, b: &[u8]) -> bool {
+            let ok = self.c.lib_scalars(tsc, exit, site, func, b);
+            self.flush(false);
+            ok
+        }
+    }
+    let (mut ops, mut addrs, mut ready, mut epoll, mut meta) = Default::default();
+    let mut b = Batcher {
+        c: Collector::new(
+            t.tid, &mut ops, &mut addrs, &mut ready, &mut epoll, &mut meta,
+        ),
+        n,
+        keep,
+        f: &mut f,
+        open: true,
+    };
+    t.visit(&mut b)?;
+    b.c.finish();
+    b.flush(true);
+    Ok(())
 }

@@ -1,6 +1,7 @@
 //! The traces as slices, streamed to a [`Sink`]: what the Perfetto and Chrome exports
-//! write. Each thread is decoded again, one chunk at a time (nothing but the flow index of
-//! [`FlowIndex`] — O(matched messages) — and one thread's open frames are held):
+//! write. Each thread is decoded again, one chunk at a time, its calls' flow ids asked of a
+//! [`FlowLookup`] in order (the sorted runs of [`super::streamed::FlowEnds`]); one
+//! thread's open frames and one process's units are held:
 //!
 //! - a library call is one complete slice (category `lib`, named after the libc function),
 //!   from its entry to its exit, carrying the ids of the flows it starts (a send) and ends
@@ -11,10 +12,9 @@
 //! - execution units, when given, are complete slices on a track of their own per thread
 //!   (category `unit`).
 //!
-//! A flow's id is its position in [`super::Messages::flows`] plus one.
+//! A flow's id is its rank in the order the streamed pass matched it, from one.
 
 use super::links::UnitSpan;
-use super::Messages;
 use crate::decode::{CallKind, Event, LibEvent, ProcessTrace, TraceSet, Visit};
 use crate::error::Result;
 use crate::hash::FxMap;
@@ -47,56 +47,28 @@ pub trait Sink {
     fn instant(&mut self, pid: u32, tid: u32, ts: u64, name: &str) -> std::io::Result<()>;
 }
 
-/// Flow ids of the library calls that start or end flows: per process, sorted
-/// `(thread, entry TSC, flow id, starts)` — 24 bytes per end of a flow.
-#[derive(Default)]
-pub struct FlowIndex {
-    by_proc: Vec<Vec<(u32, u64, u64, bool)>>,
-    /// Flows indexed.
-    pub flows: u64,
-}
+/// Gives a process's execution units, for [`walk`].
+pub type UnitsOf<'a> = &'a mut dyn FnMut(&ProcessTrace) -> Result<Vec<UnitSpan>>;
 
-impl FlowIndex {
-    /// Indexes every flow of `m`.
-    pub fn new(m: &Messages) -> FlowIndex {
-        let mut by_proc: Vec<Vec<(u32, u64, u64, bool)>> = vec![Vec::new(); m.procs.len()];
-        let mut id = 0u64;
-        for f in m.flows() {
-            id += 1;
-            let s = m.op(f.send);
-            by_proc[f.send.proc as usize].push((s.tid, s.start, id, true));
-            let r = m.op(f.recv);
-            by_proc[f.recv.proc as usize].push((r.tid, r.start, id, false));
-        }
-        for v in &mut by_proc {
-            v.sort_unstable();
-            v.shrink_to_fit();
-        }
-        FlowIndex { by_proc, flows: id }
-    }
-
-    /// The flows started and ended by the call of process `p`, thread `tid`, entered at
-    /// `start`.
-    fn of(&self, p: usize, tid: u32, start: u64, out: &mut Vec<u64>, inn: &mut Vec<u64>) {
-        out.clear();
-        inn.clear();
-        let Some(v) = self.by_proc.get(p) else { return };
-        let i = v.partition_point(|e| (e.0, e.1) < (tid, start));
-        for e in &v[i..] {
-            if (e.0, e.1) != (tid, start) {
-                break;
-            }
-            if e.3 {
-                out.push(e.2);
-            } else {
-                inn.push(e.2);
-            }
-        }
-    }
+/// Where the walk finds the flows each library call starts and ends. The walk asks in its
+/// order: processes in order, each one's threads in order, each thread's calls by entry.
+pub trait FlowLookup {
+    /// The flows started (`out`) and ended (`inn`) by the call of process `p`, thread
+    /// `thread` (its position in the process; id `tid`), entered at `start`.
+    #[allow(clippy::too_many_arguments)]
+    fn of(
+        &mut self,
+        p: usize,
+        thread: usize,
+        tid: u32,
+        start: u64,
+        out: &mut Vec<u64>,
+        inn: &mut Vec<u64>,
+    ) -> std::io::Result<()>;
 }
 
 /// What the walk needs of each process besides its trace: its executable and thread
-/// names (taken from the messages stage, which may then be dropped).
+/// names (found by the streamed pass, from the process and thread records).
 #[derive(Clone, Debug, Default)]
 pub struct ProcNames {
     /// Executable.
@@ -105,37 +77,27 @@ pub struct ProcNames {
     pub threads: Vec<(u32, String)>,
 }
 
-impl ProcNames {
-    /// Of every process of `m`, in order.
-    pub fn of(m: &Messages) -> Vec<ProcNames> {
-        m.procs
-            .iter()
-            .map(|p| ProcNames {
-                exe: p.exe.clone(),
-                threads: p.threads.clone(),
-            })
-            .collect()
-    }
-}
-
-/// Streams every process of `set` (the same order as `m.procs`, which was built from it)
-/// to `sink`. `units` are drawn on their own tracks when given. Returns the slices written.
+/// Streams every process of `set` (`names_of` in the same order)
+/// to `sink`. `units_of` gives a process's execution units (asked once per process, when
+/// the walk reaches it, so that one process's units are held at a time), drawn on their own
+/// tracks; `None` draws none. Returns the slices written.
 pub fn walk(
     set: &TraceSet,
     names_of: &[ProcNames],
-    flows: &FlowIndex,
-    units: &[UnitSpan],
+    flows: &mut dyn FlowLookup,
+    mut units_of: Option<UnitsOf<'_>>,
     sink: &mut dyn Sink,
 ) -> Result<u64> {
     let mut n = 0u64;
-    let mut by_thread: FxMap<(&str, u32, u32), Vec<&UnitSpan>> = FxMap::default();
-    for u in units {
-        by_thread
-            .entry((u.host.as_str(), u.pid, u.tid))
-            .or_default()
-            .push(u);
-    }
     for (pi, p) in set.processes.iter().enumerate() {
+        let units = match units_of.as_mut() {
+            Some(f) => f(p)?,
+            None => Vec::new(),
+        };
+        let mut by_thread: FxMap<u32, Vec<&UnitSpan>> = FxMap::default();
+        for u in &units {
+            by_thread.entry(u.tid).or_default().push(u);
+        }
         let ops = &names_of[pi];
         let pname = if ops.exe.is_empty() {
             format!("{}:{}", p.host, p.pid)
@@ -155,14 +117,15 @@ pub fn walk(
         sink.process(p.pid, &pname).map_err(io)?;
         let names: FxMap<u32, &str> = ops.threads.iter().map(|(t, s)| (*t, s.as_str())).collect();
         let mut code: FxMap<(u8, u64), String> = FxMap::default();
-        for t in &p.threads {
+        for (ti, t) in p.threads.iter().enumerate() {
             sink.thread(p.pid, t.tid, names.get(&t.tid).copied().unwrap_or(""))
                 .map_err(io)?;
             let mut w = Walker {
                 p,
                 pid: p.pid,
                 tid: t.tid,
-                flows,
+                thread: ti,
+                flows: &mut *flows,
                 pi,
                 fl_out: Vec::new(),
                 fl_in: Vec::new(),
@@ -189,7 +152,7 @@ pub fn walk(
             }
             n += w.n;
             let conv = p.calib.converter();
-            if let Some(us) = by_thread.get(&(p.host.as_str(), p.pid, t.tid)) {
+            if let Some(us) = by_thread.get(&t.tid) {
                 for u in us {
                     sink.complete(
                         p.pid,
@@ -214,7 +177,8 @@ struct Walker<'a> {
     p: &'a ProcessTrace,
     pid: u32,
     tid: u32,
-    flows: &'a FlowIndex,
+    thread: usize,
+    flows: &'a mut dyn FlowLookup,
     pi: usize,
     fl_out: Vec<u64>,
     fl_in: Vec<u64>,
@@ -244,8 +208,15 @@ impl Walker<'_> {
     }
 
     fn lib_slice(&mut self, f: LibFn, start: u64, end: u64) {
-        self.flows
-            .of(self.pi, self.tid, start, &mut self.fl_out, &mut self.fl_in);
+        let r = self.flows.of(
+            self.pi,
+            self.thread,
+            self.tid,
+            start,
+            &mut self.fl_out,
+            &mut self.fl_in,
+        );
+        self.put(r);
         let (a, b) = (self.ns(start), self.ns(end));
         let r = self.sink.complete(
             self.pid,

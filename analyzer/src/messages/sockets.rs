@@ -132,9 +132,9 @@ impl Socket {
 const AF_UNIX: u16 = 1;
 const AF_INET: u16 = 2;
 const AF_INET6: u16 = 10;
-const ECONNRESET: i32 = 104;
-const EPIPE: i32 = 32;
-const EINPROGRESS: i32 = 115;
+pub(super) const ECONNRESET: i32 = 104;
+pub(super) const EPIPE: i32 = 32;
+pub(super) const EINPROGRESS: i32 = 115;
 
 /// An address with IPv4-mapped IPv6 turned into IPv4.
 pub fn normalize(a: &Addr) -> Addr {
@@ -407,6 +407,51 @@ fn replay_order(procs: &[ProcOps]) -> Vec<usize> {
     order
 }
 
+/// The key under which a stream socket of `host` meets its other end: the connecting
+/// end (origin [`Origin::Connect`]) and the accepted one of a connection have the same
+/// key. `None` for a socket that cannot be paired by address.
+pub fn pair_key(
+    host: &str,
+    origin: Origin,
+    local: Option<Addr>,
+    peer: Option<Addr>,
+) -> Option<String> {
+    let (Some(l), Some(p)) = (local, peer) else {
+        // UNIX sockets: an unnamed end may have no recorded address at all.
+        return match (origin, local, peer) {
+            (Origin::Connect, _, Some(p)) if p.family == AF_UNIX => {
+                Some(format!("unix|{host}|{}", key_of(&p)))
+            }
+            (Origin::Accept, Some(l), _) if l.family == AF_UNIX => {
+                Some(format!("unix|{host}|{}", key_of(&l)))
+            }
+            _ => None,
+        };
+    };
+    match (l.family, origin) {
+        (AF_UNIX, Origin::Connect) => Some(format!("unix|{host}|{}", key_of(&p))),
+        (AF_UNIX, Origin::Accept) => Some(format!("unix|{host}|{}", key_of(&l))),
+        (AF_INET | AF_INET6, Origin::Connect | Origin::Accept) => {
+            let (c_local, c_peer) = if origin == Origin::Connect {
+                (l, p)
+            } else {
+                (p, l)
+            };
+            let scope = if is_loopback(&normalize(&c_local)) || is_loopback(&normalize(&c_peer)) {
+                host
+            } else {
+                ""
+            };
+            Some(format!(
+                "inet|{scope}|{}|{}",
+                key_of(&c_local),
+                key_of(&c_peer)
+            ))
+        }
+        _ => None,
+    }
+}
+
 /// Pairs the stream sockets: sets [`Socket::partner`] of connected pairs.
 pub fn pair_streams(procs: &[ProcOps], socks: &mut [Socket]) {
     // key → (connecting sockets, accepted sockets)
@@ -415,41 +460,9 @@ pub fn pair_streams(procs: &[ProcOps], socks: &mut [Socket]) {
         if !s.stream || s.partner.is_some() {
             continue;
         }
-        let (Some(l), Some(p)) = (s.local, s.peer) else {
-            // UNIX sockets: an unnamed end may have no recorded address at all.
-            let host = &procs[s.proc as usize].host;
-            match (s.origin, s.local, s.peer) {
-                (Origin::Connect, _, Some(p)) if p.family == AF_UNIX => {
-                    let k = format!("unix|{host}|{}", key_of(&p));
-                    groups.entry(k).or_default().0.push(i as u32);
-                }
-                (Origin::Accept, Some(l), _) if l.family == AF_UNIX => {
-                    let k = format!("unix|{host}|{}", key_of(&l));
-                    groups.entry(k).or_default().1.push(i as u32);
-                }
-                _ => {}
-            }
-            continue;
-        };
         let host = &procs[s.proc as usize].host;
-        let k = match (l.family, s.origin) {
-            (AF_UNIX, Origin::Connect) => format!("unix|{host}|{}", key_of(&p)),
-            (AF_UNIX, Origin::Accept) => format!("unix|{host}|{}", key_of(&l)),
-            (AF_INET | AF_INET6, Origin::Connect | Origin::Accept) => {
-                let (c_local, c_peer) = if s.origin == Origin::Connect {
-                    (l, p)
-                } else {
-                    (p, l)
-                };
-                let scope = if is_loopback(&normalize(&c_local)) || is_loopback(&normalize(&c_peer))
-                {
-                    host.as_str()
-                } else {
-                    ""
-                };
-                format!("inet|{scope}|{}|{}", key_of(&c_local), key_of(&c_peer))
-            }
-            _ => continue,
+        let Some(k) = pair_key(host, s.origin, s.local, s.peer) else {
+            continue;
         };
         let g = groups.entry(k).or_default();
         match s.origin {

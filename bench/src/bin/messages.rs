@@ -2,7 +2,10 @@
 //! (trace entries per CPU-second, one thread), and `culprit export` of a large trace
 //! (wall time, peak RSS) to Perfetto and Chrome JSON.
 //!
-//! `cargo run --release -p bench --bin messages [-- --entries 10000000 --processes 8 --runs 5 [--culprit target/release/culprit]]`
+//! `cargo run --release -p bench --bin messages [-- --entries 10000000 --processes 8 --runs 5 [--culprit target/release/culprit] [--baseline OTHER/culprit] [--keep DIR]]`
+//!
+//! Each `culprit` command is run under `/usr/bin/time` (its own peak RSS; with
+//! `--baseline`, the other build's run comes just before each of ours).
 //!
 //! The trace is a ring of event-driven daemons written to a trace directory on disk: per
 //! message and process, `select` (ready set), a header `recv`, a body `recv` (split at a
@@ -177,28 +180,35 @@ fn decode_only(set: &TraceSet) -> anyhow::Result<u64> {
     Ok(n)
 }
 
-/// Runs a command; returns (wall s, CPU s, peak RSS MB, ok).
-fn child(cmd: &mut std::process::Command) -> (f64, f64, f64, bool) {
-    let t = Instant::now();
-    let Ok(mut c) = cmd.spawn() else {
+/// Runs a command under `/usr/bin/time` (so that its peak RSS is its own: a child forked
+/// from this process would start with this process's high-water mark, which Linux keeps
+/// across `exec`); returns (wall s, CPU s, peak RSS MB, ok).
+fn child(cmd: &std::process::Command) -> (f64, f64, f64, bool) {
+    let Ok(out) = tempfile::NamedTempFile::new() else {
         return (0.0, 0.0, 0.0, false);
     };
-    let pid = c.id() as libc::pid_t;
-    let mut status = 0;
-    // SAFETY: getrusage-style output struct; wait4 writes only into it and `status`.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `pid` is our child, not yet reaped.
-    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
-    let wall = t.elapsed().as_secs_f64();
-    let _ = c.try_wait();
-    let ok = r == pid && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
-    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    (
-        wall,
-        tv(ru.ru_utime) + tv(ru.ru_stime),
-        ru.ru_maxrss as f64 / 1024.0,
-        ok,
-    )
+    let mut c = std::process::Command::new("/usr/bin/time");
+    c.arg("-f")
+        .arg("%e %U %S %M")
+        .arg("-o")
+        .arg(out.path())
+        .arg(cmd.get_program())
+        .args(cmd.get_args())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let ok = c.status().is_ok_and(|s| s.success());
+    let text = std::fs::read_to_string(out.path()).unwrap_or_default();
+    let v: Vec<f64> = text
+        .lines()
+        .last()
+        .unwrap_or("")
+        .split_whitespace()
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    match v[..] {
+        [wall, user, sys, kb] => (wall, user + sys, kb / 1024.0, ok),
+        _ => (0.0, 0.0, 0.0, false),
+    }
 }
 
 fn main() -> anyhow::Result<()> {
@@ -206,12 +216,21 @@ fn main() -> anyhow::Result<()> {
     let procs: usize = arg("--processes", 8);
     let runs: usize = arg("--runs", 5);
     let culprit: String = arg("--culprit", "target/release/culprit".to_string());
+    // Another build of `culprit` to measure the exports with, each run just before ours.
+    let baseline: Option<String> = arg("--baseline", String::new()).into();
+    let baseline = baseline.filter(|b| !b.is_empty());
+    // Keep the generated trace there (for `/usr/bin/time -v culprit export DIR …`).
+    let keep: String = arg("--keep", String::new());
     rayon::ThreadPoolBuilder::new()
         .num_threads(1)
         .build_global()
         .ok();
     let tmp = tempfile::tempdir()?;
-    let dir = tmp.path().join("trace");
+    let dir = if keep.is_empty() {
+        tmp.path().join("trace")
+    } else {
+        std::path::PathBuf::from(&keep)
+    };
     let t = Instant::now();
     let n = generate(&dir, procs, entries)?;
     let bytes: u64 = std::fs::read_dir(dir.join("chunks"))?
@@ -269,36 +288,40 @@ fn main() -> anyhow::Result<()> {
             std::process::Command::new(&culprit)
                 .arg("messages")
                 .arg(&dir)
-                .arg("--json")
-                .stdout(std::process::Stdio::null()),
+                .arg("--json"),
         );
         println!(
             "culprit messages --json (the stage alone, 2 threads): {wall:.2} s wall, {cpu:.2} CPU s, peak RSS {rss:.0} MB{}",
             if ok { "" } else { " (FAILED)" }
         );
+        let mut bins = vec![("", culprit.clone())];
+        if let Some(b) = &baseline {
+            bins.insert(0, (" [baseline]", b.clone()));
+        }
         for (fmt, extra_args) in [
             ("perfetto", vec!["--no-units"]),
             ("perfetto", vec![]),
             ("chrome", vec!["--no-units"]),
         ] {
-            let out = tmp.path().join(format!("out.{fmt}"));
-            let (wall, cpu, rss, ok) = child(
-                std::process::Command::new(&culprit)
-                    .arg("export")
-                    .arg(&dir)
-                    .args(["--format", fmt, "-o"])
-                    .arg(&out)
-                    .args(&extra_args)
-                    .stderr(std::process::Stdio::null()),
-            );
-            let size = std::fs::metadata(&out).map(|m| m.len()).unwrap_or(0);
-            println!(
-                "culprit export --format {fmt} {}: {wall:.2} s wall, {cpu:.2} CPU s, peak RSS {rss:.0} MB, {:.0} MB written{}",
-                extra_args.join(" "),
-                size as f64 / 1e6,
-                if ok { "" } else { " (FAILED)" }
-            );
-            let _ = std::fs::remove_file(&out);
+            for (label, bin) in &bins {
+                let out = tmp.path().join(format!("out.{fmt}"));
+                let (wall, cpu, rss, ok) = child(
+                    std::process::Command::new(bin)
+                        .arg("export")
+                        .arg(&dir)
+                        .args(["--format", fmt, "-o"])
+                        .arg(&out)
+                        .args(&extra_args),
+                );
+                let size = std::fs::metadata(&out).map(|m| m.len()).unwrap_or(0);
+                println!(
+                    "culprit export --format {fmt} {}{label}: {wall:.2} s wall, {cpu:.2} CPU s, peak RSS {rss:.0} MB, {:.0} MB written{}",
+                    extra_args.join(" "),
+                    size as f64 / 1e6,
+                    if ok { "" } else { " (FAILED)" }
+                );
+                let _ = std::fs::remove_file(&out);
+            }
         }
     } else {
         println!("(no {culprit}: export not measured; build with cargo build --release -p cli)");

@@ -22,7 +22,10 @@ pub enum Fmt {
     culprit export host-a/ host-b/ --format chrome -o run.json\n\n\
     Processes and threads are tracks; library calls and function calls are slices, execution\n\
     units slices on a `units` track per thread; every matched message (see `culprit messages`)\n\
-    is a flow from its send to its receive; injected faults are instant events.")]
+    is a flow from its send to its receive; injected faults are instant events.\n\n\
+    Memory does not grow with the trace's length (with --no-units; the units are computed one\n\
+    process at a time): the calls on sockets are spilled to unnamed temporary files beside\n\
+    FILE (about 55 bytes a call) while the export runs.")]
 pub struct Args {
     /// Trace directories.
     #[arg(required = true, value_name = "DIR")]
@@ -41,17 +44,11 @@ pub struct Args {
 /// Runs `culprit export`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let set = TraceSet::open(&args.dirs)?;
-    let m = messages::analyze(&set)?;
-    let units = if args.no_units {
-        Vec::new()
-    } else {
-        messages::export::units_of(&set)?
-    };
     let format = match args.format {
         Fmt::Perfetto => Format::Perfetto,
         Fmt::Chrome => Format::Chrome,
     };
-    let e = messages::export::export(&set, m, &units, format, &args.output)?;
+    let e = messages::export::export(&set, !args.no_units, format, &args.output)?;
     eprintln!(
         "exported {} slices and {} flows ({:.1} MB) to {}",
         e.slices,

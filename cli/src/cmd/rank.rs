@@ -80,13 +80,23 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let links = if args.no_messages {
         Default::default()
     } else {
-        let m = analyzer::messages::analyze(&set)?;
-        // Every unit, so that the other end of a message is named even when unlisted.
+        // Every unit, so that the other end of a message is named even when unlisted; the
+        // links of the listed ones (the first `top`, in ranked order) only.
         let spans: Vec<_> = rep
             .iter()
             .map(|u| analyzer::messages::links::UnitSpan::of(&u.info))
             .collect();
-        analyzer::messages::links::unit_links(&m, &spans)
+        let listed = |i: usize| i < top;
+        let tmp = std::env::temp_dir();
+        match analyzer::messages::links::unit_links_streamed(&set, &spans, &listed, &tmp) {
+            Ok(l) => l,
+            // No temporary file can be made: the whole stage, in memory.
+            Err(analyzer::Error::Io { path, .. }) if path == tmp => {
+                let m = analyzer::messages::analyze(&set)?;
+                analyzer::messages::links::unit_links_of(&m, &spans, &listed)
+            }
+            Err(e) => return Err(e.into()),
+        }
     };
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     if args.json {
