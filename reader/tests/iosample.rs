@@ -93,3 +93,62 @@ fn a_file_cut_while_written_reads_back_up_to_the_cut() {
     assert_eq!(part.samples, whole.samples, "only the END record was cut");
     assert!(part.end.is_none() && whole.end.is_some());
 }
+
+#[test]
+fn a_quiet_process_is_read_less_often_and_its_late_change_is_spread() {
+    // Quiet for 1.2 s (24 samples: read every 4th after 4 unchanged), then one write of
+    // 300 000 bytes, then quiet again until it exits.
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("io.cios");
+    let out = tmp.path().join("out.bin");
+    let mut py = Command::new("python3")
+        .arg("-c")
+        .arg(format!(
+            "import os, time\ntime.sleep(1.2)\nfd = os.open({:?}, os.O_WRONLY | os.O_CREAT)\n\
+             os.write(fd, b'x' * 300000)\ntime.sleep(0.6)",
+            out.display()
+        ))
+        .spawn()
+        .unwrap();
+    let opts = SamplerOptions {
+        interval: Duration::from_millis(50),
+        selection: Selection::Pids(vec![py.id()]),
+        quiet_every: 4,
+        ..Default::default()
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let report = {
+        let stop2 = stop.clone();
+        let file2 = file.clone();
+        let t = std::thread::spawn(move || iosample::run(&file2, &opts, &stop2, || false));
+        py.wait().unwrap();
+        stop.store(true, Ordering::Relaxed);
+        t.join().unwrap().unwrap()
+    };
+    let log = SampleLog::open(&file).unwrap();
+    let p = log.processes.iter().find(|p| p.pid == py.id()).unwrap();
+    // Fewer reads than processes × samples, and the change found late is marked.
+    assert!(
+        report.reads < report.samples * report.processes,
+        "{report:?}"
+    );
+    assert!(report.late >= 1 && !p.spans.is_empty(), "{report:?} {p:?}");
+    let &(found, since) = p.spans.last().unwrap();
+    assert!(since < found && found - since <= 4, "{:?}", p.spans);
+    // Nothing lost: the last counters hold the write; the counters in between grow with
+    // time from the quiet read to the read that found the change.
+    let last = log.samples.len() - 1;
+    let w = |j: usize| p.at(&log.samples, j).unwrap().wchar;
+    assert!(w(last) >= 300_000, "{p:?}");
+    assert!(w(found) - w(since) >= 300_000);
+    for j in since..found {
+        assert!(w(j) <= w(j + 1));
+    }
+    if found - since >= 2 {
+        assert!(
+            w(since) < w(since + 1) && w(since + 1) < w(found),
+            "{:?}",
+            p.spans
+        );
+    }
+}

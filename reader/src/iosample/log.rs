@@ -58,6 +58,10 @@ pub struct ProcSeries {
     pub at_start: bool,
     /// Counters whenever they changed: (sample index, cumulative counters).
     pub points: Vec<(usize, Counters)>,
+    /// Points whose change covers several intervals (a quiet process, read only every few
+    /// samples): (sample index of the point, sample index of the read before it, which
+    /// found the counters unchanged). Sorted; [`ProcSeries::at`] interpolates between.
+    pub spans: Vec<(usize, usize)>,
     /// Final counters, if it exited during the run.
     pub exit: Option<ExitInfo>,
     /// Its counters could not be read (permission denied).
@@ -78,7 +82,28 @@ impl ProcSeries {
         }
         let i = self.points.partition_point(|(s, _)| *s <= j);
         if i > 0 {
-            return Some(self.points[i - 1].1);
+            let prev = self.points[i - 1];
+            // Between a quiet read and the read that found the change: by time, linearly
+            // (the bytes were written somewhere in between; the sampler did not look).
+            if let Some(&(next_j, next)) = self.points.get(i) {
+                if let Ok(k) = self.spans.binary_search_by_key(&next_j, |s| s.0) {
+                    let since = self.spans[k].1.max(prev.0);
+                    if since <= j {
+                        let t0 = samples.get(since)?.mono_ns;
+                        let t1 = samples.get(next_j)?.mono_ns;
+                        let f = if t1 > t0 {
+                            (t.saturating_sub(t0)) as f64 / (t1 - t0) as f64
+                        } else {
+                            0.0
+                        };
+                        let (a, b) = (prev.1.to_array(), next.to_array());
+                        return Some(Counters::from_array(std::array::from_fn(|q| {
+                            a[q] + (b[q].saturating_sub(a[q]) as f64 * f.clamp(0.0, 1.0)) as u64
+                        })));
+                    }
+                }
+            }
+            return Some(prev.1);
         }
         if self.at_start || self.denied {
             None
@@ -254,6 +279,21 @@ impl SampleLog {
                     log.notes.push(n)
                 }
                 Record::End(e) => log.end = Some(e),
+                Record::Span(sp) => {
+                    let Some(j) = log.samples.iter().rposition(|s| s.seq == sp.seq) else {
+                        continue;
+                    };
+                    for (pid, since) in sp.since {
+                        let Some(&i) = by_pid.get(&pid) else { continue };
+                        let p = &mut log.processes[i];
+                        if p.points.last().is_some_and(|(k, _)| *k == j) {
+                            let from = log.samples.partition_point(|s| s.seq < since);
+                            if from < j {
+                                p.spans.push((j, from));
+                            }
+                        }
+                    }
+                }
             }
         }
         for p in &mut log.processes {
