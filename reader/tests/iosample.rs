@@ -152,3 +152,77 @@ fn a_quiet_process_is_read_less_often_and_its_late_change_is_spread() {
         );
     }
 }
+
+#[test]
+fn after_a_pid_wrap_a_child_listed_before_its_parent_is_still_its_child() {
+    use reader::iosample::format::{
+        Counters, ExitRecord, ExitSource, Meta, ProcRecord, Record, SampleRecord, SampleWriter,
+    };
+    // A daemon (32621) forks a session (32761), whose worker got pid 300 after a wrap; both
+    // first seen in the same sample, the worker first (pid order). The worker writes 5 MB
+    // and exits; the session reaps it, exits, and the daemon reaps the session: the
+    // daemon's /proc/[pid]/io then holds the worker's 5 MB, which are not its own.
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("io.cios");
+    let w = |wchar: u64| Counters {
+        wchar,
+        ..Default::default()
+    };
+    let proc_ = |pid, ppid| {
+        Record::Proc(ProcRecord {
+            pid,
+            ppid,
+            comm: "vsftpd".into(),
+            ..Default::default()
+        })
+    };
+    let sample = |seq: u64, changed: Vec<(u32, Counters)>| {
+        Record::Sample(SampleRecord {
+            seq,
+            mono_ns: 1_000 + seq * 100,
+            deadline_mono_ns: 1_000 + seq * 100,
+            changed,
+            ..Default::default()
+        })
+    };
+    let exit = |pid, ppid, seq: u64, wchar| {
+        Record::Exit(ExitRecord {
+            pid,
+            ppid,
+            source: ExitSource::Taskstats,
+            mono_ns: 1_000 + seq * 100,
+            unix_ns: 0,
+            counters: w(wchar),
+            comm: "vsftpd".into(),
+        })
+    };
+    let mut out = SampleWriter::create(&file).unwrap();
+    out.write(&[
+        Record::Meta(Meta::default()),
+        proc_(32621, 1),
+        sample(0, vec![(32621, w(0))]),
+        proc_(300, 32761),
+        proc_(32761, 32621),
+        sample(1, vec![(300, w(1_000_000))]),
+        sample(2, vec![(300, w(5_000_000))]),
+        // The daemon's read already holds the worker's bytes; the notifications of the
+        // exits are read one sample later.
+        sample(3, vec![(32621, w(5_000_000))]),
+        exit(300, 32761, 4, 5_000_000),
+        exit(32761, 32621, 4, 0),
+        sample(4, vec![]),
+    ])
+    .unwrap();
+    drop(out);
+    let log = SampleLog::open(&file).unwrap();
+    let idx = |pid| log.processes.iter().position(|p| p.pid == pid).unwrap();
+    let (daemon, session, worker) = (idx(32621), idx(32761), idx(300));
+    assert_eq!(log.children[session], vec![worker]);
+    assert_eq!(log.children[daemon], vec![session]);
+    let own = |i, j| log.own(i, j).unwrap().wchar;
+    for j in 0..5 {
+        assert_eq!(own(daemon, j), 0, "sample {j}");
+    }
+    assert_eq!(own(worker, 4), 5_000_000);
+    assert_eq!(own(session, 4), 0);
+}

@@ -439,7 +439,25 @@ pub fn run(
         } else {
             Vec::new()
         };
+        // Parents first — not by pid: after a wrap (`pid_max` is 32 768 on many machines) a
+        // child's pid is smaller than its parent's.
         new.sort_unstable();
+        let ppids: HashMap<u32, u32> = new
+            .iter()
+            .filter_map(|&p| Some((p, procfs::read_stat(p)?.0.ppid)))
+            .collect();
+        let depth = |mut p: u32| {
+            let mut d = 0;
+            while let Some(&pp) = ppids.get(&p) {
+                d += 1;
+                p = pp;
+                if d > ppids.len() {
+                    break;
+                }
+            }
+            d
+        };
+        new.sort_by_cached_key(|&p| (depth(p), p));
         for pid in new {
             st.classify(pid, &mut out);
         }

@@ -75,6 +75,8 @@ pub struct Listener {
     /// Notifications lost to a full socket buffer (`ENOBUFS`).
     pub overruns: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
+    /// Set by the receiving thread between a `recv` and the end of its bookkeeping.
+    holding: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -317,25 +319,67 @@ impl Listener {
         let exits = Arc::new(Mutex::new(Exits::default()));
         let overruns = Arc::new(AtomicU64::new(0));
         let stop = Arc::new(AtomicBool::new(false));
+        let holding = Arc::new(AtomicBool::new(false));
         let thread = {
-            let (fd, exits, overruns, stop) =
-                (fd.clone(), exits.clone(), overruns.clone(), stop.clone());
+            let (fd, exits, overruns, stop, holding) = (
+                fd.clone(),
+                exits.clone(),
+                overruns.clone(),
+                stop.clone(),
+                holding.clone(),
+            );
             std::thread::Builder::new()
                 .name("taskstats".into())
-                .spawn(move || receive_loop(&fd, &exits, &overruns, &stop, buf))?
+                .spawn(move || receive_loop(&fd, &exits, &overruns, &stop, &holding, buf))?
         };
         Ok(Listener {
             fd,
             exits,
             overruns,
             stop,
+            holding,
             thread: Some(thread),
         })
     }
 
     /// Takes the thread groups collected so far whose exits are complete or whose pids
     /// `still_alive` does not vouch for; groups with a live leader stay.
+    ///
+    /// The notifications already queued on the socket are read first, in the caller's
+    /// thread: the kernel queues a task's notification when it exits, before its parent
+    /// can reap it, so every child whose counters a parent's `/proc/[pid]/io` read before
+    /// this call included is among the exits taken now (the receiving thread, at normal
+    /// priority, may lag behind a real-time sampler on a loaded machine).
     pub fn take(&self, mut still_alive: impl FnMut(u32) -> bool) -> Vec<GroupExit> {
+        let mut buf = vec![0u8; 64 << 10];
+        loop {
+            // SAFETY: `buf` is writable for its whole length; MSG_DONTWAIT never blocks.
+            let r = unsafe {
+                libc::recv(
+                    self.fd.as_raw_fd(),
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                    libc::MSG_DONTWAIT,
+                )
+            };
+            if r > 0 {
+                absorb(&buf[..r as usize], &self.exits);
+                continue;
+            }
+            if r < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ENOBUFS) {
+                self.overruns.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            break;
+        }
+        // A datagram the receiving thread holds is in `exits` within microseconds, unless
+        // that thread was preempted: wait a little, not more.
+        for _ in 0..40 {
+            if !self.holding.load(Ordering::SeqCst) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(50));
+        }
         let mut g = self.exits.lock().unwrap_or_else(|e| e.into_inner());
         let done: Vec<u32> = g
             .groups
@@ -369,6 +413,7 @@ fn receive_loop(
     exits: &Mutex<Exits>,
     overruns: &AtomicU64,
     stop: &AtomicBool,
+    holding: &AtomicBool,
     mut buf: Vec<u8>,
 ) {
     while !stop.load(Ordering::Relaxed) {
@@ -383,44 +428,51 @@ fn receive_loop(
                 _ => return,
             },
         };
-        for (ty, p) in messages(&buf[..n]) {
-            if ty == NLMSG_ERROR || p.len() < 4 {
+        holding.store(true, Ordering::SeqCst);
+        absorb(&buf[..n], exits);
+        holding.store(false, Ordering::SeqCst);
+    }
+}
+
+/// Adds the exit notifications of one datagram to `exits`.
+fn absorb(datagram: &[u8], exits: &Mutex<Exits>) {
+    for (ty, p) in messages(datagram) {
+        if ty == NLMSG_ERROR || p.len() < 4 {
+            continue;
+        }
+        for (t, nested) in attrs(&p[4..]) {
+            if t != TASKSTATS_TYPE_AGGR_PID {
                 continue;
             }
-            for (t, nested) in attrs(&p[4..]) {
-                if t != TASKSTATS_TYPE_AGGR_PID {
-                    continue;
-                }
-                let inner = attrs(nested);
-                let pid = inner
-                    .iter()
-                    .find(|(t, _)| *t == TASKSTATS_TYPE_PID)
-                    .and_then(|(_, p)| u32_at(p, 0));
-                let stats = inner.iter().find(|(t, _)| *t == TASKSTATS_TYPE_STATS);
-                let (Some(pid), Some((_, s))) = (pid, stats) else {
-                    continue;
-                };
-                let Some(task) = parse_stats(pid, s) else {
-                    continue;
-                };
-                let mut g = exits.lock().unwrap_or_else(|e| e.into_inner());
-                let e = g.groups.entry(task.tgid).or_insert_with(|| GroupExit {
-                    tgid: task.tgid,
-                    ..Default::default()
-                });
-                let mut sum = e.counters.to_array();
-                for (s, v) in sum.iter_mut().zip(task.counters.to_array()) {
-                    *s += v;
-                }
-                e.counters = Counters::from_array(sum);
-                if task.pid == task.tgid {
-                    e.leader_exited = true;
-                    e.ppid = task.ppid;
-                    e.comm = task.comm;
-                } else if e.comm.is_empty() {
-                    e.ppid = task.ppid;
-                    e.comm = task.comm;
-                }
+            let inner = attrs(nested);
+            let pid = inner
+                .iter()
+                .find(|(t, _)| *t == TASKSTATS_TYPE_PID)
+                .and_then(|(_, p)| u32_at(p, 0));
+            let stats = inner.iter().find(|(t, _)| *t == TASKSTATS_TYPE_STATS);
+            let (Some(pid), Some((_, s))) = (pid, stats) else {
+                continue;
+            };
+            let Some(task) = parse_stats(pid, s) else {
+                continue;
+            };
+            let mut g = exits.lock().unwrap_or_else(|e| e.into_inner());
+            let e = g.groups.entry(task.tgid).or_insert_with(|| GroupExit {
+                tgid: task.tgid,
+                ..Default::default()
+            });
+            let mut sum = e.counters.to_array();
+            for (s, v) in sum.iter_mut().zip(task.counters.to_array()) {
+                *s += v;
+            }
+            e.counters = Counters::from_array(sum);
+            if task.pid == task.tgid {
+                e.leader_exited = true;
+                e.ppid = task.ppid;
+                e.comm = task.comm;
+            } else if e.comm.is_empty() {
+                e.ppid = task.ppid;
+                e.comm = task.comm;
             }
         }
     }
