@@ -2,10 +2,12 @@
 //! tool people would use instead.
 //!
 //! 1. **Cost**: 1 000 idle processes plus the machine's own, sampled by `culprit iosample
-//!    --all` at 10 Hz (its CPU time over its wall time, from its own report, and jitter
-//!    p50/p99), next to `pidstat -d` (sysstat) over the same processes at its finest
-//!    interval, 1 s (CPU time of the pidstat process from `/proc/[pid]/stat`), both per
-//!    second and per sample.
+//!    --all` at 10 Hz for `--cost-seconds` (its CPU time, user + system of all its threads,
+//!    over its wall time, from its own report, and jitter p50/p99) — once per step of the
+//!    cost work (every process at every sample; new pids probed between listings; quiet
+//!    processes read every 10th sample) —, next to `pidstat -d` (sysstat) over the same
+//!    processes at its finest interval, 1 s (CPU time of the pidstat process from
+//!    `/proc/[pid]/stat`), both per second and per sample.
 //! 2. **Accuracy**: Debian's vsftpd on loopback and N FTP client processes
 //!    (`tests/ioshare/workload.py`: local and server writes, shares changing every 6–15 s,
 //!    partly correlated rates) recorded by `culprit record` while `culprit iosample`
@@ -14,7 +16,7 @@
 //!
 //! ```text
 //! cargo build --release -p cli -p tracer-preload
-//! cargo run --release -p bench --bin ioshare [-- --only cost|accuracy] [--clients 2,5,8,16] [--duration 60]
+//! cargo run --release -p bench --bin ioshare [-- --only cost|accuracy] [--clients 2,5,8,16] [--duration 60] [--cost-seconds 60]
 //! ```
 
 use anyhow::{bail, Context, Result};
@@ -26,6 +28,13 @@ fn release(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../target/release")
         .join(name)
+}
+
+fn load() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(f64::NAN)
 }
 
 fn cpu_ticks(pid: u32) -> Option<u64> {
@@ -64,35 +73,54 @@ fn cost(seconds: u64) -> Result<()> {
                 .is_ok_and(|e| e.file_name().to_string_lossy().parse::<u32>().is_ok())
         })
         .count();
-    let tmp = tempfile::tempdir()?;
-    let out = tmp.path().join("io.cios");
-    let c = Command::new(&culprit)
-        .args(["iosample", "--all", "--interval", "100ms", "--json", "-o"])
-        .arg(&out)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()?;
-    std::thread::sleep(Duration::from_secs(seconds));
-    // SAFETY: kill(2) on our own child.
-    unsafe { libc::kill(c.id() as i32, libc::SIGINT) };
-    let o = c.wait_with_output()?;
-    let r: serde_json::Value = serde_json::from_slice(&o.stdout)
-        .with_context(|| String::from_utf8_lossy(&o.stderr).into_owned())?;
-    let cpu = r["cpu_ns"].as_f64().unwrap_or(0.0);
-    let wall = r["wall_ns"].as_f64().unwrap_or(1.0);
-    let samples = r["samples"].as_f64().unwrap_or(1.0);
-    let size = std::fs::metadata(&out)?.len();
-    println!("## Cost: {n_procs} processes (1 000 idle `sleep` + the machine's), {seconds} s\n");
-    println!("| tool | interval | CPU % of a core | CPU per sample | jitter p50 / p99 | output |");
-    println!("|---|---|---|---|---|---|");
-    println!(
-        "| `culprit iosample --all` | 100 ms | **{:.2} %** | {:.2} ms | {:.0} / {:.0} µs | {:.1} KB/s |",
-        100.0 * cpu / wall,
-        cpu / samples / 1e6,
-        r["jitter_p50_ns"].as_f64().unwrap_or(0.0) / 1e3,
-        r["jitter_p99_ns"].as_f64().unwrap_or(0.0) / 1e3,
-        size as f64 / (wall / 1e9) / 1e3
-    );
+    println!("## Cost: {n_procs} processes (1 000 idle `sleep` + the machine's), {seconds} s per row (load average {:.1} at the start)\n", load());
+    println!("| tool | interval | CPU % of a core | CPU per sample | reads per sample | jitter p50 / p99 | output |");
+    println!("|---|---|---|---|---|---|---|");
+    // Each step of the cost work, cumulatively: every process read at every sample with
+    // /proc listed whenever a pid was allocated (as before), then new pids probed between
+    // listings, then quiet processes read every 10th sample (the default).
+    let variants: [(&str, &[&str]); 3] = [
+        (
+            "every process every sample, /proc listed each sample",
+            &["--quiet-every", "1", "--list-every", "1"],
+        ),
+        (
+            "+ new pids probed, /proc listed every 50",
+            &["--quiet-every", "1"],
+        ),
+        ("+ quiet processes every 10th sample (default)", &[]),
+    ];
+    for (what, extra) in variants {
+        let tmp = tempfile::tempdir()?;
+        let out = tmp.path().join("io.cios");
+        let c = Command::new(&culprit)
+            .args(["iosample", "--all", "--interval", "100ms", "--json", "-o"])
+            .arg(&out)
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()?;
+        std::thread::sleep(Duration::from_secs(seconds));
+        // SAFETY: kill(2) on our own child.
+        unsafe { libc::kill(c.id() as i32, libc::SIGINT) };
+        let o = c.wait_with_output()?;
+        let r: serde_json::Value = serde_json::from_slice(&o.stdout)
+            .with_context(|| String::from_utf8_lossy(&o.stderr).into_owned())?;
+        let cpu = r["cpu_ns"].as_f64().unwrap_or(0.0);
+        let wall = r["wall_ns"].as_f64().unwrap_or(1.0);
+        let samples = r["samples"].as_f64().unwrap_or(1.0).max(1.0);
+        let size = std::fs::metadata(&out)?.len();
+        println!(
+            "| `culprit iosample --all {}` ({what}) | 100 ms | **{:.2} %** | {:.2} ms | {:.0} | {:.0} / {:.0} µs | {:.1} KB/s |",
+            extra.join(" "),
+            100.0 * cpu / wall,
+            cpu / samples / 1e6,
+            r["reads"].as_f64().unwrap_or(0.0) / samples,
+            r["jitter_p50_ns"].as_f64().unwrap_or(0.0) / 1e3,
+            r["jitter_p99_ns"].as_f64().unwrap_or(0.0) / 1e3,
+            size as f64 / (wall / 1e9) / 1e3
+        );
+    }
     if Path::new("/usr/bin/pidstat").exists() {
         let p = Command::new("pidstat")
             .args(["-d", "1"])
@@ -109,12 +137,12 @@ fn cost(seconds: u64) -> Result<()> {
         let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
         let cpu_s = (c1 - c0) as f64 / hz;
         println!(
-            "| `pidstat -d 1` (sysstat) | 1 s (its minimum) | {:.2} % | {:.2} ms | – | text |",
+            "| `pidstat -d 1` (sysstat) | 1 s (its minimum) | {:.2} % | {:.2} ms | all | – | text |",
             100.0 * cpu_s / wall,
             1e3 * cpu_s / wall
         );
     } else {
-        println!("| `pidstat -d` | – | not installed (apt-get install sysstat) | | | |");
+        println!("| `pidstat -d` | – | not installed (apt-get install sysstat) | | | | |");
     }
     println!();
     Ok(())
@@ -160,8 +188,8 @@ fn accuracy(clients: &[usize], duration: u64) -> Result<()> {
     let workload = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/ioshare/workload.py");
     println!("## Accuracy: vsftpd on loopback, {duration} s per configuration, sampled at 10 Hz\n");
     println!("Mean absolute error of β against the trace, in percentage points (mean over the clients / worst client); `win` = per 60 s window.\n");
-    println!("| clients | regression 1 s | single 1 s | least squares 1 s | regression win | single win | least squares win | collinear windows | jitter p99 |");
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("| clients | regression 1 s | single 1 s | least squares 1 s | regression win | single win | least squares win | collinear windows | window / prior chosen | jitter p99 |");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for &n in clients {
         let tmp = tempfile::tempdir()?;
         let dir = tmp.path();
@@ -215,8 +243,10 @@ fn accuracy(clients: &[usize], duration: u64) -> Result<()> {
                 a[k][w].as_f64().unwrap_or(f64::NAN)
             )
         };
+        let sel = &j["selection"];
+        let interval_s = j["sampling_interval_ns"].as_f64().unwrap_or(1e8) / 1e9;
         println!(
-            "| {n} | {} | {} | {} | {} | {} | {} | {} | {:.1} ms |",
+            "| {n} | {} | {} | {} | {} | {} | {} | {} | {:.1} s / {} | {:.1} ms |",
             f("regression", "mean_mae_points", "max_mae_points"),
             f("single", "mean_mae_points", "max_mae_points"),
             f("least_squares", "mean_mae_points", "max_mae_points"),
@@ -224,6 +254,8 @@ fn accuracy(clients: &[usize], duration: u64) -> Result<()> {
             f("single", "mean_window_points", "max_window_points"),
             f("least_squares", "mean_window_points", "max_window_points"),
             j["collinearity"].as_array().map_or(0, |v| v.len()),
+            sel["window"].as_f64().unwrap_or(f64::NAN) * interval_s,
+            sel["prior"],
             j["jitter"]["p99_ns"].as_f64().unwrap_or(0.0) / 1e6,
         );
     }
@@ -249,8 +281,9 @@ fn main() -> Result<()> {
     if !release("culprit").exists() {
         bail!("build first: cargo build --release -p cli -p tracer-preload");
     }
+    let cost_seconds: u64 = get("--cost-seconds").map_or(Ok(60), |s| s.parse())?;
     if only.as_deref().is_none_or(|o| o == "cost") {
-        cost(20)?;
+        cost(cost_seconds)?;
     }
     if only.as_deref().is_none_or(|o| o == "accuracy") {
         accuracy(&clients, duration)?;
