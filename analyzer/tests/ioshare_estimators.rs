@@ -172,31 +172,40 @@ fn processes_moving_together_are_diagnosed() {
     );
 }
 
-#[test]
-fn under_noise_cross_validation_chooses_a_prior_that_beats_the_plain_window() {
-    let s = synth(4, 160, step_beta, 0.5, false);
+/// The 15-interval regression with a 60-interval prior window, and its cross-validated
+/// choice on `s` with the estimate it gives.
+fn base_and_selected(s: &Series) -> (RegressionOptions, select::Choice, Estimate) {
     let base = RegressionOptions {
         window: 15,
         prior_window: 60,
         ..Default::default()
     };
     let c = select::choose(
-        &s,
+        s,
         &base,
         &select::candidate_windows(15, 10),
         &select::PRIORS,
     );
+    let (e, _) = regression::estimate(
+        s,
+        &RegressionOptions {
+            window: c.window,
+            prior: c.prior,
+            ..base
+        },
+    );
+    (base, c, e)
+}
+
+#[test]
+fn under_noise_cross_validation_chooses_a_prior_that_beats_the_plain_window() {
+    let s = synth(4, 160, step_beta, 0.5, false);
+    let (base, c, sel) = base_and_selected(&s);
     eprintln!(
         "chosen: window {} prior {} ({:?})",
         c.window, c.prior, c.scores
     );
     assert!(c.prior > 0.0 || c.window > 15, "{c:?}");
-    let chosen = RegressionOptions {
-        window: c.window,
-        prior: c.prior,
-        ..base
-    };
-    let (sel, _) = regression::estimate(&s, &chosen);
     let (plain_window, _) = regression::estimate(&s, &base);
     let (ols, _) = regression::estimate(
         &s,
@@ -222,25 +231,7 @@ fn under_noise_cross_validation_chooses_a_prior_that_beats_the_plain_window() {
 #[test]
 fn without_noise_the_choice_still_recovers_changing_shares() {
     let s = synth(4, 160, step_beta, 0.0, false);
-    let base = RegressionOptions {
-        window: 15,
-        prior_window: 60,
-        ..Default::default()
-    };
-    let c = select::choose(
-        &s,
-        &base,
-        &select::candidate_windows(15, 10),
-        &select::PRIORS,
-    );
-    let (e, _) = regression::estimate(
-        &s,
-        &RegressionOptions {
-            window: c.window,
-            prior: c.prior,
-            ..base
-        },
-    );
+    let (_, c, e) = base_and_selected(&s);
     // Only the windows that straddle a change are off.
     let m = mae(&e, &s, step_beta);
     assert!(m < 4.0, "{m} with {c:?}");

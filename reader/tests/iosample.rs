@@ -8,6 +8,21 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Samples into `file` until `child` exits.
+fn sample_until_exit(
+    file: &std::path::Path,
+    opts: SamplerOptions,
+    child: &mut std::process::Child,
+) -> iosample::SamplerReport {
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop2 = stop.clone();
+    let file2 = file.to_path_buf();
+    let t = std::thread::spawn(move || iosample::run(&file2, &opts, &stop2, || false));
+    child.wait().unwrap();
+    stop.store(true, Ordering::Relaxed);
+    t.join().unwrap().unwrap()
+}
+
 #[test]
 fn a_process_living_between_two_samples_keeps_its_bytes() {
     let tmp = tempfile::tempdir().unwrap();
@@ -27,15 +42,7 @@ fn a_process_living_between_two_samples_keeps_its_bytes() {
         selection: Selection::Pids(vec![root.id()]),
         ..Default::default()
     };
-    let stop = Arc::new(AtomicBool::new(false));
-    let report = {
-        let stop2 = stop.clone();
-        let file2 = file.clone();
-        let t = std::thread::spawn(move || iosample::run(&file2, &opts, &stop2, || false));
-        root.wait().unwrap();
-        stop.store(true, Ordering::Relaxed);
-        t.join().unwrap().unwrap()
-    };
+    let report = sample_until_exit(&file, opts, &mut root);
     assert!(report.samples >= 3, "{report:?}");
     let log = SampleLog::open(&file).unwrap();
     assert_eq!(log.tail.damaged_at, None);
@@ -116,15 +123,7 @@ fn a_quiet_process_is_read_less_often_and_its_late_change_is_spread() {
         quiet_every: 4,
         ..Default::default()
     };
-    let stop = Arc::new(AtomicBool::new(false));
-    let report = {
-        let stop2 = stop.clone();
-        let file2 = file.clone();
-        let t = std::thread::spawn(move || iosample::run(&file2, &opts, &stop2, || false));
-        py.wait().unwrap();
-        stop.store(true, Ordering::Relaxed);
-        t.join().unwrap().unwrap()
-    };
+    let report = sample_until_exit(&file, opts, &mut py);
     let log = SampleLog::open(&file).unwrap();
     let p = log.processes.iter().find(|p| p.pid == py.id()).unwrap();
     // Fewer reads than processes × samples, and the change found late is marked.

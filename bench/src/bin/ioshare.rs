@@ -16,7 +16,7 @@
 //!
 //! ```text
 //! cargo build --release -p cli -p tracer-preload
-//! cargo run --release -p bench --bin ioshare [-- --only cost|accuracy] [--clients 2,5,8,16] [--duration 60] [--cost-seconds 60]
+//! cargo run --release -p bench --bin ioshare [-- --only cost|interfaces|accuracy] [--clients 2,5,8,16] [--duration 60] [--cost-seconds 60]
 //! ```
 
 use anyhow::{bail, Context, Result};
@@ -54,8 +54,7 @@ impl Drop for Reaped {
     }
 }
 
-fn cost(seconds: u64) -> Result<()> {
-    let culprit = release("culprit");
+fn idle_processes() -> Result<Reaped> {
     let mut idle = Reaped(Vec::new());
     for _ in 0..1000 {
         idle.0.push(
@@ -67,6 +66,52 @@ fn cost(seconds: u64) -> Result<()> {
                 .context("spawning sleep")?,
         );
     }
+    Ok(idle)
+}
+
+/// The two interfaces that carry the seven counters, per process, over the 1 000 idle
+/// processes: `pread` of a kept-open `/proc/[pid]/io` against `TASKSTATS_CMD_GET`
+/// (all requests in one `sendto`, replies by `recvmmsg`), CPU time of this thread.
+fn interfaces() -> Result<()> {
+    use reader::iosample::procfs::IoFile;
+    use reader::iosample::sampler::clock_ns;
+    use reader::iosample::taskstats::Query;
+    let idle = idle_processes()?;
+    std::thread::sleep(Duration::from_millis(300));
+    let pids: Vec<u32> = idle.0.iter().map(|c| c.id()).collect();
+    let files: Vec<IoFile> = pids.iter().filter_map(|&p| IoFile::open(p).ok()).collect();
+    let rounds = 50;
+    let cpu = || clock_ns(libc::CLOCK_THREAD_CPUTIME_ID) as f64;
+    let t0 = cpu();
+    for _ in 0..rounds {
+        for f in &files {
+            let _ = f.read();
+        }
+    }
+    let pread_us = (cpu() - t0) / (rounds * files.len().max(1)) as f64 / 1e3;
+    println!("## The interfaces, per process ({} idle processes, {rounds} rounds, thread CPU time; load average {:.1})\n", files.len(), load());
+    println!("| interface | CPU per process | counters |");
+    println!("|---|---|---|");
+    println!("| `pread` of an open `/proc/[pid]/io` (the sampler's) | {pread_us:.2} µs | all seven, exact, whole process |");
+    match Query::open() {
+        Ok(mut q) => {
+            let t0 = cpu();
+            let mut got = 0;
+            for _ in 0..rounds {
+                got = q.get(&pids)?.len();
+            }
+            let us = (cpu() - t0) / (rounds * pids.len()) as f64 / 1e3;
+            println!("| taskstats `TASKSTATS_CMD_GET` ×{} per `sendto`, `recvmmsg` ({got} answers) | {us:.2} µs | per task; `rchar wchar syscr syscw` rounded down to 1024 |", pids.len());
+        }
+        Err(e) => println!("| taskstats `TASKSTATS_CMD_GET` | unavailable: {e} | |"),
+    }
+    println!();
+    Ok(())
+}
+
+fn cost(seconds: u64) -> Result<()> {
+    let culprit = release("culprit");
+    let _idle = idle_processes()?; // killed and reaped when dropped
     let n_procs = std::fs::read_dir("/proc")?
         .filter(|e| {
             e.as_ref()
@@ -284,6 +329,12 @@ fn main() -> Result<()> {
     let cost_seconds: u64 = get("--cost-seconds").map_or(Ok(60), |s| s.parse())?;
     if only.as_deref().is_none_or(|o| o == "cost") {
         cost(cost_seconds)?;
+    }
+    if only
+        .as_deref()
+        .is_none_or(|o| o == "cost" || o == "interfaces")
+    {
+        interfaces()?;
     }
     if only.as_deref().is_none_or(|o| o == "accuracy") {
         accuracy(&clients, duration)?;
