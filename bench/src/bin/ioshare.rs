@@ -16,7 +16,7 @@
 //!
 //! ```text
 //! cargo build --release -p cli -p tracer-preload
-//! cargo run --release -p bench --bin ioshare [-- --only cost|interfaces|accuracy] [--clients 2,5,8,16] [--duration 60] [--cost-seconds 60]
+//! cargo run --release -p bench --bin ioshare [-- --only cost|interfaces|accuracy] [--clients 2,5,8,16] [--duration 60] [--cost-seconds 60] [--keep DIR]
 //! ```
 
 use anyhow::{bail, Context, Result};
@@ -228,7 +228,7 @@ fn vsftpd(dir: &Path) -> Result<(Reaped, u16)> {
     bail!("vsftpd did not start")
 }
 
-fn accuracy(clients: &[usize], duration: u64) -> Result<()> {
+fn accuracy(clients: &[usize], duration: u64, keep: Option<&Path>) -> Result<()> {
     let culprit = release("culprit");
     let workload = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/ioshare/workload.py");
     println!("## Accuracy: vsftpd on loopback, {duration} s per configuration, sampled at 10 Hz\n");
@@ -237,7 +237,13 @@ fn accuracy(clients: &[usize], duration: u64) -> Result<()> {
     println!("|---|---|---|---|---|---|---|---|---|---|");
     for &n in clients {
         let tmp = tempfile::tempdir()?;
-        let dir = tmp.path();
+        // `--keep DIR`: the sample file, the trace and the clients' lines stay in DIR/nN.
+        let kept = keep.map(|k| k.join(format!("n{n}")));
+        if let Some(k) = &kept {
+            let _ = std::fs::remove_dir_all(k);
+            std::fs::create_dir_all(k)?;
+        }
+        let dir = kept.as_deref().unwrap_or(tmp.path());
         let (_server, port) = vsftpd(dir)?;
         std::fs::create_dir_all(dir.join("local"))?;
         let rate = (6e6 / n as f64).clamp(3e5, 2e6);
@@ -269,6 +275,12 @@ fn accuracy(clients: &[usize], duration: u64) -> Result<()> {
             .output()?;
         if !o.status.success() {
             bail!("{n} clients: {}", String::from_utf8_lossy(&o.stderr));
+        }
+        if kept.is_some() {
+            // The clients' lines kept; the uploaded and local files (hundreds of MB) not.
+            std::fs::write(dir.join("out.txt"), &o.stdout)?;
+            let _ = std::fs::remove_dir_all(dir.join("root").join("up"));
+            let _ = std::fs::remove_dir_all(dir.join("local"));
         }
         let r = Command::new(&culprit)
             .arg("ioshare")
@@ -337,7 +349,7 @@ fn main() -> Result<()> {
         interfaces()?;
     }
     if only.as_deref().is_none_or(|o| o == "accuracy") {
-        accuracy(&clients, duration)?;
+        accuracy(&clients, duration, get("--keep").as_deref().map(Path::new))?;
     }
     Ok(())
 }
