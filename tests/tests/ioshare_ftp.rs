@@ -126,8 +126,8 @@ fn shares_of_ftp_clients_match_the_traced_truth() {
             .arg(&trace)
             .arg("--html")
             .arg(&html),
-        // The cross-validated choice of the regression's window runs ~1 600 small bounded
-        // fits in this debug build: seconds, more on a loaded 2-core CI machine.
+        // Bounded fits with a lag grid and robust re-weighting in a debug build: seconds,
+        // more on a loaded 2-core CI machine.
         Duration::from_secs(180),
     );
     r.assert_success("ioshare");

@@ -233,8 +233,8 @@ fn accuracy(clients: &[usize], duration: u64, keep: Option<&Path>) -> Result<()>
     let workload = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/ioshare/workload.py");
     println!("## Accuracy: vsftpd on loopback, {duration} s per configuration, sampled at 10 Hz\n");
     println!("Mean absolute error of β against the trace, in percentage points (mean over the clients / worst client); `win` = per 60 s window.\n");
-    println!("| clients | regression 1 s | single 1 s | least squares 1 s | regression win | single win | least squares win | collinear windows | window / prior chosen | jitter p99 |");
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    println!("| clients | regression 1 s | single 1 s | least squares 1 s | regression win | single win | least squares win | collinear windows | jitter p99 |");
+    println!("|---|---|---|---|---|---|---|---|---|");
     for &n in clients {
         let tmp = tempfile::tempdir()?;
         // `--keep DIR`: the sample file, the trace and the clients' lines stay in DIR/nN.
@@ -300,10 +300,8 @@ fn accuracy(clients: &[usize], duration: u64, keep: Option<&Path>) -> Result<()>
                 a[k][w].as_f64().unwrap_or(f64::NAN)
             )
         };
-        let sel = &j["selection"];
-        let interval_s = j["sampling_interval_ns"].as_f64().unwrap_or(1e8) / 1e9;
         println!(
-            "| {n} | {} | {} | {} | {} | {} | {} | {} | {:.1} s / {} | {:.1} ms |",
+            "| {n} | {} | {} | {} | {} | {} | {} | {} | {:.1} ms |",
             f("regression", "mean_mae_points", "max_mae_points"),
             f("single", "mean_mae_points", "max_mae_points"),
             f("least_squares", "mean_mae_points", "max_mae_points"),
@@ -311,8 +309,6 @@ fn accuracy(clients: &[usize], duration: u64, keep: Option<&Path>) -> Result<()>
             f("single", "mean_window_points", "max_window_points"),
             f("least_squares", "mean_window_points", "max_window_points"),
             j["collinearity"].as_array().map_or(0, |v| v.len()),
-            sel["window"].as_f64().unwrap_or(f64::NAN) * interval_s,
-            sel["prior"],
             j["jitter"]["p99_ns"].as_f64().unwrap_or(0.0) / 1e6,
         );
     }

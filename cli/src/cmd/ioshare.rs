@@ -33,20 +33,19 @@ pub struct Args {
     /// Interval of the estimates (a multiple of the sampling interval; default: the sampling interval).
     #[arg(long, value_name = "DUR", value_parser = reader::iosample::parse_duration)]
     pub step: Option<std::time::Duration>,
-    /// Regression window (centred on each sample; widened to 2 samples per process). By
-    /// default the regression uses 1, 1.5 or 2 times it, as cross-validation chooses.
+    /// Regression window (centred on each sample; widened to 2 samples per process).
     #[arg(long, value_name = "DUR", default_value = "1.5s", value_parser = reader::iosample::parse_duration)]
     pub window: std::time::Duration,
-    /// Weight of the long-window prior, in rows of data per process (0: none); giving it
-    /// turns the cross-validated choice off (the window is then --window).
+    /// Weight of the long-window prior, in rows of data per process (default 0: none).
     #[arg(long, value_name = "MU")]
     pub prior: Option<f64>,
     /// Long window of the prior (default: 4 × the regression window).
     #[arg(long, value_name = "DUR", value_parser = reader::iosample::parse_duration)]
     pub prior_window: Option<std::time::Duration>,
-    /// Use --window (and --prior, default 0) as given: no cross-validated choice.
+    /// Choose the window (⅔, 1, 1.5, 2 × --window) and the prior weight by cross-validation
+    /// on the data (overrides --window and --prior).
     #[arg(long)]
-    pub no_select: bool,
+    pub select: bool,
     /// Give every interval the same weight (by default intervals with outlying residuals
     /// get Huber weights).
     #[arg(long)]
@@ -107,7 +106,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 .map_or(0, |d| (d.as_nanos() as u64 / interval) as usize),
             ..Default::default()
         },
-        select: !args.no_select && args.prior.is_none(),
+        select: args.select,
         single: ioshare::single::SingleOptions {
             threshold: args.threshold,
             ..Default::default()
