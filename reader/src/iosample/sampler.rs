@@ -48,7 +48,8 @@ pub struct SamplerOptions {
     /// sample. 0 or 1: every process at every sample. Default 10. What is lost: the time
     /// resolution of a quiet process's first change — it is seen up to `quiet_every − 1`
     /// samples late, and a `SPAN` record says since when, so a reader spreads it over
-    /// those intervals; no byte is lost (exits still come from taskstats).
+    /// those intervals; no byte is lost (exits still come from taskstats; without
+    /// taskstats every process is read at every sample).
     pub quiet_every: u64,
     /// List all of `/proc` at least every this many samples (default 50). In between, new
     /// processes are found from the last pid the kernel allocated: the pids after the one
@@ -472,7 +473,14 @@ pub fn run(
         let mut late = Vec::new();
         let mut gone = Vec::new();
         let mut denied_now = Vec::new();
-        let quiet_every = opts.quiet_every.max(1);
+        // Without taskstats an exit keeps the last read: every process is then read at
+        // every sample, so a quiet process that wakes, writes and exits loses nothing more
+        // than one interval's bytes (as before).
+        let quiet_every = if listener.is_some() {
+            opts.quiet_every.max(1)
+        } else {
+            1
+        };
         for (&pid, k) in st.known.iter_mut() {
             let Known::Tracked(t) = k else { continue };
             let Some(io) = &t.io else {
