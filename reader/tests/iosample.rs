@@ -8,6 +8,21 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Samples into `file` until `child` exits.
+fn sample_until_exit(
+    file: &std::path::Path,
+    opts: SamplerOptions,
+    child: &mut std::process::Child,
+) -> iosample::SamplerReport {
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop2 = stop.clone();
+    let file2 = file.to_path_buf();
+    let t = std::thread::spawn(move || iosample::run(&file2, &opts, &stop2, || false));
+    child.wait().unwrap();
+    stop.store(true, Ordering::Relaxed);
+    t.join().unwrap().unwrap()
+}
+
 #[test]
 fn a_process_living_between_two_samples_keeps_its_bytes() {
     let tmp = tempfile::tempdir().unwrap();
@@ -27,15 +42,7 @@ fn a_process_living_between_two_samples_keeps_its_bytes() {
         selection: Selection::Pids(vec![root.id()]),
         ..Default::default()
     };
-    let stop = Arc::new(AtomicBool::new(false));
-    let report = {
-        let stop2 = stop.clone();
-        let file2 = file.clone();
-        let t = std::thread::spawn(move || iosample::run(&file2, &opts, &stop2, || false));
-        root.wait().unwrap();
-        stop.store(true, Ordering::Relaxed);
-        t.join().unwrap().unwrap()
-    };
+    let report = sample_until_exit(&file, opts, &mut root);
     assert!(report.samples >= 3, "{report:?}");
     let log = SampleLog::open(&file).unwrap();
     assert_eq!(log.tail.damaged_at, None);
@@ -92,4 +99,139 @@ fn a_file_cut_while_written_reads_back_up_to_the_cut() {
     assert_eq!(part.tail.why.as_deref(), Some("truncated record"));
     assert_eq!(part.samples, whole.samples, "only the END record was cut");
     assert!(part.end.is_none() && whole.end.is_some());
+}
+
+#[test]
+fn a_quiet_process_is_read_less_often_and_its_late_change_is_spread() {
+    // Quiet for 1.2 s (24 samples: read every 4th after 4 unchanged), then one write of
+    // 300 000 bytes, then quiet again until it exits.
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("io.cios");
+    let out = tmp.path().join("out.bin");
+    let mut py = Command::new("python3")
+        .arg("-c")
+        .arg(format!(
+            "import os, time\ntime.sleep(1.2)\nfd = os.open({:?}, os.O_WRONLY | os.O_CREAT)\n\
+             os.write(fd, b'x' * 300000)\ntime.sleep(0.6)",
+            out.display()
+        ))
+        .spawn()
+        .unwrap();
+    let opts = SamplerOptions {
+        interval: Duration::from_millis(50),
+        selection: Selection::Pids(vec![py.id()]),
+        quiet_every: 4,
+        ..Default::default()
+    };
+    let report = sample_until_exit(&file, opts, &mut py);
+    let log = SampleLog::open(&file).unwrap();
+    let p = log.processes.iter().find(|p| p.pid == py.id()).unwrap();
+    if report.taskstats != "on" {
+        // Without taskstats every process is read at every sample (an exit keeps the last
+        // read): nothing is quiet.
+        assert_eq!(report.late, 0, "{report:?}");
+        eprintln!(
+            "taskstats off ({}): quiet reads not checked",
+            report.taskstats
+        );
+        return;
+    }
+    // Fewer reads than processes × samples, and the change found late is marked.
+    assert!(
+        report.reads < report.samples * report.processes,
+        "{report:?}"
+    );
+    assert!(report.late >= 1 && !p.spans.is_empty(), "{report:?} {p:?}");
+    let &(found, since) = p.spans.last().unwrap();
+    assert!(since < found && found - since <= 4, "{:?}", p.spans);
+    // Nothing lost: the last counters hold the write; the counters in between grow with
+    // time from the quiet read to the read that found the change.
+    let last = log.samples.len() - 1;
+    let w = |j: usize| p.at(&log.samples, j).unwrap().wchar;
+    assert!(w(last) >= 300_000, "{p:?}");
+    assert!(w(found) - w(since) >= 300_000);
+    for j in since..found {
+        assert!(w(j) <= w(j + 1));
+    }
+    if found - since >= 2 {
+        assert!(
+            w(since) < w(since + 1) && w(since + 1) < w(found),
+            "{:?}",
+            p.spans
+        );
+    }
+}
+
+#[test]
+fn after_a_pid_wrap_a_child_listed_before_its_parent_is_still_its_child() {
+    use reader::iosample::format::{
+        Counters, ExitRecord, ExitSource, Meta, ProcRecord, Record, SampleRecord, SampleWriter,
+    };
+    // A daemon (32621) forks a session (32761), whose worker got pid 300 after a wrap; both
+    // first seen in the same sample, the worker first (pid order). The worker writes 5 MB
+    // and exits; the session reaps it, exits, and the daemon reaps the session: the
+    // daemon's /proc/[pid]/io then holds the worker's 5 MB, which are not its own.
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("io.cios");
+    let w = |wchar: u64| Counters {
+        wchar,
+        ..Default::default()
+    };
+    let proc_ = |pid, ppid| {
+        Record::Proc(ProcRecord {
+            pid,
+            ppid,
+            comm: "vsftpd".into(),
+            ..Default::default()
+        })
+    };
+    let sample = |seq: u64, changed: Vec<(u32, Counters)>| {
+        Record::Sample(SampleRecord {
+            seq,
+            mono_ns: 1_000 + seq * 100,
+            deadline_mono_ns: 1_000 + seq * 100,
+            changed,
+            ..Default::default()
+        })
+    };
+    let exit = |pid, ppid, seq: u64, wchar| {
+        Record::Exit(ExitRecord {
+            pid,
+            ppid,
+            source: ExitSource::Taskstats,
+            mono_ns: 1_000 + seq * 100,
+            unix_ns: 0,
+            counters: w(wchar),
+            comm: "vsftpd".into(),
+        })
+    };
+    let mut out = SampleWriter::create(&file).unwrap();
+    out.write(&[
+        Record::Meta(Meta::default()),
+        proc_(32621, 1),
+        sample(0, vec![(32621, w(0))]),
+        proc_(300, 32761),
+        proc_(32761, 32621),
+        sample(1, vec![(300, w(1_000_000))]),
+        sample(2, vec![(300, w(5_000_000))]),
+        // The daemon's read already holds the worker's bytes; the notifications of the
+        // exits are read one sample later.
+        sample(3, vec![(32621, w(5_000_000))]),
+        exit(300, 32761, 4, 5_000_000),
+        exit(32761, 32621, 4, 0),
+        sample(4, vec![]),
+    ])
+    .unwrap();
+    drop(out);
+    let log = SampleLog::open(&file).unwrap();
+    let idx = |pid| log.processes.iter().position(|p| p.pid == pid).unwrap();
+    let (daemon, session, worker) = (idx(32621), idx(32761), idx(300));
+    assert_eq!(log.children[session], vec![worker]);
+    assert_eq!(log.children[daemon], vec![session]);
+    let own = |i, j| log.own(i, j).unwrap().wchar;
+    for j in 0..5 {
+        assert_eq!(own(daemon, j), 0, "sample {j}");
+    }
+    assert_eq!(own(worker, 4), 5_000_000);
+    assert_eq!(own(session, 4), 0);
 }

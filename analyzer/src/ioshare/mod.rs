@@ -9,6 +9,7 @@
 //! | 1 series | [`series`] | [`reader::iosample::SampleLog`] → [`series::Series`] (y, X per interval) |
 //! | 2a regression | [`regression`] | sliding-window bounded least squares, lag, collinearity |
 //! | 2b single variation | [`single`] | the thesis's one-change-at-a-time estimator |
+//! | 2a′ selection | [`select`] | window and prior weight by cross-validation |
 //! | 2c baseline | [`regression`] (unbounded) | plain least squares, for comparison |
 //! | 3 truth | [`truth`] | trace directories → bytes each process sent to the server |
 //! | 4 report | [`report`], [`html`] | [`report::IoShareReport`] → text, JSON, HTML |
@@ -19,6 +20,7 @@ pub mod bvls;
 pub mod html;
 pub mod regression;
 pub mod report;
+pub mod select;
 pub mod series;
 pub mod single;
 pub mod truth;

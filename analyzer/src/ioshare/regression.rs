@@ -6,7 +6,20 @@
 //! condition number of the window, and the processes whose variance inflation exceeds 10,
 //! which move together and whose individual shares the data cannot separate.
 //!
-//! The same code without bounds and lag is the plain least-squares baseline.
+//! With a **prior** (`prior` > 0), each window's fit is also pulled toward the β of a
+//! longer window centred on the same interval (ridge regression toward that estimate:
+//! `μ · mean(xᵢ²) · (βᵢ − β_longᵢ)²` added per process, so `μ` counts in rows of data): a
+//! short window follows changes, the long one averages the noise out, and `μ` — chosen by
+//! cross-validation on the data itself ([`super::select`]) — says how much of each.
+//!
+//! Each window's fit is **robust**: after the first solve, intervals whose residual is
+//! far beyond the window's robust spread (1.4826 × median |r|) get Huber weights
+//! (c = 1.345) and the fit is solved again, twice — a burst the server flushed from socket
+//! buffers, or a sample taken late, then pulls less on the β of the processes active
+//! around it.
+//!
+//! The same code without bounds, lag, prior and weights is the plain least-squares
+//! baseline.
 
 use super::bvls::{bvls, condition_number, ols, vif};
 use super::series::Series;
@@ -27,6 +40,14 @@ pub struct RegressionOptions {
     /// Centre the window on the interval (offline analysis: half the delay in following a
     /// change) rather than end it there (default true).
     pub centered: bool,
+    /// Weight μ of the long-window prior, in rows of data per process (0: no prior).
+    pub prior: f64,
+    /// Down-weight intervals with outlying residuals (Huber weights, two passes; default
+    /// true for the bounded regression).
+    pub robust: bool,
+    /// Intervals of the long window that gives the prior (at least `window`; `analyze`
+    /// makes it at least 4 × `window`).
+    pub prior_window: usize,
 }
 
 impl Default for RegressionOptions {
@@ -37,6 +58,9 @@ impl Default for RegressionOptions {
             bounded: true,
             max_condition: 30.0,
             centered: true,
+            prior: 0.0,
+            robust: true,
+            prior_window: 0,
         }
     }
 }
@@ -65,7 +89,171 @@ fn design(s: &Series, rows: &[usize], cols: &[usize], lambda: f64) -> DMatrix<f6
     })
 }
 
-/// Runs the sliding-window regression.
+/// The rows of the window around (or ending at) interval `t` of `n`.
+pub fn window_rows(
+    n: usize,
+    t: usize,
+    w: usize,
+    centered: bool,
+) -> std::ops::RangeInclusive<usize> {
+    let w = w.max(2);
+    if centered {
+        let lo = t.saturating_sub(w / 2);
+        let hi = (lo + w - 1).min(n - 1);
+        hi.saturating_sub(w - 1).min(lo)..=hi
+    } else {
+        t.saturating_sub(w - 1)..=t
+    }
+}
+
+/// One window's fit.
+pub struct Fit {
+    /// The columns (processes) that did IO in the window.
+    pub cols: Vec<usize>,
+    /// Their β.
+    pub beta: DVector<f64>,
+    /// The lag chosen.
+    pub lambda: f64,
+    /// The design with that lag (data rows only).
+    pub x: DMatrix<f64>,
+    /// The design without lag (for the diagnosis).
+    pub x0: DMatrix<f64>,
+    /// Residual variance per row.
+    pub sigma2: f64,
+    /// `(XᵀX + prior)⁻¹`, if it could be formed.
+    pub inv: Option<DMatrix<f64>>,
+}
+
+/// The outcome of fitting one window.
+pub enum Outcome {
+    /// Nobody did IO in it.
+    Idle,
+    /// Fewer rows than unknowns.
+    Insufficient,
+    /// Fitted.
+    Fitted(Box<Fit>),
+}
+
+/// Fits the window around interval `t`, leaving row `skip` out (cross-validation), pulled
+/// toward `prior[column]` with weight `o.prior` where given.
+pub fn fit_at(
+    s: &Series,
+    o: &RegressionOptions,
+    t: usize,
+    skip: Option<usize>,
+    prior: Option<&dyn Fn(usize) -> Option<f64>>,
+) -> Outcome {
+    let p = s.columns.len();
+    let rows: Vec<usize> = window_rows(s.y.len(), t, o.window, o.centered)
+        .filter(|&r| Some(r) != skip)
+        .collect();
+    let cols: Vec<usize> = (0..p)
+        .filter(|&c| {
+            rows.iter().any(|&r| {
+                s.columns[c].x[r] > 0.0 || (o.lag && r > 0 && s.columns[c].x[r - 1] > 0.0)
+            })
+        })
+        .collect();
+    if cols.is_empty() {
+        return Outcome::Idle;
+    }
+    if rows.len() < cols.len() + 1 {
+        return Outcome::Insufficient;
+    }
+    let m = rows.len();
+    let k = cols.len();
+    let y = DVector::from_iterator(m, rows.iter().map(|&r| s.y[r]));
+    let targets: Vec<Option<f64>> = match (prior, o.prior > 0.0) {
+        (Some(f), true) => cols.iter().map(|&c| f(c)).collect(),
+        _ => vec![None; k],
+    };
+    let with_prior = targets.iter().any(Option::is_some);
+    // The prior as k extra rows: √(μ·mean x²)·(β − β_long) for each process.
+    let augment = |x: &DMatrix<f64>, y: &DVector<f64>| -> (DMatrix<f64>, DVector<f64>) {
+        let mut xa = x.clone().resize_vertically(m + k, 0.0);
+        let mut ya = y.clone().resize_vertically(m + k, 0.0);
+        for (c, target) in targets.iter().enumerate() {
+            if let Some(b) = target {
+                let d = (o.prior * x.column(c).norm_squared() / m as f64).sqrt();
+                xa[(m + c, c)] = d;
+                ya[m + c] = d * b;
+            }
+        }
+        (xa, ya)
+    };
+    let solve = |x: &DMatrix<f64>, y: &DVector<f64>| -> (DVector<f64>, f64) {
+        let b = if with_prior {
+            let (xa, ya) = augment(x, y);
+            let b = bvls(&xa, &ya, 0.0, 1.0);
+            let r = (&ya - &xa * &b).norm_squared();
+            return (b, r);
+        } else if o.bounded {
+            bvls(x, y, 0.0, 1.0)
+        } else {
+            ols(x, y)
+        };
+        let r = (y - x * &b).norm_squared();
+        (b, r)
+    };
+    let x0 = design(s, &rows, &cols, 0.0);
+    let (b0, rss0) = solve(&x0, &y);
+    let mut best = (0.0, b0, x0.clone(), rss0);
+    if o.lag && o.bounded {
+        for step in 1..10 {
+            let lambda = step as f64 / 10.0;
+            let x = design(s, &rows, &cols, lambda);
+            let (b, r) = solve(&x, &y);
+            if r < best.3 && r < 0.9 * rss0 {
+                best = (lambda, b, x, r);
+            }
+        }
+    }
+    let (lambda, mut beta, x, _) = best;
+    // Robust weights (Huber, c = 1.345 robust σ): an interval whose server bytes the
+    // others do not explain — a burst flushed from socket buffers, a late sample — pulls
+    // less on its neighbours' β.
+    if o.robust && o.bounded {
+        for _ in 0..2 {
+            let r = &y - &x * &beta;
+            let mut a: Vec<f64> = r.iter().map(|v| v.abs()).collect();
+            a.sort_by(f64::total_cmp);
+            let sigma = 1.4826 * a[a.len() / 2];
+            if sigma <= 0.0 {
+                break;
+            }
+            let w: Vec<f64> = r
+                .iter()
+                .map(|v| (1.345 * sigma / v.abs().max(1e-300)).min(1.0).sqrt())
+                .collect();
+            let xw = DMatrix::from_fn(m, k, |i, j| w[i] * x[(i, j)]);
+            let yw = DVector::from_fn(m, |i, _| w[i] * y[i]);
+            beta = solve(&xw, &yw).0;
+        }
+    }
+    let dof = (m as f64 - k as f64).max(1.0);
+    let sigma2 = (&y - &x * &beta).norm_squared() / dof;
+    let gram = if with_prior {
+        let (xa, _) = augment(&x, &y);
+        xa.transpose() * xa
+    } else {
+        x.transpose() * &x
+    };
+    let inv = gram
+        .clone()
+        .pseudo_inverse(1e-12 * gram.norm().max(1e-300))
+        .ok();
+    Outcome::Fitted(Box::new(Fit {
+        cols,
+        beta,
+        lambda,
+        x,
+        x0,
+        sigma2,
+        inv,
+    }))
+}
+
+/// Runs the sliding-window regression (with the long-window prior when `o.prior` > 0).
 pub fn estimate(s: &Series, o: &RegressionOptions) -> (Estimate, Vec<Collinearity>) {
     let n = s.y.len();
     let p = s.columns.len();
@@ -78,66 +266,40 @@ pub fn estimate(s: &Series, o: &RegressionOptions) -> (Estimate, Vec<Collinearit
         p,
         n,
     );
+    let long = (o.prior > 0.0 && o.bounded).then(|| {
+        estimate(
+            s,
+            &RegressionOptions {
+                window: o.prior_window.max(o.window),
+                prior: 0.0,
+                ..*o
+            },
+        )
+        .0
+    });
     let mut episodes: Vec<Collinearity> = Vec::new();
-    let w = o.window.max(2);
     for t in 0..n {
-        let (lo, hi) = if o.centered {
-            let lo = t.saturating_sub(w / 2);
-            let hi = (lo + w - 1).min(n - 1);
-            (hi.saturating_sub(w - 1).min(lo), hi)
-        } else {
-            (t.saturating_sub(w - 1), t)
-        };
-        let rows: Vec<usize> = (lo..=hi).collect();
-        let cols: Vec<usize> = (0..p)
-            .filter(|&c| {
-                rows.iter().any(|&r| {
-                    s.columns[c].x[r] > 0.0 || (o.lag && r > 0 && s.columns[c].x[r - 1] > 0.0)
-                })
-            })
-            .collect();
-        if cols.is_empty() {
-            est.status[t] = Status::Idle;
-            continue;
-        }
-        if rows.len() < cols.len() + 1 {
-            est.status[t] = Status::Insufficient;
-            continue;
-        }
-        let y = DVector::from_iterator(rows.len(), rows.iter().map(|&r| s.y[r]));
-        let solve = |x: &DMatrix<f64>| {
-            if o.bounded {
-                bvls(x, &y, 0.0, 1.0)
-            } else {
-                ols(x, &y)
+        let prior_of = |c: usize| long.as_ref().and_then(|l| l.beta[c][t]);
+        let fit = match fit_at(s, o, t, None, Some(&prior_of)) {
+            Outcome::Idle => {
+                est.status[t] = Status::Idle;
+                continue;
             }
-        };
-        let x0 = design(s, &rows, &cols, 0.0);
-        let mut best = (0.0, solve(&x0), x0.clone());
-        let rss = |x: &DMatrix<f64>, b: &DVector<f64>| (&y - x * b).norm_squared();
-        let rss0 = rss(&x0, &best.1);
-        if o.lag && o.bounded {
-            let mut best_rss = rss0;
-            for k in 1..10 {
-                let lambda = k as f64 / 10.0;
-                let x = design(s, &rows, &cols, lambda);
-                let b = solve(&x);
-                let r = rss(&x, &b);
-                if r < best_rss && r < 0.9 * rss0 {
-                    best_rss = r;
-                    best = (lambda, b, x);
-                }
+            Outcome::Insufficient => {
+                est.status[t] = Status::Insufficient;
+                continue;
             }
-        }
-        let (lambda, b, x) = best;
-        let m = rows.len() as f64;
-        let dof = (m - cols.len() as f64).max(1.0);
-        let sigma2 = rss(&x, &b) / dof;
-        let gram = x.transpose() * &x;
-        let inv = gram
-            .clone()
-            .pseudo_inverse(1e-12 * gram.norm().max(1e-300))
-            .ok();
+            Outcome::Fitted(f) => f,
+        };
+        let Fit {
+            cols,
+            beta: b,
+            lambda,
+            x,
+            x0,
+            sigma2,
+            inv,
+        } = *fit;
         for (c, &col) in cols.iter().enumerate() {
             est.beta[col][t] = Some(b[c]);
             let free = b[c] > 1e-9 && b[c] < 1.0 - 1e-9;
@@ -150,6 +312,8 @@ pub fn estimate(s: &Series, o: &RegressionOptions) -> (Estimate, Vec<Collinearit
         est.lag[t] = Some(lambda);
         est.status[t] = Status::Ok;
 
+        // The diagnosis is of the data alone: a prior can steady a split the data do not
+        // identify, but the window is still reported as collinear.
         let kappa = condition_number(&x0);
         if kappa > o.max_condition {
             est.status[t] = Status::Collinear;

@@ -2,10 +2,12 @@
 //! tool people would use instead.
 //!
 //! 1. **Cost**: 1 000 idle processes plus the machine's own, sampled by `culprit iosample
-//!    --all` at 10 Hz (its CPU time over its wall time, from its own report, and jitter
-//!    p50/p99), next to `pidstat -d` (sysstat) over the same processes at its finest
-//!    interval, 1 s (CPU time of the pidstat process from `/proc/[pid]/stat`), both per
-//!    second and per sample.
+//!    --all` at 10 Hz for `--cost-seconds` (its CPU time, user + system of all its threads,
+//!    over its wall time, from its own report, and jitter p50/p99) — once per step of the
+//!    cost work (every process at every sample; new pids probed between listings; quiet
+//!    processes read every 10th sample) —, next to `pidstat -d` (sysstat) over the same
+//!    processes at its finest interval, 1 s (CPU time of the pidstat process from
+//!    `/proc/[pid]/stat`), both per second and per sample.
 //! 2. **Accuracy**: Debian's vsftpd on loopback and N FTP client processes
 //!    (`tests/ioshare/workload.py`: local and server writes, shares changing every 6–15 s,
 //!    partly correlated rates) recorded by `culprit record` while `culprit iosample`
@@ -14,7 +16,7 @@
 //!
 //! ```text
 //! cargo build --release -p cli -p tracer-preload
-//! cargo run --release -p bench --bin ioshare [-- --only cost|accuracy] [--clients 2,5,8,16] [--duration 60]
+//! cargo run --release -p bench --bin ioshare [-- --only cost|interfaces|accuracy] [--clients 2,5,8,16] [--duration 60] [--cost-seconds 60] [--keep DIR]
 //! ```
 
 use anyhow::{bail, Context, Result};
@@ -26,6 +28,13 @@ fn release(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../target/release")
         .join(name)
+}
+
+fn load() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(f64::NAN)
 }
 
 fn cpu_ticks(pid: u32) -> Option<u64> {
@@ -45,8 +54,7 @@ impl Drop for Reaped {
     }
 }
 
-fn cost(seconds: u64) -> Result<()> {
-    let culprit = release("culprit");
+fn idle_processes() -> Result<Reaped> {
     let mut idle = Reaped(Vec::new());
     for _ in 0..1000 {
         idle.0.push(
@@ -58,41 +66,106 @@ fn cost(seconds: u64) -> Result<()> {
                 .context("spawning sleep")?,
         );
     }
+    Ok(idle)
+}
+
+/// The two interfaces that carry the seven counters, per process, over the 1 000 idle
+/// processes: `pread` of a kept-open `/proc/[pid]/io` against `TASKSTATS_CMD_GET`
+/// (all requests in one `sendto`, replies by `recvmmsg`), CPU time of this thread.
+fn interfaces() -> Result<()> {
+    use reader::iosample::procfs::IoFile;
+    use reader::iosample::sampler::clock_ns;
+    use reader::iosample::taskstats::Query;
+    let idle = idle_processes()?;
+    std::thread::sleep(Duration::from_millis(300));
+    let pids: Vec<u32> = idle.0.iter().map(|c| c.id()).collect();
+    let files: Vec<IoFile> = pids.iter().filter_map(|&p| IoFile::open(p).ok()).collect();
+    let rounds = 50;
+    let cpu = || clock_ns(libc::CLOCK_THREAD_CPUTIME_ID) as f64;
+    let t0 = cpu();
+    for _ in 0..rounds {
+        for f in &files {
+            let _ = f.read();
+        }
+    }
+    let pread_us = (cpu() - t0) / (rounds * files.len().max(1)) as f64 / 1e3;
+    println!("## The interfaces, per process ({} idle processes, {rounds} rounds, thread CPU time; load average {:.1})\n", files.len(), load());
+    println!("| interface | CPU per process | counters |");
+    println!("|---|---|---|");
+    println!("| `pread` of an open `/proc/[pid]/io` (the sampler's) | {pread_us:.2} µs | all seven, exact, whole process |");
+    match Query::open() {
+        Ok(mut q) => {
+            let t0 = cpu();
+            let mut got = 0;
+            for _ in 0..rounds {
+                got = q.get(&pids)?.len();
+            }
+            let us = (cpu() - t0) / (rounds * pids.len()) as f64 / 1e3;
+            println!("| taskstats `TASKSTATS_CMD_GET` ×{} per `sendto`, `recvmmsg` ({got} answers) | {us:.2} µs | per task; `rchar wchar syscr syscw` rounded down to 1024 |", pids.len());
+        }
+        Err(e) => println!("| taskstats `TASKSTATS_CMD_GET` | unavailable: {e} | |"),
+    }
+    println!();
+    Ok(())
+}
+
+fn cost(seconds: u64) -> Result<()> {
+    let culprit = release("culprit");
+    let _idle = idle_processes()?; // killed and reaped when dropped
     let n_procs = std::fs::read_dir("/proc")?
         .filter(|e| {
             e.as_ref()
                 .is_ok_and(|e| e.file_name().to_string_lossy().parse::<u32>().is_ok())
         })
         .count();
-    let tmp = tempfile::tempdir()?;
-    let out = tmp.path().join("io.cios");
-    let c = Command::new(&culprit)
-        .args(["iosample", "--all", "--interval", "100ms", "--json", "-o"])
-        .arg(&out)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()?;
-    std::thread::sleep(Duration::from_secs(seconds));
-    // SAFETY: kill(2) on our own child.
-    unsafe { libc::kill(c.id() as i32, libc::SIGINT) };
-    let o = c.wait_with_output()?;
-    let r: serde_json::Value = serde_json::from_slice(&o.stdout)
-        .with_context(|| String::from_utf8_lossy(&o.stderr).into_owned())?;
-    let cpu = r["cpu_ns"].as_f64().unwrap_or(0.0);
-    let wall = r["wall_ns"].as_f64().unwrap_or(1.0);
-    let samples = r["samples"].as_f64().unwrap_or(1.0);
-    let size = std::fs::metadata(&out)?.len();
-    println!("## Cost: {n_procs} processes (1 000 idle `sleep` + the machine's), {seconds} s\n");
-    println!("| tool | interval | CPU % of a core | CPU per sample | jitter p50 / p99 | output |");
-    println!("|---|---|---|---|---|---|");
-    println!(
-        "| `culprit iosample --all` | 100 ms | **{:.2} %** | {:.2} ms | {:.0} / {:.0} µs | {:.1} KB/s |",
-        100.0 * cpu / wall,
-        cpu / samples / 1e6,
-        r["jitter_p50_ns"].as_f64().unwrap_or(0.0) / 1e3,
-        r["jitter_p99_ns"].as_f64().unwrap_or(0.0) / 1e3,
-        size as f64 / (wall / 1e9) / 1e3
-    );
+    println!("## Cost: {n_procs} processes (1 000 idle `sleep` + the machine's), {seconds} s per row (load average {:.1} at the start)\n", load());
+    println!("| tool | interval | CPU % of a core | CPU per sample | reads per sample | jitter p50 / p99 | output |");
+    println!("|---|---|---|---|---|---|---|");
+    // Each step of the cost work, cumulatively: every process read at every sample with
+    // /proc listed whenever a pid was allocated (as before), then new pids probed between
+    // listings, then quiet processes read every 10th sample (the default).
+    let variants: [(&str, &[&str]); 3] = [
+        (
+            "every process every sample, /proc listed each sample",
+            &["--quiet-every", "1", "--list-every", "1"],
+        ),
+        (
+            "+ new pids probed, /proc listed every 50",
+            &["--quiet-every", "1"],
+        ),
+        ("+ quiet processes every 10th sample (default)", &[]),
+    ];
+    for (what, extra) in variants {
+        let tmp = tempfile::tempdir()?;
+        let out = tmp.path().join("io.cios");
+        let c = Command::new(&culprit)
+            .args(["iosample", "--all", "--interval", "100ms", "--json", "-o"])
+            .arg(&out)
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()?;
+        std::thread::sleep(Duration::from_secs(seconds));
+        // SAFETY: kill(2) on our own child.
+        unsafe { libc::kill(c.id() as i32, libc::SIGINT) };
+        let o = c.wait_with_output()?;
+        let r: serde_json::Value = serde_json::from_slice(&o.stdout)
+            .with_context(|| String::from_utf8_lossy(&o.stderr).into_owned())?;
+        let cpu = r["cpu_ns"].as_f64().unwrap_or(0.0);
+        let wall = r["wall_ns"].as_f64().unwrap_or(1.0);
+        let samples = r["samples"].as_f64().unwrap_or(1.0).max(1.0);
+        let size = std::fs::metadata(&out)?.len();
+        println!(
+            "| `culprit iosample --all {}` ({what}) | 100 ms | **{:.2} %** | {:.2} ms | {:.0} | {:.0} / {:.0} µs | {:.1} KB/s |",
+            extra.join(" "),
+            100.0 * cpu / wall,
+            cpu / samples / 1e6,
+            r["reads"].as_f64().unwrap_or(0.0) / samples,
+            r["jitter_p50_ns"].as_f64().unwrap_or(0.0) / 1e3,
+            r["jitter_p99_ns"].as_f64().unwrap_or(0.0) / 1e3,
+            size as f64 / (wall / 1e9) / 1e3
+        );
+    }
     if Path::new("/usr/bin/pidstat").exists() {
         let p = Command::new("pidstat")
             .args(["-d", "1"])
@@ -109,12 +182,12 @@ fn cost(seconds: u64) -> Result<()> {
         let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
         let cpu_s = (c1 - c0) as f64 / hz;
         println!(
-            "| `pidstat -d 1` (sysstat) | 1 s (its minimum) | {:.2} % | {:.2} ms | – | text |",
+            "| `pidstat -d 1` (sysstat) | 1 s (its minimum) | {:.2} % | {:.2} ms | all | – | text |",
             100.0 * cpu_s / wall,
             1e3 * cpu_s / wall
         );
     } else {
-        println!("| `pidstat -d` | – | not installed (apt-get install sysstat) | | | |");
+        println!("| `pidstat -d` | – | not installed (apt-get install sysstat) | | | | |");
     }
     println!();
     Ok(())
@@ -155,7 +228,7 @@ fn vsftpd(dir: &Path) -> Result<(Reaped, u16)> {
     bail!("vsftpd did not start")
 }
 
-fn accuracy(clients: &[usize], duration: u64) -> Result<()> {
+fn accuracy(clients: &[usize], duration: u64, keep: Option<&Path>) -> Result<()> {
     let culprit = release("culprit");
     let workload = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/ioshare/workload.py");
     println!("## Accuracy: vsftpd on loopback, {duration} s per configuration, sampled at 10 Hz\n");
@@ -164,7 +237,13 @@ fn accuracy(clients: &[usize], duration: u64) -> Result<()> {
     println!("|---|---|---|---|---|---|---|---|---|");
     for &n in clients {
         let tmp = tempfile::tempdir()?;
-        let dir = tmp.path();
+        // `--keep DIR`: the sample file, the trace and the clients' lines stay in DIR/nN.
+        let kept = keep.map(|k| k.join(format!("n{n}")));
+        if let Some(k) = &kept {
+            let _ = std::fs::remove_dir_all(k);
+            std::fs::create_dir_all(k)?;
+        }
+        let dir = kept.as_deref().unwrap_or(tmp.path());
         let (_server, port) = vsftpd(dir)?;
         std::fs::create_dir_all(dir.join("local"))?;
         let rate = (6e6 / n as f64).clamp(3e5, 2e6);
@@ -196,6 +275,12 @@ fn accuracy(clients: &[usize], duration: u64) -> Result<()> {
             .output()?;
         if !o.status.success() {
             bail!("{n} clients: {}", String::from_utf8_lossy(&o.stderr));
+        }
+        if kept.is_some() {
+            // The clients' lines kept; the uploaded and local files (hundreds of MB) not.
+            std::fs::write(dir.join("out.txt"), &o.stdout)?;
+            let _ = std::fs::remove_dir_all(dir.join("root").join("up"));
+            let _ = std::fs::remove_dir_all(dir.join("local"));
         }
         let r = Command::new(&culprit)
             .arg("ioshare")
@@ -249,11 +334,18 @@ fn main() -> Result<()> {
     if !release("culprit").exists() {
         bail!("build first: cargo build --release -p cli -p tracer-preload");
     }
+    let cost_seconds: u64 = get("--cost-seconds").map_or(Ok(60), |s| s.parse())?;
     if only.as_deref().is_none_or(|o| o == "cost") {
-        cost(20)?;
+        cost(cost_seconds)?;
+    }
+    if only
+        .as_deref()
+        .is_none_or(|o| o == "cost" || o == "interfaces")
+    {
+        interfaces()?;
     }
     if only.as_deref().is_none_or(|o| o == "accuracy") {
-        accuracy(&clients, duration)?;
+        accuracy(&clients, duration, get("--keep").as_deref().map(Path::new))?;
     }
     Ok(())
 }

@@ -41,6 +41,15 @@ pub struct Args {
     /// List open descriptors every N samples (0: never).
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub fd_every: u64,
+    /// Read a process whose counters did not move over N samples only every N samples
+    /// (staggered; a late change is spread over the intervals it may belong to, see the
+    /// file's SPAN records); servers are read at every sample. 1: every process every time.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub quiet_every: u64,
+    /// List all of /proc at least every N samples (in between, the pids allocated since the
+    /// previous sample are probed one by one).
+    #[arg(long, value_name = "N", default_value_t = 50)]
+    pub list_every: u64,
     /// Do not use taskstats exit notifications.
     #[arg(long)]
     pub no_taskstats: bool,
@@ -107,6 +116,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         taskstats: !args.no_taskstats,
         selection_text,
         realtime: !args.no_realtime,
+        quiet_every: args.quiet_every,
+        list_every: args.list_every,
     };
     let mut status = None;
     let report =

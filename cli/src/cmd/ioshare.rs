@@ -36,6 +36,20 @@ pub struct Args {
     /// Regression window (centred on each sample; widened to 2 samples per process).
     #[arg(long, value_name = "DUR", default_value = "1.5s", value_parser = reader::iosample::parse_duration)]
     pub window: std::time::Duration,
+    /// Weight of the long-window prior, in rows of data per process (default 0: none).
+    #[arg(long, value_name = "MU")]
+    pub prior: Option<f64>,
+    /// Long window of the prior (default: 4 × the regression window).
+    #[arg(long, value_name = "DUR", value_parser = reader::iosample::parse_duration)]
+    pub prior_window: Option<std::time::Duration>,
+    /// Choose the window (⅔, 1, 1.5, 2 × --window) and the prior weight by cross-validation
+    /// on the data (overrides --window and --prior).
+    #[arg(long)]
+    pub select: bool,
+    /// Give every interval the same weight (by default intervals with outlying residuals
+    /// get Huber weights).
+    #[arg(long)]
+    pub no_robust: bool,
     /// Do not fit a write-back lag.
     #[arg(long)]
     pub no_lag: bool,
@@ -85,8 +99,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         regression: ioshare::regression::RegressionOptions {
             window: ((args.window.as_nanos() as u64 / interval) as usize).max(4),
             lag: !args.no_lag,
+            prior: args.prior.unwrap_or(0.0).max(0.0),
+            robust: !args.no_robust,
+            prior_window: args
+                .prior_window
+                .map_or(0, |d| (d.as_nanos() as u64 / interval) as usize),
             ..Default::default()
         },
+        select: args.select,
         single: ioshare::single::SingleOptions {
             threshold: args.threshold,
             ..Default::default()

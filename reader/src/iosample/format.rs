@@ -22,6 +22,7 @@
 //! | 6 | FDS | pid `v` · mono_ns `v` · n `v` · n × (class `v` ([`FdClass`]) · shared `v` · where `s` · count `v`) — the process's open descriptors, grouped, when they changed |
 //! | 7 | NOTE | `s` — a warning the sampler gave (permission denied, taskstats unavailable…) |
 //! | 8 | END | samples `v` · missed `v` · jitter_p50_ns `v` · jitter_p99_ns `v` · jitter_max_ns `v` — written on a clean stop |
+//! | 9 | SPAN | seq `v` · n `v` · n × (pid `v` · since_seq `v`) — follows the `SAMPLE` of that seq: these processes were quiet and not read at every sample ([`super::sampler::SamplerOptions::quiet_every`]); their counters in that sample were last read, unchanged, at sample `since_seq`, so their change happened somewhere in between (a reader spreads it over those intervals) |
 //!
 //! Beware: `/proc/[pid]/io` of a process includes the final counters of every child it
 //! has reaped (the kernel adds them at `wait`), so a parent's counters jump when a child
@@ -67,6 +68,8 @@ pub mod kind {
     pub const NOTE: u8 = 7;
     /// Totals and jitter, on a clean stop.
     pub const END: u8 = 8;
+    /// Counters of the last sample that cover several intervals (quiet processes).
+    pub const SPAN: u8 = 9;
 }
 
 /// `PROC` flag: the process matched a `--server` selector.
@@ -239,6 +242,15 @@ pub struct SampleRecord {
     pub changed: Vec<(u32, Counters)>,
 }
 
+/// A `SPAN` record: the processes of sample `seq` whose change covers several intervals.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpanRecord {
+    /// The sample whose `changed` list holds the new counters.
+    pub seq: u64,
+    /// (pid, the sample at which its counters were last read, unchanged).
+    pub since: Vec<(u32, u64)>,
+}
+
 /// An `EXIT` record.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExitRecord {
@@ -361,6 +373,8 @@ pub enum Record {
     Note(String),
     /// `END`.
     End(EndRecord),
+    /// `SPAN`.
+    Span(SpanRecord),
 }
 
 /// Errors of reading or writing an IO-sample file; each names the file.
@@ -495,6 +509,15 @@ pub fn encode(r: &Record) -> (u8, Vec<u8>) {
             put_v(&mut b, e.jitter_p99_ns);
             put_v(&mut b, e.jitter_max_ns);
             kind::END
+        }
+        Record::Span(sp) => {
+            put_v(&mut b, sp.seq);
+            put_v(&mut b, sp.since.len() as u64);
+            for (pid, since) in &sp.since {
+                put_v(&mut b, (*pid).into());
+                put_v(&mut b, *since);
+            }
+            kind::SPAN
         }
     };
     (k, b)
@@ -698,6 +721,15 @@ pub fn decode(k: u8, body: &[u8]) -> Option<Option<Record>> {
             jitter_p99_ns: c.v()?,
             jitter_max_ns: c.v()?,
         }),
+        kind::SPAN => {
+            let seq = c.v()?;
+            let n = c.count()?;
+            let mut since = Vec::with_capacity(n);
+            for _ in 0..n {
+                since.push((c.u32()?, c.v()?));
+            }
+            Record::Span(SpanRecord { seq, since })
+        }
         _ => return Some(None),
     };
     Some(Some(r))
@@ -846,6 +878,10 @@ mod tests {
                     place: "127.0.0.1:21".into(),
                     count: 2,
                 }],
+            }),
+            Record::Span(SpanRecord {
+                seq: 0,
+                since: vec![(7, 1 << 33)],
             }),
             Record::Note("n".into()),
             Record::End(EndRecord {

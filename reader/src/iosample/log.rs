@@ -56,8 +56,15 @@ pub struct ProcSeries {
     pub start_ticks: u64,
     /// Seen in the first sample (its counters before the run are not its IO during it).
     pub at_start: bool,
+    /// Samples taken before it was first seen (its `PROC`, or its `EXIT` if it lived
+    /// between two samples).
+    pub first_sample: usize,
     /// Counters whenever they changed: (sample index, cumulative counters).
     pub points: Vec<(usize, Counters)>,
+    /// Points whose change covers several intervals (a quiet process, read only every few
+    /// samples): (sample index of the point, sample index of the read before it, which
+    /// found the counters unchanged). Sorted; [`ProcSeries::at`] interpolates between.
+    pub spans: Vec<(usize, usize)>,
     /// Final counters, if it exited during the run.
     pub exit: Option<ExitInfo>,
     /// Its counters could not be read (permission denied).
@@ -78,7 +85,28 @@ impl ProcSeries {
         }
         let i = self.points.partition_point(|(s, _)| *s <= j);
         if i > 0 {
-            return Some(self.points[i - 1].1);
+            let prev = self.points[i - 1];
+            // Between a quiet read and the read that found the change: by time, linearly
+            // (the bytes were written somewhere in between; the sampler did not look).
+            if let Some(&(next_j, next)) = self.points.get(i) {
+                if let Ok(k) = self.spans.binary_search_by_key(&next_j, |s| s.0) {
+                    let since = self.spans[k].1.max(prev.0);
+                    if since <= j {
+                        let t0 = samples.get(since)?.mono_ns;
+                        let t1 = samples.get(next_j)?.mono_ns;
+                        let f = if t1 > t0 {
+                            (t.saturating_sub(t0)) as f64 / (t1 - t0) as f64
+                        } else {
+                            0.0
+                        };
+                        let (a, b) = (prev.1.to_array(), next.to_array());
+                        return Some(Counters::from_array(std::array::from_fn(|q| {
+                            a[q] + (b[q].saturating_sub(a[q]) as f64 * f.clamp(0.0, 1.0)) as u64
+                        })));
+                    }
+                }
+            }
+            return Some(prev.1);
         }
         if self.at_start || self.denied {
             None
@@ -115,6 +143,14 @@ pub struct SampleLog {
     /// See [`SampleLog::children`].
     #[serde(skip)]
     pub reaped: Vec<Option<Counters>>,
+    /// When each exited process's counters are in its parent's (`CLOCK_MONOTONIC`): the
+    /// time its exit was noticed, or the sample before if the parent's counters had
+    /// already grown by the child's there (a notification read one sample late).
+    #[serde(skip)]
+    pub reaped_by: Vec<u64>,
+    /// The parent of each process, if sampled (index).
+    #[serde(skip)]
+    pub parent: Vec<Option<usize>>,
 }
 
 impl SampleLog {
@@ -130,7 +166,8 @@ impl SampleLog {
         let mut disks: HashMap<String, u64> = HashMap::new();
         let new_proc = |log: &mut SampleLog, by_pid: &mut HashMap<u32, usize>, p: ProcSeries| {
             by_pid.insert(p.pid, log.processes.len());
-            log.processes.push(p);
+            let first_sample = log.samples.len();
+            log.processes.push(ProcSeries { first_sample, ..p });
         };
         for r in records {
             match r {
@@ -254,6 +291,21 @@ impl SampleLog {
                     log.notes.push(n)
                 }
                 Record::End(e) => log.end = Some(e),
+                Record::Span(sp) => {
+                    let Some(j) = log.samples.iter().rposition(|s| s.seq == sp.seq) else {
+                        continue;
+                    };
+                    for (pid, since) in sp.since {
+                        let Some(&i) = by_pid.get(&pid) else { continue };
+                        let p = &mut log.processes[i];
+                        if p.points.last().is_some_and(|(k, _)| *k == j) {
+                            let from = log.samples.partition_point(|s| s.seq < since);
+                            if from < j {
+                                p.spans.push((j, from));
+                            }
+                        }
+                    }
+                }
             }
         }
         for p in &mut log.processes {
@@ -267,19 +319,45 @@ impl SampleLog {
 
     fn link_children(&mut self) {
         let n = self.processes.len();
-        // A parent is the latest process with that pid that appeared before the child.
-        let mut by_pid: HashMap<u32, usize> = HashMap::new();
+        // A parent is the latest process with that pid first seen no later than the child
+        // (not "earlier in the file": after a pid wrap a child's pid is the smaller one,
+        // and a sampler lists new processes in pid order).
+        let mut by_pid: HashMap<u32, Vec<usize>> = HashMap::new();
+        for (i, p) in self.processes.iter().enumerate() {
+            by_pid.entry(p.pid).or_default().push(i);
+        }
         self.children = vec![Vec::new(); n];
+        self.parent = vec![None; n];
         for i in 0..n {
-            if let Some(&p) = by_pid.get(&self.processes[i].ppid) {
+            let me = &self.processes[i];
+            let parent = by_pid.get(&me.ppid).and_then(|v| {
+                v.iter()
+                    .copied()
+                    .filter(|&k| k != i && self.processes[k].first_sample <= me.first_sample)
+                    .max_by_key(|&k| (self.processes[k].first_sample, k))
+            });
+            if let Some(p) = parent {
                 self.children[p].push(i);
+                self.parent[i] = Some(p);
             }
-            by_pid.insert(self.processes[i].pid, i);
         }
         self.reaped = vec![None; n];
+        // Children before parents: deepest first.
+        let depth: Vec<usize> = (0..n)
+            .map(|i| {
+                let (mut d, mut at) = (0, i);
+                while let Some(p) = self.parent[at] {
+                    d += 1;
+                    at = p;
+                    if d > n {
+                        break; // a cycle of reused pids: stop
+                    }
+                }
+                d
+            })
+            .collect();
         let mut order: Vec<usize> = (0..n).collect();
-        // Children before parents: a child always appears after its parent.
-        order.reverse();
+        order.sort_by_key(|&i| std::cmp::Reverse(depth[i]));
         for i in order {
             let Some(e) = self.processes[i].exit else {
                 continue;
@@ -309,6 +387,31 @@ impl SampleLog {
             };
             self.reaped[i] = Some(full);
         }
+        self.reaped_by = (0..n)
+            .map(|c| self.reaped_at(c).unwrap_or(u64::MAX))
+            .collect();
+    }
+
+    /// See [`SampleLog::reaped_by`].
+    fn reaped_at(&self, c: usize) -> Option<u64> {
+        let e = self.processes[c].exit?;
+        let full = self.reaped[c]?;
+        let parent = self.parent[c]?;
+        let k = self.samples.partition_point(|s| s.mono_ns < e.mono_ns);
+        if k < 2 || k > self.samples.len() {
+            return Some(e.mono_ns);
+        }
+        let p = &self.processes[parent];
+        let (Some(a), Some(b)) = (p.at(&self.samples, k - 2), p.at(&self.samples, k - 1)) else {
+            return Some(e.mono_ns);
+        };
+        let grew = |f: fn(&Counters) -> u64| f(&b).saturating_sub(f(&a)) >= f(&full);
+        let early = (full.wchar > 0 || full.rchar > 0) && grew(|c| c.wchar) && grew(|c| c.rchar);
+        Some(if early {
+            self.samples[k - 1].mono_ns
+        } else {
+            e.mono_ns
+        })
     }
 
     /// The counters process `i` accounts for by itself at sample `j`: its
@@ -341,10 +444,10 @@ impl SampleLog {
                         _ => raw.to_array(),
                     };
                     for &c in kids {
-                        let (Some(e), Some(full)) = (self.processes[c].exit, self.reaped[c]) else {
+                        let (Some(_), Some(full)) = (self.processes[c].exit, self.reaped[c]) else {
                             continue;
                         };
-                        if e.mono_ns <= t {
+                        if self.reaped_by[c] <= t {
                             for (x, v) in a.iter_mut().zip(full.to_array()) {
                                 *x = x.saturating_sub(v);
                             }

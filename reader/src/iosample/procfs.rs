@@ -11,16 +11,43 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 
-/// Parses the text of `/proc/[pid]/io`.
+/// Parses the text of `/proc/[pid]/io` (`name: value` lines; all seven counters required).
 pub fn parse_io(text: &str) -> Option<Counters> {
+    parse_io_bytes(text.as_bytes())
+}
+
+/// [`parse_io`] on the bytes as read (no UTF-8 pass: it runs for every process at every
+/// sample).
+pub fn parse_io_bytes(b: &[u8]) -> Option<Counters> {
     let mut a = [0u64; 7];
     let mut seen = 0u8;
-    for line in text.lines() {
-        let (k, v) = line.split_once(':')?;
-        let Some(i) = super::format::COUNTER_NAMES.iter().position(|n| *n == k) else {
+    for line in b.split(|&c| c == b'\n') {
+        if line.is_empty() {
             continue;
+        }
+        let colon = line.iter().position(|&c| c == b':')?;
+        let i = match &line[..colon] {
+            b"rchar" => 0,
+            b"wchar" => 1,
+            b"syscr" => 2,
+            b"syscw" => 3,
+            b"read_bytes" => 4,
+            b"write_bytes" => 5,
+            b"cancelled_write_bytes" => 6,
+            _ => continue,
         };
-        a[i] = v.trim().parse().ok()?;
+        let digits = line[colon + 1..].trim_ascii();
+        if digits.is_empty() || digits.len() > 20 {
+            return None;
+        }
+        let mut v = 0u64;
+        for &d in digits {
+            if !d.is_ascii_digit() {
+                return None;
+            }
+            v = v.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
+        }
+        a[i] = v;
         seen |= 1 << i;
     }
     (seen == 0x7f).then(|| Counters::from_array(a))
@@ -79,10 +106,7 @@ impl IoFile {
         if n == 0 {
             return Err(IoReadError::Gone);
         }
-        let text = std::str::from_utf8(&buf[..n as usize]).map_err(|_| {
-            IoReadError::Other(io::Error::new(io::ErrorKind::InvalidData, "not UTF-8"))
-        })?;
-        parse_io(text).ok_or_else(|| {
+        parse_io_bytes(&buf[..n as usize]).ok_or_else(|| {
             IoReadError::Other(io::Error::new(
                 io::ErrorKind::InvalidData,
                 "unexpected /proc/[pid]/io format",
@@ -155,6 +179,19 @@ pub fn last_pid() -> Option<u32> {
         .nth(4)?
         .parse()
         .ok()
+}
+
+/// Whether `pid` is a live process (a thread-group leader), not another thread of one:
+/// `/proc/<tid>` of a thread is reachable although `/proc` does not list it, and its `io`
+/// would count the whole group again.
+pub fn is_process(pid: u32) -> bool {
+    let Ok(text) = fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return false;
+    };
+    text.lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))
+        .and_then(|v| v.trim().parse::<u32>().ok())
+        == Some(pid)
 }
 
 /// Process ids listed in `/proc` now.
@@ -418,6 +455,37 @@ mod tests {
             None,
             "all seven counters are required"
         );
+        let text = "rchar: 1\nwchar: 2\nsyscr: 3\nsyscw: 4\nread_bytes: 5\nwrite_bytes: 6\n\
+                    cancelled_write_bytes: 18446744073709551615\n";
+        assert_eq!(
+            parse_io(text),
+            Some(Counters::from_array([1, 2, 3, 4, 5, 6, u64::MAX]))
+        );
+        assert_eq!(parse_io(&text.replace("5", "5x")), None);
+        assert_eq!(parse_io(&text.replace("615", "616")), None, "overflow");
+    }
+
+    #[test]
+    fn threads_are_not_processes() {
+        let me = std::process::id();
+        assert!(is_process(me));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let h = std::thread::spawn(move || {
+            // SAFETY: gettid takes no arguments.
+            tx.send(unsafe { libc::gettid() } as u32).unwrap();
+            let _ = done_rx.recv();
+        });
+        let tid = rx.recv().unwrap();
+        assert!(std::path::Path::new(&format!("/proc/{tid}/status")).exists());
+        let answer = is_process(tid);
+        done_tx.send(()).unwrap();
+        h.join().unwrap();
+        assert!(
+            tid != me && !answer,
+            "thread {tid} of {me} taken for a process"
+        );
+        assert!(!is_process(u32::MAX));
     }
 
     #[test]

@@ -7,7 +7,7 @@
 
 use super::format::{
     Counters, DiskLine, DiskRecord, EndRecord, ExitRecord, ExitSource, FdGroup, FdsRecord,
-    FormatError, Meta, ProcRecord, Record, SampleRecord, SampleWriter, PROC_SERVER,
+    FormatError, Meta, ProcRecord, Record, SampleRecord, SampleWriter, SpanRecord, PROC_SERVER,
 };
 use super::procfs::{self, IoFile, IoReadError};
 use super::taskstats;
@@ -42,6 +42,20 @@ pub struct SamplerOptions {
     pub taskstats: bool,
     /// Text for the `selection` field of the file's metadata.
     pub selection_text: String,
+    /// Quiet processes: a process whose counters did not change over this many samples
+    /// is read only every this many samples (staggered by pid, so each sample reads a
+    /// share of them), until a read finds it moved; server processes are read at every
+    /// sample. 0 or 1: every process at every sample. Default 10. What is lost: the time
+    /// resolution of a quiet process's first change — it is seen up to `quiet_every − 1`
+    /// samples late, and a `SPAN` record says since when, so a reader spreads it over
+    /// those intervals; no byte is lost (exits still come from taskstats; without
+    /// taskstats every process is read at every sample).
+    pub quiet_every: u64,
+    /// List all of `/proc` at least every this many samples (default 50). In between, new
+    /// processes are found from the last pid the kernel allocated: the pids after the one
+    /// seen at the previous sample are probed one by one (threads skipped), and `/proc` is
+    /// listed only when more than [`PROBE_MAX`] pids were allocated meanwhile.
+    pub list_every: u64,
     /// Run the sampling thread at real-time priority (`SCHED_FIFO` 1) where permitted, so
     /// that a loaded machine neither delays its deadlines nor preempts a scan between the
     /// server's counters and the clients' (default true; a scan takes milliseconds).
@@ -58,9 +72,14 @@ impl Default for SamplerOptions {
             taskstats: true,
             selection_text: "all".into(),
             realtime: true,
+            quiet_every: 10,
+            list_every: 50,
         }
     }
 }
+
+/// Most pids probed one by one between two samples; beyond, `/proc` is listed.
+pub const PROBE_MAX: u32 = 256;
 
 /// What a run of the sampler did.
 #[derive(Clone, Debug, Default, serde::Serialize)]
@@ -89,8 +108,14 @@ pub struct SamplerReport {
     pub cpu_ns: u64,
     /// Wall time of the run, ns.
     pub wall_ns: u64,
-    /// Samples at which `/proc` was listed (only when a new pid had been allocated).
+    /// Samples at which `/proc` was listed.
     pub listings: u64,
+    /// Pids probed one by one (allocated since the previous sample).
+    pub probed: u64,
+    /// `/proc/[pid]/io` reads.
+    pub reads: u64,
+    /// Changes of quiet processes found late (each written with a `SPAN`).
+    pub late: u64,
     /// Whether the sampling thread ran at real-time priority.
     pub realtime: bool,
 }
@@ -136,6 +161,10 @@ struct Tracked {
     comm: String,
     last: Counters,
     seen: bool,
+    /// Consecutive reads that found the counters unchanged.
+    unchanged: u64,
+    /// The sample of the last read.
+    read_at: u64,
     moved_since_fds: bool,
     fds: Vec<FdGroup>,
     gone_since: Option<u64>,
@@ -218,6 +247,8 @@ impl State<'_> {
                 comm: st.comm,
                 last: Counters::default(),
                 seen: false,
+                unchanged: 0,
+                read_at: 0,
                 moved_since_fds: true,
                 fds: Vec::new(),
                 gone_since: None,
@@ -371,35 +402,85 @@ pub fn run(
             jitter.push(mono.abs_diff(deadline));
         }
 
-        // New processes, vanished ones. `/proc` is listed only when the kernel allocated a
-        // pid since the last listing (or, without that hint, every time); between listings
-        // a vanished process shows as a read error, and exits come from taskstats.
+        // New processes, vanished ones. `/proc` is listed every `list_every` samples; in
+        // between, the pids allocated since the previous sample (the kernel hands them out
+        // in increasing order) are probed one by one. Between listings a vanished process
+        // shows as a read error, and exits come from taskstats.
         let pid_hint = procfs::last_pid();
-        if pid_hint.is_none() || pid_hint != last_pid_seen || listed.is_empty() {
+        let full = listed.is_empty()
+            || opts.list_every <= 1
+            || seq.is_multiple_of(opts.list_every)
+            || match (pid_hint, last_pid_seen) {
+                (Some(h), Some(l)) => h < l || h - l > PROBE_MAX,
+                _ => true,
+            };
+        let mut fresh = false;
+        if full {
             let pids = procfs::list_pids().unwrap_or_default();
             listed = pids.iter().copied().collect();
-            last_pid_seen = pid_hint;
             st.report.listings += 1;
+            fresh = true;
+        } else if let (Some(h), Some(l)) = (pid_hint, last_pid_seen) {
+            for pid in l + 1..=h {
+                st.report.probed += 1;
+                if procfs::is_process(pid) {
+                    listed.insert(pid);
+                    fresh = true;
+                }
+            }
         }
-        let pids: Vec<u32> = listed.iter().copied().collect();
+        last_pid_seen = pid_hint;
         // Parents before children, so descendants of a new selected process are selected.
-        let mut new: Vec<u32> = pids
-            .iter()
-            .copied()
-            .filter(|p| !st.known.contains_key(p))
-            .collect();
+        let mut new: Vec<u32> = if fresh {
+            listed
+                .iter()
+                .copied()
+                .filter(|p| !st.known.contains_key(p))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        // Parents first — not by pid: after a wrap (`pid_max` is 32 768 on many machines) a
+        // child's pid is smaller than its parent's.
         new.sort_unstable();
+        let ppids: HashMap<u32, u32> = new
+            .iter()
+            .filter_map(|&p| Some((p, procfs::read_stat(p)?.0.ppid)))
+            .collect();
+        let depth = |mut p: u32| {
+            let mut d = 0;
+            while let Some(&pp) = ppids.get(&p) {
+                d += 1;
+                p = pp;
+                if d > ppids.len() {
+                    break;
+                }
+            }
+            d
+        };
+        new.sort_by_cached_key(|&p| (depth(p), p));
         for pid in new {
             st.classify(pid, &mut out);
         }
-        st.known.retain(|pid, k| {
-            !matches!(k, Known::Ignored | Known::Dead { .. }) || listed.contains(pid)
-        });
+        if full {
+            st.known.retain(|pid, k| {
+                !matches!(k, Known::Ignored | Known::Dead { .. }) || listed.contains(pid)
+            });
+        }
 
-        // Counters.
+        // Counters: every process that moved lately, the quiet ones in turn.
         let mut changed = Vec::new();
+        let mut late = Vec::new();
         let mut gone = Vec::new();
         let mut denied_now = Vec::new();
+        // Without taskstats an exit keeps the last read: every process is then read at
+        // every sample, so a quiet process that wakes, writes and exits loses nothing more
+        // than one interval's bytes (as before).
+        let quiet_every = if listener.is_some() {
+            opts.quiet_every.max(1)
+        } else {
+            1
+        };
         for (&pid, k) in st.known.iter_mut() {
             let Known::Tracked(t) = k else { continue };
             let Some(io) = &t.io else {
@@ -408,14 +489,29 @@ pub fn run(
                 }
                 continue;
             };
+            let quiet = quiet_every > 1
+                && t.unchanged >= quiet_every
+                && !last_round
+                && !st.server_pids.contains(&pid);
+            if quiet && !(seq + u64::from(pid)).is_multiple_of(quiet_every) {
+                continue;
+            }
+            st.report.reads += 1;
             match io.read() {
                 Ok(c) => {
                     if !t.seen || c != t.last {
                         changed.push((pid, c));
                         t.moved_since_fds = true;
+                        if t.seen && seq > t.read_at + 1 {
+                            late.push((pid, t.read_at));
+                        }
+                        t.unchanged = 0;
+                    } else {
+                        t.unchanged += 1;
                     }
                     t.last = c;
                     t.seen = true;
+                    t.read_at = seq;
                 }
                 Err(IoReadError::Gone) => gone.push(pid),
                 Err(IoReadError::Denied) => denied_now.push(pid),
@@ -437,6 +533,11 @@ pub fn run(
             took_ns: 0,
             changed,
         }));
+        if !late.is_empty() {
+            late.sort_unstable();
+            st.report.late += late.len() as u64;
+            out.push(Record::Span(SpanRecord { seq, since: late }));
+        }
 
         // Exits: taskstats first, then processes gone for a whole interval without one.
         if let Some(l) = &listener {

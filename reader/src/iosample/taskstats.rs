@@ -75,6 +75,8 @@ pub struct Listener {
     /// Notifications lost to a full socket buffer (`ENOBUFS`).
     pub overruns: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
+    /// Set by the receiving thread between a `recv` and the end of its bookkeeping.
+    holding: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -220,6 +222,153 @@ fn recv(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<usize> {
     Ok(r as usize)
 }
 
+/// A generic-netlink socket with 8 MiB buffers, and the id of the `TASKSTATS` family.
+fn open_family() -> io::Result<(OwnedFd, u16)> {
+    // SAFETY: plain socket(2) call; the result is checked.
+    let raw = unsafe {
+        libc::socket(
+            libc::AF_NETLINK,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+            NETLINK_GENERIC,
+        )
+    };
+    if raw < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `raw` is a fresh descriptor owned by nobody else.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    let size: libc::c_int = 8 << 20;
+    // SAFETY: `size` is a readable c_int of the length passed. SO_*BUFFORCE (needs
+    // CAP_NET_ADMIN, which registering and queries need anyway) may fail: SO_*BUF is the
+    // fallback.
+    unsafe {
+        let p = (&size as *const libc::c_int).cast();
+        let l = std::mem::size_of::<libc::c_int>() as u32;
+        for (force, plain) in [
+            (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF),
+            (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF),
+        ] {
+            if libc::setsockopt(raw, libc::SOL_SOCKET, force, p, l) != 0 {
+                libc::setsockopt(raw, libc::SOL_SOCKET, plain, p, l);
+            }
+        }
+    }
+    let mut buf = vec![0u8; 64 << 10];
+    let mut a = Vec::new();
+    put_attr(&mut a, CTRL_ATTR_FAMILY_NAME, b"TASKSTATS\0");
+    send(
+        &fd,
+        &message(GENL_ID_CTRL, NLM_F_REQUEST, 1, CTRL_CMD_GETFAMILY, &a),
+    )?;
+    let reply = wait_ack(&fd, 1, &mut buf)?;
+    let family = attrs(reply.get(4..).unwrap_or(&[]))
+        .into_iter()
+        .find(|(t, _)| *t == CTRL_ATTR_FAMILY_ID)
+        .and_then(|(_, p)| Some(u16::from_ne_bytes(p.get(..2)?.try_into().ok()?)))
+        .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no TASKSTATS family"))?;
+    Ok((fd, family))
+}
+
+/// Counters of live tasks by `TASKSTATS_CMD_GET` (needs CAP_NET_ADMIN): every request of a
+/// batch in one `sendto`, the replies read by `recvmmsg`. Measured against `pread` of
+/// `/proc/[pid]/io` by `bench/src/bin/ioshare.rs` and not used by the sampler: it answers
+/// per task (a process's other threads, the exited ones and the children it reaped are
+/// not in its leader's answer; `TASKSTATS_CMD_ATTR_TGID` adds no live thread's IO), and
+/// the kernel rounds `rchar wchar syscr syscw` down to multiples of 1024 in it.
+pub struct Query {
+    fd: OwnedFd,
+    family: u16,
+    bufs: Vec<Vec<u8>>,
+}
+
+const TASKSTATS_CMD_ATTR_PID: u16 = 1;
+
+impl Query {
+    /// Opens the socket and resolves the family.
+    pub fn open() -> io::Result<Query> {
+        let (fd, family) = open_family()?;
+        let tv = libc::timeval {
+            tv_sec: 1,
+            tv_usec: 0,
+        };
+        // SAFETY: `tv` is a readable timeval of the length passed.
+        unsafe {
+            libc::setsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVTIMEO,
+                (&tv as *const libc::timeval).cast(),
+                std::mem::size_of::<libc::timeval>() as u32,
+            );
+        }
+        Ok(Query {
+            fd,
+            family,
+            bufs: vec![vec![0u8; 1024]; 256],
+        })
+    }
+
+    /// The counters of each task of `pids` that still exists (per task, see [`Query`]).
+    pub fn get(&mut self, pids: &[u32]) -> io::Result<Vec<(u32, Counters)>> {
+        let mut req = Vec::with_capacity(pids.len() * 28);
+        for (i, &pid) in pids.iter().enumerate() {
+            let mut a = Vec::with_capacity(8);
+            put_attr(&mut a, TASKSTATS_CMD_ATTR_PID, &pid.to_ne_bytes());
+            req.extend(message(
+                self.family,
+                NLM_F_REQUEST,
+                i as u32,
+                TASKSTATS_CMD_GET,
+                &a,
+            ));
+        }
+        send(&self.fd, &req)?;
+        let mut out = Vec::with_capacity(pids.len());
+        let mut left = pids.len();
+        while left > 0 {
+            let want = left.min(self.bufs.len());
+            let mut iov: Vec<libc::iovec> = self.bufs[..want]
+                .iter_mut()
+                .map(|b| libc::iovec {
+                    iov_base: b.as_mut_ptr().cast(),
+                    iov_len: b.len(),
+                })
+                .collect();
+            // SAFETY: an all-zero mmsghdr is valid; each points at one iovec below.
+            let mut msgs: Vec<libc::mmsghdr> =
+                (0..want).map(|_| unsafe { std::mem::zeroed() }).collect();
+            for (m, v) in msgs.iter_mut().zip(iov.iter_mut()) {
+                m.msg_hdr.msg_iov = v;
+                m.msg_hdr.msg_iovlen = 1;
+            }
+            // SAFETY: `msgs` holds `want` headers whose iovecs point into `self.bufs`, all
+            // alive and writable for the call.
+            let n = unsafe {
+                libc::recvmmsg(
+                    self.fd.as_raw_fd(),
+                    msgs.as_mut_ptr(),
+                    want as u32,
+                    0,
+                    std::ptr::null_mut(),
+                )
+            };
+            if n <= 0 {
+                return Err(io::Error::last_os_error());
+            }
+            for (k, m) in msgs.iter().enumerate().take(n as usize) {
+                let len = (m.msg_len as usize).min(self.bufs[k].len());
+                out.extend(
+                    tasks(&self.bufs[k][..len])
+                        .into_iter()
+                        .map(|t| (t.pid, t.counters)),
+                );
+            }
+            left -= n as usize;
+        }
+        Ok(out)
+    }
+}
+
 /// Waits for the acknowledgement of request `seq`: Ok, or the kernel's error.
 fn wait_ack(fd: &OwnedFd, seq: u32, buf: &mut [u8]) -> io::Result<Vec<u8>> {
     for _ in 0..16 {
@@ -250,43 +399,9 @@ impl Listener {
     /// Opens the socket, registers for every possible CPU and starts the receiving thread.
     /// Errors say why (EPERM: no CAP_NET_ADMIN; ENOENT: kernel without taskstats).
     pub fn start() -> io::Result<Listener> {
-        // SAFETY: plain socket(2) call; the result is checked.
-        let raw = unsafe {
-            libc::socket(
-                libc::AF_NETLINK,
-                libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-                NETLINK_GENERIC,
-            )
-        };
-        if raw < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `raw` is a fresh descriptor owned by nobody else.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        let size: libc::c_int = 8 << 20;
-        // SAFETY: `size` is a readable c_int of the length passed. SO_RCVBUFFORCE (needs
-        // CAP_NET_ADMIN, which registering needs anyway) may fail: SO_RCVBUF is the fallback.
-        unsafe {
-            let p = (&size as *const libc::c_int).cast();
-            let l = std::mem::size_of::<libc::c_int>() as u32;
-            if libc::setsockopt(raw, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, p, l) != 0 {
-                libc::setsockopt(raw, libc::SOL_SOCKET, libc::SO_RCVBUF, p, l);
-            }
-        }
+        let (fd, family) = open_family()?;
+        let raw = fd.as_raw_fd();
         let mut buf = vec![0u8; 64 << 10];
-
-        let mut a = Vec::new();
-        put_attr(&mut a, CTRL_ATTR_FAMILY_NAME, b"TASKSTATS\0");
-        send(
-            &fd,
-            &message(GENL_ID_CTRL, NLM_F_REQUEST, 1, CTRL_CMD_GETFAMILY, &a),
-        )?;
-        let reply = wait_ack(&fd, 1, &mut buf)?;
-        let family = attrs(reply.get(4..).unwrap_or(&[]))
-            .into_iter()
-            .find(|(t, _)| *t == CTRL_ATTR_FAMILY_ID)
-            .and_then(|(_, p)| Some(u16::from_ne_bytes(p.get(..2)?.try_into().ok()?)))
-            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no TASKSTATS family"))?;
 
         let mut mask = possible_cpus().into_bytes();
         mask.push(0);
@@ -317,25 +432,67 @@ impl Listener {
         let exits = Arc::new(Mutex::new(Exits::default()));
         let overruns = Arc::new(AtomicU64::new(0));
         let stop = Arc::new(AtomicBool::new(false));
+        let holding = Arc::new(AtomicBool::new(false));
         let thread = {
-            let (fd, exits, overruns, stop) =
-                (fd.clone(), exits.clone(), overruns.clone(), stop.clone());
+            let (fd, exits, overruns, stop, holding) = (
+                fd.clone(),
+                exits.clone(),
+                overruns.clone(),
+                stop.clone(),
+                holding.clone(),
+            );
             std::thread::Builder::new()
                 .name("taskstats".into())
-                .spawn(move || receive_loop(&fd, &exits, &overruns, &stop, buf))?
+                .spawn(move || receive_loop(&fd, &exits, &overruns, &stop, &holding, buf))?
         };
         Ok(Listener {
             fd,
             exits,
             overruns,
             stop,
+            holding,
             thread: Some(thread),
         })
     }
 
     /// Takes the thread groups collected so far whose exits are complete or whose pids
     /// `still_alive` does not vouch for; groups with a live leader stay.
+    ///
+    /// The notifications already queued on the socket are read first, in the caller's
+    /// thread: the kernel queues a task's notification when it exits, before its parent
+    /// can reap it, so every child whose counters a parent's `/proc/[pid]/io` read before
+    /// this call included is among the exits taken now (the receiving thread, at normal
+    /// priority, may lag behind a real-time sampler on a loaded machine).
     pub fn take(&self, mut still_alive: impl FnMut(u32) -> bool) -> Vec<GroupExit> {
+        let mut buf = vec![0u8; 64 << 10];
+        loop {
+            // SAFETY: `buf` is writable for its whole length; MSG_DONTWAIT never blocks.
+            let r = unsafe {
+                libc::recv(
+                    self.fd.as_raw_fd(),
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                    libc::MSG_DONTWAIT,
+                )
+            };
+            if r > 0 {
+                absorb(&buf[..r as usize], &self.exits);
+                continue;
+            }
+            if r < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ENOBUFS) {
+                self.overruns.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            break;
+        }
+        // A datagram the receiving thread holds is in `exits` within microseconds, unless
+        // that thread was preempted: wait a little, not more.
+        for _ in 0..40 {
+            if !self.holding.load(Ordering::SeqCst) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(50));
+        }
         let mut g = self.exits.lock().unwrap_or_else(|e| e.into_inner());
         let done: Vec<u32> = g
             .groups
@@ -369,6 +526,7 @@ fn receive_loop(
     exits: &Mutex<Exits>,
     overruns: &AtomicU64,
     stop: &AtomicBool,
+    holding: &AtomicBool,
     mut buf: Vec<u8>,
 ) {
     while !stop.load(Ordering::Relaxed) {
@@ -383,45 +541,91 @@ fn receive_loop(
                 _ => return,
             },
         };
-        for (ty, p) in messages(&buf[..n]) {
-            if ty == NLMSG_ERROR || p.len() < 4 {
+        holding.store(true, Ordering::SeqCst);
+        absorb(&buf[..n], exits);
+        holding.store(false, Ordering::SeqCst);
+    }
+}
+
+/// Adds the exit notifications of one datagram to `exits`.
+fn absorb(datagram: &[u8], exits: &Mutex<Exits>) {
+    for task in tasks(datagram) {
+        let mut g = exits.lock().unwrap_or_else(|e| e.into_inner());
+        let e = g.groups.entry(task.tgid).or_insert_with(|| GroupExit {
+            tgid: task.tgid,
+            ..Default::default()
+        });
+        let mut sum = e.counters.to_array();
+        for (s, v) in sum.iter_mut().zip(task.counters.to_array()) {
+            *s += v;
+        }
+        e.counters = Counters::from_array(sum);
+        if task.pid == task.tgid {
+            e.leader_exited = true;
+            e.ppid = task.ppid;
+            e.comm = task.comm;
+        } else if e.comm.is_empty() {
+            e.ppid = task.ppid;
+            e.comm = task.comm;
+        }
+    }
+}
+
+/// The tasks of the `TASKSTATS_TYPE_AGGR_PID` answers in a datagram (exit notifications
+/// and query replies alike); errors and malformed parts are skipped.
+fn tasks(datagram: &[u8]) -> Vec<TaskExit> {
+    let mut out = Vec::new();
+    for (ty, p) in messages(datagram) {
+        if ty == NLMSG_ERROR || p.len() < 4 {
+            continue;
+        }
+        for (t, nested) in attrs(&p[4..]) {
+            if t != TASKSTATS_TYPE_AGGR_PID {
                 continue;
             }
-            for (t, nested) in attrs(&p[4..]) {
-                if t != TASKSTATS_TYPE_AGGR_PID {
-                    continue;
-                }
-                let inner = attrs(nested);
-                let pid = inner
-                    .iter()
-                    .find(|(t, _)| *t == TASKSTATS_TYPE_PID)
-                    .and_then(|(_, p)| u32_at(p, 0));
-                let stats = inner.iter().find(|(t, _)| *t == TASKSTATS_TYPE_STATS);
-                let (Some(pid), Some((_, s))) = (pid, stats) else {
-                    continue;
-                };
-                let Some(task) = parse_stats(pid, s) else {
-                    continue;
-                };
-                let mut g = exits.lock().unwrap_or_else(|e| e.into_inner());
-                let e = g.groups.entry(task.tgid).or_insert_with(|| GroupExit {
-                    tgid: task.tgid,
-                    ..Default::default()
-                });
-                let mut sum = e.counters.to_array();
-                for (s, v) in sum.iter_mut().zip(task.counters.to_array()) {
-                    *s += v;
-                }
-                e.counters = Counters::from_array(sum);
-                if task.pid == task.tgid {
-                    e.leader_exited = true;
-                    e.ppid = task.ppid;
-                    e.comm = task.comm;
-                } else if e.comm.is_empty() {
-                    e.ppid = task.ppid;
-                    e.comm = task.comm;
-                }
+            let inner = attrs(nested);
+            let pid = inner
+                .iter()
+                .find(|(t, _)| *t == TASKSTATS_TYPE_PID)
+                .and_then(|(_, p)| u32_at(p, 0));
+            let stats = inner.iter().find(|(t, _)| *t == TASKSTATS_TYPE_STATS);
+            if let (Some(pid), Some((_, s))) = (pid, stats) {
+                out.extend(parse_stats(pid, s));
             }
         }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_query_answers_per_task_rounded_to_the_kib() {
+        let mut q = match Query::open() {
+            Ok(q) => q,
+            Err(e) => {
+                eprintln!("taskstats queries unavailable here ({e}): not checked");
+                return;
+            }
+        };
+        let me = std::process::id();
+        let proc_io = super::super::procfs::IoFile::open(me).unwrap();
+        let before = proc_io.read().unwrap();
+        // A pid that does not exist gives an error answer, not a hang.
+        let got = match q.get(&[me, u32::MAX >> 2]) {
+            Ok(g) => g,
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) => return,
+            Err(e) => panic!("{e}"),
+        };
+        let after = proc_io.read().unwrap();
+        assert_eq!(got.len(), 1, "{got:?}");
+        let (pid, c) = got[0];
+        assert_eq!(pid, me);
+        assert_eq!(c.wchar % 1024, 0);
+        assert_eq!(c.syscr % 1024, 0, "syscall counts are rounded too");
+        // The leader's own counters, at most the whole process's.
+        assert!(c.rchar <= after.rchar && c.wchar <= after.wchar.max(before.wchar));
     }
 }
