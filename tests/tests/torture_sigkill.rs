@@ -99,6 +99,18 @@ fn reader_proc(pool: &Path, dir: &Path) -> Child {
         .unwrap()
 }
 
+/// How many live pieces (sub-buffer prefixes copied while their writer still owned them)
+/// the trace directory holds; 0 while it cannot be read yet.
+fn live_pieces(dir: &Path) -> usize {
+    let Ok(t) = reader::TraceDir::open_lazy(dir) else {
+        return 0;
+    };
+    t.threads()
+        .flat_map(|k| t.infos(k).cloned().collect::<Vec<_>>())
+        .filter(|i| i.flags & bufpool::layout::FLAG_LIVE != 0)
+        .count()
+}
+
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
@@ -311,6 +323,14 @@ fn trial(kill: Kill, rng: &mut Rng, root: &Path, n: usize) {
             std::thread::sleep(Duration::from_millis(50));
             let mut w = spawn_writer(&pool, &out);
             std::thread::sleep(delay);
+            if live {
+                // Kill in the middle of the copies, not before the first: on a loaded
+                // machine the writer may not have recorded anything yet after `delay`.
+                assert!(
+                    wait_until(Duration::from_secs(20), || live_pieces(&dir) > 0),
+                    "{what}: no live piece saved within 20 s"
+                );
+            }
             if matches!(
                 kill,
                 Kill::Reader | Kill::Both | Kill::LiveReader | Kill::LiveBoth
@@ -343,11 +363,7 @@ fn trial(kill: Kill, rng: &mut Rng, root: &Path, n: usize) {
     if matches!(kill, Kill::LiveReader | Kill::LiveBoth) {
         // The trial did exercise the live path: pieces of sub-buffers were saved.
         let t = reader::TraceDir::open(&dir).unwrap();
-        let pieces = t
-            .threads()
-            .flat_map(|k| t.infos(k).cloned().collect::<Vec<_>>())
-            .filter(|i| i.flags & bufpool::layout::FLAG_LIVE != 0)
-            .count();
+        let pieces = live_pieces(&dir);
         eprintln!(
             "torture: {what}: {pieces} live pieces, {} duplicates",
             t.duplicates()
