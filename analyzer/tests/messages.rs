@@ -66,6 +66,22 @@ impl P {
             },
         );
     }
+    /// A datagram call whose exit carries addresses (a send's destination or a receive's
+    /// source as `peer`; a send's socket address once as `local`).
+    fn dgram(&mut self, f: LibFn, fd: i32, n: i64, local: Option<Addr>, peer: Addr) {
+        self.0.lib(
+            0x38,
+            f,
+            LibOpts {
+                fd: Some(fd),
+                len: Some(n.max(0) as u64),
+                ret: Some(n),
+                local,
+                peer: Some(peer),
+                ..Default::default()
+            },
+        );
+    }
     fn send(&mut self, fd: i32, n: i64) {
         self.io(LibFn::Send, fd, n as u64, n, 0, None)
     }
@@ -650,4 +666,104 @@ fn unix_stream_sockets_pair_by_path_in_accept_order() {
         assert_eq!(c.ab.matched, c.ab.sent);
         assert!(c.ab.unmatched.is_empty());
     }
+}
+
+/// Unconnected UDP: two senders that never bound (their ports recorded on their first
+/// `sendto`) and one untraced source send to one bound receiver; matched by source,
+/// destination, size and order, with reordering, a duplicate and a loss counted per pair.
+#[test]
+fn unconnected_datagrams_by_source_destination_size_and_order() {
+    let rx = v4(7000);
+    let (a_addr, b_addr) = (Addr::new(2, 4001, &[0; 4]), Addr::new(2, 4002, &[0; 4]));
+    let socket = |p: &mut P, fd: i64| {
+        p.0.lib(
+            0x70,
+            LibFn::Socket,
+            LibOpts {
+                flags: Some(2),
+                ret: Some(fd),
+                ..Default::default()
+            },
+        )
+    };
+    let mut r = P::new("h", 30);
+    let mut a = P::new("h", 31);
+    let mut b = P::new("h", 32);
+    r.at(1_000_000);
+    socket(&mut r, 5);
+    r.0.lib(
+        0x80,
+        LibFn::Bind,
+        LibOpts {
+            fd: Some(5),
+            ret: Some(0),
+            local: Some(rx),
+            ..Default::default()
+        },
+    );
+    a.at(1_100_000);
+    socket(&mut a, 3);
+    b.at(1_100_000);
+    socket(&mut b, 3);
+    // A: 10, 20, 30; B: 50, 50 (the same sizes: only the sources tell them apart).
+    a.at(2_000_000)
+        .dgram(LibFn::Sendto, 3, 10, Some(a_addr), rx);
+    a.at(2_100_000).dgram(LibFn::Sendto, 3, 20, None, rx);
+    a.at(2_200_000).dgram(LibFn::Sendmsg, 3, 30, None, rx);
+    b.at(2_050_000)
+        .dgram(LibFn::Sendto, 3, 50, Some(b_addr), rx);
+    b.at(2_150_000).dgram(LibFn::Sendto, 3, 50, None, rx);
+    let from_a = v4(4001);
+    let from_b = v4(4002);
+    // 20 before 10 (reordered), 50 from B, 30, 20 again (a duplicate), then 50 from a
+    // source never traced.
+    r.at(3_000_000).dgram(LibFn::Recvfrom, 5, 20, None, from_a);
+    r.at(3_100_000).dgram(LibFn::Recvfrom, 5, 10, None, from_a);
+    r.at(3_200_000).dgram(LibFn::Recvmsg, 5, 50, None, from_b);
+    r.at(3_300_000).dgram(LibFn::Recvfrom, 5, 30, None, from_a);
+    r.at(3_400_000).dgram(LibFn::Recvfrom, 5, 20, None, from_a);
+    r.at(3_500_000)
+        .dgram(LibFn::Recvfrom, 5, 50, None, v4(4999));
+    let m = run(vec![r, a, b]);
+    let pair = |pid: u32| {
+        m.conns
+            .iter()
+            .find(|c| {
+                c.kind == ConnKind::Datagram
+                    && c.b.is_some()
+                    && m.procs[m.sockets[c.a as usize].proc as usize].pid == pid
+            })
+            .unwrap_or_else(|| panic!("no pair from {pid}"))
+    };
+    let pa = pair(31);
+    assert_eq!(pa.ab.flows.len(), 3);
+    assert_eq!((pa.reordered, pa.duplicated, pa.lost), (1, 1, 0));
+    assert_eq!(pa.ab.matched, 60);
+    let dup: Vec<_> = pa
+        .ab
+        .unmatched
+        .iter()
+        .map(|u| (u.reason, u.bytes))
+        .collect();
+    assert_eq!(dup, vec![(Reason::Duplicated, 20)]);
+    let pb = pair(32);
+    assert_eq!(pb.ab.flows.len(), 1);
+    assert_eq!((pb.reordered, pb.duplicated, pb.lost), (0, 0, 1));
+    let lost: Vec<_> = pb
+        .ab
+        .unmatched
+        .iter()
+        .map(|u| (u.reason, u.bytes))
+        .collect();
+    assert_eq!(lost, vec![(Reason::DatagramLost, 50)]);
+    // The receive from the untraced source is reported with its reason.
+    let untraced: u64 = m
+        .conns
+        .iter()
+        .filter(|c| c.b.is_none())
+        .flat_map(|c| c.ba.unmatched.iter().chain(c.ab.unmatched.iter()))
+        .filter(|u| u.reason == Reason::PeerUntraced && !u.sent)
+        .map(|u| u.bytes)
+        .sum();
+    assert_eq!(untraced, 50);
 }

@@ -6,6 +6,10 @@
 //! copy the state; `close` forgets it. An fd we have not seen (inherited, opened by
 //! `open`, received with `SCM_RIGHTS`) is looked up once with `fstat` and cached. Fds at or
 //! above the table size always take the `fstat`.
+//!
+//! A third bitmap, `NAMED`, says the socket's local address was already recorded for this
+//! fd (see [`name_once`]): an unconnected datagram socket gets its port from the kernel on
+//! its first `sendto`, and the tracer records it once, on that call's exit.
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
@@ -17,6 +21,7 @@ const WORDS: usize = TABLE_FDS / 64;
 const ZERO: AtomicU64 = AtomicU64::new(0);
 static KNOWN: [AtomicU64; WORDS] = [ZERO; WORDS];
 static SOCKET: [AtomicU64; WORDS] = [ZERO; WORDS];
+static NAMED: [AtomicU64; WORDS] = [ZERO; WORDS];
 
 #[inline(always)]
 fn slot(fd: i32) -> Option<(usize, u64)> {
@@ -30,6 +35,7 @@ fn slot(fd: i32) -> Option<(usize, u64)> {
 /// Records what `fd` is.
 pub fn mark(fd: i32, is_socket: bool) {
     if let Some((w, b)) = slot(fd) {
+        NAMED[w].fetch_and(!b, Ordering::Relaxed);
         if is_socket {
             SOCKET[w].fetch_or(b, Ordering::Relaxed);
         } else {
@@ -45,6 +51,17 @@ pub fn forget(fd: i32) {
     if let Some((w, b)) = slot(fd) {
         KNOWN[w].fetch_and(!b, Ordering::Relaxed);
         SOCKET[w].fetch_and(!b, Ordering::Relaxed);
+        NAMED[w].fetch_and(!b, Ordering::Relaxed);
+    }
+}
+
+/// True the first time it is asked for `fd` since the fd was created, marked or
+/// forgotten (and always for fds above the table): the caller records the socket's local
+/// address then. Called only on calls that carry an address (never on the fast path).
+pub fn name_once(fd: i32) -> bool {
+    match slot(fd) {
+        Some((w, b)) => NAMED[w].fetch_or(b, Ordering::Relaxed) & b == 0,
+        None => true,
     }
 }
 
@@ -105,6 +122,12 @@ mod tests {
         assert_eq!(known(60001), Some(false));
         copy(60002, 60001);
         assert_eq!(known(60001), None);
+        assert!(name_once(60003));
+        assert!(!name_once(60003));
+        forget(60003);
+        assert!(name_once(60003));
+        mark(60003, true);
+        assert!(name_once(60003));
         // A real socket and a real file, looked up with fstat.
         // SAFETY: plain socket/open calls with constant arguments.
         let s = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM, 0) };

@@ -19,9 +19,11 @@
 //!
 //! **Exactness.** A byte is attributed to a (send, receive) pair only when both byte
 //! offsets are known; everything else is reported with a [`Reason`]. Limits of what is
-//! recorded: the tracer does not record the destination of each `sendto` nor the source
-//! of each `recvfrom`, so datagrams are matched only between connected/bound sockets
-//! ([`datagram`]); pipes are not recorded at all; the resynchronization after a gap
+//! recorded: datagrams are matched by the destination each send recorded and the source
+//! each receive recorded (traces older than those addresses: connected senders only), by
+//! size and order — the contents are not recorded, so of two equal-sized datagrams of one
+//! pair the first one received is taken as the first sent ([`datagram`]); pipes are not
+//! recorded at all; the resynchronization after a gap
 //! assumes lost entries are counted (a count the tracer could not write, the pool's
 //! `lost_unreported`, is invisible here).
 //!
@@ -87,6 +89,10 @@ pub struct Connection {
     pub reset: bool,
     /// Datagrams received out of order.
     pub reordered: u64,
+    /// Datagrams sent and never received.
+    pub lost: u64,
+    /// Datagrams received again.
+    pub duplicated: u64,
 }
 
 impl Connection {
@@ -217,6 +223,8 @@ pub fn analyze_ops(mut procs: Vec<ProcOps>) -> Messages {
                     ba,
                     reset,
                     reordered: 0,
+                    lost: 0,
+                    duplicated: 0,
                 });
             }
             None if moved => {
@@ -241,6 +249,8 @@ pub fn analyze_ops(mut procs: Vec<ProcOps>) -> Messages {
                     ba,
                     reset,
                     reordered: 0,
+                    lost: 0,
+                    duplicated: 0,
                 });
             }
             None => {}
@@ -256,6 +266,8 @@ pub fn analyze_ops(mut procs: Vec<ProcOps>) -> Messages {
             ba: Direction::default(),
             reset: false,
             reordered: p.reordered,
+            lost: p.lost,
+            duplicated: p.duplicated,
         });
     }
     for (s, d) in left {
@@ -272,6 +284,8 @@ pub fn analyze_ops(mut procs: Vec<ProcOps>) -> Messages {
             ba,
             reset: false,
             reordered: 0,
+            lost: 0,
+            duplicated: 0,
         });
     }
     // Causal edges.

@@ -120,8 +120,9 @@ pub struct ProcOps {
     pub calib: bufpool::Calibration,
     /// The ops, by end TSC (then thread).
     pub ops: Vec<Op>,
-    /// Local and peer address recorded by a setup op (`connect`, `accept`, `bind`), by op
-    /// index.
+    /// Local and peer address recorded by a setup op (`connect`, `accept`, `bind`), or by a
+    /// datagram call (`sendto`/`sendmsg`: peer = destination, local = the socket's address
+    /// once; `recvfrom`/`recvmsg`: peer = source), by op index.
     pub addrs: FxMap<u32, (Option<Addr>, Option<Addr>)>,
     /// Ready descriptors of multiplexer ops: (op index, fd), by op index.
     pub ready: Vec<(u32, i32)>,
@@ -269,7 +270,14 @@ impl Visit for Collector<'_> {
         if l.exit
             && matches!(
                 l.func,
-                LibFn::Connect | LibFn::Accept | LibFn::Accept4 | LibFn::Bind
+                LibFn::Connect
+                    | LibFn::Accept
+                    | LibFn::Accept4
+                    | LibFn::Bind
+                    | LibFn::Sendto
+                    | LibFn::Sendmsg
+                    | LibFn::Recvfrom
+                    | LibFn::Recvmsg
             )
         {
             let idx = self.ops.len() as u32 + self.pending_unfinished(l.func) as u32;
@@ -483,7 +491,7 @@ pub fn collect(p: &ProcessTrace) -> Result<ProcOps> {
     Ok(out)
 }
 
-/// Local and peer address of a setup op.
+/// Local and peer address of a setup op or a datagram call (see [`ProcOps::addrs`]).
 pub type OpAddrs = (Option<Addr>, Option<Addr>);
 
 /// A slice of one thread's ops, as [`stream_thread`] hands them over.

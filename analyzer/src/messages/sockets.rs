@@ -279,6 +279,10 @@ pub fn resolve(procs: &mut [ProcOps]) -> Vec<Socket> {
                 OpKind::Send | OpKind::Recv | OpKind::Peek if op.fd >= 0 => {
                     let s = get_or_unknown(&mut socks, &mut fds, pi, op.fd, r);
                     let so = &mut socks[s as usize];
+                    if let (Some((Some(l), _)), None) = (p.addrs.get(&r.idx), so.local) {
+                        // The port the kernel gave on the first send with an address.
+                        so.local = Some(*l);
+                    }
                     let n = op.bytes();
                     let kind = match op.kind {
                         OpKind::Send => ItemKind::Send,

@@ -61,6 +61,8 @@ pub enum Reason {
     /// A datagram whose sender cannot be told apart (several candidate senders, or the
     /// source address not recorded).
     Ambiguous,
+    /// A datagram received again (it fits only datagrams already received).
+    Duplicated,
     /// A datagram socket neither connected nor bound to an address a sender used.
     NoAddress,
 }
@@ -77,6 +79,7 @@ impl Reason {
             Reason::Inconsistent => "inconsistent",
             Reason::DatagramLost => "datagram_lost",
             Reason::Ambiguous => "ambiguous",
+            Reason::Duplicated => "duplicated",
             Reason::NoAddress => "no_address",
         }
     }

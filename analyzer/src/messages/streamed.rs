@@ -29,8 +29,11 @@
 //! - datagrams are matched as [`super::datagram`] does, receive by receive in time order
 //!   (the batch stage takes each receiving socket in turn), once the merge is
 //!   [`DGRAM_SLACK_NS`] past the receive; a datagram waits for its receive at most
-//!   [`PAIR_WINDOW_NS`].
+//!   [`PAIR_WINDOW_NS`]. A sender is listed under the port of every destination it sent
+//!   to (its connected peer, or each datagram's recorded destination); its pending
+//!   datagrams keep their destination, so memory grows with the datagrams in flight only.
 
+use super::datagram::{addr_matches, source_fits};
 use super::ops::{self, Op, OpAddrs, OpKind, NO_RET};
 use super::slices::{FlowLookup, ProcNames};
 use super::sockets::{pair_key, Origin, EINPROGRESS};
@@ -101,8 +104,11 @@ struct Sock {
     /// Offsets unknown (a gap, no setup, never paired): no flow through it.
     broken: bool,
     closed: bool,
-    /// A datagram sender's datagrams not yet received: (send, size, start ns, taken).
-    dgrams: VecDeque<(CallKey, u64, i64, bool)>,
+    /// A datagram sender's datagrams not yet received: (send, size, start ns, taken,
+    /// destination).
+    dgrams: VecDeque<(CallKey, u64, i64, bool, Addr)>,
+    /// Ports this socket is listed under in `Matcher::senders`.
+    ports: Vec<u16>,
 }
 
 impl Sock {
@@ -123,6 +129,7 @@ impl Sock {
             broken: origin == Origin::Unknown,
             closed: false,
             dgrams: VecDeque::new(),
+            ports: Vec::new(),
         }
     }
 
@@ -147,10 +154,11 @@ struct Matcher<'s, F> {
     socks: Vec<Sock>,
     /// Ends waiting for their other end: key → (connecting, accepted).
     waiting: FxMap<String, (VecDeque<u32>, VecDeque<u32>)>,
-    /// Connected datagram senders by their peer's port.
+    /// Datagram senders by the port of a destination they sent to (or connected to).
     senders: FxMap<u16, Vec<u32>>,
-    /// Datagram receives not matched yet, by end: (end ns, socket, process, call, size).
-    recvs: VecDeque<(i64, u32, usize, CallKey, u64)>,
+    /// Datagram receives not matched yet, by end: (end ns, socket, process, call, size,
+    /// source).
+    recvs: VecDeque<(i64, u32, usize, CallKey, u64, Option<Addr>)>,
     on_flow: F,
 }
 
@@ -309,16 +317,18 @@ impl<F: FnMut(StreamFlow)> Matcher<'_, F> {
         call: CallKey,
         n: u64,
         send: bool,
+        addr: Option<Addr>,
         calib: &bufpool::Calibration,
         now: i64,
     ) {
         if send {
-            let so = &mut self.socks[s as usize];
-            if so.peer.is_none() {
+            let Some(dst) = addr.or(self.socks[s as usize].peer) else {
                 return;
-            }
+            };
+            self.register(s, dst.port);
+            let so = &mut self.socks[s as usize];
             let start = calib.tsc_to_unix_ns(call.start) as i64;
-            so.dgrams.push_back((call, n, start, false));
+            so.dgrams.push_back((call, n, start, false, dst));
             while so
                 .dgrams
                 .front()
@@ -327,14 +337,24 @@ impl<F: FnMut(StreamFlow)> Matcher<'_, F> {
                 so.dgrams.pop_front();
             }
         } else {
-            self.recvs.push_back((now, s, pi, call, n));
+            let src = addr.or(self.socks[s as usize].peer);
+            self.recvs.push_back((now, s, pi, call, n, src));
+        }
+    }
+
+    /// Lists datagram sender `s` under `port` (once).
+    fn register(&mut self, s: u32, port: u16) {
+        let so = &mut self.socks[s as usize];
+        if !so.ports.contains(&port) {
+            so.ports.push(port);
+            self.senders.entry(port).or_default().push(s);
         }
     }
 
     /// Matches the datagram receives that ended [`DGRAM_SLACK_NS`] before `now` (all of
     /// them at the end).
     fn settle_receives(&mut self, now: Option<i64>) {
-        while let Some(&(end, r, rp, call, n)) = self.recvs.front() {
+        while let Some(&(end, r, rp, call, n, src)) = self.recvs.front() {
             if now.is_some_and(|t| end.saturating_add(DGRAM_SLACK_NS) > t) {
                 break;
             }
@@ -349,22 +369,15 @@ impl<F: FnMut(StreamFlow)> Matcher<'_, F> {
             for &c in self.senders.get(&rl.port).map_or(&[][..], |v| &v[..]) {
                 let so = &self.socks[c as usize];
                 let same = self.set.processes[so.proc as usize].host == *rhost;
-                let (Some(sp), true) = (so.peer, c != r) else {
-                    continue;
-                };
-                if !super::datagram::addr_matches(&sp, &rl, same) {
+                if c == r
+                    || !source_fits(rpeer.as_ref(), so.local.as_ref(), same)
+                    || !source_fits(src.as_ref(), so.local.as_ref(), same)
+                {
                     continue;
                 }
-                if let (Some(rpe), Some(sl)) = (rpeer, so.local) {
-                    if !super::datagram::addr_matches(&rpe, &sl, same) {
-                        continue;
-                    }
-                }
-                let hit = so
-                    .dgrams
-                    .iter()
-                    .take(4096)
-                    .position(|d| !d.3 && d.1 == n && (!same || d.2 <= end));
+                let hit = so.dgrams.iter().take(4096).position(|d| {
+                    !d.3 && d.1 == n && (!same || d.2 <= end) && addr_matches(&d.4, &rl, same)
+                });
                 if let Some(k) = hit {
                     several |= found.is_some();
                     found = Some((c, k));
@@ -441,7 +454,7 @@ impl<F: FnMut(StreamFlow)> Matcher<'_, F> {
                     so.peer = pe;
                 }
                 match (so.stream, so.peer) {
-                    (false, Some(pe)) => self.senders.entry(pe.port).or_default().push(s),
+                    (false, Some(pe)) => self.register(s, pe.port),
                     _ => self.pair(s, host),
                 }
             }
@@ -475,6 +488,9 @@ impl<F: FnMut(StreamFlow)> Matcher<'_, F> {
             }
             OpKind::Send | OpKind::Recv if o.fd >= 0 => {
                 let s = self.get_or_unknown(pi, o.fd, now);
+                if let (Some((Some(l), _)), None) = (addrs, self.socks[s as usize].local) {
+                    self.socks[s as usize].local = Some(l);
+                }
                 if o.ret > 0 && matches!(o.func, LibFn::Sendmmsg | LibFn::Recvmmsg) {
                     if self.socks[s as usize].stream {
                         self.break_sock(s);
@@ -489,7 +505,8 @@ impl<F: FnMut(StreamFlow)> Matcher<'_, F> {
                         start: o.start,
                     };
                     let calib = &self.set.processes[pi].calib;
-                    self.datagram(s, pi, call, n, o.kind == OpKind::Send, calib, now);
+                    let addr = addrs.and_then(|a| a.1);
+                    self.datagram(s, pi, call, n, o.kind == OpKind::Send, addr, calib, now);
                     return;
                 }
                 if n == 0 || !self.live(s, now) {
