@@ -208,8 +208,28 @@ pub fn analyze_ops(mut procs: Vec<ProcOps>) -> Messages {
                     .iter()
                     .any(|s| s.items.iter().any(|it| it.kind == ItemKind::Reset));
                 let closed = |s: &Socket| s.items.iter().any(|it| it.kind == ItemKind::Close);
-                let ab = stream::match_direction(&sa.items, &sb.items, reset || closed(sb));
-                let ba = stream::match_direction(&sb.items, &sa.items, reset || closed(sa));
+                let (ab, ba) = match (sa.base, sb.base) {
+                    (Some((ra, wa)), Some((rb, wb))) => (
+                        stream::match_direction(
+                            &sa.items,
+                            &sb.items,
+                            reset || closed(sb),
+                            (wa, rb),
+                        ),
+                        stream::match_direction(
+                            &sb.items,
+                            &sa.items,
+                            reset || closed(sa),
+                            (wb, ra),
+                        ),
+                    ),
+                    // An end met already open whose offsets are unknown: no alignment.
+                    _ => {
+                        let (ao, ai) = stream::unpaired(&sa.items, Reason::OffsetsUnknown);
+                        let (bo, bi) = stream::unpaired(&sb.items, Reason::OffsetsUnknown);
+                        (ao.join(bi), bo.join(ai))
+                    }
+                };
                 let kind = match (sa.origin, sa.peer.map(|p| p.family)) {
                     (Origin::Pair, _) => ConnKind::Pair,
                     (_, Some(1)) => ConnKind::Unix,
@@ -294,7 +314,12 @@ pub fn analyze_ops(mut procs: Vec<ProcOps>) -> Messages {
         for f in c.flows() {
             pairs.push((f.send, f.recv));
         }
+        let adopted = |s: u32| socks[s as usize].origin == Origin::Adopted;
         if let (Some(b), ConnKind::Tcp | ConnKind::Unix) = (c.b, c.kind) {
+            // connect → accept; an adopted end's first use is no such edge.
+            if adopted(c.a) || adopted(b) {
+                continue;
+            }
             if let (Some(x), Some(y)) = (socks[c.a as usize].setup, socks[b as usize].setup) {
                 pairs.push((x, y));
             }

@@ -53,6 +53,9 @@ pub enum Origin {
     Socket,
     /// Used without a recorded setup.
     Unknown,
+    /// Met already open (inherited across `exec`, or the trace began late) and described by
+    /// the tracer on its first use: addresses and, for TCP, byte offsets ([`Socket::base`]).
+    Adopted,
 }
 
 /// What happened on a socket, in order.
@@ -106,6 +109,9 @@ pub struct Socket {
     pub setup: Option<OpRef>,
     /// The other end, once paired.
     pub partner: Option<u32>,
+    /// Bytes (read, written) on the connection before its first recorded op: (0, 0) but
+    /// for an adopted socket (the tracer's count, `None` when it could not be read).
+    pub base: Option<(u64, u64)>,
     /// Items in TSC order.
     pub items: Vec<Item>,
     /// Descriptors referring to it now (during the replay).
@@ -123,6 +129,7 @@ impl Socket {
             peer: None,
             setup,
             partner: None,
+            base: Some((0, 0)),
             items: Vec::new(),
             refs: 1,
         }
@@ -275,6 +282,18 @@ pub fn resolve(procs: &mut [ProcOps]) -> Vec<Socket> {
                 }
                 OpKind::Shutdown => {
                     sock = fds.get(&op.fd).copied().unwrap_or(NO_SOCK);
+                }
+                OpKind::Adopt if op.fd >= 0 && !fds.contains_key(&op.fd) => {
+                    let s = new_sock(&mut socks, op.fd, Origin::Adopted);
+                    release(&mut socks, fds.insert(op.fd, s));
+                    let so = &mut socks[s as usize];
+                    if let Some((l, pe)) = p.addrs.get(&r.idx) {
+                        so.local = *l;
+                        so.peer = *pe;
+                    }
+                    so.base =
+                        (op.ret != NO_RET && op.aux != u64::MAX).then_some((op.ret as u64, op.aux));
+                    sock = s;
                 }
                 OpKind::Send | OpKind::Recv | OpKind::Peek if op.fd >= 0 => {
                     let s = get_or_unknown(&mut socks, &mut fds, pi, op.fd, r);
@@ -435,31 +454,29 @@ pub fn pair_key(
     match (l.family, origin) {
         (AF_UNIX, Origin::Connect) => Some(format!("unix|{host}|{}", key_of(&p))),
         (AF_UNIX, Origin::Accept) => Some(format!("unix|{host}|{}", key_of(&l))),
-        (AF_INET | AF_INET6, Origin::Connect | Origin::Accept) => {
-            let (c_local, c_peer) = if origin == Origin::Connect {
-                (l, p)
-            } else {
-                (p, l)
-            };
-            let scope = if is_loopback(&normalize(&c_local)) || is_loopback(&normalize(&c_peer)) {
+        (AF_INET | AF_INET6, Origin::Connect | Origin::Accept | Origin::Adopted) => {
+            // Both ends name the same two addresses; an adopted end does not know which
+            // one connected, so the key is the pair in a fixed order.
+            let scope = if is_loopback(&normalize(&l)) || is_loopback(&normalize(&p)) {
                 host
             } else {
                 ""
             };
-            Some(format!(
-                "inet|{scope}|{}|{}",
-                key_of(&c_local),
-                key_of(&c_peer)
-            ))
+            let (x, y) = (key_of(&l), key_of(&p));
+            let (x, y) = if x <= y { (x, y) } else { (y, x) };
+            Some(format!("inet|{scope}|{x}|{y}"))
         }
         _ => None,
     }
 }
 
+/// The stream ends of one key: connecting, accepted, adopted.
+type Ends = (Vec<u32>, Vec<u32>, Vec<u32>);
+
 /// Pairs the stream sockets: sets [`Socket::partner`] of connected pairs.
 pub fn pair_streams(procs: &[ProcOps], socks: &mut [Socket]) {
-    // key → (connecting sockets, accepted sockets)
-    let mut groups: std::collections::BTreeMap<String, (Vec<u32>, Vec<u32>)> = Default::default();
+    // key → (connecting sockets, accepted sockets, adopted sockets)
+    let mut groups: std::collections::BTreeMap<String, Ends> = Default::default();
     for (i, s) in socks.iter().enumerate() {
         if !s.stream || s.partner.is_some() {
             continue;
@@ -471,6 +488,7 @@ pub fn pair_streams(procs: &[ProcOps], socks: &mut [Socket]) {
         let g = groups.entry(k).or_default();
         match s.origin {
             Origin::Connect => g.0.push(i as u32),
+            Origin::Adopted => g.2.push(i as u32),
             _ => g.1.push(i as u32),
         }
     }
@@ -486,7 +504,13 @@ pub fn pair_streams(procs: &[ProcOps], socks: &mut [Socket]) {
             p.ns(p.ops[r.idx as usize].end)
         })
     };
-    for (_, (mut clients, mut servers)) in groups {
+    let first_ns = |s: &Socket| {
+        s.items.first().map_or(i64::MAX, |it| {
+            let p = &procs[it.op.proc as usize];
+            p.ns(it.tsc)
+        })
+    };
+    for (_, (mut clients, mut servers, adopted)) in groups {
         clients.sort_by_key(|&c| start_ns(&socks[c as usize]));
         servers.sort_by_key(|&c| end_ns(&socks[c as usize]));
         let mut used = vec![false; clients.len()];
@@ -505,6 +529,49 @@ pub fn pair_streams(procs: &[ProcOps], socks: &mut [Socket]) {
                 let c = clients[ci];
                 socks[c as usize].partner = Some(sv);
                 socks[sv as usize].partner = Some(c);
+            }
+        }
+        // Adopted ends: each takes the earliest unpaired end of its key (any origin), in
+        // the order they were met.
+        if adopted.is_empty() {
+            continue;
+        }
+        let mut ends: Vec<u32> = clients
+            .iter()
+            .chain(servers.iter())
+            .chain(adopted.iter())
+            .copied()
+            .filter(|&e| socks[e as usize].partner.is_none())
+            .collect();
+        let when: FxMap<u32, i64> = ends
+            .iter()
+            .map(|&e| {
+                let so = &socks[e as usize];
+                let t = if so.origin == Origin::Adopted {
+                    first_ns(so)
+                } else {
+                    end_ns(so)
+                };
+                (e, t)
+            })
+            .collect();
+        ends.sort_by_key(|&e| (when[&e], e));
+        let mut adopted: Vec<u32> = adopted
+            .into_iter()
+            .filter(|e| when.contains_key(e))
+            .collect();
+        adopted.sort_by_key(|&e| (when[&e], e));
+        for a in adopted {
+            if socks[a as usize].partner.is_some() {
+                continue;
+            }
+            let pick = ends
+                .iter()
+                .copied()
+                .find(|&e| e != a && socks[e as usize].partner.is_none() && when[&e] <= when[&a]);
+            if let Some(e) = pick {
+                socks[a as usize].partner = Some(e);
+                socks[e as usize].partner = Some(a);
             }
         }
     }

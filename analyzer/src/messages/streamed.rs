@@ -146,14 +146,17 @@ struct Proc {
     fds: FxMap<i32, u32>,
 }
 
+/// Ends of one key waiting for their other end: connecting, accepted, adopted.
+type Waiting = (VecDeque<u32>, VecDeque<u32>, VecDeque<u32>);
+
 /// The replay and matching state.
 struct Matcher<'s, F> {
     set: &'s TraceSet,
     procs: Vec<Proc>,
     by_pid: FxMap<(&'s str, u32), usize>,
     socks: Vec<Sock>,
-    /// Ends waiting for their other end: key → (connecting, accepted).
-    waiting: FxMap<String, (VecDeque<u32>, VecDeque<u32>)>,
+    /// Ends waiting for their other end: key → (connecting, accepted, adopted).
+    waiting: FxMap<String, Waiting>,
     /// Datagram senders by the port of a destination they sent to (or connected to).
     senders: FxMap<u16, Vec<u32>>,
     /// Datagram receives not matched yet, by end: (end ns, socket, process, call, size,
@@ -248,18 +251,37 @@ impl<F: FnMut(StreamFlow)> Matcher<'_, F> {
         let Some(k) = pair_key(host, so.origin, so.local, so.peer) else {
             return;
         };
-        let client = so.origin == Origin::Connect;
+        let origin = so.origin;
         let g = self.waiting.entry(k.clone()).or_default();
-        let other = if client { &mut g.1 } else { &mut g.0 };
-        let Some(p) = other.pop_front() else {
-            if client {
-                g.0.push_back(s)
-            } else {
-                g.1.push_back(s)
+        // A connecting end takes an accepted one, an accepted end a connecting one, else
+        // either takes an adopted end; an adopted end takes the earliest of any.
+        let p = match origin {
+            Origin::Connect => g.1.pop_front().or_else(|| g.2.pop_front()),
+            Origin::Adopted => {
+                let socks = &self.socks;
+                let firsts = [g.0.front(), g.1.front(), g.2.front()];
+                let k = (0..3)
+                    .filter_map(|i| firsts[i].map(|&e| (socks[e as usize].setup_ns, i)))
+                    .min()
+                    .map(|x| x.1);
+                match k {
+                    Some(0) => g.0.pop_front(),
+                    Some(1) => g.1.pop_front(),
+                    Some(_) => g.2.pop_front(),
+                    None => None,
+                }
+            }
+            _ => g.0.pop_front().or_else(|| g.2.pop_front()),
+        };
+        let Some(p) = p else {
+            match origin {
+                Origin::Connect => g.0.push_back(s),
+                Origin::Adopted => g.2.push_back(s),
+                _ => g.1.push_back(s),
             }
             return;
         };
-        if g.0.is_empty() && g.1.is_empty() {
+        if g.0.is_empty() && g.1.is_empty() && g.2.is_empty() {
             self.waiting.remove(&k);
         }
         self.socks[s as usize].partner = Some(p);
@@ -481,6 +503,22 @@ impl<F: FnMut(StreamFlow)> Matcher<'_, F> {
                     }
                 }
             }
+            OpKind::Adopt if o.fd >= 0 && !self.procs[pi].fds.contains_key(&o.fd) => {
+                let s = self.new_sock(pi, o.fd, Origin::Adopted, now);
+                let so = &mut self.socks[s as usize];
+                if let Some((l, pe)) = addrs {
+                    so.local = l;
+                    so.peer = pe;
+                }
+                if o.ret != NO_RET && o.aux != u64::MAX {
+                    so.recvd = o.ret as u64;
+                    so.sent = o.aux;
+                } else {
+                    // Offsets unknown: nothing through it can be aligned.
+                    so.broken = true;
+                }
+                self.pair(s, host);
+            }
             OpKind::Close => {
                 if let Some(s) = self.procs[pi].fds.remove(&o.fd) {
                     self.unref(s);
@@ -618,7 +656,7 @@ fn get_addr(r: &mut impl Read) -> std::io::Result<Option<Addr>> {
     )))
 }
 
-const KINDS: [OpKind; 15] = [
+const KINDS: [OpKind; 16] = [
     OpKind::Send,
     OpKind::Recv,
     OpKind::Peek,
@@ -634,6 +672,7 @@ const KINDS: [OpKind; 15] = [
     OpKind::Fork,
     OpKind::Gap,
     OpKind::Other,
+    OpKind::Adopt,
 ];
 
 fn put_op(w: &mut impl Write, o: &Op, addrs: Option<OpAddrs>) -> std::io::Result<()> {
@@ -678,7 +717,7 @@ fn get_op(r: &mut impl Read) -> std::io::Result<Option<(Op, Option<OpAddrs>)>> {
         errno: u32_at(40) as i32,
         flags: u32_at(44),
         func,
-        kind: KINDS[(b[50] as usize).min(14)],
+        kind: KINDS[(b[50] as usize).min(KINDS.len() - 1)],
         injected: b[51] != 0,
         sock: ops::NO_SOCK,
     };

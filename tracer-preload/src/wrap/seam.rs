@@ -163,6 +163,40 @@ impl AddrArg {
     }
 }
 
+/// Records `LibEnter` of the first data call on an fd the trace does not describe (not
+/// seen made: inherited across `exec`, or the trace began late), once per fd: with
+/// `IsSocket` = 1, the socket's `Local` and `Peer` addresses and, for TCP, `Arg` = bytes the
+/// program had read and `Arg2` = bytes it had written on the connection before this call
+/// (see `sysx::tcp_offsets`). errno is preserved (each query holds an `ErrnoGuard`).
+#[cold]
+#[inline(never)]
+fn enter_first_sight(func: LibFn, site: usize, enter: &Small) -> Option<Call> {
+    let fd = enter.fd.unwrap_or(-1);
+    if crate::global::pool().is_none()
+        || !crate::fdtab::describe_once(fd)
+        || !crate::fdtab::is_socket(fd)
+    {
+        return Call::enter(func, site, enter);
+    }
+    let offsets = crate::sysx::tcp_offsets(fd);
+    Call::enter_full(
+        func,
+        site,
+        &LibOpts {
+            fd: enter.fd,
+            len: enter.len,
+            flags: enter.flags,
+            inject: enter.inject,
+            is_socket: Some(true),
+            local: crate::sysx::sock_addr(fd, false),
+            peer: crate::sysx::sock_addr(fd, true),
+            arg: offsets.map(|o| o.0),
+            arg2: offsets.map(|o| o.1),
+            ..LibOpts::default()
+        },
+    )
+}
+
 /// Runs a data-path call through recording and the fault-injection seam. `real` makes
 /// the real call, moving at most the given number of bytes (`usize::MAX`: as asked;
 /// less when a `short` fault is injected); `data` describes the bytes it moved given its
@@ -186,7 +220,11 @@ pub fn data_call(
         inject: forced.map(|f| f.rule),
         ..Small::default()
     };
-    let call = Call::enter(c.func, c.site, &enter);
+    let call = if crate::fdtab::described(c.fd) {
+        Call::enter(c.func, c.site, &enter)
+    } else {
+        enter_first_sight(c.func, c.site, &enter)
+    };
     let (ret, err, rule) = match forced {
         Some(f) => {
             let r = f.ret as isize;
