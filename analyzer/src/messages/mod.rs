@@ -22,8 +22,9 @@
 //! recorded: datagrams are matched by the destination each send recorded and the source
 //! each receive recorded (traces older than those addresses: connected senders only), by
 //! size and order — the contents are not recorded, so of two equal-sized datagrams of one
-//! pair the first one received is taken as the first sent ([`datagram`]); pipes are not
-//! recorded at all; the resynchronization after a gap
+//! pair the first one received is taken as the first sent ([`datagram`]); an end met
+//! mid-connection is aligned only through the byte counts the tracer read from the
+//! kernel (TCP; [`sockets`]); pipes are not recorded at all; the resynchronization after a gap
 //! assumes lost entries are counted (a count the tracer could not write, the pool's
 //! `lost_unreported`, is invisible here).
 //!

@@ -8,7 +8,10 @@
 //! gaps…) are merged in TSC order — the byte stream is the socket's, not the process's.
 //! A descriptor used without any recorded setup (the trace began after the connection was
 //! made, or the descriptor came from an untraced parent or over `SCM_RIGHTS`) gets a socket
-//! of origin [`Origin::Unknown`].
+//! of origin [`Origin::Unknown`] — unless the tracer described it on first use (an
+//! [`OpKind::Adopt`] marker: traces since the first-sight record): then it is
+//! [`Origin::Adopted`], with its local and peer address and, for TCP, the bytes it had
+//! read and written before ([`Socket::base`]).
 //!
 //! **Pairing** (what is recorded: `connect`'s exit has the local and peer address, and so
 //! has `accept`'s for the new descriptor):
@@ -17,6 +20,17 @@
 //!   loopback four-tuples only pair within one host. A four-tuple reused over time pairs
 //!   in time order: each accepted socket takes the earliest unpaired connecting one whose
 //!   `connect` began before the `accept` returned (on one host; across hosts, in order).
+//! - An adopted TCP end (met already open) does not know which end connected: TCP keys
+//!   are the two addresses in a fixed order, and each adopted end takes the earliest
+//!   unpaired end of its four-tuple (connecting, accepted or adopted) met before it.
+//!   **Alignment** is then certain, never guessed: each side numbers its bytes from its
+//!   base (the kernel's own count of the bytes the process had read and written, recorded
+//!   by the tracer; 0 for an end seen from its setup), so both ends' offsets are the
+//!   connection's; bytes below the other side's base moved while that end was untraced
+//!   ([`super::Reason::BeforeTrace`]). An adopted end whose counts could not be read (not
+//!   TCP, an older kernel) is never aligned: its bytes and its partner's are
+//!   [`super::Reason::OffsetsUnknown`]. Adopted UNIX stream ends are not paired (a path
+//!   names a listener, not a connection): they stay unmatched.
 //! - UNIX stream sockets: `connect(path)` with the `accept` on a listener bound to `path`,
 //!   on the same host, in time order (the kernel's accept queue is FIFO).
 //! - `socketpair`: its two descriptors, by construction (and after a `fork`, the parent's
