@@ -22,7 +22,9 @@
 //!   `connect` began before the `accept` returned (on one host; across hosts, in order).
 //! - An adopted TCP end (met already open) does not know which end connected: TCP keys
 //!   are the two addresses in a fixed order, and each adopted end takes the earliest
-//!   unpaired end of its four-tuple (connecting, accepted or adopted) met before it.
+//!   unpaired end of its four-tuple (connecting, accepted or adopted) met before it whose
+//!   local address is its peer and the reverse (not another descriptor of the same end,
+//!   such as one passed over `SCM_RIGHTS`).
 //!   **Alignment** is then certain, never guessed: each side numbers its bytes from its
 //!   base (the kernel's own count of the bytes the process had read and written, recorded
 //!   by the tracer; 0 for an end seen from its setup), so both ends' offsets are the
@@ -484,6 +486,17 @@ pub fn pair_key(
     }
 }
 
+/// Can ends with these (local, peer) addresses be the two ends of one connection (each
+/// one's local address is the other's peer)? Two descriptors of the same end — a socket
+/// passed over `SCM_RIGHTS` and met again — have the same key but not this.
+pub fn opposite(a: (Option<Addr>, Option<Addr>), b: (Option<Addr>, Option<Addr>)) -> bool {
+    let same = |x: Option<Addr>, y: Option<Addr>| match (x, y) {
+        (Some(x), Some(y)) => normalize(&x) == normalize(&y),
+        _ => false,
+    };
+    same(a.0, b.1) && same(a.1, b.0)
+}
+
 /// The stream ends of one key: connecting, accepted, adopted.
 type Ends = (Vec<u32>, Vec<u32>, Vec<u32>);
 
@@ -579,10 +592,13 @@ pub fn pair_streams(procs: &[ProcOps], socks: &mut [Socket]) {
             if socks[a as usize].partner.is_some() {
                 continue;
             }
-            let pick = ends
-                .iter()
-                .copied()
-                .find(|&e| e != a && socks[e as usize].partner.is_none() && when[&e] <= when[&a]);
+            let ends_of = |x: u32| (socks[x as usize].local, socks[x as usize].peer);
+            let pick = ends.iter().copied().find(|&e| {
+                e != a
+                    && socks[e as usize].partner.is_none()
+                    && when[&e] <= when[&a]
+                    && opposite(ends_of(a), ends_of(e))
+            });
             if let Some(e) = pick {
                 socks[a as usize].partner = Some(e);
                 socks[e as usize].partner = Some(a);

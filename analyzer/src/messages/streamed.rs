@@ -252,27 +252,46 @@ impl<F: FnMut(StreamFlow)> Matcher<'_, F> {
             return;
         };
         let origin = so.origin;
+        let me = (so.local, so.peer);
+        let socks = &self.socks;
         let g = self.waiting.entry(k.clone()).or_default();
         // A connecting end takes an accepted one, an accepted end a connecting one, else
-        // either takes an adopted end; an adopted end takes the earliest of any.
-        let p = match origin {
-            Origin::Connect => g.1.pop_front().or_else(|| g.2.pop_front()),
-            Origin::Adopted => {
-                let socks = &self.socks;
-                let firsts = [g.0.front(), g.1.front(), g.2.front()];
-                let k = (0..3)
-                    .filter_map(|i| firsts[i].map(|&e| (socks[e as usize].setup_ns, i)))
-                    .min()
-                    .map(|x| x.1);
-                match k {
-                    Some(0) => g.0.pop_front(),
-                    Some(1) => g.1.pop_front(),
-                    Some(_) => g.2.pop_front(),
-                    None => None,
-                }
-            }
-            _ => g.0.pop_front().or_else(|| g.2.pop_front()),
+        // either takes an adopted end; an adopted end takes the earliest of any. An adopted
+        // end is only taken by (or takes) an end facing it (see `sockets::opposite`).
+        let facing = |q: &VecDeque<u32>, check: bool| {
+            q.iter().position(|&e| {
+                let o = &socks[e as usize];
+                !check || super::sockets::opposite(me, (o.local, o.peer))
+            })
         };
+        let adopted = origin == Origin::Adopted;
+        let cands = [
+            facing(&g.0, adopted).map(|i| (0usize, i)),
+            facing(&g.1, adopted).map(|i| (1usize, i)),
+            facing(&g.2, true).map(|i| (2usize, i)),
+        ];
+        let head = |q: usize, i: usize| {
+            let e = match q {
+                0 => g.0[i],
+                1 => g.1[i],
+                _ => g.2[i],
+            };
+            socks[e as usize].setup_ns
+        };
+        let pick = match origin {
+            Origin::Connect => cands[1].or(cands[2]),
+            Origin::Adopted => cands
+                .iter()
+                .flatten()
+                .min_by_key(|&&(q, i)| (head(q, i), q))
+                .copied(),
+            _ => cands[0].or(cands[2]),
+        };
+        let p = pick.and_then(|(q, i)| match q {
+            0 => g.0.remove(i),
+            1 => g.1.remove(i),
+            _ => g.2.remove(i),
+        });
         let Some(p) = p else {
             match origin {
                 Origin::Connect => g.0.push_back(s),
