@@ -32,6 +32,10 @@
 //!   [`PAIR_WINDOW_NS`]. A sender is listed under the port of every destination it sent
 //!   to (its connected peer, or each datagram's recorded destination); its pending
 //!   datagrams keep their destination, so memory grows with the datagrams in flight only.
+//! - an end met already open (an adopted socket: [`super::sockets::Origin::Adopted`]) starts
+//!   its counters at the byte counts the tracer recorded and pairs, when it is met, with the
+//!   earliest waiting end of its four-tuple that faces it (as the stage does); one without
+//!   counts draws no flow.
 
 use super::datagram::{addr_matches, source_fits};
 use super::ops::{self, Op, OpAddrs, OpKind, NO_RET};
