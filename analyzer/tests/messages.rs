@@ -66,6 +66,22 @@ impl P {
             },
         );
     }
+    /// A datagram call whose exit carries addresses (a send's destination or a receive's
+    /// source as `peer`; a send's socket address once as `local`).
+    fn dgram(&mut self, f: LibFn, fd: i32, n: i64, local: Option<Addr>, peer: Addr) {
+        self.0.lib(
+            0x38,
+            f,
+            LibOpts {
+                fd: Some(fd),
+                len: Some(n.max(0) as u64),
+                ret: Some(n),
+                local,
+                peer: Some(peer),
+                ..Default::default()
+            },
+        );
+    }
     fn send(&mut self, fd: i32, n: i64) {
         self.io(LibFn::Send, fd, n as u64, n, 0, None)
     }
@@ -650,4 +666,210 @@ fn unix_stream_sockets_pair_by_path_in_accept_order() {
         assert_eq!(c.ab.matched, c.ab.sent);
         assert!(c.ab.unmatched.is_empty());
     }
+}
+
+/// Unconnected UDP: two senders that never bound (their ports recorded on their first
+/// `sendto`) and one untraced source send to one bound receiver; matched by source,
+/// destination, size and order, with reordering, a duplicate and a loss counted per pair.
+#[test]
+fn unconnected_datagrams_by_source_destination_size_and_order() {
+    let rx = v4(7000);
+    let (a_addr, b_addr) = (Addr::new(2, 4001, &[0; 4]), Addr::new(2, 4002, &[0; 4]));
+    let socket = |p: &mut P, fd: i64| {
+        p.0.lib(
+            0x70,
+            LibFn::Socket,
+            LibOpts {
+                flags: Some(2),
+                ret: Some(fd),
+                ..Default::default()
+            },
+        )
+    };
+    let mut r = P::new("h", 30);
+    let mut a = P::new("h", 31);
+    let mut b = P::new("h", 32);
+    r.at(1_000_000);
+    socket(&mut r, 5);
+    r.0.lib(
+        0x80,
+        LibFn::Bind,
+        LibOpts {
+            fd: Some(5),
+            ret: Some(0),
+            local: Some(rx),
+            ..Default::default()
+        },
+    );
+    a.at(1_100_000);
+    socket(&mut a, 3);
+    b.at(1_100_000);
+    socket(&mut b, 3);
+    // A: 10, 20, 30; B: 50, 50 (the same sizes: only the sources tell them apart).
+    a.at(2_000_000)
+        .dgram(LibFn::Sendto, 3, 10, Some(a_addr), rx);
+    a.at(2_100_000).dgram(LibFn::Sendto, 3, 20, None, rx);
+    a.at(2_200_000).dgram(LibFn::Sendmsg, 3, 30, None, rx);
+    b.at(2_050_000)
+        .dgram(LibFn::Sendto, 3, 50, Some(b_addr), rx);
+    b.at(2_150_000).dgram(LibFn::Sendto, 3, 50, None, rx);
+    let from_a = v4(4001);
+    let from_b = v4(4002);
+    // 20 before 10 (reordered), 50 from B, 30, 20 again (a duplicate), then 50 from a
+    // source never traced.
+    r.at(3_000_000).dgram(LibFn::Recvfrom, 5, 20, None, from_a);
+    r.at(3_100_000).dgram(LibFn::Recvfrom, 5, 10, None, from_a);
+    r.at(3_200_000).dgram(LibFn::Recvmsg, 5, 50, None, from_b);
+    r.at(3_300_000).dgram(LibFn::Recvfrom, 5, 30, None, from_a);
+    r.at(3_400_000).dgram(LibFn::Recvfrom, 5, 20, None, from_a);
+    r.at(3_500_000)
+        .dgram(LibFn::Recvfrom, 5, 50, None, v4(4999));
+    let m = run(vec![r, a, b]);
+    let pair = |pid: u32| {
+        m.conns
+            .iter()
+            .find(|c| {
+                c.kind == ConnKind::Datagram
+                    && c.b.is_some()
+                    && m.procs[m.sockets[c.a as usize].proc as usize].pid == pid
+            })
+            .unwrap_or_else(|| panic!("no pair from {pid}"))
+    };
+    let pa = pair(31);
+    assert_eq!(pa.ab.flows.len(), 3);
+    assert_eq!((pa.reordered, pa.duplicated, pa.lost), (1, 1, 0));
+    assert_eq!(pa.ab.matched, 60);
+    let dup: Vec<_> = pa
+        .ab
+        .unmatched
+        .iter()
+        .map(|u| (u.reason, u.bytes))
+        .collect();
+    assert_eq!(dup, vec![(Reason::Duplicated, 20)]);
+    let pb = pair(32);
+    assert_eq!(pb.ab.flows.len(), 1);
+    assert_eq!((pb.reordered, pb.duplicated, pb.lost), (0, 0, 1));
+    let lost: Vec<_> = pb
+        .ab
+        .unmatched
+        .iter()
+        .map(|u| (u.reason, u.bytes))
+        .collect();
+    assert_eq!(lost, vec![(Reason::DatagramLost, 50)]);
+    // The receive from the untraced source is reported with its reason.
+    let untraced: u64 = m
+        .conns
+        .iter()
+        .filter(|c| c.b.is_none())
+        .flat_map(|c| c.ba.unmatched.iter().chain(c.ab.unmatched.iter()))
+        .filter(|u| u.reason == Reason::PeerUntraced && !u.sent)
+        .map(|u| u.bytes)
+        .sum();
+    assert_eq!(untraced, 50);
+}
+
+/// Ends met already open (the tracer's first-sight record: `IsSocket`, addresses, TCP byte
+/// counts on the first data call's entry): two facing adopted ends pair and align by
+/// their counts (bytes below the other side's base are `before_trace`); a second
+/// descriptor of an accepted end (same addresses, same orientation) never pairs with it;
+/// an adopted end without counts is never aligned.
+#[test]
+fn ends_met_mid_stream_pair_by_facing_addresses_and_align_by_their_counts() {
+    let first_sight =
+        |p: &mut P, fd: i32, f: LibFn, n: i64, l: Addr, pe: Addr, base: Option<(u64, u64)>| {
+            p.0.lib_enter(
+                0x90,
+                f,
+                LibOpts {
+                    fd: Some(fd),
+                    len: Some(n as u64),
+                    is_socket: Some(true),
+                    local: Some(l),
+                    peer: Some(pe),
+                    arg: base.map(|b| b.0),
+                    arg2: base.map(|b| b.1),
+                    ..Default::default()
+                },
+            );
+            p.0.lib_exit(
+                0x90,
+                f,
+                LibOpts {
+                    fd: Some(fd),
+                    ret: Some(n),
+                    ..Default::default()
+                },
+            );
+        };
+    let (x, y) = (v4(6000), v4(7000));
+    // U wrote 9 and read 4 before its trace began; V read 7 (2 of U's bytes still queued)
+    // and wrote 4.
+    let mut u = P::new("h", 42);
+    let mut v = P::new("h", 43);
+    u.at(1_000_000);
+    first_sight(&mut u, 3, LibFn::Send, 20, x, y, Some((4, 9)));
+    v.at(2_000_000);
+    first_sight(&mut v, 5, LibFn::Recv, 22, y, x, Some((7, 4)));
+    v.at(2_100_000).send(5, 6);
+    u.at(2_200_000).recv(3, 6);
+    // An accepted end (its client untraced) and a second descriptor of it met in another
+    // process: same key, same orientation.
+    let (srv, cli) = (v4(80), v4(5000));
+    let mut s = P::new("h", 44);
+    let mut t = P::new("h", 45);
+    s.at(1_000_000).accept(3, 4, srv, cli);
+    s.at(1_100_000).send(4, 10);
+    t.at(1_500_000);
+    first_sight(&mut t, 7, LibFn::Send, 5, srv, cli, Some((0, 10)));
+    // Facing ends, one without counts.
+    let (a, b) = (v4(8000), v4(9000));
+    let mut w = P::new("h", 46);
+    let mut z = P::new("h", 47);
+    w.at(1_000_000);
+    first_sight(&mut w, 3, LibFn::Send, 8, a, b, None);
+    z.at(1_200_000);
+    first_sight(&mut z, 3, LibFn::Recv, 8, b, a, Some((0, 0)));
+    let m = run(vec![u, v, s, t, w, z]);
+    let by_pid = |pid: u32| {
+        m.conns
+            .iter()
+            .find(|c| {
+                [Some(c.a), c.b]
+                    .iter()
+                    .flatten()
+                    .any(|&e| m.procs[m.sockets[e as usize].proc as usize].pid == pid)
+            })
+            .unwrap_or_else(|| panic!("no connection of {pid}"))
+    };
+    let c = by_pid(42);
+    assert!(c.b.is_some());
+    let (uv, vu) = if m.procs[m.sockets[c.a as usize].proc as usize].pid == 42 {
+        (&c.ab, &c.ba)
+    } else {
+        (&c.ba, &c.ab)
+    };
+    assert_eq!((uv.matched, vu.matched), (20, 6));
+    let before: Vec<_> = uv
+        .unmatched
+        .iter()
+        .map(|u| (u.reason, u.bytes, u.sent))
+        .collect();
+    assert_eq!(before, vec![(Reason::BeforeTrace, 2, false)]);
+    assert!(vu.unmatched.is_empty());
+    // The two descriptors of one end stay apart.
+    assert!(by_pid(44).b.is_none());
+    assert!(by_pid(45).b.is_none());
+    // Paired, never aligned.
+    let c = by_pid(46);
+    assert!(c.b.is_some());
+    assert_eq!(c.ab.matched + c.ba.matched, 0);
+    assert_eq!(c.flows().count(), 0);
+    let un: u64 =
+        c.ab.unmatched
+            .iter()
+            .chain(c.ba.unmatched.iter())
+            .filter(|u| u.reason == Reason::OffsetsUnknown)
+            .map(|u| u.bytes)
+            .sum();
+    assert_eq!(un, 16);
 }

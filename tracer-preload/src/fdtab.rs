@@ -6,6 +6,16 @@
 //! copy the state; `close` forgets it. An fd we have not seen (inherited, opened by
 //! `open`, received with `SCM_RIGHTS`) is looked up once with `fstat` and cached. Fds at or
 //! above the table size always take the `fstat`.
+//!
+//! A third bitmap, `NAMED`, says the socket's local address was already recorded for this
+//! fd (see [`name_once`]): an unconnected datagram socket gets its port from the kernel on
+//! its first `sendto`, and the tracer records it once, on that call's exit.
+//!
+//! A fourth, `DESCRIBED`, says the trace tells what this fd is connected to: set when the
+//! tracer saw the socket made (`socket`, `accept`…; [`created`]) or recorded the addresses
+//! of one it met already open ([`describe_once`]: inherited across `exec`, or the trace
+//! began late). The data path reads it with one load; only an fd not described yet takes
+//! the cold path that asks the kernel (once per fd).
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
@@ -17,6 +27,8 @@ const WORDS: usize = TABLE_FDS / 64;
 const ZERO: AtomicU64 = AtomicU64::new(0);
 static KNOWN: [AtomicU64; WORDS] = [ZERO; WORDS];
 static SOCKET: [AtomicU64; WORDS] = [ZERO; WORDS];
+static NAMED: [AtomicU64; WORDS] = [ZERO; WORDS];
+static DESCRIBED: [AtomicU64; WORDS] = [ZERO; WORDS];
 
 #[inline(always)]
 fn slot(fd: i32) -> Option<(usize, u64)> {
@@ -30,6 +42,7 @@ fn slot(fd: i32) -> Option<(usize, u64)> {
 /// Records what `fd` is.
 pub fn mark(fd: i32, is_socket: bool) {
     if let Some((w, b)) = slot(fd) {
+        NAMED[w].fetch_and(!b, Ordering::Relaxed);
         if is_socket {
             SOCKET[w].fetch_or(b, Ordering::Relaxed);
         } else {
@@ -40,17 +53,57 @@ pub fn mark(fd: i32, is_socket: bool) {
     }
 }
 
+/// `fd` was just made by a call the tracer recorded (its setup is in the trace).
+pub fn created(fd: i32, is_socket: bool) {
+    mark(fd, is_socket);
+    if let Some((w, b)) = slot(fd) {
+        DESCRIBED[w].fetch_or(b, Ordering::Relaxed);
+    }
+}
+
+/// Does the trace already tell what `fd` is (true for fds above the table: never
+/// described)?
+#[inline(always)]
+pub fn described(fd: i32) -> bool {
+    match slot(fd) {
+        Some((w, b)) => DESCRIBED[w].load(Ordering::Relaxed) & b != 0,
+        None => true,
+    }
+}
+
+/// True the first time it is asked for an fd not described yet (the caller records it).
+#[cold]
+pub fn describe_once(fd: i32) -> bool {
+    match slot(fd) {
+        Some((w, b)) => DESCRIBED[w].fetch_or(b, Ordering::Relaxed) & b == 0,
+        None => false,
+    }
+}
+
 /// Forgets `fd` (closed).
 pub fn forget(fd: i32) {
     if let Some((w, b)) = slot(fd) {
         KNOWN[w].fetch_and(!b, Ordering::Relaxed);
         SOCKET[w].fetch_and(!b, Ordering::Relaxed);
+        NAMED[w].fetch_and(!b, Ordering::Relaxed);
+        DESCRIBED[w].fetch_and(!b, Ordering::Relaxed);
     }
 }
 
-/// `to` is now a duplicate of `from`.
+/// True the first time it is asked for `fd` since the fd was created, marked or
+/// forgotten (and always for fds above the table): the caller records the socket's local
+/// address then. Called only on calls that carry an address (never on the fast path).
+pub fn name_once(fd: i32) -> bool {
+    match slot(fd) {
+        Some((w, b)) => NAMED[w].fetch_or(b, Ordering::Relaxed) & b == 0,
+        None => true,
+    }
+}
+
+/// `to` is now a duplicate of `from` (described if `from` was: the trace has the dup).
 pub fn copy(from: i32, to: i32) {
     match known(from) {
+        Some(s) if described(from) => created(to, s),
         Some(s) => mark(to, s),
         None => forget(to),
     }
@@ -105,6 +158,23 @@ mod tests {
         assert_eq!(known(60001), Some(false));
         copy(60002, 60001);
         assert_eq!(known(60001), None);
+        assert!(name_once(60003));
+        assert!(!name_once(60003));
+        forget(60003);
+        assert!(name_once(60003));
+        mark(60003, true);
+        assert!(name_once(60003));
+        assert!(!described(60004));
+        assert!(describe_once(60004));
+        assert!(!describe_once(60004));
+        assert!(described(60004));
+        forget(60004);
+        assert!(!described(60004));
+        created(60004, true);
+        assert!(described(60004) && !describe_once(60004));
+        copy(60004, 60005);
+        assert!(described(60005));
+        assert!(described(70000) && !describe_once(70000));
         // A real socket and a real file, looked up with fstat.
         // SAFETY: plain socket/open calls with constant arguments.
         let s = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM, 0) };

@@ -104,6 +104,67 @@ pub fn sock_addr(fd: i32, peer: bool) -> Option<Addr> {
     unsafe { addr_from(&ss as *const _ as *const libc::sockaddr, len) }
 }
 
+/// Byte offsets of a TCP connection as its process sees them now: (bytes the program has
+/// read, bytes it has written) since the connection was set up, from `TCP_INFO` (Linux ≥
+/// 5.5) and `SIOCINQ`:
+/// - written = `tcpi_bytes_sent` − `tcpi_bytes_retrans` + `tcpi_notsent_bytes` (data
+///   octets only: neither the SYN nor a FIN counts, unlike `tcpi_bytes_acked`);
+/// - read = `tcpi_bytes_received` − `SIOCINQ` − 1 if a FIN was received (it counts in
+///   `tcpi_bytes_received`; the states after one say so).
+///
+/// One `TCP_INFO` call is one snapshot; arrivals race with the separate `SIOCINQ`, so
+/// `TCP_INFO` is read again after it and the result given only when the received count
+/// did not move. `None` for a socket that is not TCP, an older kernel, or a race.
+pub fn tcp_offsets(fd: i32) -> Option<(u64, u64)> {
+    let _e = bufpool::sys::ErrnoGuard::new();
+    // struct tcp_info offsets (include/uapi/linux/tcp.h).
+    const STATE: usize = 0;
+    const RECEIVED: usize = 128;
+    const NOTSENT: usize = 144;
+    const SENT: usize = 200;
+    const RETRANS: usize = 208;
+    let info = || -> Option<[u8; 256]> {
+        let mut b = [0u8; 256];
+        let mut len = b.len() as libc::socklen_t;
+        let r = raw!(
+            libc::SYS_getsockopt,
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            b.as_mut_ptr(),
+            &mut len as *mut libc::socklen_t
+        );
+        (r >= 0 && len as usize >= RETRANS + 8).then_some(b)
+    };
+    let u64_at =
+        |b: &[u8; 256], o: usize| u64::from_ne_bytes(b[o..o + 8].try_into().expect("8 bytes"));
+    let u32_at = |b: &[u8; 256], o: usize| {
+        u32::from_ne_bytes(b[o..o + 4].try_into().expect("4 bytes")) as u64
+    };
+    let first = info()?;
+    let mut inq: libc::c_int = 0;
+    if raw!(
+        libc::SYS_ioctl,
+        fd,
+        libc::FIONREAD,
+        &mut inq as *mut libc::c_int
+    ) < 0
+        || inq < 0
+    {
+        return None;
+    }
+    let again = info()?;
+    if u64_at(&first, RECEIVED) != u64_at(&again, RECEIVED) {
+        return None;
+    }
+    // TIME_WAIT, CLOSE_WAIT, LAST_ACK, CLOSING: the peer's FIN came.
+    let fin = matches!(first[STATE], 6 | 8 | 9 | 11) as u64;
+    let read = u64_at(&first, RECEIVED).checked_sub(inq as u64 + fin)?;
+    let written = (u64_at(&first, SENT).checked_sub(u64_at(&first, RETRANS))?)
+        .checked_add(u32_at(&first, NOTSENT))?;
+    Some((read, written))
+}
+
 /// Reads 16 bytes at `addr` of our own memory without faulting (`process_vm_readv`);
 /// `None` if it is not mapped readable.
 pub fn peek16(addr: usize) -> Option<[u64; 2]> {

@@ -19,9 +19,12 @@
 //!
 //! **Exactness.** A byte is attributed to a (send, receive) pair only when both byte
 //! offsets are known; everything else is reported with a [`Reason`]. Limits of what is
-//! recorded: the tracer does not record the destination of each `sendto` nor the source
-//! of each `recvfrom`, so datagrams are matched only between connected/bound sockets
-//! ([`datagram`]); pipes are not recorded at all; the resynchronization after a gap
+//! recorded: datagrams are matched by the destination each send recorded and the source
+//! each receive recorded (traces older than those addresses: connected senders only), by
+//! size and order — the contents are not recorded, so of two equal-sized datagrams of one
+//! pair the first one received is taken as the first sent ([`datagram`]); an end met
+//! mid-connection is aligned only through the byte counts the tracer read from the
+//! kernel (TCP; [`sockets`]); pipes are not recorded at all; the resynchronization after a gap
 //! assumes lost entries are counted (a count the tracer could not write, the pool's
 //! `lost_unreported`, is invisible here).
 //!
@@ -87,6 +90,10 @@ pub struct Connection {
     pub reset: bool,
     /// Datagrams received out of order.
     pub reordered: u64,
+    /// Datagrams sent and never received.
+    pub lost: u64,
+    /// Datagrams received again.
+    pub duplicated: u64,
 }
 
 impl Connection {
@@ -202,8 +209,28 @@ pub fn analyze_ops(mut procs: Vec<ProcOps>) -> Messages {
                     .iter()
                     .any(|s| s.items.iter().any(|it| it.kind == ItemKind::Reset));
                 let closed = |s: &Socket| s.items.iter().any(|it| it.kind == ItemKind::Close);
-                let ab = stream::match_direction(&sa.items, &sb.items, reset || closed(sb));
-                let ba = stream::match_direction(&sb.items, &sa.items, reset || closed(sa));
+                let (ab, ba) = match (sa.base, sb.base) {
+                    (Some((ra, wa)), Some((rb, wb))) => (
+                        stream::match_direction(
+                            &sa.items,
+                            &sb.items,
+                            reset || closed(sb),
+                            (wa, rb),
+                        ),
+                        stream::match_direction(
+                            &sb.items,
+                            &sa.items,
+                            reset || closed(sa),
+                            (wb, ra),
+                        ),
+                    ),
+                    // An end met already open whose offsets are unknown: no alignment.
+                    _ => {
+                        let (ao, ai) = stream::unpaired(&sa.items, Reason::OffsetsUnknown);
+                        let (bo, bi) = stream::unpaired(&sb.items, Reason::OffsetsUnknown);
+                        (ao.join(bi), bo.join(ai))
+                    }
+                };
                 let kind = match (sa.origin, sa.peer.map(|p| p.family)) {
                     (Origin::Pair, _) => ConnKind::Pair,
                     (_, Some(1)) => ConnKind::Unix,
@@ -217,6 +244,8 @@ pub fn analyze_ops(mut procs: Vec<ProcOps>) -> Messages {
                     ba,
                     reset,
                     reordered: 0,
+                    lost: 0,
+                    duplicated: 0,
                 });
             }
             None if moved => {
@@ -241,6 +270,8 @@ pub fn analyze_ops(mut procs: Vec<ProcOps>) -> Messages {
                     ba,
                     reset,
                     reordered: 0,
+                    lost: 0,
+                    duplicated: 0,
                 });
             }
             None => {}
@@ -256,6 +287,8 @@ pub fn analyze_ops(mut procs: Vec<ProcOps>) -> Messages {
             ba: Direction::default(),
             reset: false,
             reordered: p.reordered,
+            lost: p.lost,
+            duplicated: p.duplicated,
         });
     }
     for (s, d) in left {
@@ -272,6 +305,8 @@ pub fn analyze_ops(mut procs: Vec<ProcOps>) -> Messages {
             ba,
             reset: false,
             reordered: 0,
+            lost: 0,
+            duplicated: 0,
         });
     }
     // Causal edges.
@@ -280,7 +315,12 @@ pub fn analyze_ops(mut procs: Vec<ProcOps>) -> Messages {
         for f in c.flows() {
             pairs.push((f.send, f.recv));
         }
+        let adopted = |s: u32| socks[s as usize].origin == Origin::Adopted;
         if let (Some(b), ConnKind::Tcp | ConnKind::Unix) = (c.b, c.kind) {
+            // connect → accept; an adopted end's first use is no such edge.
+            if adopted(c.a) || adopted(b) {
+                continue;
+            }
             if let (Some(x), Some(y)) = (socks[c.a as usize].setup, socks[b as usize].setup) {
                 pairs.push((x, y));
             }

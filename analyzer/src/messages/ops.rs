@@ -55,6 +55,12 @@ pub enum OpKind {
     Gap,
     /// Any other recorded call (exec, exit, epoll_ctl…): an event, nothing more.
     Other,
+    /// Not a call: the tracer met descriptor `fd` already open (inherited across `exec`, or
+    /// the trace began late) and described it on the entry of its first data call (the
+    /// op after this one): its addresses are in [`ProcOps::addrs`], `ret` = bytes the
+    /// process had read on the connection ([`NO_RET`] if unknown), `aux` = bytes it had
+    /// written (`u64::MAX` if unknown). `start` = `end` = that entry's TSC.
+    Adopt,
 }
 
 /// One event of a process.
@@ -120,8 +126,9 @@ pub struct ProcOps {
     pub calib: bufpool::Calibration,
     /// The ops, by end TSC (then thread).
     pub ops: Vec<Op>,
-    /// Local and peer address recorded by a setup op (`connect`, `accept`, `bind`), by op
-    /// index.
+    /// Local and peer address recorded by a setup op (`connect`, `accept`, `bind`), or by a
+    /// datagram call (`sendto`/`sendmsg`: peer = destination, local = the socket's address
+    /// once; `recvfrom`/`recvmsg`: peer = source), by op index.
     pub addrs: FxMap<u32, (Option<Addr>, Option<Addr>)>,
     /// Ready descriptors of multiplexer ops: (op index, fd), by op index.
     pub ready: Vec<(u32, i32)>,
@@ -269,7 +276,14 @@ impl Visit for Collector<'_> {
         if l.exit
             && matches!(
                 l.func,
-                LibFn::Connect | LibFn::Accept | LibFn::Accept4 | LibFn::Bind
+                LibFn::Connect
+                    | LibFn::Accept
+                    | LibFn::Accept4
+                    | LibFn::Bind
+                    | LibFn::Sendto
+                    | LibFn::Sendmsg
+                    | LibFn::Recvfrom
+                    | LibFn::Recvmsg
             )
         {
             let idx = self.ops.len() as u32 + self.pending_unfinished(l.func) as u32;
@@ -278,6 +292,26 @@ impl Visit for Collector<'_> {
             }
         }
         self.call(tsc, l.exit, l.func, &l.opts);
+        if !l.exit && l.opts.is_socket == Some(true) && (l.local().is_some() || l.peer().is_some())
+        {
+            // The tracer's first sight of a descriptor it did not see made.
+            self.addrs
+                .insert(self.ops.len() as u32, (l.local(), l.peer()));
+            self.ops.push(Op {
+                start: tsc,
+                end: tsc,
+                tid: self.tid,
+                func: l.func,
+                kind: OpKind::Adopt,
+                fd: l.opts.fd.unwrap_or(-1),
+                ret: l.opts.arg.map_or(NO_RET, |v| v as i64),
+                errno: 0,
+                flags: 0,
+                aux: l.opts.arg2.unwrap_or(u64::MAX),
+                injected: false,
+                sock: NO_SOCK,
+            });
+        }
     }
 
     fn other(&mut self, e: Event) {
@@ -483,7 +517,7 @@ pub fn collect(p: &ProcessTrace) -> Result<ProcOps> {
     Ok(out)
 }
 
-/// Local and peer address of a setup op.
+/// Local and peer address of a setup op or a datagram call (see [`ProcOps::addrs`]).
 pub type OpAddrs = (Option<Addr>, Option<Addr>);
 
 /// A slice of one thread's ops, as [`stream_thread`] hands them over.

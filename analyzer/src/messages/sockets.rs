@@ -8,7 +8,10 @@
 //! gaps…) are merged in TSC order — the byte stream is the socket's, not the process's.
 //! A descriptor used without any recorded setup (the trace began after the connection was
 //! made, or the descriptor came from an untraced parent or over `SCM_RIGHTS`) gets a socket
-//! of origin [`Origin::Unknown`].
+//! of origin [`Origin::Unknown`] — unless the tracer described it on first use (an
+//! [`OpKind::Adopt`] marker: traces since the first-sight record): then it is
+//! [`Origin::Adopted`], with its local and peer address and, for TCP, the bytes it had
+//! read and written before ([`Socket::base`]).
 //!
 //! **Pairing** (what is recorded: `connect`'s exit has the local and peer address, and so
 //! has `accept`'s for the new descriptor):
@@ -17,6 +20,19 @@
 //!   loopback four-tuples only pair within one host. A four-tuple reused over time pairs
 //!   in time order: each accepted socket takes the earliest unpaired connecting one whose
 //!   `connect` began before the `accept` returned (on one host; across hosts, in order).
+//! - An adopted TCP end (met already open) does not know which end connected: TCP keys
+//!   are the two addresses in a fixed order, and each adopted end takes the earliest
+//!   unpaired end of its four-tuple (connecting, accepted or adopted) met before it whose
+//!   local address is its peer and the reverse (not another descriptor of the same end,
+//!   such as one passed over `SCM_RIGHTS`).
+//!   **Alignment** is then certain, never guessed: each side numbers its bytes from its
+//!   base (the kernel's own count of the bytes the process had read and written, recorded
+//!   by the tracer; 0 for an end seen from its setup), so both ends' offsets are the
+//!   connection's; bytes below the other side's base moved while that end was untraced
+//!   ([`super::Reason::BeforeTrace`]). An adopted end whose counts could not be read (not
+//!   TCP, an older kernel) is never aligned: its bytes and its partner's are
+//!   [`super::Reason::OffsetsUnknown`]. Adopted UNIX stream ends are not paired (a path
+//!   names a listener, not a connection): they stay unmatched.
 //! - UNIX stream sockets: `connect(path)` with the `accept` on a listener bound to `path`,
 //!   on the same host, in time order (the kernel's accept queue is FIFO).
 //! - `socketpair`: its two descriptors, by construction (and after a `fork`, the parent's
@@ -53,6 +69,9 @@ pub enum Origin {
     Socket,
     /// Used without a recorded setup.
     Unknown,
+    /// Met already open (inherited across `exec`, or the trace began late) and described by
+    /// the tracer on its first use: addresses and, for TCP, byte offsets ([`Socket::base`]).
+    Adopted,
 }
 
 /// What happened on a socket, in order.
@@ -106,6 +125,9 @@ pub struct Socket {
     pub setup: Option<OpRef>,
     /// The other end, once paired.
     pub partner: Option<u32>,
+    /// Bytes (read, written) on the connection before its first recorded op: (0, 0) but
+    /// for an adopted socket (the tracer's count, `None` when it could not be read).
+    pub base: Option<(u64, u64)>,
     /// Items in TSC order.
     pub items: Vec<Item>,
     /// Descriptors referring to it now (during the replay).
@@ -123,6 +145,7 @@ impl Socket {
             peer: None,
             setup,
             partner: None,
+            base: Some((0, 0)),
             items: Vec::new(),
             refs: 1,
         }
@@ -276,9 +299,25 @@ pub fn resolve(procs: &mut [ProcOps]) -> Vec<Socket> {
                 OpKind::Shutdown => {
                     sock = fds.get(&op.fd).copied().unwrap_or(NO_SOCK);
                 }
+                OpKind::Adopt if op.fd >= 0 && !fds.contains_key(&op.fd) => {
+                    let s = new_sock(&mut socks, op.fd, Origin::Adopted);
+                    release(&mut socks, fds.insert(op.fd, s));
+                    let so = &mut socks[s as usize];
+                    if let Some((l, pe)) = p.addrs.get(&r.idx) {
+                        so.local = *l;
+                        so.peer = *pe;
+                    }
+                    so.base =
+                        (op.ret != NO_RET && op.aux != u64::MAX).then_some((op.ret as u64, op.aux));
+                    sock = s;
+                }
                 OpKind::Send | OpKind::Recv | OpKind::Peek if op.fd >= 0 => {
                     let s = get_or_unknown(&mut socks, &mut fds, pi, op.fd, r);
                     let so = &mut socks[s as usize];
+                    if let (Some((Some(l), _)), None) = (p.addrs.get(&r.idx), so.local) {
+                        // The port the kernel gave on the first send with an address.
+                        so.local = Some(*l);
+                    }
                     let n = op.bytes();
                     let kind = match op.kind {
                         OpKind::Send => ItemKind::Send,
@@ -431,31 +470,40 @@ pub fn pair_key(
     match (l.family, origin) {
         (AF_UNIX, Origin::Connect) => Some(format!("unix|{host}|{}", key_of(&p))),
         (AF_UNIX, Origin::Accept) => Some(format!("unix|{host}|{}", key_of(&l))),
-        (AF_INET | AF_INET6, Origin::Connect | Origin::Accept) => {
-            let (c_local, c_peer) = if origin == Origin::Connect {
-                (l, p)
-            } else {
-                (p, l)
-            };
-            let scope = if is_loopback(&normalize(&c_local)) || is_loopback(&normalize(&c_peer)) {
+        (AF_INET | AF_INET6, Origin::Connect | Origin::Accept | Origin::Adopted) => {
+            // Both ends name the same two addresses; an adopted end does not know which
+            // one connected, so the key is the pair in a fixed order.
+            let scope = if is_loopback(&normalize(&l)) || is_loopback(&normalize(&p)) {
                 host
             } else {
                 ""
             };
-            Some(format!(
-                "inet|{scope}|{}|{}",
-                key_of(&c_local),
-                key_of(&c_peer)
-            ))
+            let (x, y) = (key_of(&l), key_of(&p));
+            let (x, y) = if x <= y { (x, y) } else { (y, x) };
+            Some(format!("inet|{scope}|{x}|{y}"))
         }
         _ => None,
     }
 }
 
+/// Can ends with these (local, peer) addresses be the two ends of one connection (each
+/// one's local address is the other's peer)? Two descriptors of the same end — a socket
+/// passed over `SCM_RIGHTS` and met again — have the same key but not this.
+pub fn opposite(a: (Option<Addr>, Option<Addr>), b: (Option<Addr>, Option<Addr>)) -> bool {
+    let same = |x: Option<Addr>, y: Option<Addr>| match (x, y) {
+        (Some(x), Some(y)) => normalize(&x) == normalize(&y),
+        _ => false,
+    };
+    same(a.0, b.1) && same(a.1, b.0)
+}
+
+/// The stream ends of one key: connecting, accepted, adopted.
+type Ends = (Vec<u32>, Vec<u32>, Vec<u32>);
+
 /// Pairs the stream sockets: sets [`Socket::partner`] of connected pairs.
 pub fn pair_streams(procs: &[ProcOps], socks: &mut [Socket]) {
-    // key → (connecting sockets, accepted sockets)
-    let mut groups: std::collections::BTreeMap<String, (Vec<u32>, Vec<u32>)> = Default::default();
+    // key → (connecting sockets, accepted sockets, adopted sockets)
+    let mut groups: std::collections::BTreeMap<String, Ends> = Default::default();
     for (i, s) in socks.iter().enumerate() {
         if !s.stream || s.partner.is_some() {
             continue;
@@ -467,6 +515,7 @@ pub fn pair_streams(procs: &[ProcOps], socks: &mut [Socket]) {
         let g = groups.entry(k).or_default();
         match s.origin {
             Origin::Connect => g.0.push(i as u32),
+            Origin::Adopted => g.2.push(i as u32),
             _ => g.1.push(i as u32),
         }
     }
@@ -482,7 +531,13 @@ pub fn pair_streams(procs: &[ProcOps], socks: &mut [Socket]) {
             p.ns(p.ops[r.idx as usize].end)
         })
     };
-    for (_, (mut clients, mut servers)) in groups {
+    let first_ns = |s: &Socket| {
+        s.items.first().map_or(i64::MAX, |it| {
+            let p = &procs[it.op.proc as usize];
+            p.ns(it.tsc)
+        })
+    };
+    for (_, (mut clients, mut servers, adopted)) in groups {
         clients.sort_by_key(|&c| start_ns(&socks[c as usize]));
         servers.sort_by_key(|&c| end_ns(&socks[c as usize]));
         let mut used = vec![false; clients.len()];
@@ -501,6 +556,52 @@ pub fn pair_streams(procs: &[ProcOps], socks: &mut [Socket]) {
                 let c = clients[ci];
                 socks[c as usize].partner = Some(sv);
                 socks[sv as usize].partner = Some(c);
+            }
+        }
+        // Adopted ends: each takes the earliest unpaired end of its key (any origin), in
+        // the order they were met.
+        if adopted.is_empty() {
+            continue;
+        }
+        let mut ends: Vec<u32> = clients
+            .iter()
+            .chain(servers.iter())
+            .chain(adopted.iter())
+            .copied()
+            .filter(|&e| socks[e as usize].partner.is_none())
+            .collect();
+        let when: FxMap<u32, i64> = ends
+            .iter()
+            .map(|&e| {
+                let so = &socks[e as usize];
+                let t = if so.origin == Origin::Adopted {
+                    first_ns(so)
+                } else {
+                    end_ns(so)
+                };
+                (e, t)
+            })
+            .collect();
+        ends.sort_by_key(|&e| (when[&e], e));
+        let mut adopted: Vec<u32> = adopted
+            .into_iter()
+            .filter(|e| when.contains_key(e))
+            .collect();
+        adopted.sort_by_key(|&e| (when[&e], e));
+        for a in adopted {
+            if socks[a as usize].partner.is_some() {
+                continue;
+            }
+            let ends_of = |x: u32| (socks[x as usize].local, socks[x as usize].peer);
+            let pick = ends.iter().copied().find(|&e| {
+                e != a
+                    && socks[e as usize].partner.is_none()
+                    && when[&e] <= when[&a]
+                    && opposite(ends_of(a), ends_of(e))
+            });
+            if let Some(e) = pick {
+                socks[a as usize].partner = Some(e);
+                socks[e as usize].partner = Some(a);
             }
         }
     }

@@ -61,6 +61,14 @@ pub enum Reason {
     /// A datagram whose sender cannot be told apart (several candidate senders, or the
     /// source address not recorded).
     Ambiguous,
+    /// Moved while the other end was not traced yet: sent before the receiving end's trace
+    /// began (read by its untraced past), or received before the sending end's began.
+    BeforeTrace,
+    /// One end was met already open and its byte offsets could not be read (not TCP, or
+    /// a kernel without the counters): the two ends' numberings cannot be aligned.
+    OffsetsUnknown,
+    /// A datagram received again (it fits only datagrams already received).
+    Duplicated,
     /// A datagram socket neither connected nor bound to an address a sender used.
     NoAddress,
 }
@@ -77,6 +85,9 @@ impl Reason {
             Reason::Inconsistent => "inconsistent",
             Reason::DatagramLost => "datagram_lost",
             Reason::Ambiguous => "ambiguous",
+            Reason::Duplicated => "duplicated",
+            Reason::BeforeTrace => "before_trace",
+            Reason::OffsetsUnknown => "offsets_unknown",
             Reason::NoAddress => "no_address",
         }
     }
@@ -120,6 +131,23 @@ pub struct Direction {
     pub unmatched: Vec<Unmatched>,
 }
 
+impl Direction {
+    /// The sends of one direction and the receives of the other, unmatched both.
+    pub fn join(mut self, other: Direction) -> Direction {
+        self.sent += other.sent;
+        self.received += other.received;
+        self.peeked += other.peeked;
+        self.matched += other.matched;
+        self.sends += other.sends;
+        self.recvs += other.recvs;
+        self.gaps += other.gaps;
+        self.resynced += other.resynced;
+        self.flows.extend(other.flows);
+        self.unmatched.extend(other.unmatched);
+        self
+    }
+}
+
 /// One side, numbered.
 struct Side {
     /// (offset, bytes, op), contiguous from 0 except across a resolved hole.
@@ -137,13 +165,16 @@ struct Side {
     known_until: Option<u64>,
     ops: u64,
     total: u64,
+    /// Offset of this side's first recorded byte (non-zero for an end met already open).
+    base: u64,
 }
 
-fn number(items: &[Item], want: ItemKind, peeked: &mut u64) -> Side {
+fn number(items: &[Item], want: ItemKind, peeked: &mut u64, base: u64) -> Side {
     let mut s = Side {
         ranges: Vec::new(),
         post: Vec::new(),
-        pre: 0,
+        pre: base,
+        base,
         gaps: 0,
         eof_after_gap: false,
         hole: None,
@@ -194,23 +225,32 @@ impl Side {
 }
 
 /// Matches one direction: `snd` are the sending socket's items, `rcv` the receiving one's;
-/// `ended_badly` says the connection was reset or the receiver closed it.
-pub fn match_direction(snd: &[Item], rcv: &[Item], ended_badly: bool) -> Direction {
+/// `ended_badly` says the connection was reset or the receiver closed it; `bases` are the
+/// offsets of the sender's first recorded byte and of the receiver's (both 0 when both
+/// ends were seen from their setup; see [`super::sockets::Socket::base`]). Bytes below the
+/// other side's base moved while that end was not traced: [`Reason::BeforeTrace`].
+pub fn match_direction(
+    snd: &[Item],
+    rcv: &[Item],
+    ended_badly: bool,
+    bases: (u64, u64),
+) -> Direction {
     let mut d = Direction::default();
-    let mut s = number(snd, ItemKind::Send, &mut 0);
-    let mut r = number(rcv, ItemKind::Recv, &mut d.peeked);
+    let mut s = number(snd, ItemKind::Send, &mut 0, bases.0);
+    let mut r = number(rcv, ItemKind::Recv, &mut d.peeked, bases.1);
     d.sent = s.total;
     d.received = r.total;
     d.sends = s.ops;
     d.recvs = r.ops;
     d.gaps = s.gaps + r.gaps;
     // Resynchronize when the shift is determined.
-    if s.gaps == 1 && r.gaps == 0 && r.eof_after_gap && r.total >= s.total {
-        s.resolve(r.total - s.total);
+    let (s_end, r_end) = (s.base + s.total, r.base + r.total);
+    if s.gaps == 1 && r.gaps == 0 && r.eof_after_gap && r_end >= s_end {
+        s.resolve(r_end - s_end);
         s.gaps = 0;
         d.resynced += 1;
-    } else if r.gaps == 1 && s.gaps == 0 && r.eof_after_gap && s.total >= r.total {
-        r.resolve(s.total - r.total);
+    } else if r.gaps == 1 && s.gaps == 0 && r.eof_after_gap && s_end >= r_end {
+        r.resolve(s_end - r_end);
         r.gaps = 0;
         d.resynced += 1;
     }
@@ -255,7 +295,10 @@ pub fn match_direction(snd: &[Item], rcv: &[Item], ended_badly: bool) -> Directi
         d.matched += covered;
         if covered < an {
             // The uncovered bytes are past the receiver's known bytes or in its hole.
-            let left = an - covered;
+            let mut left = an - covered;
+            let before = r.base.min(aend).saturating_sub(ao).min(left);
+            push_un(&mut d.unmatched, aop, before, Reason::BeforeTrace, true);
+            left -= before;
             let gap_part = gap_bytes(ao, aend, &r).min(left);
             if gap_part > 0 {
                 push_un(&mut d.unmatched, aop, gap_part, Reason::Gap, true);
@@ -272,7 +315,10 @@ pub fn match_direction(snd: &[Item], rcv: &[Item], ended_badly: bool) -> Directi
     }
     for (k, &(bo, bn, bop)) in b.iter().enumerate() {
         if b_cov[k] < bn {
-            let left = bn - b_cov[k];
+            let mut left = bn - b_cov[k];
+            let before = s.base.min(bo + bn).saturating_sub(bo).min(left);
+            push_un(&mut d.unmatched, bop, before, Reason::BeforeTrace, false);
+            left -= before;
             let gap_part = gap_bytes(bo, bo + bn, &s).min(left);
             if gap_part > 0 {
                 push_un(&mut d.unmatched, bop, gap_part, Reason::Gap, false);

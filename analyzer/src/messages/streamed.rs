@@ -29,8 +29,15 @@
 //! - datagrams are matched as [`super::datagram`] does, receive by receive in time order
 //!   (the batch stage takes each receiving socket in turn), once the merge is
 //!   [`DGRAM_SLACK_NS`] past the receive; a datagram waits for its receive at most
-//!   [`PAIR_WINDOW_NS`].
+//!   [`PAIR_WINDOW_NS`]. A sender is listed under the port of every destination it sent
+//!   to (its connected peer, or each datagram's recorded destination); its pending
+//!   datagrams keep their destination, so memory grows with the datagrams in flight only.
+//! - an end met already open (an adopted socket: [`super::sockets::Origin::Adopted`]) starts
+//!   its counters at the byte counts the tracer recorded and pairs, when it is met, with the
+//!   earliest waiting end of its four-tuple that faces it (as the stage does); one without
+//!   counts draws no flow.
 
+use super::datagram::{addr_matches, source_fits};
 use super::ops::{self, Op, OpAddrs, OpKind, NO_RET};
 use super::slices::{FlowLookup, ProcNames};
 use super::sockets::{pair_key, Origin, EINPROGRESS};
@@ -101,8 +108,11 @@ struct Sock {
     /// Offsets unknown (a gap, no setup, never paired): no flow through it.
     broken: bool,
     closed: bool,
-    /// A datagram sender's datagrams not yet received: (send, size, start ns, taken).
-    dgrams: VecDeque<(CallKey, u64, i64, bool)>,
+    /// A datagram sender's datagrams not yet received: (send, size, start ns, taken,
+    /// destination).
+    dgrams: VecDeque<(CallKey, u64, i64, bool, Addr)>,
+    /// Ports this socket is listed under in `Matcher::senders`.
+    ports: Vec<u16>,
 }
 
 impl Sock {
@@ -123,6 +133,7 @@ impl Sock {
             broken: origin == Origin::Unknown,
             closed: false,
             dgrams: VecDeque::new(),
+            ports: Vec::new(),
         }
     }
 
@@ -139,18 +150,22 @@ struct Proc {
     fds: FxMap<i32, u32>,
 }
 
+/// Ends of one key waiting for their other end: connecting, accepted, adopted.
+type Waiting = (VecDeque<u32>, VecDeque<u32>, VecDeque<u32>);
+
 /// The replay and matching state.
 struct Matcher<'s, F> {
     set: &'s TraceSet,
     procs: Vec<Proc>,
     by_pid: FxMap<(&'s str, u32), usize>,
     socks: Vec<Sock>,
-    /// Ends waiting for their other end: key → (connecting, accepted).
-    waiting: FxMap<String, (VecDeque<u32>, VecDeque<u32>)>,
-    /// Connected datagram senders by their peer's port.
+    /// Ends waiting for their other end: key → (connecting, accepted, adopted).
+    waiting: FxMap<String, Waiting>,
+    /// Datagram senders by the port of a destination they sent to (or connected to).
     senders: FxMap<u16, Vec<u32>>,
-    /// Datagram receives not matched yet, by end: (end ns, socket, process, call, size).
-    recvs: VecDeque<(i64, u32, usize, CallKey, u64)>,
+    /// Datagram receives not matched yet, by end: (end ns, socket, process, call, size,
+    /// source).
+    recvs: VecDeque<(i64, u32, usize, CallKey, u64, Option<Addr>)>,
     on_flow: F,
 }
 
@@ -240,18 +255,56 @@ impl<F: FnMut(StreamFlow)> Matcher<'_, F> {
         let Some(k) = pair_key(host, so.origin, so.local, so.peer) else {
             return;
         };
-        let client = so.origin == Origin::Connect;
+        let origin = so.origin;
+        let me = (so.local, so.peer);
+        let socks = &self.socks;
         let g = self.waiting.entry(k.clone()).or_default();
-        let other = if client { &mut g.1 } else { &mut g.0 };
-        let Some(p) = other.pop_front() else {
-            if client {
-                g.0.push_back(s)
-            } else {
-                g.1.push_back(s)
+        // A connecting end takes an accepted one, an accepted end a connecting one, else
+        // either takes an adopted end; an adopted end takes the earliest of any. An adopted
+        // end is only taken by (or takes) an end facing it (see `sockets::opposite`).
+        let facing = |q: &VecDeque<u32>, check: bool| {
+            q.iter().position(|&e| {
+                let o = &socks[e as usize];
+                !check || super::sockets::opposite(me, (o.local, o.peer))
+            })
+        };
+        let adopted = origin == Origin::Adopted;
+        let cands = [
+            facing(&g.0, adopted).map(|i| (0usize, i)),
+            facing(&g.1, adopted).map(|i| (1usize, i)),
+            facing(&g.2, true).map(|i| (2usize, i)),
+        ];
+        let head = |q: usize, i: usize| {
+            let e = match q {
+                0 => g.0[i],
+                1 => g.1[i],
+                _ => g.2[i],
+            };
+            socks[e as usize].setup_ns
+        };
+        let pick = match origin {
+            Origin::Connect => cands[1].or(cands[2]),
+            Origin::Adopted => cands
+                .iter()
+                .flatten()
+                .min_by_key(|&&(q, i)| (head(q, i), q))
+                .copied(),
+            _ => cands[0].or(cands[2]),
+        };
+        let p = pick.and_then(|(q, i)| match q {
+            0 => g.0.remove(i),
+            1 => g.1.remove(i),
+            _ => g.2.remove(i),
+        });
+        let Some(p) = p else {
+            match origin {
+                Origin::Connect => g.0.push_back(s),
+                Origin::Adopted => g.2.push_back(s),
+                _ => g.1.push_back(s),
             }
             return;
         };
-        if g.0.is_empty() && g.1.is_empty() {
+        if g.0.is_empty() && g.1.is_empty() && g.2.is_empty() {
             self.waiting.remove(&k);
         }
         self.socks[s as usize].partner = Some(p);
@@ -309,16 +362,18 @@ impl<F: FnMut(StreamFlow)> Matcher<'_, F> {
         call: CallKey,
         n: u64,
         send: bool,
+        addr: Option<Addr>,
         calib: &bufpool::Calibration,
         now: i64,
     ) {
         if send {
-            let so = &mut self.socks[s as usize];
-            if so.peer.is_none() {
+            let Some(dst) = addr.or(self.socks[s as usize].peer) else {
                 return;
-            }
+            };
+            self.register(s, dst.port);
+            let so = &mut self.socks[s as usize];
             let start = calib.tsc_to_unix_ns(call.start) as i64;
-            so.dgrams.push_back((call, n, start, false));
+            so.dgrams.push_back((call, n, start, false, dst));
             while so
                 .dgrams
                 .front()
@@ -327,14 +382,24 @@ impl<F: FnMut(StreamFlow)> Matcher<'_, F> {
                 so.dgrams.pop_front();
             }
         } else {
-            self.recvs.push_back((now, s, pi, call, n));
+            let src = addr.or(self.socks[s as usize].peer);
+            self.recvs.push_back((now, s, pi, call, n, src));
+        }
+    }
+
+    /// Lists datagram sender `s` under `port` (once).
+    fn register(&mut self, s: u32, port: u16) {
+        let so = &mut self.socks[s as usize];
+        if !so.ports.contains(&port) {
+            so.ports.push(port);
+            self.senders.entry(port).or_default().push(s);
         }
     }
 
     /// Matches the datagram receives that ended [`DGRAM_SLACK_NS`] before `now` (all of
     /// them at the end).
     fn settle_receives(&mut self, now: Option<i64>) {
-        while let Some(&(end, r, rp, call, n)) = self.recvs.front() {
+        while let Some(&(end, r, rp, call, n, src)) = self.recvs.front() {
             if now.is_some_and(|t| end.saturating_add(DGRAM_SLACK_NS) > t) {
                 break;
             }
@@ -349,22 +414,15 @@ impl<F: FnMut(StreamFlow)> Matcher<'_, F> {
             for &c in self.senders.get(&rl.port).map_or(&[][..], |v| &v[..]) {
                 let so = &self.socks[c as usize];
                 let same = self.set.processes[so.proc as usize].host == *rhost;
-                let (Some(sp), true) = (so.peer, c != r) else {
-                    continue;
-                };
-                if !super::datagram::addr_matches(&sp, &rl, same) {
+                if c == r
+                    || !source_fits(rpeer.as_ref(), so.local.as_ref(), same)
+                    || !source_fits(src.as_ref(), so.local.as_ref(), same)
+                {
                     continue;
                 }
-                if let (Some(rpe), Some(sl)) = (rpeer, so.local) {
-                    if !super::datagram::addr_matches(&rpe, &sl, same) {
-                        continue;
-                    }
-                }
-                let hit = so
-                    .dgrams
-                    .iter()
-                    .take(4096)
-                    .position(|d| !d.3 && d.1 == n && (!same || d.2 <= end));
+                let hit = so.dgrams.iter().take(4096).position(|d| {
+                    !d.3 && d.1 == n && (!same || d.2 <= end) && addr_matches(&d.4, &rl, same)
+                });
                 if let Some(k) = hit {
                     several |= found.is_some();
                     found = Some((c, k));
@@ -441,7 +499,7 @@ impl<F: FnMut(StreamFlow)> Matcher<'_, F> {
                     so.peer = pe;
                 }
                 match (so.stream, so.peer) {
-                    (false, Some(pe)) => self.senders.entry(pe.port).or_default().push(s),
+                    (false, Some(pe)) => self.register(s, pe.port),
                     _ => self.pair(s, host),
                 }
             }
@@ -468,6 +526,22 @@ impl<F: FnMut(StreamFlow)> Matcher<'_, F> {
                     }
                 }
             }
+            OpKind::Adopt if o.fd >= 0 && !self.procs[pi].fds.contains_key(&o.fd) => {
+                let s = self.new_sock(pi, o.fd, Origin::Adopted, now);
+                let so = &mut self.socks[s as usize];
+                if let Some((l, pe)) = addrs {
+                    so.local = l;
+                    so.peer = pe;
+                }
+                if o.ret != NO_RET && o.aux != u64::MAX {
+                    so.recvd = o.ret as u64;
+                    so.sent = o.aux;
+                } else {
+                    // Offsets unknown: nothing through it can be aligned.
+                    so.broken = true;
+                }
+                self.pair(s, host);
+            }
             OpKind::Close => {
                 if let Some(s) = self.procs[pi].fds.remove(&o.fd) {
                     self.unref(s);
@@ -475,6 +549,9 @@ impl<F: FnMut(StreamFlow)> Matcher<'_, F> {
             }
             OpKind::Send | OpKind::Recv if o.fd >= 0 => {
                 let s = self.get_or_unknown(pi, o.fd, now);
+                if let (Some((Some(l), _)), None) = (addrs, self.socks[s as usize].local) {
+                    self.socks[s as usize].local = Some(l);
+                }
                 if o.ret > 0 && matches!(o.func, LibFn::Sendmmsg | LibFn::Recvmmsg) {
                     if self.socks[s as usize].stream {
                         self.break_sock(s);
@@ -489,7 +566,8 @@ impl<F: FnMut(StreamFlow)> Matcher<'_, F> {
                         start: o.start,
                     };
                     let calib = &self.set.processes[pi].calib;
-                    self.datagram(s, pi, call, n, o.kind == OpKind::Send, calib, now);
+                    let addr = addrs.and_then(|a| a.1);
+                    self.datagram(s, pi, call, n, o.kind == OpKind::Send, addr, calib, now);
                     return;
                 }
                 if n == 0 || !self.live(s, now) {
@@ -601,7 +679,7 @@ fn get_addr(r: &mut impl Read) -> std::io::Result<Option<Addr>> {
     )))
 }
 
-const KINDS: [OpKind; 15] = [
+const KINDS: [OpKind; 16] = [
     OpKind::Send,
     OpKind::Recv,
     OpKind::Peek,
@@ -617,6 +695,7 @@ const KINDS: [OpKind; 15] = [
     OpKind::Fork,
     OpKind::Gap,
     OpKind::Other,
+    OpKind::Adopt,
 ];
 
 fn put_op(w: &mut impl Write, o: &Op, addrs: Option<OpAddrs>) -> std::io::Result<()> {
@@ -661,7 +740,7 @@ fn get_op(r: &mut impl Read) -> std::io::Result<Option<(Op, Option<OpAddrs>)>> {
         errno: u32_at(40) as i32,
         flags: u32_at(44),
         func,
-        kind: KINDS[(b[50] as usize).min(14)],
+        kind: KINDS[(b[50] as usize).min(KINDS.len() - 1)],
         injected: b[51] != 0,
         sock: ops::NO_SOCK,
     };

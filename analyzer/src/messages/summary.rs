@@ -8,7 +8,8 @@
 //!   directions), `unmatched_bytes` (sent or received bytes not matched, each side counted:
 //!   `sent + received = 2 × matched + unmatched`), `messages` (send → receive flows: one
 //!   per pair of calls that share bytes), and besides: `kind`, `unmatched` (bytes by
-//!   reason), `latency`, `reset`, `gaps`, `resynced`, `peeked_bytes`, `reordered`;
+//!   reason), `latency`, `reset`, `gaps`, `resynced`, `peeked_bytes`, and for datagrams
+//!   `reordered`, `lost`, `duplicated` (datagram counts);
 //! - `totals`: `sent_bytes`, `received_bytes`, `matched_bytes`, `unmatched_bytes`,
 //!   `messages` over all connections;
 //! - `processes` (waits per peer, thread states), `clock_offsets`, `violations` (one-host
@@ -74,6 +75,10 @@ pub struct ConnSummary {
     pub peeked_bytes: u64,
     /// Datagrams received out of order.
     pub reordered: u64,
+    /// Datagrams sent and never received.
+    pub lost: u64,
+    /// Datagrams received again.
+    pub duplicated: u64,
 }
 
 /// Totals over all connections.
@@ -180,6 +185,8 @@ pub fn summarize(m: &Messages) -> Summary {
             resynced: c.ab.resynced + c.ba.resynced,
             peeked_bytes: c.ab.peeked + c.ba.peeked,
             reordered: c.reordered,
+            lost: c.lost,
+            duplicated: c.duplicated,
         };
         totals.sent_bytes += c.ab.sent + c.ba.sent;
         totals.received_bytes += c.ab.received + c.ba.received;
@@ -282,6 +289,12 @@ pub fn text(s: &Summary) -> String {
         }
         if c.peeked_bytes > 0 {
             flags.push(format!("{} bytes peeked", c.peeked_bytes));
+        }
+        if c.lost > 0 {
+            flags.push(format!("{} datagrams lost", c.lost));
+        }
+        if c.duplicated > 0 {
+            flags.push(format!("{} datagrams duplicated", c.duplicated));
         }
         if c.reordered > 0 {
             flags.push(format!("{} datagrams reordered", c.reordered));

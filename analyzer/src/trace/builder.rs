@@ -171,6 +171,12 @@ impl TraceBuilder {
         self.push(e.as_bytes());
     }
 
+    /// Only the `LibExit` of a call (after a [`TraceBuilder::lib_enter`]).
+    pub fn lib_exit(&mut self, site: u64, func: LibFn, opts: LibOpts) {
+        let e = encode_lib(Kind::LibExit, self.tsc, site, func, &opts);
+        self.push(e.as_bytes());
+    }
+
     /// A metadata record.
     pub fn meta(&mut self, m: &Meta) {
         let mut out = [0u8; META_BUF];

@@ -461,7 +461,10 @@ pub fn convert(e: &format::EntryRef<'_>) -> std::result::Result<Event, format::D
                 (false, Some(o)) => (o, None),
                 _ => {
                     let full = e.opts()?;
-                    let extra = tracked.then(|| Box::new(CallExtra::of(&full)));
+                    // Descriptor-creating calls, and data calls that carry an address (a
+                    // datagram's destination or source).
+                    let keep = tracked || full.local.is_some() || full.peer.is_some();
+                    let extra = keep.then(|| Box::new(CallExtra::of(&full)));
                     (ScalarOpts::of(&full), extra)
                 }
             };

@@ -13,9 +13,11 @@ use std::process::ExitCode;
     culprit messages trace/                 # one host\n  \
     culprit messages host-a/ host-b/ --json # several hosts, machine-readable\n\n\
     Sends are matched to receives in byte offsets on every connection whose two ends were\n\
-    traced (TCP, UNIX stream, socketpair) and datagrams by address, size and order; what\n\
-    cannot be matched is listed with the reason (peer_untraced, no_setup, lost_in_flight,\n\
-    not_received, gap, inconsistent, datagram_lost, ambiguous, no_address).")]
+    traced (TCP, UNIX stream, socketpair; a TCP end met already open is aligned by the\n\
+    kernel's byte counts) and datagrams by source, destination, size and order (with lost,\n\
+    reordered and duplicated counts); what cannot be matched is listed with the reason\n\
+    (peer_untraced, no_setup, lost_in_flight, not_received, gap, inconsistent,\n\
+    datagram_lost, ambiguous, duplicated, no_address, before_trace, offsets_unknown).")]
 pub struct Args {
     /// Trace directories (one per host or run).
     #[arg(required = true, value_name = "DIR")]

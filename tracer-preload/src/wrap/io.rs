@@ -1,7 +1,7 @@
 //! Data transfer: `send* recv*` always, `read write readv writev` on sockets only.
 
 use super::real_or_sys;
-use super::seam::{data_call, DataCall};
+use super::seam::{data_call, AddrArg, DataCall};
 use crate::fdtab;
 use crate::inject::Data;
 use crate::real::*;
@@ -62,6 +62,7 @@ pub unsafe extern "C" fn send(
         fd,
         len: len as u64,
         flags: Some(flags as u32),
+        addr: AddrArg::None,
     };
     data_call(c, flat(buf), |lim| {
         let len = len.min(lim);
@@ -90,6 +91,7 @@ pub unsafe extern "C" fn sendto(
         fd,
         len: len as u64,
         flags: Some(flags as u32),
+        addr: AddrArg::to(addr, alen),
     };
     data_call(c, flat(buf), |lim| {
         let len = len.min(lim);
@@ -110,6 +112,8 @@ pub unsafe extern "C" fn sendmsg(
         fd,
         len: msg_len(msg),
         flags: Some(flags as u32),
+        // SAFETY: the program's msghdr for this call (or null).
+        addr: unsafe { AddrArg::send_msg(msg) },
     };
     data_call(
         c,
@@ -136,6 +140,7 @@ pub unsafe extern "C" fn recv(
         fd,
         len: len as u64,
         flags: Some(flags as u32),
+        addr: AddrArg::None,
     };
     data_call(c, flat(buf), |lim| {
         let len = len.min(lim);
@@ -164,6 +169,8 @@ pub unsafe extern "C" fn recvfrom(
         fd,
         len: len as u64,
         flags: Some(flags as u32),
+        // SAFETY: `alen` is the program's length pointer for this call (or null).
+        addr: unsafe { AddrArg::from(addr, alen) },
     };
     data_call(c, flat(buf), |lim| {
         let len = len.min(lim);
@@ -188,6 +195,8 @@ pub unsafe extern "C" fn recvmsg(
         fd,
         len: msg_len(msg),
         flags: Some(flags as u32),
+        // SAFETY: the program's msghdr for this call (or null).
+        addr: unsafe { AddrArg::recv_msg(msg) },
     };
     let r = data_call(
         c,
@@ -234,6 +243,7 @@ pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, len: size_t, site: us
         fd,
         len: len as u64,
         flags: None,
+        addr: AddrArg::None,
     };
     data_call(c, flat(buf), |lim| {
         let len = len.min(lim);
@@ -252,6 +262,7 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, len: size_t, site:
         fd,
         len: len as u64,
         flags: None,
+        addr: AddrArg::None,
     };
     data_call(c, flat(buf), |lim| {
         let len = len.min(lim);
@@ -270,6 +281,7 @@ pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, n: c_int, site: usi
         fd,
         len: iov_len(iov, n),
         flags: None,
+        addr: AddrArg::None,
     };
     data_call(
         c,
@@ -293,6 +305,7 @@ pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, n: c_int, site: us
         fd,
         len: iov_len(iov, n),
         flags: None,
+        addr: AddrArg::None,
     };
     data_call(
         c,
@@ -342,6 +355,7 @@ pub unsafe extern "C" fn read_chk(
         fd,
         len: len as u64,
         flags: None,
+        addr: AddrArg::None,
     };
     data_call(c, flat(buf), |lim| real(len.min(lim)) as _)
 }
@@ -361,6 +375,7 @@ pub unsafe extern "C" fn recv_chk(
         fd,
         len: len as u64,
         flags: Some(flags as u32),
+        addr: AddrArg::None,
     };
     data_call(c, flat(buf), |lim| {
         let len = len.min(lim);
@@ -400,6 +415,7 @@ pub unsafe extern "C" fn sendmmsg(
         fd,
         len: mmsg_len(v, n),
         flags: Some(flags as u32),
+        addr: AddrArg::None,
     };
     // A byte cap from fault injection does not apply to message vectors.
     data_call(
@@ -424,6 +440,7 @@ pub unsafe extern "C" fn recvmmsg(
         fd,
         len: mmsg_len(v, n),
         flags: Some(flags as u32),
+        addr: AddrArg::None,
     };
     data_call(
         c,

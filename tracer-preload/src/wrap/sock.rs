@@ -90,7 +90,7 @@ pub unsafe extern "C" fn socket(domain: c_int, ty: c_int, proto: c_int, site: us
     });
     let r = s.ret as c_int;
     if r >= 0 {
-        fdtab::mark(r, true);
+        fdtab::created(r, true);
     }
     if let Some(c) = call {
         c.exit(&exit_small(None, &s), None);
@@ -125,8 +125,8 @@ pub unsafe extern "C" fn socketpair(
         (-1, -1)
     };
     if r == 0 {
-        fdtab::mark(a, true);
-        fdtab::mark(b, true);
+        fdtab::created(a, true);
+        fdtab::created(b, true);
     }
     if let Some(c) = call {
         let mut o = Small {
@@ -266,7 +266,7 @@ fn accept_common(
     let s = seamed(info, || real() as i64);
     let nfd = s.ret as c_int;
     if s.ret >= 0 {
-        fdtab::mark(nfd, true);
+        fdtab::created(nfd, true);
     }
     if let Some(c) = call {
         let mut o = LibOpts {
