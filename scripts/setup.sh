@@ -10,6 +10,9 @@ SUDO=""
 need_apt=()
 command -v cc >/dev/null || need_apt+=(gcc)
 command -v make >/dev/null || need_apt+=(make)
+# libc.a: the mid-stream message tests compile static programs (LD_PRELOAD does not apply).
+[ -e "$(cc -print-file-name=libc.a 2>/dev/null)" ] && [ "$(cc -print-file-name=libc.a)" != libc.a ] \
+    || need_apt+=(libc6-dev)
 command -v python3 >/dev/null || need_apt+=(python3 python3-dev python3-pip)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "setup: apt-get install ${need_apt[*]}" >&2
