@@ -46,6 +46,13 @@ pub(super) trait PairSink {
     /// A library call: its exit with the entry's arguments merged in (or an entry that
     /// never returned), and its outcome.
     fn call(&mut self, l: &LibEvent, o: Outcome);
+    /// The exit handed to the next [`PairSink::call`] was paired with an entry at TSC
+    /// `tsc` (the call's duration is the exit's TSC minus this). Not called for an entry
+    /// that never returned or an exit without its entry.
+    #[inline]
+    fn entered_at(&mut self, tsc: u64) {
+        let _ = tsc;
+    }
     /// Does it look at the options of calls of `func` (see [`Visit::wants_opts`])?
     #[inline]
     fn wants_opts(&self, func: LibFn) -> bool {
@@ -237,6 +244,9 @@ impl<S: PairSink> Visit for Pairer<'_, S> {
                 }
             }
             let oc = Outcome::of(func, &self.cur.opts);
+            if paired {
+                self.s.entered_at(self.pending.tsc);
+            }
             self.s.call(&self.cur, oc);
             if !self.held.is_empty() {
                 self.release();
@@ -260,6 +270,7 @@ impl<S: PairSink> Visit for Pairer<'_, S> {
                 self.has_pending = false;
                 if self.pending.func == l.func {
                     merge_enter(&self.pending, l);
+                    self.s.entered_at(self.pending.tsc);
                 } else {
                     self.s.call(&self.pending, Outcome::Unfinished);
                 }
