@@ -181,6 +181,128 @@ impl Durations {
     }
 }
 
+/// A call of a faulty run that lasted longer than the rule allows at its node
+/// ([`Durations::too_long`]), with what normal runs did there.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SlowCall {
+    /// The node.
+    pub key: crate::trees::NodeKey,
+    /// How long it lasted, ns.
+    pub dur_ns: u64,
+    /// When it began (wall clock, ns): the exit of the node's first call in the unit minus
+    /// its longest duration — exact when the longest call is the first, as for the receive
+    /// that opens a handler unit.
+    pub began_ns: i64,
+    /// The longest normal call at the node, ns.
+    pub normal_max_ns: u64,
+    /// Normal calls at the node.
+    pub normal_calls: u64,
+    /// Normal units with a call at the node.
+    pub normal_units: u64,
+}
+
+impl SlowCall {
+    /// The sentence of the unit's *why*: "`recv` took 1.00 s (normal at most 0.3 ms in
+    /// 2400 normal calls)".
+    pub fn sentence(&self, names: &std::collections::BTreeMap<u64, String>) -> String {
+        let name = crate::report::node_name(&self.key.without_outcome(), names);
+        format!(
+            "`{name}` took {} (normal at most {} in {} normal call{})",
+            describe_ns(self.dur_ns),
+            describe_ns(self.normal_max_ns),
+            self.normal_calls,
+            if self.normal_calls == 1 { "" } else { "s" }
+        )
+    }
+
+    /// Its JSON object (`slow_call` of `culprit rank --json`).
+    pub fn to_json(&self, names: &std::collections::BTreeMap<u64, String>) -> serde_json::Value {
+        serde_json::json!({
+            "call": crate::report::node_name(&self.key.without_outcome(), names),
+            "duration_ns": self.dur_ns,
+            "began_unix_ns": self.began_ns,
+            "normal_max_ns": self.normal_max_ns,
+            "normal_calls": self.normal_calls,
+            "normal_units": self.normal_units,
+        })
+    }
+}
+
+/// The duration rules of one class model: per timed node its limit
+/// ([`Durations::limit_ns`]), and the least of them (a unit whose longest call is shorter
+/// is not looked at).
+#[derive(Clone, Debug, Default)]
+pub struct ClassLimits {
+    /// The least limit (`u64::MAX`: no node has a rule).
+    pub min_ns: u64,
+    by_id: crate::hash::IdMap<(u64, u64, u64, u64)>,
+}
+
+impl ClassLimits {
+    /// The rules of a class model.
+    pub fn of(m: &crate::model::TreeModel) -> ClassLimits {
+        let mut by_id = crate::hash::IdMap::default();
+        let mut min_ns = u64::MAX;
+        for (&id, d) in &m.durations {
+            if let Some(l) = d.limit_ns() {
+                min_ns = min_ns.min(l);
+                by_id.insert(id, (l, d.max_ns, d.calls, d.samples()));
+            }
+        }
+        ClassLimits { min_ns, by_id }
+    }
+
+    /// The call of a unit's tree that passes its node's limit by the largest factor, if
+    /// any (`unix`: a TSC as wall-clock ns). `slowest_ns`: the tree's longest call (an
+    /// upper bound), to skip the tree at once.
+    pub fn slowest<'a>(
+        &self,
+        slowest_ns: u64,
+        nodes: impl IntoIterator<Item = (u64, &'a crate::trees::TreeNode)>,
+        unix: impl Fn(u64) -> i64,
+    ) -> Option<SlowCall> {
+        if slowest_ns < self.min_ns {
+            return None;
+        }
+        let mut best: Option<(f64, SlowCall)> = None;
+        for (id, n) in nodes {
+            if n.dur_ns < self.min_ns {
+                continue;
+            }
+            let Some(&(limit, max_ns, calls, units)) = self.by_id.get(&id) else {
+                continue;
+            };
+            if n.dur_ns < limit {
+                continue;
+            }
+            let f = n.dur_ns as f64 / limit as f64;
+            if best.as_ref().is_none_or(|(bf, _)| f > *bf) {
+                let end = unix(n.first_tsc);
+                best = Some((
+                    f,
+                    SlowCall {
+                        key: n.key,
+                        dur_ns: n.dur_ns,
+                        began_ns: end.saturating_sub(n.dur_ns.min(i64::MAX as u64) as i64),
+                        normal_max_ns: max_ns,
+                        normal_calls: calls,
+                        normal_units: units,
+                    },
+                ));
+            }
+        }
+        best.map(|b| b.1)
+    }
+}
+
+/// The evidence score of a unit with a call too long ([`ClassLimits::slowest`]) whose
+/// score was `score`: the call weighs as a node never seen, backed by the normal units
+/// that timed its node (`0.8 · units / (units + 1) + 0.2 · score`), and the unit keeps the
+/// larger of that and its score.
+pub fn slow_score(score: f64, slow: &SlowCall) -> f64 {
+    score.max(0.8 * crate::evidence::backing(slow.normal_units) + 0.2 * score)
+}
+
 /// A duration in words: `1.00 s`, `0.3 ms`, `12 µs`, `800 ns`.
 pub fn describe_ns(ns: u64) -> String {
     let f = ns as f64;

@@ -72,6 +72,7 @@ pub fn show(model: &Model, set: &TraceSet, id: &str, opts: &Options) -> Result<S
             annotated: Some(lines.clone()),
             caused_by: None,
             model_units,
+            slow: None,
         },
         lines,
     })
