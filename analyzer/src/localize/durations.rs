@@ -435,6 +435,68 @@ mod tests {
         assert!(Durations::default().check().is_err());
     }
 
+    /// A synthetic class: 400 normal handler units each `recv` (20–300 µs, twice) then
+    /// `send`; learned into a model, the durations give a rule for `recv` and `send`; a
+    /// unit whose `recv` took a second is found, named and dated from the call's start.
+    #[test]
+    fn a_synthetic_delayed_receive_is_found_in_its_unit() {
+        use crate::model::TreeModel;
+        use crate::trees::{CallTree, NodeKey, NodeKind, Outcome, TreeBuf, ROOT};
+        let key = |site: u64, callee: u64| NodeKey {
+            kind: NodeKind::Lib,
+            site,
+            callee,
+            outcome: Outcome::Ok,
+        };
+        let (recv, send) = (key(1, 10), key(2, 11));
+        let unit = |recv_ns: u64, send_ns: u64| {
+            let mut t = TreeBuf::default();
+            t.add_timed(ROOT, recv, recv.hash(), 1_000, 20_000);
+            t.add_timed(ROOT, recv, recv.hash(), 2_000, recv_ns);
+            t.add_timed(ROOT, send, send.hash(), 3_000, send_ns);
+            t
+        };
+        let normal: Vec<CallTree> = (0..400u64)
+            .map(|i| unit(20_000 + (i * 7919) % 280_000, 5_000 + i).to_tree())
+            .collect();
+        let m = TreeModel::from_trees(&normal);
+        let d = m.durations(recv.child_of(ROOT)).unwrap();
+        assert_eq!((d.samples(), d.calls), (400, 800));
+        let lim = ClassLimits::of(&m);
+        assert_eq!(lim.by_id.len(), 2);
+        // A normal unit is not looked at past its longest call.
+        let ok = unit(250_000, 6_000);
+        assert_eq!(
+            lim.slowest(ok.slowest_ns(), ok.nodes().iter().map(|(i, n)| (*i, n)), |t| t as i64),
+            None
+        );
+        // The delayed one: its second `recv` took 1 s.
+        let bad = unit(1_000_000_000, 6_000);
+        let s = lim
+            .slowest(bad.slowest_ns(), bad.nodes().iter().map(|(i, n)| (*i, n)), |t| {
+                5_000_000_000 + t as i64
+            })
+            .expect("the delayed receive is too long");
+        assert_eq!(s.key, recv);
+        assert_eq!(s.dur_ns, 1_000_000_000);
+        assert_eq!(s.normal_calls, 800);
+        assert_eq!(s.normal_units, 400);
+        // Dated from its start: the node's first exit (TSC 1000) minus its longest call.
+        assert_eq!(s.began_ns, 5_000_001_000 - 1_000_000_000);
+        let names = std::collections::BTreeMap::from([(10, "recv".to_string())]);
+        assert_eq!(
+            s.sentence(&names),
+            format!(
+                "`recv` took 1.00 s (normal at most {} in 800 normal calls)",
+                describe_ns(d.max_ns)
+            )
+        );
+        // It weighs as a call never seen in 400 units, above any score it had.
+        let e = slow_score(0.1, &s);
+        assert!((e - (0.8 * 400.0 / 401.0 + 0.02)).abs() < 1e-12, "{e}");
+        assert_eq!(slow_score(1.0, &s), 1.0);
+    }
+
     #[test]
     fn durations_in_words() {
         assert_eq!(describe_ns(1_000_000_000), "1.00 s");

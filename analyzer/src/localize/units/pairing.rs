@@ -348,6 +348,39 @@ mod pairer_tests {
         fn call(&mut self, l: &LibEvent, o: Outcome) {
             self.0.push(format!("{l:?} {o:?}"));
         }
+        fn entered_at(&mut self, tsc: u64) {
+            self.0.push(format!("entered at {tsc}"));
+        }
+    }
+
+    #[test]
+    fn a_paired_call_tells_its_entry_time_and_an_unpaired_one_does_not() {
+        let mut t = TraceBuilder::new("h", 7, 7);
+        let fd_len = LibOpts {
+            fd: Some(10),
+            len: Some(8),
+            ..Default::default()
+        };
+        let enter = t.now();
+        let e = encode_lib(Kind::LibEnter, enter, 0x900, LibFn::Recv, &fd_len);
+        t.raw(e.as_bytes());
+        let exit = enter + 1_000_000;
+        let ret = LibOpts {
+            ret: Some(8),
+            ..Default::default()
+        };
+        let e = encode_lib(Kind::LibExit, exit, 0x900, LibFn::Recv, &ret);
+        t.raw(e.as_bytes());
+        // An exit without its entry.
+        let e = encode_lib(Kind::LibExit, exit + 5, 0x900, LibFn::Send, &ret);
+        t.raw(e.as_bytes());
+        let p = t.finish();
+        let (fast, slow) = both(&p.threads[0]);
+        assert_eq!(fast, slow);
+        assert_eq!(fast.len(), 3, "{fast:?}");
+        assert_eq!(fast[0], format!("entered at {enter}"));
+        assert!(fast[1].contains(&format!("tsc: {exit}")), "{}", fast[1]);
+        assert!(fast[2].contains("Send"), "{}", fast[2]);
     }
 
     /// The paired events of a thread as `for_each_paired` gives them (library calls decoded
@@ -451,7 +484,9 @@ mod pairer_tests {
         raw(&mut t, Kind::LibEnter, LibFn::Read, &fd_len(10, 8));
         let p = t.finish();
         let (fast, slow) = both(&p.threads[0]);
-        assert_eq!(fast.len(), 20);
+        // 20 events, 8 of them calls paired with their entry (each told its entry time).
+        assert_eq!(fast.len(), 28);
+        assert_eq!(fast.iter().filter(|e| e.starts_with("entered at")).count(), 8);
         assert_eq!(fast, slow);
     }
 }
