@@ -4,7 +4,7 @@
 //!
 //! A coverage model holds which calls happen, not how long they take: a `recv` that an
 //! injected delay holds for a second looks normal. Each unit contributes one sample per
-//! timed node — the longest of its calls there ([`crate::trees::TreeNode::dur_ns`]) — to a
+//! timed node — the longest of its calls there ([`crate::trees::TreeNode::dur`]) — to a
 //! log-scale histogram (four buckets per octave, [`bucket_of`]), with the number of calls
 //! behind it and the longest call. Histograms merge by adding counts, so `culprit merge`
 //! of models learned apart equals one `culprit learn` over all traces.
@@ -266,24 +266,25 @@ impl ClassLimits {
         }
         let mut best: Option<(f64, SlowCall)> = None;
         for (id, n) in nodes {
-            if n.dur_ns < self.min_ns {
+            let dur_ns = n.dur.ns();
+            if dur_ns < self.min_ns {
                 continue;
             }
             let Some(&(limit, max_ns, calls, units)) = self.by_id.get(&id) else {
                 continue;
             };
-            if n.dur_ns < limit {
+            if dur_ns < limit {
                 continue;
             }
-            let f = n.dur_ns as f64 / limit as f64;
+            let f = dur_ns as f64 / limit as f64;
             if best.as_ref().is_none_or(|(bf, _)| f > *bf) {
                 let end = unix(n.first_tsc);
                 best = Some((
                     f,
                     SlowCall {
                         key: n.key,
-                        dur_ns: n.dur_ns,
-                        began_ns: end.saturating_sub(n.dur_ns.min(i64::MAX as u64) as i64),
+                        dur_ns,
+                        began_ns: end.saturating_sub(dur_ns.min(i64::MAX as u64) as i64),
                         normal_max_ns: max_ns,
                         normal_calls: calls,
                         normal_units: units,
@@ -467,15 +468,21 @@ mod tests {
         // A normal unit is not looked at past its longest call.
         let ok = unit(250_000, 6_000);
         assert_eq!(
-            lim.slowest(ok.slowest_ns(), ok.nodes().iter().map(|(i, n)| (*i, n)), |t| t as i64),
+            lim.slowest(
+                ok.slowest_ns(),
+                ok.nodes().iter().map(|(i, n)| (*i, n)),
+                |t| t as i64
+            ),
             None
         );
         // The delayed one: its second `recv` took 1 s.
         let bad = unit(1_000_000_000, 6_000);
         let s = lim
-            .slowest(bad.slowest_ns(), bad.nodes().iter().map(|(i, n)| (*i, n)), |t| {
-                5_000_000_000 + t as i64
-            })
+            .slowest(
+                bad.slowest_ns(),
+                bad.nodes().iter().map(|(i, n)| (*i, n)),
+                |t| 5_000_000_000 + t as i64,
+            )
             .expect("the delayed receive is too long");
         assert_eq!(s.key, recv);
         assert_eq!(s.dur_ns, 1_000_000_000);

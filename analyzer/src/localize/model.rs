@@ -87,7 +87,7 @@ impl TreeModel {
     pub fn from_trees<'a>(trees: impl IntoIterator<Item = &'a CallTree>) -> TreeModel {
         let mut d = DistinctTrees::default();
         for t in trees {
-            let slowest = t.nodes.values().map(|n| n.dur_ns).max().unwrap_or(0);
+            let slowest = t.nodes.values().map(|n| n.dur.ns()).max().unwrap_or(0);
             d.time(slowest, t.nodes.iter().map(|(id, n)| (*id, n)));
             d.add(t.fingerprint(), t.nodes.iter().map(|(id, n)| (*id, n)));
         }
@@ -305,11 +305,12 @@ impl DistinctTrees {
             return;
         }
         for (id, n) in nodes {
-            if n.dur_ns > 0 {
+            let ns = n.dur.ns();
+            if ns > 0 {
                 self.durations
                     .entry(id)
                     .or_default()
-                    .add(n.dur_ns, u64::from(n.calls));
+                    .add(ns, u64::from(n.calls));
             }
         }
     }
@@ -369,7 +370,7 @@ impl ProcessModelBuilder {
         let s = self.slot(u.class());
         let t = &u.tree;
         let c = &mut self.classes[s];
-        let slowest = t.nodes.values().map(|n| n.dur_ns).max().unwrap_or(0);
+        let slowest = t.nodes.values().map(|n| n.dur.ns()).max().unwrap_or(0);
         c.time(slowest, t.nodes.iter().map(|(id, n)| (*id, n)));
         c.add(t.fingerprint(), t.nodes.iter().map(|(id, n)| (*id, n)));
     }
@@ -977,7 +978,7 @@ mod tests {
             let a = t.add(ROOT, key(100), 0);
             let b = t.add(a, key(200), 0);
             let c = t.add(b, lib(300, Outcome::Errno(104)), 0);
-            t.nodes.get_mut(&c).unwrap().dur_ns = 1000 * (i + 1);
+            t.nodes.get_mut(&c).unwrap().dur = crate::trees::Dur::from_ns(1000 * (i + 1));
             if i == 0 {
                 t.add(a, lib(400, Outcome::Ok), 0);
             } else {

@@ -117,7 +117,7 @@ struct Ranker<'a> {
     extras: Vec<(u32, report::RowExtra)>,
     best: ranking::BestUnits<Candidate>,
     /// The duration rules of each class model used (by index in the group's classes).
-    limits: hash::FxMap<usize, durations::ClassLimits>,
+    limits: Vec<Option<durations::ClassLimits>>,
 }
 
 impl Ranker<'_> {
@@ -212,10 +212,11 @@ impl Ranker<'_> {
             if let (Some(g), ClassModel::Model(i)) = (g, class) {
                 let slowest = u.tree.slowest_ns();
                 if slowest > 0 {
-                    let lim = self
-                        .limits
-                        .entry(i)
-                        .or_insert_with(|| durations::ClassLimits::of(&g.classes[i].1));
+                    if self.limits.len() <= i {
+                        self.limits.resize_with(i + 1, || None);
+                    }
+                    let lim = self.limits[i]
+                        .get_or_insert_with(|| durations::ClassLimits::of(&g.classes[i].1));
                     slow = lim.slowest(
                         slowest,
                         u.tree.nodes().iter().map(|(id, n)| (*id, n)),

@@ -486,7 +486,10 @@ mod pairer_tests {
         let (fast, slow) = both(&p.threads[0]);
         // 20 events, 8 of them calls paired with their entry (each told its entry time).
         assert_eq!(fast.len(), 28);
-        assert_eq!(fast.iter().filter(|e| e.starts_with("entered at")).count(), 8);
+        assert_eq!(
+            fast.iter().filter(|e| e.starts_with("entered at")).count(),
+            8
+        );
         assert_eq!(fast, slow);
     }
 }

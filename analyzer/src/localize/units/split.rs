@@ -123,6 +123,8 @@ pub(super) struct Splitter<'a> {
     p: &'a ProcessTrace,
     /// The process's TSC calibration, ready for conversions.
     clock: bufpool::layout::TscToUnix,
+    /// The clock's rate, for durations (one multiplication per library call).
+    ns_per_tick: f64,
     scan: &'a ProcessScan,
     opts: TreeOptions,
     tid: u32,
@@ -458,7 +460,7 @@ impl PairSink for Splitter<'_> {
         let entered = std::mem::take(&mut self.entered);
         // Multiplexers wait for whatever comes next: their durations are never learned.
         let dur_ns = if entered != 0 && entered <= tsc && l.exit && !l.func.is_multiplexer() {
-            (self.unix(tsc) - self.unix(entered)).max(0) as u64
+            ((tsc - entered) as f64 * self.ns_per_tick) as u64
         } else {
             0
         };
@@ -549,6 +551,13 @@ impl PairSink for Splitter<'_> {
     }
 }
 
+/// Nanoseconds per TSC tick of a clock (0 when it does not advance: no durations).
+fn ns_per_tick(c: &bufpool::layout::TscToUnix) -> f64 {
+    const SPAN: u64 = 1 << 40;
+    let d = c.unix_ns(SPAN) - c.unix_ns(0);
+    (d as f64 / SPAN as f64).max(0.0)
+}
+
 /// Pass 2: cuts every thread of a process into units with their call trees.
 pub fn split_process(
     p: &ProcessTrace,
@@ -575,6 +584,7 @@ pub fn split_process_each(
         let mut s = Splitter {
             p,
             clock: p.calib.converter(),
+            ns_per_tick: ns_per_tick(&p.calib.converter()),
             scan,
             opts: *opts,
             tid: t.tid,
