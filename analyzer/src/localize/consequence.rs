@@ -92,14 +92,18 @@ pub(crate) fn file_consequences(
     // start: whatever it did differently was a reaction to it); another unit's (a loop, an
     // initializer or finalizer that may span the whole run) when its first call never seen
     // in normal runs was made, else (only calls missing, which tells at its end) its end.
+    // A unit with a call too long ([`crate::durations`]): when that call began — the
+    // delayed call is what made its peers wait and time out, whatever they did then.
     let when = |b: usize, i: usize, r: &Row| {
-        if r.kind == crate::units::UnitKind::Handler {
-            return r.t_start_unix_ns;
-        }
         let x = (r.flags & Row::EXTRA != 0)
             .then(|| extras.get(&(b as u32, i as u32)))
             .flatten();
-        x.and_then(|x| x.anomaly_ns).unwrap_or(r.t_end_unix_ns)
+        let slow = x.and_then(|x| x.slow.as_ref()).map(|s| s.began_ns);
+        if r.kind == crate::units::UnitKind::Handler {
+            return slow.map_or(r.t_start_unix_ns, |s| s.min(r.t_start_unix_ns));
+        }
+        let t = x.and_then(|x| x.anomaly_ns).unwrap_or(r.t_end_unix_ns);
+        slow.map_or(t, |s| s.min(t))
     };
     // 1. Each process's own root: (row, when).
     let roots: Vec<Option<(u32, i64)>> = blocks

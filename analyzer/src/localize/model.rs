@@ -19,6 +19,7 @@
 //! derived (the hash of the parent's id and the node's key), and site and callee keys are
 //! indices into one table of keys shared with their names.
 
+use crate::durations::Durations;
 use crate::error::{Error, Result};
 use crate::hash::{FxMap, IdMap};
 use crate::trees::{CallTree, NodeKey, NodeKind, Outcome, TreeOptions, ROOT};
@@ -31,8 +32,11 @@ use std::path::Path;
 /// The `magic` field of a model file.
 pub const MAGIC: &str = "culprit-model";
 /// The current model format version (1: signatures without the program key; 2: nodes as
-/// JSON objects with their ids, names keyed by key).
-pub const VERSION: u32 = 3;
+/// JSON objects with their ids, names keyed by key; 3: without per-call durations).
+pub const VERSION: u32 = 4;
+/// The oldest format version read (a version-3 model has no durations: no duration
+/// evidence is found with it).
+pub const OLDEST_READ: u32 = 3;
 
 /// Which model a unit is compared with (defined with the units, which know their class).
 pub use crate::units::UnitClass;
@@ -72,6 +76,9 @@ pub struct TreeModel {
     pub models: u32,
     /// Nodes, sorted by id.
     pub nodes: Vec<ModelNode>,
+    /// Per-call durations of the timed nodes (library calls other than multiplexers), by
+    /// node id ([`crate::durations`]).
+    pub durations: BTreeMap<u64, Durations>,
     index: IdMap<usize>,
 }
 
@@ -80,6 +87,8 @@ impl TreeModel {
     pub fn from_trees<'a>(trees: impl IntoIterator<Item = &'a CallTree>) -> TreeModel {
         let mut d = DistinctTrees::default();
         for t in trees {
+            let slowest = t.nodes.values().map(|n| n.dur.ns()).max().unwrap_or(0);
+            d.time(slowest, t.nodes.iter().map(|(id, n)| (*id, n)));
             d.add(t.fingerprint(), t.nodes.iter().map(|(id, n)| (*id, n)));
         }
         d.model()
@@ -109,6 +118,7 @@ impl TreeModel {
             units,
             models: 1,
             nodes,
+            durations: BTreeMap::new(),
             index: IdMap::default(),
         };
         m.reindex();
@@ -122,6 +132,7 @@ impl TreeModel {
             units,
             models,
             nodes,
+            durations: BTreeMap::new(),
             index: IdMap::default(),
         };
         m.reindex();
@@ -148,8 +159,17 @@ impl TreeModel {
         id == ROOT || self.index.contains_key(&id)
     }
 
-    /// Adds another model's nodes into this one (mean-probability merge, §5).
+    /// The normal durations of node `id`, if it is timed.
+    pub fn durations(&self, id: u64) -> Option<&Durations> {
+        self.durations.get(&id)
+    }
+
+    /// Adds another model's nodes into this one (mean-probability merge, §5; durations
+    /// add up, [`Durations::merge`]).
     pub fn merge(&mut self, other: &TreeModel) {
+        for (id, d) in &other.durations {
+            self.durations.entry(*id).or_default().merge(d);
+        }
         self.units += other.units;
         self.models += other.models;
         let mut map: BTreeMap<u64, ModelNode> = std::mem::take(&mut self.nodes)
@@ -231,6 +251,9 @@ struct DistinctTrees {
     held: usize,
     /// Coverage counts of the trees expanded so far: per node id, (parent, key, units).
     counts: IdMap<(u64, NodeKey, u64)>,
+    /// Durations of the timed nodes, every unit counted (durations differ between units of
+    /// equal trees).
+    durations: IdMap<Durations>,
 }
 
 /// A node of a distinct tree: id, parent id, key.
@@ -271,9 +294,36 @@ impl DistinctTrees {
         self.held = 0;
     }
 
+    /// Counts the durations of one unit's timed nodes (`slowest_ns`: the longest; 0 when
+    /// none is timed, and then nothing is looked at).
+    fn time<'a>(
+        &mut self,
+        slowest_ns: u64,
+        nodes: impl Iterator<Item = (u64, &'a crate::trees::TreeNode)>,
+    ) {
+        if slowest_ns == 0 {
+            return;
+        }
+        for (id, n) in nodes {
+            let ns = n.dur.ns();
+            if ns > 0 {
+                self.durations
+                    .entry(id)
+                    .or_default()
+                    .add(ns, u64::from(n.calls));
+            }
+        }
+    }
+
     fn model(mut self) -> TreeModel {
         self.expand();
-        TreeModel::from_counts(self.units, &self.counts)
+        let mut m = TreeModel::from_counts(self.units, &self.counts);
+        // Only nodes of the model (always so: a timed node is a node of its unit).
+        m.durations = std::mem::take(&mut self.durations)
+            .into_iter()
+            .filter(|(id, _)| m.index.contains_key(id))
+            .collect();
+        m
     }
 }
 
@@ -310,14 +360,19 @@ impl ProcessModelBuilder {
             }
         };
         let t = u.tree;
-        self.classes[s].add(t.fingerprint(), t.nodes().iter().map(|(id, n)| (*id, n)));
+        let c = &mut self.classes[s];
+        c.time(t.slowest_ns(), t.nodes().iter().map(|(id, n)| (*id, n)));
+        c.add(t.fingerprint(), t.nodes().iter().map(|(id, n)| (*id, n)));
     }
 
     /// Counts one unit.
     pub fn add(&mut self, u: &crate::units::Unit) {
         let s = self.slot(u.class());
         let t = &u.tree;
-        self.classes[s].add(t.fingerprint(), t.nodes.iter().map(|(id, n)| (*id, n)));
+        let c = &mut self.classes[s];
+        let slowest = t.nodes.values().map(|n| n.dur.ns()).max().unwrap_or(0);
+        c.time(slowest, t.nodes.iter().map(|(id, n)| (*id, n)));
+        c.add(t.fingerprint(), t.nodes.iter().map(|(id, n)| (*id, n)));
     }
 
     /// The model of process `p` (its units, if any, are not looked at).
@@ -448,11 +503,11 @@ impl Model {
             return Err(bad(format!("the \"magic\" field is not \"{MAGIC}\"")));
         }
         match v.get("version").and_then(|m| m.as_u64()) {
-            Some(x) if x == VERSION as u64 => {}
+            Some(x) if (OLDEST_READ as u64..=VERSION as u64).contains(&x) => {}
             Some(x) => {
                 return Err(bad(format!(
-                    "format version {x}, this culprit reads version {VERSION} (learn the \
-                     model again with this culprit)"
+                    "format version {x}, this culprit reads versions {OLDEST_READ} to \
+                     {VERSION} (learn the model again with this culprit)"
                 )))
             }
             None => return Err(bad("no \"version\" field".into())),
@@ -460,6 +515,8 @@ impl Model {
         super::model_check::check_keys(&v).map_err(bad)?;
         let w: wire::Model = serde_json::from_value(v).map_err(|e| bad(format!("{e}")))?;
         let mut m = w.into_model().map_err(bad)?;
+        // Read from an older format, it is now a model of this one (with no durations).
+        m.version = VERSION;
         for g in &mut m.groups {
             g.classes.sort_by(|a, b| a.0.cmp(&b.0));
         }
@@ -504,6 +561,10 @@ mod wire {
     /// models]`. Models learned by Culprit have none; the form exists so that any model in
     /// memory is written exactly.
     pub type Loose = (u64, u64, u8, u32, u32, i32, f64, u32);
+    /// The durations of a timed node (version 4): `[node, calls, max_ns, [[bucket, units],
+    /// …]]`, `node` being 1 + its position in `nodes` followed by `loose`
+    /// ([`crate::durations::Durations`]).
+    pub type Dur = (u32, u64, u64, Vec<(u16, u64)>);
 
     #[derive(Serialize, Deserialize)]
     pub struct Model<'a> {
@@ -530,6 +591,8 @@ mod wire {
         nodes: Vec<Node>,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         loose: Vec<Loose>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        durations: Vec<Dur>,
     }
 
     fn kind_code(k: NodeKind) -> u8 {
@@ -646,6 +709,8 @@ mod wire {
             }
             let mut nodes = Vec::with_capacity(t.nodes.len());
             let mut reached = vec![false; t.nodes.len()];
+            // Indices in `t.nodes` in the order written.
+            let mut written: Vec<usize> = Vec::with_capacity(t.nodes.len());
             // (node index in `t.nodes`, its 1-based position in `nodes`; 0: the root).
             let mut stack: Vec<(u64, u32)> = vec![(ROOT, 0)];
             while let Some((id, pos)) = stack.pop() {
@@ -654,6 +719,7 @@ mod wire {
                     for &(_, i) in ch.iter().rev() {
                         let n = &t.nodes[i];
                         reached[i] = true;
+                        written.push(i);
                         nodes.push((
                             pos,
                             kind_code(n.key.kind),
@@ -684,12 +750,29 @@ mod wire {
                         n.models,
                     )
                 })
+                .collect::<Vec<Loose>>();
+            // Positions (1-based) of the nodes as written: `nodes`, then `loose`.
+            let mut pos: IdMap<u32> = IdMap::default();
+            if !t.durations.is_empty() {
+                let mut order: Vec<usize> = Vec::with_capacity(t.nodes.len());
+                order.extend(written.iter().copied());
+                order.extend((0..t.nodes.len()).filter(|&i| !reached[i]));
+                for (p, i) in order.into_iter().enumerate() {
+                    pos.insert(t.nodes[i].id, p as u32 + 1);
+                }
+            }
+            let mut durations: Vec<Dur> = t
+                .durations
+                .iter()
+                .filter_map(|(id, d)| pos.get(id).map(|&p| (p, d.calls, d.max_ns, d.hist.clone())))
                 .collect();
+            durations.sort_by_key(|d| d.0);
             Tree {
                 units: t.units,
                 models: t.models,
                 nodes,
                 loose,
+                durations,
             }
         }
 
@@ -738,7 +821,25 @@ mod wire {
                     models,
                 });
             }
-            let t = TreeModel::from_nodes(self.units, self.models, out);
+            let mut durations = BTreeMap::new();
+            for (node, calls, max_ns, hist) in self.durations {
+                let id = match node as usize {
+                    p if p >= 1 && p <= out.len() => out[p - 1].id,
+                    p => return Err(format!("durations of node {p}: no such node")),
+                };
+                let d = Durations {
+                    calls,
+                    max_ns,
+                    hist,
+                };
+                d.check()
+                    .map_err(|e| format!("durations of node {node}: {e}"))?;
+                if durations.insert(id, d).is_some() {
+                    return Err(format!("durations of node {node} given twice"));
+                }
+            }
+            let mut t = TreeModel::from_nodes(self.units, self.models, out);
+            t.durations = durations;
             if let Some(w) = t.nodes.windows(2).find(|w| w[0].id == w[1].id) {
                 return Err(format!("two nodes with id {}", w[0].id));
             }
@@ -802,6 +903,7 @@ mod tests {
                     p_sum: p,
                     models: 1,
                 }],
+                durations: BTreeMap::new(),
                 index: IdMap::default(),
             };
             t.reindex();
@@ -840,14 +942,20 @@ mod tests {
         let m = Model::new(TreeOptions::default());
         let back = Model::from_json(p, &m.to_json()).unwrap();
         assert_eq!(back.version, VERSION);
-        // A file of the previous format is refused, naming the file and both versions.
+        // A file of a format too old is refused, naming the file and the versions read.
         let v2 = r#"{"magic":"culprit-model","version":2,"options":{"outcome_aware":true},"groups":[],"names":{}}"#;
         let e = Model::from_json(p, v2).unwrap_err().to_string();
         assert!(
             e.starts_with("m.json: ")
-                && e.contains("format version 2, this culprit reads version 3"),
+                && e.contains("format version 2, this culprit reads versions 3 to 4"),
             "{e}"
         );
+        // Version 3 (no durations) is read, and becomes a model of this version.
+        let v3 = sample().to_json().replace("\"version\":4", "\"version\":3");
+        assert!(v3.contains("\"version\":3"));
+        let back = Model::from_json(p, &v3).unwrap();
+        assert_eq!(back.version, VERSION);
+        same(&sample(), &back);
     }
 
     fn sample() -> Model {
@@ -869,7 +977,8 @@ mod tests {
             let mut t = CallTree::default();
             let a = t.add(ROOT, key(100), 0);
             let b = t.add(a, key(200), 0);
-            t.add(b, lib(300, Outcome::Errno(104)), 0);
+            let c = t.add(b, lib(300, Outcome::Errno(104)), 0);
+            t.nodes.get_mut(&c).unwrap().dur = crate::trees::Dur::from_ns(1000 * (i + 1));
             if i == 0 {
                 t.add(a, lib(400, Outcome::Ok), 0);
             } else {
@@ -908,6 +1017,7 @@ mod tests {
                 assert_eq!(cx, cy);
                 assert_eq!((tx.units, tx.models), (ty.units, ty.models));
                 assert_eq!(tx.nodes, ty.nodes);
+                assert_eq!(tx.durations, ty.durations);
                 for n in &ty.nodes {
                     assert_eq!(ty.get(n.id), Some(n), "index rebuilt");
                 }
@@ -966,6 +1076,61 @@ mod tests {
             2
         );
         same(&m2, &Model::from_json(p, &text2).unwrap());
+    }
+
+    #[test]
+    fn durations_are_learned_per_node_and_merge_like_one_learning() {
+        let m = sample();
+        let h = &m.groups[0].classes[0].1;
+        assert_eq!(h.durations.len(), 1, "one timed node");
+        let d = h.durations.values().next().unwrap();
+        assert_eq!((d.samples(), d.calls, d.max_ns), (2, 2, 2000));
+        // The loop class was merged from two one-tree models: the same durations.
+        let l = &m.groups[0].classes[1].1;
+        assert_eq!(l.durations, h.durations);
+        // Written and read back exactly (the sample's round trip checks it), at the node.
+        let v: serde_json::Value = serde_json::from_str(&m.to_json()).unwrap();
+        let w = &v["groups"][0]["classes"][0][1]["durations"];
+        assert_eq!(w.as_array().unwrap().len(), 1);
+        let at = w[0][0].as_u64().unwrap() as usize;
+        let node = &v["groups"][0]["classes"][0][1]["nodes"][at - 1];
+        assert_eq!(
+            node[1],
+            NodeKind::Lib as u8,
+            "the node written at {at} is c"
+        );
+        assert_eq!(w[0][1], 2);
+    }
+
+    #[test]
+    fn malformed_durations_are_refused() {
+        let p = Path::new("m.json");
+        let text = sample().to_json();
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let bad = |f: &dyn Fn(&mut serde_json::Value)| {
+            let mut v = v.clone();
+            f(&mut v["groups"][0]["classes"][0][1]["durations"][0]);
+            Model::from_json(p, &v.to_string()).unwrap_err().to_string()
+        };
+        let e = bad(&|d| d[0] = 99.into());
+        assert!(e.contains("durations of node 99: no such node"), "{e}");
+        let e = bad(&|d| d[1] = 1.into());
+        assert!(e.contains("1 calls for 2 samples"), "{e}");
+        let e = bad(&|d| d[2] = 5_000_000.into());
+        assert!(e.contains("last bucket"), "{e}");
+        let e = bad(&|d| d[3][0][0] = 9999.into());
+        assert!(e.contains("out of range"), "{e}");
+        let e = bad(&|d| d[3] = serde_json::json!([]));
+        assert!(e.contains("no sample"), "{e}");
+        // Durations on a function node (a is node 1).
+        let e = bad(&|d| d[0] = 1.into());
+        assert!(e.contains("not a library call"), "{e}");
+        // More samples than the class has units.
+        let e = bad(&|d| {
+            d[1] = 100.into();
+            d[3][0][1] = 50.into();
+        });
+        assert!(e.contains("samples for 2 units"), "{e}");
     }
 
     #[test]

@@ -10,7 +10,11 @@
 //! - no two process groups with the same signature, no unit class twice in a group;
 //! - a class model has `units ≥ 1` and `models ≥ 1`;
 //! - a node has `1 ≤ models ≤` its class's `models`, and a finite `p_sum` with
-//!   `0 ≤ p_sum ≤ models` (its probability, `p_sum / models`, is in [0, 1]).
+//!   `0 ≤ p_sum ≤ models` (its probability, `p_sum / models`, is in [0, 1]);
+//! - per-call durations (version 4) belong to a library-call node of their class, given once;
+//!   their buckets are strictly ascending and in range, each counts ≥ 1 unit, the calls are
+//!   at least the units, the longest call falls in the last bucket, and no node has more
+//!   samples than its class has units ([`crate::durations::Durations::check`]).
 
 use crate::model::Model;
 
@@ -76,6 +80,30 @@ pub fn check_model(m: &Model) -> Result<(), String> {
                         at(),
                         n.p_sum,
                         n.models
+                    ));
+                }
+            }
+            for (id, d) in &t.durations {
+                let Some(n) = t.get(*id) else {
+                    return Err(format!(
+                        "{}: durations of node id {id}, not in the class",
+                        at()
+                    ));
+                };
+                if n.key.kind != crate::trees::NodeKind::Lib {
+                    return Err(format!(
+                        "{}: durations of node id {id}, not a library call",
+                        at()
+                    ));
+                }
+                d.check()
+                    .map_err(|e| format!("{}, durations of node id {id}: {e}", at()))?;
+                if d.samples() > t.units {
+                    return Err(format!(
+                        "{}, durations of node id {id}: {} samples for {} units",
+                        at(),
+                        d.samples(),
+                        t.units
                     ));
                 }
             }

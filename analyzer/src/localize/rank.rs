@@ -3,7 +3,7 @@
 
 use super::options::Options;
 use super::pipeline::{merge_names, scan_and_split, sorted_processes};
-use super::{consequence, evidence, ranking};
+use super::{consequence, durations, evidence, ranking};
 use crate::decode::TraceSet;
 use crate::error::Result;
 use crate::model::Model;
@@ -116,6 +116,8 @@ struct Ranker<'a> {
     shared: Vec<report::SharedScore>,
     extras: Vec<(u32, report::RowExtra)>,
     best: ranking::BestUnits<Candidate>,
+    /// The duration rules of each class model used (by index in the group's classes).
+    limits: Vec<Option<durations::ClassLimits>>,
 }
 
 impl Ranker<'_> {
@@ -202,6 +204,38 @@ impl Ranker<'_> {
             }
         };
         let h = u.head;
+        // A call that lasted far beyond every normal one at its node (per unit: units of
+        // equal trees differ in durations).
+        let (mut score, mut shared) = (score, shared);
+        let mut slow = None;
+        if self.opts.score == evidence::ScoreKind::Evidence {
+            if let (Some(g), ClassModel::Model(i)) = (g, class) {
+                let slowest = u.tree.slowest_ns();
+                if slowest > 0 {
+                    if self.limits.len() <= i {
+                        self.limits.resize_with(i + 1, || None);
+                    }
+                    let lim = self.limits[i]
+                        .get_or_insert_with(|| durations::ClassLimits::of(&g.classes[i].1));
+                    slow = lim.slowest(
+                        slowest,
+                        u.tree.nodes().iter().map(|(id, n)| (*id, n)),
+                        |tsc| consequence::tsc_to_ns(tsc, h),
+                    );
+                    if let Some(s) = &slow {
+                        let raised = durations::slow_score(score, s);
+                        if raised != score {
+                            // A row's score is its shared score's: this unit gets its own.
+                            let mut own = self.shared[shared as usize].clone();
+                            own.score = raised;
+                            self.shared.push(own);
+                            shared = self.shared.len() as u32 - 1;
+                            score = raised;
+                        }
+                    }
+                }
+            }
+        }
         let key = (score, h.t_start_unix_ns, h.tid, h.index);
         let row = self.rows.len();
         self.best.offer(key, row, || Candidate {
@@ -210,7 +244,8 @@ impl Ranker<'_> {
             cut: u.head.cut,
         });
         let anomaly_ns = new_tsc.map(|tsc| consequence::tsc_to_ns(tsc, h));
-        let extra = h.lost > 0 || !h.injections.is_empty() || anomaly_ns.is_some();
+        let extra =
+            h.lost > 0 || !h.injections.is_empty() || anomaly_ns.is_some() || slow.is_some();
         if extra {
             self.extras.push((
                 row as u32,
@@ -218,6 +253,7 @@ impl Ranker<'_> {
                     lost: h.lost,
                     injections: h.injections.clone(),
                     anomaly_ns,
+                    slow,
                     ..Default::default()
                 },
             ));
@@ -279,6 +315,7 @@ pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
             shared: Vec::new(),
             extras: Vec::new(),
             best: ranking::BestUnits::new(keep),
+            limits: Default::default(),
         };
         // A unit is scored against its process's group, known once the signature is
         // final (after the initializer of the process's last thread): units closed

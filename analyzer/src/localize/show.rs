@@ -2,7 +2,7 @@
 
 use super::options::Options;
 use super::pipeline::{merge_names, scan_all, sorted_processes};
-use super::{evidence, narrative};
+use super::{durations, evidence, narrative};
 use crate::decode::TraceSet;
 use crate::error::{Error, Result};
 use crate::model::Model;
@@ -51,7 +51,31 @@ pub fn show(model: &Model, set: &TraceSet, id: &str, opts: &Options) -> Result<S
     let facts = evidence::UnitFacts {
         duration_ns: u.info.t_end_unix_ns - u.info.t_start_unix_ns,
     };
-    let s = evidence::rescore(opts.score, s, &u.tree, m, facts);
+    let mut s = evidence::rescore(opts.score, s, &u.tree, m, facts);
+    // A call too long, as the ranking finds it (`rank.rs`).
+    let slow = match m {
+        Some(m) if opts.score == evidence::ScoreKind::Evidence => {
+            let i = &u.info;
+            let unix = |tsc: u64| {
+                let span = i.tsc_end.saturating_sub(i.tsc_start);
+                if span == 0 {
+                    return i.t_start_unix_ns;
+                }
+                let f = (tsc.saturating_sub(i.tsc_start) as f64 / span as f64).clamp(0.0, 1.0);
+                i.t_start_unix_ns + (f * (i.t_end_unix_ns - i.t_start_unix_ns) as f64) as i64
+            };
+            let slowest = u.tree.nodes.values().map(|n| n.dur.ns()).max().unwrap_or(0);
+            durations::ClassLimits::of(m).slowest(
+                slowest,
+                u.tree.nodes.iter().map(|(id, n)| (*id, n)),
+                unix,
+            )
+        }
+        _ => None,
+    };
+    if let Some(x) = &slow {
+        s.score = durations::slow_score(s.score, x);
+    }
     let lines = report::annotate(&u.tree, m, &s.effective, &names, opts.tree_lines);
     let mut why = report::why(&s, &names, opts.why);
     // The same first line as the ranking's (`Report::why_of`): what happened, in words.
@@ -60,6 +84,9 @@ pub fn show(model: &Model, set: &TraceSet, id: &str, opts: &Options) -> Result<S
         if let Some(h) = narrative::headline(&s.effective, model_units, &names) {
             why.insert(0, h);
         }
+    }
+    if let Some(x) = &slow {
+        why.insert(0, x.sentence(&names));
     }
     Ok(Shown {
         unit: RankedUnit {
@@ -72,6 +99,7 @@ pub fn show(model: &Model, set: &TraceSet, id: &str, opts: &Options) -> Result<S
             annotated: Some(lines.clone()),
             caused_by: None,
             model_units,
+            slow,
         },
         lines,
     })

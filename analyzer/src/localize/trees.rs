@@ -235,6 +235,31 @@ pub struct TreeNode {
     pub first_tsc: u64,
     /// How many times the path was taken in the unit (informative; models use coverage).
     pub calls: u32,
+    /// The longest of its calls in the unit, entry to exit: library calls whose entry and
+    /// exit were both recorded; 0 otherwise (function frames, a call that never returned).
+    /// What the per-call durations of a model ([`crate::durations::Durations`]) learn.
+    pub dur: Dur,
+}
+
+/// A duration kept in a tree node: nanoseconds as the bits of an `f32` (relative precision
+/// 6·10⁻⁸, any duration), so that a node stays 56 bytes — its size is a share of ranking's
+/// time. The bits of non-negative floats order like the floats: `max` on `Dur` is the
+/// longer duration.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Dur(u32);
+
+impl Dur {
+    /// A duration of `ns` nanoseconds.
+    #[inline]
+    pub fn from_ns(ns: u64) -> Dur {
+        Dur((ns as f32).to_bits())
+    }
+
+    /// The duration in nanoseconds (rounded to `f32` precision).
+    #[inline]
+    pub fn ns(self) -> u64 {
+        f32::from_bits(self.0) as u64
+    }
 }
 
 /// The call tree of one unit: a set of paths.
@@ -267,6 +292,7 @@ impl CallTree {
                     key,
                     first_tsc: tsc,
                     calls: 1,
+                    dur: Dur::default(),
                 });
                 (id, true)
             }
@@ -317,6 +343,10 @@ pub struct TreeBuf {
     index: IdMap<u32>,
     fa: u64,
     fb: u64,
+    /// The largest `dur` of any node added since the last clear (an upper bound once a
+    /// subtree was taken out): ranking looks at a unit's durations only when this passes
+    /// the shortest duration its model would call too long.
+    slowest_ns: u64,
 }
 
 /// Up to this many nodes a tree is searched by scanning its ids (cheaper than hashing for the
@@ -367,11 +397,28 @@ impl TreeBuf {
     /// Like [`TreeBuf::add_new`] with the key's hash ([`NodeKey::hash`]) already known.
     #[inline]
     pub fn add_new_h(&mut self, parent: u64, key: NodeKey, key_hash: u64, tsc: u64) -> (u64, bool) {
+        self.add_timed(parent, key, key_hash, tsc, 0)
+    }
+
+    /// Like [`TreeBuf::add_new_h`] for a call that lasted `dur_ns` (entry to exit; 0:
+    /// unknown): the node keeps the longest of its calls.
+    #[inline]
+    pub fn add_timed(
+        &mut self,
+        parent: u64,
+        key: NodeKey,
+        key_hash: u64,
+        tsc: u64,
+        dur_ns: u64,
+    ) -> (u64, bool) {
         let id = child_id(parent, key_hash);
+        self.slowest_ns = self.slowest_ns.max(dur_ns);
+        let dur = Dur::from_ns(dur_ns);
         match self.find(id) {
             Some(i) => {
                 let n = &mut self.nodes[i].1;
                 n.calls = n.calls.saturating_add(1);
+                n.dur = n.dur.max(dur);
                 (id, false)
             }
             None => {
@@ -382,11 +429,18 @@ impl TreeBuf {
                         key,
                         first_tsc: tsc,
                         calls: 1,
+                        dur,
                     },
                 );
                 (id, true)
             }
         }
+    }
+
+    /// The longest call of the tree, ns (an upper bound: see the field).
+    #[inline]
+    pub fn slowest_ns(&self) -> u64 {
+        self.slowest_ns
     }
 
     /// Like [`TreeBuf::add_new`], returning the id only.
@@ -398,6 +452,7 @@ impl TreeBuf {
     /// Puts a node taken from another tree (see [`TreeBuf::take_subtree_into`]); a node already
     /// present is replaced.
     pub fn insert(&mut self, id: u64, n: TreeNode) {
+        self.slowest_ns = self.slowest_ns.max(n.dur.ns());
         match self.find(id) {
             Some(i) => self.nodes[i].1 = n,
             None => self.push(id, n),
@@ -476,6 +531,7 @@ impl TreeBuf {
         self.ids.clear();
         self.fa = 0;
         self.fb = 0;
+        self.slowest_ns = 0;
     }
 
     /// The nodes, in the order they were first added.

@@ -36,6 +36,9 @@ pub struct RankedUnit {
     pub caused_by: Option<String>,
     /// Units the unit's model was learned from (0: no model).
     pub model_units: u64,
+    /// Its call that lasted far beyond every normal one at its node, if any
+    /// ([`crate::durations`]).
+    pub slow: Option<crate::durations::SlowCall>,
 }
 
 /// What only a few compact units have.
@@ -49,6 +52,8 @@ pub(crate) struct RowExtra {
     /// When the unit's first call never seen in normal runs was made (wall clock, ns), for
     /// units that may be the root of an incident ([`crate::consequence`]).
     pub anomaly_ns: Option<i64>,
+    /// Its call too long ([`crate::durations::ClassLimits::slowest`]), if any.
+    pub slow: Option<crate::durations::SlowCall>,
 }
 
 pub(crate) use crate::localize::rows::{Row, RowRef, SharedScore};
@@ -378,6 +383,7 @@ impl Report {
                 crate::units::unit_id(host, *pid, root.tid, root.index)
             }),
             model_units: *model_units,
+            slow: extra.and_then(|x| x.slow.clone()),
         }
     }
 }
@@ -439,6 +445,9 @@ impl Report {
                 w.insert(0, h);
             }
         }
+        if let Some(slow) = &u.slow {
+            w.insert(0, slow.sentence(&self.names));
+        }
         w
     }
 
@@ -447,6 +456,9 @@ impl Report {
         let mut v = u.to_json();
         if u.why.is_empty() {
             v["why"] = serde_json::to_value(self.why_of(u)).unwrap_or_default();
+        }
+        if let Some(slow) = &u.slow {
+            v["slow_call"] = slow.to_json(&self.names);
         }
         v
     }

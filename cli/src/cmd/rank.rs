@@ -15,11 +15,13 @@ use std::process::ExitCode;
     Each unit is compared with its model. The default score (evidence) is led by the unit's\n\
     strongest piece of evidence: a call never seen in the U normal units of its class\n\
     (U/(U+1); a failure never seen: 1), a call that every normal unit reaching its caller\n\
-    made missing, a rare call; a call still blocked when the trace ended, or failing with\n\
+    made missing, a rare call, a library call lasting far beyond every normal one at its\n\
+    place (\"`recv` took 1.00 s (normal at most 2 µs in 360 normal calls)\"; slow_call in\n\
+    --json); a call still blocked when the trace ended, or failing with\n\
     EAGAIN/EINTR/EINPROGRESS (timing, not a fault), weighs half. The\n\
     consequences of an anomaly (later anomalies of its process, work on connections made\n\
-    after it, the peers at the other end of its connections) are ranked right after it\n\
-    and name it (caused_by). --score paper is §3.1 of\n\
+    after it — or, for a call too long, after the call began —, the peers at the other end\n\
+    of its connections) are ranked right after it and name it (caused_by). --score paper is §3.1 of\n\
     Maruyama & Matsuoka, IPDPS'08, exactly: the mean, over the nodes in common and the\n\
     minimum difference, of 1-p for calls seen, p for expected calls not made, and 1 for\n\
     calls never seen in normal runs. Units of processes\n\

@@ -46,6 +46,13 @@ pub(super) trait PairSink {
     /// A library call: its exit with the entry's arguments merged in (or an entry that
     /// never returned), and its outcome.
     fn call(&mut self, l: &LibEvent, o: Outcome);
+    /// The exit handed to the next [`PairSink::call`] was paired with an entry at TSC
+    /// `tsc` (the call's duration is the exit's TSC minus this). Not called for an entry
+    /// that never returned or an exit without its entry.
+    #[inline]
+    fn entered_at(&mut self, tsc: u64) {
+        let _ = tsc;
+    }
     /// Does it look at the options of calls of `func` (see [`Visit::wants_opts`])?
     #[inline]
     fn wants_opts(&self, func: LibFn) -> bool {
@@ -237,6 +244,9 @@ impl<S: PairSink> Visit for Pairer<'_, S> {
                 }
             }
             let oc = Outcome::of(func, &self.cur.opts);
+            if paired {
+                self.s.entered_at(self.pending.tsc);
+            }
             self.s.call(&self.cur, oc);
             if !self.held.is_empty() {
                 self.release();
@@ -260,6 +270,7 @@ impl<S: PairSink> Visit for Pairer<'_, S> {
                 self.has_pending = false;
                 if self.pending.func == l.func {
                     merge_enter(&self.pending, l);
+                    self.s.entered_at(self.pending.tsc);
                 } else {
                     self.s.call(&self.pending, Outcome::Unfinished);
                 }
@@ -337,6 +348,39 @@ mod pairer_tests {
         fn call(&mut self, l: &LibEvent, o: Outcome) {
             self.0.push(format!("{l:?} {o:?}"));
         }
+        fn entered_at(&mut self, tsc: u64) {
+            self.0.push(format!("entered at {tsc}"));
+        }
+    }
+
+    #[test]
+    fn a_paired_call_tells_its_entry_time_and_an_unpaired_one_does_not() {
+        let mut t = TraceBuilder::new("h", 7, 7);
+        let fd_len = LibOpts {
+            fd: Some(10),
+            len: Some(8),
+            ..Default::default()
+        };
+        let enter = t.now();
+        let e = encode_lib(Kind::LibEnter, enter, 0x900, LibFn::Recv, &fd_len);
+        t.raw(e.as_bytes());
+        let exit = enter + 1_000_000;
+        let ret = LibOpts {
+            ret: Some(8),
+            ..Default::default()
+        };
+        let e = encode_lib(Kind::LibExit, exit, 0x900, LibFn::Recv, &ret);
+        t.raw(e.as_bytes());
+        // An exit without its entry.
+        let e = encode_lib(Kind::LibExit, exit + 5, 0x900, LibFn::Send, &ret);
+        t.raw(e.as_bytes());
+        let p = t.finish();
+        let (fast, slow) = both(&p.threads[0]);
+        assert_eq!(fast, slow);
+        assert_eq!(fast.len(), 3, "{fast:?}");
+        assert_eq!(fast[0], format!("entered at {enter}"));
+        assert!(fast[1].contains(&format!("tsc: {exit}")), "{}", fast[1]);
+        assert!(fast[2].contains("Send"), "{}", fast[2]);
     }
 
     /// The paired events of a thread as `for_each_paired` gives them (library calls decoded
@@ -440,7 +484,12 @@ mod pairer_tests {
         raw(&mut t, Kind::LibEnter, LibFn::Read, &fd_len(10, 8));
         let p = t.finish();
         let (fast, slow) = both(&p.threads[0]);
-        assert_eq!(fast.len(), 20);
+        // 20 events, 8 of them calls paired with their entry (each told its entry time).
+        assert_eq!(fast.len(), 28);
+        assert_eq!(
+            fast.iter().filter(|e| e.starts_with("entered at")).count(),
+            8
+        );
         assert_eq!(fast, slow);
     }
 }

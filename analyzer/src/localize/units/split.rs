@@ -123,6 +123,8 @@ pub(super) struct Splitter<'a> {
     p: &'a ProcessTrace,
     /// The process's TSC calibration, ready for conversions.
     clock: bufpool::layout::TscToUnix,
+    /// The clock's rate, for durations (one multiplication per library call).
+    ns_per_tick: f64,
     scan: &'a ProcessScan,
     opts: TreeOptions,
     tid: u32,
@@ -142,6 +144,8 @@ pub(super) struct Splitter<'a> {
     sink: &'a mut dyn FnMut(UnitView<'_>),
     anchor: Option<usize>,
     mux_since_recv: bool,
+    /// TSC of the entry of the call [`PairSink::call`] gets next (0: not paired).
+    entered: u64,
     ctx: &'a mut ProcCtx,
     /// Is this the process's last thread (whose initializer completes the signature)?
     last_thread: bool,
@@ -356,6 +360,11 @@ impl Splitter<'_> {
 }
 
 impl PairSink for Splitter<'_> {
+    #[inline]
+    fn entered_at(&mut self, tsc: u64) {
+        self.entered = tsc;
+    }
+
     fn event(&mut self, e: &Event) {
         let tsc = e.tsc();
         self.first(tsc);
@@ -448,6 +457,13 @@ impl PairSink for Splitter<'_> {
 
     fn call(&mut self, l: &LibEvent, outcome: Outcome) {
         let tsc = l.tsc;
+        let entered = std::mem::take(&mut self.entered);
+        // Multiplexers wait for whatever comes next: their durations are never learned.
+        let dur_ns = if entered != 0 && entered <= tsc && l.exit && !l.func.is_multiplexer() {
+            ((tsc - entered) as f64 * self.ns_per_tick) as u64
+        } else {
+            0
+        };
         self.first(tsc);
         self.last_tsc = self.last_tsc.max(tsc);
         if self.phase == Phase::Before && l.func.is_multiplexer() {
@@ -506,7 +522,9 @@ impl PairSink for Splitter<'_> {
             }
         };
         let key = m.key;
-        let (_, new) = self.tree.add_new_h(self.top_rel(), key, m.hash, tsc);
+        let (_, new) = self
+            .tree
+            .add_timed(self.top_rel(), key, m.hash, tsc, dur_ns);
         if new && !m.named {
             let site = sy.name_c(l.site);
             let names = &mut self.ctx.names.names;
@@ -531,6 +549,13 @@ impl PairSink for Splitter<'_> {
             }
         }
     }
+}
+
+/// Nanoseconds per TSC tick of a clock (0 when it does not advance: no durations).
+fn ns_per_tick(c: &bufpool::layout::TscToUnix) -> f64 {
+    const SPAN: u64 = 1 << 40;
+    let d = c.unix_ns(SPAN) - c.unix_ns(0);
+    (d as f64 / SPAN as f64).max(0.0)
 }
 
 /// Pass 2: cuts every thread of a process into units with their call trees.
@@ -559,6 +584,7 @@ pub fn split_process_each(
         let mut s = Splitter {
             p,
             clock: p.calib.converter(),
+            ns_per_tick: ns_per_tick(&p.calib.converter()),
             scan,
             opts: *opts,
             tid: t.tid,
@@ -588,6 +614,7 @@ pub fn split_process_each(
             sink: &mut on_unit,
             anchor: None,
             mux_since_recv: false,
+            entered: 0,
             ctx: &mut ctx,
             last_thread: i + 1 == n_threads,
         };

@@ -1,0 +1,515 @@
+//! **Per-call durations** of a model node: how long a library call at its place in the
+//! tree lasted, entry to exit, in the normal units, and the rule that calls a call of a
+//! faulty run **too long** ([`Durations::too_long`]).
+//!
+//! A coverage model holds which calls happen, not how long they take: a `recv` that an
+//! injected delay holds for a second looks normal. Each unit contributes one sample per
+//! timed node — the longest of its calls there ([`crate::trees::TreeNode::dur`]) — to a
+//! log-scale histogram (four buckets per octave, [`bucket_of`]), with the number of calls
+//! behind it and the longest call. Histograms merge by adding counts, so `culprit merge`
+//! of models learned apart equals one `culprit learn` over all traces.
+//!
+//! The rule is deliberately narrow: a wait for the peer is not a fault, and a multiplexer
+//! or a blocking receive of a request/response program waits for whatever the peer does.
+//! A call is too long only when (1) its node has at least [`MIN_SAMPLES`] normal samples,
+//! (2) the normal durations are **tight** — the upper quantile ([`HIGH_QUANTILE`]) at most
+//! [`MAX_SPREAD`] times the median (a wait whose normal durations already vary widely never
+//! fires), (3) it lasted more than [`FACTOR`] times that upper quantile, more than every
+//! normal call, and more than [`FLOOR_NS`] (scheduling noise on a loaded machine is
+//! milliseconds). Multiplexers never fire ([`crate::trees::NodeKind::Lib`] nodes only; the
+//! caller leaves `select`/`poll`/`epoll_wait` out).
+
+/// Fewest normal samples (units with a timed call at the node) behind a duration rule.
+pub const MIN_SAMPLES: u64 = 30;
+/// The upper quantile the rule scales.
+pub const HIGH_QUANTILE: f64 = 0.99;
+/// A node whose upper quantile exceeds its median more than this many times varies too
+/// widely for a duration to tell anything.
+pub const MAX_SPREAD: f64 = 64.0;
+/// A call is too long past this many times the normal upper quantile.
+pub const FACTOR: f64 = 20.0;
+/// ... and past this many ns (20 ms).
+pub const FLOOR_NS: u64 = 20_000_000;
+/// Buckets per octave of the histogram.
+pub const PER_OCTAVE: u32 = 4;
+/// The largest bucket ([`bucket_of`]`(u64::MAX)`).
+pub const MAX_BUCKET: u16 = 1 + 63 * PER_OCTAVE as u16 + (PER_OCTAVE as u16 - 1);
+
+/// The histogram bucket of a duration: 0 for 0 ns, else `1 + 4·octave + quarter`, the
+/// quarter being the two bits after the leading one (exact integer arithmetic: a
+/// duration's bucket never depends on floating point).
+pub fn bucket_of(ns: u64) -> u16 {
+    if ns == 0 {
+        return 0;
+    }
+    let octave = 63 - ns.leading_zeros();
+    let quarter = if octave >= 2 {
+        (ns >> (octave - 2)) & 3
+    } else {
+        (ns << (2 - octave)) & 3
+    };
+    (1 + octave * PER_OCTAVE + quarter as u32) as u16
+}
+
+/// The largest duration of bucket `b` (its upper edge, inclusive), ns.
+pub fn bucket_high(b: u16) -> u64 {
+    if b == 0 {
+        return 0;
+    }
+    let octave = u32::from(b - 1) / PER_OCTAVE;
+    let quarter = u64::from(u32::from(b - 1) % PER_OCTAVE);
+    // Durations of the bucket: [(4 + quarter) << (octave − 2), (5 + quarter) << (octave − 2)).
+    if octave >= 2 {
+        ((5 + quarter) << (octave - 2)).wrapping_sub(1)
+    } else {
+        // Octaves 0 and 1 hold the single values 1, 2 and 3.
+        (1u64 << octave) + quarter / 2
+    }
+}
+
+/// The normal durations of one model node (see the module's documentation).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Durations {
+    /// Timed calls in the sampled units.
+    pub calls: u64,
+    /// The longest normal call, ns.
+    pub max_ns: u64,
+    /// `(bucket, units)`, buckets strictly ascending, counts ≥ 1: per unit, its longest
+    /// call at the node.
+    pub hist: Vec<(u16, u64)>,
+}
+
+impl Durations {
+    /// Adds one unit's sample: its longest call `ns` of `calls` calls at the node.
+    pub fn add(&mut self, ns: u64, calls: u64) {
+        self.calls = self.calls.saturating_add(calls);
+        self.max_ns = self.max_ns.max(ns);
+        let b = bucket_of(ns);
+        match self.hist.binary_search_by_key(&b, |e| e.0) {
+            Ok(i) => self.hist[i].1 = self.hist[i].1.saturating_add(1),
+            Err(i) => self.hist.insert(i, (b, 1)),
+        }
+    }
+
+    /// Adds another node's durations (associative and commutative).
+    pub fn merge(&mut self, o: &Durations) {
+        self.calls = self.calls.saturating_add(o.calls);
+        self.max_ns = self.max_ns.max(o.max_ns);
+        for &(b, n) in &o.hist {
+            match self.hist.binary_search_by_key(&b, |e| e.0) {
+                Ok(i) => self.hist[i].1 = self.hist[i].1.saturating_add(n),
+                Err(i) => self.hist.insert(i, (b, n)),
+            }
+        }
+    }
+
+    /// Number of samples (units).
+    pub fn samples(&self) -> u64 {
+        self.hist.iter().fold(0u64, |a, e| a.saturating_add(e.1))
+    }
+
+    /// The `q`-quantile of the samples, as the upper edge of its bucket (never above the
+    /// longest call).
+    pub fn quantile(&self, q: f64) -> u64 {
+        let n = self.samples();
+        let want = ((q * n as f64).ceil() as u64).clamp(1, n.max(1));
+        let mut seen = 0u64;
+        for &(b, c) in &self.hist {
+            seen = seen.saturating_add(c);
+            if seen >= want {
+                return bucket_high(b).min(self.max_ns);
+            }
+        }
+        self.max_ns
+    }
+
+    /// The shortest duration that the rule calls too long at this node, or `None` when the
+    /// node has no rule (too few samples, or durations too spread).
+    pub fn limit_ns(&self) -> Option<u64> {
+        if self.samples() < MIN_SAMPLES {
+            return None;
+        }
+        let high = self.quantile(HIGH_QUANTILE).max(1);
+        let median = self.quantile(0.5).max(1);
+        if high as f64 > MAX_SPREAD * median as f64 {
+            return None;
+        }
+        let scaled = (FACTOR * high as f64).min(u64::MAX as f64) as u64;
+        Some(scaled.max(self.max_ns).max(FLOOR_NS).saturating_add(1))
+    }
+
+    /// Is a call of `ns` too long here?
+    pub fn too_long(&self, ns: u64) -> bool {
+        self.limit_ns().is_some_and(|l| ns >= l)
+    }
+
+    /// Checks a node's durations read from a file: buckets ascending and in range, counts
+    /// ≥ 1, at least one call per sample, the longest call in the last bucket.
+    pub fn check(&self) -> Result<(), String> {
+        if self.hist.is_empty() {
+            return Err("\"durations\" with no sample".into());
+        }
+        for (i, &(b, n)) in self.hist.iter().enumerate() {
+            if b > MAX_BUCKET {
+                return Err(format!("bucket {b} out of range (0 to {MAX_BUCKET})"));
+            }
+            if i > 0 && self.hist[i - 1].0 >= b {
+                return Err(format!(
+                    "bucket {b} does not follow bucket {}: buckets must be strictly ascending",
+                    self.hist[i - 1].0
+                ));
+            }
+            if n == 0 {
+                return Err(format!("bucket {b} counts 0 samples"));
+            }
+        }
+        if self.calls < self.samples() {
+            return Err(format!(
+                "{} calls for {} samples (each sample is at least one call)",
+                self.calls,
+                self.samples()
+            ));
+        }
+        let last = self.hist[self.hist.len() - 1].0;
+        if bucket_of(self.max_ns) != last {
+            return Err(format!(
+                "the longest call ({} ns) is not in the last bucket ({last})",
+                self.max_ns
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A call of a faulty run that lasted longer than the rule allows at its node
+/// ([`Durations::too_long`]), with what normal runs did there.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SlowCall {
+    /// The node.
+    pub key: crate::trees::NodeKey,
+    /// How long it lasted, ns.
+    pub dur_ns: u64,
+    /// When it began (wall clock, ns): the exit of the node's first call in the unit minus
+    /// its longest duration — exact when the longest call is the first, as for the receive
+    /// that opens a handler unit.
+    pub began_ns: i64,
+    /// The longest normal call at the node, ns.
+    pub normal_max_ns: u64,
+    /// Normal calls at the node.
+    pub normal_calls: u64,
+    /// Normal units with a call at the node.
+    pub normal_units: u64,
+}
+
+impl SlowCall {
+    /// The sentence of the unit's *why*: "`recv` took 1.00 s (normal at most 0.3 ms in
+    /// 2400 normal calls)".
+    pub fn sentence(&self, names: &std::collections::BTreeMap<u64, String>) -> String {
+        let name = crate::report::node_name(&self.key.without_outcome(), names);
+        format!(
+            "`{name}` took {} (normal at most {} in {} normal call{})",
+            describe_ns(self.dur_ns),
+            describe_ns(self.normal_max_ns),
+            self.normal_calls,
+            if self.normal_calls == 1 { "" } else { "s" }
+        )
+    }
+
+    /// Its JSON object (`slow_call` of `culprit rank --json`).
+    pub fn to_json(&self, names: &std::collections::BTreeMap<u64, String>) -> serde_json::Value {
+        serde_json::json!({
+            "call": crate::report::node_name(&self.key.without_outcome(), names),
+            "duration_ns": self.dur_ns,
+            "began_unix_ns": self.began_ns,
+            "normal_max_ns": self.normal_max_ns,
+            "normal_calls": self.normal_calls,
+            "normal_units": self.normal_units,
+        })
+    }
+}
+
+/// The duration rules of one class model: per timed node its limit
+/// ([`Durations::limit_ns`]), and the least of them (a unit whose longest call is shorter
+/// is not looked at).
+#[derive(Clone, Debug, Default)]
+pub struct ClassLimits {
+    /// The least limit (`u64::MAX`: no node has a rule).
+    pub min_ns: u64,
+    by_id: crate::hash::IdMap<(u64, u64, u64, u64)>,
+}
+
+impl ClassLimits {
+    /// The rules of a class model.
+    pub fn of(m: &crate::model::TreeModel) -> ClassLimits {
+        let mut by_id = crate::hash::IdMap::default();
+        let mut min_ns = u64::MAX;
+        for (&id, d) in &m.durations {
+            if let Some(l) = d.limit_ns() {
+                min_ns = min_ns.min(l);
+                by_id.insert(id, (l, d.max_ns, d.calls, d.samples()));
+            }
+        }
+        ClassLimits { min_ns, by_id }
+    }
+
+    /// The call of a unit's tree that passes its node's limit by the largest factor, if
+    /// any (`unix`: a TSC as wall-clock ns). `slowest_ns`: the tree's longest call (an
+    /// upper bound), to skip the tree at once.
+    pub fn slowest<'a>(
+        &self,
+        slowest_ns: u64,
+        nodes: impl IntoIterator<Item = (u64, &'a crate::trees::TreeNode)>,
+        unix: impl Fn(u64) -> i64,
+    ) -> Option<SlowCall> {
+        if slowest_ns < self.min_ns {
+            return None;
+        }
+        let mut best: Option<(f64, SlowCall)> = None;
+        for (id, n) in nodes {
+            let dur_ns = n.dur.ns();
+            if dur_ns < self.min_ns {
+                continue;
+            }
+            let Some(&(limit, max_ns, calls, units)) = self.by_id.get(&id) else {
+                continue;
+            };
+            if dur_ns < limit {
+                continue;
+            }
+            let f = dur_ns as f64 / limit as f64;
+            if best.as_ref().is_none_or(|(bf, _)| f > *bf) {
+                let end = unix(n.first_tsc);
+                best = Some((
+                    f,
+                    SlowCall {
+                        key: n.key,
+                        dur_ns,
+                        began_ns: end.saturating_sub(dur_ns.min(i64::MAX as u64) as i64),
+                        normal_max_ns: max_ns,
+                        normal_calls: calls,
+                        normal_units: units,
+                    },
+                ));
+            }
+        }
+        best.map(|b| b.1)
+    }
+}
+
+/// The evidence score of a unit with a call too long ([`ClassLimits::slowest`]) whose
+/// score was `score`: the call weighs as a node never seen, backed by the normal units
+/// that timed its node (`0.8 · units / (units + 1) + 0.2 · score`), and the unit keeps the
+/// larger of that and its score.
+pub fn slow_score(score: f64, slow: &SlowCall) -> f64 {
+    score.max(0.8 * crate::evidence::backing(slow.normal_units) + 0.2 * score)
+}
+
+/// A duration in words: `1.00 s`, `0.3 ms`, `12 µs`, `800 ns`.
+pub fn describe_ns(ns: u64) -> String {
+    let f = ns as f64;
+    if ns >= 1_000_000_000 {
+        format!("{:.2} s", f / 1e9)
+    } else if ns >= 10_000_000 {
+        format!("{:.0} ms", f / 1e6)
+    } else if ns >= 100_000 {
+        format!("{:.1} ms", f / 1e6)
+    } else if ns >= 1_000 {
+        format!("{:.0} µs", f / 1e3)
+    } else {
+        format!("{ns} ns")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_are_ordered_and_their_edges_hold_them() {
+        let mut prev = 0;
+        for ns in (0..5000u64).chain([1 << 20, 999_999_999, u64::MAX - 1, u64::MAX]) {
+            let b = bucket_of(ns);
+            assert!(b >= prev, "{ns}");
+            prev = b;
+            assert!(b <= MAX_BUCKET);
+            assert!(
+                bucket_high(b) >= ns,
+                "{ns}: bucket {b} ends at {}",
+                bucket_high(b)
+            );
+            if ns > 0 && ns <= 5000 && bucket_of(ns - 1) != b {
+                assert_eq!(bucket_high(bucket_of(ns - 1)), ns - 1, "{ns}: bucket {b}");
+            }
+        }
+        assert_eq!(bucket_of(u64::MAX), MAX_BUCKET);
+        // Four buckets per octave: 1 ms and 2 ms are four apart.
+        assert_eq!(bucket_of(2_000_000) - bucket_of(1_000_000), 4);
+    }
+
+    fn normal(n: u64, ns: impl Fn(u64) -> u64) -> Durations {
+        let mut d = Durations::default();
+        for i in 0..n {
+            d.add(ns(i), 2);
+        }
+        d
+    }
+
+    #[test]
+    fn a_call_far_beyond_tight_normal_durations_is_too_long() {
+        // 2 400 normal receives of 20–300 µs; the delayed one took a second.
+        let d = normal(2400, |i| 20_000 + (i * 7919) % 280_000);
+        assert!(d.too_long(1_000_000_000));
+        // Ten times longer than normal is a slow machine, not a fault (the floor).
+        assert!(!d.too_long(3_000_000));
+        assert!(!d.too_long(d.max_ns));
+    }
+
+    #[test]
+    fn waits_that_already_vary_widely_never_fire() {
+        // A blocking receive waiting for its peer: 50 µs to 2 s.
+        let d = normal(500, |i| 50_000u64 << (i % 16));
+        assert_eq!(d.limit_ns(), None);
+        assert!(!d.too_long(60_000_000_000));
+    }
+
+    #[test]
+    fn too_few_samples_never_fire() {
+        let d = normal(MIN_SAMPLES - 1, |_| 10_000);
+        assert!(!d.too_long(10_000_000_000));
+        let d = normal(MIN_SAMPLES, |_| 10_000);
+        assert!(d.too_long(10_000_000_000));
+    }
+
+    #[test]
+    fn an_outlier_among_normal_calls_raises_the_limit_to_it() {
+        // One normal call took 500 ms: a call of 400 ms is not beyond every normal one.
+        let mut d = normal(1000, |_| 10_000);
+        d.add(500_000_000, 1);
+        assert!(!d.too_long(400_000_000));
+        assert!(d.too_long(600_000_000));
+    }
+
+    #[test]
+    fn merge_is_exact_and_associative() {
+        let a = normal(40, |i| 1000 + i);
+        let b = normal(7, |i| 1 << (i + 10));
+        let c = normal(3, |_| 0);
+        let mut ab_c = a.clone();
+        ab_c.merge(&b);
+        ab_c.merge(&c);
+        let mut bc = b.clone();
+        bc.merge(&c);
+        let mut a_bc = a.clone();
+        a_bc.merge(&bc);
+        assert_eq!(ab_c, a_bc);
+        let mut all = Durations::default();
+        for i in 0..40 {
+            all.add(1000 + i, 2);
+        }
+        for i in 0..7 {
+            all.add(1 << (i + 10), 2);
+        }
+        for _ in 0..3 {
+            all.add(0, 2);
+        }
+        assert_eq!(all, ab_c);
+        assert_eq!(all.samples(), 50);
+        assert_eq!(all.calls, 100);
+        assert!(all.check().is_ok());
+    }
+
+    #[test]
+    fn checks_name_the_problem() {
+        let mut d = normal(3, |i| 1000 * (i + 1));
+        assert!(d.check().is_ok());
+        d.hist.swap(0, 1);
+        assert!(d.check().unwrap_err().contains("strictly ascending"));
+        let mut d = normal(3, |_| 1000);
+        d.calls = 1;
+        assert!(d.check().unwrap_err().contains("1 calls for 3 samples"));
+        let mut d = normal(3, |_| 1000);
+        d.max_ns = 5_000_000;
+        assert!(d.check().unwrap_err().contains("last bucket"));
+        let mut d = normal(3, |_| 1000);
+        d.hist[0].0 = MAX_BUCKET + 1;
+        assert!(d.check().unwrap_err().contains("out of range"));
+        assert!(Durations::default().check().is_err());
+    }
+
+    /// A synthetic class: 400 normal handler units each `recv` (20–300 µs, twice) then
+    /// `send`; learned into a model, the durations give a rule for `recv` and `send`; a
+    /// unit whose `recv` took a second is found, named and dated from the call's start.
+    #[test]
+    fn a_synthetic_delayed_receive_is_found_in_its_unit() {
+        use crate::model::TreeModel;
+        use crate::trees::{CallTree, NodeKey, NodeKind, Outcome, TreeBuf, ROOT};
+        let key = |site: u64, callee: u64| NodeKey {
+            kind: NodeKind::Lib,
+            site,
+            callee,
+            outcome: Outcome::Ok,
+        };
+        let (recv, send) = (key(1, 10), key(2, 11));
+        let unit = |recv_ns: u64, send_ns: u64| {
+            let mut t = TreeBuf::default();
+            t.add_timed(ROOT, recv, recv.hash(), 1_000, 20_000);
+            t.add_timed(ROOT, recv, recv.hash(), 2_000, recv_ns);
+            t.add_timed(ROOT, send, send.hash(), 3_000, send_ns);
+            t
+        };
+        let normal: Vec<CallTree> = (0..400u64)
+            .map(|i| unit(20_000 + (i * 7919) % 280_000, 5_000 + i).to_tree())
+            .collect();
+        let m = TreeModel::from_trees(&normal);
+        let d = m.durations(recv.child_of(ROOT)).unwrap();
+        assert_eq!((d.samples(), d.calls), (400, 800));
+        let lim = ClassLimits::of(&m);
+        assert_eq!(lim.by_id.len(), 2);
+        // A normal unit is not looked at past its longest call.
+        let ok = unit(250_000, 6_000);
+        assert_eq!(
+            lim.slowest(
+                ok.slowest_ns(),
+                ok.nodes().iter().map(|(i, n)| (*i, n)),
+                |t| t as i64
+            ),
+            None
+        );
+        // The delayed one: its second `recv` took 1 s.
+        let bad = unit(1_000_000_000, 6_000);
+        let s = lim
+            .slowest(
+                bad.slowest_ns(),
+                bad.nodes().iter().map(|(i, n)| (*i, n)),
+                |t| 5_000_000_000 + t as i64,
+            )
+            .expect("the delayed receive is too long");
+        assert_eq!(s.key, recv);
+        assert_eq!(s.dur_ns, 1_000_000_000);
+        assert_eq!(s.normal_calls, 800);
+        assert_eq!(s.normal_units, 400);
+        // Dated from its start: the node's first exit (TSC 1000) minus its longest call.
+        assert_eq!(s.began_ns, 5_000_001_000 - 1_000_000_000);
+        let names = std::collections::BTreeMap::from([(10, "recv".to_string())]);
+        assert_eq!(
+            s.sentence(&names),
+            format!(
+                "`recv` took 1.00 s (normal at most {} in 800 normal calls)",
+                describe_ns(d.max_ns)
+            )
+        );
+        // It weighs as a call never seen in 400 units, above any score it had.
+        let e = slow_score(0.1, &s);
+        assert!((e - (0.8 * 400.0 / 401.0 + 0.02)).abs() < 1e-12, "{e}");
+        assert_eq!(slow_score(1.0, &s), 1.0);
+    }
+
+    #[test]
+    fn durations_in_words() {
+        assert_eq!(describe_ns(1_000_000_000), "1.00 s");
+        assert_eq!(describe_ns(300_000), "0.3 ms");
+        assert_eq!(describe_ns(45_000_000), "45 ms");
+        assert_eq!(describe_ns(12_000), "12 µs");
+        assert_eq!(describe_ns(800), "800 ns");
+    }
+}
