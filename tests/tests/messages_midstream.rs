@@ -173,6 +173,25 @@ fn export_flows(dir: &std::path::Path, out: &std::path::Path) -> u64 {
         .count() as u64
 }
 
+/// `culprit messages --json` of `dir`, and its one TCP connection.
+fn the_tcp_connection(dir: &std::path::Path) -> (Value, Value) {
+    let j = run_culprit(
+        &["messages", "--json", dir.to_str().unwrap()],
+        Duration::from_secs(120),
+    );
+    j.assert_success("culprit messages --json");
+    let v: Value = serde_json::from_str(&j.stdout).expect("JSON");
+    let tcp: Vec<&Value> = v["connections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["kind"] == "tcp")
+        .collect();
+    assert_eq!(tcp.len(), 1, "{v:#}");
+    let c = tcp[0].clone();
+    (v, c)
+}
+
 /// Compiles `src` as a static program (the preload library cannot load into it).
 fn static_program(src: &str, dir: &std::path::Path, name: &str) -> std::path::PathBuf {
     let c = dir.join(format!("{name}.c"));
@@ -226,20 +245,8 @@ fn an_end_met_mid_stream_is_paired_and_aligned_by_its_tcp_offsets() {
     let server = numbers(&r.stdout, "server after");
     assert_eq!(client, server, "{}", r.stdout);
     let (after_up, after_down) = (client[0], client[1]);
-    let j = run_culprit(
-        &["messages", "--json", dir.to_str().unwrap()],
-        Duration::from_secs(120),
-    );
-    j.assert_success("culprit messages --json");
-    let v: Value = serde_json::from_str(&j.stdout).expect("JSON");
-    let tcp: Vec<&Value> = v["connections"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["kind"] == "tcp")
-        .collect();
-    assert_eq!(tcp.len(), 1, "{v:#}");
-    let c = tcp[0];
+    let (v, c) = the_tcp_connection(&dir);
+    let c = &c;
     assert!(!c["b"].is_null(), "the two ends are paired: {c:#}");
     let origins = [c["a"]["origin"].as_str(), c["b"]["origin"].as_str()];
     assert!(origins.contains(&Some("adopted")), "{c:#}");
@@ -279,20 +286,8 @@ fn two_ends_met_mid_stream_are_aligned_by_the_kernels_counts() {
     let client = numbers(&r.stdout, "client sent");
     let server = numbers(&r.stdout, "server after");
     assert_eq!(client, server, "{}", r.stdout);
-    let j = run_culprit(
-        &["messages", "--json", dir.to_str().unwrap()],
-        Duration::from_secs(120),
-    );
-    j.assert_success("culprit messages --json");
-    let v: Value = serde_json::from_str(&j.stdout).expect("JSON");
-    let tcp: Vec<&Value> = v["connections"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["kind"] == "tcp")
-        .collect();
-    assert_eq!(tcp.len(), 1, "{v:#}");
-    let c = tcp[0];
+    let (v, c) = the_tcp_connection(&dir);
+    let c = &c;
     assert_eq!(c["a"]["origin"], "adopted", "{c:#}");
     assert_eq!(c["b"]["origin"], "adopted", "{c:#}");
     // The 130 bytes of the untraced phase are in neither trace; every traced byte pairs.
