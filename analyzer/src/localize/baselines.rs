@@ -65,16 +65,7 @@ pub fn ochiai(t: &CallTree, m: &TreeModel) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trees::{NodeKey, NodeKind, Outcome};
-
-    fn key(n: u64) -> NodeKey {
-        NodeKey {
-            kind: NodeKind::C,
-            site: n,
-            callee: 100 + n,
-            outcome: Outcome::Any,
-        }
-    }
+    use crate::trees::test_key as key;
 
     #[test]
     fn baselines_on_a_small_model() {

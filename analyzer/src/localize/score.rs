@@ -248,14 +248,16 @@ pub fn is_root(id: u64) -> bool {
 mod tests {
     use super::*;
     use crate::model::ModelNode;
-    use crate::trees::{NodeKind, Outcome};
+    use crate::trees::test_key as key;
 
-    fn key(n: u64) -> NodeKey {
-        NodeKey {
-            kind: NodeKind::C,
-            site: n,
-            callee: 100 + n,
-            outcome: Outcome::Any,
+    /// A model node seen in one model with probability `p`.
+    fn node(id: u64, parent: u64, key: NodeKey, p: f64) -> ModelNode {
+        ModelNode {
+            id,
+            parent,
+            key,
+            p_sum: p,
+            models: 1,
         }
     }
 
@@ -273,13 +275,6 @@ mod tests {
         t.add(d, key(7), 0);
         let e = key(5).child_of(a);
         let f = key(6).child_of(e);
-        let node = |id, parent, k, p| ModelNode {
-            id,
-            parent,
-            key: k,
-            p_sum: p,
-            models: 1,
-        };
         let nodes = vec![
             node(a, ROOT, key(1), 1.0),
             node(b, a, key(2), 0.9),
@@ -335,13 +330,6 @@ mod tests {
         let e = key(5).child_of(a);
         let f = key(6).child_of(e);
         let g = key(7).child_of(e);
-        let node = |id, parent, k, p| ModelNode {
-            id,
-            parent,
-            key: k,
-            p_sum: p,
-            models: 1,
-        };
         let m = TreeModel::from_nodes(
             10,
             1,

@@ -183,6 +183,17 @@ pub struct NodeKey {
     pub outcome: Outcome,
 }
 
+/// A C-function node key for tests: call site `n`, callee `100 + n`.
+#[cfg(test)]
+pub(crate) fn test_key(n: u64) -> NodeKey {
+    NodeKey {
+        kind: NodeKind::C,
+        site: n,
+        callee: 100 + n,
+        outcome: Outcome::Any,
+    }
+}
+
 impl NodeKey {
     /// The id of this node under `parent`.
     #[inline]

@@ -21,14 +21,7 @@ pub fn good_trace(tmp: &Path, n_subbufs: u32, entries: u64) -> (PathBuf, PathBuf
         },
     )
     .unwrap();
-    let me = pool.holder();
-    let mut w = WriterState::new();
-    w.attach(
-        &pool,
-        me.pid,
-        bufpool::sys::proc_stat(me.pid).unwrap().2,
-        bufpool::sys::gettid(),
-    );
+    let mut w = WriterState::for_this_thread(&pool);
     for i in 0..entries {
         assert!(w.append(&pool, encode_fn(Kind::FnEnter, i, i, 0x4000).as_bytes()));
     }
