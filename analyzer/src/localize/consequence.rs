@@ -34,6 +34,9 @@
 use crate::hash::FxMap;
 use crate::report::{ConnRow, Row, RowExtra, RowRef, SharedScore};
 use crate::score::Verdict;
+use crate::symbolize::key_lib;
+use crate::trees::{NodeKey, NodeKind, Outcome};
+use bufpool::format::LibFn;
 
 /// The least score of a root (an anomaly that can have consequences).
 pub const ROOT_MIN: f64 = 0.65;
@@ -165,6 +168,9 @@ pub(crate) fn file_consequences(
     for ((l, _), v) in &by_addr {
         by_local.entry(l).or_default().extend(v);
     }
+    // A root that saw its peer close the connection dates no earlier than the peer's act
+    // that closed it (step 3 of the module's documentation: who closed first).
+    let roots = date_by_closes(blocks, shared, extras, conns, &by_local, roots);
     // 2. Processes that talk to each other: (process with a root, process).
     let mut links: Vec<(usize, usize)> = Vec::new();
     for (c, f) in first.iter().enumerate() {
@@ -302,6 +308,120 @@ pub(crate) fn file_consequences(
         }
     }
     caused_by
+}
+
+/// What a unit's first anomaly did to its connection, as far as the unit tells.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CloseRole {
+    /// It acted: a fault was injected in it (the trace's record of a call the tracer forced
+    /// — a connection it shut down, an errno it made up), or its first call never seen in
+    /// normal runs closed or shut down a descriptor.
+    Acted,
+    /// It saw its peer close the connection: its first call never seen in normal runs was
+    /// a receive that reached end of stream, or a call that failed with `ECONNRESET` or
+    /// `EPIPE` — what one end of a connection sees when the *other* end closed it.
+    Observed,
+}
+
+/// The [`CloseRole`] of a unit whose first call never seen in normal runs has key
+/// `first_new`, and which holds an injected fault or not.
+pub fn close_role(first_new: Option<NodeKey>, injected: bool) -> Option<CloseRole> {
+    if injected {
+        return Some(CloseRole::Acted);
+    }
+    let k = first_new.filter(|k| k.kind == NodeKind::Lib)?;
+    if k.callee == key_lib(LibFn::Close) || k.callee == key_lib(LibFn::Shutdown) {
+        return Some(CloseRole::Acted);
+    }
+    // Linux errno values: ECONNRESET 104, EPIPE 32.
+    matches!(k.outcome, Outcome::Eof | Outcome::Errno(104 | 32)).then_some(CloseRole::Observed)
+}
+
+/// **Who closed first.** When a connection breaks both ends react, and which reaction the
+/// trace dates first is a race of microseconds (the peer woken by the close may run before
+/// the closing call returns and is recorded). What one end *saw* — end of stream, a reset,
+/// a broken pipe — was caused by the other end's *act* on the connection; so a process's
+/// root that is such an observation ([`CloseRole::Observed`]) dates the root of the
+/// process at the other end just before it, when that process holds an anomaly that acted
+/// ([`CloseRole::Acted`]) on a connection to it and could have begun before the
+/// observation: the act's call began after its thread's previous unit ended (the bound the
+/// trace gives, whatever its own stamps say), and that bound precedes the observation.
+/// Returns the roots, re-dated.
+fn date_by_closes(
+    blocks: &[Vec<Row>],
+    shared: &[SharedScore],
+    extras: &FxMap<RowRef, RowExtra>,
+    conns: &[ConnRow],
+    by_local: &FxMap<&str, Vec<usize>>,
+    mut roots: Vec<Option<(u32, i64)>>,
+) -> Vec<Option<(u32, i64)>> {
+    let role = |b: usize, i: usize| {
+        (blocks[b][i].flags & Row::EXTRA != 0)
+            .then(|| extras.get(&(b as u32, i as u32)))
+            .flatten()
+            .and_then(|x| x.close)
+    };
+    let observed: Vec<Option<i64>> = roots
+        .iter()
+        .enumerate()
+        .map(|(b, r)| {
+            let (i, t) = (*r)?;
+            (role(b, i as usize) == Some(CloseRole::Observed)).then_some(t)
+        })
+        .collect();
+    if observed.iter().all(Option::is_none) {
+        return roots;
+    }
+    for (y, rows) in blocks.iter().enumerate() {
+        if roots[y].is_none() {
+            continue;
+        }
+        for (i, r) in rows.iter().enumerate() {
+            let acted = r.flags & Row::EXTRA != 0
+                && role(y, i) == Some(CloseRole::Acted)
+                && r.score >= ROOT_MIN
+                && shared[r.shared as usize].verdict == Verdict::Scored;
+            let (true, (_, Some(_), Some(peer))) = (acted, &conns[r.conn as usize]) else {
+                continue;
+            };
+            // The observations at the other end of the connection, latest first.
+            let mut seen: Vec<i64> = by_local
+                .get(peer.as_str())
+                .into_iter()
+                .flatten()
+                .filter(|&&x| x != y)
+                .filter_map(|&x| observed[x])
+                .collect();
+            seen.sort_unstable_by(|a, b| b.cmp(a));
+            let Some(&latest) = seen.first() else {
+                continue;
+            };
+            // The act began after the previous unit of its thread began: a unit starts
+            // at a call's return (a receive, a multiplexer's), so the act's call was entered
+            // after it (acts are few: looked up only for one that may explain an
+            // observation).
+            let began = rows
+                .iter()
+                .filter(|p| p.tid == r.tid && p.index < r.index)
+                .max_by_key(|p| p.index)
+                .map_or(r.t_start_unix_ns, |p| {
+                    p.t_start_unix_ns.min(r.t_start_unix_ns)
+                });
+            if began > latest {
+                continue;
+            }
+            // The earliest observation it may have caused.
+            let t_x = seen
+                .into_iter()
+                .filter(|&t| began <= t)
+                .min()
+                .unwrap_or(latest);
+            if let Some((_, t_y)) = &mut roots[y] {
+                *t_y = (*t_y).min(t_x - 1);
+            }
+        }
+    }
+    roots
 }
 
 /// The class of an unmodelled unit, as far as rows tell: connection, main thread or not,
@@ -471,6 +591,93 @@ mod tests {
         assert_eq!(got, vec![((1, 1), (0, 0))]);
         assert!((blocks[1][1].score - 0.9 * CONSEQUENCE_FACTOR).abs() < 1e-12);
         assert_eq!((blocks[1][0].score, blocks[1][2].score), (0.55, 0.4));
+    }
+
+    /// Process 0 saw its peer close the connection (its root, t 10, on b:2 ⇄ a:1); process
+    /// 1, at the other end, holds the act that closed it (an injected fault), recorded as
+    /// returning later (t 12) although its call began after its thread's previous unit
+    /// began (`before`).
+    fn closed_under(before: i64, role: CloseRole) -> FxMap<RowRef, RowRef> {
+        let mut sh = vec![
+            shared(0.9, Verdict::Scored),
+            shared(0.95, Verdict::Scored),
+            shared(0.1, Verdict::Scored),
+        ];
+        let mut blocks = vec![
+            vec![row(0, 0, 10, 4, 0.9, 0)],
+            vec![row(1, 0, before, 0, 0.1, 2), row(1, 1, 12, 1, 0.95, 1)],
+        ];
+        blocks[0][0].flags |= Row::EXTRA;
+        blocks[1][1].flags |= Row::EXTRA;
+        let mut extras = FxMap::default();
+        let extra = |close| RowExtra {
+            close: Some(close),
+            ..Default::default()
+        };
+        extras.insert((0, 0), extra(CloseRole::Observed));
+        extras.insert((1, 1), extra(role));
+        let procs = vec![("h".to_string(), 1), ("h".to_string(), 2)];
+        file_consequences(&mut blocks, &mut sh, &extras, &procs, &conns(), None)
+    }
+
+    #[test]
+    fn the_end_that_closed_a_connection_roots_what_the_other_end_saw() {
+        // The act's call began before the observation: it roots the incident.
+        let c = closed_under(8, CloseRole::Acted);
+        assert_eq!(c.get(&(0, 0)), Some(&(1, 1)));
+        assert_eq!(c.len(), 1);
+        // It began after the observation (its thread's previous unit began later): the
+        // observation came first and roots the incident, as the times say.
+        let c = closed_under(11, CloseRole::Acted);
+        assert_eq!(c.get(&(1, 1)), Some(&(0, 0)));
+        // Two observations: the earlier roots the incident.
+        let c = closed_under(8, CloseRole::Observed);
+        assert_eq!(c.get(&(1, 1)), Some(&(0, 0)));
+    }
+
+    #[test]
+    fn close_roles_come_from_the_first_call_never_seen_or_an_injection() {
+        let k = |f: LibFn, outcome| NodeKey {
+            kind: NodeKind::Lib,
+            site: 1,
+            callee: key_lib(f),
+            outcome,
+        };
+        let observed = Some(CloseRole::Observed);
+        assert_eq!(
+            close_role(Some(k(LibFn::Recv, Outcome::Eof)), false),
+            observed
+        );
+        assert_eq!(
+            close_role(Some(k(LibFn::Read, Outcome::Errno(104))), false),
+            observed
+        );
+        assert_eq!(
+            close_role(Some(k(LibFn::Send, Outcome::Errno(32))), false),
+            observed
+        );
+        // A forced outcome is the tracer's act, not something the peer did.
+        let acted = Some(CloseRole::Acted);
+        assert_eq!(
+            close_role(Some(k(LibFn::Read, Outcome::Errno(104))), true),
+            acted
+        );
+        assert_eq!(close_role(None, true), acted);
+        assert_eq!(close_role(Some(k(LibFn::Close, Outcome::Ok)), false), acted);
+        assert_eq!(
+            close_role(Some(k(LibFn::Shutdown, Outcome::Ok)), false),
+            acted
+        );
+        assert_eq!(
+            close_role(Some(k(LibFn::Recv, Outcome::Errno(11))), false),
+            None
+        );
+        assert_eq!(close_role(None, false), None);
+        let frame = NodeKey {
+            kind: NodeKind::C,
+            ..k(LibFn::Recv, Outcome::Eof)
+        };
+        assert_eq!(close_role(Some(frame), false), None);
     }
 
     struct Matched(Vec<(UnitRef, UnitRef)>);
