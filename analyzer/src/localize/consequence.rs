@@ -170,7 +170,7 @@ pub(crate) fn file_consequences(
     }
     // A root that saw its peer close the connection dates no earlier than the peer's act
     // that closed it (step 3 of the module's documentation: who closed first).
-    let roots = date_by_closes(blocks, shared, extras, conns, &by_local, roots);
+    let (roots, closed) = date_by_closes(blocks, shared, extras, conns, &by_local, roots);
     // 2. Processes that talk to each other: (process with a root, process).
     let mut links: Vec<(usize, usize)> = Vec::new();
     for (c, f) in first.iter().enumerate() {
@@ -209,8 +209,34 @@ pub(crate) fn file_consequences(
     links.dedup();
     // 3. Incidents: processes with roots that talk to each other are one, rooted at the
     // earliest root (ties: the lower process index); a process without a root goes with
-    // the incident of the earliest root it talks to.
+    // the incident of the earliest root it talks to. Two exceptions: the end that closed
+    // a connection comes before the end that saw it closed ([`date_by_closes`]), and a
+    // later root clearly stronger than the earlier one ([`STRONGER`]) is not taken by it
+    // but takes it — as in a process, an anomaly clearly stronger than the first one
+    // has evidence of its own, and the weaker, earlier one is more likely noise (a rare
+    // class learned from three units) than its cause.
     let t_root = |b: usize| roots[b].map(|r| (r.1, b));
+    let score_of = |b: usize| roots[b].map_or(0.0, |(i, _)| blocks[b][i as usize].score);
+    // Does incident `ra` (met through process `a`) come before incident `rb` (through `b`)?
+    let before = |a: usize, ra: usize, b: usize, rb: usize| {
+        if closed.contains(&(a, b)) {
+            return true;
+        }
+        if closed.contains(&(b, a)) {
+            return false;
+        }
+        let (early, late) = if t_root(ra) <= t_root(rb) {
+            (ra, rb)
+        } else {
+            (rb, ra)
+        };
+        let first = if score_of(late) > score_of(early) + STRONGER {
+            late
+        } else {
+            early
+        };
+        first == ra
+    };
     let mut parent: Vec<usize> = (0..blocks.len()).collect();
     fn find(parent: &mut [usize], mut b: usize) -> usize {
         while parent[b] != b {
@@ -225,7 +251,7 @@ pub(crate) fn file_consequences(
         }
         let (ra, rb) = (find(&mut parent, a), find(&mut parent, b));
         if ra != rb {
-            if t_root(ra) <= t_root(rb) {
+            if before(a, ra, b, rb) {
                 parent[rb] = ra;
             } else {
                 parent[ra] = rb;
@@ -271,7 +297,7 @@ pub(crate) fn file_consequences(
             }
             let v = shared[r.shared as usize].verdict;
             let later_anomaly = r.score >= ROOT_MIN
-                && roots[b].is_none_or(|_| r.score <= root_score[b] + STRONGER)
+                && roots[b].is_none_or(|_| r.score <= root_score[b].max(root_score[t]) + STRONGER)
                 && v == Verdict::Scored
                 && when(b, i, r) >= t0;
             let new_class = v == Verdict::NoUnitModel
@@ -346,7 +372,7 @@ pub fn close_role(first_new: Option<NodeKey>, injected: bool) -> Option<CloseRol
 /// ([`CloseRole::Acted`]) on a connection to it and could have begun before the
 /// observation: the act's call began after its thread's previous unit ended (the bound the
 /// trace gives, whatever its own stamps say), and that bound precedes the observation.
-/// Returns the roots, re-dated.
+/// Returns the roots, re-dated, and the pairs (process that acted, process that saw it).
 fn date_by_closes(
     blocks: &[Vec<Row>],
     shared: &[SharedScore],
@@ -354,23 +380,30 @@ fn date_by_closes(
     conns: &[ConnRow],
     by_local: &FxMap<&str, Vec<usize>>,
     mut roots: Vec<Option<(u32, i64)>>,
-) -> Vec<Option<(u32, i64)>> {
+) -> (Vec<Option<(u32, i64)>>, Vec<(usize, usize)>) {
     let role = |b: usize, i: usize| {
         (blocks[b][i].flags & Row::EXTRA != 0)
             .then(|| extras.get(&(b as u32, i as u32)))
             .flatten()
             .and_then(|x| x.close)
     };
-    let observed: Vec<Option<i64>> = roots
+    // Per process: when its root saw its peer close, and the processes at the other end
+    // of the root's connection (when it has one).
+    let observed: Vec<Option<(i64, &[usize])>> = roots
         .iter()
         .enumerate()
         .map(|(b, r)| {
             let (i, t) = (*r)?;
-            (role(b, i as usize) == Some(CloseRole::Observed)).then_some(t)
+            let peers = match &conns[blocks[b][i as usize].conn as usize] {
+                (_, Some(_), Some(p)) => by_local.get(p.as_str()).map_or(&[][..], |v| &v[..]),
+                _ => &[],
+            };
+            (role(b, i as usize) == Some(CloseRole::Observed)).then_some((t, peers))
         })
         .collect();
+    let mut closed = Vec::new();
     if observed.iter().all(Option::is_none) {
-        return roots;
+        return (roots, closed);
     }
     for (y, rows) in blocks.iter().enumerate() {
         if roots[y].is_none() {
@@ -381,19 +414,29 @@ fn date_by_closes(
                 && role(y, i) == Some(CloseRole::Acted)
                 && r.score >= ROOT_MIN
                 && shared[r.shared as usize].verdict == Verdict::Scored;
-            let (true, (_, Some(_), Some(peer))) = (acted, &conns[r.conn as usize]) else {
+            if !acted {
                 continue;
+            }
+            // The processes at the other end of the act's connection; for an act on no
+            // connection (a fault injected in a unit that spans many: a loop, a
+            // finalizer), those whose observation was on a connection to this process.
+            let peers: &[usize] = match &conns[r.conn as usize] {
+                (_, Some(_), Some(p)) => by_local.get(p.as_str()).map_or(&[][..], |v| &v[..]),
+                _ => &[],
             };
-            // The observations at the other end of the connection, latest first.
-            let mut seen: Vec<i64> = by_local
-                .get(peer.as_str())
-                .into_iter()
-                .flatten()
-                .filter(|&&x| x != y)
-                .filter_map(|&x| observed[x])
+            let seen: Vec<(i64, usize)> = (0..blocks.len())
+                .filter(|&x| x != y)
+                .filter_map(|x| {
+                    let (t, theirs) = observed[x]?;
+                    let linked = if peers.is_empty() {
+                        theirs.contains(&y)
+                    } else {
+                        peers.contains(&x)
+                    };
+                    linked.then_some((t, x))
+                })
                 .collect();
-            seen.sort_unstable_by(|a, b| b.cmp(a));
-            let Some(&latest) = seen.first() else {
+            let Some(&(latest, _)) = seen.iter().max() else {
                 continue;
             };
             // The act began after the previous unit of its thread began: a unit starts
@@ -410,18 +453,18 @@ fn date_by_closes(
             if began > latest {
                 continue;
             }
-            // The earliest observation it may have caused.
-            let t_x = seen
-                .into_iter()
-                .filter(|&t| began <= t)
-                .min()
-                .unwrap_or(latest);
-            if let Some((_, t_y)) = &mut roots[y] {
-                *t_y = (*t_y).min(t_x - 1);
+            // The observations it may have caused.
+            for (t_x, x) in seen.into_iter().filter(|&(t, _)| began <= t) {
+                if let Some((_, t_y)) = &mut roots[y] {
+                    *t_y = (*t_y).min(t_x - 1);
+                }
+                closed.push((y, x));
             }
         }
     }
-    roots
+    closed.sort_unstable();
+    closed.dedup();
+    (roots, closed)
 }
 
 /// The class of an unmodelled unit, as far as rows tell: connection, main thread or not,
@@ -591,6 +634,30 @@ mod tests {
         assert_eq!(got, vec![((1, 1), (0, 0))]);
         assert!((blocks[1][1].score - 0.9 * CONSEQUENCE_FACTOR).abs() < 1e-12);
         assert_eq!((blocks[1][0].score, blocks[1][2].score), (0.55, 0.4));
+    }
+
+    #[test]
+    fn a_later_root_clearly_stronger_than_the_earlier_one_roots_the_incident() {
+        let mut sh = vec![
+            shared(0.7, Verdict::Scored),
+            shared(0.95, Verdict::Scored),
+            shared(1.0, Verdict::Scored),
+        ];
+        // Process 0's root (0.7, t 10) is followed by process 1's (0.95, t 12) at the other
+        // end of a connection, then by a stronger anomaly of process 0 (1.0, t 20).
+        let mut blocks = vec![
+            vec![row(0, 0, 10, 1, 0.7, 0), row(0, 1, 20, 1, 1.0, 2)],
+            vec![row(1, 0, 12, 4, 0.95, 1)],
+        ];
+        let procs = vec![("h".to_string(), 1), ("h".to_string(), 2)];
+        let c = file(&mut blocks, &mut sh, &procs, None);
+        let mut got: Vec<_> = c.into_iter().collect();
+        got.sort();
+        // The weak, earlier root is left alone (before the incident's root); the later
+        // anomaly, within STRONGER of the incident's root, is filed under it.
+        assert_eq!(got, vec![((0, 1), (1, 0))]);
+        assert_eq!(blocks[0][0].score, 0.7);
+        assert!((blocks[0][1].score - 0.95 * CONSEQUENCE_FACTOR).abs() < 1e-12);
     }
 
     /// Process 0 saw its peer close the connection (its root, t 10, on b:2 ⇄ a:1); process
