@@ -26,6 +26,18 @@
 //!    after the root broke their connection), and so are its units scoring at least
 //!    [`TOLD_MIN`] on a connection to that incident after its root (a backend told of a
 //!    timeout by the proxy closing its connection).
+//! 4. **Which root comes first.** Between two linked incidents the earlier root comes first,
+//!    with two exceptions. *Who closed first*: what one end of a connection saw — end of
+//!    stream, a reset, a broken pipe ([`CloseRole::Observed`]) — was done by the other end
+//!    ([`CloseRole::Acted`]: a fault injected there, or a `close`/`shutdown` never seen in
+//!    normal runs), so the acting end's incident comes first whenever its act may have
+//!    begun before the observation — however the two reactions' stamps fall (the end woken
+//!    by the close often runs before the closing call returns). *Clearly stronger*: a later
+//!    root more than [`STRONGER`] above the earlier one takes it, as within a process (an
+//!    earlier, weak root — a never-seen call in a class learned from three units — is more
+//!    likely noise than the cause of a call that no normal unit came near); a process's
+//!    later anomalies are then filed under the incident's root when within [`STRONGER`] of
+//!    it.
 //!
 //! A consequence ranks right after its root — its score becomes the root's times
 //! [`CONSEQUENCE_FACTOR`] — and names it (`caused_by`). The root keeps its own score: an
