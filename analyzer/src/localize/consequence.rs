@@ -66,6 +66,9 @@ pub const TOLD_MIN: f64 = 0.5;
 /// A consequence ranks right after its root: its score is the root's times this.
 pub const CONSEQUENCE_FACTOR: f64 = 0.999_999;
 
+/// A process's root: the index of its row, and when its anomaly happened (ns).
+type Root = (u32, i64);
+
 /// A unit, as a [`CauseSource`] names it: host, pid, thread and index (its id's parts).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct UnitRef {
@@ -121,7 +124,7 @@ pub(crate) fn file_consequences(
         slow.map_or(t, |s| s.min(t))
     };
     // 1. Each process's own root: (row, when).
-    let roots: Vec<Option<(u32, i64)>> = blocks
+    let roots: Vec<Option<Root>> = blocks
         .iter()
         .enumerate()
         .map(|(b, rows)| {
@@ -391,8 +394,8 @@ fn date_by_closes(
     extras: &FxMap<RowRef, RowExtra>,
     conns: &[ConnRow],
     by_local: &FxMap<&str, Vec<usize>>,
-    mut roots: Vec<Option<(u32, i64)>>,
-) -> (Vec<Option<(u32, i64)>>, Vec<(usize, usize)>) {
+    mut roots: Vec<Option<Root>>,
+) -> (Vec<Option<Root>>, Vec<(usize, usize)>) {
     let role = |b: usize, i: usize| {
         (blocks[b][i].flags & Row::EXTRA != 0)
             .then(|| extras.get(&(b as u32, i as u32)))
