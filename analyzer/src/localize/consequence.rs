@@ -562,6 +562,19 @@ mod tests {
         file_consequences(blocks, sh, &FxMap::default(), procs, &conns(), causes)
     }
 
+    /// Shared scores of scored units.
+    fn scored(scores: &[f64]) -> Vec<SharedScore> {
+        scores.iter().map(|&s| shared(s, Verdict::Scored)).collect()
+    }
+
+    /// `file` for two processes, what it filed in order.
+    fn filed_in_two(blocks: &mut [Vec<Row>], sh: &mut Vec<SharedScore>) -> Vec<(RowRef, RowRef)> {
+        let procs = vec![("h".to_string(), 1), ("h".to_string(), 2)];
+        let mut got: Vec<_> = file(blocks, sh, &procs, None).into_iter().collect();
+        got.sort();
+        got
+    }
+
     #[test]
     fn later_anomalies_and_units_on_connections_made_after_the_root_are_filed_under_it() {
         // Shared scores: 0 normal, 1 the anomaly, 2 no unit model.
@@ -627,11 +640,7 @@ mod tests {
 
     #[test]
     fn a_peer_without_anomalies_of_its_own_files_what_it_was_told_under_the_root() {
-        let mut sh = vec![
-            shared(0.9, Verdict::Scored),
-            shared(0.55, Verdict::Scored),
-            shared(0.4, Verdict::Scored),
-        ];
+        let mut sh = scored(&[0.9, 0.55, 0.4]);
         // Process 0's root at t 10 on a:1 ⇄ b:2. Process 1, with no root, on the other end:
         // a weak anomaly after it (filed), a weaker one (not), one before the root (not).
         let mut blocks = vec![
@@ -642,10 +651,7 @@ mod tests {
                 row(1, 2, 30, 4, 0.4, 2),
             ],
         ];
-        let procs = vec![("h".to_string(), 1), ("h".to_string(), 2)];
-        let c = file(&mut blocks, &mut sh, &procs, None);
-        let mut got: Vec<_> = c.into_iter().collect();
-        got.sort();
+        let got = filed_in_two(&mut blocks, &mut sh);
         assert_eq!(got, vec![((1, 1), (0, 0))]);
         assert!((blocks[1][1].score - 0.9 * CONSEQUENCE_FACTOR).abs() < 1e-12);
         assert_eq!((blocks[1][0].score, blocks[1][2].score), (0.55, 0.4));
@@ -653,21 +659,14 @@ mod tests {
 
     #[test]
     fn a_later_root_clearly_stronger_than_the_earlier_one_roots_the_incident() {
-        let mut sh = vec![
-            shared(0.7, Verdict::Scored),
-            shared(0.95, Verdict::Scored),
-            shared(1.0, Verdict::Scored),
-        ];
+        let mut sh = scored(&[0.7, 0.95, 1.0]);
         // Process 0's root (0.7, t 10) is followed by process 1's (0.95, t 12) at the other
         // end of a connection, then by a stronger anomaly of process 0 (1.0, t 20).
         let mut blocks = vec![
             vec![row(0, 0, 10, 1, 0.7, 0), row(0, 1, 20, 1, 1.0, 2)],
             vec![row(1, 0, 12, 4, 0.95, 1)],
         ];
-        let procs = vec![("h".to_string(), 1), ("h".to_string(), 2)];
-        let c = file(&mut blocks, &mut sh, &procs, None);
-        let mut got: Vec<_> = c.into_iter().collect();
-        got.sort();
+        let got = filed_in_two(&mut blocks, &mut sh);
         // The weak, earlier root is left alone (before the incident's root); the later
         // anomaly, within STRONGER of the incident's root, is filed under it.
         assert_eq!(got, vec![((0, 1), (1, 0))]);
@@ -680,11 +679,7 @@ mod tests {
     /// returning later (t 12) although its call began after its thread's previous unit
     /// began (`before`).
     fn closed_under(before: i64, role: CloseRole) -> FxMap<RowRef, RowRef> {
-        let mut sh = vec![
-            shared(0.9, Verdict::Scored),
-            shared(0.95, Verdict::Scored),
-            shared(0.1, Verdict::Scored),
-        ];
+        let mut sh = scored(&[0.9, 0.95, 0.1]);
         let mut blocks = vec![
             vec![row(0, 0, 10, 4, 0.9, 0)],
             vec![row(1, 0, before, 0, 0.1, 2), row(1, 1, 12, 1, 0.95, 1)],
@@ -725,35 +720,25 @@ mod tests {
             callee: key_lib(f),
             outcome,
         };
-        let observed = Some(CloseRole::Observed);
-        assert_eq!(
-            close_role(Some(k(LibFn::Recv, Outcome::Eof)), false),
-            observed
-        );
-        assert_eq!(
-            close_role(Some(k(LibFn::Read, Outcome::Errno(104))), false),
-            observed
-        );
-        assert_eq!(
-            close_role(Some(k(LibFn::Send, Outcome::Errno(32))), false),
-            observed
-        );
-        // A forced outcome is the tracer's act, not something the peer did.
-        let acted = Some(CloseRole::Acted);
-        assert_eq!(
-            close_role(Some(k(LibFn::Read, Outcome::Errno(104))), true),
-            acted
-        );
+        let (observed, acted) = (Some(CloseRole::Observed), Some(CloseRole::Acted));
+        let cases = [
+            (LibFn::Recv, Outcome::Eof, false, observed),
+            (LibFn::Read, Outcome::Errno(104), false, observed),
+            (LibFn::Send, Outcome::Errno(32), false, observed),
+            // A forced outcome is the tracer's act, not something the peer did.
+            (LibFn::Read, Outcome::Errno(104), true, acted),
+            (LibFn::Close, Outcome::Ok, false, acted),
+            (LibFn::Shutdown, Outcome::Ok, false, acted),
+            (LibFn::Recv, Outcome::Errno(11), false, None),
+        ];
+        for (f, outcome, injected, role) in cases {
+            assert_eq!(
+                close_role(Some(k(f, outcome)), injected),
+                role,
+                "{f:?} {outcome:?}"
+            );
+        }
         assert_eq!(close_role(None, true), acted);
-        assert_eq!(close_role(Some(k(LibFn::Close, Outcome::Ok)), false), acted);
-        assert_eq!(
-            close_role(Some(k(LibFn::Shutdown, Outcome::Ok)), false),
-            acted
-        );
-        assert_eq!(
-            close_role(Some(k(LibFn::Recv, Outcome::Errno(11))), false),
-            None
-        );
         assert_eq!(close_role(None, false), None);
         let frame = NodeKey {
             kind: NodeKind::C,
