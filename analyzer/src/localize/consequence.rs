@@ -26,6 +26,18 @@
 //!    after the root broke their connection), and so are its units scoring at least
 //!    [`TOLD_MIN`] on a connection to that incident after its root (a backend told of a
 //!    timeout by the proxy closing its connection).
+//! 4. **Which root comes first.** Between two linked incidents the earlier root comes first,
+//!    with two exceptions. *Who closed first*: what one end of a connection saw — end of
+//!    stream, a reset, a broken pipe ([`CloseRole::Observed`]) — was done by the other end
+//!    ([`CloseRole::Acted`]: a fault injected there, or a `close`/`shutdown` never seen in
+//!    normal runs), so the acting end's incident comes first whenever its act may have
+//!    begun before the observation — however the two reactions' stamps fall (the end woken
+//!    by the close often runs before the closing call returns). *Clearly stronger*: a later
+//!    root more than [`STRONGER`] above the earlier one takes it, as within a process (an
+//!    earlier, weak root — a never-seen call in a class learned from three units — is more
+//!    likely noise than the cause of a call that no normal unit came near); a process's
+//!    later anomalies are then filed under the incident's root when within [`STRONGER`] of
+//!    it.
 //!
 //! A consequence ranks right after its root — its score becomes the root's times
 //! [`CONSEQUENCE_FACTOR`] — and names it (`caused_by`). The root keeps its own score: an
@@ -34,6 +46,9 @@
 use crate::hash::FxMap;
 use crate::report::{ConnRow, Row, RowExtra, RowRef, SharedScore};
 use crate::score::Verdict;
+use crate::symbolize::key_lib;
+use crate::trees::{NodeKey, NodeKind, Outcome};
+use bufpool::format::LibFn;
 
 /// The least score of a root (an anomaly that can have consequences).
 pub const ROOT_MIN: f64 = 0.65;
@@ -50,6 +65,9 @@ pub const TOLD_MIN: f64 = 0.5;
 
 /// A consequence ranks right after its root: its score is the root's times this.
 pub const CONSEQUENCE_FACTOR: f64 = 0.999_999;
+
+/// A process's root: the index of its row, and when its anomaly happened (ns).
+type Root = (u32, i64);
 
 /// A unit, as a [`CauseSource`] names it: host, pid, thread and index (its id's parts).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -106,7 +124,7 @@ pub(crate) fn file_consequences(
         slow.map_or(t, |s| s.min(t))
     };
     // 1. Each process's own root: (row, when).
-    let roots: Vec<Option<(u32, i64)>> = blocks
+    let roots: Vec<Option<Root>> = blocks
         .iter()
         .enumerate()
         .map(|(b, rows)| {
@@ -165,6 +183,9 @@ pub(crate) fn file_consequences(
     for ((l, _), v) in &by_addr {
         by_local.entry(l).or_default().extend(v);
     }
+    // A root that saw its peer close the connection dates no earlier than the peer's act
+    // that closed it (step 3 of the module's documentation: who closed first).
+    let (roots, closed) = date_by_closes(blocks, shared, extras, conns, &by_local, roots);
     // 2. Processes that talk to each other: (process with a root, process).
     let mut links: Vec<(usize, usize)> = Vec::new();
     for (c, f) in first.iter().enumerate() {
@@ -203,8 +224,34 @@ pub(crate) fn file_consequences(
     links.dedup();
     // 3. Incidents: processes with roots that talk to each other are one, rooted at the
     // earliest root (ties: the lower process index); a process without a root goes with
-    // the incident of the earliest root it talks to.
+    // the incident of the earliest root it talks to. Two exceptions: the end that closed
+    // a connection comes before the end that saw it closed ([`date_by_closes`]), and a
+    // later root clearly stronger than the earlier one ([`STRONGER`]) is not taken by it
+    // but takes it — as in a process, an anomaly clearly stronger than the first one
+    // has evidence of its own, and the weaker, earlier one is more likely noise (a rare
+    // class learned from three units) than its cause.
     let t_root = |b: usize| roots[b].map(|r| (r.1, b));
+    let score_of = |b: usize| roots[b].map_or(0.0, |(i, _)| blocks[b][i as usize].score);
+    // Does incident `ra` (met through process `a`) come before incident `rb` (through `b`)?
+    let before = |a: usize, ra: usize, b: usize, rb: usize| {
+        if closed.contains(&(a, b)) {
+            return true;
+        }
+        if closed.contains(&(b, a)) {
+            return false;
+        }
+        let (early, late) = if t_root(ra) <= t_root(rb) {
+            (ra, rb)
+        } else {
+            (rb, ra)
+        };
+        let first = if score_of(late) > score_of(early) + STRONGER {
+            late
+        } else {
+            early
+        };
+        first == ra
+    };
     let mut parent: Vec<usize> = (0..blocks.len()).collect();
     fn find(parent: &mut [usize], mut b: usize) -> usize {
         while parent[b] != b {
@@ -219,7 +266,7 @@ pub(crate) fn file_consequences(
         }
         let (ra, rb) = (find(&mut parent, a), find(&mut parent, b));
         if ra != rb {
-            if t_root(ra) <= t_root(rb) {
+            if before(a, ra, b, rb) {
                 parent[rb] = ra;
             } else {
                 parent[ra] = rb;
@@ -265,7 +312,7 @@ pub(crate) fn file_consequences(
             }
             let v = shared[r.shared as usize].verdict;
             let later_anomaly = r.score >= ROOT_MIN
-                && roots[b].is_none_or(|_| r.score <= root_score[b] + STRONGER)
+                && roots[b].is_none_or(|_| r.score <= root_score[b].max(root_score[t]) + STRONGER)
                 && v == Verdict::Scored
                 && when(b, i, r) >= t0;
             let new_class = v == Verdict::NoUnitModel
@@ -302,6 +349,137 @@ pub(crate) fn file_consequences(
         }
     }
     caused_by
+}
+
+/// What a unit's first anomaly did to its connection, as far as the unit tells.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CloseRole {
+    /// It acted: a fault was injected in it (the trace's record of a call the tracer forced
+    /// — a connection it shut down, an errno it made up), or its first call never seen in
+    /// normal runs closed or shut down a descriptor.
+    Acted,
+    /// It saw its peer close the connection: its first call never seen in normal runs was
+    /// a receive that reached end of stream, or a call that failed with `ECONNRESET` or
+    /// `EPIPE` — what one end of a connection sees when the *other* end closed it.
+    Observed,
+}
+
+/// The [`CloseRole`] of a unit whose first call never seen in normal runs has key
+/// `first_new`, and which holds an injected fault or not.
+pub fn close_role(first_new: Option<NodeKey>, injected: bool) -> Option<CloseRole> {
+    if injected {
+        return Some(CloseRole::Acted);
+    }
+    let k = first_new.filter(|k| k.kind == NodeKind::Lib)?;
+    if k.callee == key_lib(LibFn::Close) || k.callee == key_lib(LibFn::Shutdown) {
+        return Some(CloseRole::Acted);
+    }
+    // Linux errno values: ECONNRESET 104, EPIPE 32.
+    matches!(k.outcome, Outcome::Eof | Outcome::Errno(104 | 32)).then_some(CloseRole::Observed)
+}
+
+/// **Who closed first.** When a connection breaks both ends react, and which reaction the
+/// trace dates first is a race of microseconds (the peer woken by the close may run before
+/// the closing call returns and is recorded). What one end *saw* — end of stream, a reset,
+/// a broken pipe — was caused by the other end's *act* on the connection; so a process's
+/// root that is such an observation ([`CloseRole::Observed`]) dates the root of the
+/// process at the other end just before it, when that process holds an anomaly that acted
+/// ([`CloseRole::Acted`]) on a connection to it and could have begun before the
+/// observation: the act's call began after its thread's previous unit ended (the bound the
+/// trace gives, whatever its own stamps say), and that bound precedes the observation.
+/// Returns the roots, re-dated, and the pairs (process that acted, process that saw it).
+fn date_by_closes(
+    blocks: &[Vec<Row>],
+    shared: &[SharedScore],
+    extras: &FxMap<RowRef, RowExtra>,
+    conns: &[ConnRow],
+    by_local: &FxMap<&str, Vec<usize>>,
+    mut roots: Vec<Option<Root>>,
+) -> (Vec<Option<Root>>, Vec<(usize, usize)>) {
+    let role = |b: usize, i: usize| {
+        (blocks[b][i].flags & Row::EXTRA != 0)
+            .then(|| extras.get(&(b as u32, i as u32)))
+            .flatten()
+            .and_then(|x| x.close)
+    };
+    // Per process: when its root saw its peer close, and the processes at the other end
+    // of the root's connection (when it has one).
+    let observed: Vec<Option<(i64, &[usize])>> = roots
+        .iter()
+        .enumerate()
+        .map(|(b, r)| {
+            let (i, t) = (*r)?;
+            let peers = match &conns[blocks[b][i as usize].conn as usize] {
+                (_, Some(_), Some(p)) => by_local.get(p.as_str()).map_or(&[][..], |v| &v[..]),
+                _ => &[],
+            };
+            (role(b, i as usize) == Some(CloseRole::Observed)).then_some((t, peers))
+        })
+        .collect();
+    let mut closed = Vec::new();
+    if observed.iter().all(Option::is_none) {
+        return (roots, closed);
+    }
+    for (y, rows) in blocks.iter().enumerate() {
+        if roots[y].is_none() {
+            continue;
+        }
+        for (i, r) in rows.iter().enumerate() {
+            let acted = r.flags & Row::EXTRA != 0
+                && role(y, i) == Some(CloseRole::Acted)
+                && r.score >= ROOT_MIN
+                && shared[r.shared as usize].verdict == Verdict::Scored;
+            if !acted {
+                continue;
+            }
+            // The processes at the other end of the act's connection; for an act on no
+            // connection (a fault injected in a unit that spans many: a loop, a
+            // finalizer), those whose observation was on a connection to this process.
+            let peers: &[usize] = match &conns[r.conn as usize] {
+                (_, Some(_), Some(p)) => by_local.get(p.as_str()).map_or(&[][..], |v| &v[..]),
+                _ => &[],
+            };
+            let seen: Vec<(i64, usize)> = (0..blocks.len())
+                .filter(|&x| x != y)
+                .filter_map(|x| {
+                    let (t, theirs) = observed[x]?;
+                    let linked = if peers.is_empty() {
+                        theirs.contains(&y)
+                    } else {
+                        peers.contains(&x)
+                    };
+                    linked.then_some((t, x))
+                })
+                .collect();
+            let Some(&(latest, _)) = seen.iter().max() else {
+                continue;
+            };
+            // The act began after the previous unit of its thread began: a unit starts
+            // at a call's return (a receive, a multiplexer's), so the act's call was entered
+            // after it (acts are few: looked up only for one that may explain an
+            // observation).
+            let began = rows
+                .iter()
+                .filter(|p| p.tid == r.tid && p.index < r.index)
+                .max_by_key(|p| p.index)
+                .map_or(r.t_start_unix_ns, |p| {
+                    p.t_start_unix_ns.min(r.t_start_unix_ns)
+                });
+            if began > latest {
+                continue;
+            }
+            // The observations it may have caused.
+            for (t_x, x) in seen.into_iter().filter(|&(t, _)| began <= t) {
+                if let Some((_, t_y)) = &mut roots[y] {
+                    *t_y = (*t_y).min(t_x - 1);
+                }
+                closed.push((y, x));
+            }
+        }
+    }
+    closed.sort_unstable();
+    closed.dedup();
+    (roots, closed)
 }
 
 /// The class of an unmodelled unit, as far as rows tell: connection, main thread or not,
@@ -384,6 +562,19 @@ mod tests {
         file_consequences(blocks, sh, &FxMap::default(), procs, &conns(), causes)
     }
 
+    /// Shared scores of scored units.
+    fn scored(scores: &[f64]) -> Vec<SharedScore> {
+        scores.iter().map(|&s| shared(s, Verdict::Scored)).collect()
+    }
+
+    /// `file` for two processes, what it filed in order.
+    fn filed_in_two(blocks: &mut [Vec<Row>], sh: &mut Vec<SharedScore>) -> Vec<(RowRef, RowRef)> {
+        let procs = vec![("h".to_string(), 1), ("h".to_string(), 2)];
+        let mut got: Vec<_> = file(blocks, sh, &procs, None).into_iter().collect();
+        got.sort();
+        got
+    }
+
     #[test]
     fn later_anomalies_and_units_on_connections_made_after_the_root_are_filed_under_it() {
         // Shared scores: 0 normal, 1 the anomaly, 2 no unit model.
@@ -449,11 +640,7 @@ mod tests {
 
     #[test]
     fn a_peer_without_anomalies_of_its_own_files_what_it_was_told_under_the_root() {
-        let mut sh = vec![
-            shared(0.9, Verdict::Scored),
-            shared(0.55, Verdict::Scored),
-            shared(0.4, Verdict::Scored),
-        ];
+        let mut sh = scored(&[0.9, 0.55, 0.4]);
         // Process 0's root at t 10 on a:1 ⇄ b:2. Process 1, with no root, on the other end:
         // a weak anomaly after it (filed), a weaker one (not), one before the root (not).
         let mut blocks = vec![
@@ -464,13 +651,100 @@ mod tests {
                 row(1, 2, 30, 4, 0.4, 2),
             ],
         ];
-        let procs = vec![("h".to_string(), 1), ("h".to_string(), 2)];
-        let c = file(&mut blocks, &mut sh, &procs, None);
-        let mut got: Vec<_> = c.into_iter().collect();
-        got.sort();
+        let got = filed_in_two(&mut blocks, &mut sh);
         assert_eq!(got, vec![((1, 1), (0, 0))]);
         assert!((blocks[1][1].score - 0.9 * CONSEQUENCE_FACTOR).abs() < 1e-12);
         assert_eq!((blocks[1][0].score, blocks[1][2].score), (0.55, 0.4));
+    }
+
+    #[test]
+    fn a_later_root_clearly_stronger_than_the_earlier_one_roots_the_incident() {
+        let mut sh = scored(&[0.7, 0.95, 1.0]);
+        // Process 0's root (0.7, t 10) is followed by process 1's (0.95, t 12) at the other
+        // end of a connection, then by a stronger anomaly of process 0 (1.0, t 20).
+        let mut blocks = vec![
+            vec![row(0, 0, 10, 1, 0.7, 0), row(0, 1, 20, 1, 1.0, 2)],
+            vec![row(1, 0, 12, 4, 0.95, 1)],
+        ];
+        let got = filed_in_two(&mut blocks, &mut sh);
+        // The weak, earlier root is left alone (before the incident's root); the later
+        // anomaly, within STRONGER of the incident's root, is filed under it.
+        assert_eq!(got, vec![((0, 1), (1, 0))]);
+        assert_eq!(blocks[0][0].score, 0.7);
+        assert!((blocks[0][1].score - 0.95 * CONSEQUENCE_FACTOR).abs() < 1e-12);
+    }
+
+    /// Process 0 saw its peer close the connection (its root, t 10, on b:2 ⇄ a:1); process
+    /// 1, at the other end, holds the act that closed it (an injected fault), recorded as
+    /// returning later (t 12) although its call began after its thread's previous unit
+    /// began (`before`).
+    fn closed_under(before: i64, role: CloseRole) -> FxMap<RowRef, RowRef> {
+        let mut sh = scored(&[0.9, 0.95, 0.1]);
+        let mut blocks = vec![
+            vec![row(0, 0, 10, 4, 0.9, 0)],
+            vec![row(1, 0, before, 0, 0.1, 2), row(1, 1, 12, 1, 0.95, 1)],
+        ];
+        blocks[0][0].flags |= Row::EXTRA;
+        blocks[1][1].flags |= Row::EXTRA;
+        let mut extras = FxMap::default();
+        let extra = |close| RowExtra {
+            close: Some(close),
+            ..Default::default()
+        };
+        extras.insert((0, 0), extra(CloseRole::Observed));
+        extras.insert((1, 1), extra(role));
+        let procs = vec![("h".to_string(), 1), ("h".to_string(), 2)];
+        file_consequences(&mut blocks, &mut sh, &extras, &procs, &conns(), None)
+    }
+
+    #[test]
+    fn the_end_that_closed_a_connection_roots_what_the_other_end_saw() {
+        // The act's call began before the observation: it roots the incident.
+        let c = closed_under(8, CloseRole::Acted);
+        assert_eq!(c.get(&(0, 0)), Some(&(1, 1)));
+        assert_eq!(c.len(), 1);
+        // It began after the observation (its thread's previous unit began later): the
+        // observation came first and roots the incident, as the times say.
+        let c = closed_under(11, CloseRole::Acted);
+        assert_eq!(c.get(&(1, 1)), Some(&(0, 0)));
+        // Two observations: the earlier roots the incident.
+        let c = closed_under(8, CloseRole::Observed);
+        assert_eq!(c.get(&(1, 1)), Some(&(0, 0)));
+    }
+
+    #[test]
+    fn close_roles_come_from_the_first_call_never_seen_or_an_injection() {
+        let k = |f: LibFn, outcome| NodeKey {
+            kind: NodeKind::Lib,
+            site: 1,
+            callee: key_lib(f),
+            outcome,
+        };
+        let (observed, acted) = (Some(CloseRole::Observed), Some(CloseRole::Acted));
+        let cases = [
+            (LibFn::Recv, Outcome::Eof, false, observed),
+            (LibFn::Read, Outcome::Errno(104), false, observed),
+            (LibFn::Send, Outcome::Errno(32), false, observed),
+            // A forced outcome is the tracer's act, not something the peer did.
+            (LibFn::Read, Outcome::Errno(104), true, acted),
+            (LibFn::Close, Outcome::Ok, false, acted),
+            (LibFn::Shutdown, Outcome::Ok, false, acted),
+            (LibFn::Recv, Outcome::Errno(11), false, None),
+        ];
+        for (f, outcome, injected, role) in cases {
+            assert_eq!(
+                close_role(Some(k(f, outcome)), injected),
+                role,
+                "{f:?} {outcome:?}"
+            );
+        }
+        assert_eq!(close_role(None, true), acted);
+        assert_eq!(close_role(None, false), None);
+        let frame = NodeKey {
+            kind: NodeKind::C,
+            ..k(LibFn::Recv, Outcome::Eof)
+        };
+        assert_eq!(close_role(Some(frame), false), None);
     }
 
     struct Matched(Vec<(UnitRef, UnitRef)>);

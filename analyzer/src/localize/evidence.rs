@@ -215,11 +215,12 @@ pub fn evidence_score(s: &UnitScore, m: &TreeModel) -> f64 {
     if s.verdict != Verdict::Scored {
         return s.score;
     }
+    let missing = MissingContext::of(s);
     let max = s
         .effective
         .iter()
         .map(|e| match e.class {
-            NodeClass::Missing => missing_evidence(m, e.id),
+            NodeClass::Missing => missing.weight(e) * missing_evidence(m, e.id),
             NodeClass::New if e.key.outcome == Outcome::Unfinished => {
                 END_WEIGHT * node_evidence(e.class, e.p, e.key.kind, e.key.outcome, m.units)
             }
@@ -227,6 +228,58 @@ pub fn evidence_score(s: &UnitScore, m: &TreeModel) -> f64 {
         })
         .fold(0.0f64, f64::max);
     0.8 * max + 0.2 * s.score
+}
+
+/// What weighs a unit's **missing** calls down, from what the unit did (see
+/// [`MissingContext::weight`]).
+#[derive(Default)]
+struct MissingContext {
+    /// The unit holds a call still blocked when the trace ended.
+    ended_blocked: bool,
+    /// Calls (parent, site, callee) the unit made and that met a timing outcome
+    /// ([`is_timing`]); sorted.
+    timing: Vec<(u64, u64, u64)>,
+}
+
+impl MissingContext {
+    fn of(s: &UnitScore) -> MissingContext {
+        let mut c = MissingContext::default();
+        if !s.effective.iter().any(|e| e.class == NodeClass::Missing) {
+            return c;
+        }
+        for e in s.effective.iter().filter(|e| e.class != NodeClass::Missing) {
+            c.ended_blocked |= e.key.outcome == Outcome::Unfinished;
+            if is_timing(e.key.outcome) {
+                c.timing.push((e.parent, e.key.site, e.key.callee));
+            }
+        }
+        c.timing.sort_unstable();
+        c
+    }
+
+    /// How much a missing call of the unit weighs, relative to [`missing_evidence`]:
+    ///
+    /// - [`TIMING_WEIGHT`] when the unit made the same call (same parent, site and callee)
+    ///   and it met a timing outcome instead — the expected `accept4` that another thread
+    ///   of the process won, leaving this one `EAGAIN`: the call was made, and what it met
+    ///   depended on timing, as with a timing outcome never seen;
+    /// - [`END_WEIGHT`] when the unit holds a call still blocked when the trace ended: the
+    ///   unit was **cut by the end of the run** (the process was stopped while it waited),
+    ///   and what it did not do it may only not have had time to do — a server stopped
+    ///   before its client's disconnection reached it does not unregister the connection;
+    /// - else 1.
+    fn weight(&self, e: &crate::score::Effective) -> f64 {
+        let k = (e.parent, e.key.site, e.key.callee);
+        let timing = e.key.kind == NodeKind::Lib && self.timing.binary_search(&k).is_ok();
+        let mut w: f64 = 1.0;
+        if timing {
+            w = w.min(TIMING_WEIGHT);
+        }
+        if self.ended_blocked {
+            w = w.min(END_WEIGHT);
+        }
+        w
+    }
 }
 
 /// Re-scores a unit scored by the paper's method ([`crate::score::score_tree_as`], or
@@ -393,6 +446,33 @@ mod tests {
             let e = one_extra(o);
             assert!(e < 0.5 && failed > 0.8, "{o:?}: {e} vs {failed}");
         }
+    }
+
+    #[test]
+    fn a_missing_call_weighs_less_in_a_unit_cut_by_the_end_or_when_it_met_would_block() {
+        // Every normal unit makes call 1 after call 0 (300 units).
+        let m = TreeModel::from_trees(std::iter::repeat_n(&calls_1_after_0(), 300));
+        let full = evidence_score(&score_tree(&calls(0), &m), &m);
+        assert!(full > 0.8, "{full}");
+        // The same unit, also still blocked in a call when the trace ended.
+        let mut cut = calls(0);
+        let a = *cut.nodes.keys().next().unwrap();
+        cut.add(a, lib(5, Outcome::Unfinished), 2);
+        let e = evidence_score(&score_tree(&cut, &m), &m);
+        assert!(e < 0.6 && e < full - 0.3, "{e} vs {full}");
+        // Call 1 made, meeting EAGAIN instead of succeeding.
+        let mut blocked = calls(0);
+        blocked.add(a, lib(1, Outcome::Errno(11)), 1);
+        let s = score_tree(&blocked, &m);
+        let missing = s.effective.iter().find(|e| e.class == NodeClass::Missing);
+        assert!(missing.is_some());
+        let e = evidence_score(&s, &m);
+        assert!(e < 0.6 && e < full - 0.3, "{e} vs {full}");
+        // Another call meeting EAGAIN does not excuse the missing one.
+        let mut other = calls(0);
+        other.add(a, lib(7, Outcome::Errno(11)), 1);
+        let e = evidence_score(&score_tree(&other, &m), &m);
+        assert!(e > 0.8, "{e}");
     }
 
     #[test]

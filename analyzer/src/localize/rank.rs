@@ -146,8 +146,8 @@ impl Ranker<'_> {
         } else {
             self.cache.get(&key).copied()
         };
-        // TSC of the first call never seen in normal runs (units that may be roots).
-        let mut new_tsc = None;
+        // TSC and key of the first call never seen in normal runs (units that may be roots).
+        let mut first_new: Option<(u64, trees::NodeKey)> = None;
         let CachedScore { score, shared } = match cached {
             Some(c) => c,
             None => {
@@ -166,12 +166,12 @@ impl Ranker<'_> {
                 };
                 let s = evidence::rescore(self.opts.score, s, &tree, m, facts);
                 if self.opts.score.groups_consequences() && s.score >= consequence::ROOT_MIN {
-                    new_tsc = s
+                    first_new = s
                         .effective
                         .iter()
                         .filter(|e| e.class == score::NodeClass::New)
-                        .filter_map(|e| tree.nodes.get(&e.id).map(|n| n.first_tsc))
-                        .min();
+                        .filter_map(|e| tree.nodes.get(&e.id).map(|n| (n.first_tsc, n.key)))
+                        .min_by_key(|&(tsc, _)| tsc);
                 }
                 let light: Box<[score::Effective]> = s
                     .effective
@@ -243,9 +243,13 @@ impl Ranker<'_> {
             class: u.class(),
             cut: u.head.cut,
         });
-        let anomaly_ns = new_tsc.map(|tsc| consequence::tsc_to_ns(tsc, h));
-        let extra =
-            h.lost > 0 || !h.injections.is_empty() || anomaly_ns.is_some() || slow.is_some();
+        let anomaly_ns = first_new.map(|(tsc, _)| consequence::tsc_to_ns(tsc, h));
+        let close = consequence::close_role(first_new.map(|(_, k)| k), !h.injections.is_empty());
+        let extra = h.lost > 0
+            || !h.injections.is_empty()
+            || anomaly_ns.is_some()
+            || slow.is_some()
+            || close.is_some();
         if extra {
             self.extras.push((
                 row as u32,
@@ -254,6 +258,7 @@ impl Ranker<'_> {
                     injections: h.injections.clone(),
                     anomaly_ns,
                     slow,
+                    close,
                     ..Default::default()
                 },
             ));

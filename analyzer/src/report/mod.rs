@@ -54,6 +54,9 @@ pub(crate) struct RowExtra {
     pub anomaly_ns: Option<i64>,
     /// Its call too long ([`crate::durations::ClassLimits::slowest`]), if any.
     pub slow: Option<crate::durations::SlowCall>,
+    /// Whether its first anomaly closed its connection or saw the peer close it
+    /// ([`crate::consequence::close_role`]).
+    pub close: Option<crate::consequence::CloseRole>,
 }
 
 pub(crate) use crate::localize::rows::{Row, RowRef, SharedScore};
