@@ -97,7 +97,7 @@ fn main() -> ExitCode {
                     return ExitCode::SUCCESS;
                 }
             }
-            eprintln!("culprit: error: {e:#}");
+            eprintln!("culprit: error: {}", cmd::common::error_text(&e));
             ExitCode::from(2)
         }
     }

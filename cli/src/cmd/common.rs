@@ -153,9 +153,42 @@ pub fn parse_readers(s: &str) -> Result<usize, String> {
     }
 }
 
+/// The text of an error and its causes for the user: each cause after the message it
+/// explains, but a cause whose text that message already ends with is not said twice (the
+/// error types of the crates below name their OS error in their message and also expose it
+/// as their `source`).
+pub fn error_text(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let part = cause.to_string();
+        if text.is_empty() {
+            text = part;
+        } else if !text.ends_with(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cause_already_in_its_message_is_said_once() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("trace/chunk-0: open: {source}")]
+        struct Named {
+            source: std::io::Error,
+        }
+        let io = || std::io::Error::from_raw_os_error(2);
+        let e = anyhow::Error::new(Named { source: io() });
+        assert_eq!(error_text(&e), format!("trace/chunk-0: open: {}", io()));
+        // A cause the message does not tell is still told, after it.
+        let e = anyhow::Error::new(io()).context("reading the model");
+        assert_eq!(error_text(&e), format!("reading the model: {}", io()));
+    }
 
     #[test]
     fn sizes_parse() {
