@@ -4,8 +4,9 @@
 //! Every thread is decoded first ([`super::ops::stream_thread`], threads in parallel on the
 //! pool) to an unnamed temporary file of its ops (the calls that set up, use or end a
 //! socket, forks and gaps; ~55 bytes each), then the threads of all processes are merged
-//! by wall-clock time (then process, TSC, thread), each file read through a 32 KiB buffer. The merged ops replay the
-//! descriptor tables as [`super::sockets`] does (a forked child starts with its parent's
+//! by wall-clock time (then process, TSC, thread) — a send at its entry, any other call at
+//! its exit, the order of [`super::sockets::Item::at`] — each file read through a 32 KiB
+//! buffer. The merged ops replay the descriptor tables as [`super::sockets`] does (a forked child starts with its parent's
 //! table as it was when the child's first op or the parent's `fork` came, whichever is
 //! first), pair the ends of each stream by [`super::sockets::pair_key`] as they are set
 //! up (an accepted end takes the earliest connecting end waiting under its key, and the
@@ -40,7 +41,7 @@
 use super::datagram::{addr_matches, source_fits};
 use super::ops::{self, Op, OpAddrs, OpKind, NO_RET};
 use super::slices::{FlowLookup, ProcNames};
-use super::sockets::{pair_key, Origin, EINPROGRESS};
+use super::sockets::{pair_key, Item, Origin, EINPROGRESS};
 use crate::decode::TraceSet;
 use crate::error::{Error, Result};
 use crate::hash::FxMap;
@@ -888,10 +889,13 @@ pub fn stream_flows(
             });
         }
     }
+    // Sends at their entry, the rest at their exit (`Item::at`): one thread's calls never
+    // overlap, so each feed stays in this order.
     let key = |f: &Feed| {
         let o = &f.cur.0;
         let p = &set.processes[f.proc];
-        (p.calib.tsc_to_unix_ns(o.end), f.proc, o.end, o.tid)
+        let t = Item::at(o);
+        (p.calib.tsc_to_unix_ns(t), f.proc, t, o.tid)
     };
     let mut heap: BinaryHeap<_> = feeds
         .iter()
