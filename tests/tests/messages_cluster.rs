@@ -142,3 +142,71 @@ fn python_cluster_with_forked_workers_socketpair_and_datagrams() {
     assert_eq!(out.len() as u64, v["totals"]["messages"].as_u64().unwrap());
     assert_eq!(out, inn);
 }
+
+const SHARED: &str = r#"
+import os, socket, sys
+W = int(sys.argv[1]); M = int(sys.argv[2]); REC = 8
+a, b = socket.socketpair()
+kids = []
+for w in range(W):
+    pid = os.fork()
+    if pid == 0:  # a writer on the shared end
+        a.close()
+        for k in range(M):
+            b.sendall(w.to_bytes(4, 'big') + k.to_bytes(4, 'big'))
+        os._exit(0)
+    kids.append(pid)
+b.close()
+nxt = [0] * W
+for _ in range(W * M):
+    buf = b''
+    while len(buf) < REC:
+        c = a.recv(REC - len(buf))
+        if not c: raise EOFError
+        buf += c
+    w, k = int.from_bytes(buf[:4], 'big'), int.from_bytes(buf[4:], 'big')
+    assert k == nxt[w], (w, k, nxt[w]); nxt[w] += 1
+for p in kids: os.waitpid(p, 0)
+print('shared ok', W * M * REC)
+"#;
+
+/// Forked writers racing on one shared end of a socketpair, one reader on the other: the
+/// writers' sends overlap in time (one preempted inside its send while another's goes
+/// through), so the order in which their bytes entered the stream is known only up to
+/// the calls' entries and exits. Every byte is matched, and no receive is matched to a
+/// send that began after it ended (sends are ordered by entry, receives by exit).
+#[test]
+fn forked_writers_racing_on_one_socketpair_end() {
+    let mut tmp = tempfile::tempdir().expect("temporary directory");
+    let script = tmp.path().join("shared.py");
+    std::fs::write(&script, SHARED).unwrap();
+    let dir = tmp.path().join("trace");
+    let py = python();
+    let r = record(
+        &dir,
+        &[],
+        &[py.to_str().unwrap(), script.to_str().unwrap(), "4", "300"],
+        Duration::from_secs(120),
+    );
+    r.assert_success("record the racing writers");
+    assert!(r.stdout.contains("shared ok 9600"), "{}", r.stdout);
+    let j = run_culprit(
+        &["messages", "--json", dir.to_str().unwrap()],
+        Duration::from_secs(120),
+    );
+    j.assert_success("culprit messages --json");
+    let v: Value = serde_json::from_str(&j.stdout).expect("JSON");
+    assert_no_violations(&v, &mut tmp);
+    let pairs: Vec<&Value> = v["connections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["kind"] == "pair" && !c["b"].is_null())
+        .collect();
+    assert_eq!(pairs.len(), 1, "{v:#}");
+    let c = pairs[0];
+    assert_eq!(c["matched_bytes"], 9600, "{c}");
+    assert_eq!(c["unmatched_bytes"], 0, "{c}");
+    // Every send and every receive moved one whole record.
+    assert_eq!(c["messages"], 1200, "{c}");
+}
