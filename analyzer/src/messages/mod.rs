@@ -209,6 +209,33 @@ pub fn analyze_ops(mut procs: Vec<ProcOps>) -> Messages {
                     .iter()
                     .any(|s| s.items.iter().any(|it| it.kind == ItemKind::Reset));
                 let closed = |s: &Socket| s.items.iter().any(|it| it.kind == ItemKind::Close);
+                // One clock on both ends: sends placed so that no receive precedes them.
+                let clock = |r: OpRef| {
+                    let p = &procs[r.proc as usize];
+                    let o = &p.ops[r.idx as usize];
+                    (p.ns(o.start), p.ns(o.end))
+                };
+                // Only where several threads write to the socket: one thread's order is
+                // certain (and the rule would keep it).
+                let one_host = procs[sa.proc as usize].host == procs[sb.proc as usize].host;
+                let writers = |s: &Socket| {
+                    let mut sends = s.items.iter().filter(|it| it.kind == ItemKind::Send);
+                    let first = sends.next().map(|it| {
+                        (
+                            it.op.proc,
+                            procs[it.op.proc as usize].ops[it.op.idx as usize].tid,
+                        )
+                    });
+                    sends.any(|it| {
+                        Some((
+                            it.op.proc,
+                            procs[it.op.proc as usize].ops[it.op.idx as usize].tid,
+                        )) != first
+                    })
+                };
+                let clock_of = |s: &Socket| -> Option<stream::Clock> {
+                    (one_host && writers(s)).then_some(&clock)
+                };
                 let (ab, ba) = match (sa.base, sb.base) {
                     (Some((ra, wa)), Some((rb, wb))) => (
                         stream::match_direction(
@@ -216,12 +243,14 @@ pub fn analyze_ops(mut procs: Vec<ProcOps>) -> Messages {
                             &sb.items,
                             reset || closed(sb),
                             (wa, rb),
+                            clock_of(sa),
                         ),
                         stream::match_direction(
                             &sb.items,
                             &sa.items,
                             reset || closed(sa),
                             (wb, ra),
+                            clock_of(sb),
                         ),
                     ),
                     // An end met already open whose offsets are unknown: no alignment.

@@ -5,9 +5,7 @@
 //! (`socket`, `socketpair`, `accept*`, `connect`, `bind`, `dup*`, `close`); a forked child
 //! starts with a copy of its parent's table at the `fork` (parents are replayed first), so
 //! a socket used by several processes is one [`Socket`] whose items (sends, receives,
-//! gaps…) are merged in TSC order — the byte stream is the socket's, not the process's;
-//! sends stand in that order at their entry, everything else at its exit ([`Item::at`]: the
-//! order that never puts a receive before bytes it read).
+//! gaps…) are merged in TSC order — the byte stream is the socket's, not the process's.
 //! A descriptor used without any recorded setup (the trace began after the connection was
 //! made, or the descriptor came from an untraced parent or over `SCM_RIGHTS`) gets a socket
 //! of origin [`Origin::Unknown`] — unless the tracer described it on first use (an
@@ -100,39 +98,12 @@ pub enum ItemKind {
 pub struct Item {
     /// The op.
     pub op: OpRef,
-    /// The TSC it is ordered by: a send's entry, anything else's exit (see
-    /// [`Item::at`]).
+    /// Its end TSC.
     pub tsc: u64,
     /// What.
     pub kind: ItemKind,
     /// Bytes (sends, receives, peeks).
     pub n: u64,
-}
-
-impl Item {
-    /// When an op's item stands in its socket's order: a send at its **entry**, everything
-    /// else (receives, peeks, ends of stream, resets, closes, gaps) at its **exit**.
-    ///
-    /// The kernel moves a call's bytes at some instant between its entry and its exit, so
-    /// when calls of several threads or processes on one socket overlap in time, the trace
-    /// cannot tell in which order their bytes entered (or left) the stream. This order is
-    /// the one that never contradicts causality: bytes of a send that began after a receive
-    /// ended cannot be in that receive, and the sends that began before the receive ended
-    /// carry at least every byte it and the receives before it read; with sends numbered in
-    /// entry order and receives in exit order, no receive is so ever matched to a send that
-    /// began after it ended (a one-host violation, [`super::offsets`]). Ordering sends by
-    /// their exit can: a sender preempted between handing its bytes to the kernel and its
-    /// exit stamp lets another process's later send, which ended earlier, take its place
-    /// in front of the bytes a receive already read. One thread's calls never overlap, so
-    /// either rule gives its own calls the same order.
-    #[inline]
-    pub fn at(op: &Op) -> u64 {
-        if op.kind == OpKind::Send {
-            op.start
-        } else {
-            op.end
-        }
-    }
 }
 
 /// One socket (possibly shared by several processes).
@@ -362,14 +333,14 @@ pub fn resolve(procs: &mut [ProcOps]) -> Vec<Socket> {
                         // Messages, not bytes: this side's offsets are unknown from here.
                         so.items.push(Item {
                             op: r,
-                            tsc: Item::at(&op),
+                            tsc: op.end,
                             kind: ItemKind::Gap,
                             n: 0,
                         });
                     } else if n > 0 {
                         so.items.push(Item {
                             op: r,
-                            tsc: Item::at(&op),
+                            tsc: op.end,
                             kind,
                             n,
                         });
@@ -413,8 +384,7 @@ pub fn resolve(procs: &mut [ProcOps]) -> Vec<Socket> {
         }
     }
     for s in &mut socks {
-        // Several processes' items were appended process by process: merge by TSC (sends
-        // by entry, the rest by exit: `Item::at`).
+        // Several processes' items were appended process by process: merge by TSC.
         s.items.sort_by_key(|it| it.tsc);
     }
     socks
