@@ -521,6 +521,21 @@ fn a_send_never_takes_bytes_read_before_it_began() {
         senders_by_receive(&m),
         vec![(1_900_000, 11), (2_450_000, 12)]
     );
+    // Both sends overlapped: their order is inferred, and said so.
+    let pair = m.conns.iter().find(|c| c.kind == ConnKind::Pair).unwrap();
+    assert_eq!(pair.ab.order_inferred + pair.ba.order_inferred, 16);
+    let sum = summary::summarize(&m);
+    let c = sum
+        .connections
+        .iter()
+        .find(|c| c.kind == ConnKind::Pair)
+        .unwrap();
+    assert_eq!(c.order_inferred_bytes, 16);
+    let text = summary::text(&sum);
+    assert!(
+        text.contains("16 bytes sent by threads whose sends overlapped"),
+        "{text}"
+    );
 }
 
 /// Overlapping sends that no receive constrains keep their exit order (on racing
@@ -679,6 +694,19 @@ proptest! {
                 c.msgs[i].0 != c.msgs[j].0 && calls[i].0 < calls[j].1 && calls[j].0 < calls[i].1
             })
         });
+        // The bytes whose order is inferred: those of sends overlapping another writer's.
+        let inferred: u64 = (0..calls.len())
+            .filter(|&i| {
+                (0..calls.len()).any(|j| {
+                    c.msgs[i].0 != c.msgs[j].0
+                        && calls[i].0 < calls[j].1
+                        && calls[j].0 < calls[i].1
+                })
+            })
+            .map(|i| c.msgs[i].1 as u64)
+            .sum();
+        prop_assert_eq!(pair.ab.order_inferred + pair.ba.order_inferred, inferred);
+        prop_assert_eq!(inferred > 0, overlap);
         if !overlap {
             for f in pair.flows() {
                 let o = m.op(f.send);

@@ -106,6 +106,10 @@ fn python_cluster_with_forked_workers_socketpair_and_datagrams() {
         assert_eq!(c["matched_bytes"].as_u64().unwrap(), moved, "{c}");
         assert_eq!(c["unmatched_bytes"], 0, "{c}");
     }
+    // One thread writes each direction of a TCP connection: no order is inferred.
+    for c in kind("tcp") {
+        assert_eq!(c["order_inferred_bytes"], 0, "{c}");
+    }
     // The workers (forked after accept) did the serving: the server ends are shared.
     let tcp_lat: Vec<u64> = kind("tcp")
         .map(|c| c["latency"]["count"].as_u64().unwrap())
@@ -209,4 +213,6 @@ fn forked_writers_racing_on_one_socketpair_end() {
     assert_eq!(c["unmatched_bytes"], 0, "{c}");
     // Every send and every receive moved one whole record.
     assert_eq!(c["messages"], 1200, "{c}");
+    // What overlapped another writer's send is said to be in an inferred order.
+    assert!(c["order_inferred_bytes"].as_u64().unwrap() <= 9600, "{c}");
 }

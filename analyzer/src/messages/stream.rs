@@ -144,6 +144,10 @@ pub struct Direction {
     pub gaps: u32,
     /// Gaps resynchronized.
     pub resynced: u32,
+    /// Bytes of sends that overlapped in time a send of another thread on the same socket:
+    /// their place in the stream is the inferred order of the module docs, not a recorded
+    /// one (0 for a socket one thread writes).
+    pub order_inferred: u64,
     /// Flows.
     pub flows: Vec<Flow>,
     /// Unmatched bytes.
@@ -161,6 +165,7 @@ impl Direction {
         self.recvs += other.recvs;
         self.gaps += other.gaps;
         self.resynced += other.resynced;
+        self.order_inferred += other.order_inferred;
         self.flows.extend(other.flows);
         self.unmatched.extend(other.unmatched);
         self
@@ -410,6 +415,35 @@ fn place_causally(sends: &mut [(u64, u64, OpRef)], recvs: &[(u64, u64, OpRef)], 
             x += n;
         }
     }
+}
+
+/// Bytes of the sends that overlap in time a send of another thread: `sends` are (entry,
+/// exit, thread, bytes) of one socket's sends, in any order. A thread's own sends never
+/// overlap, so at most one send per thread is in progress at any time: a sweep in entry
+/// order keeps those (one per writer thread) and marks each send that begins while one of
+/// another thread is still in progress, and that one.
+pub fn overlapping_bytes<T: Copy + Eq>(sends: &mut [(i64, i64, T, u64)]) -> u64 {
+    sends.sort_unstable_by_key(|x| (x.0, x.1));
+    let mut marked = vec![false; sends.len()];
+    // In progress: (index, exit).
+    let mut active: Vec<(usize, i64)> = Vec::new();
+    for i in 0..sends.len() {
+        let (s0, s1, t, _) = sends[i];
+        active.retain(|&(_, e)| e > s0);
+        for &(j, _) in &active {
+            if sends[j].2 != t {
+                marked[i] = true;
+                marked[j] = true;
+            }
+        }
+        active.push((i, s1));
+    }
+    sends
+        .iter()
+        .zip(marked)
+        .filter(|(_, m)| *m)
+        .map(|(x, _)| x.3)
+        .sum()
 }
 
 /// Bytes of `[lo, hi)` the other side cannot account for because of its gap.

@@ -8,7 +8,9 @@
 //!   directions), `unmatched_bytes` (sent or received bytes not matched, each side counted:
 //!   `sent + received = 2 × matched + unmatched`), `messages` (send → receive flows: one
 //!   per pair of calls that share bytes), and besides: `kind`, `unmatched` (bytes by
-//!   reason), `latency`, `reset`, `gaps`, `resynced`, `peeked_bytes`, and for datagrams
+//!   reason), `latency`, `reset`, `gaps`, `resynced`, `peeked_bytes`, `order_inferred_bytes`
+//!   (bytes of sends that overlapped a send of another thread on the same socket, whose
+//!   place in the stream is inferred: see `stream`), and for datagrams
 //!   `reordered`, `lost`, `duplicated` (datagram counts);
 //! - `totals`: `sent_bytes`, `received_bytes`, `matched_bytes`, `unmatched_bytes`,
 //!   `messages` over all connections;
@@ -75,6 +77,9 @@ pub struct ConnSummary {
     pub resynced: u32,
     /// Bytes peeked.
     pub peeked_bytes: u64,
+    /// Bytes of sends that overlapped in time a send of another thread on the same
+    /// socket: matched in the inferred order ([`super::stream`]), not a recorded one.
+    pub order_inferred_bytes: u64,
     /// Datagrams received out of order.
     pub reordered: u64,
     /// Datagrams sent and never received.
@@ -247,6 +252,7 @@ pub fn summarize(m: &Messages) -> Summary {
             gaps: c.ab.gaps + c.ba.gaps,
             resynced: c.ab.resynced + c.ba.resynced,
             peeked_bytes: c.ab.peeked + c.ba.peeked,
+            order_inferred_bytes: c.ab.order_inferred + c.ba.order_inferred,
             reordered: c.reordered,
             lost: c.lost,
             duplicated: c.duplicated,
@@ -365,6 +371,12 @@ pub fn text(s: &Summary) -> String {
         }
         if c.peeked_bytes > 0 {
             flags.push(format!("{} bytes peeked", c.peeked_bytes));
+        }
+        if c.order_inferred_bytes > 0 {
+            flags.push(format!(
+                "{} bytes sent by threads whose sends overlapped (their order inferred)",
+                c.order_inferred_bytes
+            ));
         }
         if c.lost > 0 {
             flags.push(format!("{} datagrams lost", c.lost));
