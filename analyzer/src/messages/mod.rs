@@ -223,21 +223,7 @@ pub fn analyze_ops(mut procs: Vec<ProcOps>) -> Messages {
                 // Only where several threads write to the socket: one thread's order is
                 // certain (and the rule would keep it).
                 let one_host = procs[sa.proc as usize].host == procs[sb.proc as usize].host;
-                let writers = |s: &Socket| {
-                    let mut sends = s.items.iter().filter(|it| it.kind == ItemKind::Send);
-                    let first = sends.next().map(|it| {
-                        (
-                            it.op.proc,
-                            procs[it.op.proc as usize].ops[it.op.idx as usize].tid,
-                        )
-                    });
-                    sends.any(|it| {
-                        Some((
-                            it.op.proc,
-                            procs[it.op.proc as usize].ops[it.op.idx as usize].tid,
-                        )) != first
-                    })
-                };
+                let writers = |s: &Socket| s.shared_writers;
                 let clock_of = |s: &Socket| -> Option<stream::Clock> {
                     (one_host && writers(s)).then_some(&clock)
                 };
