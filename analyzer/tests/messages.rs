@@ -912,6 +912,44 @@ fn units_know_where_their_bytes_came_from_and_went() {
     assert!(s_vc.iter().zip(r_vc).all(|(a, b)| a <= b) && s_vc != r_vc);
 }
 
+/// What `culprit show` computes for the one unit it shows: the links of that unit only,
+/// from the bounded-memory pass, equal to the whole stage's (the other end named by its
+/// unit among all).
+#[test]
+fn one_unit_is_linked_alone_from_the_streamed_flows() {
+    use analyzer::messages::links::{self, UnitSpan};
+    let (mut c, mut s) = client_server();
+    c.at(3_000_000).send(3, 100);
+    s.at(3_200_000).recv(6, 100);
+    s.at(3_300_000).send(6, 7);
+    c.at(3_500_000).recv(3, 7);
+    let set = TraceSet {
+        processes: vec![c.0.finish(), s.0.finish()],
+    };
+    let m = messages::analyze(&set).expect("analyze");
+    let span = |id: &str, pid: u32, a: u64, b: u64| UnitSpan {
+        id: id.into(),
+        host: "h".into(),
+        pid,
+        tid: pid,
+        tsc_start: a,
+        tsc_end: b,
+    };
+    let units = vec![
+        span("req", 10, 2_900_000, 3_099_999),
+        span("handler", 20, 3_200_000, 3_399_999),
+        span("reply", 10, 3_400_000, 3_600_000),
+    ];
+    let all = links::unit_links(&m, &units);
+    let wanted = |i: usize| units[i].id == "handler";
+    let one = links::unit_links_streamed(&set, &units, &wanted, &std::env::temp_dir())
+        .expect("streamed pass");
+    assert_eq!(one.keys().collect::<Vec<_>>(), vec!["handler"]);
+    assert_eq!(one["handler"], all["handler"]);
+    assert_eq!(one["handler"].received_from[0].unit.as_deref(), Some("req"));
+    assert_eq!(one["handler"].sent_to[0].unit.as_deref(), Some("reply"));
+}
+
 #[test]
 fn unix_stream_sockets_pair_by_path_in_accept_order() {
     let path = Addr::new(1, 0, b"/tmp/x.sock");
