@@ -576,6 +576,29 @@ fn a_sender_stuck_beyond_the_in_flight_bound_is_reported() {
     let m = run(vec![par, kids.remove(0), kids.remove(0)]);
     assert_eq!(m.violations.len(), 1, "{:?}", m.violations);
     assert_eq!(senders_by_receive(&m)[0], (1_900_000, 12));
+    // The summary lists it in full: both calls, their times, by how much.
+    let sum = summary::summarize(&m);
+    assert_eq!(sum.violations, 1);
+    let v = &sum.violating_flows[0];
+    assert_eq!((v.send.pid, v.recv.pid, v.bytes, v.offset), (12, 10, 8, 0));
+    assert_eq!((v.send.start_tsc, v.recv.end_tsc), (2_300_000, 2_100_000));
+    assert_eq!(v.by_ns, 200_000);
+    assert_eq!(v.send.func, "send");
+    let c = v.connection.expect("its connection");
+    assert_eq!(sum.connections[c].kind, ConnKind::Pair);
+    let text = summary::text(&sum);
+    assert!(
+        text.contains(&format!(
+            "violation on #{c}: 8 bytes at offset 0 sent by h:12/12 send(fd 4)"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("the receive ended 200000 ns before the send began"),
+        "{text}"
+    );
+    let json = serde_json::to_value(&sum).unwrap();
+    assert_eq!(json["violating_flows"][0]["by_ns"], 200_000);
 }
 
 /// (entry of the receive, pid of the sender) of every flow of the socketpair, by receive.
