@@ -442,6 +442,313 @@ fn socketpair_across_fork_and_datagrams_by_size_and_order() {
     assert_eq!(m.broken_edges, 0);
 }
 
+/// A parent that made a socketpair (fds 3 and 4) and forked `kids` children (pids 11…),
+/// which inherit both ends: the children, returned after the parent.
+fn socketpair_and_forks(kids: u32) -> (P, Vec<P>) {
+    let mut par = P::new("h", 10);
+    par.at(1_000_000).0.lib(
+        0x50,
+        LibFn::Socketpair,
+        LibOpts {
+            fd: Some(3),
+            fd2: Some(4),
+            flags: Some(1),
+            ret: Some(0),
+            ..Default::default()
+        },
+    );
+    let mut children = Vec::new();
+    for k in 0..kids {
+        let pid = 11 + k;
+        par.at(1_100_000 + k as u64 * 10_000).0.lib(
+            0x60,
+            LibFn::Fork,
+            LibOpts {
+                ret: Some(pid as i64),
+                ..Default::default()
+            },
+        );
+        let mut c = P::new("h", pid);
+        c.at(1_200_000 + k as u64 * 10_000)
+            .0
+            .meta(&bufpool::format::Meta::Proc(bufpool::format::ProcRecord {
+                reason: bufpool::format::ProcReason::Fork,
+                pid,
+                ppid: 10,
+                start_ticks: 0,
+                exe: b"/bin/x".to_vec(),
+                argv: vec![],
+            }));
+        children.push(c);
+    }
+    (par, children)
+}
+
+impl P {
+    /// A call from entry `t0` to exit `t1` (the thread is inside it in between).
+    fn call(&mut self, f: LibFn, fd: i32, n: i64, t0: u64, t1: u64) {
+        let o = LibOpts {
+            fd: Some(fd),
+            len: Some(n.max(0) as u64),
+            ..Default::default()
+        };
+        self.at(t0).0.lib_enter(0x90, f, o);
+        let o = LibOpts {
+            fd: Some(fd),
+            ret: Some(n),
+            ..Default::default()
+        };
+        self.at(t1).0.lib_exit(0x90, f, o);
+    }
+}
+
+/// The flow of the racing-writers workload (tests/tests/messages_cluster.rs) that ended
+/// before its send began, as recorded (times shifted): worker B's send handed its 8 bytes
+/// to the kernel and was preempted before its exit was stamped; the parent's receive read
+/// them; worker A sent its 8 bytes, entry and exit, while B was still inside its send. In
+/// exit order A's send came first and the receive was matched to it — a send that began
+/// after the receive ended. A send may not take bytes a receive read before it began: B.
+#[test]
+fn a_send_never_takes_bytes_read_before_it_began() {
+    let (mut par, mut kids) = socketpair_and_forks(2);
+    par.call(LibFn::Recv, 3, 8, 1_900_000, 2_100_000);
+    kids[0].call(LibFn::Send, 4, 8, 2_000_000, 2_600_000); // B
+    kids[1].call(LibFn::Send, 4, 8, 2_300_000, 2_400_000); // A
+    par.call(LibFn::Recv, 3, 8, 2_450_000, 2_700_000);
+    let m = run(vec![par, kids.remove(0), kids.remove(0)]);
+    assert!(m.violations.is_empty(), "{:?}", m.violations);
+    assert_eq!(
+        senders_by_receive(&m),
+        vec![(1_900_000, 11), (2_450_000, 12)]
+    );
+    // Both sends overlapped: their order is inferred, and said so.
+    let pair = m.conns.iter().find(|c| c.kind == ConnKind::Pair).unwrap();
+    assert_eq!(pair.ab.order_inferred + pair.ba.order_inferred, 16);
+    let sum = summary::summarize(&m);
+    let c = sum
+        .connections
+        .iter()
+        .find(|c| c.kind == ConnKind::Pair)
+        .unwrap();
+    assert_eq!(c.order_inferred_bytes, 16);
+    let text = summary::text(&sum);
+    assert!(
+        text.contains("16 bytes sent by threads whose sends overlapped"),
+        "{text}"
+    );
+}
+
+/// Overlapping sends that no receive constrains keep their exit order (on racing
+/// writers, the order that most often matches what the receiver really read): A entered
+/// first, B entered later and exited first; the receive ended after both.
+#[test]
+fn overlapping_sends_keep_their_exit_order_where_causality_allows() {
+    let (mut par, mut kids) = socketpair_and_forks(2);
+    kids[0].call(LibFn::Send, 4, 8, 2_000_000, 2_500_000); // A
+    kids[1].call(LibFn::Send, 4, 8, 2_100_000, 2_200_000); // B
+    par.call(LibFn::Recv, 3, 8, 1_900_000, 2_300_000);
+    par.call(LibFn::Recv, 3, 8, 2_600_000, 2_700_000);
+    let m = run(vec![par, kids.remove(0), kids.remove(0)]);
+    assert!(m.violations.is_empty(), "{:?}", m.violations);
+    assert_eq!(
+        senders_by_receive(&m),
+        vec![(1_900_000, 12), (2_600_000, 11)]
+    );
+}
+
+/// A sender that stayed in its send longer than `IN_FLIGHT_NS` after the receive that read
+/// its bytes ended is not waited for (the bounded-memory pass could not): exit order, and
+/// the receive that then precedes its send is reported as a violation, not hidden.
+#[test]
+fn a_sender_stuck_beyond_the_in_flight_bound_is_reported() {
+    let stuck = analyzer::messages::stream::IN_FLIGHT_NS as u64 + 1_000_000;
+    let (mut par, mut kids) = socketpair_and_forks(2);
+    par.call(LibFn::Recv, 3, 8, 1_900_000, 2_100_000);
+    kids[0].call(LibFn::Send, 4, 8, 2_000_000, 2_100_000 + stuck); // B
+    kids[1].call(LibFn::Send, 4, 8, 2_300_000, 2_400_000); // A
+    par.call(
+        LibFn::Recv,
+        3,
+        8,
+        2_100_000 + stuck + 1000,
+        2_100_000 + stuck + 2000,
+    );
+    let m = run(vec![par, kids.remove(0), kids.remove(0)]);
+    assert_eq!(m.violations.len(), 1, "{:?}", m.violations);
+    assert_eq!(senders_by_receive(&m)[0], (1_900_000, 12));
+    // The summary lists it in full: both calls, their times, by how much.
+    let sum = summary::summarize(&m);
+    assert_eq!(sum.violations, 1);
+    let v = &sum.violating_flows[0];
+    assert_eq!((v.send.pid, v.recv.pid, v.bytes, v.offset), (12, 10, 8, 0));
+    assert_eq!((v.send.start_tsc, v.recv.end_tsc), (2_300_000, 2_100_000));
+    assert_eq!(v.by_ns, 200_000);
+    assert_eq!(v.send.func, "send");
+    let c = v.connection.expect("its connection");
+    assert_eq!(sum.connections[c].kind, ConnKind::Pair);
+    let text = summary::text(&sum);
+    assert!(
+        text.contains(&format!(
+            "violation on #{c}: 8 bytes at offset 0 sent by h:12/12 send(fd 4)"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("the receive ended 200000 ns before the send began"),
+        "{text}"
+    );
+    let json = serde_json::to_value(&sum).unwrap();
+    assert_eq!(json["violating_flows"][0]["by_ns"], 200_000);
+}
+
+/// (entry of the receive, pid of the sender) of every flow of the socketpair, by receive.
+fn senders_by_receive(m: &Messages) -> Vec<(u64, u32)> {
+    let pair = m.conns.iter().find(|c| c.kind == ConnKind::Pair).unwrap();
+    let mut got: Vec<(u64, u32)> = pair
+        .flows()
+        .map(|f| (m.op(f.recv).start, m.procs[f.send.proc as usize].pid))
+        .collect();
+    got.sort_unstable();
+    got
+}
+
+/// Writers sharing one socket end, their calls overlapping at random: what is generated.
+#[derive(Clone, Debug)]
+struct Shared {
+    /// Per message, in the kernel's order: (writer, size, entry slack, exit slack).
+    msgs: Vec<(u8, u16, u32, u32)>,
+    /// Sizes the reader asks for, with the slack of each receive before and after the
+    /// instant it took its bytes.
+    reads: Vec<(u16, u32, u32)>,
+}
+
+fn shared() -> impl Strategy<Value = Shared> {
+    (
+        prop::collection::vec((0u8..4, 1u16..60, 0u32..20_000, 100u32..20_000), 1..40),
+        prop::collection::vec((1u16..90, 0u32..20_000, 100u32..20_000), 1..80),
+    )
+        .prop_map(|(msgs, reads)| Shared { msgs, reads })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, .. ProptestConfig::default() })]
+    /// Several forked writers on one end of a socketpair, one reader on the other: each
+    /// message enters the stream at an instant between its send's entry and exit, each
+    /// receive takes its bytes at an instant between its entry and exit, both orders
+    /// consistent with what really happened; the calls overlap at random (a writer
+    /// preempted inside a send). Then no receive is matched to a send that began after
+    /// it ended, every byte is matched once, and where no two writers' sends overlap in
+    /// time (their order is known) every byte is attributed to the send that wrote it.
+    #[test]
+    fn no_receive_is_matched_to_a_send_that_began_after_it_ended(c in shared()) {
+        const GAP: u64 = 10_000;
+        let (mut par, mut kids) = socketpair_and_forks(4);
+        let t_of = |k: usize| 2_000_000 + GAP * k as u64;
+        // Each message's call: entry ≤ its instant ≤ exit, a writer's calls in sequence.
+        let mut calls: Vec<(u64, u64)> = Vec::new();
+        let mut last_exit = [0u64; 4];
+        let mut last_at = [0u64; 4];
+        for (k, &(w, _, a, b)) in c.msgs.iter().enumerate() {
+            let (w, t) = (w as usize, t_of(k));
+            // Leave room after the writer's previous exit (entries advance the clock).
+            let lo = last_exit[w].max(last_at[w]) + 300;
+            let t0 = t.saturating_sub(a as u64).max(lo).min(t);
+            let t1 = t + b as u64;
+            calls.push((t0, t1));
+            last_exit[w] = t1;
+            last_at[w] = t;
+        }
+        // The writer's next call cannot begin before this one ended: where the slack
+        // would make them overlap, the earlier exit is moved back (still after the instant).
+        for w in 0..4u8 {
+            let ks: Vec<usize> = (0..c.msgs.len()).filter(|&k| c.msgs[k].0 == w).collect();
+            for p in ks.windows(2) {
+                let (k1, k2) = (p[0], p[1]);
+                if calls[k1].1 + 300 > calls[k2].0 {
+                    calls[k1].1 = t_of(k1) + 100;
+                    calls[k2].0 = calls[k2].0.max(calls[k1].1 + 300).min(t_of(k2));
+                }
+            }
+        }
+        // Ground truth: the stream's bytes in the kernel's order.
+        let mut owner: Vec<usize> = Vec::new();
+        for (k, m) in c.msgs.iter().enumerate() {
+            owner.extend(std::iter::repeat_n(k, m.1 as usize));
+        }
+        let total = owner.len();
+        let mut per_writer: Vec<Vec<usize>> = vec![Vec::new(); 4];
+        for (k, m) in c.msgs.iter().enumerate() {
+            per_writer[m.0 as usize].push(k);
+        }
+        for (w, ks) in per_writer.iter().enumerate() {
+            for &k in ks {
+                kids[w].call(LibFn::Send, 4, c.msgs[k].1 as i64, calls[k].0, calls[k].1);
+            }
+        }
+        // The reader: each receive takes its bytes once the last of them is in, after
+        // the previous receive ended.
+        let mut at = 0usize;
+        let mut prev_exit = 1_900_000u64;
+        let mut reads: Vec<(u64, usize, usize)> = Vec::new(); // (entry, offset, len)
+        for &(n, a, b) in &c.reads {
+            if at >= total {
+                break;
+            }
+            let n = (n as usize).min(total - at);
+            let ready = t_of(owner[at + n - 1]) + 1;
+            let u = ready.max(prev_exit + 600);
+            let r0 = u.saturating_sub(a as u64).max(prev_exit + 300);
+            let r1 = u + b as u64;
+            par.call(LibFn::Recv, 3, n as i64, r0, r1);
+            reads.push((r0, at, n));
+            prev_exit = r1;
+            at += n;
+        }
+        let received = at;
+        let mut ps = vec![par];
+        ps.append(&mut kids);
+        let m = run(ps);
+        prop_assert!(m.violations.is_empty(), "{:?}", m.violations);
+        let pair = m.conns.iter().find(|x| x.kind == ConnKind::Pair).expect("the pair");
+        prop_assert_eq!(pair.ab.matched + pair.ba.matched, received as u64);
+        // Where the writers' calls never overlap, the order is known: every byte exact.
+        let overlap = (0..calls.len()).any(|i| {
+            (0..calls.len()).any(|j| {
+                c.msgs[i].0 != c.msgs[j].0 && calls[i].0 < calls[j].1 && calls[j].0 < calls[i].1
+            })
+        });
+        // The bytes whose order is inferred: those of sends overlapping another writer's.
+        let inferred: u64 = (0..calls.len())
+            .filter(|&i| {
+                (0..calls.len()).any(|j| {
+                    c.msgs[i].0 != c.msgs[j].0
+                        && calls[i].0 < calls[j].1
+                        && calls[j].0 < calls[i].1
+                })
+            })
+            .map(|i| c.msgs[i].1 as u64)
+            .sum();
+        prop_assert_eq!(pair.ab.order_inferred + pair.ba.order_inferred, inferred);
+        prop_assert_eq!(inferred > 0, overlap);
+        if !overlap {
+            for f in pair.flows() {
+                let o = m.op(f.send);
+                let w = (m.procs[f.send.proc as usize].pid - 11) as usize;
+                let k = *per_writer[w]
+                    .iter()
+                    .find(|&&k| calls[k].0 == o.start)
+                    .expect("the send");
+                let &(_, roff, rlen) = reads
+                    .iter()
+                    .find(|r| r.0 == m.op(f.recv).start)
+                    .expect("the receive");
+                let truly = (roff..roff + rlen).filter(|&x| owner[x] == k).count();
+                prop_assert_eq!(truly as u64, f.bytes, "flow {:?}", f);
+            }
+        }
+    }
+}
+
 /// One simulated direction: the sender writes random chunks, some lost from the trace; the
 /// receiver reads random sizes, some peeks; the stream may end by EOF or reset.
 #[derive(Clone, Debug)]
@@ -626,6 +933,44 @@ fn units_know_where_their_bytes_came_from_and_went() {
         &vc[f.recv.proc as usize][f.recv.idx as usize],
     );
     assert!(s_vc.iter().zip(r_vc).all(|(a, b)| a <= b) && s_vc != r_vc);
+}
+
+/// What `culprit show` computes for the one unit it shows: the links of that unit only,
+/// from the bounded-memory pass, equal to the whole stage's (the other end named by its
+/// unit among all).
+#[test]
+fn one_unit_is_linked_alone_from_the_streamed_flows() {
+    use analyzer::messages::links::{self, UnitSpan};
+    let (mut c, mut s) = client_server();
+    c.at(3_000_000).send(3, 100);
+    s.at(3_200_000).recv(6, 100);
+    s.at(3_300_000).send(6, 7);
+    c.at(3_500_000).recv(3, 7);
+    let set = TraceSet {
+        processes: vec![c.0.finish(), s.0.finish()],
+    };
+    let m = messages::analyze(&set).expect("analyze");
+    let span = |id: &str, pid: u32, a: u64, b: u64| UnitSpan {
+        id: id.into(),
+        host: "h".into(),
+        pid,
+        tid: pid,
+        tsc_start: a,
+        tsc_end: b,
+    };
+    let units = vec![
+        span("req", 10, 2_900_000, 3_099_999),
+        span("handler", 20, 3_200_000, 3_399_999),
+        span("reply", 10, 3_400_000, 3_600_000),
+    ];
+    let all = links::unit_links(&m, &units);
+    let wanted = |i: usize| units[i].id == "handler";
+    let one = links::unit_links_streamed(&set, &units, &wanted, &std::env::temp_dir())
+        .expect("streamed pass");
+    assert_eq!(one.keys().collect::<Vec<_>>(), vec!["handler"]);
+    assert_eq!(one["handler"], all["handler"]);
+    assert_eq!(one["handler"].received_from[0].unit.as_deref(), Some("req"));
+    assert_eq!(one["handler"].sent_to[0].unit.as_deref(), Some("reply"));
 }
 
 #[test]

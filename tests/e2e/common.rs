@@ -581,3 +581,20 @@ pub fn check_broken_connection(top: &Value, base: u16, broken: u32) {
         "the top unit is not on the connection to {port}: {top}"
     );
 }
+
+/// Checks that `culprit messages --json` (`v`) found no one-host causality violation (a
+/// matched receive that ended before its send began). On one, keeps `tmp` — the trace in
+/// it can then be examined — and fails naming the directory and every violating flow
+/// (both calls with their times).
+pub fn assert_no_violations(v: &Value, tmp: &mut tempfile::TempDir) {
+    if v["violations"] == 0 {
+        return;
+    }
+    tmp.disable_cleanup(true);
+    panic!(
+        "{} one-host causality violations; the trace is kept in {}\n{:#}",
+        v["violations"],
+        tmp.path().display(),
+        v["violating_flows"]
+    );
+}

@@ -79,8 +79,9 @@ fn timeline_of_the_c_ring_renders_lanes_arrows_units_and_states() {
     );
     show.assert_success("culprit show");
     assert!(show.stdout.contains("received from "), "{}", show.stdout);
-    // `rank` finds them with the export's bounded-memory matching, `show` with the whole
-    // messages stage: the same sources and destinations.
+    // `rank` links the units it lists, `show` the one it shows (both from the export's
+    // bounded-memory matching, which the stage's tests compare with the whole stage): the
+    // same sources and destinations.
     let sj = run_culprit(
         &["show", "--model", m, d, "--unit", id, "--json"],
         Duration::from_secs(120),

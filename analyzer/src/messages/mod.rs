@@ -22,7 +22,12 @@
 //! recorded: datagrams are matched by the destination each send recorded and the source
 //! each receive recorded (traces older than those addresses: connected senders only), by
 //! size and order — the contents are not recorded, so of two equal-sized datagrams of one
-//! pair the first one received is taken as the first sent ([`datagram`]); an end met
+//! pair the first one received is taken as the first sent ([`datagram`]); sends of several
+//! threads or processes into one socket (a descriptor shared across `fork`) whose calls
+//! overlap in time have no recorded order: they are taken in exit order, never placing a
+//! send at bytes a receive read before the send began ([`stream`], "Order of sends sharing
+//! a socket") — every byte is matched, none to an impossible send, but between overlapping
+//! sends of equal size the attribution is the likeliest order, not a certainty; an end met
 //! mid-connection is aligned only through the byte counts the tracer read from the
 //! kernel (TCP; [`sockets`]); pipes are not recorded at all; the resynchronization after a gap
 //! assumes lost entries are counted (a count the tracer could not write, the pool's
@@ -209,19 +214,48 @@ pub fn analyze_ops(mut procs: Vec<ProcOps>) -> Messages {
                     .iter()
                     .any(|s| s.items.iter().any(|it| it.kind == ItemKind::Reset));
                 let closed = |s: &Socket| s.items.iter().any(|it| it.kind == ItemKind::Close);
-                let (ab, ba) = match (sa.base, sb.base) {
+                // One clock on both ends: sends placed so that no receive precedes them.
+                let clock = |r: OpRef| {
+                    let p = &procs[r.proc as usize];
+                    let o = &p.ops[r.idx as usize];
+                    (p.ns(o.start), p.ns(o.end))
+                };
+                // Only where several threads write to the socket: one thread's order is
+                // certain (and the rule would keep it).
+                let one_host = procs[sa.proc as usize].host == procs[sb.proc as usize].host;
+                let writers = |s: &Socket| s.shared_writers;
+                let clock_of = |s: &Socket| -> Option<stream::Clock> {
+                    (one_host && writers(s)).then_some(&clock)
+                };
+                // Sends of several threads that overlapped: their order is inferred.
+                let inferred = |s: &Socket| -> u64 {
+                    let mut v: Vec<(i64, i64, (u32, u32), u64)> = s
+                        .items
+                        .iter()
+                        .filter(|it| it.kind == ItemKind::Send)
+                        .map(|it| {
+                            let (a, b) = clock(it.op);
+                            let tid = procs[it.op.proc as usize].ops[it.op.idx as usize].tid;
+                            (a, b, (it.op.proc, tid), it.n)
+                        })
+                        .collect();
+                    stream::overlapping_bytes(&mut v)
+                };
+                let (mut ab, mut ba) = match (sa.base, sb.base) {
                     (Some((ra, wa)), Some((rb, wb))) => (
                         stream::match_direction(
                             &sa.items,
                             &sb.items,
                             reset || closed(sb),
                             (wa, rb),
+                            clock_of(sa),
                         ),
                         stream::match_direction(
                             &sb.items,
                             &sa.items,
                             reset || closed(sa),
                             (wb, ra),
+                            clock_of(sb),
                         ),
                     ),
                     // An end met already open whose offsets are unknown: no alignment.
@@ -231,6 +265,12 @@ pub fn analyze_ops(mut procs: Vec<ProcOps>) -> Messages {
                         (ao.join(bi), bo.join(ai))
                     }
                 };
+                if writers(sa) {
+                    ab.order_inferred = inferred(sa);
+                }
+                if writers(sb) {
+                    ba.order_inferred = inferred(sb);
+                }
                 let kind = match (sa.origin, sa.peer.map(|p| p.family)) {
                     (Origin::Pair, _) => ConnKind::Pair,
                     (_, Some(1)) => ConnKind::Unix,

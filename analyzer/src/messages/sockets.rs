@@ -128,6 +128,11 @@ pub struct Socket {
     /// Bytes (read, written) on the connection before its first recorded op: (0, 0) but
     /// for an adopted socket (the tracer's count, `None` when it could not be read).
     pub base: Option<(u64, u64)>,
+    /// The thread (process index, tid) of its first send, and whether another thread sent
+    /// on it too: then the order of their sends is inferred ([`super::stream`]).
+    pub writer: Option<(u32, u32)>,
+    /// Sends of more than one thread.
+    pub shared_writers: bool,
     /// Items in TSC order.
     pub items: Vec<Item>,
     /// Descriptors referring to it now (during the replay).
@@ -146,6 +151,8 @@ impl Socket {
             setup,
             partner: None,
             base: Some((0, 0)),
+            writer: None,
+            shared_writers: false,
             items: Vec::new(),
             refs: 1,
         }
@@ -338,6 +345,10 @@ pub fn resolve(procs: &mut [ProcOps]) -> Vec<Socket> {
                             n: 0,
                         });
                     } else if n > 0 {
+                        if kind == ItemKind::Send {
+                            let w = (pi, op.tid);
+                            so.shared_writers |= *so.writer.get_or_insert(w) != w;
+                        }
                         so.items.push(Item {
                             op: r,
                             tsc: op.end,

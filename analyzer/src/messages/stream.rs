@@ -18,6 +18,25 @@
 //! - otherwise reports every byte after the gap, on both sides, as unmatched with reason
 //!   [`Reason::Gap`] — never attributed to a guess.
 //!
+//! **Order of sends sharing a socket.** One thread's calls never overlap, so its sends'
+//! order is certain; but when several threads or processes write to one socket (a
+//! descriptor shared across `fork`), the kernel takes each send's bytes at some instant
+//! between its entry and its exit, and calls that overlap in time have no recorded order.
+//! The sends are taken in exit order (measured on racing writers: the order that most
+//! often puts each send's bytes where the receiver really read them), **except** that a
+//! send is never placed at a byte offset whose receive ended before the send began: there
+//! the earliest-exiting send that began before that receive ended takes the place (if it
+//! exited within [`IN_FLIGHT_NS`] of the receive's end: what the bounded-memory pass can
+//! wait for). This constraint can always be met — the receives that ended by some time `t`
+//! read no more bytes than the sends begun by `t` wrote — so on one host no receive is
+//! matched to a send that began after it ended (what [`super::offsets`] counts as a
+//! violation) unless a sender stayed in its send longer than [`IN_FLIGHT_NS`]. Exit order
+//! alone made such violations when a sender was preempted between handing its bytes to
+//! the kernel and its exit stamp, and another process's later send, exiting first, took
+//! its place. The constraint needs one clock on both ends: across hosts, exit order alone.
+//! A socket written by one thread only keeps that thread's order (the rule never changes
+//! it).
+//!
 //! Bytes sent and never received are [`Reason::LostInFlight`] when the connection was reset
 //! (`ECONNRESET`/`EPIPE`) or the receiver closed it, else [`Reason::NotReceived`] (still in
 //! flight when the trace ended). Bytes received beyond everything sent, with both sides
@@ -125,6 +144,10 @@ pub struct Direction {
     pub gaps: u32,
     /// Gaps resynchronized.
     pub resynced: u32,
+    /// Bytes of sends that overlapped in time a send of another thread on the same socket:
+    /// their place in the stream is the inferred order of the module docs, not a recorded
+    /// one (0 for a socket one thread writes).
+    pub order_inferred: u64,
     /// Flows.
     pub flows: Vec<Flow>,
     /// Unmatched bytes.
@@ -142,6 +165,7 @@ impl Direction {
         self.recvs += other.recvs;
         self.gaps += other.gaps;
         self.resynced += other.resynced;
+        self.order_inferred += other.order_inferred;
         self.flows.extend(other.flows);
         self.unmatched.extend(other.unmatched);
         self
@@ -224,16 +248,26 @@ impl Side {
     }
 }
 
+/// An op's entry and exit, wall-clock ns (one host's clock).
+pub type Clock<'a> = &'a dyn Fn(OpRef) -> (i64, i64);
+
+/// How long after a receive ended a send that began before it may still exit and be
+/// placed at the receive's bytes (module docs): 1 s of trace time.
+pub const IN_FLIGHT_NS: i64 = 1_000_000_000;
+
 /// Matches one direction: `snd` are the sending socket's items, `rcv` the receiving one's;
 /// `ended_badly` says the connection was reset or the receiver closed it; `bases` are the
 /// offsets of the sender's first recorded byte and of the receiver's (both 0 when both
 /// ends were seen from their setup; see [`super::sockets::Socket::base`]). Bytes below the
 /// other side's base moved while that end was not traced: [`Reason::BeforeTrace`].
+/// `clock` gives the times of the ops when both ends are on one host: the sends are then
+/// placed so that no receive reads a send that began after it ended (module docs).
 pub fn match_direction(
     snd: &[Item],
     rcv: &[Item],
     ended_badly: bool,
     bases: (u64, u64),
+    clock: Option<Clock>,
 ) -> Direction {
     let mut d = Direction::default();
     let mut s = number(snd, ItemKind::Send, &mut 0, bases.0);
@@ -258,6 +292,9 @@ pub fn match_direction(
         if side.gaps > 0 {
             side.known_until = Some(side.pre);
         }
+    }
+    if let Some(clock) = clock {
+        place_causally(&mut s.ranges, &r.ranges, clock);
     }
     for (op, n) in &s.post {
         push_un(&mut d.unmatched, *op, *n, Reason::Gap, true);
@@ -335,6 +372,78 @@ pub fn match_direction(
         }
     }
     d
+}
+
+/// Reorders the sends of each run of contiguous offsets (exit order, as numbered) so that
+/// none lands at an offset whose receive ended before it began: at each offset, the first
+/// send in exit order that began no later than the end `e` of the receive reading that
+/// offset, if it exited by `e +` [`IN_FLIGHT_NS`]; else (no receive reads the offset, a
+/// sender stuck longer, a clock that contradicts itself) the first send in exit order.
+/// Sends of one thread keep their order: a thread's earlier send began and ended before
+/// its later one.
+fn place_causally(sends: &mut [(u64, u64, OpRef)], recvs: &[(u64, u64, OpRef)], clock: Clock) {
+    let mut i = 0;
+    while i < sends.len() {
+        let mut j = i + 1;
+        while j < sends.len() && sends[j - 1].0 + sends[j - 1].1 == sends[j].0 {
+            j += 1;
+        }
+        let run = &mut sends[i..j];
+        i = j;
+        if run.len() < 2 {
+            continue;
+        }
+        let mut pending: std::collections::VecDeque<(u64, OpRef, (i64, i64))> =
+            run.iter().map(|&(_, n, op)| (n, op, clock(op))).collect();
+        let mut x = run[0].0;
+        for slot in run.iter_mut() {
+            // The receive reading offset `x`, if any.
+            let k = recvs.partition_point(|r| r.0 + r.1 <= x);
+            let end = recvs.get(k).filter(|r| r.0 <= x).map(|r| clock(r.2).1);
+            let pick = end
+                .and_then(|e| {
+                    pending
+                        .iter()
+                        .position(|p| p.2 .0 <= e)
+                        .filter(|&i| pending[i].2 .1 <= e.saturating_add(IN_FLIGHT_NS))
+                })
+                .unwrap_or(0);
+            let Some((n, op, _)) = pending.remove(pick) else {
+                break;
+            };
+            *slot = (x, n, op);
+            x += n;
+        }
+    }
+}
+
+/// Bytes of the sends that overlap in time a send of another thread: `sends` are (entry,
+/// exit, thread, bytes) of one socket's sends, in any order. A thread's own sends never
+/// overlap, so at most one send per thread is in progress at any time: a sweep in entry
+/// order keeps those (one per writer thread) and marks each send that begins while one of
+/// another thread is still in progress, and that one.
+pub fn overlapping_bytes<T: Copy + Eq>(sends: &mut [(i64, i64, T, u64)]) -> u64 {
+    sends.sort_unstable_by_key(|x| (x.0, x.1));
+    let mut marked = vec![false; sends.len()];
+    // In progress: (index, exit).
+    let mut active: Vec<(usize, i64)> = Vec::new();
+    for i in 0..sends.len() {
+        let (s0, s1, t, _) = sends[i];
+        active.retain(|&(_, e)| e > s0);
+        for &(j, _) in &active {
+            if sends[j].2 != t {
+                marked[i] = true;
+                marked[j] = true;
+            }
+        }
+        active.push((i, s1));
+    }
+    sends
+        .iter()
+        .zip(marked)
+        .filter(|(_, m)| *m)
+        .map(|(x, _)| x.3)
+        .sum()
 }
 
 /// Bytes of `[lo, hi)` the other side cannot account for because of its gap.

@@ -89,6 +89,16 @@ struct Range {
     call: CallKey,
     lo: u64,
     hi: u64,
+    /// A receive's exit, wall-clock ns (0 for a send).
+    end_ns: i64,
+}
+
+/// A send not yet given its byte offsets (see [`Matcher::place`]).
+struct Pending {
+    call: CallKey,
+    n: u64,
+    start_ns: i64,
+    end_ns: i64,
 }
 
 struct Sock {
@@ -105,6 +115,8 @@ struct Sock {
     recvd: u64,
     out: VecDeque<Range>,
     inn: VecDeque<Range>,
+    /// Sends arrived (in exit order) and not yet placed in the stream.
+    pending: VecDeque<Pending>,
     /// Offsets unknown (a gap, no setup, never paired): no flow through it.
     broken: bool,
     closed: bool,
@@ -130,6 +142,7 @@ impl Sock {
             recvd: 0,
             out: VecDeque::new(),
             inn: VecDeque::new(),
+            pending: VecDeque::new(),
             broken: origin == Origin::Unknown,
             closed: false,
             dgrams: VecDeque::new(),
@@ -140,6 +153,7 @@ impl Sock {
     fn forget(&mut self) {
         self.out = VecDeque::new();
         self.inn = VecDeque::new();
+        self.pending = VecDeque::new();
     }
 }
 
@@ -232,6 +246,7 @@ impl<F: FnMut(StreamFlow)> Matcher<'_, F> {
                 } else if so.inn.is_empty() {
                     // Nothing it received waits for a send: the peer's later sends are lost.
                     self.socks[p as usize].out = VecDeque::new();
+                    self.socks[p as usize].pending = VecDeque::new();
                 }
             }
             None => self.socks[s as usize].forget(),
@@ -247,7 +262,7 @@ impl<F: FnMut(StreamFlow)> Matcher<'_, F> {
     }
 
     /// A stream end got its addresses: pairs it with a waiting other end, or waits.
-    fn pair(&mut self, s: u32, host: &str) {
+    fn pair(&mut self, s: u32, host: &str, now: i64) {
         let so = &self.socks[s as usize];
         if !so.stream || so.partner.is_some() {
             return;
@@ -313,8 +328,75 @@ impl<F: FnMut(StreamFlow)> Matcher<'_, F> {
             self.break_sock(s);
             return;
         }
+        self.place(s, p, now);
+        self.place(p, s, now);
         self.drain(s, p);
         self.drain(p, s);
+    }
+
+    /// Gives the sends waiting in `s` their byte offsets, by the rule of
+    /// [`super::stream`] ("Order of sends sharing a socket"), as far as it can be decided at
+    /// merge time `now`: sends arrive in exit order, so when the receive reading the next
+    /// offset (of `s`'s partner `p`) has come, the first waiting send that began before it
+    /// ended is the batch stage's pick — unless it exited more than
+    /// [`super::stream::IN_FLIGHT_NS`] after that receive, or none has come and `now` is
+    /// past that bound: then the first waiting send. Without that receive, or without an
+    /// eligible send while one may still come, the sends wait (bytes in flight). Across
+    /// hosts, sends are placed as they come (exit order).
+    fn place(&mut self, s: u32, p: u32, now: i64) {
+        if s == p {
+            return;
+        }
+        let host = |x: u32| &self.set.processes[self.socks[x as usize].proc as usize].host;
+        let one_clock = host(s) == host(p);
+        loop {
+            let (so, po) = (&self.socks[s as usize], &self.socks[p as usize]);
+            if so.pending.is_empty() {
+                return;
+            }
+            let pick = if one_clock {
+                match po.inn.iter().find(|r| r.hi > so.sent) {
+                    Some(r) if r.lo <= so.sent => {
+                        let bound = r.end_ns.saturating_add(super::stream::IN_FLIGHT_NS);
+                        match so.pending.iter().position(|q| q.start_ns <= r.end_ns) {
+                            Some(i) if so.pending[i].end_ns <= bound => i,
+                            _ if now > bound => 0,
+                            _ => return,
+                        }
+                    }
+                    // The receiver's numbering is past this offset: no receive reads it.
+                    Some(_) => 0,
+                    None if now == i64::MAX => 0,
+                    // Its receive has not come yet.
+                    None => return,
+                }
+            } else {
+                0
+            };
+            let so = &mut self.socks[s as usize];
+            let Some(q) = so.pending.remove(pick) else {
+                return;
+            };
+            so.out.push_back(Range {
+                call: q.call,
+                lo: so.sent,
+                hi: so.sent + q.n,
+                end_ns: 0,
+            });
+            so.sent += q.n;
+        }
+    }
+
+    /// Places every send still waiting (the end of the merge: nothing more can come).
+    fn place_all(&mut self) {
+        for s in 0..self.socks.len() as u32 {
+            if let Some(p) = self.socks[s as usize].partner {
+                if !self.socks[s as usize].pending.is_empty() && !self.socks[s as usize].broken {
+                    self.place(s, p, i64::MAX);
+                    self.drain(s, p);
+                }
+            }
+        }
     }
 
     /// Matches what waits in `s`'s sends against `p`'s receives.
@@ -500,7 +582,7 @@ impl<F: FnMut(StreamFlow)> Matcher<'_, F> {
                 }
                 match (so.stream, so.peer) {
                     (false, Some(pe)) => self.register(s, pe.port),
-                    _ => self.pair(s, host),
+                    _ => self.pair(s, host, now),
                 }
             }
             OpKind::Accept if ok => {
@@ -509,7 +591,7 @@ impl<F: FnMut(StreamFlow)> Matcher<'_, F> {
                     self.socks[s as usize].local = l;
                     self.socks[s as usize].peer = pe;
                 }
-                self.pair(s, host);
+                self.pair(s, host, now);
             }
             OpKind::Dup if ok => {
                 if let Some(&s) = self.procs[pi].fds.get(&o.fd) {
@@ -540,7 +622,7 @@ impl<F: FnMut(StreamFlow)> Matcher<'_, F> {
                     // Offsets unknown: nothing through it can be aligned.
                     so.broken = true;
                 }
-                self.pair(s, host);
+                self.pair(s, host, now);
             }
             OpKind::Close => {
                 if let Some(s) = self.procs[pi].fds.remove(&o.fd) {
@@ -581,32 +663,34 @@ impl<F: FnMut(StreamFlow)> Matcher<'_, F> {
                 let so = &mut self.socks[s as usize];
                 let partner = so.partner;
                 if o.kind == OpKind::Send {
-                    let r = Range {
-                        call,
-                        lo: so.sent,
-                        hi: so.sent + n,
-                    };
-                    so.sent += n;
-                    match partner {
-                        Some(p) => {
-                            let po = &self.socks[p as usize];
-                            if po.broken || (po.closed && po.inn.is_empty()) {
-                                return;
-                            }
-                            self.socks[s as usize].out.push_back(r);
-                            self.drain(s, p);
+                    if let Some(p) = partner {
+                        let po = &self.socks[p as usize];
+                        if po.broken || (po.closed && po.inn.is_empty()) {
+                            return;
                         }
-                        None => so.out.push_back(r),
+                    }
+                    let start_ns = self.set.processes[pi].calib.tsc_to_unix_ns(o.start) as i64;
+                    self.socks[s as usize].pending.push_back(Pending {
+                        call,
+                        n,
+                        start_ns,
+                        end_ns: now,
+                    });
+                    if let Some(p) = partner {
+                        self.place(s, p, now);
+                        self.drain(s, p);
                     }
                 } else {
                     let r = Range {
                         call,
                         lo: so.recvd,
                         hi: so.recvd + n,
+                        end_ns: now,
                     };
                     so.recvd += n;
                     so.inn.push_back(r);
                     if let Some(p) = partner {
+                        self.place(p, s, now);
                         self.drain(p, s);
                     }
                 }
@@ -908,6 +992,7 @@ pub fn stream_flows(
             heap.push(Reverse((key(f), i)));
         }
     }
+    m.place_all();
     m.settle_receives(None);
     Ok(names)
 }

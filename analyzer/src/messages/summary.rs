@@ -8,12 +8,16 @@
 //!   directions), `unmatched_bytes` (sent or received bytes not matched, each side counted:
 //!   `sent + received = 2 × matched + unmatched`), `messages` (send → receive flows: one
 //!   per pair of calls that share bytes), and besides: `kind`, `unmatched` (bytes by
-//!   reason), `latency`, `reset`, `gaps`, `resynced`, `peeked_bytes`, and for datagrams
+//!   reason), `latency`, `reset`, `gaps`, `resynced`, `peeked_bytes`, `order_inferred_bytes`
+//!   (bytes of sends that overlapped a send of another thread on the same socket, whose
+//!   place in the stream is inferred: see `stream`), and for datagrams
 //!   `reordered`, `lost`, `duplicated` (datagram counts);
 //! - `totals`: `sent_bytes`, `received_bytes`, `matched_bytes`, `unmatched_bytes`,
 //!   `messages` over all connections;
 //! - `processes` (waits per peer, thread states), `clock_offsets`, `violations` (one-host
-//!   receives that ended before their send began), `lamport_max`, `broken_edges`.
+//!   receives that ended before their send began) with `violating_flows` (the first
+//!   [`MAX_VIOLATIONS_LISTED`] of them: both calls, their times and the bytes), `lamport_max`,
+//!   `broken_edges`.
 
 use super::ops::NO_SOCK;
 use super::stats::{self, Latency, PeerWait, ThreadStates};
@@ -73,6 +77,9 @@ pub struct ConnSummary {
     pub resynced: u32,
     /// Bytes peeked.
     pub peeked_bytes: u64,
+    /// Bytes of sends that overlapped in time a send of another thread on the same
+    /// socket: matched in the inferred order ([`super::stream`]), not a recorded one.
+    pub order_inferred_bytes: u64,
     /// Datagrams received out of order.
     pub reordered: u64,
     /// Datagrams sent and never received.
@@ -113,6 +120,65 @@ pub struct ProcSummary {
     pub threads: Vec<ThreadStates>,
 }
 
+/// Violations listed in full in [`Summary::violating_flows`].
+pub const MAX_VIOLATIONS_LISTED: usize = 20;
+
+/// One call of a flow, as a violation lists it.
+#[derive(Clone, Debug, Serialize)]
+pub struct CallRef {
+    /// Host.
+    pub host: String,
+    /// Process id.
+    pub pid: u32,
+    /// Thread id.
+    pub tid: u32,
+    /// Descriptor.
+    pub fd: i32,
+    /// The function.
+    pub func: String,
+    /// Entry, wall-clock ns.
+    pub start_ns: i64,
+    /// Exit, wall-clock ns.
+    pub end_ns: i64,
+    /// Entry TSC.
+    pub start_tsc: u64,
+    /// Exit TSC.
+    pub end_tsc: u64,
+}
+
+/// A matched receive that ended before its send began (one host).
+#[derive(Clone, Debug, Serialize)]
+pub struct ViolationSummary {
+    /// Index of the connection in `connections`.
+    pub connection: Option<usize>,
+    /// The send.
+    pub send: CallRef,
+    /// The receive.
+    pub recv: CallRef,
+    /// Offset of the flow's first byte in the stream.
+    pub offset: u64,
+    /// Bytes of the flow.
+    pub bytes: u64,
+    /// By how much the receive ended before the send began, ns.
+    pub by_ns: i64,
+}
+
+fn call_ref(m: &Messages, r: super::sockets::OpRef) -> CallRef {
+    let p = &m.procs[r.proc as usize];
+    let o = &p.ops[r.idx as usize];
+    CallRef {
+        host: p.host.clone(),
+        pid: p.pid,
+        tid: o.tid,
+        fd: o.fd,
+        func: o.func.name().to_string(),
+        start_ns: p.ns(o.start),
+        end_ns: p.ns(o.end),
+        start_tsc: o.start,
+        end_tsc: o.end,
+    }
+}
+
 /// The whole summary.
 #[derive(Clone, Debug, Serialize)]
 pub struct Summary {
@@ -126,6 +192,8 @@ pub struct Summary {
     pub clock_offsets: Vec<super::offsets::HostOffset>,
     /// One-host causality violations.
     pub violations: u64,
+    /// The first [`MAX_VIOLATIONS_LISTED`] violations in full.
+    pub violating_flows: Vec<ViolationSummary>,
     /// Largest Lamport time.
     pub lamport_max: u64,
     /// Causal edges ignored to break cycles.
@@ -184,6 +252,7 @@ pub fn summarize(m: &Messages) -> Summary {
             gaps: c.ab.gaps + c.ba.gaps,
             resynced: c.ab.resynced + c.ba.resynced,
             peeked_bytes: c.ab.peeked + c.ba.peeked,
+            order_inferred_bytes: c.ab.order_inferred + c.ba.order_inferred,
             reordered: c.reordered,
             lost: c.lost,
             duplicated: c.duplicated,
@@ -214,6 +283,19 @@ pub fn summarize(m: &Messages) -> Summary {
         processes,
         clock_offsets: m.offsets.clone(),
         violations: m.violations.len() as u64,
+        violating_flows: m
+            .violations
+            .iter()
+            .take(MAX_VIOLATIONS_LISTED)
+            .map(|v| ViolationSummary {
+                connection: m.conns.iter().position(|c| c.flows().any(|f| f == &v.flow)),
+                send: call_ref(m, v.flow.send),
+                recv: call_ref(m, v.flow.recv),
+                offset: v.flow.offset,
+                bytes: v.flow.bytes,
+                by_ns: v.by_ns,
+            })
+            .collect(),
         lamport_max: m
             .lamport
             .iter()
@@ -290,6 +372,12 @@ pub fn text(s: &Summary) -> String {
         if c.peeked_bytes > 0 {
             flags.push(format!("{} bytes peeked", c.peeked_bytes));
         }
+        if c.order_inferred_bytes > 0 {
+            flags.push(format!(
+                "{} bytes sent by threads whose sends overlapped (their order inferred)",
+                c.order_inferred_bytes
+            ));
+        }
         if c.lost > 0 {
             flags.push(format!("{} datagrams lost", c.lost));
         }
@@ -357,6 +445,25 @@ pub fn text(s: &Summary) -> String {
         "\ncausality: Lamport times up to {}; {} one-host violations; {} edges ignored",
         s.lamport_max, s.violations, s.broken_edges
     );
+    let call = |c: &CallRef| {
+        format!(
+            "{}:{}/{} {}(fd {}) [{} .. {}] ns",
+            c.host, c.pid, c.tid, c.func, c.fd, c.start_ns, c.end_ns
+        )
+    };
+    for v in &s.violating_flows {
+        let conn = v.connection.map_or("?".to_string(), |c| format!("#{c}"));
+        let _ = writeln!(
+            o,
+            "  violation on {conn}: {} bytes at offset {} sent by {} received by {}: the \
+             receive ended {} ns before the send began",
+            v.bytes,
+            v.offset,
+            call(&v.send),
+            call(&v.recv),
+            v.by_ns
+        );
+    }
     let _ = NO_SOCK;
     o
 }

@@ -43,13 +43,24 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut opts = options();
     opts.score = args.score;
     let s = analyzer::show(&model, &set, &args.unit, &opts)?;
-    // Where the unit's received bytes came from and its sent bytes went, by unit.
+    // Where the unit's received bytes came from and its sent bytes went, by unit: the
+    // flows of the bounded-memory pass (as `culprit rank`), linked for this unit only (the
+    // other end named by its unit among all).
     let links = {
-        let m = analyzer::messages::analyze(&set)?;
+        use analyzer::messages::links;
         let spans = analyzer::messages::export::units_of(&set)?;
-        analyzer::messages::links::unit_links(&m, &spans)
-            .remove(&args.unit)
-            .unwrap_or_default()
+        let wanted = |i: usize| spans[i].id == args.unit;
+        let tmp = std::env::temp_dir();
+        let mut l = match links::unit_links_streamed(&set, &spans, &wanted, &tmp) {
+            Ok(l) => l,
+            // No temporary file can be made: the whole stage, in memory.
+            Err(analyzer::Error::Io { path, .. }) if path == tmp => {
+                let m = analyzer::messages::analyze(&set)?;
+                links::unit_links_of(&m, &spans, &wanted)
+            }
+            Err(e) => return Err(e.into()),
+        };
+        l.remove(&args.unit).unwrap_or_default()
     };
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     if args.json {
