@@ -148,6 +148,7 @@ impl Ranker<'_> {
         };
         // TSC and key of the first call never seen in normal runs (units that may be roots).
         let mut first_new: Option<(u64, trees::NodeKey)> = None;
+        let mut waited = false;
         let CachedScore { score, shared } = match cached {
             Some(c) => c,
             None => {
@@ -172,6 +173,7 @@ impl Ranker<'_> {
                         .filter(|e| e.class == score::NodeClass::New)
                         .filter_map(|e| tree.nodes.get(&e.id).map(|n| (n.first_tsc, n.key)))
                         .min_by_key(|&(tsc, _)| tsc);
+                    waited = first_new.is_some_and(|(t, _)| consequence::waited_by(&tree, t));
                 }
                 let light: Box<[score::Effective]> = s
                     .effective
@@ -257,6 +259,7 @@ impl Ranker<'_> {
                     lost: h.lost,
                     injections: h.injections.clone(),
                     anomaly_ns,
+                    waited,
                     slow,
                     close,
                     ..Default::default()

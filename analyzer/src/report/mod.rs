@@ -52,6 +52,9 @@ pub(crate) struct RowExtra {
     /// When the unit's first call never seen in normal runs was made (wall clock, ns), for
     /// units that may be the root of an incident ([`crate::consequence`]).
     pub anomaly_ns: Option<i64>,
+    /// Whether a wait of the unit (a multiplexer call) returned at or before its first
+    /// call never seen in normal runs ([`crate::consequence::waited_by`]).
+    pub waited: bool,
     /// Its call too long ([`crate::durations::ClassLimits::slowest`]), if any.
     pub slow: Option<crate::durations::SlowCall>,
     /// Whether its first anomaly closed its connection or saw the peer close it

@@ -459,6 +459,53 @@ fn innermost_loop_is_chosen() {
     assert!(u.units.iter().all(|u| u.info.kind != UnitKind::Finalizer));
 }
 
+/// A Python server whose sockets have a timeout: CPython polls before every `recv` and
+/// `send`, so the function that reads one message (header, then body) holds two waits and
+/// two receives in each of its activations, and — summed over its hundred activations — as
+/// many waits as the loop calling it. The loop is the frame whose single activation holds
+/// the waits (`loop`, with one `epoll_wait` per iteration), not the per-message function:
+/// taken as the loop, that function's first return would end the loop, and everything
+/// after it would be one finalizer.
+#[test]
+fn the_loop_holds_the_waits_in_one_activation() {
+    let (main, lp, select, handle, recv_msg) = (0x1000, 0x1100, 0x1200, 0x1300, 0x1400);
+    let mut t = TraceBuilder::new("h", 5, 5);
+    t.enter(0, main);
+    t.enter(main + 4, lp);
+    let mut accept = o(3, 5, 0);
+    accept.is_socket = Some(true);
+    t.lib(lp + 2, LibFn::Accept4, accept);
+    for _ in 0..100 {
+        t.enter(lp + 4, select);
+        t.lib(select + 4, LibFn::EpollWait, o(4, 1, 0));
+        t.exit(select);
+        t.enter(lp + 8, handle);
+        t.enter(handle + 4, recv_msg);
+        for _ in 0..2 {
+            t.lib(recv_msg + 4, LibFn::Poll, o(-1, 1, 0));
+            let mut r = o(5, 8, 8);
+            r.is_socket = Some(true);
+            t.lib(recv_msg + 8, LibFn::Recv, r);
+        }
+        t.exit(recv_msg);
+        t.lib(handle + 8, LibFn::Poll, o(-1, 1, 0));
+        t.lib(handle + 12, LibFn::Send, o(5, 8, 8));
+        t.exit(handle);
+    }
+    let p = t.finish();
+    let scan = scan_process(&p).unwrap();
+    let l = scan.threads[0].event_loop.unwrap();
+    assert_eq!((l.depth, l.busiest), (2, 400), "the loop frame");
+    let u = split_process(&p, &scan, &TreeOptions::default()).unwrap();
+    let handlers = u
+        .units
+        .iter()
+        .filter(|u| u.info.kind == UnitKind::Handler)
+        .count();
+    assert!(handlers >= 100, "{handlers} handler units");
+    assert!(u.units.iter().all(|u| u.info.kind != UnitKind::Finalizer));
+}
+
 #[test]
 fn thread_without_a_loop_is_one_initializer() {
     let mut t = TraceBuilder::new("h", 5, 5);
