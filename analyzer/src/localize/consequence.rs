@@ -120,7 +120,15 @@ pub(crate) fn file_consequences(
         let x = (r.flags & Row::EXTRA != 0)
             .then(|| extras.get(&(b as u32, i as u32)))
             .flatten();
-        let slow = x.and_then(|x| x.slow.as_ref()).map(|s| s.began_ns);
+        // A send of a size never sent there ([`crate::sizes`]): when its node was first
+        // called in the unit, as a call never seen.
+        let slow = [
+            x.and_then(|x| x.slow.as_ref()).map(|s| s.began_ns),
+            x.and_then(|x| x.odd.as_ref()).map(|o| o.at_ns),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
         if r.kind == crate::units::UnitKind::Handler && !x.is_some_and(|x| x.waited) {
             return slow.map_or(r.t_start_unix_ns, |s| s.min(r.t_start_unix_ns));
         }

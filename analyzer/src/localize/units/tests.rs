@@ -506,6 +506,44 @@ fn the_loop_holds_the_waits_in_one_activation() {
     assert!(u.units.iter().all(|u| u.info.kind != UnitKind::Finalizer));
 }
 
+/// Sends on sockets keep the size class of what they asked to send (the requested length,
+/// not what a short transfer moved); writes to other descriptors and failed sends keep none.
+#[test]
+fn sends_on_sockets_keep_their_size_classes() {
+    let mut t = TraceBuilder::new("h", 5, 5);
+    let sent = |fd: i32, ret: i64, len: u64, socket: Option<bool>| {
+        let mut w = o(fd, ret, len);
+        w.is_socket = socket;
+        w
+    };
+    t.lib(0x10, LibFn::Write, sent(4, 17, 17, Some(true)));
+    t.lib(0x10, LibFn::Write, sent(4, 9, 9, Some(true)));
+    // A short transfer of a 300-byte reply: class of 300, not of 100.
+    t.lib(0x20, LibFn::Send, sent(4, 100, 300, Some(true)));
+    // A log line to a file.
+    t.lib(0x30, LibFn::Write, sent(2, 40, 40, Some(false)));
+    let mut failed = sent(4, -1, 50, Some(true));
+    failed.errno = Some(32);
+    t.lib(0x40, LibFn::Send, failed);
+    let u = process_units(&t.finish(), &TreeOptions::default()).unwrap();
+    let mut sizes: Vec<(u64, Option<(u8, u8)>)> = u.units[0]
+        .tree
+        .nodes
+        .values()
+        .map(|n| (n.key.callee, n.tally.sizes()))
+        .collect();
+    sizes.sort();
+    let (w, snd) = (LibFn::Write.id(), LibFn::Send.id());
+    let mut want = vec![
+        (w, Some((4, 5))),
+        (w, None),
+        (snd, Some((9, 9))),
+        (snd, None),
+    ];
+    want.sort();
+    assert_eq!(sizes, want);
+}
+
 #[test]
 fn thread_without_a_loop_is_one_initializer() {
     let mut t = TraceBuilder::new("h", 5, 5);
