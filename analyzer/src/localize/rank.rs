@@ -134,11 +134,22 @@ impl Ranker<'_> {
             .entry(u.class_key())
             .or_insert_with(|| match g {
                 None => ClassModel::NoGroup,
+                // A class new to its thread kind (a handler of a connection that only worker
+                // threads handled in normal runs, now on the main thread — which thread of a
+                // pool takes a connection is scheduling): with the evidence score, the same
+                // class on the other thread kind. The paper's score keeps "no model → 1".
                 Some(g) => {
                     let class = u.class();
-                    g.classes
-                        .binary_search_by(|(k, _)| k.cmp(&class))
-                        .map_or(ClassModel::NoModel, ClassModel::Model)
+                    let find = |c: &units::UnitClass| g.classes.binary_search_by(|(k, _)| k.cmp(c));
+                    match find(&class) {
+                        Ok(i) => ClassModel::Model(i),
+                        Err(_) if self.opts.score == evidence::ScoreKind::Evidence => {
+                            let mut other = class.clone();
+                            other.main_thread = !other.main_thread;
+                            find(&other).map_or(ClassModel::NoModel, ClassModel::Model)
+                        }
+                        Err(_) => ClassModel::NoModel,
+                    }
                 }
             });
         let key = ScoreKey {
@@ -279,9 +290,13 @@ impl Ranker<'_> {
         }
         let key = (score, h.t_start_unix_ns, h.tid, h.index);
         let row = self.rows.len();
+        // The class whose model scored the unit (another thread kind's, see `class_idx`).
         self.best.offer(key, row, || Candidate {
             tree: u.tree.to_tree(),
-            class: u.class(),
+            class: match (g, class) {
+                (Some(g), ClassModel::Model(i)) => g.classes[i].0.clone(),
+                _ => u.class(),
+            },
             cut: u.head.cut,
         });
         let anomaly_ns = first_new.map(|(tsc, _)| consequence::tsc_to_ns(tsc, h));

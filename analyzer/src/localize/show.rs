@@ -46,8 +46,25 @@ pub fn show(model: &Model, set: &TraceSet, id: &str, opts: &Options) -> Result<S
     for (k, v) in merge_names(&[&pu.names]) {
         names.entry(k).or_insert(v);
     }
-    let s = score::score_unit(u, g);
-    let m = g.and_then(|g| g.class(&score::class_of(u)));
+    // The unit's class model; with the evidence score, for a class new to its thread kind,
+    // the same class on the other thread kind (as the ranking does, `rank.rs`).
+    let m = g.and_then(|g| {
+        let class = score::class_of(u);
+        g.class(&class).or_else(|| {
+            (opts.score == evidence::ScoreKind::Evidence)
+                .then(|| {
+                    let mut other = class.clone();
+                    other.main_thread = !other.main_thread;
+                    g.class(&other)
+                })
+                .flatten()
+        })
+    });
+    let s = match (g, m) {
+        (None, _) => score::unmodelled(&u.tree, score::Verdict::NoProcessGroup),
+        (Some(_), Some(m)) => score::score_tree_as(&u.tree, m, u.info.cut),
+        (Some(_), None) => score::unmodelled(&u.tree, score::Verdict::NoUnitModel),
+    };
     let facts = evidence::UnitFacts {
         duration_ns: u.info.t_end_unix_ns - u.info.t_start_unix_ns,
     };

@@ -556,6 +556,72 @@ fn thread_without_a_loop_is_one_initializer() {
     assert_eq!(u.units[0].tree.nodes.len(), 4);
 }
 
+/// A server whose threads share its listening socket (haproxy: which thread accepts a
+/// connection is scheduling). In the normal runs a worker thread took every connection; in
+/// the trial the main thread did, exactly as the worker did. The main thread's handler classes
+/// have no model: the paper's score calls them "no model → 1", the evidence score compares
+/// them with the same classes on the other threads and finds nothing abnormal.
+#[test]
+fn a_handler_class_new_to_its_thread_kind_is_scored_against_the_other_threads() {
+    let server = |pid: u32, handler_tid: u32| {
+        let mut t = TraceBuilder::new("h", pid, pid);
+        t.lib(0x10, LibFn::Socket, o(-1, 3, 0));
+        t.lib(0x20, LibFn::Bind, o(3, 0, 0));
+        t.lib(0x30, LibFn::Listen, o(3, 0, 0));
+        for tid in [pid, pid + 1] {
+            if tid != pid {
+                t.thread(tid);
+            }
+            t.lib(0x40, LibFn::EpollWait, o(-1, 1, 0));
+            if tid != handler_tid {
+                t.lib(0x40, LibFn::EpollWait, o(-1, 0, 0));
+                continue;
+            }
+            for c in 0..40 {
+                let fd = 5 + c % 3;
+                t.lib(0x50, LibFn::Accept4, o(3, fd.into(), 0));
+                t.lib(0x40, LibFn::EpollWait, o(-1, 1, 0));
+                let mut r = o(fd, 8, 64);
+                r.is_socket = Some(true);
+                t.lib(0x60, LibFn::Recv, r);
+                let mut w = o(fd, 12, 12);
+                w.is_socket = Some(true);
+                t.lib(0x70, LibFn::Send, w);
+                t.lib(0x40, LibFn::EpollWait, o(-1, 1, 0));
+                t.lib(0x80, LibFn::Close, o(fd, 0, 0));
+                t.lib(0x40, LibFn::EpollWait, o(-1, 1, 0));
+            }
+        }
+        crate::decode::TraceSet {
+            processes: vec![t.finish()],
+        }
+    };
+    let opts = crate::Options::default();
+    let normal = [server(100, 101), server(200, 201), server(300, 301)];
+    let learned = crate::learn(&normal, &opts).unwrap();
+    let trial = server(400, 400);
+    let rep = crate::rank(&learned.model, &trial, &opts).unwrap();
+    let main_handlers: Vec<_> = rep
+        .units
+        .iter()
+        .filter(|u| u.info.kind == UnitKind::Handler && u.info.main_thread)
+        .collect();
+    assert!(!main_handlers.is_empty());
+    for u in &rep.units {
+        assert!(u.score < 0.5, "{} {} {:?}", u.info.id, u.score, u.why);
+    }
+    // The paper's score is the paper's: no model, 1.
+    let paper = crate::Options {
+        score: crate::evidence::ScoreKind::Paper,
+        ..crate::Options::default()
+    };
+    let rep = crate::rank(&learned.model, &trial, &paper).unwrap();
+    assert!(rep
+        .units
+        .iter()
+        .any(|u| u.info.kind == UnitKind::Handler && u.info.main_thread && u.score == 1.0));
+}
+
 /// Helper processes with no setup call at all (a shell wrapper, `basename`) used to share
 /// the empty signature, so their models were merged and each was scored against the
 /// other's calls ("`write` expected", "`fork` never seen here"). The program is part of the
