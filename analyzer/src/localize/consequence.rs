@@ -107,17 +107,29 @@ pub(crate) fn file_consequences(
         r.score >= ROOT_MIN && verdict(r, shared) == Verdict::Scored
     };
     // When a unit's anomaly happened: a handler's when the message it handles arrived (its
-    // start: whatever it did differently was a reaction to it); another unit's (a loop, an
-    // initializer or finalizer that may span the whole run) when its first call never seen
-    // in normal runs was made, else (only calls missing, which tells at its end) its end.
-    // A unit with a call too long ([`crate::durations`]): when that call began — the
-    // delayed call is what made its peers wait and time out, whatever they did then.
+    // start: whatever it did differently was a reaction to it) — unless it waited again
+    // before its first call never seen in normal runs (a client's handler sends the next
+    // request and waits for the reply with a timeout: what it did differently was a
+    // reaction to that wait, not to the message it began with); another unit's (a loop, an
+    // initializer or finalizer that may span the whole run) and such a handler's when its
+    // first call never seen in normal runs was made, else (only calls missing, which tells
+    // at its end) its end. A unit with a call too long ([`crate::durations`]): when that
+    // call began — the delayed call is what made its peers wait and time out, whatever
+    // they did then.
     let when = |b: usize, i: usize, r: &Row| {
         let x = (r.flags & Row::EXTRA != 0)
             .then(|| extras.get(&(b as u32, i as u32)))
             .flatten();
-        let slow = x.and_then(|x| x.slow.as_ref()).map(|s| s.began_ns);
-        if r.kind == crate::units::UnitKind::Handler {
+        // A send of a size never sent there ([`crate::sizes`]): when its node was first
+        // called in the unit, as a call never seen.
+        let slow = [
+            x.and_then(|x| x.slow.as_ref()).map(|s| s.began_ns),
+            x.and_then(|x| x.odd.as_ref()).map(|o| o.at_ns),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
+        if r.kind == crate::units::UnitKind::Handler && !x.is_some_and(|x| x.waited) {
             return slow.map_or(r.t_start_unix_ns, |s| s.min(r.t_start_unix_ns));
         }
         let t = x.and_then(|x| x.anomaly_ns).unwrap_or(r.t_end_unix_ns);
@@ -349,6 +361,17 @@ pub(crate) fn file_consequences(
         }
     }
     caused_by
+}
+
+/// Did a wait of `tree` — a multiplexer call — return at or before `tsc` (the time of its
+/// first call never seen in normal runs)? Nodes keep their first call's time, so the
+/// earliest wait of each place counts.
+pub fn waited_by(tree: &crate::trees::CallTree, tsc: u64) -> bool {
+    tree.nodes.values().any(|n| {
+        n.key.kind == NodeKind::Lib
+            && n.first_tsc <= tsc
+            && LibFn::from_id(n.key.callee).is_some_and(LibFn::is_multiplexer)
+    })
 }
 
 /// What a unit's first anomaly did to its connection, as far as the unit tells.
@@ -710,6 +733,81 @@ mod tests {
         // Two observations: the earlier roots the incident.
         let c = closed_under(8, CloseRole::Observed);
         assert_eq!(c.get(&(1, 1)), Some(&(0, 0)));
+    }
+
+    /// A client's handler (process 0, on a:1 ⇄ b:2) began at t 10 with the reply it
+    /// received, sent the next request and waited; its first anomaly (a timeout) came at
+    /// t 40. The server (process 1, at the other end) read that request at t 12 in a call
+    /// that took far too long. `waited`: did the client's wait return before its anomaly?
+    fn timed_out_client(waited: bool) -> FxMap<RowRef, RowRef> {
+        let mut sh = scored(&[0.9, 0.9]);
+        let mut blocks = vec![
+            vec![row(0, 0, 10, 1, 0.9, 0)],
+            vec![row(1, 0, 30, 4, 0.9, 1)],
+        ];
+        blocks[0][0].flags |= Row::EXTRA;
+        blocks[1][0].flags |= Row::EXTRA;
+        let mut extras = FxMap::default();
+        extras.insert(
+            (0, 0),
+            RowExtra {
+                anomaly_ns: Some(40),
+                waited,
+                ..Default::default()
+            },
+        );
+        extras.insert(
+            (1, 0),
+            RowExtra {
+                slow: Some(crate::durations::SlowCall {
+                    key: NodeKey {
+                        kind: NodeKind::Lib,
+                        site: 1,
+                        callee: key_lib(LibFn::Read),
+                        outcome: Outcome::Ok,
+                    },
+                    dur_ns: 18,
+                    began_ns: 12,
+                    normal_max_ns: 1,
+                    normal_calls: 100,
+                    normal_units: 100,
+                }),
+                ..Default::default()
+            },
+        );
+        let procs = vec![("h".to_string(), 1), ("h".to_string(), 2)];
+        file_consequences(&mut blocks, &mut sh, &extras, &procs, &conns(), None)
+    }
+
+    #[test]
+    fn a_handler_that_waited_before_its_anomaly_dates_from_the_anomaly() {
+        // It waited: its timeout (t 40) came after the server's slow read began (t 12).
+        let c = timed_out_client(true);
+        assert_eq!(c.get(&(0, 0)), Some(&(1, 0)));
+        assert_eq!(c.len(), 1);
+        // It did not: what it did differently answered the message it began with (t 10).
+        let c = timed_out_client(false);
+        assert_eq!(c.get(&(1, 0)), Some(&(0, 0)));
+    }
+
+    #[test]
+    fn waits_before_the_first_anomaly_are_found_in_the_tree() {
+        let mut t = crate::trees::CallTree::default();
+        let lib = |f: LibFn, outcome| NodeKey {
+            kind: NodeKind::Lib,
+            site: 1,
+            callee: key_lib(f),
+            outcome,
+        };
+        t.add(crate::trees::ROOT, lib(LibFn::Send, Outcome::Ok), 10);
+        t.add(crate::trees::ROOT, lib(LibFn::Poll, Outcome::Ok), 20);
+        t.add(crate::trees::ROOT, lib(LibFn::Recv, Outcome::Eof), 30);
+        assert!(waited_by(&t, 30));
+        assert!(
+            waited_by(&t, 20),
+            "a wait that is itself the anomaly (a timeout)"
+        );
+        assert!(!waited_by(&t, 15));
     }
 
     #[test]

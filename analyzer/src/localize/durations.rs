@@ -16,7 +16,10 @@
 //! [`MAX_SPREAD`] times the median (a wait whose normal durations already vary widely never
 //! fires), (3) it lasted more than [`FACTOR`] times that upper quantile, more than every
 //! normal call, and more than [`FLOOR_NS`] (scheduling noise on a loaded machine is
-//! milliseconds). Multiplexers never fire ([`crate::trees::NodeKind::Lib`] nodes only; the
+//! milliseconds). A node whose upper quantile is spread but whose bulk
+//! ([`BULK_QUANTILE`]) is tight — a quick call (a `send`) that a loaded machine preempts
+//! now and then — has the stricter rule: more than [`FACTOR`] times its longest normal
+//! call (and [`FLOOR_NS`]). Multiplexers never fire ([`crate::trees::NodeKind::Lib`] nodes only; the
 //! caller leaves `select`/`poll`/`epoll_wait` out).
 
 /// Fewest normal samples (units with a timed call at the node) behind a duration rule.
@@ -24,8 +27,13 @@ pub const MIN_SAMPLES: u64 = 30;
 /// The upper quantile the rule scales.
 pub const HIGH_QUANTILE: f64 = 0.99;
 /// A node whose upper quantile exceeds its median more than this many times varies too
-/// widely for a duration to tell anything.
+/// widely for a duration to tell anything (unless only its tail does: [`BULK_QUANTILE`]).
 pub const MAX_SPREAD: f64 = 64.0;
+/// The quantile that tells a tight bulk with a thin tail (scheduling delays of a quick
+/// call on a loaded machine) from a wait: when the upper quantile is spread but this one
+/// is within [`MAX_SPREAD`] of the median, the node still has a rule, scaled from its
+/// longest normal call instead of the upper quantile.
+pub const BULK_QUANTILE: f64 = 0.9;
 /// A call is too long past this many times the normal upper quantile.
 pub const FACTOR: f64 = 20.0;
 /// ... and past this many ns (20 ms).
@@ -131,10 +139,16 @@ impl Durations {
         }
         let high = self.quantile(HIGH_QUANTILE).max(1);
         let median = self.quantile(0.5).max(1);
-        if high as f64 > MAX_SPREAD * median as f64 {
+        let scaled = if high as f64 <= MAX_SPREAD * median as f64 {
+            FACTOR * high as f64
+        } else if self.quantile(BULK_QUANTILE).max(1) as f64 <= MAX_SPREAD * median as f64 {
+            // A tight bulk with a thin tail of outliers: a quick call preempted now and then
+            // on a loaded machine, not a wait. Only far beyond the longest normal call.
+            FACTOR * self.max_ns as f64
+        } else {
             return None;
-        }
-        let scaled = (FACTOR * high as f64).min(u64::MAX as f64) as u64;
+        };
+        let scaled = scaled.min(u64::MAX as f64) as u64;
         Some(scaled.max(self.max_ns).max(FLOOR_NS).saturating_add(1))
     }
 
@@ -370,6 +384,28 @@ mod tests {
         let d = normal(500, |i| 50_000u64 << (i % 16));
         assert_eq!(d.limit_ns(), None);
         assert!(!d.too_long(60_000_000_000));
+    }
+
+    #[test]
+    fn a_thin_tail_of_preempted_calls_keeps_a_rule_past_the_longest() {
+        // 700 sends of 4–8 µs and 20 preempted ones of 1–6 ms (p99 spread, p90 tight):
+        // a send held 1.5 s is too long, one 20 times short of it — 75 ms, more than 20
+        // times the upper quantile but less than 20 times the longest — is not.
+        let mut d = normal(700, |i| 4_000 + (i * 37) % 4_000);
+        for i in 0..20 {
+            d.add(1_000_000 + i * 250_000, 1);
+        }
+        let (p99, median) = (d.quantile(HIGH_QUANTILE), d.quantile(0.5));
+        assert!(
+            p99 as f64 > MAX_SPREAD * median as f64,
+            "p99 {p99} median {median}"
+        );
+        assert!(d.too_long(1_500_000_000));
+        assert!(!d.too_long(75_000_000));
+        assert_eq!(d.limit_ns(), Some(FACTOR as u64 * d.max_ns + 1));
+        // A wait whose bulk varies: no rule (as before).
+        let w = normal(500, |i| 50_000u64 << (i % 16));
+        assert!(w.quantile(BULK_QUANTILE) as f64 > MAX_SPREAD * w.quantile(0.5) as f64);
     }
 
     #[test]

@@ -19,5 +19,6 @@ pub(crate) mod ranking;
 pub(crate) mod rows;
 pub mod score;
 pub mod show;
+pub mod sizes;
 pub mod trees;
 pub mod units;

@@ -22,6 +22,7 @@
 use crate::durations::Durations;
 use crate::error::{Error, Result};
 use crate::hash::{FxMap, IdMap};
+use crate::sizes::SizeRange;
 use crate::trees::{CallTree, NodeKey, NodeKind, Outcome, TreeOptions, ROOT};
 use crate::units::{ProcessUnits, Signature, UnitView};
 use serde::{Deserialize, Serialize};
@@ -32,10 +33,11 @@ use std::path::Path;
 /// The `magic` field of a model file.
 pub const MAGIC: &str = "culprit-model";
 /// The current model format version (1: signatures without the program key; 2: nodes as
-/// JSON objects with their ids, names keyed by key; 3: without per-call durations).
-pub const VERSION: u32 = 4;
-/// The oldest format version read (a version-3 model has no durations: no duration
-/// evidence is found with it).
+/// JSON objects with their ids, names keyed by key; 3: without per-call durations; 4:
+/// without send sizes).
+pub const VERSION: u32 = 5;
+/// The oldest format version read (a version-3 model has no durations, a version-4 model no
+/// send sizes: no such evidence is found with them).
 pub const OLDEST_READ: u32 = 3;
 
 /// Which model a unit is compared with (defined with the units, which know their class).
@@ -79,6 +81,9 @@ pub struct TreeModel {
     /// Per-call durations of the timed nodes (library calls other than multiplexers), by
     /// node id ([`crate::durations`]).
     pub durations: BTreeMap<u64, Durations>,
+    /// Size classes of the sends of the sized nodes (sends on sockets), by node id
+    /// ([`crate::sizes`]).
+    pub sizes: BTreeMap<u64, SizeRange>,
     index: IdMap<usize>,
 }
 
@@ -88,7 +93,8 @@ impl TreeModel {
         let mut d = DistinctTrees::default();
         for t in trees {
             let slowest = t.nodes.values().map(|n| n.dur.ns()).max().unwrap_or(0);
-            d.time(slowest, t.nodes.iter().map(|(id, n)| (*id, n)));
+            let sized = t.nodes.values().any(|n| n.tally.sizes().is_some());
+            d.time(slowest, sized, t.nodes.iter().map(|(id, n)| (*id, n)));
             d.add(t.fingerprint(), t.nodes.iter().map(|(id, n)| (*id, n)));
         }
         d.model()
@@ -119,6 +125,7 @@ impl TreeModel {
             models: 1,
             nodes,
             durations: BTreeMap::new(),
+            sizes: BTreeMap::new(),
             index: IdMap::default(),
         };
         m.reindex();
@@ -133,6 +140,7 @@ impl TreeModel {
             models,
             nodes,
             durations: BTreeMap::new(),
+            sizes: BTreeMap::new(),
             index: IdMap::default(),
         };
         m.reindex();
@@ -169,6 +177,9 @@ impl TreeModel {
     pub fn merge(&mut self, other: &TreeModel) {
         for (id, d) in &other.durations {
             self.durations.entry(*id).or_default().merge(d);
+        }
+        for (id, r) in &other.sizes {
+            self.sizes.entry(*id).or_default().merge(r);
         }
         self.units += other.units;
         self.models += other.models;
@@ -254,6 +265,8 @@ struct DistinctTrees {
     /// Durations of the timed nodes, every unit counted (durations differ between units of
     /// equal trees).
     durations: IdMap<Durations>,
+    /// Size classes of the sized nodes, every unit counted (as durations).
+    sizes: IdMap<SizeRange>,
 }
 
 /// A node of a distinct tree: id, parent id, key.
@@ -294,14 +307,16 @@ impl DistinctTrees {
         self.held = 0;
     }
 
-    /// Counts the durations of one unit's timed nodes (`slowest_ns`: the longest; 0 when
-    /// none is timed, and then nothing is looked at).
+    /// Counts the durations of one unit's timed nodes and the size classes of its sized ones
+    /// (`slowest_ns`: the longest call; 0 when none is timed, and then, with `sized` false —
+    /// no sized node —, nothing is looked at).
     fn time<'a>(
         &mut self,
         slowest_ns: u64,
+        sized: bool,
         nodes: impl Iterator<Item = (u64, &'a crate::trees::TreeNode)>,
     ) {
-        if slowest_ns == 0 {
+        if slowest_ns == 0 && !sized {
             return;
         }
         for (id, n) in nodes {
@@ -310,7 +325,10 @@ impl DistinctTrees {
                 self.durations
                     .entry(id)
                     .or_default()
-                    .add(ns, u64::from(n.calls));
+                    .add(ns, u64::from(n.tally.calls()));
+            }
+            if let Some((lo, hi)) = n.tally.sizes() {
+                self.sizes.entry(id).or_default().add(lo, hi);
             }
         }
     }
@@ -320,6 +338,10 @@ impl DistinctTrees {
         let mut m = TreeModel::from_counts(self.units, &self.counts);
         // Only nodes of the model (always so: a timed node is a node of its unit).
         m.durations = std::mem::take(&mut self.durations)
+            .into_iter()
+            .filter(|(id, _)| m.index.contains_key(id))
+            .collect();
+        m.sizes = std::mem::take(&mut self.sizes)
             .into_iter()
             .filter(|(id, _)| m.index.contains_key(id))
             .collect();
@@ -361,7 +383,11 @@ impl ProcessModelBuilder {
         };
         let t = u.tree;
         let c = &mut self.classes[s];
-        c.time(t.slowest_ns(), t.nodes().iter().map(|(id, n)| (*id, n)));
+        c.time(
+            t.slowest_ns(),
+            t.sized(),
+            t.nodes().iter().map(|(id, n)| (*id, n)),
+        );
         c.add(t.fingerprint(), t.nodes().iter().map(|(id, n)| (*id, n)));
     }
 
@@ -371,7 +397,8 @@ impl ProcessModelBuilder {
         let t = &u.tree;
         let c = &mut self.classes[s];
         let slowest = t.nodes.values().map(|n| n.dur.ns()).max().unwrap_or(0);
-        c.time(slowest, t.nodes.iter().map(|(id, n)| (*id, n)));
+        let sized = t.nodes.values().any(|n| n.tally.sizes().is_some());
+        c.time(slowest, sized, t.nodes.iter().map(|(id, n)| (*id, n)));
         c.add(t.fingerprint(), t.nodes.iter().map(|(id, n)| (*id, n)));
     }
 
@@ -565,6 +592,9 @@ mod wire {
     /// …]]`, `node` being 1 + its position in `nodes` followed by `loose`
     /// ([`crate::durations::Durations`]).
     pub type Dur = (u32, u64, u64, Vec<(u16, u64)>);
+    /// The send sizes of a sized node (version 5): `[node, units, least class, greatest
+    /// class]`, `node` as in [`Dur`] ([`crate::sizes::SizeRange`]).
+    pub type Size = (u32, u64, u8, u8);
 
     #[derive(Serialize, Deserialize)]
     pub struct Model<'a> {
@@ -593,6 +623,8 @@ mod wire {
         loose: Vec<Loose>,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         durations: Vec<Dur>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        sizes: Vec<Size>,
     }
 
     fn kind_code(k: NodeKind) -> u8 {
@@ -753,7 +785,7 @@ mod wire {
                 .collect::<Vec<Loose>>();
             // Positions (1-based) of the nodes as written: `nodes`, then `loose`.
             let mut pos: IdMap<u32> = IdMap::default();
-            if !t.durations.is_empty() {
+            if !t.durations.is_empty() || !t.sizes.is_empty() {
                 let mut order: Vec<usize> = Vec::with_capacity(t.nodes.len());
                 order.extend(written.iter().copied());
                 order.extend((0..t.nodes.len()).filter(|&i| !reached[i]));
@@ -767,12 +799,19 @@ mod wire {
                 .filter_map(|(id, d)| pos.get(id).map(|&p| (p, d.calls, d.max_ns, d.hist.clone())))
                 .collect();
             durations.sort_by_key(|d| d.0);
+            let mut sizes: Vec<Size> = t
+                .sizes
+                .iter()
+                .filter_map(|(id, r)| pos.get(id).map(|&p| (p, r.units, r.lo, r.hi)))
+                .collect();
+            sizes.sort_by_key(|s| s.0);
             Tree {
                 units: t.units,
                 models: t.models,
                 nodes,
                 loose,
                 durations,
+                sizes,
             }
         }
 
@@ -838,8 +877,22 @@ mod wire {
                     return Err(format!("durations of node {node} given twice"));
                 }
             }
+            let mut sizes = BTreeMap::new();
+            for (node, units, lo, hi) in self.sizes {
+                let id = match node as usize {
+                    p if p >= 1 && p <= out.len() => out[p - 1].id,
+                    p => return Err(format!("sizes of node {p}: no such node")),
+                };
+                let r = SizeRange { units, lo, hi };
+                r.check()
+                    .map_err(|e| format!("sizes of node {node}: {e}"))?;
+                if sizes.insert(id, r).is_some() {
+                    return Err(format!("sizes of node {node} given twice"));
+                }
+            }
             let mut t = TreeModel::from_nodes(self.units, self.models, out);
             t.durations = durations;
+            t.sizes = sizes;
             if let Some(w) = t.nodes.windows(2).find(|w| w[0].id == w[1].id) {
                 return Err(format!("two nodes with id {}", w[0].id));
             }
@@ -904,6 +957,7 @@ mod tests {
                     models: 1,
                 }],
                 durations: BTreeMap::new(),
+                sizes: BTreeMap::new(),
                 index: IdMap::default(),
             };
             t.reindex();
@@ -947,15 +1001,20 @@ mod tests {
         let e = Model::from_json(p, v2).unwrap_err().to_string();
         assert!(
             e.starts_with("m.json: ")
-                && e.contains("format version 2, this culprit reads versions 3 to 4"),
+                && e.contains("format version 2, this culprit reads versions 3 to 5"),
             "{e}"
         );
-        // Version 3 (no durations) is read, and becomes a model of this version.
-        let v3 = sample().to_json().replace("\"version\":4", "\"version\":3");
-        assert!(v3.contains("\"version\":3"));
-        let back = Model::from_json(p, &v3).unwrap();
-        assert_eq!(back.version, VERSION);
-        same(&sample(), &back);
+        // Versions 3 (no durations) and 4 (no send sizes) are read, and become models of
+        // this version.
+        for old in [3, 4] {
+            let text = sample()
+                .to_json()
+                .replace("\"version\":5", &format!("\"version\":{old}"));
+            assert!(text.contains(&format!("\"version\":{old}")));
+            let back = Model::from_json(p, &text).unwrap();
+            assert_eq!(back.version, VERSION);
+            same(&sample(), &back);
+        }
     }
 
     fn sample() -> Model {
@@ -980,7 +1039,9 @@ mod tests {
             let c = t.add(b, lib(300, Outcome::Errno(104)), 0);
             t.nodes.get_mut(&c).unwrap().dur = crate::trees::Dur::from_ns(1000 * (i + 1));
             if i == 0 {
-                t.add(a, lib(400, Outcome::Ok), 0);
+                let d = t.add(a, lib(400, Outcome::Ok), 0);
+                // A send on a socket of 17 bytes (the round trip keeps its size range).
+                t.nodes.get_mut(&d).unwrap().tally.add_size(5);
             } else {
                 t.add(ROOT, key(500), 0);
             }
@@ -1018,6 +1079,7 @@ mod tests {
                 assert_eq!((tx.units, tx.models), (ty.units, ty.models));
                 assert_eq!(tx.nodes, ty.nodes);
                 assert_eq!(tx.durations, ty.durations);
+                assert_eq!(tx.sizes, ty.sizes);
                 for n in &ty.nodes {
                     assert_eq!(ty.get(n.id), Some(n), "index rebuilt");
                 }
@@ -1131,6 +1193,34 @@ mod tests {
             d[3][0][1] = 50.into();
         });
         assert!(e.contains("samples for 2 units"), "{e}");
+    }
+
+    #[test]
+    fn malformed_sizes_are_refused() {
+        let p = Path::new("m.json");
+        let text = sample().to_json();
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let sizes = &v["groups"][0]["classes"][0][1]["sizes"];
+        assert_eq!(sizes.as_array().map(Vec::len), Some(1), "{text}");
+        let bad = |f: &dyn Fn(&mut serde_json::Value)| {
+            let mut v = v.clone();
+            f(&mut v["groups"][0]["classes"][0][1]["sizes"][0]);
+            Model::from_json(p, &v.to_string()).unwrap_err().to_string()
+        };
+        let e = bad(&|s| s[0] = 99.into());
+        assert!(e.contains("sizes of node 99: no such node"), "{e}");
+        let e = bad(&|s| s[1] = 0.into());
+        assert!(e.contains("no unit"), "{e}");
+        let e = bad(&|s| s[2] = 9.into());
+        assert!(e.contains("out of order or range"), "{e}");
+        let e = bad(&|s| s[3] = 64.into());
+        assert!(e.contains("out of order or range"), "{e}");
+        // Sizes on a function node (a is node 1).
+        let e = bad(&|s| s[0] = 1.into());
+        assert!(e.contains("not a library call"), "{e}");
+        // More units than the class has.
+        let e = bad(&|s| s[1] = 3.into());
+        assert!(e.contains("3 units of 2"), "{e}");
     }
 
     #[test]

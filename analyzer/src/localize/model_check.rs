@@ -14,7 +14,10 @@
 //! - per-call durations (version 4) belong to a library-call node of their class, given once;
 //!   their buckets are strictly ascending and in range, each counts ≥ 1 unit, the calls are
 //!   at least the units, the longest call falls in the last bucket, and no node has more
-//!   samples than its class has units ([`crate::durations::Durations::check`]).
+//!   samples than its class has units ([`crate::durations::Durations::check`]);
+//! - send sizes (version 5) belong to a library-call node of their class, given once; their
+//!   classes are in range and ordered, and they count at least one unit and at most the
+//!   class's units ([`crate::sizes::SizeRange::check`]).
 
 use crate::model::Model;
 
@@ -103,6 +106,27 @@ pub fn check_model(m: &Model) -> Result<(), String> {
                         "{}, durations of node id {id}: {} samples for {} units",
                         at(),
                         d.samples(),
+                        t.units
+                    ));
+                }
+            }
+            for (id, r) in &t.sizes {
+                let Some(n) = t.get(*id) else {
+                    return Err(format!("{}: sizes of node id {id}, not in the class", at()));
+                };
+                if n.key.kind != crate::trees::NodeKind::Lib {
+                    return Err(format!(
+                        "{}: sizes of node id {id}, not a library call",
+                        at()
+                    ));
+                }
+                r.check()
+                    .map_err(|e| format!("{}, sizes of node id {id}: {e}", at()))?;
+                if r.units > t.units {
+                    return Err(format!(
+                        "{}, sizes of node id {id}: {} units of {}",
+                        at(),
+                        r.units,
                         t.units
                     ));
                 }

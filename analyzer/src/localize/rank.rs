@@ -3,7 +3,7 @@
 
 use super::options::Options;
 use super::pipeline::{merge_names, scan_and_split, sorted_processes};
-use super::{consequence, durations, evidence, ranking};
+use super::{consequence, durations, evidence, ranking, sizes};
 use crate::decode::TraceSet;
 use crate::error::Result;
 use crate::model::Model;
@@ -43,6 +43,10 @@ const SCORE_CACHE_MAX: usize = 1 << 16;
 #[derive(Clone, Copy)]
 struct CachedScore {
     score: f64,
+    /// The paper's score of the tree and its number of effective nodes (what an odd send
+    /// adds to, [`sizes::odd_score`]).
+    paper: f64,
+    effective: u32,
     /// Index of its verdict and light effective nodes in [`Ranker::shared`].
     shared: u32,
 }
@@ -118,6 +122,8 @@ struct Ranker<'a> {
     best: ranking::BestUnits<Candidate>,
     /// The duration rules of each class model used (by index in the group's classes).
     limits: Vec<Option<durations::ClassLimits>>,
+    /// The size rules of each class model used (by index in the group's classes).
+    size_rules: Vec<Option<sizes::ClassSizes>>,
 }
 
 impl Ranker<'_> {
@@ -128,11 +134,22 @@ impl Ranker<'_> {
             .entry(u.class_key())
             .or_insert_with(|| match g {
                 None => ClassModel::NoGroup,
+                // A class new to its thread kind (a handler of a connection that only worker
+                // threads handled in normal runs, now on the main thread — which thread of a
+                // pool takes a connection is scheduling): with the evidence score, the same
+                // class on the other thread kind. The paper's score keeps "no model → 1".
                 Some(g) => {
                     let class = u.class();
-                    g.classes
-                        .binary_search_by(|(k, _)| k.cmp(&class))
-                        .map_or(ClassModel::NoModel, ClassModel::Model)
+                    let find = |c: &units::UnitClass| g.classes.binary_search_by(|(k, _)| k.cmp(c));
+                    match find(&class) {
+                        Ok(i) => ClassModel::Model(i),
+                        Err(_) if self.opts.score == evidence::ScoreKind::Evidence => {
+                            let mut other = class.clone();
+                            other.main_thread = !other.main_thread;
+                            find(&other).map_or(ClassModel::NoModel, ClassModel::Model)
+                        }
+                        Err(_) => ClassModel::NoModel,
+                    }
                 }
             });
         let key = ScoreKey {
@@ -148,7 +165,13 @@ impl Ranker<'_> {
         };
         // TSC and key of the first call never seen in normal runs (units that may be roots).
         let mut first_new: Option<(u64, trees::NodeKey)> = None;
-        let CachedScore { score, shared } = match cached {
+        let mut waited = false;
+        let CachedScore {
+            score,
+            paper,
+            effective,
+            shared,
+        } = match cached {
             Some(c) => c,
             None => {
                 let tree = u.tree.to_tree();
@@ -164,6 +187,7 @@ impl Ranker<'_> {
                 let facts = evidence::UnitFacts {
                     duration_ns: u.head.t_end_unix_ns - u.head.t_start_unix_ns,
                 };
+                let (paper, effective) = (s.score, s.effective.len() as u32);
                 let s = evidence::rescore(self.opts.score, s, &tree, m, facts);
                 if self.opts.score.groups_consequences() && s.score >= consequence::ROOT_MIN {
                     first_new = s
@@ -172,6 +196,7 @@ impl Ranker<'_> {
                         .filter(|e| e.class == score::NodeClass::New)
                         .filter_map(|e| tree.nodes.get(&e.id).map(|n| (n.first_tsc, n.key)))
                         .min_by_key(|&(tsc, _)| tsc);
+                    waited = first_new.is_some_and(|(t, _)| consequence::waited_by(&tree, t));
                 }
                 let light: Box<[score::Effective]> = s
                     .effective
@@ -182,6 +207,8 @@ impl Ranker<'_> {
                     .collect();
                 let c = CachedScore {
                     score: s.score,
+                    paper,
+                    effective,
                     shared: self.shared.len() as u32,
                 };
                 self.shared.push(report::SharedScore {
@@ -208,6 +235,7 @@ impl Ranker<'_> {
         // equal trees differ in durations).
         let (mut score, mut shared) = (score, shared);
         let mut slow = None;
+        let mut odd = None;
         if self.opts.score == evidence::ScoreKind::Evidence {
             if let (Some(g), ClassModel::Model(i)) = (g, class) {
                 let slowest = u.tree.slowest_ns();
@@ -234,13 +262,41 @@ impl Ranker<'_> {
                         }
                     }
                 }
+                // A send of a size never sent at its node ([`sizes`]).
+                if u.tree.sized() && self.shared[shared as usize].verdict == score::Verdict::Scored
+                {
+                    if self.size_rules.len() <= i {
+                        self.size_rules.resize_with(i + 1, || None);
+                    }
+                    let rules = self.size_rules[i]
+                        .get_or_insert_with(|| sizes::ClassSizes::of(&g.classes[i].1));
+                    if !rules.is_empty() {
+                        odd = rules.odd(u.tree.nodes().iter().map(|(id, n)| (*id, n)), |tsc| {
+                            consequence::tsc_to_ns(tsc, h)
+                        });
+                    }
+                    if let Some(o) = &odd {
+                        let raised = sizes::odd_score(score, paper, effective as usize, o);
+                        if raised != score {
+                            let mut own = self.shared[shared as usize].clone();
+                            own.score = raised;
+                            self.shared.push(own);
+                            shared = self.shared.len() as u32 - 1;
+                            score = raised;
+                        }
+                    }
+                }
             }
         }
         let key = (score, h.t_start_unix_ns, h.tid, h.index);
         let row = self.rows.len();
+        // The class whose model scored the unit (another thread kind's, see `class_idx`).
         self.best.offer(key, row, || Candidate {
             tree: u.tree.to_tree(),
-            class: u.class(),
+            class: match (g, class) {
+                (Some(g), ClassModel::Model(i)) => g.classes[i].0.clone(),
+                _ => u.class(),
+            },
             cut: u.head.cut,
         });
         let anomaly_ns = first_new.map(|(tsc, _)| consequence::tsc_to_ns(tsc, h));
@@ -249,6 +305,7 @@ impl Ranker<'_> {
             || !h.injections.is_empty()
             || anomaly_ns.is_some()
             || slow.is_some()
+            || odd.is_some()
             || close.is_some();
         if extra {
             self.extras.push((
@@ -257,7 +314,9 @@ impl Ranker<'_> {
                     lost: h.lost,
                     injections: h.injections.clone(),
                     anomaly_ns,
+                    waited,
                     slow,
+                    odd,
                     close,
                     ..Default::default()
                 },
@@ -321,6 +380,7 @@ pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
             extras: Vec::new(),
             best: ranking::BestUnits::new(keep),
             limits: Default::default(),
+            size_rules: Default::default(),
         };
         // A unit is scored against its process's group, known once the signature is
         // final (after the initializer of the process's last thread): units closed

@@ -2,7 +2,7 @@
 
 use super::options::Options;
 use super::pipeline::{merge_names, scan_all, sorted_processes};
-use super::{durations, evidence, narrative};
+use super::{durations, evidence, narrative, sizes};
 use crate::decode::TraceSet;
 use crate::error::{Error, Result};
 use crate::model::Model;
@@ -46,35 +46,58 @@ pub fn show(model: &Model, set: &TraceSet, id: &str, opts: &Options) -> Result<S
     for (k, v) in merge_names(&[&pu.names]) {
         names.entry(k).or_insert(v);
     }
-    let s = score::score_unit(u, g);
-    let m = g.and_then(|g| g.class(&score::class_of(u)));
+    // The unit's class model; with the evidence score, for a class new to its thread kind,
+    // the same class on the other thread kind (as the ranking does, `rank.rs`).
+    let m = g.and_then(|g| {
+        let class = score::class_of(u);
+        g.class(&class).or_else(|| {
+            (opts.score == evidence::ScoreKind::Evidence)
+                .then(|| {
+                    let mut other = class.clone();
+                    other.main_thread = !other.main_thread;
+                    g.class(&other)
+                })
+                .flatten()
+        })
+    });
+    let s = match (g, m) {
+        (None, _) => score::unmodelled(&u.tree, score::Verdict::NoProcessGroup),
+        (Some(_), Some(m)) => score::score_tree_as(&u.tree, m, u.info.cut),
+        (Some(_), None) => score::unmodelled(&u.tree, score::Verdict::NoUnitModel),
+    };
     let facts = evidence::UnitFacts {
         duration_ns: u.info.t_end_unix_ns - u.info.t_start_unix_ns,
     };
+    let (paper, effective) = (s.score, s.effective.len());
     let mut s = evidence::rescore(opts.score, s, &u.tree, m, facts);
-    // A call too long, as the ranking finds it (`rank.rs`).
-    let slow = match m {
-        Some(m) if opts.score == evidence::ScoreKind::Evidence => {
-            let i = &u.info;
-            let unix = |tsc: u64| {
-                let span = i.tsc_end.saturating_sub(i.tsc_start);
-                if span == 0 {
-                    return i.t_start_unix_ns;
-                }
-                let f = (tsc.saturating_sub(i.tsc_start) as f64 / span as f64).clamp(0.0, 1.0);
-                i.t_start_unix_ns + (f * (i.t_end_unix_ns - i.t_start_unix_ns) as f64) as i64
-            };
-            let slowest = u.tree.nodes.values().map(|n| n.dur.ns()).max().unwrap_or(0);
-            durations::ClassLimits::of(m).slowest(
-                slowest,
-                u.tree.nodes.iter().map(|(id, n)| (*id, n)),
-                unix,
-            )
+    let i = &u.info;
+    let unix = |tsc: u64| {
+        let span = i.tsc_end.saturating_sub(i.tsc_start);
+        if span == 0 {
+            return i.t_start_unix_ns;
         }
-        _ => None,
+        let f = (tsc.saturating_sub(i.tsc_start) as f64 / span as f64).clamp(0.0, 1.0);
+        i.t_start_unix_ns + (f * (i.t_end_unix_ns - i.t_start_unix_ns) as f64) as i64
+    };
+    // A call too long and a send of a size never sent there, as the ranking finds them
+    // (`rank.rs`).
+    let (slow, odd) = match m {
+        Some(m) if opts.score == evidence::ScoreKind::Evidence => {
+            let slowest = u.tree.nodes.values().map(|n| n.dur.ns()).max().unwrap_or(0);
+            let nodes = || u.tree.nodes.iter().map(|(id, n)| (*id, n));
+            let slow = durations::ClassLimits::of(m).slowest(slowest, nodes(), unix);
+            let odd = (s.verdict == score::Verdict::Scored)
+                .then(|| sizes::ClassSizes::of(m).odd(nodes(), unix))
+                .flatten();
+            (slow, odd)
+        }
+        _ => (None, None),
     };
     if let Some(x) = &slow {
         s.score = durations::slow_score(s.score, x);
+    }
+    if let Some(x) = &odd {
+        s.score = sizes::odd_score(s.score, paper, effective, x);
     }
     let lines = report::annotate(&u.tree, m, &s.effective, &names, opts.tree_lines);
     let mut why = report::why(&s, &names, opts.why);
@@ -84,6 +107,9 @@ pub fn show(model: &Model, set: &TraceSet, id: &str, opts: &Options) -> Result<S
         if let Some(h) = narrative::headline(&s.effective, model_units, &names) {
             why.insert(0, h);
         }
+    }
+    if let Some(x) = &odd {
+        why.insert(0, x.sentence(&names));
     }
     if let Some(x) = &slow {
         why.insert(0, x.sentence(&names));
@@ -100,6 +126,7 @@ pub fn show(model: &Model, set: &TraceSet, id: &str, opts: &Options) -> Result<S
             caused_by: None,
             model_units,
             slow,
+            odd_size: odd,
         },
         lines,
     })

@@ -244,8 +244,9 @@ pub struct TreeNode {
     pub key: NodeKey,
     /// TSC of the first call.
     pub first_tsc: u64,
-    /// How many times the path was taken in the unit (informative; models use coverage).
-    pub calls: u32,
+    /// How many times the path was taken in the unit (informative; models use coverage),
+    /// and the size classes of the sends made there ([`Tally`]).
+    pub tally: Tally,
     /// The longest of its calls in the unit, entry to exit: library calls whose entry and
     /// exit were both recorded; 0 otherwise (function frames, a call that never returned).
     /// What the per-call durations of a model ([`crate::durations::Durations`]) learn.
@@ -273,6 +274,71 @@ impl Dur {
     }
 }
 
+/// How many times a node was reached in a unit (saturating at [`Tally::CALLS_MAX`]) and,
+/// for a send on a socket, the least and greatest **size class** of its calls
+/// ([`size_class`]), packed in 32 bits so that a node stays 56 bytes: calls in bits 0–19,
+/// the least class in bits 20–25, the greatest in bits 26–31 (0: no sized call).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Tally(u32);
+
+impl Tally {
+    /// The most calls a tally counts.
+    pub const CALLS_MAX: u32 = (1 << 20) - 1;
+    /// One call, no size.
+    pub const ONE: Tally = Tally(1);
+
+    /// Calls counted.
+    #[inline]
+    pub fn calls(self) -> u32 {
+        self.0 & Tally::CALLS_MAX
+    }
+
+    /// Counts one more call.
+    #[inline]
+    pub fn bump(&mut self) {
+        if self.calls() < Tally::CALLS_MAX {
+            self.0 += 1;
+        }
+    }
+
+    /// The least and greatest size class of the sized calls, if any.
+    #[inline]
+    pub fn sizes(self) -> Option<(u8, u8)> {
+        let hi = (self.0 >> 26) as u8;
+        (hi != 0).then_some((((self.0 >> 20) & 63) as u8, hi))
+    }
+
+    /// Notes a call of size class `class` (1–63; 0: none, ignored).
+    #[inline]
+    pub fn add_size(&mut self, class: u8) {
+        let class = u32::from(class.min(63));
+        if class == 0 {
+            return;
+        }
+        let (lo, hi) = match self.sizes() {
+            Some((lo, hi)) => (u32::from(lo).min(class), u32::from(hi).max(class)),
+            None => (class, class),
+        };
+        self.0 = self.calls() | (lo << 20) | (hi << 26);
+    }
+}
+
+/// The size class of a transfer of `bytes` bytes: its bit length (1 byte: 1, 2–3: 2, 4–7:
+/// 3, … 16–31: 5), at most 63; 0 for none.
+#[inline]
+pub fn size_class(bytes: u64) -> u8 {
+    (64 - bytes.leading_zeros()).min(63) as u8
+}
+
+/// The bytes of size class `c`: `(least, greatest)`.
+pub fn class_bytes(c: u8) -> (u64, u64) {
+    match c {
+        0 => (0, 0),
+        63.. => (1 << 62, u64::MAX),
+        c => (1 << (c - 1), (1 << c) - 1),
+    }
+}
+
 /// The call tree of one unit: a set of paths.
 #[derive(Clone, Debug, Default)]
 pub struct CallTree {
@@ -293,8 +359,7 @@ impl CallTree {
         let id = key.child_of(parent);
         match self.nodes.entry(id) {
             std::collections::hash_map::Entry::Occupied(mut e) => {
-                let n = e.get_mut();
-                n.calls = n.calls.saturating_add(1);
+                e.get_mut().tally.bump();
                 (id, false)
             }
             std::collections::hash_map::Entry::Vacant(e) => {
@@ -302,7 +367,7 @@ impl CallTree {
                     parent,
                     key,
                     first_tsc: tsc,
-                    calls: 1,
+                    tally: Tally::ONE,
                     dur: Dur::default(),
                 });
                 (id, true)
@@ -358,6 +423,8 @@ pub struct TreeBuf {
     /// subtree was taken out): ranking looks at a unit's durations only when this passes
     /// the shortest duration its model would call too long.
     slowest_ns: u64,
+    /// Was a sized call added since the last clear ([`TreeBuf::sized`])?
+    sized: bool,
 }
 
 /// Up to this many nodes a tree is searched by scanning its ids (cheaper than hashing for the
@@ -422,30 +489,56 @@ impl TreeBuf {
         tsc: u64,
         dur_ns: u64,
     ) -> (u64, bool) {
+        self.add_call(parent, key, key_hash, tsc, dur_ns, 0)
+    }
+
+    /// Like [`TreeBuf::add_timed`] for a send of size class `size` ([`size_class`]; 0:
+    /// not a sized call): the node keeps the range of its calls' classes ([`Tally`]).
+    #[inline]
+    pub fn add_call(
+        &mut self,
+        parent: u64,
+        key: NodeKey,
+        key_hash: u64,
+        tsc: u64,
+        dur_ns: u64,
+        size: u8,
+    ) -> (u64, bool) {
         let id = child_id(parent, key_hash);
         self.slowest_ns = self.slowest_ns.max(dur_ns);
+        self.sized |= size != 0;
         let dur = Dur::from_ns(dur_ns);
         match self.find(id) {
             Some(i) => {
                 let n = &mut self.nodes[i].1;
-                n.calls = n.calls.saturating_add(1);
+                n.tally.bump();
+                n.tally.add_size(size);
                 n.dur = n.dur.max(dur);
                 (id, false)
             }
             None => {
+                let mut tally = Tally::ONE;
+                tally.add_size(size);
                 self.push(
                     id,
                     TreeNode {
                         parent,
                         key,
                         first_tsc: tsc,
-                        calls: 1,
+                        tally,
                         dur,
                     },
                 );
                 (id, true)
             }
         }
+    }
+
+    /// Does a node of the tree hold a sized call (since the last clear; an upper bound once
+    /// a subtree was taken out)?
+    #[inline]
+    pub fn sized(&self) -> bool {
+        self.sized
     }
 
     /// The longest call of the tree, ns (an upper bound: see the field).
@@ -464,6 +557,7 @@ impl TreeBuf {
     /// present is replaced.
     pub fn insert(&mut self, id: u64, n: TreeNode) {
         self.slowest_ns = self.slowest_ns.max(n.dur.ns());
+        self.sized |= n.tally.sizes().is_some();
         match self.find(id) {
             Some(i) => self.nodes[i].1 = n,
             None => self.push(id, n),
@@ -543,6 +637,7 @@ impl TreeBuf {
         self.fa = 0;
         self.fb = 0;
         self.slowest_ns = 0;
+        self.sized = false;
     }
 
     /// The nodes, in the order they were first added.
@@ -620,7 +715,7 @@ mod tests {
         assert_eq!(b1, b2);
         assert_ne!(b1, b_elsewhere);
         assert_eq!(t.nodes.len(), 4);
-        assert_eq!(t.nodes[&b1].calls, 2);
+        assert_eq!(t.nodes[&b1].tally.calls(), 2);
         assert_eq!(t.ids_sorted(), vec![a, b1, c, b_elsewhere]);
     }
 
@@ -646,14 +741,14 @@ mod tests {
         let mut moved = Vec::new();
         a.take_subtree_into(y, &mut moved);
         assert_eq!(moved.iter().map(|m| m.0).collect::<Vec<_>>(), vec![y, z]);
-        assert_eq!(moved[1].1.calls, 2);
+        assert_eq!(moved[1].1.tally.calls(), 2);
         assert!(a.contains(x) && a.contains(w) && !a.contains(y) && !a.contains(z));
         assert_eq!(a.fingerprint(), a.to_tree().fingerprint());
         let mut c = TreeBuf::default();
         for (id, n) in moved {
             c.insert(id, n);
         }
-        assert_eq!(c.to_tree().nodes[&z].calls, 2);
+        assert_eq!(c.to_tree().nodes[&z].tally.calls(), 2);
         a.clear();
         assert!(a.is_empty());
         assert_eq!(a.fingerprint(), TreeBuf::default().fingerprint());

@@ -39,6 +39,9 @@ pub struct RankedUnit {
     /// Its call that lasted far beyond every normal one at its node, if any
     /// ([`crate::durations`]).
     pub slow: Option<crate::durations::SlowCall>,
+    /// Its send of a size never sent at its node in normal runs, if any
+    /// ([`crate::sizes`]).
+    pub odd_size: Option<crate::sizes::OddSize>,
 }
 
 /// What only a few compact units have.
@@ -52,8 +55,13 @@ pub(crate) struct RowExtra {
     /// When the unit's first call never seen in normal runs was made (wall clock, ns), for
     /// units that may be the root of an incident ([`crate::consequence`]).
     pub anomaly_ns: Option<i64>,
+    /// Whether a wait of the unit (a multiplexer call) returned at or before its first
+    /// call never seen in normal runs ([`crate::consequence::waited_by`]).
+    pub waited: bool,
     /// Its call too long ([`crate::durations::ClassLimits::slowest`]), if any.
     pub slow: Option<crate::durations::SlowCall>,
+    /// Its send of a size never sent there ([`crate::sizes::ClassSizes::odd`]), if any.
+    pub odd: Option<crate::sizes::OddSize>,
     /// Whether its first anomaly closed its connection or saw the peer close it
     /// ([`crate::consequence::close_role`]).
     pub close: Option<crate::consequence::CloseRole>,
@@ -249,7 +257,7 @@ pub fn annotate(
                     in_unit: tn.is_some(),
                     p: mn.map(|n| n.p()),
                     delta: delta.get(&id).copied(),
-                    calls: tn.map_or(0, |n| n.calls),
+                    calls: tn.map_or(0, |n| n.tally.calls()),
                 });
             }
         }
@@ -387,6 +395,7 @@ impl Report {
             }),
             model_units: *model_units,
             slow: extra.and_then(|x| x.slow.clone()),
+            odd_size: extra.and_then(|x| x.odd.clone()),
         }
     }
 }
@@ -448,6 +457,9 @@ impl Report {
                 w.insert(0, h);
             }
         }
+        if let Some(odd) = &u.odd_size {
+            w.insert(0, odd.sentence(&self.names));
+        }
         if let Some(slow) = &u.slow {
             w.insert(0, slow.sentence(&self.names));
         }
@@ -462,6 +474,9 @@ impl Report {
         }
         if let Some(slow) = &u.slow {
             v["slow_call"] = slow.to_json(&self.names);
+        }
+        if let Some(odd) = &u.odd_size {
+            v["odd_size"] = odd.to_json(&self.names);
         }
         v
     }

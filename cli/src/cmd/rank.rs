@@ -17,7 +17,9 @@ use std::process::ExitCode;
     (U/(U+1); a failure never seen: 1), a call that every normal unit reaching its caller\n\
     made missing, a rare call, a library call lasting far beyond every normal one at its\n\
     place (\"`recv` took 1.00 s (normal at most 2 µs in 360 normal calls)\"; slow_call in\n\
-    --json); a call still blocked when the trace ended, or failing with\n\
+    --json), a send on a socket of a size never sent at its place (\"`write` sent 16–31\n\
+    bytes, a size never sent there (8–15 bytes in 1455 normal units)\"; odd_size in --json);\n\
+    a call still blocked when the trace ended, or failing with\n\
     EAGAIN/EINTR/EINPROGRESS (timing, not a fault), weighs half. The\n\
     consequences of an anomaly (later anomalies of its process, work on connections made\n\
     after it — or, for a call too long, after the call began —, the peers at the other end\n\
@@ -25,8 +27,9 @@ use std::process::ExitCode;
     Maruyama & Matsuoka, IPDPS'08, exactly: the mean, over the nodes in common and the\n\
     minimum difference, of 1-p for calls seen, p for expected calls not made, and 1 for\n\
     calls never seen in normal runs. Units of processes\n\
-    matching no process group, and units with no model, score 1. `culprit show` prints a\n\
-    unit's call tree next to the model.")]
+    matching no process group, and units with no model, score 1 (with the evidence score, a\n\
+    class new to its thread kind is compared with the same class on the other threads).\n\
+    `culprit show` prints a unit's call tree next to the model.")]
 pub struct Args {
     /// The model (from `culprit learn` or `culprit merge`).
     #[arg(long, value_name = "MODEL")]

@@ -9,9 +9,13 @@
 //!    into an [`FdTable`], and finds each thread's **event loop**: the call-stack frame whose
 //!    single activation contains recurring calls to a multiplexer (`select`, `poll`,
 //!    `epoll_wait`… — at least 2) and a receive. Frames that contain the same multiplexer
-//!    calls nest (`main` → `run` → …); the innermost one is taken: the deepest frame holding
-//!    at least half as many multiplexer calls as the frame holding the most. With no function
-//!    entries at all (an `LD_PRELOAD`-only trace) the only frame is the thread itself.
+//!    calls nest (`main` → `run` → …); the innermost one is taken: the deepest frame whose
+//!    busiest activation holds at least half as many multiplexer calls as the busiest
+//!    activation of any frame. Activations are compared, not totals: a function called once
+//!    per message that waits before each receive (a socket with a timeout in CPython polls
+//!    before every `recv`) holds two waits per call, the loop that calls it all of them in
+//!    one activation. With no function entries at all (an `LD_PRELOAD`-only trace) the only
+//!    frame is the thread itself.
 //! 2. [`split_process`] (or [`split_process_each`], which lends each unit as a [`UnitView`]
 //!    over buffers it reuses) reads every thread again and cuts it into units:
 //!    - **initializer**: from the start to the first handler (the loop's first iteration up
@@ -101,6 +105,8 @@ pub struct LoopSpec {
     pub path: u64,
     /// Multiplexer calls inside its activations.
     pub mux_calls: u64,
+    /// Multiplexer calls inside its busiest activation.
+    pub busiest: u64,
 }
 
 /// What pass 1 learned about a thread.

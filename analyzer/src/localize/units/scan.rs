@@ -50,17 +50,28 @@ impl Candidates {
                 depth,
                 path,
                 mux_calls: 0,
+                busiest: 0,
             });
             c.mux_calls += mux;
+            c.busiest = c.busiest.max(mux);
         }
     }
 
+    /// The loop: among the frames whose busiest activation holds at least half as many
+    /// multiplexer calls as the busiest activation of any frame, the deepest.
+    ///
+    /// Activations, not totals: a function called once per message that waits before each
+    /// of its two receives (CPython's `sock.recv` on a socket with a timeout polls first)
+    /// holds, summed over its thousand calls, as many multiplexer calls as the loop that
+    /// calls it — but two per activation, where the loop holds them all in one. The splitter
+    /// ends the loop at its frame's first return, so only a frame whose single activation
+    /// holds the waits can be the loop.
     fn choose(&self) -> Option<LoopSpec> {
-        let max = self.by_path.values().map(|c| c.mux_calls).max()?;
+        let max = self.by_path.values().map(|c| c.busiest).max()?;
         self.by_path
             .values()
-            .filter(|c| c.mux_calls * 2 >= max)
-            .max_by_key(|c| (c.depth, c.mux_calls, std::cmp::Reverse(c.path)))
+            .filter(|c| c.busiest * 2 >= max)
+            .max_by_key(|c| (c.depth, c.busiest, std::cmp::Reverse(c.path)))
             .copied()
     }
 }

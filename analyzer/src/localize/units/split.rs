@@ -522,9 +522,29 @@ impl PairSink for Splitter<'_> {
             }
         };
         let key = m.key;
+        // A send on a socket that moved data: the size class of what the program asked to
+        // send (a short transfer moved what the peer's window let through; what was asked
+        // is the program's choice).
+        let size = match l.opts.ret {
+            Some(r) if r > 0 && l.exit && l.func.is_send() => {
+                let socket = match l.opts.is_socket {
+                    Some(b) => b,
+                    None => l
+                        .opts
+                        .fd
+                        .is_some_and(|fd| self.scan.fd_at(fd, tsc).is_some()),
+                };
+                if socket {
+                    crate::trees::size_class(l.opts.len.filter(|&n| n > 0).unwrap_or(r as u64))
+                } else {
+                    0
+                }
+            }
+            _ => 0,
+        };
         let (_, new) = self
             .tree
-            .add_timed(self.top_rel(), key, m.hash, tsc, dur_ns);
+            .add_call(self.top_rel(), key, m.hash, tsc, dur_ns, size);
         if new && !m.named {
             let site = sy.name_c(l.site);
             let names = &mut self.ctx.names.names;

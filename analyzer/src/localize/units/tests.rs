@@ -459,6 +459,91 @@ fn innermost_loop_is_chosen() {
     assert!(u.units.iter().all(|u| u.info.kind != UnitKind::Finalizer));
 }
 
+/// A Python server whose sockets have a timeout: CPython polls before every `recv` and
+/// `send`, so the function that reads one message (header, then body) holds two waits and
+/// two receives in each of its activations, and — summed over its hundred activations — as
+/// many waits as the loop calling it. The loop is the frame whose single activation holds
+/// the waits (`loop`, with one `epoll_wait` per iteration), not the per-message function:
+/// taken as the loop, that function's first return would end the loop, and everything
+/// after it would be one finalizer.
+#[test]
+fn the_loop_holds_the_waits_in_one_activation() {
+    let (main, lp, select, handle, recv_msg) = (0x1000, 0x1100, 0x1200, 0x1300, 0x1400);
+    let mut t = TraceBuilder::new("h", 5, 5);
+    t.enter(0, main);
+    t.enter(main + 4, lp);
+    let mut accept = o(3, 5, 0);
+    accept.is_socket = Some(true);
+    t.lib(lp + 2, LibFn::Accept4, accept);
+    for _ in 0..100 {
+        t.enter(lp + 4, select);
+        t.lib(select + 4, LibFn::EpollWait, o(4, 1, 0));
+        t.exit(select);
+        t.enter(lp + 8, handle);
+        t.enter(handle + 4, recv_msg);
+        for _ in 0..2 {
+            t.lib(recv_msg + 4, LibFn::Poll, o(-1, 1, 0));
+            let mut r = o(5, 8, 8);
+            r.is_socket = Some(true);
+            t.lib(recv_msg + 8, LibFn::Recv, r);
+        }
+        t.exit(recv_msg);
+        t.lib(handle + 8, LibFn::Poll, o(-1, 1, 0));
+        t.lib(handle + 12, LibFn::Send, o(5, 8, 8));
+        t.exit(handle);
+    }
+    let p = t.finish();
+    let scan = scan_process(&p).unwrap();
+    let l = scan.threads[0].event_loop.unwrap();
+    assert_eq!((l.depth, l.busiest), (2, 400), "the loop frame");
+    let u = split_process(&p, &scan, &TreeOptions::default()).unwrap();
+    let handlers = u
+        .units
+        .iter()
+        .filter(|u| u.info.kind == UnitKind::Handler)
+        .count();
+    assert!(handlers >= 100, "{handlers} handler units");
+    assert!(u.units.iter().all(|u| u.info.kind != UnitKind::Finalizer));
+}
+
+/// Sends on sockets keep the size class of what they asked to send (the requested length,
+/// not what a short transfer moved); writes to other descriptors and failed sends keep none.
+#[test]
+fn sends_on_sockets_keep_their_size_classes() {
+    let mut t = TraceBuilder::new("h", 5, 5);
+    let sent = |fd: i32, ret: i64, len: u64, socket: Option<bool>| {
+        let mut w = o(fd, ret, len);
+        w.is_socket = socket;
+        w
+    };
+    t.lib(0x10, LibFn::Write, sent(4, 17, 17, Some(true)));
+    t.lib(0x10, LibFn::Write, sent(4, 9, 9, Some(true)));
+    // A short transfer of a 300-byte reply: class of 300, not of 100.
+    t.lib(0x20, LibFn::Send, sent(4, 100, 300, Some(true)));
+    // A log line to a file.
+    t.lib(0x30, LibFn::Write, sent(2, 40, 40, Some(false)));
+    let mut failed = sent(4, -1, 50, Some(true));
+    failed.errno = Some(32);
+    t.lib(0x40, LibFn::Send, failed);
+    let u = process_units(&t.finish(), &TreeOptions::default()).unwrap();
+    let mut sizes: Vec<(u64, Option<(u8, u8)>)> = u.units[0]
+        .tree
+        .nodes
+        .values()
+        .map(|n| (n.key.callee, n.tally.sizes()))
+        .collect();
+    sizes.sort();
+    let (w, snd) = (LibFn::Write.id(), LibFn::Send.id());
+    let mut want = vec![
+        (w, Some((4, 5))),
+        (w, None),
+        (snd, Some((9, 9))),
+        (snd, None),
+    ];
+    want.sort();
+    assert_eq!(sizes, want);
+}
+
 #[test]
 fn thread_without_a_loop_is_one_initializer() {
     let mut t = TraceBuilder::new("h", 5, 5);
@@ -469,6 +554,72 @@ fn thread_without_a_loop_is_one_initializer() {
     let u = process_units(&t.finish(), &TreeOptions::default()).unwrap();
     assert_eq!(kinds(&u), vec![(UnitKind::Initializer, None)]);
     assert_eq!(u.units[0].tree.nodes.len(), 4);
+}
+
+/// A server whose threads share its listening socket (haproxy: which thread accepts a
+/// connection is scheduling). In the normal runs a worker thread took every connection; in
+/// the trial the main thread did, exactly as the worker did. The main thread's handler classes
+/// have no model: the paper's score calls them "no model → 1", the evidence score compares
+/// them with the same classes on the other threads and finds nothing abnormal.
+#[test]
+fn a_handler_class_new_to_its_thread_kind_is_scored_against_the_other_threads() {
+    let server = |pid: u32, handler_tid: u32| {
+        let mut t = TraceBuilder::new("h", pid, pid);
+        t.lib(0x10, LibFn::Socket, o(-1, 3, 0));
+        t.lib(0x20, LibFn::Bind, o(3, 0, 0));
+        t.lib(0x30, LibFn::Listen, o(3, 0, 0));
+        for tid in [pid, pid + 1] {
+            if tid != pid {
+                t.thread(tid);
+            }
+            t.lib(0x40, LibFn::EpollWait, o(-1, 1, 0));
+            if tid != handler_tid {
+                t.lib(0x40, LibFn::EpollWait, o(-1, 0, 0));
+                continue;
+            }
+            for c in 0..40 {
+                let fd = 5 + c % 3;
+                t.lib(0x50, LibFn::Accept4, o(3, fd.into(), 0));
+                t.lib(0x40, LibFn::EpollWait, o(-1, 1, 0));
+                let mut r = o(fd, 8, 64);
+                r.is_socket = Some(true);
+                t.lib(0x60, LibFn::Recv, r);
+                let mut w = o(fd, 12, 12);
+                w.is_socket = Some(true);
+                t.lib(0x70, LibFn::Send, w);
+                t.lib(0x40, LibFn::EpollWait, o(-1, 1, 0));
+                t.lib(0x80, LibFn::Close, o(fd, 0, 0));
+                t.lib(0x40, LibFn::EpollWait, o(-1, 1, 0));
+            }
+        }
+        crate::decode::TraceSet {
+            processes: vec![t.finish()],
+        }
+    };
+    let opts = crate::Options::default();
+    let normal = [server(100, 101), server(200, 201), server(300, 301)];
+    let learned = crate::learn(&normal, &opts).unwrap();
+    let trial = server(400, 400);
+    let rep = crate::rank(&learned.model, &trial, &opts).unwrap();
+    let main_handlers: Vec<_> = rep
+        .units
+        .iter()
+        .filter(|u| u.info.kind == UnitKind::Handler && u.info.main_thread)
+        .collect();
+    assert!(!main_handlers.is_empty());
+    for u in &rep.units {
+        assert!(u.score < 0.5, "{} {} {:?}", u.info.id, u.score, u.why);
+    }
+    // The paper's score is the paper's: no model, 1.
+    let paper = crate::Options {
+        score: crate::evidence::ScoreKind::Paper,
+        ..crate::Options::default()
+    };
+    let rep = crate::rank(&learned.model, &trial, &paper).unwrap();
+    assert!(rep
+        .units
+        .iter()
+        .any(|u| u.info.kind == UnitKind::Handler && u.info.main_thread && u.score == 1.0));
 }
 
 /// Helper processes with no setup call at all (a shell wrapper, `basename`) used to share
