@@ -12,11 +12,13 @@
 //!    (`tests/ioshare/workload.py`: local and server writes, shares changing every 6–15 s,
 //!    partly correlated rates) recorded by `culprit record` while `culprit iosample`
 //!    samples at 10 Hz; `culprit ioshare --truth` gives each estimator's mean absolute error
-//!    per process against the traced bytes, per 1 s interval and per 60 s window.
+//!    per process against the traced bytes, per 1 s interval and per 60 s window. The
+//!    workload's seed is `1000·K + 31·N` for N clients and `--seed K` (default 0), so
+//!    several recordings of each configuration can be made.
 //!
 //! ```text
 //! cargo build --release -p cli -p tracer-preload
-//! cargo run --release -p bench --bin ioshare [-- --only cost|interfaces|accuracy] [--clients 2,5,8,16] [--duration 60] [--cost-seconds 60] [--keep DIR]
+//! cargo run --release -p bench --bin ioshare [-- --only cost|interfaces|accuracy] [--clients 2,5,8,16] [--duration 60] [--cost-seconds 60] [--seed K] [--keep DIR]
 //! ```
 
 use anyhow::{bail, Context, Result};
@@ -228,10 +230,10 @@ fn vsftpd(dir: &Path) -> Result<(Reaped, u16)> {
     bail!("vsftpd did not start")
 }
 
-fn accuracy(clients: &[usize], duration: u64, keep: Option<&Path>) -> Result<()> {
+fn accuracy(clients: &[usize], duration: u64, seed: u64, keep: Option<&Path>) -> Result<()> {
     let culprit = release("culprit");
     let workload = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/ioshare/workload.py");
-    println!("## Accuracy: vsftpd on loopback, {duration} s per configuration, sampled at 10 Hz\n");
+    println!("## Accuracy: vsftpd on loopback, {duration} s per configuration, sampled at 10 Hz, seed {seed}\n");
     println!("Mean absolute error of β against the trace, in percentage points (mean over the clients / worst client); `win` = per 60 s window.\n");
     println!("| clients | regression 1 s | single 1 s | least squares 1 s | regression win | single win | least squares win | collinear windows | jitter p99 |");
     println!("|---|---|---|---|---|---|---|---|---|");
@@ -268,7 +270,7 @@ fn accuracy(clients: &[usize], duration: u64, keep: Option<&Path>) -> Result<()>
                 "--duration",
                 &duration.to_string(),
                 "--seed",
-                &(n as u64 * 31).to_string(),
+                &(seed * 1000 + n as u64 * 31).to_string(),
             ])
             .args(["--rate", &format!("{rate}"), "--dir"])
             .arg(dir.join("local"))
@@ -345,7 +347,13 @@ fn main() -> Result<()> {
         interfaces()?;
     }
     if only.as_deref().is_none_or(|o| o == "accuracy") {
-        accuracy(&clients, duration, get("--keep").as_deref().map(Path::new))?;
+        let seed: u64 = get("--seed").map_or(Ok(0), |s| s.parse())?;
+        accuracy(
+            &clients,
+            duration,
+            seed,
+            get("--keep").as_deref().map(Path::new),
+        )?;
     }
     Ok(())
 }
