@@ -14,11 +14,12 @@
 //!    samples at 10 Hz; `culprit ioshare --truth` gives each estimator's mean absolute error
 //!    per process against the traced bytes, per 1 s interval and per 60 s window. The
 //!    workload's seed is `1000·K + 31·N` for N clients and `--seed K` (default 0), so
-//!    several recordings of each configuration can be made.
+//!    several recordings of each configuration can be made. `--ramp`: the shares drift
+//!    linearly from one phase's value to the next instead of changing in steps.
 //!
 //! ```text
 //! cargo build --release -p cli -p tracer-preload
-//! cargo run --release -p bench --bin ioshare [-- --only cost|interfaces|accuracy] [--clients 2,5,8,16] [--duration 60] [--cost-seconds 60] [--seed K] [--keep DIR]
+//! cargo run --release -p bench --bin ioshare [-- --only cost|interfaces|accuracy] [--clients 2,5,8,16] [--duration 60] [--cost-seconds 60] [--seed K] [--ramp] [--keep DIR]
 //! ```
 
 use anyhow::{bail, Context, Result};
@@ -230,10 +231,19 @@ fn vsftpd(dir: &Path) -> Result<(Reaped, u16)> {
     bail!("vsftpd did not start")
 }
 
-fn accuracy(clients: &[usize], duration: u64, seed: u64, keep: Option<&Path>) -> Result<()> {
+fn accuracy(
+    clients: &[usize],
+    duration: u64,
+    seed: u64,
+    ramp: bool,
+    keep: Option<&Path>,
+) -> Result<()> {
     let culprit = release("culprit");
     let workload = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/ioshare/workload.py");
-    println!("## Accuracy: vsftpd on loopback, {duration} s per configuration, sampled at 10 Hz, seed {seed}\n");
+    println!(
+        "## Accuracy: vsftpd on loopback, {duration} s per configuration, sampled at 10 Hz, seed {seed}{}\n",
+        if ramp { ", drifting shares (--ramp)" } else { "" }
+    );
     println!("Mean absolute error of β against the trace, in percentage points (mean over the clients / worst client); `win` = per 60 s window.\n");
     println!("| clients | regression 1 s | single 1 s | least squares 1 s | regression win | single win | least squares win | collinear windows | jitter p99 |");
     println!("|---|---|---|---|---|---|---|---|---|");
@@ -274,6 +284,7 @@ fn accuracy(clients: &[usize], duration: u64, seed: u64, keep: Option<&Path>) ->
             ])
             .args(["--rate", &format!("{rate}"), "--dir"])
             .arg(dir.join("local"))
+            .args(ramp.then_some("--ramp"))
             .output()?;
         if !o.status.success() {
             bail!("{n} clients: {}", String::from_utf8_lossy(&o.stderr));
@@ -352,6 +363,7 @@ fn main() -> Result<()> {
             &clients,
             duration,
             seed,
+            args.iter().any(|a| a == "--ramp"),
             get("--keep").as_deref().map(Path::new),
         )?;
     }
