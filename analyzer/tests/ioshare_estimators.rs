@@ -292,6 +292,7 @@ fn segmented(s: &Series, penalty: f64) -> (Vec<Vec<usize>>, Estimate, Estimate) 
         min_len: 10,
         penalty,
         window: 30,
+        block: 600,
     };
     let cps = segments::change_points(s, &w, sigma2, &so);
     let seg = segments::estimate(s, &plain, &cps, &so);
@@ -337,4 +338,53 @@ fn segmented_windows_beat_plain_windows_under_noise_and_stay_bounded() {
     let (strict, _, _) = segmented(&s, 6.0);
     let count = |c: &Vec<Vec<usize>>| c.iter().map(Vec::len).sum::<usize>();
     assert!(count(&strict) <= count(&cps), "{strict:?} vs {cps:?}");
+}
+
+#[test]
+fn a_long_run_is_searched_in_blocks_and_its_changes_are_found_in_each() {
+    // Process i's share alternates every 150 + 40·i intervals, over 1 200 intervals.
+    let beta = |i: usize, t: usize| {
+        if (t / (150 + 40 * i)) % 2 == 0 {
+            [0.2, 0.9, 0.5][i]
+        } else {
+            [0.7, 0.3, 0.0][i]
+        }
+    };
+    let s = synth(3, 1200, beta, 0.05, false);
+    let (plain, _) = regression::estimate(
+        &s,
+        &RegressionOptions {
+            window: 15,
+            ..Default::default()
+        },
+    );
+    let r: Vec<f64> = (0..s.y.len())
+        .map(|t| s.y[t] - (0..3).map(|c| plain.explained(&s, c, t)).sum::<f64>())
+        .collect();
+    let (w, sigma2) = segments::huber_weights(&r);
+    let so = SegmentOptions {
+        min_len: 10,
+        penalty: 2.0,
+        window: 30,
+        block: 250,
+    };
+    let cps = segments::change_points(&s, &w, sigma2, &so);
+    for (i, c) in cps.iter().enumerate() {
+        let period = 150 + 40 * i;
+        let truth: Vec<usize> = (1..)
+            .map(|k| k * period)
+            .take_while(|&t| t < 1200)
+            .collect();
+        // Each true change found within 2 intervals, except one that falls within
+        // `min_len` of a block's edge (it cannot be placed there).
+        let found = truth
+            .iter()
+            .filter(|&&t| c.iter().any(|&f| f.abs_diff(t) <= 2))
+            .count();
+        assert!(found + 1 >= truth.len(), "process {i}: {c:?} vs {truth:?}");
+        assert!(
+            c.len() <= truth.len() + 1,
+            "process {i}: {c:?} vs {truth:?}"
+        );
+    }
 }

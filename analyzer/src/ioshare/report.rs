@@ -374,6 +374,7 @@ pub fn analyze(
                 min_len: (2 * opts.regression.window).div_ceil(3).max(2),
                 penalty: opts.segment_penalty,
                 window: (2 * opts.regression.window).max(o.window),
+                block: 40 * o.window,
             };
             let cps = segments::change_points(&fine, &w, sigma2, &so);
             e = segments::estimate(&fine, &e, &cps, &so);

@@ -19,7 +19,8 @@
 //!
 //! Rows are weighted by Huber weights of the windowed regression's residuals, and σ² is
 //! the mean weighted squared residual: a burst the server flushed late pulls little, as in
-//! the windowed fit. No segment is shorter than `min_len` intervals.
+//! the windowed fit. No segment is shorter than `min_len` intervals. A long run is searched
+//! in blocks (`block` intervals, 40 windows by default), which bounds the cost.
 //!
 //! The estimate is then the windowed regression of [`super::regression`] over a window of
 //! `window` intervals (twice the regression's by default: with the changes modelled, a
@@ -30,7 +31,7 @@
 
 use super::bvls::bvls;
 use super::regression::window_rows;
-use super::series::Series;
+use super::series::{Column, Series};
 use super::{Estimate, Status};
 use nalgebra::{DMatrix, DVector};
 
@@ -44,6 +45,8 @@ pub struct SegmentOptions {
     pub penalty: f64,
     /// Intervals per segmented window.
     pub window: usize,
+    /// Intervals searched at once (a longer run is searched in blocks).
+    pub block: usize,
 }
 
 /// One process's segment: column `col`, intervals `from..to`.
@@ -146,7 +149,65 @@ fn best_split(
 
 /// Change points of each column (sorted interval indices: a segment starts there), with
 /// row weights `w` and noise variance `sigma2` (of the weighted residuals).
+///
+/// Each step of the search decomposes the design of the whole stretch searched, so a long
+/// run is searched in blocks of `o.block` intervals overlapping by half: the cost grows
+/// with the run's length instead of its cube. The blocks bound only the search; the
+/// segments of the estimate run across them.
 pub fn change_points(s: &Series, w: &[f64], sigma2: f64, o: &SegmentOptions) -> Vec<Vec<usize>> {
+    let n = s.y.len();
+    let block = o.block.max(4 * o.min_len.max(1));
+    if n < 2 * block {
+        return search(s, w, sigma2, o);
+    }
+    // Blocks overlap by half; each keeps the change points of its middle half (the first
+    // from the start, the last to the end), so a change near a block's edge is in the
+    // middle of another.
+    let half = block / 2;
+    let mut cps: Vec<Vec<usize>> = vec![Vec::new(); s.columns.len()];
+    let mut from = 0;
+    loop {
+        let last = n - from < block + half;
+        let to = if last { n } else { from + block };
+        let part = Series {
+            t_end: s.t_end[from..to].to_vec(),
+            t_start: s.t_start[from..to].to_vec(),
+            y: s.y[from..to].to_vec(),
+            columns: s
+                .columns
+                .iter()
+                .map(|c| Column {
+                    x: c.x[from..to].to_vec(),
+                    ..c.clone()
+                })
+                .collect(),
+            server: Vec::new(),
+            small_bytes: 0.0,
+        };
+        let keep_from = if from == 0 { 0 } else { from + half / 2 };
+        let keep_to = if last { n } else { to - half / 2 };
+        for (all, found) in cps.iter_mut().zip(search(&part, &w[from..to], sigma2, o)) {
+            all.extend(
+                found
+                    .into_iter()
+                    .map(|t| t + from)
+                    .filter(|t| (keep_from..keep_to).contains(t)),
+            );
+        }
+        if last {
+            break;
+        }
+        from += half;
+    }
+    // Two blocks' change points of one process closer than `min_len`: keep the first.
+    for c in &mut cps {
+        c.sort_unstable();
+        c.dedup_by(|b, a| *b < *a + o.min_len.max(1));
+    }
+    cps
+}
+
+fn search(s: &Series, w: &[f64], sigma2: f64, o: &SegmentOptions) -> Vec<Vec<usize>> {
     let n = s.y.len();
     let p = s.columns.len();
     let mut cps: Vec<Vec<usize>> = vec![Vec::new(); p];
