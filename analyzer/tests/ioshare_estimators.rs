@@ -344,7 +344,7 @@ fn segmented_windows_beat_plain_windows_under_noise_and_stay_bounded() {
 fn a_long_run_is_searched_in_blocks_and_its_changes_are_found_in_each() {
     // Process i's share alternates every 150 + 40·i intervals, over 1 200 intervals.
     let beta = |i: usize, t: usize| {
-        if (t / (150 + 40 * i)) % 2 == 0 {
+        if (t / (150 + 40 * i)).is_multiple_of(2) {
             [0.2, 0.9, 0.5][i]
         } else {
             [0.7, 0.3, 0.0][i]
