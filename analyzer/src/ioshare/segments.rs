@@ -13,9 +13,12 @@
 //!    change point counting as two parameters — its level and its location — with the
 //!    default penalty 2). The reduction of every candidate τ of a segment is computed at
 //!    once from suffix sums against an orthonormal basis of the current design.
+//!    Each split adds one direction to the design's column space, so the basis is updated
+//!    by one Gram–Schmidt step rather than decomposed again.
 //! 2. **Refinement**: each change point is taken out in turn and put back where it
 //!    reduces the residual most between its neighbours, or dropped if no place there pays
-//!    the penalty (two sweeps at most).
+//!    the penalty (two sweeps at most) — judged on the data between its neighbours, the
+//!    other processes' segments cut there.
 //!
 //! Rows are weighted by Huber weights of the windowed regression's residuals, and σ² is
 //! the mean weighted squared residual: a burst the server flushed late pulls little, as in
@@ -216,24 +219,63 @@ fn search(s: &Series, w: &[f64], sigma2: f64, o: &SegmentOptions) -> Vec<Vec<usi
     }
     let min_len = o.min_len.max(1);
     let pen = o.penalty * sigma2 * (n as f64).ln();
-    // Forward: at most one change point per segment length of each process.
+    // Forward. A split of segment [a, b) at τ adds one direction to the design's column
+    // space — the process's IO on [τ, b) — so the basis and the residual are updated by
+    // one Gram–Schmidt step (twice, for stability) instead of decomposed again.
+    let mut segs = segments(s, &cps);
+    let (q0, mut r) = basis(s, w, &segs);
+    let mut q: Vec<DVector<f64>> = q0.column_iter().map(|c| c.into_owned()).collect();
     for _ in 0..p * (n / min_len) {
-        let segs = segments(s, &cps);
-        let (q, r) = basis(s, w, &segs);
+        let qm = if q.is_empty() {
+            DMatrix::zeros(n, 0)
+        } else {
+            DMatrix::from_columns(&q)
+        };
         let best = segs
             .iter()
-            .filter_map(|&g| best_split(s, w, &q, &r, g, min_len).map(|(v, t)| (v, g.col, t)))
+            .enumerate()
+            .filter_map(|(k, &g)| best_split(s, w, &qm, &r, g, min_len).map(|(v, t)| (v, k, t)))
             .max_by(|a, b| a.0.total_cmp(&b.0));
-        match best {
-            Some((gain, col, t)) if gain > pen => {
-                cps[col].push(t);
-                cps[col].sort_unstable();
-            }
-            _ => break,
+        let Some((gain, k, t)) = best else { break };
+        if gain <= pen {
+            break;
         }
+        let g = segs[k];
+        let x = &s.columns[g.col].x;
+        let mut z = DVector::from_fn(n, |i, _| {
+            if (t..g.to).contains(&i) {
+                w[i] * x[i]
+            } else {
+                0.0
+            }
+        });
+        let norm0 = z.norm();
+        for _ in 0..2 {
+            for qj in &q {
+                let d = qj.dot(&z);
+                z.axpy(-d, qj, 1.0);
+            }
+        }
+        let norm = z.norm();
+        if norm > 1e-9 * norm0 {
+            z /= norm;
+            let d = z.dot(&r);
+            r.axpy(-d, &z, 1.0);
+            q.push(z);
+        }
+        let left = Segment { to: t, ..g };
+        let right = Segment { from: t, ..g };
+        segs.remove(k);
+        segs.push(right);
+        if x[g.from..t].iter().any(|&v| v > 0.0) {
+            segs.push(left);
+        }
+        cps[g.col].push(t);
+        cps[g.col].sort_unstable();
     }
-    // Refinement: move each change point to its best place between its neighbours, or
-    // drop it.
+    // Refinement: each change point is put back at its best place between its neighbours,
+    // or dropped — judged on the data between them (the other processes' segments cut
+    // there), so that each test is small.
     for _ in 0..2 {
         let mut moved = false;
         for col in 0..p {
@@ -242,15 +284,45 @@ fn search(s: &Series, w: &[f64], sigma2: f64, o: &SegmentOptions) -> Vec<Vec<usi
                 let t0 = cps[col][j];
                 let from = if j > 0 { cps[col][j - 1] } else { 0 };
                 let to = cps[col].get(j + 1).copied().unwrap_or(n);
-                let mut without = cps.clone();
-                without[col].remove(j);
-                let segs = segments(s, &without);
-                let (q, r) = basis(s, w, &segs);
-                let g = Segment { col, from, to };
-                match best_split(s, w, &q, &r, g, min_len) {
+                let local = Series {
+                    t_end: s.t_end[from..to].to_vec(),
+                    t_start: s.t_start[from..to].to_vec(),
+                    y: s.y[from..to].to_vec(),
+                    columns: s
+                        .columns
+                        .iter()
+                        .map(|c| Column {
+                            x: c.x[from..to].to_vec(),
+                            ..c.clone()
+                        })
+                        .collect(),
+                    server: Vec::new(),
+                    small_bytes: 0.0,
+                };
+                let local_cps: Vec<Vec<usize>> = (0..p)
+                    .map(|c| {
+                        if c == col {
+                            Vec::new()
+                        } else {
+                            cps[c]
+                                .iter()
+                                .filter(|&&v| v > from && v < to)
+                                .map(|&v| v - from)
+                                .collect()
+                        }
+                    })
+                    .collect();
+                let lw = &w[from..to];
+                let (ql, rl) = basis(&local, lw, &segments(&local, &local_cps));
+                let g = Segment {
+                    col,
+                    from: 0,
+                    to: to - from,
+                };
+                match best_split(&local, lw, &ql, &rl, g, min_len) {
                     Some((gain, t)) if gain > pen => {
-                        if t != t0 {
-                            cps[col][j] = t;
+                        if t + from != t0 {
+                            cps[col][j] = t + from;
                             moved = true;
                         }
                         j += 1;
