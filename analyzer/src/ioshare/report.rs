@@ -610,6 +610,13 @@ impl IoShareReport {
                 a.max_window_points.map_or("-".into(), |v| format!("{v:.1}")),
             );
         }
+        let cps: usize = self.processes.iter().map(|p| p.change_points.len()).sum();
+        if cps > 0 {
+            let _ = writeln!(
+                o,
+                "regression: {cps} change point(s) of the processes' shares found; windows respect them (--no-segments: plain windows)"
+            );
+        }
         let transitions = self
             .status
             .iter()
