@@ -232,4 +232,10 @@ fn shares_of_ftp_clients_match_the_traced_truth() {
         );
     }
     assert!(page.dom.matches("<path class=\"line\"").count() >= 2 + 3 * 2);
+    // One dashed mark per change point found.
+    let cps: usize = procs
+        .iter()
+        .map(|p| p["change_points"].as_array().unwrap().len())
+        .sum();
+    assert_eq!(page.dom.matches("<line class=\"change\"").count(), cps);
 }
