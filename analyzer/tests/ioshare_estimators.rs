@@ -2,9 +2,12 @@
 //! single variation recover piecewise-constant β, both beat plain least squares under
 //! noise, and processes whose IO moves together are diagnosed rather than given made-up
 //! individual shares; the cross-validated window and prior, and the robust weights, do
-//! better than the plain window where noise dominates and cost nothing without noise.
+//! better than the plain window where noise dominates and cost nothing without noise; the
+//! change points of each share are found where the shares change (and nowhere when they
+//! do not), and the windows that respect them beat the plain windows.
 
 use analyzer::ioshare::regression::{self, RegressionOptions};
+use analyzer::ioshare::segments::{self, SegmentOptions};
 use analyzer::ioshare::select;
 use analyzer::ioshare::series::{Column, Series};
 use analyzer::ioshare::single::{self, SingleOptions};
@@ -266,4 +269,122 @@ fn an_interval_the_processes_do_not_explain_pulls_less_with_robust_weights() {
         near(&robust),
         near(&plain)
     );
+}
+
+/// The change points of `s` found from the 15-interval regression's residuals, and the
+/// segmented estimate (as `analyze` runs them).
+fn segmented(s: &Series, penalty: f64) -> (Vec<Vec<usize>>, Estimate, Estimate) {
+    let o = RegressionOptions {
+        window: 15,
+        ..Default::default()
+    };
+    let (plain, _) = regression::estimate(s, &o);
+    let r: Vec<f64> = (0..s.y.len())
+        .map(|t| {
+            s.y[t]
+                - (0..s.columns.len())
+                    .map(|c| plain.explained(s, c, t))
+                    .sum::<f64>()
+        })
+        .collect();
+    let (w, sigma2) = segments::huber_weights(&r);
+    let so = SegmentOptions {
+        min_len: 10,
+        penalty,
+        window: 30,
+        block: 600,
+    };
+    let cps = segments::change_points(s, &w, sigma2, &so);
+    let seg = segments::estimate(s, &plain, &cps, &so);
+    (cps, seg, plain)
+}
+
+#[test]
+fn change_points_are_found_where_shares_change_and_nowhere_else() {
+    let s = synth(4, 200, step_beta, 0.05, false);
+    let (cps, seg, plain) = segmented(&s, 2.0);
+    for (i, c) in cps.iter().enumerate() {
+        let truth = 50 + 30 * i;
+        assert!(
+            c.len() == 1 && c[0].abs_diff(truth) <= 2,
+            "process {i}: {c:?}, the change is at {truth}"
+        );
+    }
+    let (a, b) = (mae(&seg, &s, step_beta), mae(&plain, &s, step_beta));
+    eprintln!("MAE points: segmented {a:.2}, plain window {b:.2}");
+    assert!(a < 0.5 * b, "segmented {a} vs plain window {b}");
+    // Constant shares: no change point.
+    let beta = |i: usize, _| [0.1, 0.7, 1.0][i];
+    let s = synth(3, 150, beta, 0.05, false);
+    let (cps, seg, _) = segmented(&s, 2.0);
+    assert!(cps.iter().all(Vec::is_empty), "{cps:?}");
+    assert!(mae(&seg, &s, beta) < 2.0, "{}", mae(&seg, &s, beta));
+}
+
+#[test]
+fn segmented_windows_beat_plain_windows_under_noise_and_stay_bounded() {
+    let s = synth(4, 200, step_beta, 0.3, false);
+    let (cps, seg, plain) = segmented(&s, 2.0);
+    let (a, b) = (mae(&seg, &s, step_beta), mae(&plain, &s, step_beta));
+    eprintln!("MAE points: segmented {a:.1}, plain window {b:.1}; change points {cps:?}");
+    assert!(a < b, "segmented {a} vs plain window {b}");
+    assert!(seg
+        .beta
+        .iter()
+        .flatten()
+        .flatten()
+        .all(|b| (0.0..=1.0).contains(b)));
+    // A higher penalty finds no more change points than a lower one.
+    let (strict, _, _) = segmented(&s, 6.0);
+    let count = |c: &Vec<Vec<usize>>| c.iter().map(Vec::len).sum::<usize>();
+    assert!(count(&strict) <= count(&cps), "{strict:?} vs {cps:?}");
+}
+
+#[test]
+fn a_long_run_is_searched_in_blocks_and_its_changes_are_found_in_each() {
+    // Process i's share alternates every 150 + 40·i intervals, over 1 200 intervals.
+    let beta = |i: usize, t: usize| {
+        if (t / (150 + 40 * i)).is_multiple_of(2) {
+            [0.2, 0.9, 0.5][i]
+        } else {
+            [0.7, 0.3, 0.0][i]
+        }
+    };
+    let s = synth(3, 1200, beta, 0.05, false);
+    let (plain, _) = regression::estimate(
+        &s,
+        &RegressionOptions {
+            window: 15,
+            ..Default::default()
+        },
+    );
+    let r: Vec<f64> = (0..s.y.len())
+        .map(|t| s.y[t] - (0..3).map(|c| plain.explained(&s, c, t)).sum::<f64>())
+        .collect();
+    let (w, sigma2) = segments::huber_weights(&r);
+    let so = SegmentOptions {
+        min_len: 10,
+        penalty: 2.0,
+        window: 30,
+        block: 250,
+    };
+    let cps = segments::change_points(&s, &w, sigma2, &so);
+    for (i, c) in cps.iter().enumerate() {
+        let period = 150 + 40 * i;
+        let truth: Vec<usize> = (1..)
+            .map(|k| k * period)
+            .take_while(|&t| t < 1200)
+            .collect();
+        // Each true change found within 2 intervals, except one that falls within
+        // `min_len` of a block's edge (it cannot be placed there).
+        let found = truth
+            .iter()
+            .filter(|&&t| c.iter().any(|&f| f.abs_diff(t) <= 2))
+            .count();
+        assert!(found + 1 >= truth.len(), "process {i}: {c:?} vs {truth:?}");
+        assert!(
+            c.len() <= truth.len() + 1,
+            "process {i}: {c:?} vs {truth:?}"
+        );
+    }
 }

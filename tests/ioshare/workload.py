@@ -4,10 +4,11 @@
 N client processes write, each at its own rate, part of their bytes to a local file and
 part to an FTP server (STOR on a passive data connection, written with os.write so the
 bytes show in the process's wchar like the local ones). Each client's share beta of bytes
-sent to the server changes a few times during the run (piecewise constant, seeded); rates
+sent to the server changes a few times during the run (piecewise constant, seeded; with
+--ramp it drifts linearly from each phase's value to the next one's instead); rates
 follow a common slow modulation (partly correlated clients) times a private one.
 
-usage: workload.py --port P --clients N --duration S --seed K --dir LOCALDIR [--rate BYTES/S]
+usage: workload.py --port P --clients N --duration S --seed K --dir LOCALDIR [--rate BYTES/S] [--ramp]
 Prints one JSON line per client at the end: {"pid", "sent", "local", "phases"}.
 """
 import argparse, ftplib, json, math, os, random, sys, time
@@ -37,7 +38,12 @@ def client(idx, args, t0):
         now = time.monotonic() - t0
         if now >= args.duration:
             break
-        beta = [b for (s, b) in phases if s <= now][-1]
+        k_ph = max(j for j, (s, _) in enumerate(phases) if s <= now)
+        beta = phases[k_ph][1]
+        if args.ramp and k_ph + 1 < len(phases):
+            # Drifting shares: from this phase's value to the next one's, linearly.
+            (s0, b0), (s1, b1) = phases[k_ph], phases[k_ph + 1]
+            beta = b0 + (b1 - b0) * (now - s0) / (s1 - s0)
         common = 1.0 + 0.6 * math.sin(2 * math.pi * now / 13.0)
         own = 1.0 + 0.7 * math.sin(2 * math.pi * now / period + phi)
         # Bursty: some ticks idle, so the columns of X differ.
@@ -86,6 +92,7 @@ def main():
     ap.add_argument("--rate", type=float, default=2e6, help="mean bytes/s per client")
     ap.add_argument("--phase-min", type=float, default=6)
     ap.add_argument("--phase-max", type=float, default=15)
+    ap.add_argument("--ramp", action="store_true", help="shares drift linearly between phases")
     args = ap.parse_args()
     t0 = time.monotonic() + 0.3
     pids = []

@@ -167,6 +167,19 @@ fn shares_of_ftp_clients_match_the_traced_truth() {
                 "{b}"
             );
         }
+        // Where the regression found the share to change: times within the run.
+        let load = j["server"]["load"].as_array().unwrap();
+        let (first, last) = (
+            load[0][0].as_u64().unwrap(),
+            load[load.len() - 1][0].as_u64().unwrap(),
+        );
+        for c in p["change_points"].as_array().unwrap() {
+            let t = c.as_u64().unwrap();
+            assert!(
+                t + 2_000_000_000 >= first && t <= last,
+                "{t} outside {first}..{last}"
+            );
+        }
         // The true overall share is what the client itself counted.
         let local = c["local"].as_f64().unwrap();
         let own = c["sent"].as_f64().unwrap() / (c["sent"].as_f64().unwrap() + local);
@@ -219,4 +232,10 @@ fn shares_of_ftp_clients_match_the_traced_truth() {
         );
     }
     assert!(page.dom.matches("<path class=\"line\"").count() >= 2 + 3 * 2);
+    // One dashed mark per change point found.
+    let cps: usize = procs
+        .iter()
+        .map(|p| p["change_points"].as_array().unwrap().len())
+        .sum();
+    assert_eq!(page.dom.matches("<line class=\"change\"").count(), cps);
 }

@@ -31,10 +31,10 @@ fn chart(
     title: &str,
     class: &str,
     lines: &[(&str, &TimeSeries)],
-    t0: u64,
-    t1: u64,
+    (t0, t1): (u64, u64),
     ymax: f64,
     ylabel: &str,
+    marks: &[u64],
 ) -> String {
     let mut s = format!(
         "<section class=\"{class}\"><h3>{}</h3><svg viewBox=\"-50 -10 {} {}\" width=\"{}\" height=\"{}\" role=\"img\">",
@@ -52,6 +52,15 @@ fn chart(
         H + 15.0,
         (t1.saturating_sub(t0)) as f64 / 1e9
     );
+    // Change points found by the regression: dashed vertical lines.
+    let span = (t1.saturating_sub(t0)).max(1) as f64;
+    for &m in marks {
+        let x = (m.saturating_sub(t0)) as f64 / span * W;
+        let _ = write!(
+            s,
+            "<line class=\"change\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"0\" y2=\"{H}\" stroke=\"#999\" stroke-dasharray=\"3,3\"/>"
+        );
+    }
     for (i, (name, ser)) in lines.iter().enumerate() {
         let _ = write!(
             s,
@@ -69,6 +78,9 @@ fn chart(
             COLORS[i % COLORS.len()],
             esc(name)
         );
+    }
+    if !marks.is_empty() {
+        s.push_str("<span style=\"color:#999\">┆ change points found</span>");
     }
     s.push_str("</p></section>");
     s
@@ -147,10 +159,10 @@ pub fn render(r: &IoShareReport) -> String {
         "Server load and residual (bytes per interval)",
         "server",
         &[("server", &r.server.load), ("residual", &r.residual)],
-        t0,
-        t1,
+        (t0, t1),
         ymax,
         &format!("{:.1} MB", ymax / 1e6),
+        &[],
     ));
     for p in &r.processes {
         let mut lines: Vec<(&str, &TimeSeries)> = p
@@ -166,10 +178,10 @@ pub fn render(r: &IoShareReport) -> String {
             &format!("β of {} (pid {})", p.exe, p.pid),
             "beta",
             &lines,
-            t0,
-            t1,
+            (t0, t1),
             1.0,
             "β=1",
+            &p.change_points,
         ));
     }
     o.push_str("</body></html>\n");

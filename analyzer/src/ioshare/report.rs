@@ -5,6 +5,7 @@
 //! pairs —, `server`, `residual`, …).
 
 use super::regression::{self, Collinearity, RegressionOptions};
+use super::segments::{self, SegmentOptions};
 use super::select::{self as cv, Choice};
 use super::series::{self, Metric, Series};
 use super::single::{self, SingleOptions};
@@ -66,6 +67,11 @@ pub struct IoShareOptions {
     /// benchmark's runs the choice helped on average but once picked a short window and a
     /// prior that doubled the worst client's error, see `docs/ioshare.md`).
     pub select: bool,
+    /// Find change points of each process's share and fit the regression in windows
+    /// that respect them ([`super::segments`]; default true).
+    pub segments: bool,
+    /// Penalty of a change point, in multiples of σ² ln n (default 2).
+    pub segment_penalty: f64,
 }
 
 impl Default for IoShareOptions {
@@ -80,6 +86,8 @@ impl Default for IoShareOptions {
             min_share: 0.01,
             truth_window_ns: 60_000_000_000,
             select: false,
+            segments: true,
+            segment_penalty: 2.0,
         }
     }
 }
@@ -138,6 +146,9 @@ pub struct ProcessRow {
     pub overall: Option<f64>,
     /// Every estimator run, by name (`regression`, `single`, `least_squares`).
     pub estimators: BTreeMap<String, ProcessEstimate>,
+    /// Where the regression found this process's share to change (`t_unix_ns` of the
+    /// first interval of each new segment; empty without `segments`).
+    pub change_points: Vec<u64>,
     /// The true β per interval, with traces.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub truth: Option<TimeSeries>,
@@ -334,6 +345,7 @@ pub fn analyze(
         ..ropts
     };
     let mut selection = None;
+    let mut change_points: Vec<Vec<usize>> = Vec::new();
     if matches!(opts.method, Method::Regression | Method::Both) {
         let mut o = RegressionOptions {
             prior_window: ropts.prior_window.max(4 * ropts.window),
@@ -347,7 +359,27 @@ pub fn analyze(
             o.prior = c.prior;
             selection = Some(c);
         }
-        let (e, ep) = regression::estimate(&fine, &o);
+        let (mut e, ep) = regression::estimate(&fine, &o);
+        if opts.segments {
+            let r: Vec<f64> = (0..fine.y.len())
+                .map(|t| {
+                    fine.y[t]
+                        - (0..fine.columns.len())
+                            .map(|c| e.explained(&fine, c, t))
+                            .sum::<f64>()
+                })
+                .collect();
+            let (w, sigma2) = segments::huber_weights(&r);
+            let so = SegmentOptions {
+                min_len: (2 * opts.regression.window).div_ceil(3).max(2),
+                penalty: opts.segment_penalty,
+                window: (2 * opts.regression.window).max(o.window),
+                block: 40 * o.window,
+            };
+            let cps = segments::change_points(&fine, &w, sigma2, &so);
+            e = segments::estimate(&fine, &e, &cps, &so);
+            change_points = cps;
+        }
         ests.push(e);
         episodes = ep;
     }
@@ -409,6 +441,10 @@ pub fn analyze(
                 .collect(),
             overall: overall(&s, primary, c),
             estimators,
+            change_points: change_points
+                .get(c)
+                .map(|v| v.iter().map(|&t| fine.t_start[t]).collect())
+                .unwrap_or_default(),
             truth: sent.as_ref().map(|sent| {
                 (0..s.y.len())
                     .filter(|&t| col.x[t] > 0.0)
@@ -572,6 +608,13 @@ impl IoShareReport {
                 a.max_mae_points,
                 a.mean_window_points.map_or("-".into(), |v| format!("{v:.1}")),
                 a.max_window_points.map_or("-".into(), |v| format!("{v:.1}")),
+            );
+        }
+        let cps: usize = self.processes.iter().map(|p| p.change_points.len()).sum();
+        if cps > 0 {
+            let _ = writeln!(
+                o,
+                "regression: {cps} change point(s) of the processes' shares found; windows respect them (--no-segments: plain windows)"
             );
         }
         let transitions = self

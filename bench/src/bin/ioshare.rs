@@ -12,11 +12,17 @@
 //!    (`tests/ioshare/workload.py`: local and server writes, shares changing every 6–15 s,
 //!    partly correlated rates) recorded by `culprit record` while `culprit iosample`
 //!    samples at 10 Hz; `culprit ioshare --truth` gives each estimator's mean absolute error
-//!    per process against the traced bytes, per 1 s interval and per 60 s window.
+//!    per process against the traced bytes, per 1 s interval and per 60 s window. The
+//!    workload's seed is `1000·K + 31·N` for N clients and `--seed K` (default 0), so
+//!    several recordings of each configuration can be made. `--ramp`: the shares drift
+//!    linearly from one phase's value to the next instead of changing in steps. `--from
+//!    DIR` estimates the recordings kept by an earlier `--keep DIR` again. Each recording
+//!    is estimated twice: as `culprit ioshare` does by default and with `--no-segments`
+//!    (the plain sliding windows), side by side.
 //!
 //! ```text
 //! cargo build --release -p cli -p tracer-preload
-//! cargo run --release -p bench --bin ioshare [-- --only cost|interfaces|accuracy] [--clients 2,5,8,16] [--duration 60] [--cost-seconds 60] [--keep DIR]
+//! cargo run --release -p bench --bin ioshare [-- --only cost|interfaces|accuracy] [--clients 2,5,8,16] [--duration 60] [--cost-seconds 60] [--seed K] [--ramp] [--keep DIR | --from DIR]
 //! ```
 
 use anyhow::{bail, Context, Result};
@@ -228,71 +234,122 @@ fn vsftpd(dir: &Path) -> Result<(Reaped, u16)> {
     bail!("vsftpd did not start")
 }
 
-fn accuracy(clients: &[usize], duration: u64, keep: Option<&Path>) -> Result<()> {
+/// One recording of the accuracy workload with `n` clients in `dir` (kept there when
+/// `kept`): the sample file `io.cios`, the trace `trace/`, the clients' lines `out.txt`.
+fn record(n: usize, duration: u64, seed: u64, ramp: bool, dir: &Path, kept: bool) -> Result<()> {
     let culprit = release("culprit");
     let workload = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/ioshare/workload.py");
-    println!("## Accuracy: vsftpd on loopback, {duration} s per configuration, sampled at 10 Hz\n");
-    println!("Mean absolute error of β against the trace, in percentage points (mean over the clients / worst client); `win` = per 60 s window.\n");
-    println!("| clients | regression 1 s | single 1 s | least squares 1 s | regression win | single win | least squares win | collinear windows | jitter p99 |");
-    println!("|---|---|---|---|---|---|---|---|---|");
+    let (_server, port) = vsftpd(dir)?;
+    std::fs::create_dir_all(dir.join("local"))?;
+    let rate = (6e6 / n as f64).clamp(3e5, 2e6);
+    let o = Command::new(&culprit)
+        .args([
+            "iosample",
+            "--interval",
+            "100ms",
+            "--server",
+            "vsftpd",
+            "-o",
+        ])
+        .arg(dir.join("io.cios"))
+        .arg("--")
+        .arg(&culprit)
+        .args(["record", "-o"])
+        .arg(dir.join("trace"))
+        .args(["--", "python3"])
+        .arg(&workload)
+        .args(["--port", &port.to_string(), "--clients", &n.to_string()])
+        .args([
+            "--duration",
+            &duration.to_string(),
+            "--seed",
+            &(seed * 1000 + n as u64 * 31).to_string(),
+        ])
+        .args(["--rate", &format!("{rate}"), "--dir"])
+        .arg(dir.join("local"))
+        .args(ramp.then_some("--ramp"))
+        .output()?;
+    if !o.status.success() {
+        bail!("{n} clients: {}", String::from_utf8_lossy(&o.stderr));
+    }
+    if kept {
+        // The clients' lines kept; the uploaded and local files (hundreds of MB) not.
+        std::fs::write(dir.join("out.txt"), &o.stdout)?;
+        let _ = std::fs::remove_dir_all(dir.join("root").join("up"));
+        let _ = std::fs::remove_dir_all(dir.join("local"));
+    }
+    Ok(())
+}
+
+/// `culprit ioshare --truth` on the recording in `dir`, with `extra` options.
+fn estimate(dir: &Path, extra: &[&str]) -> Result<serde_json::Value> {
+    // Recordings made before `server.pid` was kept: the server by name.
+    let server =
+        std::fs::read_to_string(dir.join("server.pid")).unwrap_or_else(|_| "vsftpd".into());
+    let r = Command::new(release("culprit"))
+        .arg("ioshare")
+        .arg(dir.join("io.cios"))
+        .args([
+            "--server",
+            server.trim(),
+            "--step",
+            "1s",
+            "--json",
+            "--truth",
+        ])
+        .arg(dir.join("trace"))
+        .args(extra)
+        .output()?;
+    if !r.status.success() {
+        bail!(
+            "ioshare {}: {}",
+            dir.display(),
+            String::from_utf8_lossy(&r.stderr)
+        );
+    }
+    Ok(serde_json::from_slice(&r.stdout)?)
+}
+
+/// `--from DIR`: the recordings DIR/nN of an earlier `--keep DIR` are estimated again
+/// instead of recorded.
+fn accuracy(
+    clients: &[usize],
+    duration: u64,
+    seed: u64,
+    ramp: bool,
+    keep: Option<&Path>,
+    from: Option<&Path>,
+) -> Result<()> {
+    match from {
+        Some(f) => println!("## Accuracy: the recordings of {}, estimated again\n", f.display()),
+        None => println!(
+            "## Accuracy: vsftpd on loopback, {duration} s per configuration, sampled at 10 Hz, seed {seed}{}\n",
+            if ramp { ", drifting shares (--ramp)" } else { "" }
+        ),
+    }
+    println!("Mean absolute error of β against the trace, in percentage points (mean over the clients / worst client); `win` = per 60 s window. Regression: the default (windows that respect the change points found); plain windows: `--no-segments`.\n");
+    println!("| clients | regression 1 s | plain windows 1 s | single 1 s | least squares 1 s | regression win | plain windows win | single win | least squares win | change points | collinear windows | jitter p99 |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
     for &n in clients {
         let tmp = tempfile::tempdir()?;
         // `--keep DIR`: the sample file, the trace and the clients' lines stay in DIR/nN.
-        let kept = keep.map(|k| k.join(format!("n{n}")));
-        if let Some(k) = &kept {
-            let _ = std::fs::remove_dir_all(k);
-            std::fs::create_dir_all(k)?;
+        let dir = match (from, keep) {
+            (Some(f), _) => f.join(format!("n{n}")),
+            (None, Some(k)) => {
+                let d = k.join(format!("n{n}"));
+                let _ = std::fs::remove_dir_all(&d);
+                std::fs::create_dir_all(&d)?;
+                d
+            }
+            (None, None) => tmp.path().to_path_buf(),
+        };
+        if from.is_none() {
+            record(n, duration, seed, ramp, &dir, keep.is_some())?;
         }
-        let dir = kept.as_deref().unwrap_or(tmp.path());
-        let (_server, port) = vsftpd(dir)?;
-        std::fs::create_dir_all(dir.join("local"))?;
-        let rate = (6e6 / n as f64).clamp(3e5, 2e6);
-        let o = Command::new(&culprit)
-            .args([
-                "iosample",
-                "--interval",
-                "100ms",
-                "--server",
-                "vsftpd",
-                "-o",
-            ])
-            .arg(dir.join("io.cios"))
-            .arg("--")
-            .arg(&culprit)
-            .args(["record", "-o"])
-            .arg(dir.join("trace"))
-            .args(["--", "python3"])
-            .arg(&workload)
-            .args(["--port", &port.to_string(), "--clients", &n.to_string()])
-            .args([
-                "--duration",
-                &duration.to_string(),
-                "--seed",
-                &(n as u64 * 31).to_string(),
-            ])
-            .args(["--rate", &format!("{rate}"), "--dir"])
-            .arg(dir.join("local"))
-            .output()?;
-        if !o.status.success() {
-            bail!("{n} clients: {}", String::from_utf8_lossy(&o.stderr));
-        }
-        if kept.is_some() {
-            // The clients' lines kept; the uploaded and local files (hundreds of MB) not.
-            std::fs::write(dir.join("out.txt"), &o.stdout)?;
-            let _ = std::fs::remove_dir_all(dir.join("root").join("up"));
-            let _ = std::fs::remove_dir_all(dir.join("local"));
-        }
-        let r = Command::new(&culprit)
-            .arg("ioshare")
-            .arg(dir.join("io.cios"))
-            .args(["--server", "vsftpd", "--step", "1s", "--json", "--truth"])
-            .arg(dir.join("trace"))
-            .output()?;
-        if !r.status.success() {
-            bail!("ioshare: {}", String::from_utf8_lossy(&r.stderr));
-        }
-        let j: serde_json::Value = serde_json::from_slice(&r.stdout)?;
+        let j = estimate(&dir, &[])?;
+        let plain = estimate(&dir, &["--no-segments"])?;
         let a = &j["accuracy"];
+        let b = &plain["accuracy"];
         let f = |k: &str, m: &str, w: &str| {
             format!(
                 "{:.1} / {:.1}",
@@ -300,12 +357,26 @@ fn accuracy(clients: &[usize], duration: u64, keep: Option<&Path>) -> Result<()>
                 a[k][w].as_f64().unwrap_or(f64::NAN)
             )
         };
+        let g = |m: &str, w: &str| {
+            format!(
+                "{:.1} / {:.1}",
+                b["regression"][m].as_f64().unwrap_or(f64::NAN),
+                b["regression"][w].as_f64().unwrap_or(f64::NAN)
+            )
+        };
+        let cps: usize = j["processes"].as_array().map_or(0, |v| {
+            v.iter()
+                .map(|p| p["change_points"].as_array().map_or(0, |c| c.len()))
+                .sum()
+        });
         println!(
-            "| {n} | {} | {} | {} | {} | {} | {} | {} | {:.1} ms |",
+            "| {n} | {} | {} | {} | {} | {} | {} | {} | {} | {cps} | {} | {:.1} ms |",
             f("regression", "mean_mae_points", "max_mae_points"),
+            g("mean_mae_points", "max_mae_points"),
             f("single", "mean_mae_points", "max_mae_points"),
             f("least_squares", "mean_mae_points", "max_mae_points"),
             f("regression", "mean_window_points", "max_window_points"),
+            g("mean_window_points", "max_window_points"),
             f("single", "mean_window_points", "max_window_points"),
             f("least_squares", "mean_window_points", "max_window_points"),
             j["collinearity"].as_array().map_or(0, |v| v.len()),
@@ -345,7 +416,15 @@ fn main() -> Result<()> {
         interfaces()?;
     }
     if only.as_deref().is_none_or(|o| o == "accuracy") {
-        accuracy(&clients, duration, get("--keep").as_deref().map(Path::new))?;
+        let seed: u64 = get("--seed").map_or(Ok(0), |s| s.parse())?;
+        accuracy(
+            &clients,
+            duration,
+            seed,
+            args.iter().any(|a| a == "--ramp"),
+            get("--keep").as_deref().map(Path::new),
+            get("--from").as_deref().map(Path::new),
+        )?;
     }
     Ok(())
 }

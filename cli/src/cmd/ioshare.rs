@@ -53,6 +53,13 @@ pub struct Args {
     /// Do not fit a write-back lag.
     #[arg(long)]
     pub no_lag: bool,
+    /// Plain sliding windows: do not look for the moments each process's share changes
+    /// (by default the regression finds them and fits windows that respect them).
+    #[arg(long)]
+    pub no_segments: bool,
+    /// Penalty of a change point, in multiples of σ²·ln(intervals) (Schwarz: 2).
+    #[arg(long, value_name = "K", default_value_t = 2.0)]
+    pub segment_penalty: f64,
     /// Single-variation threshold, as a fraction of the server's mean load per interval.
     #[arg(long, value_name = "F", default_value_t = 0.02)]
     pub threshold: f64,
@@ -107,6 +114,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             ..Default::default()
         },
         select: args.select,
+        segments: !args.no_segments,
+        segment_penalty: args.segment_penalty.max(0.0),
         single: ioshare::single::SingleOptions {
             threshold: args.threshold,
             ..Default::default()
