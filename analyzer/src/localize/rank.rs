@@ -49,6 +49,9 @@ struct CachedScore {
     effective: u32,
     /// Index of its verdict and light effective nodes in [`Ranker::shared`].
     shared: u32,
+    /// The model that scored it: its class's, or the same class's on the other thread kind
+    /// ([`Ranker::sibling`]).
+    model: ClassModel,
 }
 
 /// A process's group in the model, as far as its ranker knows it.
@@ -114,8 +117,9 @@ struct Ranker<'a> {
     /// nodes. Scores with nodes new to the model are not cached: which library calls are
     /// listed under a new node depends on the order of the calls.
     cache: hash::FxMap<ScoreKey, CachedScore>,
-    /// The model of each class key.
-    class_idx: hash::FxMap<units::ClassKey, ClassModel>,
+    /// The model of each class key, and the same class's model on the other thread kind
+    /// when the unit is also scored against it ([`sibling_of`]).
+    class_idx: hash::FxMap<units::ClassKey, (ClassModel, Option<usize>)>,
     rows: Vec<Row>,
     shared: Vec<report::SharedScore>,
     extras: Vec<(u32, report::RowExtra)>,
@@ -129,11 +133,11 @@ struct Ranker<'a> {
 impl Ranker<'_> {
     fn unit(&mut self, u: &units::UnitView<'_>) {
         let g = self.group.index().map(|i| &self.model.groups[i]);
-        let class = *self
+        let (class, sibling) = *self
             .class_idx
             .entry(u.class_key())
             .or_insert_with(|| match g {
-                None => ClassModel::NoGroup,
+                None => (ClassModel::NoGroup, None),
                 // A class new to its thread kind (a handler of a connection that only worker
                 // threads handled in normal runs, now on the main thread — which thread of a
                 // pool takes a connection is scheduling): with the evidence score, the same
@@ -141,14 +145,18 @@ impl Ranker<'_> {
                 Some(g) => {
                     let class = u.class();
                     let find = |c: &units::UnitClass| g.classes.binary_search_by(|(k, _)| k.cmp(c));
+                    let mut other = class.clone();
+                    other.main_thread = !other.main_thread;
                     match find(&class) {
-                        Ok(i) => ClassModel::Model(i),
-                        Err(_) if self.opts.score == evidence::ScoreKind::Evidence => {
-                            let mut other = class.clone();
-                            other.main_thread = !other.main_thread;
-                            find(&other).map_or(ClassModel::NoModel, ClassModel::Model)
+                        Ok(i) if self.opts.score == evidence::ScoreKind::Evidence => {
+                            (ClassModel::Model(i), sibling_of(&class, find(&other).ok()))
                         }
-                        Err(_) => ClassModel::NoModel,
+                        Ok(i) => (ClassModel::Model(i), None),
+                        Err(_) if self.opts.score == evidence::ScoreKind::Evidence => (
+                            find(&other).map_or(ClassModel::NoModel, ClassModel::Model),
+                            None,
+                        ),
+                        Err(_) => (ClassModel::NoModel, None),
                     }
                 }
             });
@@ -171,6 +179,7 @@ impl Ranker<'_> {
             paper,
             effective,
             shared,
+            model: class,
         } = match cached {
             Some(c) => c,
             None => {
@@ -189,6 +198,21 @@ impl Ranker<'_> {
                 };
                 let (paper, effective) = (s.score, s.effective.len() as u32);
                 let s = evidence::rescore(self.opts.score, s, &tree, m, facts);
+                // Also against the same class on the other thread kind: the lesser counts.
+                let (s, class, m, paper, effective) = match (g, sibling) {
+                    (Some(g), Some(j)) if s.score > 0.0 => {
+                        let o = &g.classes[j].1;
+                        let t = score::score_tree_as(&tree, o, u.head.cut);
+                        let (tp, te) = (t.score, t.effective.len() as u32);
+                        let t = evidence::rescore(self.opts.score, t, &tree, Some(o), facts);
+                        if t.score < s.score {
+                            (t, ClassModel::Model(j), Some(o), tp, te)
+                        } else {
+                            (s, class, m, paper, effective)
+                        }
+                    }
+                    _ => (s, class, m, paper, effective),
+                };
                 if self.opts.score.groups_consequences() && s.score >= consequence::ROOT_MIN {
                     first_new = s
                         .effective
@@ -210,6 +234,7 @@ impl Ranker<'_> {
                     paper,
                     effective,
                     shared: self.shared.len() as u32,
+                    model: class,
                 };
                 self.shared.push(report::SharedScore {
                     score: s.score,
@@ -342,6 +367,21 @@ impl Ranker<'_> {
                 | flag(extra, Row::EXTRA),
         });
     }
+}
+
+/// The same class on the other thread kind (`other`, its index in the group's classes, if
+/// the group has it), when a unit of `class` is also scored against it with the evidence
+/// score — the lesser score counts: units of the event loop (handlers, loop work). Threads
+/// that run one event loop and share its descriptors (haproxy's, which share the listening
+/// socket) handle a connection on whichever thread the scheduler wakes: a call that the
+/// other threads make in the same role, on the same connection, is not a fault because this
+/// thread had made it rarely or never in normal runs — a class the main thread met once per
+/// normal run is learned from three units, and every call its thread-mates make that those
+/// three did not is "never seen".
+pub(crate) fn sibling_of<T>(class: &units::UnitClass, other: Option<T>) -> Option<T> {
+    matches!(class.kind, units::UnitKind::Handler | units::UnitKind::Loop)
+        .then_some(other)
+        .flatten()
 }
 
 /// Ranks the units of a (faulty) run by suspect score (§6). Deterministic: the result does

@@ -69,7 +69,31 @@ pub fn show(model: &Model, set: &TraceSet, id: &str, opts: &Options) -> Result<S
         duration_ns: u.info.t_end_unix_ns - u.info.t_start_unix_ns,
     };
     let (paper, effective) = (s.score, s.effective.len());
-    let mut s = evidence::rescore(opts.score, s, &u.tree, m, facts);
+    let s = evidence::rescore(opts.score, s, &u.tree, m, facts);
+    // A unit of the event loop is also scored against its class on the other thread kind;
+    // the lesser counts (as the ranking does, `rank::sibling_of`).
+    let sibling = g
+        .filter(|_| opts.score == evidence::ScoreKind::Evidence)
+        .and_then(|g| {
+            let class = score::class_of(u);
+            g.class(&class)?;
+            let mut other = class.clone();
+            other.main_thread = !other.main_thread;
+            super::rank::sibling_of(&class, g.class(&other))
+        });
+    let (mut s, m, paper, effective) = match sibling {
+        Some(o) if s.score > 0.0 => {
+            let t = score::score_tree_as(&u.tree, o, u.info.cut);
+            let (tp, te) = (t.score, t.effective.len());
+            let t = evidence::rescore(opts.score, t, &u.tree, Some(o), facts);
+            if t.score < s.score {
+                (t, Some(o), tp, te)
+            } else {
+                (s, m, paper, effective)
+            }
+        }
+        _ => (s, m, paper, effective),
+    };
     let i = &u.info;
     let unix = |tsc: u64| {
         let span = i.tsc_end.saturating_sub(i.tsc_start);

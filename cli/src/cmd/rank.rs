@@ -28,7 +28,8 @@ use std::process::ExitCode;
     minimum difference, of 1-p for calls seen, p for expected calls not made, and 1 for\n\
     calls never seen in normal runs. Units of processes\n\
     matching no process group, and units with no model, score 1 (with the evidence score, a\n\
-    class new to its thread kind is compared with the same class on the other threads).\n\
+    class new to its thread kind is compared with the same class on the other threads, and a\n\
+    handler or loop unit is compared with its class on both thread kinds: the lesser counts).\n\
     `culprit show` prints a unit's call tree next to the model.")]
 pub struct Args {
     /// The model (from `culprit learn` or `culprit merge`).

@@ -622,6 +622,95 @@ fn a_handler_class_new_to_its_thread_kind_is_scored_against_the_other_threads() 
         .any(|u| u.info.kind == UnitKind::Handler && u.info.main_thread && u.score == 1.0));
 }
 
+/// A server whose threads share its listening socket, as above. In the normal runs the main
+/// thread took one plain connection per run (its handler class is learned from three units)
+/// and a worker thread took 40, one in five of which it shut down before closing. In the trial
+/// the main thread takes six, two of them shut down as the worker's are, and on one more its
+/// `recv` fails with `ECONNRESET` (never seen on either thread). Scored against the main
+/// thread's own class only, the shut-down connections are "`shutdown` never seen in 3 normal
+/// units" (0.8) and the earliest of them is its process's root; scored also against the same
+/// class on the worker threads (the lesser counts), they are a rare variant, and the reset,
+/// abnormal on every thread, is first.
+#[test]
+fn a_handler_is_also_scored_against_its_class_on_the_other_threads() {
+    let server = |pid: u32, on_main: &[u8], on_worker: &[u8]| {
+        let mut t = TraceBuilder::new("h", pid, pid);
+        t.lib(0x10, LibFn::Socket, o(-1, 3, 0));
+        t.lib(0x20, LibFn::Bind, o(3, 0, 0));
+        t.lib(0x30, LibFn::Listen, o(3, 0, 0));
+        for (tid, conns) in [(pid, on_main), (pid + 1, on_worker)] {
+            if tid != pid {
+                t.thread(tid);
+            }
+            t.lib(0x40, LibFn::EpollWait, o(-1, 1, 0));
+            for (c, &how) in conns.iter().enumerate() {
+                let fd = 5 + (c % 3) as i32;
+                t.lib(0x50, LibFn::Accept4, o(3, fd.into(), 0));
+                t.lib(0x40, LibFn::EpollWait, o(-1, 1, 0));
+                let mut r = o(fd, 8, 64);
+                r.is_socket = Some(true);
+                if how == b'r' {
+                    r.ret = Some(-1);
+                    r.errno = Some(104);
+                }
+                t.lib(0x60, LibFn::Recv, r);
+                if how != b'r' {
+                    let mut w = o(fd, 12, 12);
+                    w.is_socket = Some(true);
+                    t.lib(0x70, LibFn::Send, w);
+                }
+                if how == b's' {
+                    t.lib(0x78, LibFn::Shutdown, o(fd, 0, 0));
+                }
+                t.lib(0x40, LibFn::EpollWait, o(-1, 1, 0));
+                t.lib(0x80, LibFn::Close, o(fd, 0, 0));
+                t.lib(0x40, LibFn::EpollWait, o(-1, 1, 0));
+            }
+            t.lib(0x40, LibFn::EpollWait, o(-1, 0, 0));
+        }
+        crate::decode::TraceSet {
+            processes: vec![t.finish()],
+        }
+    };
+    let worker: Vec<u8> = (0..40)
+        .map(|c| if c % 5 == 2 { b's' } else { b'p' })
+        .collect();
+    let opts = crate::Options::default();
+    let normal = [
+        server(100, b"p", &worker),
+        server(200, b"p", &worker),
+        server(300, b"p", &worker),
+    ];
+    let learned = crate::learn(&normal, &opts).unwrap();
+    let trial = server(400, b"pspsrp", &worker);
+    let rep = crate::rank(&learned.model, &trial, &opts).unwrap();
+    let top = &rep.units[0];
+    assert!(
+        top.info.main_thread && top.score > 0.9,
+        "{} {} {:?}",
+        top.info.id,
+        top.score,
+        top.why
+    );
+    assert!(top.why[0].contains("ECONNRESET"), "{:?}", top.why);
+    let on_main = rep
+        .units
+        .iter()
+        .filter(|u| u.info.main_thread && u.info.kind == UnitKind::Handler)
+        .count();
+    assert!(on_main >= 6, "{on_main}");
+    // The shut-down connections of the main thread are a variant its thread-mates make.
+    for u in &rep.units[1..] {
+        assert!(
+            u.score < crate::consequence::ROOT_MIN || u.caused_by.is_some(),
+            "{} {} {:?}",
+            u.info.id,
+            u.score,
+            u.why
+        );
+    }
+}
+
 /// Helper processes with no setup call at all (a shell wrapper, `basename`) used to share
 /// the empty signature, so their models were merged and each was scored against the
 /// other's calls ("`write` expected", "`fork` never seen here"). The program is part of the
