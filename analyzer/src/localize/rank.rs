@@ -131,6 +131,18 @@ struct Ranker<'a> {
 }
 
 impl Ranker<'_> {
+    /// Gives a unit whose score a per-call rule raised to `raised` a shared score of its
+    /// own (a row's score is its shared score's, which other units of its class share).
+    fn raise(&mut self, shared: &mut u32, score: &mut f64, raised: f64) {
+        if raised != *score {
+            let mut own = self.shared[*shared as usize].clone();
+            own.score = raised;
+            self.shared.push(own);
+            *shared = self.shared.len() as u32 - 1;
+            *score = raised;
+        }
+    }
+
     fn unit(&mut self, u: &units::UnitView<'_>) {
         let g = self.group.index().map(|i| &self.model.groups[i]);
         let (class, sibling) = *self
@@ -277,14 +289,7 @@ impl Ranker<'_> {
                     );
                     if let Some(s) = &slow {
                         let raised = durations::slow_score(score, s);
-                        if raised != score {
-                            // A row's score is its shared score's: this unit gets its own.
-                            let mut own = self.shared[shared as usize].clone();
-                            own.score = raised;
-                            self.shared.push(own);
-                            shared = self.shared.len() as u32 - 1;
-                            score = raised;
-                        }
+                        self.raise(&mut shared, &mut score, raised);
                     }
                 }
                 // A send of a size never sent at its node ([`sizes`]).
@@ -302,13 +307,7 @@ impl Ranker<'_> {
                     }
                     if let Some(o) = &odd {
                         let raised = sizes::odd_score(score, paper, effective as usize, o);
-                        if raised != score {
-                            let mut own = self.shared[shared as usize].clone();
-                            own.score = raised;
-                            self.shared.push(own);
-                            shared = self.shared.len() as u32 - 1;
-                            score = raised;
-                        }
+                        self.raise(&mut shared, &mut score, raised);
                     }
                 }
             }
