@@ -159,6 +159,38 @@ fn client_server() -> (P, P) {
     (c, s)
 }
 
+/// A request of 100 bytes from the client and a reply of 7 from the server.
+fn request_reply() -> (P, P) {
+    let (mut c, mut s) = client_server();
+    c.at(3_000_000).send(3, 100);
+    s.at(3_200_000).recv(6, 100);
+    s.at(3_300_000).send(6, 7);
+    c.at(3_500_000).recv(3, 7);
+    (c, s)
+}
+
+/// A unit of process `pid` (its main thread) on host `h` from TSC `a` to `b`.
+fn span(id: &str, pid: u32, a: u64, b: u64) -> analyzer::messages::links::UnitSpan {
+    analyzer::messages::links::UnitSpan {
+        id: id.into(),
+        host: "h".into(),
+        pid,
+        tid: pid,
+        tsc_start: a,
+        tsc_end: b,
+    }
+}
+
+/// The units of [`request_reply`]: the client's request and reply units, the server's
+/// handler.
+fn request_reply_units() -> Vec<analyzer::messages::links::UnitSpan> {
+    vec![
+        span("req", 10, 2_900_000, 3_099_999),
+        span("handler", 20, 3_200_000, 3_399_999),
+        span("reply", 10, 3_400_000, 3_600_000),
+    ]
+}
+
 #[test]
 fn partial_transfers_match_many_to_many_in_byte_offsets() {
     let (mut c, mut s) = client_server();
@@ -882,27 +914,11 @@ proptest! {
 
 #[test]
 fn units_know_where_their_bytes_came_from_and_went() {
-    use analyzer::messages::links::{self, UnitSpan};
-    let (mut c, mut s) = client_server();
-    c.at(3_000_000).send(3, 100);
-    s.at(3_200_000).recv(6, 100);
-    s.at(3_300_000).send(6, 7);
-    c.at(3_500_000).recv(3, 7);
+    use analyzer::messages::links;
+    let (c, s) = request_reply();
     let m = run(vec![c, s]);
-    let span = |id: &str, pid: u32, a: u64, b: u64| UnitSpan {
-        id: id.into(),
-        host: "h".into(),
-        pid,
-        tid: pid,
-        tsc_start: a,
-        tsc_end: b,
-    };
-    let units = vec![
-        span("req", 10, 2_900_000, 3_099_999),
-        span("handler", 20, 3_200_000, 3_399_999),
-        span("reply", 10, 3_400_000, 3_600_000),
-        span("idle", 20, 1_000_000, 1_100_000),
-    ];
+    let mut units = request_reply_units();
+    units.push(span("idle", 20, 1_000_000, 1_100_000));
     let l = links::unit_links(&m, &units);
     // What `culprit rank` computes for the units it lists: the same, for those only.
     let listed = links::unit_links_of(&m, &units, &|i| i < 2);
@@ -940,29 +956,13 @@ fn units_know_where_their_bytes_came_from_and_went() {
 /// unit among all).
 #[test]
 fn one_unit_is_linked_alone_from_the_streamed_flows() {
-    use analyzer::messages::links::{self, UnitSpan};
-    let (mut c, mut s) = client_server();
-    c.at(3_000_000).send(3, 100);
-    s.at(3_200_000).recv(6, 100);
-    s.at(3_300_000).send(6, 7);
-    c.at(3_500_000).recv(3, 7);
+    use analyzer::messages::links;
+    let (c, s) = request_reply();
     let set = TraceSet {
         processes: vec![c.0.finish(), s.0.finish()],
     };
     let m = messages::analyze(&set).expect("analyze");
-    let span = |id: &str, pid: u32, a: u64, b: u64| UnitSpan {
-        id: id.into(),
-        host: "h".into(),
-        pid,
-        tid: pid,
-        tsc_start: a,
-        tsc_end: b,
-    };
-    let units = vec![
-        span("req", 10, 2_900_000, 3_099_999),
-        span("handler", 20, 3_200_000, 3_399_999),
-        span("reply", 10, 3_400_000, 3_600_000),
-    ];
+    let units = request_reply_units();
     let all = links::unit_links(&m, &units);
     let wanted = |i: usize| units[i].id == "handler";
     let one = links::unit_links_streamed(&set, &units, &wanted, &std::env::temp_dir())
