@@ -70,21 +70,24 @@ for p in kids + workers: os.waitpid(p, 0)
 print('cluster ok', sum(got))
 "#;
 
-#[test]
-fn python_cluster_with_forked_workers_socketpair_and_datagrams() {
+/// Records the Python program `script` with `args` (it must print `ok`), then runs
+/// `culprit messages --json` on the trace and checks it found no one-host causality
+/// violation. Returns the temporary directory, the trace in it, and the JSON.
+fn record_messages(
+    script: &str,
+    args: &[&str],
+    ok: &str,
+) -> (tempfile::TempDir, std::path::PathBuf, Value) {
     let mut tmp = tempfile::tempdir().expect("temporary directory");
-    let script = tmp.path().join("cluster.py");
-    std::fs::write(&script, CLUSTER).unwrap();
+    let file = tmp.path().join("program.py");
+    std::fs::write(&file, script).unwrap();
     let dir = tmp.path().join("trace");
-    let port = tests::free_tcp_port().to_string();
-    let r = record(
-        &dir,
-        &[],
-        &["python3", script.to_str().unwrap(), &port],
-        Duration::from_secs(120),
-    );
-    r.assert_success("record the Python cluster");
-    assert!(r.stdout.contains("cluster ok"), "{}", r.stdout);
+    let py = python();
+    let mut cmd = vec![py.to_str().unwrap(), file.to_str().unwrap()];
+    cmd.extend_from_slice(args);
+    let r = record(&dir, &[], &cmd, Duration::from_secs(120));
+    r.assert_success("record the Python program");
+    assert!(r.stdout.contains(ok), "{}", r.stdout);
     let j = run_culprit(
         &["messages", "--json", dir.to_str().unwrap()],
         Duration::from_secs(120),
@@ -92,6 +95,13 @@ fn python_cluster_with_forked_workers_socketpair_and_datagrams() {
     j.assert_success("culprit messages --json");
     let v: Value = serde_json::from_str(&j.stdout).expect("JSON");
     assert_no_violations(&v, &mut tmp);
+    (tmp, dir, v)
+}
+
+#[test]
+fn python_cluster_with_forked_workers_socketpair_and_datagrams() {
+    let port = tests::free_tcp_port().to_string();
+    let (tmp, dir, v) = record_messages(CLUSTER, &[&port], "cluster ok");
     let conns = v["connections"].as_array().unwrap();
     let kind = |k: &'static str| {
         conns
@@ -178,29 +188,11 @@ print('shared ok', W * M * REC)
 /// writers' sends overlap in time (one preempted inside its send while another's goes
 /// through), so the order in which their bytes entered the stream is known only up to
 /// the calls' entries and exits. Every byte is matched, and no receive is matched to a
-/// send that began after it ended (sends are ordered by entry, receives by exit).
+/// send that began after it ended (`analyzer::messages::stream`: a shared socket's sends
+/// in exit order, never placed at bytes a receive read before they began).
 #[test]
 fn forked_writers_racing_on_one_socketpair_end() {
-    let mut tmp = tempfile::tempdir().expect("temporary directory");
-    let script = tmp.path().join("shared.py");
-    std::fs::write(&script, SHARED).unwrap();
-    let dir = tmp.path().join("trace");
-    let py = python();
-    let r = record(
-        &dir,
-        &[],
-        &[py.to_str().unwrap(), script.to_str().unwrap(), "4", "300"],
-        Duration::from_secs(120),
-    );
-    r.assert_success("record the racing writers");
-    assert!(r.stdout.contains("shared ok 9600"), "{}", r.stdout);
-    let j = run_culprit(
-        &["messages", "--json", dir.to_str().unwrap()],
-        Duration::from_secs(120),
-    );
-    j.assert_success("culprit messages --json");
-    let v: Value = serde_json::from_str(&j.stdout).expect("JSON");
-    assert_no_violations(&v, &mut tmp);
+    let (_tmp, _, v) = record_messages(SHARED, &["4", "300"], "shared ok 9600");
     let pairs: Vec<&Value> = v["connections"]
         .as_array()
         .unwrap()
