@@ -17,8 +17,9 @@
 //!    several recordings of each configuration can be made. `--ramp`: the shares drift
 //!    linearly from one phase's value to the next instead of changing in steps. `--from
 //!    DIR` estimates the recordings kept by an earlier `--keep DIR` again. Each recording
-//!    is estimated twice: as `culprit ioshare` does by default and with `--no-segments`
-//!    (the plain sliding windows), side by side.
+//!    is estimated three times: as `culprit ioshare` does by default, with `--no-backlog`
+//!    (the server's counter alone, without the change of its backlog) and with
+//!    `--no-segments` (the plain sliding windows), side by side.
 //!
 //! ```text
 //! cargo build --release -p cli -p tracer-preload
@@ -130,16 +131,37 @@ fn cost(seconds: u64) -> Result<()> {
     // Each step of the cost work, cumulatively: every process read at every sample with
     // /proc listed whenever a pid was allocated (as before), then new pids probed between
     // listings, then quiet processes read every 10th sample (the default).
-    let variants: [(&str, &[&str]); 3] = [
+    // A server for the backlog rows: this process, holding 16 accepted loopback
+    // connections with 10 KB each unread (the sampler lists its descriptors and dumps the
+    // TCP sockets at every sample).
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let mut conns = Vec::new();
+    for _ in 0..16 {
+        use std::io::Write;
+        let mut c = std::net::TcpStream::connect(listener.local_addr()?)?;
+        let (a, _) = listener.accept()?;
+        c.write_all(&[0u8; 10_000])?;
+        conns.push((c, a));
+    }
+    let me = std::process::id().to_string();
+    let variants: [(&str, Vec<&str>); 5] = [
         (
             "every process every sample, /proc listed each sample",
-            &["--quiet-every", "1", "--list-every", "1"],
+            vec!["--quiet-every", "1", "--list-every", "1"],
         ),
         (
             "+ new pids probed, /proc listed every 50",
-            &["--quiet-every", "1"],
+            vec!["--quiet-every", "1"],
         ),
-        ("+ quiet processes every 10th sample (default)", &[]),
+        ("+ quiet processes every 10th sample (default)", vec![]),
+        (
+            "default, with a server holding 16 loopback connections: its backlog measured at every sample",
+            vec!["--server", &me],
+        ),
+        (
+            "the same without the backlog",
+            vec!["--server", &me, "--no-backlog"],
+        ),
     ];
     for (what, extra) in variants {
         let tmp = tempfile::tempdir()?;
@@ -147,7 +169,7 @@ fn cost(seconds: u64) -> Result<()> {
         let c = Command::new(&culprit)
             .args(["iosample", "--all", "--interval", "100ms", "--json", "-o"])
             .arg(&out)
-            .args(extra)
+            .args(&extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()?;
@@ -327,9 +349,9 @@ fn accuracy(
             if ramp { ", drifting shares (--ramp)" } else { "" }
         ),
     }
-    println!("Mean absolute error of β against the trace, in percentage points (mean over the clients / worst client); `win` = per 60 s window. Regression: the default (windows that respect the change points found); plain windows: `--no-segments`.\n");
-    println!("| clients | regression 1 s | plain windows 1 s | single 1 s | least squares 1 s | regression win | plain windows win | single win | least squares win | change points | collinear windows | jitter p99 |");
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("Mean absolute error of β against the trace, in percentage points (mean over the clients / worst client); `win` = per 60 s window. Regression: the default (windows that respect the change points found, the server's backlog added where measured); no backlog: `--no-backlog`; plain windows: `--no-segments`.\n");
+    println!("| clients | regression 1 s | no backlog 1 s | plain windows 1 s | single 1 s | least squares 1 s | regression win | no backlog win | plain windows win | single win | least squares win | change points | collinear windows | backlog max | jitter p99 |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for &n in clients {
         let tmp = tempfile::tempdir()?;
         // `--keep DIR`: the sample file, the trace and the clients' lines stay in DIR/nN.
@@ -348,8 +370,26 @@ fn accuracy(
         }
         let j = estimate(&dir, &[])?;
         let plain = estimate(&dir, &["--no-segments"])?;
+        let nob = estimate(&dir, &["--no-backlog"])?;
         let a = &j["accuracy"];
         let b = &plain["accuracy"];
+        let c = &nob["accuracy"];
+        let h = |m: &str, w: &str| {
+            format!(
+                "{:.1} / {:.1}",
+                c["regression"][m].as_f64().unwrap_or(f64::NAN),
+                c["regression"][w].as_f64().unwrap_or(f64::NAN)
+            )
+        };
+        let backlog = &j["server"]["backlog"];
+        let backlog = if backlog["measured"].as_bool() == Some(true) {
+            format!(
+                "{:.2} MB",
+                backlog["max_bytes"].as_f64().unwrap_or(0.0) / 1e6
+            )
+        } else {
+            "not measured".to_string()
+        };
         let f = |k: &str, m: &str, w: &str| {
             format!(
                 "{:.1} / {:.1}",
@@ -370,12 +410,14 @@ fn accuracy(
                 .sum()
         });
         println!(
-            "| {n} | {} | {} | {} | {} | {} | {} | {} | {} | {cps} | {} | {:.1} ms |",
+            "| {n} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {cps} | {} | {backlog} | {:.1} ms |",
             f("regression", "mean_mae_points", "max_mae_points"),
+            h("mean_mae_points", "max_mae_points"),
             g("mean_mae_points", "max_mae_points"),
             f("single", "mean_mae_points", "max_mae_points"),
             f("least_squares", "mean_mae_points", "max_mae_points"),
             f("regression", "mean_window_points", "max_window_points"),
+            h("mean_window_points", "max_window_points"),
             g("mean_window_points", "max_window_points"),
             f("single", "mean_window_points", "max_window_points"),
             f("least_squares", "mean_window_points", "max_window_points"),
