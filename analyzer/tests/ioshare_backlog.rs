@@ -184,6 +184,7 @@ fn adding_the_backlog_undoes_a_stalled_server() {
     );
     let (ew, eo) = (errors(&with), errors(&without));
     let worst = |e: &[f64]| e.iter().copied().fold(0.0, f64::max);
+    eprintln!("error per client at 1 s, points: with the backlog {ew:?}, without {eo:?}");
     assert_eq!(ew.len(), 3);
     // With the backlog the server's load is what the clients delivered: the shares are
     // recovered (the change points respected); without it, the stalls spoil them.
