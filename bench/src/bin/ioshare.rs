@@ -19,15 +19,13 @@
 //!    DIR` estimates the recordings kept by an earlier `--keep DIR` again. Each recording
 //!    is estimated three times: as `culprit ioshare` does by default, with `--no-backlog`
 //!    (the server's counter alone, without the change of its backlog) and with
-//!    `--no-segments` (the plain sliding windows), side by side. `--stall`: the server's
-//!    session processes are stopped (`SIGSTOP`) for 0.3–1.2 s every 3–8 s, seeded, then
-//!    continued — a server descheduled on a loaded machine, reproducibly (the stalls are
-//!    kept in `stalls.txt`). Every recording passes the server to the sampler by pid
-//!    (`server.pid`): another vsftpd on the machine is not its load.
+//!    `--no-segments` (the plain sliding windows), side by side. Every recording passes
+//!    the server to the sampler by pid (`server.pid`): another vsftpd on the machine is
+//!    not its load.
 //!
 //! ```text
 //! cargo build --release -p cli -p tracer-preload
-//! cargo run --release -p bench --bin ioshare [-- --only cost|interfaces|accuracy] [--clients 2,5,8,16] [--duration 60] [--cost-seconds 60] [--seed K] [--ramp] [--stall] [--keep DIR | --from DIR]
+//! cargo run --release -p bench --bin ioshare [-- --only cost|interfaces|accuracy] [--clients 2,5,8,16] [--duration 60] [--cost-seconds 60] [--seed K] [--ramp] [--keep DIR | --from DIR]
 //! ```
 
 use anyhow::{bail, Context, Result};
@@ -135,19 +133,38 @@ fn cost(seconds: u64) -> Result<()> {
     // Each step of the cost work, cumulatively: every process read at every sample with
     // /proc listed whenever a pid was allocated (as before), then new pids probed between
     // listings, then quiet processes read every 10th sample (the default).
-    // A server for the backlog rows: this process, holding 16 accepted loopback
-    // connections with 10 KB each unread (the sampler lists its descriptors and dumps the
-    // TCP sockets at every sample).
-    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    // A server for the backlog rows: a process holding 16 accepted loopback connections
+    // with 10 KB each unread (the sampler lists its descriptors and dumps the TCP sockets
+    // at every sample). Not this process: the idle `sleep`s are its children, and a
+    // server's children are servers too.
+    let mut srv = Command::new("python3")
+        .args([
+            "-c",
+            "import socket, sys, time\n\
+             l = socket.socket(); l.bind(('127.0.0.1', 0)); l.listen(16)\n\
+             print(l.getsockname()[1], flush=True)\n\
+             c = [l.accept()[0] for _ in range(16)]\n\
+             sys.stdin.read()\n",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .context("spawning python3")?;
+    let port: u16 = {
+        use std::io::BufRead;
+        let mut l = String::new();
+        std::io::BufReader::new(srv.stdout.take().context("server stdout")?).read_line(&mut l)?;
+        l.trim().parse().context("server port")?
+    };
     let mut conns = Vec::new();
     for _ in 0..16 {
         use std::io::Write;
-        let mut c = std::net::TcpStream::connect(listener.local_addr()?)?;
-        let (a, _) = listener.accept()?;
+        let mut c = std::net::TcpStream::connect(("127.0.0.1", port))?;
         c.write_all(&[0u8; 10_000])?;
-        conns.push((c, a));
+        conns.push(c);
     }
-    let me = std::process::id().to_string();
+    let me = srv.id().to_string();
+    let _srv = Reaped(vec![srv]); // killed and reaped when dropped
     let variants: [(&str, Vec<&str>); 5] = [
         (
             "every process every sample, /proc listed each sample",
@@ -262,100 +279,7 @@ fn vsftpd(dir: &Path) -> Result<(Reaped, u16)> {
 
 /// One recording of the accuracy workload with `n` clients in `dir` (kept there when
 /// `kept`): the sample file `io.cios`, the trace `trace/`, the clients' lines `out.txt`.
-/// The processes under `root` (children, grandchildren…), from `/proc/[pid]/stat`.
-fn descendants(root: u32) -> Vec<u32> {
-    let mut parent = Vec::new();
-    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(st) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        let Some(ppid) = st
-            .rfind(')')
-            .and_then(|i| st[i + 1..].split_whitespace().nth(1)?.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        parent.push((pid, ppid));
-    }
-    let mut out = vec![root];
-    let mut i = 0;
-    while i < out.len() {
-        let p = out[i];
-        out.extend(parent.iter().filter(|x| x.1 == p).map(|x| x.0));
-        i += 1;
-    }
-    out.remove(0);
-    out
-}
-
-/// `--stall`: the server's session processes (the daemon's descendants) are stopped with
-/// `SIGSTOP` for 0.3–1.2 s every 3–8 s (seeded), then continued — what a server
-/// descheduled on a loaded machine does, reproducibly. Returns the stop flag, the thread,
-/// and the stalls (start, length in s, relative to the start) it made.
-fn staller(
-    server: u32,
-    seed: u64,
-) -> (
-    std::sync::Arc<std::sync::atomic::AtomicBool>,
-    std::thread::JoinHandle<Vec<(f64, f64)>>,
-) {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    let stop = std::sync::Arc::new(AtomicBool::new(false));
-    let stop2 = stop.clone();
-    let t = std::thread::spawn(move || {
-        let mut x = seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407)
-            | 1;
-        let mut rnd = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 11) as f64 / (1u64 << 53) as f64
-        };
-        let t0 = Instant::now();
-        let mut stalls = Vec::new();
-        let nap = |s: f64, stop: &AtomicBool| {
-            let end = Instant::now() + Duration::from_secs_f64(s);
-            while Instant::now() < end && !stop.load(Ordering::Relaxed) {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        };
-        loop {
-            nap(3.0 + 5.0 * rnd(), &stop2);
-            if stop2.load(Ordering::Relaxed) {
-                return stalls;
-            }
-            let len = 0.3 + 0.9 * rnd();
-            let pids = descendants(server);
-            for &p in &pids {
-                // SAFETY: kill(2) on processes this benchmark started (its vsftpd's).
-                unsafe { libc::kill(p as i32, libc::SIGSTOP) };
-            }
-            stalls.push((t0.elapsed().as_secs_f64(), len));
-            nap(len, &AtomicBool::new(false));
-            for &p in &pids {
-                // SAFETY: as above.
-                unsafe { libc::kill(p as i32, libc::SIGCONT) };
-            }
-        }
-    });
-    (stop, t)
-}
-
-#[allow(clippy::too_many_arguments)]
-fn record(
-    n: usize,
-    duration: u64,
-    seed: u64,
-    ramp: bool,
-    stall: bool,
-    dir: &Path,
-    kept: bool,
-) -> Result<()> {
+fn record(n: usize, duration: u64, seed: u64, ramp: bool, dir: &Path, kept: bool) -> Result<()> {
     let culprit = release("culprit");
     let workload = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/ioshare/workload.py");
     let (server, port) = vsftpd(dir)?;
@@ -365,7 +289,6 @@ fn record(
     std::fs::write(dir.join("server.pid"), &server_pid)?;
     std::fs::create_dir_all(dir.join("local"))?;
     let rate = (6e6 / n as f64).clamp(3e5, 2e6);
-    let stalling = stall.then(|| staller(server.0[0].id(), seed * 1000 + n as u64 * 31));
     let o = Command::new(&culprit)
         .args([
             "iosample",
@@ -393,15 +316,6 @@ fn record(
         .arg(dir.join("local"))
         .args(ramp.then_some("--ramp"))
         .output()?;
-    if let Some((stop, t)) = stalling {
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        let stalls = t.join().unwrap_or_default();
-        let text: String = stalls
-            .iter()
-            .map(|(at, len)| format!("{at:.2} {len:.2}\n"))
-            .collect();
-        std::fs::write(dir.join("stalls.txt"), text)?;
-    }
     if !o.status.success() {
         bail!("{n} clients: {}", String::from_utf8_lossy(&o.stderr));
     }
@@ -445,22 +359,19 @@ fn estimate(dir: &Path, extra: &[&str]) -> Result<serde_json::Value> {
 
 /// `--from DIR`: the recordings DIR/nN of an earlier `--keep DIR` are estimated again
 /// instead of recorded.
-#[allow(clippy::too_many_arguments)]
 fn accuracy(
     clients: &[usize],
     duration: u64,
     seed: u64,
     ramp: bool,
-    stall: bool,
     keep: Option<&Path>,
     from: Option<&Path>,
 ) -> Result<()> {
     match from {
         Some(f) => println!("## Accuracy: the recordings of {}, estimated again\n", f.display()),
         None => println!(
-            "## Accuracy: vsftpd on loopback, {duration} s per configuration, sampled at 10 Hz, seed {seed}{}{}\n",
-            if ramp { ", drifting shares (--ramp)" } else { "" },
-            if stall { ", server sessions stopped 0.3–1.2 s every 3–8 s (--stall)" } else { "" }
+            "## Accuracy: vsftpd on loopback, {duration} s per configuration, sampled at 10 Hz, seed {seed}{}\n",
+            if ramp { ", drifting shares (--ramp)" } else { "" }
         ),
     }
     println!("Mean absolute error of β against the trace, in percentage points (mean over the clients / worst client); `win` = per 60 s window. Regression: the default (windows that respect the change points found, the server's backlog added where measured); no backlog: `--no-backlog`; plain windows: `--no-segments`.\n");
@@ -480,7 +391,7 @@ fn accuracy(
             (None, None) => tmp.path().to_path_buf(),
         };
         if from.is_none() {
-            record(n, duration, seed, ramp, stall, &dir, keep.is_some())?;
+            record(n, duration, seed, ramp, &dir, keep.is_some())?;
         }
         let j = estimate(&dir, &[])?;
         let plain = estimate(&dir, &["--no-segments"])?;
@@ -578,7 +489,6 @@ fn main() -> Result<()> {
             duration,
             seed,
             args.iter().any(|a| a == "--ramp"),
-            args.iter().any(|a| a == "--stall"),
             get("--keep").as_deref().map(Path::new),
             get("--from").as_deref().map(Path::new),
         )?;
