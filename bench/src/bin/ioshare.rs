@@ -21,11 +21,13 @@
 //!    (the server's counter alone, without the change of its backlog) and with
 //!    `--no-segments` (the plain sliding windows), side by side. Every recording passes
 //!    the server to the sampler by pid (`server.pid`): another vsftpd on the machine is
-//!    not its load.
+//!    not its load. `--server-nice N` starts vsftpd N nice levels below the benchmark: on
+//!    a busy machine the server is then descheduled and falls behind its clients (its
+//!    backlog grows), as a server does on an overloaded host.
 //!
 //! ```text
 //! cargo build --release -p cli -p tracer-preload
-//! cargo run --release -p bench --bin ioshare [-- --only cost|interfaces|accuracy] [--clients 2,5,8,16] [--duration 60] [--cost-seconds 60] [--seed K] [--ramp] [--keep DIR | --from DIR]
+//! cargo run --release -p bench --bin ioshare [-- --only cost|interfaces|accuracy] [--clients 2,5,8,16] [--duration 60] [--cost-seconds 60] [--seed K] [--ramp] [--server-nice N] [--keep DIR | --from DIR]
 //! ```
 
 use anyhow::{bail, Context, Result};
@@ -242,7 +244,8 @@ fn cost(seconds: u64) -> Result<()> {
     Ok(())
 }
 
-fn vsftpd(dir: &Path) -> Result<(Reaped, u16)> {
+/// Starts vsftpd in `dir`, at `nice` (0: the benchmark's own priority).
+fn vsftpd(dir: &Path, nice: i32) -> Result<(Reaped, u16)> {
     use std::os::unix::fs::PermissionsExt;
     let root = dir.join("root");
     std::fs::create_dir_all(root.join("up"))?;
@@ -266,7 +269,24 @@ fn vsftpd(dir: &Path) -> Result<(Reaped, u16)> {
             dir.join("empty").display()
         ),
     )?;
-    let c = Command::new("/usr/sbin/vsftpd").arg(&conf).spawn()?;
+    let mut cmd = Command::new("/usr/sbin/vsftpd");
+    cmd.arg(&conf);
+    if nice != 0 {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: setpriority(2) on the child itself, between fork and exec; it touches
+        // no memory of the parent.
+        unsafe {
+            cmd.pre_exec(move || {
+                libc::setpriority(
+                    libc::PRIO_PROCESS,
+                    0,
+                    libc::getpriority(libc::PRIO_PROCESS, 0) + nice,
+                );
+                Ok(())
+            })
+        };
+    }
+    let c = cmd.spawn()?;
     let g = Reaped(vec![c]);
     for _ in 0..100 {
         if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
@@ -279,10 +299,19 @@ fn vsftpd(dir: &Path) -> Result<(Reaped, u16)> {
 
 /// One recording of the accuracy workload with `n` clients in `dir` (kept there when
 /// `kept`): the sample file `io.cios`, the trace `trace/`, the clients' lines `out.txt`.
-fn record(n: usize, duration: u64, seed: u64, ramp: bool, dir: &Path, kept: bool) -> Result<()> {
+#[allow(clippy::too_many_arguments)]
+fn record(
+    n: usize,
+    duration: u64,
+    seed: u64,
+    ramp: bool,
+    server_nice: i32,
+    dir: &Path,
+    kept: bool,
+) -> Result<()> {
     let culprit = release("culprit");
     let workload = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/ioshare/workload.py");
-    let (server, port) = vsftpd(dir)?;
+    let (server, port) = vsftpd(dir, server_nice)?;
     // The server by pid, in the sampler and in the estimate: another vsftpd on the
     // machine (the end-to-end test, run at the same time) must not count as its load.
     let server_pid = server.0[0].id().to_string();
@@ -359,19 +388,22 @@ fn estimate(dir: &Path, extra: &[&str]) -> Result<serde_json::Value> {
 
 /// `--from DIR`: the recordings DIR/nN of an earlier `--keep DIR` are estimated again
 /// instead of recorded.
+#[allow(clippy::too_many_arguments)]
 fn accuracy(
     clients: &[usize],
     duration: u64,
     seed: u64,
     ramp: bool,
+    server_nice: i32,
     keep: Option<&Path>,
     from: Option<&Path>,
 ) -> Result<()> {
     match from {
         Some(f) => println!("## Accuracy: the recordings of {}, estimated again\n", f.display()),
         None => println!(
-            "## Accuracy: vsftpd on loopback, {duration} s per configuration, sampled at 10 Hz, seed {seed}{}\n",
-            if ramp { ", drifting shares (--ramp)" } else { "" }
+            "## Accuracy: vsftpd on loopback, {duration} s per configuration, sampled at 10 Hz, seed {seed}{}{}\n",
+            if ramp { ", drifting shares (--ramp)" } else { "" },
+            if server_nice != 0 { format!(", vsftpd at nice +{server_nice} (--server-nice)") } else { String::new() }
         ),
     }
     println!("Mean absolute error of β against the trace, in percentage points (mean over the clients / worst client); `win` = per 60 s window. Regression: the default (windows that respect the change points found, the server's backlog added where measured); no backlog: `--no-backlog`; plain windows: `--no-segments`.\n");
@@ -391,7 +423,7 @@ fn accuracy(
             (None, None) => tmp.path().to_path_buf(),
         };
         if from.is_none() {
-            record(n, duration, seed, ramp, &dir, keep.is_some())?;
+            record(n, duration, seed, ramp, server_nice, &dir, keep.is_some())?;
         }
         let j = estimate(&dir, &[])?;
         let plain = estimate(&dir, &["--no-segments"])?;
@@ -489,6 +521,7 @@ fn main() -> Result<()> {
             duration,
             seed,
             args.iter().any(|a| a == "--ramp"),
+            get("--server-nice").map_or(Ok(0), |s| s.parse())?,
             get("--keep").as_deref().map(Path::new),
             get("--from").as_deref().map(Path::new),
         )?;

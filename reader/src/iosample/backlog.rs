@@ -6,13 +6,18 @@
 //!
 //! - **received**: the bytes in their receive queues (received, not yet read by the
 //!   process: `rcv_nxt − copied_seq`);
-//! - **unsent**: the bytes in the send queues of the *local* sockets connected to them
-//!   that were not sent yet (written by a client on this machine: `tcpi_notsent_bytes`,
-//!   `write_seq − snd_nxt`) — on loopback, when the server's receive window is full the
-//!   clients' bytes wait there. Not the whole send queue (`write_seq − snd_una`): bytes
-//!   sent and not yet acknowledged (a delayed ACK) are already in the server's receive
-//!   queue and would count twice. Kernels before 4.6 lack the field: the whole send
-//!   queue is counted then.
+//! - **unsent**: for a client on this machine (the *local* socket connected to a server
+//!   socket), the bytes it wrote that the server's socket has not received yet: written
+//!   (`tcpi_bytes_acked` + its send queue `write_seq − snd_una`) minus received by the
+//!   server's end (`tcpi_bytes_received`), i.e. `write_seq − rcv_nxt` — the bytes waiting
+//!   in the client's send queue (when the server's window is full) and those in flight,
+//!   which on loopback includes the segments queued on a server socket that its process
+//!   holds locked while it reads (the socket's backlog, not yet in `rcv_nxt`). Neither
+//!   the send queue alone (a byte received but not yet acknowledged, a delayed ACK,
+//!   would count twice) nor the unsent bytes alone (`tcpi_notsent_bytes`: the in-flight
+//!   ones would be missed — on this machine they were most of it) is right. Kernels
+//!   without the byte counters (before 4.2) fall back to the unsent bytes, or the send
+//!   queue before 4.6. The SYN's and a FIN's sequence numbers are not counted as bytes.
 //!
 //! Both come from one `NETLINK_SOCK_DIAG` `inet_diag` dump per address family (every TCP
 //! socket of the network namespace that is not listening or in `TIME_WAIT`, with its
@@ -28,13 +33,18 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 const NETLINK_SOCK_DIAG: i32 = 4;
 const SOCK_DIAG_BY_FAMILY: u16 = 20;
+const TCPDIAG_GETSOCK: u16 = 18;
+/// Every state but `LISTEN` and `TIME_WAIT`.
+const STATES: u32 = 0xfff & !(1 << TCP_LISTEN) & !(1 << TCP_TIME_WAIT);
 const NLM_F_REQUEST: u16 = 1;
 const NLM_F_DUMP: u16 = 0x300;
 const NLMSG_ERROR: u16 = 2;
 const NLMSG_DONE: u16 = 3;
 const TCP_LISTEN: u32 = 10;
 const TCP_TIME_WAIT: u32 = 6;
+const ESTABLISHED: u8 = 1;
 const FIN_WAIT1: u8 = 4;
+const FIN_WAIT2: u8 = 5;
 const CLOSE_WAIT: u8 = 8;
 const LAST_ACK: u8 = 9;
 const CLOSING: u8 = 11;
@@ -44,6 +54,9 @@ const MSG_LEN: usize = 72;
 const INET_DIAG_INFO: u16 = 2;
 /// Offset of `tcpi_notsent_bytes` in `struct tcp_info` (Linux ≥ 4.6).
 const OFF_NOTSENT: usize = 144;
+/// Offsets of `tcpi_bytes_acked` and `tcpi_bytes_received` (u64, Linux ≥ 4.2).
+const OFF_BYTES_ACKED: usize = 120;
+const OFF_BYTES_RECEIVED: usize = 128;
 
 /// An address (IPv4 in the first 4 bytes) and a port.
 pub type Endpoint = ([u8; 16], u16);
@@ -61,9 +74,14 @@ pub struct TcpQueue {
     pub peer: Endpoint,
     /// Bytes received and not read by the process.
     pub rqueue: u32,
-    /// Bytes written and not sent yet (`tcpi_notsent_bytes`; without it, not
-    /// acknowledged yet).
+    /// Bytes written and not acknowledged yet (`write_seq − snd_una`).
     pub wqueue: u32,
+    /// Bytes written and not sent yet (`tcpi_notsent_bytes`), if the kernel has it.
+    pub notsent: Option<u32>,
+    /// Bytes the peer acknowledged (`tcpi_bytes_acked`), if the kernel has it.
+    pub bytes_acked: Option<u64>,
+    /// Bytes received (`tcpi_bytes_received`), if the kernel has it.
+    pub bytes_received: Option<u64>,
     /// Socket inode (as in `/proc/[pid]/fd`'s `socket:[N]`); 0 for orphans.
     pub inode: u32,
 }
@@ -73,6 +91,8 @@ pub struct SockDiag {
     fd: OwnedFd,
     buf: Vec<u8>,
     seq: u32,
+    /// The kernel refused `TCPDIAG_GETSOCK`: one dump per family.
+    no_compat: bool,
 }
 
 impl SockDiag {
@@ -95,6 +115,7 @@ impl SockDiag {
             fd: unsafe { OwnedFd::from_raw_fd(fd) },
             buf: vec![0u8; 64 << 10],
             seq: 0,
+            no_compat: false,
         })
     }
 
@@ -111,8 +132,41 @@ impl SockDiag {
         req[16] = family;
         req[17] = libc::IPPROTO_TCP as u8;
         req[18] = 1 << (INET_DIAG_INFO - 1);
-        let states: u32 = 0xfff & !(1 << TCP_LISTEN) & !(1 << TCP_TIME_WAIT);
-        req[20..24].copy_from_slice(&states.to_ne_bytes());
+        req[20..24].copy_from_slice(&STATES.to_ne_bytes());
+        self.request(&req, out)
+    }
+
+    /// Every TCP socket of both families in one walk of the kernel's connection hash (the
+    /// walk, not the sockets, is most of a dump's cost on a machine with few connections):
+    /// the original `TCPDIAG_GETSOCK` request, which dumps every family. Falls back to one
+    /// [`SockDiag::dump`] per family if the kernel refuses it.
+    pub fn dump_all(&mut self, out: &mut Vec<TcpQueue>) -> io::Result<()> {
+        if !self.no_compat {
+            self.seq = self.seq.wrapping_add(1);
+            // nlmsghdr (16) + inet_diag_req (60): family, src_len, dst_len, ext, sockid
+            // (48), states, dbs.
+            let mut req = [0u8; 76];
+            req[0..4].copy_from_slice(&76u32.to_ne_bytes());
+            req[4..6].copy_from_slice(&TCPDIAG_GETSOCK.to_ne_bytes());
+            req[6..8].copy_from_slice(&(NLM_F_REQUEST | NLM_F_DUMP).to_ne_bytes());
+            req[8..12].copy_from_slice(&self.seq.to_ne_bytes());
+            req[16] = libc::AF_INET as u8;
+            req[19] = 1 << (INET_DIAG_INFO - 1);
+            req[68..72].copy_from_slice(&STATES.to_ne_bytes());
+            let before = out.len();
+            match self.request(&req, out) {
+                Ok(()) => return Ok(()),
+                Err(_) => {
+                    out.truncate(before);
+                    self.no_compat = true;
+                }
+            }
+        }
+        self.dump(libc::AF_INET as u8, out)?;
+        self.dump(libc::AF_INET6 as u8, out)
+    }
+
+    fn request(&mut self, req: &[u8], out: &mut Vec<TcpQueue>) -> io::Result<()> {
         // SAFETY: `req` is a valid buffer of its length; the kernel is the destination
         // (a zeroed sockaddr_nl, which is what sockaddr_nl's all-zero value means).
         let sent = unsafe {
@@ -177,7 +231,9 @@ fn parse(mut b: &[u8], seq: u32, out: &mut Vec<TcpQueue>) -> io::Result<bool> {
                         .map_or(0, |e| i32::from_ne_bytes([e[0], e[1], e[2], e[3]]));
                     return Err(io::Error::from_raw_os_error(-errno));
                 }
-                SOCK_DIAG_BY_FAMILY if body.len() >= MSG_LEN => out.push(msg(body)),
+                SOCK_DIAG_BY_FAMILY | TCPDIAG_GETSOCK if body.len() >= MSG_LEN => {
+                    out.push(msg(body))
+                }
                 _ => {}
             }
         }
@@ -190,7 +246,7 @@ fn parse(mut b: &[u8], seq: u32, out: &mut Vec<TcpQueue>) -> io::Result<bool> {
 fn msg(m: &[u8]) -> TcpQueue {
     let u32_at = |o: usize| u32::from_ne_bytes([m[o], m[o + 1], m[o + 2], m[o + 3]]);
     // Attributes after the message: the `tcp_info` one, if present, has the unsent bytes.
-    let mut wqueue = u32_at(60);
+    let (mut notsent, mut bytes_acked, mut bytes_received) = (None, None, None);
     let mut a = &m[MSG_LEN..];
     while a.len() >= 4 {
         let len = u16::from_ne_bytes([a[0], a[1]]) as usize;
@@ -198,9 +254,21 @@ fn msg(m: &[u8]) -> TcpQueue {
         if len < 4 || len > a.len() {
             break;
         }
-        if ty == INET_DIAG_INFO && len >= 4 + OFF_NOTSENT + 4 {
+        if ty == INET_DIAG_INFO {
+            let u64_at = |o: usize| {
+                let o = 4 + o;
+                (len >= o + 8).then(|| {
+                    let mut b = [0u8; 8];
+                    b.copy_from_slice(&a[o..o + 8]);
+                    u64::from_ne_bytes(b)
+                })
+            };
+            bytes_acked = u64_at(OFF_BYTES_ACKED);
+            bytes_received = u64_at(OFF_BYTES_RECEIVED);
             let o = 4 + OFF_NOTSENT;
-            wqueue = u32::from_ne_bytes([a[o], a[o + 1], a[o + 2], a[o + 3]]);
+            if len >= o + 4 {
+                notsent = Some(u32::from_ne_bytes([a[o], a[o + 1], a[o + 2], a[o + 3]]));
+            }
         }
         a = &a[((len + 3) & !3).min(a.len())..];
     }
@@ -215,7 +283,10 @@ fn msg(m: &[u8]) -> TcpQueue {
         local: (addr(8), u16::from_be_bytes([m[4], m[5]])),
         peer: (addr(24), u16::from_be_bytes([m[6], m[7]])),
         rqueue: u32_at(56),
-        wqueue,
+        wqueue: u32_at(60),
+        notsent,
+        bytes_acked,
+        bytes_received,
         inode: u32_at(68),
     }
 }
@@ -262,11 +333,11 @@ pub fn attribute(holders: &[(u32, Vec<u32>)], sockets: &[TcpQueue]) -> HashMap<u
         }
     }
     // The server's connections by (local, peer), to find their local peers' ends.
-    let mut ends: HashMap<(u8, Endpoint, Endpoint), u32> = HashMap::new();
+    let mut ends: HashMap<(u8, Endpoint, Endpoint), (u32, &TcpQueue)> = HashMap::new();
     let mut out: HashMap<u32, Backlog> = HashMap::new();
     for s in sockets {
         if let Some(&pid) = (s.inode != 0).then(|| owner.get(&s.inode)).flatten() {
-            ends.insert((s.family, s.local, s.peer), pid);
+            ends.insert((s.family, s.local, s.peer), (pid, s));
             // A FIN received and not read yet takes one sequence number: not a byte.
             let fin = u32::from(matches!(s.state, CLOSE_WAIT | LAST_ACK | CLOSING));
             let r = s.rqueue.saturating_sub(fin);
@@ -275,17 +346,28 @@ pub fn attribute(holders: &[(u32, Vec<u32>)], sockets: &[TcpQueue]) -> HashMap<u
             }
         }
     }
-    for s in sockets {
-        if s.wqueue == 0 || owner.contains_key(&s.inode) {
-            continue; // nothing queued, or the server's own end
+    for p in sockets {
+        if owner.contains_key(&p.inode) {
+            continue; // the server's own end
         }
-        if let Some(&pid) = ends.get(&(s.family, s.peer, s.local)) {
-            // Likewise a FIN queued after the data (the client closed).
-            let fin = u32::from(matches!(s.state, FIN_WAIT1 | LAST_ACK | CLOSING));
-            let w = s.wqueue.saturating_sub(fin);
-            if w > 0 {
-                out.entry(pid).or_default().unsent += u64::from(w);
+        let Some(&(pid, s)) = ends.get(&(p.family, p.peer, p.local)) else {
+            continue;
+        };
+        // Written by the client, not received by the server's end: `write_seq − rcv_nxt`.
+        // `tcpi_bytes_acked` counts the SYN's sequence number, and the send queue a FIN
+        // the client queued or sent that the server's end has not received yet: not bytes.
+        let u = match (p.bytes_acked, s.bytes_received) {
+            (Some(acked), Some(received)) => {
+                let fin = u64::from(
+                    matches!(p.state, FIN_WAIT1 | FIN_WAIT2 | CLOSING | LAST_ACK)
+                        && matches!(s.state, ESTABLISHED | FIN_WAIT1 | FIN_WAIT2),
+                );
+                (acked + u64::from(p.wqueue)).saturating_sub(received + 1 + fin)
             }
+            _ => u64::from(p.notsent.unwrap_or(p.wqueue)),
+        };
+        if u > 0 {
+            out.entry(pid).or_default().unsent += u;
         }
     }
     out
@@ -316,14 +398,22 @@ mod tests {
         assert_eq!(q.local, v4([127, 0, 0, 1], 21));
         assert_eq!(q.peer, v4([127, 0, 0, 2], 40000));
         assert_eq!((q.rqueue, q.wqueue, q.inode), (1234, 55, 777));
-        // With a `tcp_info` attribute: the bytes not sent yet replace the send queue.
+        // With a `tcp_info` attribute: the byte counters.
         let mut with = m.to_vec();
         let mut info = vec![0u8; 4 + 160];
         info[0..2].copy_from_slice(&164u16.to_ne_bytes());
         info[2..4].copy_from_slice(&INET_DIAG_INFO.to_ne_bytes());
         info[4 + OFF_NOTSENT..8 + OFF_NOTSENT].copy_from_slice(&40u32.to_ne_bytes());
+        info[4 + OFF_BYTES_ACKED..12 + OFF_BYTES_ACKED].copy_from_slice(&9u64.to_ne_bytes());
+        info[4 + OFF_BYTES_RECEIVED..12 + OFF_BYTES_RECEIVED]
+            .copy_from_slice(&(1u64 << 33).to_ne_bytes());
         with.extend(info);
-        assert_eq!(msg(&with).wqueue, 40);
+        let q = msg(&with);
+        assert_eq!(q.wqueue, 55);
+        assert_eq!(
+            (q.notsent, q.bytes_acked, q.bytes_received),
+            (Some(40), Some(9), Some(1 << 33))
+        );
     }
 
     #[test]
@@ -338,6 +428,9 @@ mod tests {
             peer,
             rqueue,
             wqueue,
+            notsent: None,
+            bytes_acked: None,
+            bytes_received: None,
             inode,
         };
         let sockets = [
@@ -353,6 +446,21 @@ mod tests {
             Backlog {
                 received: 300,
                 unsent: 500
+            }
+        );
+        // With the byte counters: 1 000 bytes received and not read, 400 of them not
+        // acknowledged yet (a delayed ACK), 250 more in flight, 100 not sent.
+        let mut srv = s(10, server, client, 1000, 0);
+        srv.bytes_received = Some(5000);
+        let mut cli = s(11, client, server, 0, 400 + 250 + 100);
+        cli.bytes_acked = Some(4601); // the SYN counts
+        cli.notsent = Some(100);
+        let b = attribute(&[(5, vec![10])], &[srv, cli]);
+        assert_eq!(
+            b[&5],
+            Backlog {
+                received: 1000,
+                unsent: 350
             }
         );
     }
@@ -374,6 +482,11 @@ mod tests {
         d.dump(libc::AF_INET as u8, &mut all).unwrap();
         let b = attribute(&[(1, vec![inode])], &all);
         assert_eq!(b[&1].received, 10_000, "{all:?}");
+        // The same from the one-walk dump of both families.
+        let mut both = Vec::new();
+        d.dump_all(&mut both).unwrap();
+        assert!(!d.no_compat);
+        assert_eq!(attribute(&[(1, vec![inode])], &both)[&1].received, 10_000);
         let me = socket_inodes(std::process::id()).unwrap();
         assert!(me.contains(&inode));
     }

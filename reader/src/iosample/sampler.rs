@@ -583,9 +583,7 @@ pub fn run(
                 .filter_map(|p| Some((p, backlog::socket_inodes(p)?)))
                 .collect();
             sockets.clear();
-            let dumped = d
-                .dump(libc::AF_INET as u8, &mut sockets)
-                .and_then(|()| d.dump(libc::AF_INET6 as u8, &mut sockets));
+            let dumped = d.dump_all(&mut sockets);
             match dumped {
                 Ok(()) => {
                     let now = backlog::attribute(&holders, &sockets);
