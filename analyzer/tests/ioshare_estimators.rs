@@ -66,6 +66,9 @@ fn synth(
         columns: cols,
         server: vec![(1, "server".into())],
         small_bytes: 0.0,
+        backlog: None,
+        backlog_max: 0.0,
+        backlog_added: false,
     }
 }
 

@@ -132,6 +132,9 @@ fn a_coarse_share_stays_within_the_fine_ones_under_lag() {
         }],
         server: vec![(2, "s".into())],
         small_bytes: 0.0,
+        backlog: None,
+        backlog_max: 0.0,
+        backlog_added: false,
     };
     let coarse = Series {
         t_end: vec![2, 4],

@@ -235,3 +235,67 @@ fn after_a_pid_wrap_a_child_listed_before_its_parent_is_still_its_child() {
     assert_eq!(own(worker, 4), 5_000_000);
     assert_eq!(own(session, 4), 0);
 }
+
+#[test]
+fn a_stalled_servers_backlog_is_recorded_and_read_back() {
+    use std::io::{BufRead, Write};
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("io.cios");
+    // A server that accepts one connection, does not read for 1 s (descheduled, as it
+    // were), then reads everything and stays 0.5 s more.
+    let script = "import socket, time\n\
+        l = socket.socket(); l.bind(('127.0.0.1', 0)); l.listen(1)\n\
+        print(l.getsockname()[1], flush=True)\n\
+        c, _ = l.accept(); time.sleep(1.0)\n\
+        while c.recv(1 << 16): pass\n\
+        time.sleep(0.5)\n";
+    let mut server = Command::new("python3")
+        .args(["-c", script])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut port = String::new();
+    std::io::BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut port)
+        .unwrap();
+    let port: u16 = port.trim().parse().unwrap();
+    let opts = SamplerOptions {
+        interval: Duration::from_millis(100),
+        selection: Selection::Pids(vec![server.id()]),
+        servers: vec![server.id().to_string()],
+        ..Default::default()
+    };
+    // The client writes what the kernel takes without blocking (the server's receive
+    // queue, then its own send queue once the window is full), then closes.
+    let client = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(250));
+        let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        c.set_nonblocking(true).unwrap();
+        let chunk = [3u8; 65536];
+        let mut total = 0u64;
+        loop {
+            match c.write(&chunk) {
+                Ok(n) => total += n as u64,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        total
+    });
+    let report = sample_until_exit(&file, opts, &mut server);
+    let written = client.join().unwrap();
+    assert_eq!(report.backlog, "on", "{report:?}");
+    let log = SampleLog::open(&file).unwrap();
+    assert!(log.backlog_measured);
+    let p = log.processes.iter().find(|p| p.server).unwrap();
+    // While it slept, everything the client wrote was received or unsent — counted once.
+    let max = (0..log.samples.len())
+        .map(|j| p.backlog_at(j))
+        .max()
+        .unwrap();
+    assert!(written > 0);
+    assert_eq!(max, written, "{:?}", p.backlog);
+    assert_eq!(report.backlog_max, written);
+    // Once it read, nothing is left.
+    assert_eq!(p.backlog_at(log.samples.len() - 1), 0, "{:?}", p.backlog);
+}

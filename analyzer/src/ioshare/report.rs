@@ -72,6 +72,10 @@ pub struct IoShareOptions {
     pub segments: bool,
     /// Penalty of a change point, in multiples of σ² ln n (default 2).
     pub segment_penalty: f64,
+    /// Count the server's load as the bytes delivered to it — its counter plus the change
+    /// of its backlog — where the sample file measured the backlog
+    /// ([`series::Series::add_backlog`]; default true).
+    pub backlog: bool,
 }
 
 impl Default for IoShareOptions {
@@ -88,6 +92,7 @@ impl Default for IoShareOptions {
             select: false,
             segments: true,
             segment_penalty: 2.0,
+            backlog: true,
         }
     }
 }
@@ -170,6 +175,20 @@ pub struct ServerInfo {
     pub load: TimeSeries,
     /// Total bytes.
     pub total_bytes: f64,
+    /// The server's backlog: `measured` (the sample file has it), `used` (`load` is the
+    /// counter plus its change: bytes delivered to the server), `max_bytes`.
+    pub backlog: BacklogInfo,
+}
+
+/// The server's backlog in a report.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct BacklogInfo {
+    /// The sample file measured it.
+    pub measured: bool,
+    /// `load` includes its change.
+    pub used: bool,
+    /// Largest backlog at an interval boundary (bytes).
+    pub max_bytes: f64,
 }
 
 /// An estimator's accuracy over all traced processes.
@@ -310,13 +329,17 @@ pub fn analyze(
     truth: Option<&Truth>,
 ) -> Result<IoShareReport, series::SeriesError> {
     // Estimate at the sampling resolution, report per step.
-    let fine = series::build(log, &opts.server, opts.metric, 1, opts.min_share)?;
+    let mut fine = series::build(log, &opts.server, opts.metric, 1, opts.min_share)?;
     let step = opts.step.max(1);
-    let s = if step == 1 {
+    let mut s = if step == 1 {
         fine.clone()
     } else {
         series::build(log, &opts.server, opts.metric, step, opts.min_share)?
     };
+    if opts.backlog {
+        fine.add_backlog();
+        s.add_backlog();
+    }
     let mut warnings = Vec::new();
     if let Some(why) = &log.tail.why {
         warnings.push(format!(
@@ -507,6 +530,11 @@ pub fn analyze(
             },
             load: s.t_end.iter().copied().zip(s.y.iter().copied()).collect(),
             total_bytes: s.y.iter().sum(),
+            backlog: BacklogInfo {
+                measured: s.backlog.is_some(),
+                used: s.backlog_added,
+                max_bytes: s.backlog_max,
+            },
         },
         processes,
         residual,
@@ -615,6 +643,19 @@ impl IoShareReport {
             let _ = writeln!(
                 o,
                 "regression: {cps} change point(s) of the processes' shares found; windows respect them (--no-segments: plain windows)"
+            );
+        }
+        let b = &self.server.backlog;
+        if b.measured {
+            let _ = writeln!(
+                o,
+                "server backlog: up to {} queued unread in its sockets; {}",
+                mb(b.max_bytes),
+                if b.used {
+                    "the server's load counts bytes delivered to it (its counter + the backlog's change; --no-backlog: its counter only)"
+                } else {
+                    "not used (--no-backlog)"
+                }
             );
         }
         let transitions = self

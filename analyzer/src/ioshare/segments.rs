@@ -186,6 +186,9 @@ pub fn change_points(s: &Series, w: &[f64], sigma2: f64, o: &SegmentOptions) -> 
                 .collect(),
             server: Vec::new(),
             small_bytes: 0.0,
+            backlog: None,
+            backlog_max: 0.0,
+            backlog_added: false,
         };
         let keep_from = if from == 0 { 0 } else { from + half / 2 };
         let keep_to = if last { n } else { to - half / 2 };
@@ -298,6 +301,9 @@ fn search(s: &Series, w: &[f64], sigma2: f64, o: &SegmentOptions) -> Vec<Vec<usi
                         .collect(),
                     server: Vec::new(),
                     small_bytes: 0.0,
+                    backlog: None,
+                    backlog_max: 0.0,
+                    backlog_added: false,
                 };
                 let local_cps: Vec<Vec<usize>> = (0..p)
                     .map(|c| {

@@ -75,6 +75,32 @@ pub struct Series {
     pub server: Vec<(u32, String)>,
     /// Bytes of client processes too small to be columns (each under the cut-off).
     pub small_bytes: f64,
+    /// Change of the server processes' backlog per interval (bytes received and not yet
+    /// read at its end minus at its start; `reader::iosample::backlog`), when the sample
+    /// file has it; [`Series::add_backlog`] adds it to `y`.
+    pub backlog: Option<Vec<f64>>,
+    /// Largest backlog at a sample boundary, bytes (0 when not measured).
+    pub backlog_max: f64,
+    /// Whether `y` includes the change of the backlog.
+    pub backlog_added: bool,
+}
+
+impl Series {
+    /// Counts the server's load as the bytes its clients delivered to it rather than the
+    /// bytes it wrote: `y_t ← y_t + ΔB_t`, with `B` the backlog (bytes in the receive
+    /// queues of its sockets and the send queues of their local peers). The server writes
+    /// what it reads, so what it has written by `t` plus what waits to be read is what
+    /// the clients had sent by `t` (up to what it holds in its own buffers, bounded and
+    /// ignored): a server descheduled for seconds no longer lags its clients in `y`.
+    /// Does nothing when the backlog was not measured or was already added.
+    pub fn add_backlog(&mut self) {
+        if let (Some(d), false) = (&self.backlog, self.backlog_added) {
+            for (y, d) in self.y.iter_mut().zip(d) {
+                *y += d;
+            }
+            self.backlog_added = true;
+        }
+    }
 }
 
 /// Why a series could not be built.
@@ -194,6 +220,20 @@ pub fn build(
             *a += d;
         }
     }
+    let backlog = log.backlog_measured.then(|| {
+        let at = |j: usize| -> f64 {
+            servers
+                .iter()
+                .map(|&i| log.processes[i].backlog_at(j) as f64)
+                .sum()
+        };
+        let b: Vec<f64> = bounds.iter().map(|&j| at(j)).collect();
+        b
+    });
+    let backlog_max = backlog
+        .as_ref()
+        .map_or(0.0, |b| b.iter().copied().fold(0.0, f64::max));
+    let backlog = backlog.map(|b| b.windows(2).map(|w| w[1] - w[0]).collect());
     let mut cols: Vec<Column> = log
         .processes
         .iter()
@@ -238,5 +278,8 @@ pub fn build(
             .map(|&i| (log.processes[i].pid, log.processes[i].comm.clone()))
             .collect(),
         small_bytes: small,
+        backlog,
+        backlog_max,
+        backlog_added: false,
     })
 }

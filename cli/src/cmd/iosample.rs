@@ -57,6 +57,11 @@ pub struct Args {
     /// SCHED_FIFO priority 1, where permitted, to keep its deadlines on a loaded machine).
     #[arg(long)]
     pub no_realtime: bool,
+    /// Do not measure the server processes' backlog (bytes queued unread in their TCP
+    /// sockets, by NETLINK_SOCK_DIAG, at every sample; `culprit ioshare` adds its change
+    /// to the server's counter).
+    #[arg(long)]
+    pub no_backlog: bool,
     /// Print the run's summary as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -118,6 +123,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         realtime: !args.no_realtime,
         quiet_every: args.quiet_every,
         list_every: args.list_every,
+        backlog: !args.no_backlog,
     };
     let mut status = None;
     let report =
@@ -147,7 +153,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&report)?);
     }
     eprintln!(
-        "culprit iosample: {} samples of {} processes every {:?} → {}; jitter p50 {:.1} µs, p99 {:.1} µs, max {:.1} µs; {} missed; exits: {} taskstats, {} last sample; taskstats {}; CPU {:.2} % of a core",
+        "culprit iosample: {} samples of {} processes every {:?} → {}; jitter p50 {:.1} µs, p99 {:.1} µs, max {:.1} µs; {} missed; exits: {} taskstats, {} last sample; taskstats {}; server backlog {} (max {:.1} MB); CPU {:.2} % of a core",
         report.samples,
         report.processes,
         args.interval,
@@ -159,6 +165,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         report.exits_taskstats,
         report.exits_last_sample,
         report.taskstats,
+        report.backlog,
+        report.backlog_max as f64 / 1e6,
         100.0 * report.cpu_ns as f64 / report.wall_ns.max(1) as f64,
     );
     if !report.denied.is_empty() {

@@ -57,6 +57,10 @@ pub struct Args {
     /// (by default the regression finds them and fits windows that respect them).
     #[arg(long)]
     pub no_segments: bool,
+    /// Regress on the server's counter alone: do not add the change of its backlog (bytes
+    /// queued unread in its sockets, recorded by `culprit iosample`) to it.
+    #[arg(long)]
+    pub no_backlog: bool,
     /// Penalty of a change point, in multiples of σ²·ln(intervals) (Schwarz: 2).
     #[arg(long, value_name = "K", default_value_t = 2.0)]
     pub segment_penalty: f64,
@@ -115,6 +119,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         },
         select: args.select,
         segments: !args.no_segments,
+        backlog: !args.no_backlog,
         segment_penalty: args.segment_penalty.max(0.0),
         single: ioshare::single::SingleOptions {
             threshold: args.threshold,

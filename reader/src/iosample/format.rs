@@ -23,6 +23,7 @@
 //! | 7 | NOTE | `s` — a warning the sampler gave (permission denied, taskstats unavailable…) |
 //! | 8 | END | samples `v` · missed `v` · jitter_p50_ns `v` · jitter_p99_ns `v` · jitter_max_ns `v` — written on a clean stop |
 //! | 9 | SPAN | seq `v` · n `v` · n × (pid `v` · since_seq `v`) — follows the `SAMPLE` of that seq: these processes were quiet and not read at every sample ([`super::sampler::SamplerOptions::quiet_every`]); their counters in that sample were last read, unchanged, at sample `since_seq`, so their change happened somewhere in between (a reader spreads it over those intervals) |
+//! | 10 | BACKLOG | seq `v` · n `v` · n × (pid `v` · received `v` · unsent `v`) — follows the `SAMPLE` of that seq: the server processes whose backlog changed since the last `BACKLOG` record that carried them (absent: unchanged; a server process that exited is written once with 0 · 0). received = bytes in the receive queues of the TCP sockets it holds (received, not yet read; a socket held by several server processes counts for the lowest pid); unsent = bytes that local clients connected to them wrote and the server's sockets have not received yet (in the clients' send queues or in flight). Written only when the `META` field `backlog` is `on` ([`super::backlog`]) |
 //!
 //! Beware: `/proc/[pid]/io` of a process includes the final counters of every child it
 //! has reaped (the kernel adds them at `wait`), so a parent's counters jump when a child
@@ -34,7 +35,11 @@
 //! difference between the actual and the deadline time is the sampling jitter.
 //!
 //! Unknown kinds are skipped (their length is known), so later versions may add kinds
-//! without breaking older readers; a change to an existing body bumps the version.
+//! without breaking older readers; a change to an existing body bumps the version. Added
+//! kinds, still version 1: `BACKLOG` (10), with the `META` field `backlog` — a reader
+//! older than them skips both and sees the file as it was (the server's counters
+//! without its backlog); a file older than them has no `backlog` field, and this reader
+//! treats its backlog as not measured.
 
 use serde::{Deserialize, Serialize};
 use std::fs::File;
@@ -70,6 +75,8 @@ pub mod kind {
     pub const END: u8 = 8;
     /// Counters of the last sample that cover several intervals (quiet processes).
     pub const SPAN: u8 = 9;
+    /// Bytes queued unread in the server processes' sockets.
+    pub const BACKLOG: u8 = 10;
 }
 
 /// `PROC` flag: the process matched a `--server` selector.
@@ -202,6 +209,10 @@ pub struct Meta {
     pub clk_tck: u64,
     /// Boot time, seconds since the epoch (`btime` of `/proc/stat`).
     pub boot_unix_s: u64,
+    /// Whether the server's backlog was measured (`BACKLOG` records): `on`, `off: why`,
+    /// or absent (files written before it existed: not measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backlog: Option<String>,
 }
 
 /// A `PROC` record.
@@ -249,6 +260,16 @@ pub struct SpanRecord {
     pub seq: u64,
     /// (pid, the sample at which its counters were last read, unchanged).
     pub since: Vec<(u32, u64)>,
+}
+
+/// A `BACKLOG` record.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BacklogRecord {
+    /// The sample it belongs to.
+    pub seq: u64,
+    /// (server pid, bytes received and not read, bytes unsent by local peers) of the
+    /// processes whose values changed.
+    pub changed: Vec<(u32, u64, u64)>,
 }
 
 /// An `EXIT` record.
@@ -375,6 +396,8 @@ pub enum Record {
     End(EndRecord),
     /// `SPAN`.
     Span(SpanRecord),
+    /// `BACKLOG`.
+    Backlog(BacklogRecord),
 }
 
 /// Errors of reading or writing an IO-sample file; each names the file.
@@ -518,6 +541,16 @@ pub fn encode(r: &Record) -> (u8, Vec<u8>) {
                 put_v(&mut b, *since);
             }
             kind::SPAN
+        }
+        Record::Backlog(bl) => {
+            put_v(&mut b, bl.seq);
+            put_v(&mut b, bl.changed.len() as u64);
+            for (pid, received, unsent) in &bl.changed {
+                put_v(&mut b, (*pid).into());
+                put_v(&mut b, *received);
+                put_v(&mut b, *unsent);
+            }
+            kind::BACKLOG
         }
     };
     (k, b)
@@ -730,6 +763,15 @@ pub fn decode(k: u8, body: &[u8]) -> Option<Option<Record>> {
             }
             Record::Span(SpanRecord { seq, since })
         }
+        kind::BACKLOG => {
+            let seq = c.v()?;
+            let n = c.count()?;
+            let mut changed = Vec::with_capacity(n);
+            for _ in 0..n {
+                changed.push((c.u32()?, c.v()?, c.v()?));
+            }
+            Record::Backlog(BacklogRecord { seq, changed })
+        }
         _ => return Some(None),
     };
     Some(Some(r))
@@ -883,6 +925,10 @@ mod tests {
                 seq: 0,
                 since: vec![(7, 1 << 33)],
             }),
+            Record::Backlog(BacklogRecord {
+                seq: 0,
+                changed: vec![(7, 2_400_000, 0), (8, 0, 1 << 35)],
+            }),
             Record::Note("n".into()),
             Record::End(EndRecord {
                 samples: 1,
@@ -932,6 +978,44 @@ mod tests {
         let (back, tail) = parse_records(Path::new("t"), &bytes).unwrap();
         assert_eq!(back.len(), sample().len() - 1);
         assert_eq!(tail.why.as_deref(), Some("bad CRC"));
+    }
+
+    #[test]
+    fn a_file_written_before_the_backlog_reads_as_not_measured() {
+        // A META as the sampler wrote it before the `backlog` field existed.
+        let old = r#"{"host":"h","kernel":"k","interval_ns":100000000,"start_mono_ns":1,"start_unix_ns":2,"selection":"all","taskstats":"on","sampler_pid":3,"clk_tck":100,"boot_unix_s":4}"#;
+        let mut body = Vec::new();
+        put_s(&mut body, old);
+        let mut bytes = header().to_vec();
+        bytes.extend(((body.len() + 1) as u32).to_le_bytes());
+        bytes.push(kind::META);
+        bytes.extend(&body);
+        let mut h = crc32fast::Hasher::new();
+        h.update(&[kind::META]);
+        h.update(&body);
+        bytes.extend(h.finalize().to_le_bytes());
+        let (back, tail) = parse_records(Path::new("t"), &bytes).unwrap();
+        assert_eq!(tail, Tail::default());
+        let [Record::Meta(m)] = &back[..] else {
+            panic!("{back:?}")
+        };
+        assert_eq!((m.host.as_str(), m.backlog.as_deref()), ("h", None));
+    }
+
+    #[test]
+    fn a_kind_this_reader_does_not_know_is_skipped() {
+        // What a reader older than BACKLOG does with it: skips the record, keeps the rest.
+        let mut bytes = header().to_vec();
+        let mut unknown = frame(&Record::Note("x".into()));
+        unknown[4] = 200;
+        let crc = crc32fast::hash(&unknown[4..unknown.len() - 4]);
+        let n = unknown.len();
+        unknown[n - 4..].copy_from_slice(&crc.to_le_bytes());
+        bytes.extend(unknown);
+        bytes.extend(frame(&Record::Note("kept".into())));
+        let (back, tail) = parse_records(Path::new("t"), &bytes).unwrap();
+        assert_eq!(back, vec![Record::Note("kept".into())]);
+        assert_eq!(tail, Tail::default());
     }
 
     #[test]

@@ -71,9 +71,20 @@ pub struct ProcSeries {
     pub denied: bool,
     /// Open descriptors, as last listed.
     pub fds: Vec<FdGroup>,
+    /// A server process's backlog whenever it changed: (sample index, bytes received and
+    /// not read, bytes unsent by local peers); see [`super::backlog`].
+    pub backlog: Vec<(usize, u64, u64)>,
 }
 
 impl ProcSeries {
+    /// Backlog (received + unsent bytes) at sample `j`: the last value recorded at or
+    /// before it, 0 before the first.
+    pub fn backlog_at(&self, j: usize) -> u64 {
+        let i = self.backlog.partition_point(|(s, _, _)| *s <= j);
+        i.checked_sub(1)
+            .map_or(0, |i| self.backlog[i].1 + self.backlog[i].2)
+    }
+
     /// Cumulative counters at sample `j` of `samples`: its exit counters once it has exited,
     /// zeros before it appeared (a process born during the run), `None` where unknown.
     pub fn at(&self, samples: &[SampleTime], j: usize) -> Option<Counters> {
@@ -133,6 +144,8 @@ pub struct SampleLog {
     pub end: Option<EndRecord>,
     /// Where reading stopped, if the tail was damaged or cut.
     pub tail: Tail,
+    /// Whether the servers' backlog was measured (the `META` field `backlog` is `on`).
+    pub backlog_measured: bool,
     /// Disk sectors written per sample, summed over whole disks (not partitions).
     pub disk_sectors_written: Vec<u64>,
     /// Children of each process (indices), and each exited process's final counters as
@@ -171,7 +184,19 @@ impl SampleLog {
         };
         for r in records {
             match r {
-                Record::Meta(m) => log.meta = m,
+                Record::Meta(m) => {
+                    log.backlog_measured = m.backlog.as_deref() == Some("on");
+                    log.meta = m
+                }
+                Record::Backlog(b) => {
+                    // It follows the SAMPLE of its seq, the last one read.
+                    let j = log.samples.len().saturating_sub(1);
+                    for (pid, received, unsent) in b.changed {
+                        if let Some(&i) = by_pid.get(&pid) {
+                            log.processes[i].backlog.push((j, received, unsent));
+                        }
+                    }
+                }
                 Record::Proc(p) => {
                     // The same process again (it exec'd): new names, same series.
                     if let Some(&i) = by_pid.get(&p.pid) {

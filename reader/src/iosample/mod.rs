@@ -7,6 +7,7 @@
 //! - [`format`](mod@format): the file — framed, CRC-checked records; layout documented there.
 //! - [`procfs`]: reading `/proc`.
 //! - [`taskstats`]: exit notifications over generic netlink.
+//! - [`backlog`]: bytes queued unread in the server's sockets (`NETLINK_SOCK_DIAG`).
 //! - [`sampler`]: the sampling loop ([`run`]).
 //! - [`log`]: the file read back as per-process series ([`SampleLog`]).
 //!
@@ -21,6 +22,7 @@
 //! println!("{} samples of {} processes", log.samples.len(), log.processes.len());
 //! ```
 
+pub mod backlog;
 pub mod format;
 pub mod log;
 pub mod procfs;

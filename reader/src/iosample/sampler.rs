@@ -5,9 +5,11 @@
 //! a late scan never shifts the ones after it, and a scan that overruns skips (and counts)
 //! the deadlines it missed.
 
+use super::backlog::{self, Backlog, SockDiag, TcpQueue};
 use super::format::{
-    Counters, DiskLine, DiskRecord, EndRecord, ExitRecord, ExitSource, FdGroup, FdsRecord,
-    FormatError, Meta, ProcRecord, Record, SampleRecord, SampleWriter, SpanRecord, PROC_SERVER,
+    BacklogRecord, Counters, DiskLine, DiskRecord, EndRecord, ExitRecord, ExitSource, FdGroup,
+    FdsRecord, FormatError, Meta, ProcRecord, Record, SampleRecord, SampleWriter, SpanRecord,
+    PROC_SERVER,
 };
 use super::procfs::{self, IoFile, IoReadError};
 use super::taskstats;
@@ -60,6 +62,10 @@ pub struct SamplerOptions {
     /// that a loaded machine neither delays its deadlines nor preempts a scan between the
     /// server's counters and the clients' (default true; a scan takes milliseconds).
     pub realtime: bool,
+    /// Measure the server processes' backlog at every sample — the bytes queued unread in
+    /// their TCP sockets' receive queues and in their local peers' send queues
+    /// ([`super::backlog`], `BACKLOG` records); default true, and only with servers.
+    pub backlog: bool,
 }
 
 impl Default for SamplerOptions {
@@ -74,6 +80,7 @@ impl Default for SamplerOptions {
             realtime: true,
             quiet_every: 10,
             list_every: 50,
+            backlog: true,
         }
     }
 }
@@ -118,6 +125,10 @@ pub struct SamplerReport {
     pub late: u64,
     /// Whether the sampling thread ran at real-time priority.
     pub realtime: bool,
+    /// `on`, or `off: why` (the server's backlog).
+    pub backlog: String,
+    /// Largest backlog seen (received + unsent, all server processes), bytes.
+    pub backlog_max: u64,
 }
 
 /// Reads a clock, ns.
@@ -339,6 +350,20 @@ pub fn run(
     let uts = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
     let me = std::process::id();
+    let mut diag = None;
+    let backlog_status = if !opts.backlog {
+        "off: disabled by option".to_string()
+    } else if opts.servers.is_empty() {
+        "off: no server selected".to_string()
+    } else {
+        match SockDiag::open() {
+            Ok(d) => {
+                diag = Some(d);
+                "on".to_string()
+            }
+            Err(e) => format!("off: NETLINK_SOCK_DIAG: {e}"),
+        }
+    };
     let mut st = State {
         opts,
         me,
@@ -352,6 +377,7 @@ pub fn run(
         report: SamplerReport {
             taskstats: ts_status.clone(),
             realtime,
+            backlog: backlog_status.clone(),
             ..Default::default()
         },
     };
@@ -366,6 +392,7 @@ pub fn run(
         sampler_pid: me,
         clk_tck: procfs::clk_tck(),
         boot_unix_s: procfs::boot_unix_s(),
+        backlog: Some(backlog_status),
     })];
     if let Some(why) = ts_status.strip_prefix("off: ") {
         out.push(Record::Note(format!(
@@ -383,6 +410,9 @@ pub fn run(
     let mut tcp_cache = None;
     let mut fd_scans = 0u64;
     let mut last_pid_seen = None;
+    let mut sockets: Vec<TcpQueue> = Vec::new();
+    let mut backlogs: HashMap<u32, Backlog> = HashMap::new();
+    let mut backlog_failed = false;
     loop {
         let deadline = start_mono + k * interval_ns;
         if !last_round {
@@ -537,6 +567,54 @@ pub fn run(
             late.sort_unstable();
             st.report.late += late.len() as u64;
             out.push(Record::Span(SpanRecord { seq, since: late }));
+        }
+
+        // The servers' backlog, right after their counters.
+        if let Some(d) = &mut diag {
+            let mut pids: Vec<u32> = st
+                .server_pids
+                .iter()
+                .copied()
+                .filter(|p| matches!(st.known.get(p), Some(Known::Tracked(_))))
+                .collect();
+            pids.sort_unstable();
+            let holders: Vec<(u32, Vec<u32>)> = pids
+                .into_iter()
+                .filter_map(|p| Some((p, backlog::socket_inodes(p)?)))
+                .collect();
+            sockets.clear();
+            let dumped = d.dump_all(&mut sockets);
+            match dumped {
+                Ok(()) => {
+                    let now = backlog::attribute(&holders, &sockets);
+                    let mut changed: Vec<(u32, u64, u64)> = now
+                        .iter()
+                        .filter(|(p, b)| backlogs.get(p) != Some(b))
+                        .map(|(&p, b)| (p, b.received, b.unsent))
+                        .chain(
+                            backlogs
+                                .keys()
+                                .filter(|p| !now.contains_key(p))
+                                .map(|&p| (p, 0, 0)),
+                        )
+                        .collect();
+                    let total: u64 = now.values().map(|b| b.received + b.unsent).sum();
+                    st.report.backlog_max = st.report.backlog_max.max(total);
+                    backlogs = now;
+                    if !changed.is_empty() {
+                        changed.sort_unstable();
+                        out.push(Record::Backlog(BacklogRecord { seq, changed }));
+                    }
+                }
+                Err(e) if !backlog_failed => {
+                    backlog_failed = true;
+                    out.push(Record::Note(format!(
+                        "backlog: the socket dump failed at sample {seq} ({e}); samples without \
+                         a BACKLOG record keep the previous values"
+                    )));
+                }
+                Err(_) => {}
+            }
         }
 
         // Exits: taskstats first, then processes gone for a whole interval without one.
