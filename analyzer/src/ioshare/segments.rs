@@ -33,8 +33,8 @@
 //! found where none was costs only variance.
 
 use super::bvls::bvls;
-use super::regression::window_rows;
-use super::series::{Column, Series};
+use super::regression::{huber_refit, window_rows};
+use super::series::Series;
 use super::{Estimate, Status};
 use nalgebra::{DMatrix, DVector};
 
@@ -172,24 +172,7 @@ pub fn change_points(s: &Series, w: &[f64], sigma2: f64, o: &SegmentOptions) -> 
     loop {
         let last = n - from < block + half;
         let to = if last { n } else { from + block };
-        let part = Series {
-            t_end: s.t_end[from..to].to_vec(),
-            t_start: s.t_start[from..to].to_vec(),
-            y: s.y[from..to].to_vec(),
-            columns: s
-                .columns
-                .iter()
-                .map(|c| Column {
-                    x: c.x[from..to].to_vec(),
-                    ..c.clone()
-                })
-                .collect(),
-            server: Vec::new(),
-            small_bytes: 0.0,
-            backlog: None,
-            backlog_max: 0.0,
-            backlog_added: false,
-        };
+        let part = s.intervals(from..to);
         let keep_from = if from == 0 { 0 } else { from + half / 2 };
         let keep_to = if last { n } else { to - half / 2 };
         for (all, found) in cps.iter_mut().zip(search(&part, &w[from..to], sigma2, o)) {
@@ -287,24 +270,7 @@ fn search(s: &Series, w: &[f64], sigma2: f64, o: &SegmentOptions) -> Vec<Vec<usi
                 let t0 = cps[col][j];
                 let from = if j > 0 { cps[col][j - 1] } else { 0 };
                 let to = cps[col].get(j + 1).copied().unwrap_or(n);
-                let local = Series {
-                    t_end: s.t_end[from..to].to_vec(),
-                    t_start: s.t_start[from..to].to_vec(),
-                    y: s.y[from..to].to_vec(),
-                    columns: s
-                        .columns
-                        .iter()
-                        .map(|c| Column {
-                            x: c.x[from..to].to_vec(),
-                            ..c.clone()
-                        })
-                        .collect(),
-                    server: Vec::new(),
-                    small_bytes: 0.0,
-                    backlog: None,
-                    backlog_max: 0.0,
-                    backlog_added: false,
-                };
+                let local = s.intervals(from..to);
                 let local_cps: Vec<Vec<usize>> = (0..p)
                     .map(|c| {
                         if c == col {
@@ -408,23 +374,9 @@ pub fn estimate(s: &Series, base: &Estimate, cps: &[Vec<usize>], o: &SegmentOpti
             }
         });
         let y = DVector::from_iterator(m, rows.iter().map(|&r| s.y[r]));
-        let mut beta = bvls(&x, &y, 0.0, 1.0);
-        for _ in 0..2 {
-            let r = &y - &x * &beta;
-            let mut a: Vec<f64> = r.iter().map(|v| v.abs()).collect();
-            a.sort_by(f64::total_cmp);
-            let sigma = 1.4826 * a[a.len() / 2];
-            if sigma <= 0.0 {
-                break;
-            }
-            let w: Vec<f64> = r
-                .iter()
-                .map(|v| (1.345 * sigma / v.abs().max(1e-300)).min(1.0).sqrt())
-                .collect();
-            let xw = DMatrix::from_fn(m, k, |i, j| w[i] * x[(i, j)]);
-            let yw = DVector::from_fn(m, |i, _| w[i] * y[i]);
-            beta = bvls(&xw, &yw, 0.0, 1.0);
-        }
+        let beta = huber_refit(&x, &y, bvls(&x, &y, 0.0, 1.0), |xw, yw| {
+            bvls(xw, yw, 0.0, 1.0)
+        });
         let sigma2 = (&y - &x * &beta).norm_squared() / (m as f64 - k as f64).max(1.0);
         let gram = x.transpose() * &x;
         let inv = gram

@@ -101,6 +101,32 @@ impl Series {
             self.backlog_added = true;
         }
     }
+
+    /// The intervals `r` of the series, for fitting: times, the server's bytes `y` (with
+    /// the backlog if it was added) and each column's bytes; no server processes, small
+    /// bytes or backlog of its own.
+    pub fn intervals(&self, r: std::ops::Range<usize>) -> Series {
+        Series {
+            t_end: self.t_end[r.clone()].to_vec(),
+            t_start: self.t_start[r.clone()].to_vec(),
+            y: self.y[r.clone()].to_vec(),
+            columns: self
+                .columns
+                .iter()
+                .map(|c| Column {
+                    pid: c.pid,
+                    exe: c.exe.clone(),
+                    comm: c.comm.clone(),
+                    x: c.x[r.clone()].to_vec(),
+                })
+                .collect(),
+            server: Vec::new(),
+            small_bytes: 0.0,
+            backlog: None,
+            backlog_max: 0.0,
+            backlog_added: false,
+        }
+    }
 }
 
 /// Why a series could not be built.
