@@ -119,16 +119,23 @@ impl SockDiag {
         })
     }
 
+    /// Writes the `nlmsghdr` of a dump request of type `kind` at the start of `req` (its
+    /// length is the whole request's), with the next sequence number.
+    fn dump_header(&mut self, req: &mut [u8], kind: u16) {
+        self.seq = self.seq.wrapping_add(1);
+        let len = req.len() as u32;
+        req[0..4].copy_from_slice(&len.to_ne_bytes());
+        req[4..6].copy_from_slice(&kind.to_ne_bytes());
+        req[6..8].copy_from_slice(&(NLM_F_REQUEST | NLM_F_DUMP).to_ne_bytes());
+        req[8..12].copy_from_slice(&self.seq.to_ne_bytes());
+    }
+
     /// Every TCP socket of one family (`AF_INET` or `AF_INET6`) that is neither listening
     /// nor in `TIME_WAIT`, appended to `out`.
     pub fn dump(&mut self, family: u8, out: &mut Vec<TcpQueue>) -> io::Result<()> {
-        self.seq = self.seq.wrapping_add(1);
         // nlmsghdr (16) + inet_diag_req_v2 (56).
         let mut req = [0u8; 72];
-        req[0..4].copy_from_slice(&72u32.to_ne_bytes());
-        req[4..6].copy_from_slice(&SOCK_DIAG_BY_FAMILY.to_ne_bytes());
-        req[6..8].copy_from_slice(&(NLM_F_REQUEST | NLM_F_DUMP).to_ne_bytes());
-        req[8..12].copy_from_slice(&self.seq.to_ne_bytes());
+        self.dump_header(&mut req, SOCK_DIAG_BY_FAMILY);
         req[16] = family;
         req[17] = libc::IPPROTO_TCP as u8;
         req[18] = 1 << (INET_DIAG_INFO - 1);
@@ -142,14 +149,10 @@ impl SockDiag {
     /// [`SockDiag::dump`] per family if the kernel refuses it.
     pub fn dump_all(&mut self, out: &mut Vec<TcpQueue>) -> io::Result<()> {
         if !self.no_compat {
-            self.seq = self.seq.wrapping_add(1);
             // nlmsghdr (16) + inet_diag_req (60): family, src_len, dst_len, ext, sockid
             // (48), states, dbs.
             let mut req = [0u8; 76];
-            req[0..4].copy_from_slice(&76u32.to_ne_bytes());
-            req[4..6].copy_from_slice(&TCPDIAG_GETSOCK.to_ne_bytes());
-            req[6..8].copy_from_slice(&(NLM_F_REQUEST | NLM_F_DUMP).to_ne_bytes());
-            req[8..12].copy_from_slice(&self.seq.to_ne_bytes());
+            self.dump_header(&mut req, TCPDIAG_GETSOCK);
             req[16] = libc::AF_INET as u8;
             req[19] = 1 << (INET_DIAG_INFO - 1);
             req[68..72].copy_from_slice(&STATES.to_ne_bytes());
