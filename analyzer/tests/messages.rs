@@ -363,38 +363,8 @@ fn clock_offsets_across_hosts_are_bounded_by_messages() {
 
 #[test]
 fn socketpair_across_fork_and_datagrams_by_size_and_order() {
-    let mut par = P::new("h", 10);
-    par.at(1_000_000).0.lib(
-        0x50,
-        LibFn::Socketpair,
-        LibOpts {
-            fd: Some(3),
-            fd2: Some(4),
-            flags: Some(1),
-            ret: Some(0),
-            ..Default::default()
-        },
-    );
-    par.at(1_100_000).0.lib(
-        0x60,
-        LibFn::Fork,
-        LibOpts {
-            ret: Some(11),
-            ..Default::default()
-        },
-    );
-    let mut child = P::new("h", 11);
-    child
-        .at(1_200_000)
-        .0
-        .meta(&bufpool::format::Meta::Proc(bufpool::format::ProcRecord {
-            reason: bufpool::format::ProcReason::Fork,
-            pid: 11,
-            ppid: 10,
-            start_ticks: 0,
-            exe: b"/bin/x".to_vec(),
-            argv: vec![],
-        }));
+    let (mut par, kids) = socketpair_and_forks(1);
+    let mut child = kids.into_iter().next().expect("one child");
     child.at(1_300_000).send(4, 42);
     par.at(1_400_000).recv(3, 42);
     // UDP: connected sender → bound receiver; one datagram lost, two reordered.

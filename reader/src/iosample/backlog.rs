@@ -468,18 +468,29 @@ mod tests {
         );
     }
 
+    /// A connected loopback TCP pair: (client, the server's accepted end).
+    fn loopback_pair() -> (std::net::TcpStream, std::net::TcpStream) {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (srv, _) = l.accept().unwrap();
+        (c, srv)
+    }
+
+    /// The socket inode of `s`, as `/proc/PID/fd` names it.
+    fn inode_of(s: &std::net::TcpStream) -> u32 {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(format!("/proc/self/fd/{}", s.as_raw_fd()))
+            .unwrap()
+            .ino() as u32
+    }
+
     #[test]
     fn a_real_loopback_connection_shows_what_was_not_read() {
         use std::io::Write;
-        use std::os::unix::fs::MetadataExt;
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let mut c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
-        let (srv, _) = l.accept().unwrap();
+        let (mut c, srv) = loopback_pair();
         c.write_all(&[7u8; 10_000]).unwrap();
         std::thread::sleep(std::time::Duration::from_millis(50));
-        let inode = std::fs::metadata(format!("/proc/self/fd/{}", srv.as_raw_fd()))
-            .unwrap()
-            .ino() as u32;
+        let inode = inode_of(&srv);
         let mut d = SockDiag::open().unwrap();
         let mut all = Vec::new();
         d.dump(libc::AF_INET as u8, &mut all).unwrap();
@@ -497,10 +508,7 @@ mod tests {
     #[test]
     fn what_a_client_wrote_is_received_or_unsent_never_both() {
         use std::io::Write;
-        use std::os::unix::fs::MetadataExt;
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let mut c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
-        let (srv, _) = l.accept().unwrap();
+        let (mut c, srv) = loopback_pair();
         // The server does not read: write until the receive window and the send buffer
         // are both full.
         c.set_nonblocking(true).unwrap();
@@ -514,9 +522,7 @@ mod tests {
             }
         }
         std::thread::sleep(std::time::Duration::from_millis(100));
-        let inode = std::fs::metadata(format!("/proc/self/fd/{}", srv.as_raw_fd()))
-            .unwrap()
-            .ino() as u32;
+        let inode = inode_of(&srv);
         let mut d = SockDiag::open().unwrap();
         let mut all = Vec::new();
         d.dump(libc::AF_INET as u8, &mut all).unwrap();
