@@ -238,4 +238,10 @@ fn shares_of_ftp_clients_match_the_traced_truth() {
         .map(|p| p["change_points"].as_array().unwrap().len())
         .sum();
     assert_eq!(page.dom.matches("<line class=\"change\"").count(), cps);
+    // One shaded band per segment found to drift.
+    let drifting: usize = procs
+        .iter()
+        .map(|p| p["drifting"].as_array().unwrap().len())
+        .sum();
+    assert_eq!(page.dom.matches("<rect class=\"drift\"").count(), drifting);
 }

@@ -35,6 +35,7 @@ fn chart(
     ymax: f64,
     ylabel: &str,
     marks: &[u64],
+    bands: &[[u64; 2]],
 ) -> String {
     let mut s = format!(
         "<section class=\"{class}\"><h3>{}</h3><svg viewBox=\"-50 -10 {} {}\" width=\"{}\" height=\"{}\" role=\"img\">",
@@ -52,8 +53,20 @@ fn chart(
         H + 15.0,
         (t1.saturating_sub(t0)) as f64 / 1e9
     );
-    // Change points found by the regression: dashed vertical lines.
+    // Segments across which the regression found the share to drift: shaded bands;
+    // change points found by the regression: dashed vertical lines.
     let span = (t1.saturating_sub(t0)).max(1) as f64;
+    for &[a, b] in bands {
+        let (xa, xb) = (
+            (a.saturating_sub(t0)) as f64 / span * W,
+            (b.saturating_sub(t0)) as f64 / span * W,
+        );
+        let _ = write!(
+            s,
+            "<rect class=\"drift\" x=\"{xa:.1}\" y=\"0\" width=\"{:.1}\" height=\"{H}\" fill=\"#eee\"/>",
+            (xb - xa).max(0.5)
+        );
+    }
     for &m in marks {
         let x = (m.saturating_sub(t0)) as f64 / span * W;
         let _ = write!(
@@ -80,7 +93,10 @@ fn chart(
         );
     }
     if !marks.is_empty() {
-        s.push_str("<span style=\"color:#999\">┆ change points found</span>");
+        s.push_str("<span style=\"color:#999\">┆ change points found</span> ");
+    }
+    if !bands.is_empty() {
+        s.push_str("<span style=\"color:#bbb\">▒ share drifting</span>");
     }
     s.push_str("</p></section>");
     s
@@ -163,6 +179,7 @@ pub fn render(r: &IoShareReport) -> String {
         ymax,
         &format!("{:.1} MB", ymax / 1e6),
         &[],
+        &[],
     ));
     for p in &r.processes {
         let mut lines: Vec<(&str, &TimeSeries)> = p
@@ -182,6 +199,7 @@ pub fn render(r: &IoShareReport) -> String {
             1.0,
             "β=1",
             &p.change_points,
+            &p.drifting,
         ));
     }
     o.push_str("</body></html>\n");

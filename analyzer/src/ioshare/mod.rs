@@ -17,6 +17,7 @@
 //!
 //! The solvers are nalgebra's SVD inside an active-set loop ([`bvls`]).
 
+pub mod breaks;
 pub mod bvls;
 pub mod html;
 pub mod regression;

@@ -72,6 +72,9 @@ pub struct IoShareOptions {
     pub segments: bool,
     /// Penalty of a change point, in multiples of σ² ln n (default 2).
     pub segment_penalty: f64,
+    /// Let a segment's share drift linearly across it where that pays its penalty
+    /// (default true; false: shares constant between change points).
+    pub drift: bool,
     /// Count the server's load as the bytes delivered to it — its counter plus the change
     /// of its backlog — where the sample file measured the backlog
     /// ([`series::Series::add_backlog`]; default true).
@@ -92,6 +95,7 @@ impl Default for IoShareOptions {
             select: false,
             segments: true,
             segment_penalty: 2.0,
+            drift: true,
             backlog: true,
         }
     }
@@ -154,6 +158,10 @@ pub struct ProcessRow {
     /// Where the regression found this process's share to change (`t_unix_ns` of the
     /// first interval of each new segment; empty without `segments`).
     pub change_points: Vec<u64>,
+    /// The segments across which the regression found this process's share to drift
+    /// rather than stay constant: `[t_unix_ns of the first interval, t_unix_ns of the end
+    /// of the last]` each.
+    pub drifting: Vec<[u64; 2]>,
     /// The true β per interval, with traces.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub truth: Option<TimeSeries>,
@@ -368,7 +376,7 @@ pub fn analyze(
         ..ropts
     };
     let mut selection = None;
-    let mut change_points: Vec<Vec<usize>> = Vec::new();
+    let mut pieces = segments::Pieces::default();
     if matches!(opts.method, Method::Regression | Method::Both) {
         let mut o = RegressionOptions {
             prior_window: ropts.prior_window.max(4 * ropts.window),
@@ -398,10 +406,10 @@ pub fn analyze(
                 penalty: opts.segment_penalty,
                 window: (2 * opts.regression.window).max(o.window),
                 block: 40 * o.window,
+                drift: opts.drift,
             };
-            let cps = segments::change_points(&fine, &w, sigma2, &so);
-            e = segments::estimate(&fine, &e, &cps, &so);
-            change_points = cps;
+            pieces = segments::pieces(&fine, &w, sigma2, &so);
+            e = segments::estimate(&fine, &e, &pieces, &so);
         }
         ests.push(e);
         episodes = ep;
@@ -429,6 +437,11 @@ pub fn analyze(
     let step_ns = log.meta.interval_ns * step as u64;
     let window = (opts.truth_window_ns / step_ns.max(1)).max(1) as usize;
 
+    let drifting = if pieces.change_points.is_empty() {
+        Vec::new()
+    } else {
+        pieces.ranges(fine.y.len())
+    };
     let mut processes: Vec<ProcessRow> = Vec::new();
     let mut acc: BTreeMap<String, Vec<TruthError>> = BTreeMap::new();
     for (c, col) in s.columns.iter().enumerate() {
@@ -464,9 +477,19 @@ pub fn analyze(
                 .collect(),
             overall: overall(&s, primary, c),
             estimators,
-            change_points: change_points
+            change_points: pieces
+                .change_points
                 .get(c)
                 .map(|v| v.iter().map(|&t| fine.t_start[t]).collect())
+                .unwrap_or_default(),
+            drifting: drifting
+                .get(c)
+                .map(|v| {
+                    v.iter()
+                        .filter(|g| g.2)
+                        .map(|&(a, b, _)| [fine.t_start[a], fine.t_end[b - 1]])
+                        .collect()
+                })
                 .unwrap_or_default(),
             truth: sent.as_ref().map(|sent| {
                 (0..s.y.len())
@@ -639,10 +662,11 @@ impl IoShareReport {
             );
         }
         let cps: usize = self.processes.iter().map(|p| p.change_points.len()).sum();
-        if cps > 0 {
+        let drifting: usize = self.processes.iter().map(|p| p.drifting.len()).sum();
+        if cps + drifting > 0 {
             let _ = writeln!(
                 o,
-                "regression: {cps} change point(s) of the processes' shares found; windows respect them (--no-segments: plain windows)"
+                "regression: {cps} change point(s) of the processes' shares found, {drifting} segment(s) across which a share drifts; windows respect them (--no-segments: plain windows; --no-drift: constant between change points)"
             );
         }
         let b = &self.server.backlog;

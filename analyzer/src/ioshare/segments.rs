@@ -1,78 +1,147 @@
-//! Change points of each process's share, and the regression that respects them.
+//! Where each process's share changes, and the regression that respects it.
 //!
-//! A share changes at moments (a job switches from scratch files to the shared mount),
-//! and a sliding window that straddles such a moment mixes two shares — and, since the
-//! processes are fitted jointly, spoils the neighbours' shares as well. Here the shares
-//! are modelled as piecewise constant over the whole run, each process with its own change
-//! points, found on the data:
+//! A share changes at moments (a job switches from scratch files to the shared mount) or
+//! over a while (a job's output moves gradually to the shared mount), and a sliding window
+//! that straddles a change mixes two shares — and, since the processes are fitted jointly,
+//! spoils the neighbours' shares as well. Here each process's share is modelled over the
+//! whole run as segments, each with a constant share or one that drifts linearly across
+//! it, found on the data:
 //!
-//! 1. **Forward search** (binary segmentation, joint over processes): with the current
-//!    segments, each process's IO restricted to one segment is one column of the design;
-//!    the split (process i, time τ) that most reduces the residual sum of squares is added,
-//!    as long as that reduction exceeds `penalty · σ² · ln n` (Schwarz's criterion, a
-//!    change point counting as two parameters — its level and its location — with the
-//!    default penalty 2). The reduction of every candidate τ of a segment is computed at
-//!    once from suffix sums against an orthonormal basis of the current design.
-//!    Each split adds one direction to the design's column space, so the basis is updated
-//!    by one Gram–Schmidt step rather than decomposed again.
-//! 2. **Refinement**: each change point is taken out in turn and put back where it
-//!    reduces the residual most between its neighbours, or dropped if no place there pays
-//!    the penalty (two sweeps at most) — judged on the data between its neighbours, the
-//!    other processes' segments cut there.
+//! 1. **Breaks** ([`super::breaks`]): where each share jumps or bends, by a forward search
+//!    and refinement under Schwarz's criterion (`penalty · σ² · ln n` per break, two
+//!    parameters). A long run is searched in blocks (`block` intervals, 40 windows by
+//!    default) overlapping by half, in parallel, which bounds the cost; the segments run
+//!    across them.
+//! 2. **Drifts** ([`drifts`]): neighbouring segments that are better one drifting segment
+//!    (a level and a drift, against a change point and two levels) are merged, and each
+//!    segment drifts where its drift pays its one parameter (`penalty · σ² · ln n / 2`) —
+//!    judged on the segments' data with the other processes' segments cut there.
 //!
 //! Rows are weighted by Huber weights of the windowed regression's residuals, and σ² is
 //! the mean weighted squared residual: a burst the server flushed late pulls little, as in
-//! the windowed fit. No segment is shorter than `min_len` intervals. A long run is searched
-//! in blocks (`block` intervals, 40 windows by default), which bounds the cost.
+//! the windowed fit. No segment is shorter than `min_len` intervals.
 //!
 //! The estimate is then the windowed regression of [`super::regression`] over a window of
 //! `window` intervals (twice the regression's by default: with the changes modelled, a
 //! longer window no longer blurs them) in which each process has one column per segment
-//! that meets the window; β of a process at t is the one of its segment around t. A
-//! change point that was missed thus spoils only one window's worth of estimates, and one
-//! found where none was costs only variance.
+//! that meets the window, two for a drifting one (its share at either end of its rows in
+//! the window, both in [0, 1], linear between); β of a process at t is that of its segment
+//! at t. A change that was missed thus spoils only one window's worth of estimates, and
+//! one found where none was costs only variance.
 
+use super::breaks::{search, Break};
 use super::bvls::bvls;
 use super::regression::{huber_refit, window_rows};
 use super::series::Series;
 use super::{Estimate, Status};
 use nalgebra::{DMatrix, DVector};
+use rayon::prelude::*;
 
 /// Options of the change-point search and of the segmented windows.
 #[derive(Clone, Copy, Debug)]
 pub struct SegmentOptions {
     /// Shortest segment, in intervals.
     pub min_len: usize,
-    /// A change point must reduce the weighted residual sum of squares by `penalty · σ² ·
-    /// ln n` (default 2: Schwarz's criterion with two parameters per change point).
+    /// A break must reduce the weighted residual sum of squares by `penalty · σ² · ln n`
+    /// (default 2: Schwarz's criterion with two parameters per break); a drift, one
+    /// parameter, by half that.
     pub penalty: f64,
     /// Intervals per segmented window.
     pub window: usize,
     /// Intervals searched at once (a longer run is searched in blocks).
     pub block: usize,
+    /// Whether a share may bend and a segment's share drift linearly across it (`false`:
+    /// piecewise constant only).
+    pub drift: bool,
 }
 
-/// One process's segment: column `col`, intervals `from..to`.
+/// Each process's segments: where its share changes and, between the changes, whether
+/// it drifts.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Pieces {
+    /// Change points of each process (sorted interval indices: a segment starts there).
+    pub change_points: Vec<Vec<usize>>,
+    /// Per process, per segment (from 0 through each change point to the end): its share
+    /// drifts linearly across it rather than staying constant.
+    pub drifting: Vec<Vec<bool>>,
+}
+
+impl Pieces {
+    /// Every process's segments as `(from, to, drifting)`.
+    pub fn ranges(&self, n: usize) -> Vec<Vec<(usize, usize, bool)>> {
+        self.change_points
+            .iter()
+            .enumerate()
+            .map(|(c, cps)| {
+                let mut bounds = vec![0];
+                bounds.extend(cps.iter().copied());
+                bounds.push(n);
+                bounds
+                    .windows(2)
+                    .enumerate()
+                    .map(|(k, b)| {
+                        let d = self.drifting.get(c).and_then(|v| v.get(k)).copied();
+                        (b[0], b[1], d.unwrap_or(false))
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+}
+
+/// One process's segment: column `col`, intervals `from..to`; `sloped`: its share drifts
+/// across it (a second design column, the IO weighted by time).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Segment {
     col: usize,
     from: usize,
     to: usize,
+    sloped: bool,
 }
 
-fn segments(s: &Series, cps: &[Vec<usize>]) -> Vec<Segment> {
-    let n = s.y.len();
+impl Segment {
+    /// Position of interval `t` (in the segment) across it, centred: −½ … ½.
+    fn u(&self, t: usize) -> f64 {
+        (t - self.from) as f64 / (self.to - self.from) as f64 - 0.5
+    }
+
+    /// The design columns of the segment (weighted by `w`): its level, and its drift
+    /// when sloped.
+    fn columns(&self, s: &Series, w: &[f64]) -> Vec<DVector<f64>> {
+        let n = s.y.len();
+        let x = &s.columns[self.col].x;
+        let level = DVector::from_fn(n, |t, _| {
+            if (self.from..self.to).contains(&t) {
+                w[t] * x[t]
+            } else {
+                0.0
+            }
+        });
+        if !self.sloped {
+            return vec![level];
+        }
+        let slope = DVector::from_fn(n, |t, _| {
+            if level[t] != 0.0 {
+                level[t] * self.u(t)
+            } else {
+                0.0
+            }
+        });
+        vec![level, slope]
+    }
+}
+
+/// The segments of a model (`ranges` per column) that carry IO.
+fn segments(s: &Series, ranges: &[Vec<(usize, usize, bool)>]) -> Vec<Segment> {
     let mut out = Vec::new();
-    for (col, c) in cps.iter().enumerate() {
-        let mut bounds = vec![0];
-        bounds.extend(c.iter().copied());
-        bounds.push(n);
-        for w in bounds.windows(2) {
-            if s.columns[col].x[w[0]..w[1]].iter().any(|&v| v > 0.0) {
+    for (col, r) in ranges.iter().enumerate() {
+        for &(from, to, sloped) in r {
+            if s.columns[col].x[from..to].iter().any(|&v| v > 0.0) {
                 out.push(Segment {
                     col,
-                    from: w[0],
-                    to: w[1],
+                    from,
+                    to,
+                    sloped,
                 });
             }
         }
@@ -85,17 +154,11 @@ fn segments(s: &Series, cps: &[Vec<usize>]) -> Vec<Segment> {
 fn basis(s: &Series, w: &[f64], segs: &[Segment]) -> (DMatrix<f64>, DVector<f64>) {
     let n = s.y.len();
     let yw = DVector::from_fn(n, |t, _| w[t] * s.y[t]);
-    if segs.is_empty() {
+    let cols: Vec<DVector<f64>> = segs.iter().flat_map(|g| g.columns(s, w)).collect();
+    if cols.is_empty() {
         return (DMatrix::zeros(n, 0), yw);
     }
-    let z = DMatrix::from_fn(n, segs.len(), |t, k| {
-        let g = segs[k];
-        if (g.from..g.to).contains(&t) {
-            w[t] * s.columns[g.col].x[t]
-        } else {
-            0.0
-        }
-    });
+    let z = DMatrix::from_columns(&cols);
     let svd = z.svd(true, false);
     let u = svd.u.expect("u requested");
     let top = svd.singular_values.max();
@@ -107,210 +170,204 @@ fn basis(s: &Series, w: &[f64], segs: &[Segment]) -> (DMatrix<f64>, DVector<f64>
     (q, r)
 }
 
-/// The best split of segment `g` against basis `q` and residual `r`: (reduction, τ).
-fn best_split(
-    s: &Series,
-    w: &[f64],
-    q: &DMatrix<f64>,
-    r: &DVector<f64>,
-    g: Segment,
-    min_len: usize,
-) -> Option<(f64, usize)> {
-    if g.to - g.from < 2 * min_len {
-        return None;
-    }
-    let k = q.ncols();
-    let x = &s.columns[g.col].x;
-    let mut u = vec![0.0; k];
-    let (mut rz, mut zz) = (0.0, 0.0);
-    let total: f64 = (g.from..g.to).map(|t| (w[t] * x[t]).powi(2)).sum();
-    let mut best: Option<(f64, usize)> = None;
-    // τ from the end down: the new column is x·w on [τ, to).
-    for t in (g.from + min_len..g.to).rev() {
-        let v = w[t] * x[t];
-        if v != 0.0 {
-            for (j, uj) in u.iter_mut().enumerate() {
-                *uj += q[(t, j)] * v;
-            }
-            rz += r[t] * v;
-            zz += v * v;
-        }
-        if t > g.to - min_len {
-            continue;
-        }
-        let den = zz - u.iter().map(|a| a * a).sum::<f64>();
-        if den <= 1e-9 * total.max(1e-300) {
-            continue;
-        }
-        let gain = rz * rz / den;
-        if best.is_none_or(|(b, _)| gain > b) {
-            best = Some((gain, t));
-        }
-    }
-    best
+/// Each process's segments, with row weights `w` and noise variance `sigma2` (of the
+/// weighted residuals): the breaks of its share ([`breaks`]), then which segments between
+/// them drift ([`drifts`]).
+pub fn pieces(s: &Series, w: &[f64], sigma2: f64, o: &SegmentOptions) -> Pieces {
+    let change_points: Vec<Vec<usize>> = breaks(s, w, sigma2, o)
+        .iter()
+        .map(|b| b.iter().map(|b| b.at).collect())
+        .collect();
+    drifts(s, w, sigma2, &change_points, o)
 }
 
-/// Change points of each column (sorted interval indices: a segment starts there), with
+/// The breaks of each column's share (sorted by time; jumps only without `o.drift`), with
 /// row weights `w` and noise variance `sigma2` (of the weighted residuals).
 ///
 /// Each step of the search decomposes the design of the whole stretch searched, so a long
 /// run is searched in blocks of `o.block` intervals overlapping by half: the cost grows
 /// with the run's length instead of its cube. The blocks bound only the search; the
 /// segments of the estimate run across them.
-pub fn change_points(s: &Series, w: &[f64], sigma2: f64, o: &SegmentOptions) -> Vec<Vec<usize>> {
+pub fn breaks(s: &Series, w: &[f64], sigma2: f64, o: &SegmentOptions) -> Vec<Vec<Break>> {
     let n = s.y.len();
     let block = o.block.max(4 * o.min_len.max(1));
+    let search = |part: &Series, w: &[f64]| search(part, w, sigma2, o.penalty, o.min_len, o.drift);
     if n < 2 * block {
-        return search(s, w, sigma2, o);
+        return search(s, w);
     }
-    // Blocks overlap by half; each keeps the change points of its middle half (the first
-    // from the start, the last to the end), so a change near a block's edge is in the
-    // middle of another.
+    // Blocks overlap by half; each keeps the breaks of its middle half (the first from
+    // the start, the last to the end), so a break near a block's edge is in the middle
+    // of another. The blocks are searched in parallel.
     let half = block / 2;
-    let mut cps: Vec<Vec<usize>> = vec![Vec::new(); s.columns.len()];
+    let mut blocks = Vec::new();
     let mut from = 0;
     loop {
         let last = n - from < block + half;
         let to = if last { n } else { from + block };
-        let part = s.intervals(from..to);
         let keep_from = if from == 0 { 0 } else { from + half / 2 };
         let keep_to = if last { n } else { to - half / 2 };
-        for (all, found) in cps.iter_mut().zip(search(&part, &w[from..to], sigma2, o)) {
-            all.extend(
-                found
-                    .into_iter()
-                    .map(|t| t + from)
-                    .filter(|t| (keep_from..keep_to).contains(t)),
-            );
-        }
+        blocks.push((from, to, keep_from..keep_to));
         if last {
             break;
         }
         from += half;
     }
-    // Two blocks' change points of one process closer than `min_len`: keep the first.
-    for c in &mut cps {
-        c.sort_unstable();
-        c.dedup_by(|b, a| *b < *a + o.min_len.max(1));
+    let found: Vec<Vec<Vec<Break>>> = blocks
+        .par_iter()
+        .map(|(from, to, keep)| {
+            search(&s.intervals(*from..*to), &w[*from..*to])
+                .into_iter()
+                .map(|bs| {
+                    bs.into_iter()
+                        .map(|b| Break {
+                            at: b.at + from,
+                            ..b
+                        })
+                        .filter(|b| keep.contains(&b.at))
+                        .collect()
+                })
+                .collect()
+        })
+        .collect();
+    let mut out: Vec<Vec<Break>> = vec![Vec::new(); s.columns.len()];
+    for block in found {
+        for (all, bs) in out.iter_mut().zip(block) {
+            all.extend(bs);
+        }
     }
-    cps
+    // Two blocks' breaks of one process closer than `min_len`: keep the first.
+    for c in &mut out {
+        c.sort_by_key(|b| b.at);
+        c.dedup_by(|b, a| b.at < a.at + o.min_len.max(1));
+    }
+    out
 }
 
-fn search(s: &Series, w: &[f64], sigma2: f64, o: &SegmentOptions) -> Vec<Vec<usize>> {
+/// The other columns' segments cut to `from..to` (shifted to start at 0), and column
+/// `col`'s replaced by `own`.
+fn local_ranges(
+    model: &[Vec<(usize, usize, bool)>],
+    col: usize,
+    from: usize,
+    to: usize,
+    own: &[(usize, usize, bool)],
+) -> Vec<Vec<(usize, usize, bool)>> {
+    model
+        .iter()
+        .enumerate()
+        .map(|(c, r)| {
+            if c == col {
+                return own.to_vec();
+            }
+            r.iter()
+                .filter(|&&(a, b, _)| a < to && b > from)
+                .map(|&(a, b, d)| (a.max(from) - from, b.min(to) - from, d))
+                .collect()
+        })
+        .collect()
+}
+
+/// Residual sum of squares on `a..b` of the design made of the other columns' segments
+/// cut there and column `col`'s segments `own` (shifted to start at 0).
+fn local_rss(
+    s: &Series,
+    w: &[f64],
+    model: &[Vec<(usize, usize, bool)>],
+    col: usize,
+    (a, b): (usize, usize),
+    own: &[(usize, usize, bool)],
+) -> f64 {
+    let local = s.intervals(a..b);
+    let lr = local_ranges(model, col, a, b, own);
+    basis(&local, &w[a..b], &segments(&local, &lr))
+        .1
+        .norm_squared()
+}
+
+/// Where shares drift, given the change points `cps`. Each process's neighbouring
+/// segments are judged by Schwarz's criterion (the residual sum of squares plus `c =
+/// penalty · σ² · ln n / 2` per parameter, on the data of the two segments with the other
+/// processes' segments cut there): as they are — a change point and two levels, each with
+/// its drift where that pays — or as one drifting segment (a level and a drift); the
+/// cheaper wins, from the first change point on, a merged segment meeting the next (two
+/// sweeps at most): a drift that the search cut into a staircase becomes one segment.
+/// Then each segment of at least twice `o.min_len` intervals drifts if its drift pays its
+/// parameter (two sweeps, each seeing the other segments' last decision). Returns the
+/// change points left and, per segment, whether it drifts; all flat without `o.drift`.
+pub fn drifts(
+    s: &Series,
+    w: &[f64],
+    sigma2: f64,
+    cps: &[Vec<usize>],
+    o: &SegmentOptions,
+) -> Pieces {
     let n = s.y.len();
-    let p = s.columns.len();
-    let mut cps: Vec<Vec<usize>> = vec![Vec::new(); p];
-    if n < 2 * o.min_len.max(1) || sigma2 <= 0.0 {
-        return cps;
+    let mut model = Pieces {
+        change_points: cps.to_vec(),
+        drifting: Vec::new(),
     }
-    let min_len = o.min_len.max(1);
-    let pen = o.penalty * sigma2 * (n as f64).ln();
-    // Forward. A split of segment [a, b) at τ adds one direction to the design's column
-    // space — the process's IO on [τ, b) — so the basis and the residual are updated by
-    // one Gram–Schmidt step (twice, for stability) instead of decomposed again.
-    let mut segs = segments(s, &cps);
-    let (q0, mut r) = basis(s, w, &segs);
-    let mut q: Vec<DVector<f64>> = q0.column_iter().map(|c| c.into_owned()).collect();
-    for _ in 0..p * (n / min_len) {
-        let qm = if q.is_empty() {
-            DMatrix::zeros(n, 0)
-        } else {
-            DMatrix::from_columns(&q)
+    .ranges(n);
+    if o.drift && sigma2 > 0.0 {
+        let c = 0.5 * o.penalty * sigma2 * (n as f64).ln();
+        let long = |a: usize, b: usize| b - a >= 2 * o.min_len.max(1);
+        // Whether segment a..b of `col` drifts, on its own data.
+        let drifts = |model: &[Vec<(usize, usize, bool)>], col: usize, a: usize, b: usize| {
+            long(a, b)
+                && local_rss(s, w, model, col, (a, b), &[(0, b - a, true)]) + c
+                    < local_rss(s, w, model, col, (a, b), &[(0, b - a, false)])
         };
-        let best = segs
-            .iter()
-            .enumerate()
-            .filter_map(|(k, &g)| best_split(s, w, &qm, &r, g, min_len).map(|(v, t)| (v, k, t)))
-            .max_by(|a, b| a.0.total_cmp(&b.0));
-        let Some((gain, k, t)) = best else { break };
-        if gain <= pen {
-            break;
-        }
-        let g = segs[k];
-        let x = &s.columns[g.col].x;
-        let mut z = DVector::from_fn(n, |i, _| {
-            if (t..g.to).contains(&i) {
-                w[i] * x[i]
-            } else {
-                0.0
-            }
-        });
-        let norm0 = z.norm();
         for _ in 0..2 {
-            for qj in &q {
-                let d = qj.dot(&z);
-                z.axpy(-d, qj, 1.0);
-            }
-        }
-        let norm = z.norm();
-        if norm > 1e-9 * norm0 {
-            z /= norm;
-            let d = z.dot(&r);
-            r.axpy(-d, &z, 1.0);
-            q.push(z);
-        }
-        let left = Segment { to: t, ..g };
-        let right = Segment { from: t, ..g };
-        segs.remove(k);
-        segs.push(right);
-        if x[g.from..t].iter().any(|&v| v > 0.0) {
-            segs.push(left);
-        }
-        cps[g.col].push(t);
-        cps[g.col].sort_unstable();
-    }
-    // Refinement: each change point is put back at its best place between its neighbours,
-    // or dropped — judged on the data between them (the other processes' segments cut
-    // there), so that each test is small.
-    for _ in 0..2 {
-        let mut moved = false;
-        for col in 0..p {
-            let mut j = 0;
-            while j < cps[col].len() {
-                let t0 = cps[col][j];
-                let from = if j > 0 { cps[col][j - 1] } else { 0 };
-                let to = cps[col].get(j + 1).copied().unwrap_or(n);
-                let local = s.intervals(from..to);
-                let local_cps: Vec<Vec<usize>> = (0..p)
-                    .map(|c| {
-                        if c == col {
-                            Vec::new()
-                        } else {
-                            cps[c]
-                                .iter()
-                                .filter(|&&v| v > from && v < to)
-                                .map(|&v| v - from)
-                                .collect()
-                        }
-                    })
-                    .collect();
-                let lw = &w[from..to];
-                let (ql, rl) = basis(&local, lw, &segments(&local, &local_cps));
-                let g = Segment {
-                    col,
-                    from: 0,
-                    to: to - from,
-                };
-                match best_split(&local, lw, &ql, &rl, g, min_len) {
-                    Some((gain, t)) if gain > pen => {
-                        if t + from != t0 {
-                            cps[col][j] = t + from;
-                            moved = true;
-                        }
+            let mut merged = false;
+            for col in 0..model.len() {
+                let mut j = 1;
+                while j < model[col].len() {
+                    let (a, m, _) = model[col][j - 1];
+                    let (_, b, _) = model[col][j];
+                    let (d1, d2) = (drifts(&model, col, a, m), drifts(&model, col, m, b));
+                    let own = [(0, m - a, d1), (m - a, b - a, d2)];
+                    let apart = local_rss(s, w, &model, col, (a, b), &own)
+                        + c * (2.0 + f64::from(u8::from(d1)) + f64::from(u8::from(d2)));
+                    let one = local_rss(s, w, &model, col, (a, b), &[(0, b - a, true)]) + c;
+                    if long(a, b) && one < apart {
+                        model[col][j - 1] = (a, b, true);
+                        model[col].remove(j);
+                        merged = true;
+                    } else {
                         j += 1;
-                    }
-                    _ => {
-                        cps[col].remove(j);
-                        moved = true;
                     }
                 }
             }
+            if !merged {
+                break;
+            }
         }
-        if !moved {
-            break;
+        for _ in 0..2 {
+            let mut changed = false;
+            for col in 0..model.len() {
+                for k in 0..model[col].len() {
+                    let (a, b, was) = model[col][k];
+                    let now = drifts(&model, col, a, b);
+                    if now != was {
+                        model[col][k].2 = now;
+                        changed = true;
+                    }
+                }
+            }
+            if !changed {
+                break;
+            }
         }
     }
-    cps
+    Pieces {
+        change_points: model
+            .iter()
+            .map(|r| r.iter().skip(1).map(|g| g.0).collect())
+            .collect(),
+        drifting: model
+            .iter()
+            .map(|r| r.iter().map(|g| g.2).collect())
+            .collect(),
+    }
 }
 
 /// Huber weights (c = 1.345 robust σ, σ = 1.4826 × median of the non-zero |r|) of the
@@ -331,74 +388,129 @@ pub fn huber_weights(r: &[f64]) -> (Vec<f64>, f64) {
 }
 
 /// The segmented windowed regression: `base` is the windowed regression's estimate (its
-/// lag per interval is reused), `cps` the change points of each column.
-pub fn estimate(s: &Series, base: &Estimate, cps: &[Vec<usize>], o: &SegmentOptions) -> Estimate {
+/// lag per interval is reused), `pieces` each process's segments. In each window, a
+/// segment meeting it is one column — or, if it drifts and has at least four rows there,
+/// two: its share at the first and at the last of those rows, linear between, both in
+/// [0, 1] (so the share stays in [0, 1] across them). The windows are fitted in parallel.
+pub fn estimate(s: &Series, base: &Estimate, pieces: &Pieces, o: &SegmentOptions) -> Estimate {
     let n = s.y.len();
     let p = s.columns.len();
+    let ranges = pieces.ranges(n);
+    let fits: Vec<Option<Vec<(usize, f64, f64)>>> = (0..n)
+        .into_par_iter()
+        .map(|t| fit_at(s, base, &ranges, o, t))
+        .collect();
     let mut est = base.clone();
-    for t in 0..n {
-        if matches!(base.status[t], Status::Idle | Status::Insufficient) {
-            continue;
-        }
-        let rows: Vec<usize> = window_rows(n, t, o.window, true).collect();
-        let (lo, hi) = (rows[0], rows[rows.len() - 1]);
-        let lambda = base.lag[t].unwrap_or(0.0);
-        let lagged = |c: usize, r: usize| {
-            let x = &s.columns[c].x;
-            (1.0 - lambda) * x[r] + lambda * if r > 0 { x[r - 1] } else { 0.0 }
-        };
-        // Columns: (process, segment start, end) of every segment meeting the window.
-        let mut cols: Vec<(usize, usize, usize)> = Vec::new();
-        for (c, cp) in cps.iter().enumerate().take(p) {
-            let mut bounds = vec![lo];
-            bounds.extend(cp.iter().copied().filter(|&v| v > lo && v <= hi));
-            bounds.push(hi + 1);
-            for b in bounds.windows(2) {
-                if (b[0]..b[1]).any(|r| lagged(c, r) > 0.0) {
-                    cols.push((c, b[0], b[1]));
-                }
-            }
-        }
-        if cols.is_empty() || rows.len() < cols.len() + 1 {
-            continue;
-        }
-        let m = rows.len();
-        let k = cols.len();
-        let x = DMatrix::from_fn(m, k, |i, j| {
-            let (c, a, b) = cols[j];
-            let r = rows[i];
-            if (a..b).contains(&r) {
-                lagged(c, r)
-            } else {
-                0.0
-            }
-        });
-        let y = DVector::from_iterator(m, rows.iter().map(|&r| s.y[r]));
-        let beta = huber_refit(&x, &y, bvls(&x, &y, 0.0, 1.0), |xw, yw| {
-            bvls(xw, yw, 0.0, 1.0)
-        });
-        let sigma2 = (&y - &x * &beta).norm_squared() / (m as f64 - k as f64).max(1.0);
-        let gram = x.transpose() * &x;
-        let inv = gram
-            .clone()
-            .pseudo_inverse(1e-12 * gram.norm().max(1e-300))
-            .ok();
+    for (t, fit) in fits.into_iter().enumerate() {
+        let Some(fit) = fit else { continue };
         for c in 0..p {
             est.beta[c][t] = None;
             est.err[c][t] = None;
         }
-        for (j, &(c, a, b)) in cols.iter().enumerate() {
-            if !(a..b).contains(&t) {
-                continue;
-            }
-            est.beta[c][t] = Some(beta[j]);
-            let free = beta[j] > 1e-9 && beta[j] < 1.0 - 1e-9;
-            let var = match (&inv, free) {
-                (Some(inv), true) => sigma2 * inv[(j, j)],
-                _ => sigma2 / x.column(j).norm_squared().max(1e-300),
-            };
-            est.err[c][t] = Some(var.max(0.0).sqrt());
+        for (c, beta, err) in fit {
+            est.beta[c][t] = Some(beta);
+            est.err[c][t] = Some(err);
         }
     }
     est
+}
+
+/// The segmented window's fit at interval `t`: (process, β, its standard error) of each
+/// process with IO at t; `None` where the windowed estimate `base` stands (an idle or
+/// underdetermined window).
+fn fit_at(
+    s: &Series,
+    base: &Estimate,
+    ranges: &[Vec<(usize, usize, bool)>],
+    o: &SegmentOptions,
+    t: usize,
+) -> Option<Vec<(usize, f64, f64)>> {
+    let n = s.y.len();
+    let p = s.columns.len();
+    if matches!(base.status[t], Status::Idle | Status::Insufficient) {
+        return None;
+    }
+    let rows: Vec<usize> = window_rows(n, t, o.window, true).collect();
+    let (lo, hi) = (rows[0], rows[rows.len() - 1]);
+    let lambda = base.lag[t].unwrap_or(0.0);
+    let lagged = |c: usize, r: usize| {
+        let x = &s.columns[c].x;
+        (1.0 - lambda) * x[r] + lambda * if r > 0 { x[r - 1] } else { 0.0 }
+    };
+    // Columns: (process, first row, end, part): part 0 a constant share; 1 and 2 a
+    // drifting share's value at the first and at the last row.
+    let mut cols: Vec<(usize, usize, usize, u8)> = Vec::new();
+    for (c, r) in ranges.iter().enumerate().take(p) {
+        for &(from, to, drifting) in r {
+            let (a, b) = (from.max(lo), to.min(hi + 1));
+            if a >= b || !(a..b).any(|r| lagged(c, r) > 0.0) {
+                continue;
+            }
+            if drifting && b - a >= 4 {
+                cols.push((c, a, b, 1));
+                cols.push((c, a, b, 2));
+            } else {
+                cols.push((c, a, b, 0));
+            }
+        }
+    }
+    if cols.is_empty() || rows.len() < cols.len() + 1 {
+        return None;
+    }
+    // Position of row r between a part's first (0) and last (1) row.
+    let u = |a: usize, b: usize, r: usize| (r - a) as f64 / (b - 1 - a) as f64;
+    let m = rows.len();
+    let k = cols.len();
+    let x = DMatrix::from_fn(m, k, |i, j| {
+        let (c, a, b, part) = cols[j];
+        let r = rows[i];
+        if !(a..b).contains(&r) {
+            return 0.0;
+        }
+        lagged(c, r)
+            * match part {
+                0 => 1.0,
+                1 => 1.0 - u(a, b, r),
+                _ => u(a, b, r),
+            }
+    });
+    let y = DVector::from_iterator(m, rows.iter().map(|&r| s.y[r]));
+    let beta = huber_refit(&x, &y, bvls(&x, &y, 0.0, 1.0), |xw, yw| {
+        bvls(xw, yw, 0.0, 1.0)
+    });
+    let sigma2 = (&y - &x * &beta).norm_squared() / (m as f64 - k as f64).max(1.0);
+    let gram = x.transpose() * &x;
+    let inv = gram
+        .clone()
+        .pseudo_inverse(1e-12 * gram.norm().max(1e-300))
+        .ok();
+    let mut out = Vec::new();
+    let free = |j: usize| beta[j] > 1e-9 && beta[j] < 1.0 - 1e-9;
+    for (j, &(c, a, b, part)) in cols.iter().enumerate() {
+        if !(a..b).contains(&t) || part == 2 {
+            continue;
+        }
+        // β at t = vᵀ (the part's coefficients); its variance σ² vᵀ (XᵀX)⁻¹ v when
+        // they are inside the box, else that of the combined column alone.
+        let v: Vec<(usize, f64)> = if part == 0 {
+            vec![(j, 1.0)]
+        } else {
+            vec![(j, 1.0 - u(a, b, t)), (j + 1, u(a, b, t))]
+        };
+        let value: f64 = v.iter().map(|&(i, f)| f * beta[i]).sum();
+        let var = match &inv {
+            Some(inv) if v.iter().all(|&(i, _)| free(i)) => {
+                sigma2
+                    * v.iter()
+                        .flat_map(|&(i, f)| v.iter().map(move |&(l, g)| f * g * inv[(i, l)]))
+                        .sum::<f64>()
+            }
+            _ => {
+                let col: DVector<f64> = v.iter().map(|&(i, f)| x.column(i) * f).sum();
+                sigma2 / col.norm_squared().max(1e-300)
+            }
+        };
+        out.push((c, value, var.max(0.0).sqrt()));
+    }
+    Some(out)
 }

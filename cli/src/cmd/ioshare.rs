@@ -57,6 +57,11 @@ pub struct Args {
     /// (by default the regression finds them and fits windows that respect them).
     #[arg(long)]
     pub no_segments: bool,
+    /// Shares constant between change points: do not let a segment's share drift linearly
+    /// across it (by default a segment drifts where that pays its penalty, so that a share
+    /// that changes gradually is one drifting segment rather than a staircase).
+    #[arg(long)]
+    pub no_drift: bool,
     /// Regress on the server's counter alone: do not add the change of its backlog (bytes
     /// queued unread in its sockets, recorded by `culprit iosample`) to it.
     #[arg(long)]
@@ -119,6 +124,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         },
         select: args.select,
         segments: !args.no_segments,
+        drift: !args.no_drift,
         backlog: !args.no_backlog,
         segment_penalty: args.segment_penalty.max(0.0),
         single: ioshare::single::SingleOptions {
