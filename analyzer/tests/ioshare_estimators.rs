@@ -424,9 +424,9 @@ fn drift_beta(i: usize, t: usize) -> f64 {
 fn overall_error(e: &Estimate, s: &Series, c: usize, beta: impl Fn(usize, usize) -> f64) -> f64 {
     let x = &s.columns[c].x;
     let (mut est, mut tru) = (0.0, 0.0);
-    for t in 0..x.len() {
-        est += e.beta[c][t].unwrap_or(0.0) * x[t];
-        tru += beta(c, t) * x[t];
+    for (t, &v) in x.iter().enumerate() {
+        est += e.beta[c][t].unwrap_or(0.0) * v;
+        tru += beta(c, t) * v;
     }
     100.0 * (est - tru).abs() / x.iter().sum::<f64>()
 }

@@ -271,7 +271,7 @@ fn forward(s: &Series, w: &[f64], pen: f64, min_len: usize, bends: bool, model: 
     let (mut q, mut r) = basis(&design(s, w, model, 0, n, None), &yw);
     for _ in 0..2 * p * (n / min_len) {
         let mut best: Option<(f64, usize, Break)> = None;
-        for col in 0..p {
+        for (col, breaks) in model.iter().enumerate() {
             let found = best_breaks(
                 s,
                 w,
@@ -280,7 +280,7 @@ fn forward(s: &Series, w: &[f64], pen: f64, min_len: usize, bends: bool, model: 
                 col,
                 0,
                 (min_len, n + 1 - min_len),
-                &model[col],
+                breaks,
                 min_len,
             );
             for (kind, f) in [(Kind::Jump, found[0]), (Kind::Bend, found[1])] {

@@ -27,15 +27,21 @@ fn path(series: &TimeSeries, t0: u64, t1: u64, ymax: f64) -> String {
     d
 }
 
+/// What the regression found of one share's course, drawn under its lines: change points
+/// (`[t_unix_ns]`) and drifting segments (`[from, to]`).
+#[derive(Clone, Copy, Default)]
+struct Course<'a> {
+    marks: &'a [u64],
+    bands: &'a [[u64; 2]],
+}
+
 fn chart(
     title: &str,
     class: &str,
     lines: &[(&str, &TimeSeries)],
     (t0, t1): (u64, u64),
-    ymax: f64,
-    ylabel: &str,
-    marks: &[u64],
-    bands: &[[u64; 2]],
+    (ymax, ylabel): (f64, &str),
+    Course { marks, bands }: Course,
 ) -> String {
     let mut s = format!(
         "<section class=\"{class}\"><h3>{}</h3><svg viewBox=\"-50 -10 {} {}\" width=\"{}\" height=\"{}\" role=\"img\">",
@@ -176,10 +182,8 @@ pub fn render(r: &IoShareReport) -> String {
         "server",
         &[("server", &r.server.load), ("residual", &r.residual)],
         (t0, t1),
-        ymax,
-        &format!("{:.1} MB", ymax / 1e6),
-        &[],
-        &[],
+        (ymax, &format!("{:.1} MB", ymax / 1e6)),
+        Course::default(),
     ));
     for p in &r.processes {
         let mut lines: Vec<(&str, &TimeSeries)> = p
@@ -196,10 +200,11 @@ pub fn render(r: &IoShareReport) -> String {
             "beta",
             &lines,
             (t0, t1),
-            1.0,
-            "β=1",
-            &p.change_points,
-            &p.drifting,
+            (1.0, "β=1"),
+            Course {
+                marks: &p.change_points,
+                bands: &p.drifting,
+            },
         ));
     }
     o.push_str("</body></html>\n");
