@@ -490,3 +490,32 @@ fn a_drifting_share_is_one_drifting_segment_not_a_staircase() {
         assert!(a < b, "process {i}: {a} vs {b}");
     }
 }
+
+#[test]
+fn cross_validation_lengthens_the_segmented_window_where_noise_dominates() {
+    let s = synth(4, 300, drift_beta, 0.6, false);
+    let (p, short, plain) = segmented_with(&s, 2.0, true);
+    let so = SegmentOptions {
+        min_len: 10,
+        penalty: 2.0,
+        window: 30,
+        block: 600,
+        drift: true,
+    };
+    let (chosen, errors) = segments::choose_window(&s, &plain, &p, &so, &[30, 60, 120]);
+    eprintln!("left-out errors {errors:?}, chosen {chosen}");
+    assert_eq!(errors.len(), 3);
+    assert!(chosen > 30, "{chosen}: {errors:?}");
+    let long = segments::estimate(
+        &s,
+        &plain,
+        &p,
+        &SegmentOptions {
+            window: chosen,
+            ..so
+        },
+    );
+    let (a, b) = (mae(&long, &s, drift_beta), mae(&short, &s, drift_beta));
+    eprintln!("MAE points: chosen window {a:.2}, shortest {b:.2}");
+    assert!(a < b, "{a} vs {b}");
+}

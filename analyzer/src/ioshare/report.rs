@@ -62,7 +62,8 @@ pub struct IoShareOptions {
     /// Window over which shares are also compared with the truth (ns; default 60 s).
     pub truth_window_ns: u64,
     /// Choose the regression's window (among ⅔, 1, 1.5 and 2 × `regression.window`) and
-    /// prior weight by cross-validation ([`super::select`]); false: use
+    /// prior weight by cross-validation ([`super::select`]), and the segmented window
+    /// ([`segments::choose_window`]); false: use
     /// `regression.window` and `regression.prior` as given (default false: on the
     /// benchmark's runs the choice helped on average but once picked a short window and a
     /// prior that doubled the worst client's error, see `docs/ioshare.md`).
@@ -75,6 +76,9 @@ pub struct IoShareOptions {
     /// Let a segment's share drift linearly across it where that pays its penalty
     /// (default true; false: shares constant between change points).
     pub drift: bool,
+    /// Intervals per segmented window; `None` (default): 4 × the regression's window, or
+    /// with `select` chosen among 2, 4, 8 and 16 × it by leave-one-out cross-validation.
+    pub segment_window: Option<usize>,
     /// Count the server's load as the bytes delivered to it — its counter plus the change
     /// of its backlog — where the sample file measured the backlog
     /// ([`series::Series::add_backlog`]; default true).
@@ -96,9 +100,22 @@ impl Default for IoShareOptions {
             segments: true,
             segment_penalty: 2.0,
             drift: true,
+            segment_window: None,
             backlog: true,
         }
     }
+}
+
+/// The segmented window chosen by leave-one-out cross-validation
+/// ([`segments::choose_window`]).
+#[derive(Clone, Debug, Serialize)]
+pub struct WindowChoice {
+    /// The window chosen.
+    pub window_ns: u64,
+    /// The windows tried.
+    pub candidates_ns: Vec<u64>,
+    /// Each one's mean absolute error predicting a left-out interval's server load, bytes.
+    pub loo_errors: Vec<f64>,
 }
 
 /// A time series of `[t_unix_ns, value]` pairs.
@@ -258,6 +275,9 @@ pub struct IoShareReport {
     /// The regression's window and prior weight, and the cross-validation that chose them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub selection: Option<Choice>,
+    /// The segmented window and the cross-validation that chose it (with `select`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub segment_window: Option<WindowChoice>,
     /// Warnings: damaged tail, taskstats off, permission denied…
     pub warnings: Vec<String>,
 }
@@ -377,6 +397,7 @@ pub fn analyze(
     };
     let mut selection = None;
     let mut pieces = segments::Pieces::default();
+    let mut segment_window = None;
     if matches!(opts.method, Method::Regression | Method::Both) {
         let mut o = RegressionOptions {
             prior_window: ropts.prior_window.max(4 * ropts.window),
@@ -401,14 +422,32 @@ pub fn analyze(
                 })
                 .collect();
             let (w, sigma2) = segments::huber_weights(&r);
-            let so = SegmentOptions {
+            // Segmented windows: 4 × the regression's by default (with the changes
+            // modelled, a longer window no longer blurs them and averages more noise out),
+            // at least 2 rows per unknown; with `select`, chosen by cross-validation.
+            let shortest = (2 * opts.regression.window).max(o.window);
+            let mut so = SegmentOptions {
                 min_len: (2 * opts.regression.window).div_ceil(3).max(2),
                 penalty: opts.segment_penalty,
-                window: (2 * opts.regression.window).max(o.window),
+                window: opts.segment_window.unwrap_or(2 * shortest).max(o.window),
                 block: 40 * o.window,
                 drift: opts.drift,
             };
             pieces = segments::pieces(&fine, &w, sigma2, &so);
+            if opts.select && opts.segment_window.is_none() {
+                let candidates: Vec<usize> = [1, 2, 4, 8].iter().map(|k| k * shortest).collect();
+                let (chosen, errors) =
+                    segments::choose_window(&fine, &e, &pieces, &so, &candidates);
+                so.window = chosen;
+                segment_window = Some(WindowChoice {
+                    window_ns: chosen as u64 * log.meta.interval_ns,
+                    candidates_ns: candidates
+                        .iter()
+                        .map(|&c| c as u64 * log.meta.interval_ns)
+                        .collect(),
+                    loo_errors: errors,
+                });
+            }
             e = segments::estimate(&fine, &e, &pieces, &so);
         }
         ests.push(e);
@@ -571,6 +610,7 @@ pub fn analyze(
         small_clients_bytes: s.small_bytes,
         accuracy,
         selection,
+        segment_window,
         warnings,
     })
 }
@@ -609,6 +649,18 @@ impl IoShareReport {
                 c.prior,
                 c.prior_window as f64 * interval_s,
                 c.points
+            );
+        }
+        if let Some(c) = &self.segment_window {
+            let _ = writeln!(
+                o,
+                "regression: segmented windows of {:.1} s (chosen by cross-validation among {} s)",
+                c.window_ns as f64 / 1e9,
+                c.candidates_ns
+                    .iter()
+                    .map(|w| format!("{:.1}", *w as f64 / 1e9))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             );
         }
         let names: Vec<&String> = self

@@ -396,7 +396,7 @@ pub fn estimate(s: &Series, base: &Estimate, pieces: &Pieces, o: &SegmentOptions
     let n = s.y.len();
     let p = s.columns.len();
     let ranges = pieces.ranges(n);
-    let fits: Vec<Option<Vec<(usize, f64, f64)>>> = (0..n)
+    let fits: Vec<Option<Shares>> = (0..n)
         .into_par_iter()
         .map(|t| fit_at(s, base, &ranges, o, t))
         .collect();
@@ -424,7 +424,80 @@ fn fit_at(
     ranges: &[Vec<(usize, usize, bool)>],
     o: &SegmentOptions,
     t: usize,
-) -> Option<Vec<(usize, f64, f64)>> {
+) -> Option<Shares> {
+    fit_window(s, base, ranges, o, t, false).map(|f| f.0)
+}
+
+/// Each process's (column, β, standard error) at one interval.
+type Shares = Vec<(usize, f64, f64)>;
+
+/// Intervals left out, at most, to rank the segmented windows.
+const LOO_POINTS: usize = 200;
+
+/// The segmented window, in intervals, chosen among `candidates` by leave-one-out
+/// cross-validation: the one whose windows, each fitted without its own middle interval,
+/// predict the server's load there with the least mean absolute error (over at most
+/// [`LOO_POINTS`] intervals spread over the run). With the changes
+/// modelled, a longer window no longer blurs them and averages more noise out — until a
+/// change the segments missed or a course they draw wrong pulls the prediction. Returns
+/// the window and each candidate's error (bytes per interval).
+pub fn choose_window(
+    s: &Series,
+    base: &Estimate,
+    pieces: &Pieces,
+    o: &SegmentOptions,
+    candidates: &[usize],
+) -> (usize, Vec<f64>) {
+    let errors: Vec<f64> = candidates
+        .iter()
+        .map(|&window| loo_error(s, base, pieces, &SegmentOptions { window, ..*o }))
+        .collect();
+    let best = (0..candidates.len())
+        .min_by(|&a, &b| errors[a].total_cmp(&errors[b]))
+        .map_or(o.window, |k| candidates[k]);
+    (best, errors)
+}
+
+/// Prediction error of the server's load at `t` by the window around it fitted without
+/// row t (leave-one-out).
+fn loo_at(
+    s: &Series,
+    base: &Estimate,
+    ranges: &[Vec<(usize, usize, bool)>],
+    o: &SegmentOptions,
+    t: usize,
+) -> Option<f64> {
+    fit_window(s, base, ranges, o, t, true).map(|f| f.1)
+}
+
+/// The mean leave-one-out absolute prediction error of segmented windows of `o.window`
+/// intervals, over at most [`LOO_POINTS`] intervals.
+fn loo_error(s: &Series, base: &Estimate, pieces: &Pieces, o: &SegmentOptions) -> f64 {
+    let n = s.y.len();
+    let ranges = pieces.ranges(n);
+    // At most `LOO_POINTS` intervals, evenly spread: the error of a window length is a
+    // mean over the run, and a long run need not be predicted in full to rank four.
+    let every = n.div_ceil(LOO_POINTS).max(1);
+    let e: Vec<f64> = (0..n)
+        .step_by(every)
+        .collect::<Vec<_>>()
+        .into_par_iter()
+        .filter_map(|t| loo_at(s, base, &ranges, o, t))
+        .collect();
+    e.iter().map(|v| v.abs()).sum::<f64>() / e.len().max(1) as f64
+}
+
+/// The segmented window around `t` (without row t itself with `leave_out`): each process's
+/// (β, standard error) at t, and the error of the window's prediction of the server's load
+/// at t.
+fn fit_window(
+    s: &Series,
+    base: &Estimate,
+    ranges: &[Vec<(usize, usize, bool)>],
+    o: &SegmentOptions,
+    t: usize,
+    leave_out: bool,
+) -> Option<(Shares, f64)> {
     let n = s.y.len();
     let p = s.columns.len();
     if matches!(base.status[t], Status::Idle | Status::Insufficient) {
@@ -432,6 +505,7 @@ fn fit_at(
     }
     let rows: Vec<usize> = window_rows(n, t, o.window, true).collect();
     let (lo, hi) = (rows[0], rows[rows.len() - 1]);
+    let rows: Vec<usize> = rows.into_iter().filter(|&r| !leave_out || r != t).collect();
     let lambda = base.lag[t].unwrap_or(0.0);
     let lagged = |c: usize, r: usize| {
         let x = &s.columns[c].x;
@@ -461,9 +535,8 @@ fn fit_at(
     let u = |a: usize, b: usize, r: usize| (r - a) as f64 / (b - 1 - a) as f64;
     let m = rows.len();
     let k = cols.len();
-    let x = DMatrix::from_fn(m, k, |i, j| {
+    let cell = |j: usize, r: usize| {
         let (c, a, b, part) = cols[j];
-        let r = rows[i];
         if !(a..b).contains(&r) {
             return 0.0;
         }
@@ -473,7 +546,8 @@ fn fit_at(
                 1 => 1.0 - u(a, b, r),
                 _ => u(a, b, r),
             }
-    });
+    };
+    let x = DMatrix::from_fn(m, k, |i, j| cell(j, rows[i]));
     let y = DVector::from_iterator(m, rows.iter().map(|&r| s.y[r]));
     let beta = huber_refit(&x, &y, bvls(&x, &y, 0.0, 1.0), |xw, yw| {
         bvls(xw, yw, 0.0, 1.0)
@@ -512,5 +586,6 @@ fn fit_at(
         };
         out.push((c, value, var.max(0.0).sqrt()));
     }
-    Some(out)
+    let predicted: f64 = (0..k).map(|j| beta[j] * cell(j, t)).sum();
+    Some((out, s.y[t] - predicted))
 }

@@ -42,8 +42,9 @@ pub struct Args {
     /// Long window of the prior (default: 4 × the regression window).
     #[arg(long, value_name = "DUR", value_parser = reader::iosample::parse_duration)]
     pub prior_window: Option<std::time::Duration>,
-    /// Choose the window (⅔, 1, 1.5, 2 × --window) and the prior weight by cross-validation
-    /// on the data (overrides --window and --prior).
+    /// Choose the window (⅔, 1, 1.5, 2 × --window) and the prior weight, and the segmented
+    /// window (2, 4, 8, 16 × --window), by cross-validation on the data (overrides --window
+    /// and --prior).
     #[arg(long)]
     pub select: bool,
     /// Give every interval the same weight (by default intervals with outlying residuals
@@ -62,6 +63,11 @@ pub struct Args {
     /// that changes gradually is one drifting segment rather than a staircase).
     #[arg(long)]
     pub no_drift: bool,
+    /// Window of the regression that respects the change points (centred on each sample;
+    /// default: 4 × --window, or with --select chosen among 2, 4, 8 and 16 × --window by
+    /// cross-validation).
+    #[arg(long, value_name = "DUR", value_parser = reader::iosample::parse_duration)]
+    pub segment_window: Option<std::time::Duration>,
     /// Regress on the server's counter alone: do not add the change of its backlog (bytes
     /// queued unread in its sockets, recorded by `culprit iosample`) to it.
     #[arg(long)]
@@ -125,6 +131,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         select: args.select,
         segments: !args.no_segments,
         drift: !args.no_drift,
+        segment_window: args
+            .segment_window
+            .map(|d| ((d.as_nanos() as u64 / interval) as usize).max(2)),
         backlog: !args.no_backlog,
         segment_penalty: args.segment_penalty.max(0.0),
         single: ioshare::single::SingleOptions {
