@@ -6,6 +6,7 @@
 //! the deadlines it missed.
 
 use super::backlog::{self, Backlog, SockDiag, TcpQueue};
+use super::backlog_watch::SocketWatch;
 use super::format::{
     BacklogRecord, Counters, DiskLine, DiskRecord, EndRecord, ExitRecord, ExitSource, FdGroup,
     FdsRecord, FormatError, Meta, ProcRecord, Record, SampleRecord, SampleWriter, SpanRecord,
@@ -129,6 +130,9 @@ pub struct SamplerReport {
     pub backlog: String,
     /// Largest backlog seen (received + unsent, all server processes), bytes.
     pub backlog_max: u64,
+    /// Samples whose backlog came from a dump of every TCP socket; the others looked up
+    /// the sockets the last dump matched ([`super::backlog_watch`]).
+    pub backlog_dumps: u64,
 }
 
 /// Reads a clock, ns.
@@ -413,6 +417,7 @@ pub fn run(
     let mut sockets: Vec<TcpQueue> = Vec::new();
     let mut backlogs: HashMap<u32, Backlog> = HashMap::new();
     let mut backlog_failed = false;
+    let mut watch = SocketWatch::default();
     loop {
         let deadline = start_mono + k * interval_ns;
         if !last_round {
@@ -582,10 +587,8 @@ pub fn run(
                 .into_iter()
                 .filter_map(|p| Some((p, backlog::socket_inodes(p)?)))
                 .collect();
-            sockets.clear();
-            let dumped = d.dump_all(&mut sockets);
-            match dumped {
-                Ok(()) => {
+            match watch.sockets(d, &holders, &mut sockets) {
+                Ok(_) => {
                     let now = backlog::attribute(&holders, &sockets);
                     let mut changed: Vec<(u32, u64, u64)> = now
                         .iter()
@@ -776,6 +779,7 @@ pub fn run(
         st.report.missed += next.saturating_sub(k + 1);
         k = next;
     }
+    st.report.backlog_dumps = watch.dumps;
     if let Some(l) = &mut listener {
         l.stop();
         st.report.taskstats = format!(
