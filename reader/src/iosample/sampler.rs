@@ -164,9 +164,18 @@ fn sleep_until(mono_ns: u64) {
 }
 
 enum Known {
-    Tracked(Box<Tracked>),
+    /// Sampled. `unchanged` — consecutive reads that found its counters unchanged — is
+    /// kept out of the box: deciding that a quiet process is not due touches none of its
+    /// own memory (a dereference per process per sample, each a cache miss after the
+    /// sleep, was 6 % of the sampler's CPU time over 1 000 processes).
+    Tracked {
+        unchanged: u64,
+        t: Box<Tracked>,
+    },
     Ignored,
-    Dead { start_ticks: u64 },
+    Dead {
+        start_ticks: u64,
+    },
 }
 
 struct Tracked {
@@ -176,8 +185,6 @@ struct Tracked {
     comm: String,
     last: Counters,
     seen: bool,
-    /// Consecutive reads that found the counters unchanged.
-    unchanged: u64,
     /// The sample of the last read.
     read_at: u64,
     moved_since_fds: bool,
@@ -209,7 +216,7 @@ impl State<'_> {
     fn tracked_parent(&self, ppid: u32) -> bool {
         matches!(
             self.known.get(&ppid),
-            Some(Known::Tracked(_)) | Some(Known::Dead { .. })
+            Some(Known::Tracked { .. }) | Some(Known::Dead { .. })
         )
     }
 
@@ -255,19 +262,21 @@ impl State<'_> {
         self.report.processes += 1;
         self.known.insert(
             pid,
-            Known::Tracked(Box::new(Tracked {
-                io,
-                start_ticks: st.start_ticks,
-                ppid: st.ppid,
-                comm: st.comm,
-                last: Counters::default(),
-                seen: false,
+            Known::Tracked {
                 unchanged: 0,
-                read_at: 0,
-                moved_since_fds: true,
-                fds: Vec::new(),
-                gone_since: None,
-            })),
+                t: Box::new(Tracked {
+                    io,
+                    start_ticks: st.start_ticks,
+                    ppid: st.ppid,
+                    comm: st.comm,
+                    last: Counters::default(),
+                    seen: false,
+                    read_at: 0,
+                    moved_since_fds: true,
+                    fds: Vec::new(),
+                    gone_since: None,
+                }),
+            },
         );
     }
 
@@ -517,20 +526,24 @@ pub fn run(
             1
         };
         for (&pid, k) in st.known.iter_mut() {
-            let Known::Tracked(t) = k else { continue };
+            let Known::Tracked { unchanged, t } = k else {
+                continue;
+            };
+            // Not read now: a quiet process (never a server) whose turn it is not.
+            if quiet_every > 1
+                && *unchanged >= quiet_every
+                && !last_round
+                && !(seq + u64::from(pid)).is_multiple_of(quiet_every)
+                && !st.server_pids.contains(&pid)
+            {
+                continue;
+            }
             let Some(io) = &t.io else {
                 if !listed.contains(&pid) {
                     gone.push(pid);
                 }
                 continue;
             };
-            let quiet = quiet_every > 1
-                && t.unchanged >= quiet_every
-                && !last_round
-                && !st.server_pids.contains(&pid);
-            if quiet && !(seq + u64::from(pid)).is_multiple_of(quiet_every) {
-                continue;
-            }
             st.report.reads += 1;
             match io.read() {
                 Ok(c) => {
@@ -540,9 +553,9 @@ pub fn run(
                         if t.seen && seq > t.read_at + 1 {
                             late.push((pid, t.read_at));
                         }
-                        t.unchanged = 0;
+                        *unchanged = 0;
                     } else {
-                        t.unchanged += 1;
+                        *unchanged += 1;
                     }
                     t.last = c;
                     t.seen = true;
@@ -554,8 +567,9 @@ pub fn run(
             }
         }
         for pid in denied_now {
-            if let Some(Known::Tracked(t)) = st.known.get_mut(&pid) {
+            if let Some(Known::Tracked { unchanged, t }) = st.known.get_mut(&pid) {
                 t.io = None;
+                *unchanged = 0; // looked at every sample from now on, for its exit
             }
             st.deny(pid, 0, &mut out);
         }
@@ -580,7 +594,7 @@ pub fn run(
                 .server_pids
                 .iter()
                 .copied()
-                .filter(|p| matches!(st.known.get(p), Some(Known::Tracked(_))))
+                .filter(|p| matches!(st.known.get(p), Some(Known::Tracked { .. })))
                 .collect();
             pids.sort_unstable();
             let holders: Vec<(u32, Vec<u32>)> = pids
@@ -624,10 +638,10 @@ pub fn run(
         if let Some(l) = &listener {
             let known = &st.known;
             for g in l.take(|pid| {
-                listed.contains(&pid) && matches!(known.get(&pid), Some(Known::Tracked(_)))
+                listed.contains(&pid) && matches!(known.get(&pid), Some(Known::Tracked { .. }))
             }) {
                 let ours = match st.known.get(&g.tgid) {
-                    Some(Known::Tracked(_)) | Some(Known::Dead { .. }) => true,
+                    Some(Known::Tracked { .. }) | Some(Known::Dead { .. }) => true,
                     Some(Known::Ignored) => false,
                     None => {
                         g.tgid != me
@@ -640,7 +654,7 @@ pub fn run(
                     continue;
                 }
                 let start_ticks = match st.known.get(&g.tgid) {
-                    Some(Known::Tracked(t)) => t.start_ticks,
+                    Some(Known::Tracked { t, .. }) => t.start_ticks,
                     Some(Known::Dead { start_ticks }) => *start_ticks,
                     _ => 0,
                 };
@@ -664,7 +678,7 @@ pub fn run(
             }
         }
         for pid in gone {
-            let Some(Known::Tracked(t)) = st.known.get_mut(&pid) else {
+            let Some(Known::Tracked { t, .. }) = st.known.get_mut(&pid) else {
                 continue;
             };
             let waited = t.gone_since.get_or_insert(seq);
@@ -715,7 +729,9 @@ pub fn run(
             fd_scans += 1;
             let mut tcp = tcp_cache.take();
             for (&pid, k) in st.known.iter_mut() {
-                let Known::Tracked(t) = k else { continue };
+                let Known::Tracked { t, .. } = k else {
+                    continue;
+                };
                 if !t.moved_since_fds {
                     continue;
                 }
