@@ -28,6 +28,7 @@
 //! child) is counted once, for the lowest pid holding it. UNIX-domain sockets and pipes
 //! are not measured.
 
+use super::procfs::FdDir;
 use std::collections::HashMap;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -449,14 +450,14 @@ fn msg(m: &[u8]) -> TcpQueue {
 /// The socket inodes a process holds (`socket:[N]` links of `/proc/[pid]/fd`); `None` if
 /// the directory cannot be listed (gone, or another user's).
 pub fn socket_inodes(pid: u32) -> Option<Vec<u32>> {
-    let dir = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
+    socket_inodes_in(&mut FdDir::open(pid).ok()?)
+}
+
+/// [`socket_inodes`] of a process's descriptor directory kept open.
+pub fn socket_inodes_in(dir: &mut FdDir) -> Option<Vec<u32>> {
     let mut out = Vec::new();
-    for e in dir.flatten() {
-        let Ok(t) = std::fs::read_link(e.path()) else {
-            continue;
-        };
-        let b = t.as_os_str().as_encoded_bytes();
-        if let Some(n) = b
+    dir.for_each_target(|t| {
+        if let Some(n) = t
             .strip_prefix(b"socket:[")
             .and_then(|s| s.strip_suffix(b"]"))
             .and_then(|s| std::str::from_utf8(s).ok())
@@ -464,7 +465,8 @@ pub fn socket_inodes(pid: u32) -> Option<Vec<u32>> {
         {
             out.push(n);
         }
-    }
+    })
+    .ok()?;
     Some(out)
 }
 

@@ -85,6 +85,11 @@ fn thread_cpu_ns() -> u64 {
 }
 
 impl SocketWatch {
+    /// How many sockets are followed between dumps.
+    pub fn followed(&self) -> usize {
+        self.followed.len()
+    }
+
     /// Puts in `out` (cleared first) the TCP sockets the attribution needs for `holders`
     /// (each server pid with the socket inodes it holds now): by a dump of every socket,
     /// or by looking up the ones followed since the last dump.

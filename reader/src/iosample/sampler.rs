@@ -12,7 +12,7 @@ use super::format::{
     FdsRecord, FormatError, Meta, ProcRecord, Record, SampleRecord, SampleWriter, SpanRecord,
     PROC_SERVER,
 };
-use super::procfs::{self, IoFile, IoReadError};
+use super::procfs::{self, FdDir, IoFile, IoReadError};
 use super::taskstats;
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -303,6 +303,20 @@ fn cpu_time_ns() -> u64 {
     clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID)
 }
 
+/// The socket inodes server `pid` holds, through its descriptor directory kept open in
+/// `dirs` between samples (dropped once the process is gone).
+fn server_socket_inodes(dirs: &mut HashMap<u32, FdDir>, pid: u32) -> Option<Vec<u32>> {
+    let dir = match dirs.entry(pid) {
+        std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+        std::collections::hash_map::Entry::Vacant(e) => e.insert(FdDir::open(pid).ok()?),
+    };
+    let inodes = backlog::socket_inodes_in(dir);
+    if inodes.is_none() {
+        dirs.remove(&pid);
+    }
+    inodes
+}
+
 /// Errors of the sampler.
 pub type SamplerError = FormatError;
 
@@ -427,6 +441,7 @@ pub fn run(
     let mut backlogs: HashMap<u32, Backlog> = HashMap::new();
     let mut backlog_failed = false;
     let mut watch = SocketWatch::default();
+    let mut fd_dirs: HashMap<u32, FdDir> = HashMap::new();
     loop {
         let deadline = start_mono + k * interval_ns;
         if !last_round {
@@ -597,9 +612,10 @@ pub fn run(
                 .filter(|p| matches!(st.known.get(p), Some(Known::Tracked { .. })))
                 .collect();
             pids.sort_unstable();
+            fd_dirs.retain(|p, _| pids.binary_search(p).is_ok());
             let holders: Vec<(u32, Vec<u32>)> = pids
                 .into_iter()
-                .filter_map(|p| Some((p, backlog::socket_inodes(p)?)))
+                .filter_map(|p| Some((p, server_socket_inodes(&mut fd_dirs, p)?)))
                 .collect();
             match watch.sockets(d, &holders, &mut sockets) {
                 Ok(_) => {
