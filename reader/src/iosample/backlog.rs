@@ -93,6 +93,23 @@ pub struct TcpQueue {
     pub cookie: u64,
 }
 
+/// Whether a socket of the dump is listening.
+pub fn is_listening(s: &TcpQueue) -> bool {
+    u32::from(s.state) == TCP_LISTEN
+}
+
+/// An address and port as `/proc/net/tcp` users write them: `127.0.0.1:21`, `[::1]:21`.
+pub fn endpoint_text(family: u8, (addr, port): &Endpoint) -> String {
+    if i32::from(family) == libc::AF_INET {
+        format!(
+            "{}:{port}",
+            std::net::Ipv4Addr::new(addr[0], addr[1], addr[2], addr[3])
+        )
+    } else {
+        format!("[{}]:{port}", std::net::Ipv6Addr::from(*addr))
+    }
+}
+
 /// A `NETLINK_SOCK_DIAG` socket, kept open across samples.
 pub struct SockDiag {
     fd: OwnedFd,
@@ -152,6 +169,11 @@ impl SockDiag {
     /// [`SockDiag::dump`] per family if the kernel refuses it.
     pub fn dump_all(&mut self, out: &mut Vec<TcpQueue>) -> io::Result<()> {
         self.dump_states(STATES, out)
+    }
+
+    /// Every TCP socket of both families but those in `TIME_WAIT`, listening ones included.
+    pub fn dump_with_listening(&mut self, out: &mut Vec<TcpQueue>) -> io::Result<()> {
+        self.dump_states(STATES | 1 << TCP_LISTEN, out)
     }
 
     /// The listening TCP sockets of both families (a walk of the listening hash only).

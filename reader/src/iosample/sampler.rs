@@ -434,8 +434,6 @@ pub fn run(
     let mut k = 0u64;
     let mut last_round = false;
     let mut listed: HashSet<u32> = HashSet::new();
-    let mut tcp_cache = None;
-    let mut fd_scans = 0u64;
     let mut last_pid_seen = None;
     let mut sockets: Vec<TcpQueue> = Vec::new();
     let mut backlogs: HashMap<u32, Backlog> = HashMap::new();
@@ -737,13 +735,9 @@ pub fn run(
             } else {
                 procfs::read_mounts()
             };
-            // /proc/net/tcp walks the whole connection hash (milliseconds on a large
-            // machine): refreshed at most every 10 listings of descriptors.
-            if tcp_cache.is_some() && fd_scans.is_multiple_of(10) {
-                tcp_cache = None;
-            }
-            fd_scans += 1;
-            let mut tcp = tcp_cache.take();
+            // The TCP sockets by inode, read at most once per listing (one sock_diag dump),
+            // when a descriptor first needs them.
+            let mut tcp = None;
             for (&pid, k) in st.known.iter_mut() {
                 let Known::Tracked { t, .. } = k else {
                     continue;
@@ -784,7 +778,6 @@ pub fn run(
                     }
                 }
             }
-            tcp_cache = tcp;
         }
 
         let took = clock_ns(libc::CLOCK_MONOTONIC).saturating_sub(mono);
