@@ -114,6 +114,8 @@ pub fn endpoint_text(family: u8, (addr, port): &Endpoint) -> String {
 pub struct SockDiag {
     fd: OwnedFd,
     buf: Vec<u8>,
+    /// The answers of lookups, [`SLOT`] bytes each.
+    slots: Vec<u8>,
     seq: u32,
     /// The kernel refused `TCPDIAG_GETSOCK`: one dump per family.
     no_compat: bool,
@@ -138,6 +140,7 @@ impl SockDiag {
             // SAFETY: `fd` was just returned by socket(2) and is owned by nobody else.
             fd: unsafe { OwnedFd::from_raw_fd(fd) },
             buf: vec![0u8; 64 << 10],
+            slots: vec![0u8; SLOT * LOOKUP_BATCH],
             seq: 0,
             no_compat: false,
         })
@@ -281,31 +284,88 @@ impl SockDiag {
         let mut answered = [false; LOOKUP_BATCH];
         let mut pending = ids.len();
         while pending > 0 {
-            let n = self.recv()?;
-            let mut b = &self.buf[..n];
-            while let Some((ty, mseq, body)) = next_message(&mut b)? {
-                let i = mseq.wrapping_sub(first) as usize;
-                if i >= ids.len() || answered[i] {
-                    continue; // an answer to an earlier request
-                }
-                answered[i] = true;
-                pending -= 1;
-                match ty {
-                    SOCK_DIAG_BY_FAMILY if body.len() >= MSG_LEN => {
-                        let q = msg(body);
-                        if STATES & 1u32.checked_shl(q.state.into()).unwrap_or(0) != 0 {
-                            out.push(q);
-                        }
+            let mut lens = [0usize; LOOKUP_BATCH];
+            let got = self.recv_many(pending, &mut lens)?;
+            for (slot, &n) in self.slots.chunks(SLOT).zip(&lens[..got]) {
+                let mut b = &slot[..n];
+                while let Some((ty, mseq, body)) = next_message(&mut b)? {
+                    let i = mseq.wrapping_sub(first) as usize;
+                    if i >= ids.len() || answered[i] {
+                        continue; // an answer to an earlier request
                     }
-                    NLMSG_ERROR => match error_of(body) {
-                        0 | libc::ENOENT => {}
-                        e => return Err(io::Error::from_raw_os_error(e)),
-                    },
-                    _ => {}
+                    answered[i] = true;
+                    pending -= 1;
+                    match ty {
+                        SOCK_DIAG_BY_FAMILY if body.len() >= MSG_LEN => {
+                            let q = msg(body);
+                            if STATES & 1u32.checked_shl(q.state.into()).unwrap_or(0) != 0 {
+                                out.push(q);
+                            }
+                        }
+                        NLMSG_ERROR => match error_of(body) {
+                            0 | libc::ENOENT => {}
+                            e => return Err(io::Error::from_raw_os_error(e)),
+                        },
+                        _ => {}
+                    }
                 }
             }
         }
         Ok(())
+    }
+
+    /// Receives up to `max` ≤ [`LOOKUP_BATCH`] datagrams in one `recvmmsg` (waiting for
+    /// the first only), each into its [`SLOT`] of `slots`; their lengths go to `lens`.
+    /// Returns how many came. The answers to exact requests are one datagram each, all
+    /// queued by the time `sendto` returns: one system call instead of one per answer.
+    fn recv_many(&mut self, max: usize, lens: &mut [usize; LOOKUP_BATCH]) -> io::Result<usize> {
+        let max = max.min(LOOKUP_BATCH);
+        let mut iov: Vec<libc::iovec> = self
+            .slots
+            .chunks_mut(SLOT)
+            .take(max)
+            .map(|s| libc::iovec {
+                iov_base: s.as_mut_ptr().cast(),
+                iov_len: s.len(),
+            })
+            .collect();
+        // SAFETY: an all-zero mmsghdr is valid (no name, no control data, no iovec yet).
+        let mut hdrs: Vec<libc::mmsghdr> =
+            (0..max).map(|_| unsafe { std::mem::zeroed() }).collect();
+        for (h, v) in hdrs.iter_mut().zip(iov.iter_mut()) {
+            h.msg_hdr.msg_iov = v;
+            h.msg_hdr.msg_iovlen = 1;
+        }
+        let n = loop {
+            // SAFETY: `hdrs` holds `max` headers, each pointing to one iovec of `iov`,
+            // which points into a distinct `SLOT` of `self.slots`; all outlive the call.
+            let n = unsafe {
+                libc::recvmmsg(
+                    self.fd.as_raw_fd(),
+                    hdrs.as_mut_ptr(),
+                    max as u32,
+                    libc::MSG_WAITFORONE,
+                    std::ptr::null_mut(),
+                )
+            };
+            if n >= 0 {
+                break n as usize;
+            }
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        };
+        for (l, h) in lens.iter_mut().zip(&hdrs[..n]) {
+            if h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "sock_diag: an answer longer than its buffer",
+                ));
+            }
+            *l = h.msg_len as usize;
+        }
+        Ok(n)
     }
 
     fn send(&self, req: &[u8]) -> io::Result<()> {
@@ -361,6 +421,10 @@ impl SockDiag {
         }
     }
 }
+
+/// Bytes of each answer's buffer in [`SockDiag::lookup`] (an answer — message, `tcp_info`
+/// and the other default attributes — is under 1 KB; a longer one is an error, not cut).
+const SLOT: usize = 4096;
 
 /// Most requests of one [`SockDiag::lookup`] `sendto`: their answers (≤ 72 + 4 + 248
 /// bytes each) fit the netlink socket's default receive buffer many times over.

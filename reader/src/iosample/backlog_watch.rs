@@ -18,7 +18,8 @@
 //!   local peer's end may not exist yet), or a lookup missed a server's end (closed or
 //!   reset: the next dump tells);
 //! - looking up the followed sockets costs more than a dump (both are timed in thread
-//!   CPU time: a server with thousands of connections is dumped).
+//!   CPU time and averaged, and lookups are tried again every [`REPROBE`] samples: a
+//!   server with thousands of connections is dumped).
 //!
 //! Otherwise it looks up the sockets the last dump matched — the servers' ends and the
 //! local peers' ends of the same connections, the two [`super::backlog::attribute`] uses —
@@ -62,18 +63,30 @@ pub enum Measured {
     Lookup,
 }
 
+/// While dumps are cheaper, lookups are timed again every this many samples.
+pub const REPROBE: u64 = 64;
+
+/// A moving average of CPU times (weight 1/8 to the newest).
+fn average(old: Option<u64>, new: u64) -> Option<u64> {
+    Some(old.map_or(new, |o| (o * 7 + new) / 8))
+}
+
 /// The server processes' sockets, classified, and the connections followed between dumps.
-#[derive(Default)]
 pub struct SocketWatch {
     class: HashMap<u32, Class>,
     /// The sockets to look up: the servers' connections and their local peers' ends.
     followed: Vec<TcpQueue>,
     /// A connection was being set up at the last dump, or a lookup missed a server's end.
     unsettled: bool,
-    /// Thread CPU time of the last dump, ns.
-    dump_ns: u64,
-    /// Thread CPU time per socket of the last lookups, ns.
+    /// Thread CPU time of a dump (average), ns.
+    dump_ns: Option<u64>,
+    /// Thread CPU time per socket looked up (average), ns.
     lookup_ns: Option<u64>,
+    /// Samples dumped because lookups cost more, since lookups were last timed.
+    dearer_dumps: u64,
+    /// Choose between dumps and lookups by their cost (off in tests: the choice is
+    /// then by what the dump may show only).
+    by_cost: bool,
     /// Samples measured by a dump.
     pub dumps: u64,
     /// Samples measured by lookups.
@@ -82,6 +95,22 @@ pub struct SocketWatch {
 
 fn thread_cpu_ns() -> u64 {
     super::sampler::clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+impl Default for SocketWatch {
+    fn default() -> Self {
+        SocketWatch {
+            class: HashMap::new(),
+            followed: Vec::new(),
+            unsettled: false,
+            dump_ns: None,
+            lookup_ns: None,
+            dearer_dumps: 0,
+            by_cost: true,
+            dumps: 0,
+            lookups: 0,
+        }
+    }
 }
 
 impl SocketWatch {
@@ -106,21 +135,28 @@ impl SocketWatch {
             || held
                 .iter()
                 .any(|i| matches!(self.class.get(i), None | Some(Class::Other)));
-        let lookup_dearer = self
-            .lookup_ns
-            .is_some_and(|per| per.saturating_mul(self.followed.len() as u64) > self.dump_ns);
+        let lookup_dearer = self.by_cost
+            && self.dearer_dumps < REPROBE
+            && match (self.lookup_ns, self.dump_ns) {
+                (Some(per), Some(dump)) => per.saturating_mul(self.followed.len() as u64) > dump,
+                _ => false,
+            };
         if !must_dump && !lookup_dearer {
             let t0 = thread_cpu_ns();
             diag.lookup(&self.followed, out)?;
             let per = thread_cpu_ns().saturating_sub(t0) / self.followed.len().max(1) as u64;
-            self.lookup_ns = Some(per);
+            self.lookup_ns = average(self.lookup_ns, per);
+            self.dearer_dumps = 0;
             self.lookups += 1;
             self.check_lookup(out);
             return Ok(Measured::Lookup);
         }
+        if !must_dump {
+            self.dearer_dumps += 1;
+        }
         let t0 = thread_cpu_ns();
         diag.dump_all(out)?;
-        self.dump_ns = thread_cpu_ns().saturating_sub(t0);
+        self.dump_ns = average(self.dump_ns, thread_cpu_ns().saturating_sub(t0));
         self.dumps += 1;
         self.classify(diag, &held, out)?;
         self.follow(&held, out);
@@ -240,7 +276,11 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(50));
         let mut held = vec![inode_of(&l), inode_of(&srv), inode_of(&ua)];
         let mut d = SockDiag::open().unwrap();
-        let mut w = SocketWatch::default();
+        // Which of a dump or lookups costs less is not this test's business.
+        let mut w = SocketWatch {
+            by_cost: false,
+            ..SocketWatch::default()
+        };
         assert_eq!(received(&mut w, &mut d, &held), (Measured::Dump, 10_000));
         assert_eq!(w.class[&inode_of(&l)], Class::Listening);
         assert_eq!(w.class[&inode_of(&ua)], Class::Unix);
