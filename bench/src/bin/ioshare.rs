@@ -117,38 +117,79 @@ fn interfaces() -> Result<()> {
         Err(e) => println!("| taskstats `TASKSTATS_CMD_GET` | unavailable: {e} | |"),
     }
     println!();
-    // The server's backlog, per sample: its descriptors listed, one inet_diag walk of the
-    // TCP sockets with tcp_info, the attribution — against reading /proc/net/tcp{,6}.
-    use reader::iosample::backlog::{attribute, socket_inodes, SockDiag};
+    // The server's backlog, per sample: its descriptors listed (by path, as before, and
+    // through the directory kept open, as the sampler does), its sockets measured (one
+    // inet_diag walk of every TCP socket, as before, and the sampler's lookups of the
+    // connections the last dump matched), the attribution — against /proc/net/tcp{,6}.
+    use reader::iosample::backlog::{attribute, socket_inodes_in, SockDiag};
+    use reader::iosample::backlog_watch::SocketWatch;
+    use reader::iosample::procfs::FdDir;
     let (_srv, server, _conns) = backlog_server()?;
     let rounds = 500;
+    let per_round = |f: &mut dyn FnMut()| {
+        let t0 = cpu();
+        for _ in 0..rounds {
+            f();
+        }
+        (cpu() - t0) / rounds as f64 / 1e3
+    };
+    let by_path_us = per_round(&mut || {
+        let _ = inodes_by_path(server);
+    });
+    let mut dir = FdDir::open(server)?;
+    let inodes = socket_inodes_in(&mut dir).unwrap_or_default();
+    let kept_us = per_round(&mut || {
+        let _ = socket_inodes_in(&mut dir);
+    });
+    let holders = [(server, inodes)];
     let mut d = SockDiag::open()?;
     let mut v = Vec::new();
-    let mut got = 0;
-    let t0 = cpu();
-    for _ in 0..rounds {
+    let mut dump_got = 0;
+    let dump_us = per_round(&mut || {
         v.clear();
-        let inodes = socket_inodes(server).unwrap_or_default();
-        d.dump_all(&mut v)?;
-        got = attribute(&[(server, inodes)], &v)
-            .values()
-            .map(|b| b.received + b.unsent)
-            .sum::<u64>();
-    }
-    let diag_us = (cpu() - t0) / rounds as f64 / 1e3;
-    let t0 = cpu();
-    for _ in 0..rounds {
+        let _ = d.dump_all(&mut v);
+        dump_got = backlog_total(&attribute(&holders, &v));
+    });
+    let n_sockets = v.len();
+    let mut w = SocketWatch::default();
+    let mut lookup_got = 0;
+    let lookup_us = per_round(&mut || {
+        let _ = w.sockets(&mut d, &holders, &mut v);
+        lookup_got = backlog_total(&attribute(&holders, &v));
+    });
+    let text_us = per_round(&mut || {
         let _ = std::fs::read_to_string("/proc/net/tcp");
         let _ = std::fs::read_to_string("/proc/net/tcp6");
-    }
-    let text_us = (cpu() - t0) / rounds as f64 / 1e3;
-    println!("### The server's backlog, per sample (a server holding 16 loopback connections, {} TCP sockets in the namespace, {rounds} rounds, thread CPU time)\n", v.len());
-    println!("| method | CPU per sample | at 10 Hz | backlog found |");
-    println!("|---|---|---|---|");
-    println!("| `/proc/[pid]/fd` + one `TCPDIAG_GETSOCK` walk with `tcp_info` (the sampler's) | {diag_us:.1} µs | {:.3} % of a core | {got} bytes (16 × 10 000 expected) |", diag_us / 1e3);
-    println!("| reading `/proc/net/tcp` and `/proc/net/tcp6` (text, no `tcp_info`) | {text_us:.1} µs | {:.3} % of a core | – |", text_us / 1e3);
+    });
+    println!("### The server's backlog, per sample (a server holding 16 loopback connections, {n_sockets} TCP sockets in the namespace, {rounds} rounds, thread CPU time)\n");
+    println!("| step | method | CPU per sample | at 10 Hz | backlog found |");
+    println!("|---|---|---|---|---|");
+    println!("| the server's descriptors | `/proc/[pid]/fd` by path, `readlink` of `/proc/[pid]/fd/N` (before) | {by_path_us:.1} µs | {:.3} % of a core | |", by_path_us / 1e3);
+    println!("| the server's descriptors | its `/proc/[pid]/fd` kept open, `rewinddir`, `readlinkat` (the sampler's) | {kept_us:.1} µs | {:.3} % of a core | |", kept_us / 1e3);
+    println!("| its sockets | one `TCPDIAG_GETSOCK` walk of every TCP socket with `tcp_info` (before) | {dump_us:.1} µs | {:.3} % of a core | {dump_got} bytes (16 × 10 000 expected) |", dump_us / 1e3);
+    println!("| its sockets | `SocketWatch`: lookups of the {} sockets the last dump matched (the sampler's; {} dump(s) in {rounds} rounds) | {lookup_us:.1} µs | {:.3} % of a core | {lookup_got} bytes |", w.followed(), w.dumps, lookup_us / 1e3);
+    println!("| its sockets | reading `/proc/net/tcp` and `/proc/net/tcp6` (text, no `tcp_info`) | {text_us:.1} µs | {:.3} % of a core | – |", text_us / 1e3);
     println!();
     Ok(())
+}
+
+/// The socket inodes of `pid` as the sampler listed them before it kept the directory
+/// open: `/proc/PID/fd` listed by path, each link read by its full path.
+fn inodes_by_path(pid: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| {
+            let t = std::fs::read_link(e.path()).ok()?;
+            let t = t.to_str()?;
+            t.strip_prefix("socket:[")?.strip_suffix(']')?.parse().ok()
+        })
+        .collect()
+}
+
+fn backlog_total(b: &std::collections::HashMap<u32, reader::iosample::backlog::Backlog>) -> u64 {
+    b.values().map(|b| b.received + b.unsent).sum()
 }
 
 /// A server for the backlog rows: a process holding 16 accepted loopback connections

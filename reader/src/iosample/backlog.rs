@@ -19,14 +19,16 @@
 //!   without the byte counters (before 4.2) fall back to the unsent bytes, or the send
 //!   queue before 4.6. The SYN's and a FIN's sequence numbers are not counted as bytes.
 //!
-//! Both come from one `NETLINK_SOCK_DIAG` `inet_diag` dump per address family (every TCP
-//! socket of the network namespace that is not listening or in `TIME_WAIT`, with its
-//! `tcp_info`; no text formatting), matched by inode to the sockets the server processes hold
-//! (`/proc/[pid]/fd`, listed at every sample: FTP-like servers open a data connection per
-//! transfer). A socket held by several server processes (a forking server's parent and
+//! Both come from `NETLINK_SOCK_DIAG` `inet_diag` (every TCP socket of the network
+//! namespace that is not listening or in `TIME_WAIT`, with its `tcp_info`; no text
+//! formatting), matched by inode to the sockets the server processes hold (`/proc/[pid]/fd`,
+//! listed at every sample: FTP-like servers open a data connection per transfer): a dump of
+//! all of them, or — between dumps, see [`super::backlog_watch`] — exact lookups of the
+//! ones the last dump matched ([`SockDiag::lookup`]). A socket held by several server processes (a forking server's parent and
 //! child) is counted once, for the lowest pid holding it. UNIX-domain sockets and pipes
 //! are not measured.
 
+use super::procfs::FdDir;
 use std::collections::HashMap;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -84,12 +86,36 @@ pub struct TcpQueue {
     pub bytes_received: Option<u64>,
     /// Socket inode (as in `/proc/[pid]/fd`'s `socket:[N]`); 0 for orphans.
     pub inode: u32,
+    /// Interface the socket is bound to (0: any), part of its identity for a lookup.
+    pub ifindex: u32,
+    /// The kernel's cookie of the socket (`idiag_cookie`, native byte order): a lookup
+    /// by address finds this socket and no later one that reused its addresses.
+    pub cookie: u64,
+}
+
+/// Whether a socket of the dump is listening.
+pub fn is_listening(s: &TcpQueue) -> bool {
+    u32::from(s.state) == TCP_LISTEN
+}
+
+/// An address and port as `/proc/net/tcp` users write them: `127.0.0.1:21`, `[::1]:21`.
+pub fn endpoint_text(family: u8, (addr, port): &Endpoint) -> String {
+    if i32::from(family) == libc::AF_INET {
+        format!(
+            "{}:{port}",
+            std::net::Ipv4Addr::new(addr[0], addr[1], addr[2], addr[3])
+        )
+    } else {
+        format!("[{}]:{port}", std::net::Ipv6Addr::from(*addr))
+    }
 }
 
 /// A `NETLINK_SOCK_DIAG` socket, kept open across samples.
 pub struct SockDiag {
     fd: OwnedFd,
     buf: Vec<u8>,
+    /// The answers of lookups, [`SLOT`] bytes each.
+    slots: Vec<u8>,
     seq: u32,
     /// The kernel refused `TCPDIAG_GETSOCK`: one dump per family.
     no_compat: bool,
@@ -114,6 +140,7 @@ impl SockDiag {
             // SAFETY: `fd` was just returned by socket(2) and is owned by nobody else.
             fd: unsafe { OwnedFd::from_raw_fd(fd) },
             buf: vec![0u8; 64 << 10],
+            slots: vec![0u8; SLOT * LOOKUP_BATCH],
             seq: 0,
             no_compat: false,
         })
@@ -123,11 +150,7 @@ impl SockDiag {
     /// length is the whole request's), with the next sequence number.
     fn dump_header(&mut self, req: &mut [u8], kind: u16) {
         self.seq = self.seq.wrapping_add(1);
-        let len = req.len() as u32;
-        req[0..4].copy_from_slice(&len.to_ne_bytes());
-        req[4..6].copy_from_slice(&kind.to_ne_bytes());
-        req[6..8].copy_from_slice(&(NLM_F_REQUEST | NLM_F_DUMP).to_ne_bytes());
-        req[8..12].copy_from_slice(&self.seq.to_ne_bytes());
+        header(req, kind, NLM_F_REQUEST | NLM_F_DUMP, self.seq);
     }
 
     /// Every TCP socket of one family (`AF_INET` or `AF_INET6`) that is neither listening
@@ -148,6 +171,21 @@ impl SockDiag {
     /// the original `TCPDIAG_GETSOCK` request, which dumps every family. Falls back to one
     /// [`SockDiag::dump`] per family if the kernel refuses it.
     pub fn dump_all(&mut self, out: &mut Vec<TcpQueue>) -> io::Result<()> {
+        self.dump_states(STATES, out)
+    }
+
+    /// Every TCP socket of both families but those in `TIME_WAIT`, listening ones included.
+    pub fn dump_with_listening(&mut self, out: &mut Vec<TcpQueue>) -> io::Result<()> {
+        self.dump_states(STATES | 1 << TCP_LISTEN, out)
+    }
+
+    /// The listening TCP sockets of both families (a walk of the listening hash only).
+    pub fn dump_listening(&mut self, out: &mut Vec<TcpQueue>) -> io::Result<()> {
+        self.dump_states(1 << TCP_LISTEN, out)
+    }
+
+    /// [`SockDiag::dump_all`] of the sockets in `states` (a bit per TCP state).
+    fn dump_states(&mut self, states: u32, out: &mut Vec<TcpQueue>) -> io::Result<()> {
         if !self.no_compat {
             // nlmsghdr (16) + inet_diag_req (60): family, src_len, dst_len, ext, sockid
             // (48), states, dbs.
@@ -155,7 +193,7 @@ impl SockDiag {
             self.dump_header(&mut req, TCPDIAG_GETSOCK);
             req[16] = libc::AF_INET as u8;
             req[19] = 1 << (INET_DIAG_INFO - 1);
-            req[68..72].copy_from_slice(&STATES.to_ne_bytes());
+            req[68..72].copy_from_slice(&states.to_ne_bytes());
             let before = out.len();
             match self.request(&req, out) {
                 Ok(()) => return Ok(()),
@@ -165,11 +203,172 @@ impl SockDiag {
                 }
             }
         }
-        self.dump(libc::AF_INET as u8, out)?;
-        self.dump(libc::AF_INET6 as u8, out)
+        for family in [libc::AF_INET as u8, libc::AF_INET6 as u8] {
+            let mut req = [0u8; 72]; // nlmsghdr (16) + inet_diag_req_v2 (56)
+            self.dump_header(&mut req, SOCK_DIAG_BY_FAMILY);
+            req[16] = family;
+            req[17] = libc::IPPROTO_TCP as u8;
+            req[18] = 1 << (INET_DIAG_INFO - 1);
+            req[20..24].copy_from_slice(&states.to_ne_bytes());
+            self.request(&req, out)?;
+        }
+        Ok(())
     }
 
-    fn request(&mut self, req: &[u8], out: &mut Vec<TcpQueue>) -> io::Result<()> {
+    /// Whether socket `inode` is a UNIX-domain socket of this network namespace (one
+    /// `UNIX_DIAG` request by inode; `false` also where the kernel has no `unix_diag`).
+    pub fn is_unix(&mut self, inode: u32) -> io::Result<bool> {
+        // nlmsghdr (16) + unix_diag_req (24): family, protocol, pad, states, inode, show,
+        // cookie (all ones: not checked).
+        let mut req = [0u8; 40];
+        self.seq = self.seq.wrapping_add(1);
+        header(&mut req, SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST, self.seq);
+        req[16] = libc::AF_UNIX as u8;
+        req[20..24].copy_from_slice(&u32::MAX.to_ne_bytes());
+        req[24..28].copy_from_slice(&inode.to_ne_bytes());
+        req[32..40].copy_from_slice(&[0xff; 8]);
+        self.send(&req)?;
+        loop {
+            let n = self.recv()?;
+            let mut b = &self.buf[..n];
+            while let Some((ty, mseq, body)) = next_message(&mut b)? {
+                if mseq != self.seq {
+                    continue;
+                }
+                return match ty {
+                    SOCK_DIAG_BY_FAMILY => Ok(true),
+                    NLMSG_ERROR => match error_of(body) {
+                        0 | libc::ENOENT | libc::EINVAL | libc::EOPNOTSUPP => Ok(false),
+                        e => Err(io::Error::from_raw_os_error(e)),
+                    },
+                    _ => Ok(false),
+                };
+            }
+        }
+    }
+
+    /// Looks the sockets `ids` up again by their addresses, interface and cookie, as a
+    /// dump gave them: one exact request each (a lookup in the kernel's connection hash,
+    /// where a dump walks all of it). Those still open, neither listening nor in
+    /// `TIME_WAIT`, are appended to `out` with their queues now; a socket closed since
+    /// (or whose addresses a newer one took) is absent.
+    pub fn lookup(&mut self, ids: &[TcpQueue], out: &mut Vec<TcpQueue>) -> io::Result<()> {
+        for batch in ids.chunks(LOOKUP_BATCH) {
+            self.lookup_batch(batch, out)?;
+        }
+        Ok(())
+    }
+
+    /// One `sendto` of `ids.len()` ≤ [`LOOKUP_BATCH`] requests, then their answers: each
+    /// request gets one message, the socket or an error (`ENOENT`: gone).
+    fn lookup_batch(&mut self, ids: &[TcpQueue], out: &mut Vec<TcpQueue>) -> io::Result<()> {
+        const REQ: usize = 72; // nlmsghdr (16) + inet_diag_req_v2 (56)
+        let first = self.seq.wrapping_add(1);
+        let mut req = [0u8; REQ * LOOKUP_BATCH];
+        for (r, s) in req.chunks_exact_mut(REQ).zip(ids) {
+            self.seq = self.seq.wrapping_add(1);
+            header(r, SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST, self.seq);
+            r[16] = s.family;
+            r[17] = libc::IPPROTO_TCP as u8;
+            r[18] = 1 << (INET_DIAG_INFO - 1);
+            r[20..24].copy_from_slice(&STATES.to_ne_bytes());
+            // inet_diag_sockid: ports (network order), addresses, interface, cookie.
+            r[24..26].copy_from_slice(&s.local.1.to_be_bytes());
+            r[26..28].copy_from_slice(&s.peer.1.to_be_bytes());
+            r[28..44].copy_from_slice(&s.local.0);
+            r[44..60].copy_from_slice(&s.peer.0);
+            r[60..64].copy_from_slice(&s.ifindex.to_ne_bytes());
+            r[64..72].copy_from_slice(&s.cookie.to_ne_bytes());
+        }
+        self.send(&req[..REQ * ids.len()])?;
+        let mut answered = [false; LOOKUP_BATCH];
+        let mut pending = ids.len();
+        while pending > 0 {
+            let mut lens = [0usize; LOOKUP_BATCH];
+            let got = self.recv_many(pending, &mut lens)?;
+            for (slot, &n) in self.slots.chunks(SLOT).zip(&lens[..got]) {
+                let mut b = &slot[..n];
+                while let Some((ty, mseq, body)) = next_message(&mut b)? {
+                    let i = mseq.wrapping_sub(first) as usize;
+                    if i >= ids.len() || answered[i] {
+                        continue; // an answer to an earlier request
+                    }
+                    answered[i] = true;
+                    pending -= 1;
+                    match ty {
+                        SOCK_DIAG_BY_FAMILY if body.len() >= MSG_LEN => {
+                            let q = msg(body);
+                            if STATES & 1u32.checked_shl(q.state.into()).unwrap_or(0) != 0 {
+                                out.push(q);
+                            }
+                        }
+                        NLMSG_ERROR => match error_of(body) {
+                            0 | libc::ENOENT => {}
+                            e => return Err(io::Error::from_raw_os_error(e)),
+                        },
+                        _ => {}
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Receives up to `max` ≤ [`LOOKUP_BATCH`] datagrams in one `recvmmsg` (waiting for
+    /// the first only), each into its [`SLOT`] of `slots`; their lengths go to `lens`.
+    /// Returns how many came. The answers to exact requests are one datagram each, all
+    /// queued by the time `sendto` returns: one system call instead of one per answer.
+    fn recv_many(&mut self, max: usize, lens: &mut [usize; LOOKUP_BATCH]) -> io::Result<usize> {
+        let max = max.min(LOOKUP_BATCH);
+        let mut iov: Vec<libc::iovec> = self
+            .slots
+            .chunks_mut(SLOT)
+            .take(max)
+            .map(|s| libc::iovec {
+                iov_base: s.as_mut_ptr().cast(),
+                iov_len: s.len(),
+            })
+            .collect();
+        // SAFETY: an all-zero mmsghdr is valid (no name, no control data, no iovec yet).
+        let mut hdrs: Vec<libc::mmsghdr> =
+            (0..max).map(|_| unsafe { std::mem::zeroed() }).collect();
+        for (h, v) in hdrs.iter_mut().zip(iov.iter_mut()) {
+            h.msg_hdr.msg_iov = v;
+            h.msg_hdr.msg_iovlen = 1;
+        }
+        let n = loop {
+            // SAFETY: `hdrs` holds `max` headers, each pointing to one iovec of `iov`,
+            // which points into a distinct `SLOT` of `self.slots`; all outlive the call.
+            let n = unsafe {
+                libc::recvmmsg(
+                    self.fd.as_raw_fd(),
+                    hdrs.as_mut_ptr(),
+                    max as u32,
+                    libc::MSG_WAITFORONE,
+                    std::ptr::null_mut(),
+                )
+            };
+            if n >= 0 {
+                break n as usize;
+            }
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        };
+        for (l, h) in lens.iter_mut().zip(&hdrs[..n]) {
+            if h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "sock_diag: an answer longer than its buffer",
+                ));
+            }
+            *l = h.msg_len as usize;
+        }
+        Ok(n)
+    }
+
+    fn send(&self, req: &[u8]) -> io::Result<()> {
         // SAFETY: `req` is a valid buffer of its length; the kernel is the destination
         // (a zeroed sockaddr_nl, which is what sockaddr_nl's all-zero value means).
         let sent = unsafe {
@@ -187,6 +386,11 @@ impl SockDiag {
         if sent < 0 {
             return Err(io::Error::last_os_error());
         }
+        Ok(())
+    }
+
+    /// Receives one datagram into `buf`; its length.
+    fn recv(&mut self) -> io::Result<usize> {
         loop {
             // SAFETY: `buf` is writable for its length.
             let n = unsafe {
@@ -197,50 +401,83 @@ impl SockDiag {
                     0,
                 )
             };
-            if n < 0 {
-                let e = io::Error::last_os_error();
-                if e.kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
+            if n >= 0 {
+                return Ok(n as usize);
+            }
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
                 return Err(e);
             }
-            match parse(&self.buf[..n as usize], self.seq, out)? {
-                true => return Ok(()),
-                false => continue,
+        }
+    }
+
+    fn request(&mut self, req: &[u8], out: &mut Vec<TcpQueue>) -> io::Result<()> {
+        self.send(req)?;
+        loop {
+            let n = self.recv()?;
+            if parse(&self.buf[..n], self.seq, out)? {
+                return Ok(());
             }
         }
     }
 }
 
+/// Bytes of each answer's buffer in [`SockDiag::lookup`] (an answer — message, `tcp_info`
+/// and the other default attributes — is under 1 KB; a longer one is an error, not cut).
+const SLOT: usize = 4096;
+
+/// Most requests of one [`SockDiag::lookup`] `sendto`: their answers (≤ 72 + 4 + 248
+/// bytes each) fit the netlink socket's default receive buffer many times over.
+const LOOKUP_BATCH: usize = 64;
+
+/// Writes an `nlmsghdr` at the start of `req` (its length is the whole request's).
+fn header(req: &mut [u8], kind: u16, flags: u16, seq: u32) {
+    let len = req.len() as u32;
+    req[0..4].copy_from_slice(&len.to_ne_bytes());
+    req[4..6].copy_from_slice(&kind.to_ne_bytes());
+    req[6..8].copy_from_slice(&flags.to_ne_bytes());
+    req[8..12].copy_from_slice(&seq.to_ne_bytes());
+}
+
+/// The next netlink message of a datagram — type, sequence number, body — advancing `b`
+/// past it; `None` at the end.
+fn next_message<'a>(b: &mut &'a [u8]) -> io::Result<Option<(u16, u32, &'a [u8])>> {
+    if b.len() < 16 {
+        return Ok(None);
+    }
+    let len = u32::from_ne_bytes([b[0], b[1], b[2], b[3]]) as usize;
+    let ty = u16::from_ne_bytes([b[4], b[5]]);
+    let seq = u32::from_ne_bytes([b[8], b[9], b[10], b[11]]);
+    if len < 16 || len > b.len() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "sock_diag: truncated netlink message",
+        ));
+    }
+    let body = &b[16..len];
+    *b = &b[((len + 3) & !3).min(b.len())..];
+    Ok(Some((ty, seq, body)))
+}
+
+/// The errno of an `NLMSG_ERROR` message's body (positive; 0 for an acknowledgement).
+fn error_of(body: &[u8]) -> i32 {
+    -body
+        .get(..4)
+        .map_or(0, |e| i32::from_ne_bytes([e[0], e[1], e[2], e[3]]))
+}
+
 /// Parses one datagram of a dump's replies; `Ok(true)` at its end (`NLMSG_DONE`).
 fn parse(mut b: &[u8], seq: u32, out: &mut Vec<TcpQueue>) -> io::Result<bool> {
-    while b.len() >= 16 {
-        let len = u32::from_ne_bytes([b[0], b[1], b[2], b[3]]) as usize;
-        let ty = u16::from_ne_bytes([b[4], b[5]]);
-        let mseq = u32::from_ne_bytes([b[8], b[9], b[10], b[11]]);
-        if len < 16 || len > b.len() {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "sock_diag: truncated netlink message",
-            ));
+    while let Some((ty, mseq, body)) = next_message(&mut b)? {
+        if mseq != seq {
+            continue;
         }
-        let body = &b[16..len];
-        if mseq == seq {
-            match ty {
-                NLMSG_DONE => return Ok(true),
-                NLMSG_ERROR => {
-                    let errno = body
-                        .get(..4)
-                        .map_or(0, |e| i32::from_ne_bytes([e[0], e[1], e[2], e[3]]));
-                    return Err(io::Error::from_raw_os_error(-errno));
-                }
-                SOCK_DIAG_BY_FAMILY | TCPDIAG_GETSOCK if body.len() >= MSG_LEN => {
-                    out.push(msg(body))
-                }
-                _ => {}
-            }
+        match ty {
+            NLMSG_DONE => return Ok(true),
+            NLMSG_ERROR => return Err(io::Error::from_raw_os_error(error_of(body))),
+            SOCK_DIAG_BY_FAMILY | TCPDIAG_GETSOCK if body.len() >= MSG_LEN => out.push(msg(body)),
+            _ => {}
         }
-        b = &b[((len + 3) & !3).min(b.len())..];
     }
     Ok(false)
 }
@@ -291,20 +528,22 @@ fn msg(m: &[u8]) -> TcpQueue {
         bytes_acked,
         bytes_received,
         inode: u32_at(68),
+        ifindex: u32_at(40),
+        cookie: u64::from_ne_bytes(m[44..52].try_into().expect("8 bytes")),
     }
 }
 
 /// The socket inodes a process holds (`socket:[N]` links of `/proc/[pid]/fd`); `None` if
 /// the directory cannot be listed (gone, or another user's).
 pub fn socket_inodes(pid: u32) -> Option<Vec<u32>> {
-    let dir = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
+    socket_inodes_in(&mut FdDir::open(pid).ok()?)
+}
+
+/// [`socket_inodes`] of a process's descriptor directory kept open.
+pub fn socket_inodes_in(dir: &mut FdDir) -> Option<Vec<u32>> {
     let mut out = Vec::new();
-    for e in dir.flatten() {
-        let Ok(t) = std::fs::read_link(e.path()) else {
-            continue;
-        };
-        let b = t.as_os_str().as_encoded_bytes();
-        if let Some(n) = b
+    dir.for_each_target(|t| {
+        if let Some(n) = t
             .strip_prefix(b"socket:[")
             .and_then(|s| s.strip_suffix(b"]"))
             .and_then(|s| std::str::from_utf8(s).ok())
@@ -312,7 +551,8 @@ pub fn socket_inodes(pid: u32) -> Option<Vec<u32>> {
         {
             out.push(n);
         }
-    }
+    })
+    .ok()?;
     Some(out)
 }
 
@@ -435,6 +675,8 @@ mod tests {
             bytes_acked: None,
             bytes_received: None,
             inode,
+            ifindex: 0,
+            cookie: 0,
         };
         let sockets = [
             s(10, server, client, 300, 7), // the server's end: its wqueue is its own
@@ -501,6 +743,23 @@ mod tests {
         d.dump_all(&mut both).unwrap();
         assert!(!d.no_compat);
         assert_eq!(attribute(&[(1, vec![inode])], &both)[&1].received, 10_000);
+        // Looked up by addresses and cookie: the same two sockets, the same queues.
+        let port = srv.local_addr().unwrap().port();
+        let ends: Vec<TcpQueue> = both
+            .iter()
+            .filter(|s| s.local.1 == port || s.peer.1 == port)
+            .copied()
+            .collect();
+        assert_eq!(ends.len(), 2, "{both:?}");
+        let mut again = Vec::new();
+        d.lookup(&ends, &mut again).unwrap();
+        assert_eq!(again, ends);
+        // A cookie that is not the socket's: not found.
+        let mut wrong = ends.clone();
+        wrong[0].cookie ^= 1;
+        again.clear();
+        d.lookup(&wrong, &mut again).unwrap();
+        assert_eq!(again, ends[1..]);
         let me = socket_inodes(std::process::id()).unwrap();
         assert!(me.contains(&inode));
     }

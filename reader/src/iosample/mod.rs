@@ -8,6 +8,7 @@
 //! - [`procfs`]: reading `/proc`.
 //! - [`taskstats`]: exit notifications over generic netlink.
 //! - [`backlog`]: bytes queued unread in the server's sockets (`NETLINK_SOCK_DIAG`).
+//! - [`backlog_watch`]: the server's sockets followed between dumps by lookups.
 //! - [`sampler`]: the sampling loop ([`run`]).
 //! - [`log`]: the file read back as per-process series ([`SampleLog`]).
 //!
@@ -23,6 +24,7 @@
 //! ```
 
 pub mod backlog;
+pub mod backlog_watch;
 pub mod format;
 pub mod log;
 pub mod procfs;
