@@ -214,3 +214,29 @@ fn a_zero_backlog_changes_nothing() {
     }
     assert!(errors(&a).iter().all(|&e| e < 1.0), "{:?}", errors(&a));
 }
+
+#[test]
+fn a_backlog_the_server_load_does_not_follow_is_left_out() {
+    // A server that keeps up, with a backlog measured wrong: bytes that come and go in
+    // the next interval, unrelated to what the server writes (as a write in progress or a
+    // late socket dump would show them).
+    let mut log = log(false, true);
+    let mut rng = Rng(0x9e3779b97f4a7c15);
+    let mut spurious = vec![(0usize, 0u64, 0u64)];
+    for t in (1..SAMPLES - 1).step_by(2) {
+        let b = (4e4 * rng.next()) as u64;
+        spurious.push((t, b, 0));
+        spurious.push((t + 1, 0, 0));
+    }
+    log.processes[0].backlog = spurious;
+    let r = run(&log, true);
+    let clean = run(&log, false);
+    let [without, with] = r.server.backlog.residual_spread.unwrap();
+    assert!(
+        r.server.backlog.measured && !r.server.backlog.used,
+        "{without} vs {with}"
+    );
+    assert!(without < with);
+    assert_eq!(r.server.load, clean.server.load);
+    assert!(errors(&r).iter().all(|&e| e < 1.0), "{:?}", errors(&r));
+}

@@ -212,6 +212,11 @@ pub struct BacklogInfo {
     pub measured: bool,
     /// `load` includes its change.
     pub used: bool,
+    /// Robust spread (1.4826 × median |residual|, bytes per interval) of least-squares
+    /// windows on the server's counter alone and on the counter plus the backlog's change:
+    /// the backlog is used where it lowers it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub residual_spread: Option<[f64; 2]>,
     /// Largest backlog at an interval boundary (bytes).
     pub max_bytes: f64,
 }
@@ -364,10 +369,6 @@ pub fn analyze(
     } else {
         series::build(log, &opts.server, opts.metric, step, opts.min_share)?
     };
-    if opts.backlog {
-        fine.add_backlog();
-        s.add_backlog();
-    }
     let mut warnings = Vec::new();
     if let Some(why) = &log.tail.why {
         warnings.push(format!(
@@ -395,6 +396,23 @@ pub fn analyze(
         robust: false,
         ..ropts
     };
+    // The server's backlog, where measured, is added to its counter if the load it gives
+    // is the one the clients' IO explains better (least-squares windows, the robust spread
+    // of their residuals): a server that fell behind needs it; on a server that keeps up
+    // it is small, and its measurement's own error (a write in progress, the moment of
+    // the socket dump) would only add noise.
+    let mut backlog_spread = None;
+    if opts.backlog && fine.backlog.is_some() {
+        let mut with = fine.clone();
+        with.add_backlog();
+        let without_spread = noise(&fine, &regression::estimate(&fine, &plain).0);
+        let with_spread = noise(&with, &regression::estimate(&with, &plain).0);
+        if with_spread < without_spread {
+            fine = with;
+            s.add_backlog();
+        }
+        backlog_spread = Some([without_spread, with_spread]);
+    }
     let mut selection = None;
     let mut pieces = segments::Pieces::default();
     let mut segment_window = None;
@@ -595,6 +613,7 @@ pub fn analyze(
             backlog: BacklogInfo {
                 measured: s.backlog.is_some(),
                 used: s.backlog_added,
+                residual_spread: backlog_spread,
                 max_bytes: s.backlog_max,
             },
         },
@@ -727,10 +746,11 @@ impl IoShareReport {
                 o,
                 "server backlog: up to {} queued unread in its sockets; {}",
                 mb(b.max_bytes),
-                if b.used {
-                    "the server's load counts bytes delivered to it (its counter + the backlog's change; --no-backlog: its counter only)"
-                } else {
-                    "not used (--no-backlog)"
+                match (b.used, b.residual_spread) {
+                    (true, Some([a, w])) => format!("the server's load counts bytes delivered to it (its counter + the backlog's change), which the clients' IO explains better (residual spread {} against {} on the counter alone; --no-backlog: its counter only)", mb(w), mb(a)),
+                    (true, None) => "the server's load counts bytes delivered to it (its counter + the backlog's change; --no-backlog: its counter only)".to_string(),
+                    (false, Some([a, w])) => format!("not used: the clients' IO explains the server's counter alone better (residual spread {} against {} with the backlog's change)", mb(a), mb(w)),
+                    (false, None) => "not used (--no-backlog)".to_string(),
                 }
             );
         }

@@ -17,9 +17,10 @@
 //!    several recordings of each configuration can be made. `--ramp`: the shares drift
 //!    linearly from one phase's value to the next instead of changing in steps. `--from
 //!    DIR` estimates the recordings kept by an earlier `--keep DIR` again. Each recording
-//!    is estimated three times: as `culprit ioshare` does by default, with `--no-backlog`
-//!    (the server's counter alone, without the change of its backlog) and with
-//!    `--no-segments` (the plain sliding windows), side by side. Every recording passes
+//!    is estimated four times: as `culprit ioshare` does by default, with `--no-backlog`
+//!    (the server's counter alone, without the change of its backlog), with `--no-drift`
+//!    (shares constant between change points) and with `--no-segments` (the plain sliding
+//!    windows), side by side. Every recording passes
 //!    the server to the sampler by pid (`server.pid`): another vsftpd on the machine is
 //!    not its load. `--server-nice N` starts vsftpd N nice levels below the benchmark: on
 //!    a busy machine the server is then descheduled and falls behind its clients (its
@@ -27,7 +28,13 @@
 //!
 //! ```text
 //! cargo build --release -p cli -p tracer-preload
-//! cargo run --release -p bench --bin ioshare [-- --only cost|interfaces|accuracy] [--clients 2,5,8,16] [--duration 60] [--cost-seconds 60] [--seed K] [--ramp] [--server-nice N] [--keep DIR | --from DIR]
+//! 3. **Estimation cost** (`--only estimate`): a synthetic 10-minute run at 10 Hz (6 000
+//!    intervals) of 16 processes whose shares change in steps every 8–19 s, and the same
+//!    with shares drifting between those values: the change-point search and the windowed
+//!    fit timed with drifts, with steps only and with plain windows, with each one's error
+//!    against the synthetic truth.
+//!
+//! cargo run --release -p bench --bin ioshare [-- --only cost|interfaces|accuracy|estimate] [--clients 2,5,8,16] [--duration 60] [--cost-seconds 60] [--seed K] [--ramp] [--server-nice N] [--keep DIR | --from DIR]
 //! ```
 
 use anyhow::{bail, Context, Result};
@@ -485,9 +492,9 @@ fn accuracy(
             if server_nice != 0 { format!(", vsftpd at nice +{server_nice} (--server-nice)") } else { String::new() }
         ),
     }
-    println!("Mean absolute error of β against the trace, in percentage points (mean over the clients / worst client); `win` = per 60 s window. Regression: the default (windows that respect the change points found, the server's backlog added where measured); no backlog: `--no-backlog`; plain windows: `--no-segments`.\n");
-    println!("| clients | regression 1 s | no backlog 1 s | plain windows 1 s | single 1 s | least squares 1 s | regression win | no backlog win | plain windows win | single win | least squares win | change points | collinear windows | backlog max | jitter p99 |");
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("Mean absolute error of β against the trace, in percentage points (mean over the clients / worst client); `win` = per 60 s window. Regression: the default (windows that respect the change points and drifts found, the server's backlog added where measured); no backlog: `--no-backlog`; steps only: `--no-drift` (shares constant between change points); plain windows: `--no-segments`.\n");
+    println!("| clients | regression 1 s | no backlog 1 s | steps only 1 s | plain windows 1 s | single 1 s | least squares 1 s | regression win | no backlog win | steps only win | plain windows win | single win | least squares win | change points | drifting segments | collinear windows | backlog max | jitter p99 |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for &n in clients {
         let tmp = tempfile::tempdir()?;
         // `--keep DIR`: the sample file, the trace and the clients' lines stay in DIR/nN.
@@ -507,9 +514,18 @@ fn accuracy(
         let j = estimate(&dir, &[])?;
         let plain = estimate(&dir, &["--no-segments"])?;
         let nob = estimate(&dir, &["--no-backlog"])?;
+        let steps = estimate(&dir, &["--no-drift"])?;
         let a = &j["accuracy"];
         let b = &plain["accuracy"];
         let c = &nob["accuracy"];
+        let d = &steps["accuracy"];
+        let st = |m: &str, w: &str| {
+            format!(
+                "{:.1} / {:.1}",
+                d["regression"][m].as_f64().unwrap_or(f64::NAN),
+                d["regression"][w].as_f64().unwrap_or(f64::NAN)
+            )
+        };
         let h = |m: &str, w: &str| {
             format!(
                 "{:.1} / {:.1}",
@@ -540,20 +556,25 @@ fn accuracy(
                 b["regression"][w].as_f64().unwrap_or(f64::NAN)
             )
         };
-        let cps: usize = j["processes"].as_array().map_or(0, |v| {
-            v.iter()
-                .map(|p| p["change_points"].as_array().map_or(0, |c| c.len()))
-                .sum()
-        });
+        let count = |k: &str| -> usize {
+            j["processes"].as_array().map_or(0, |v| {
+                v.iter()
+                    .map(|p| p[k].as_array().map_or(0, |c| c.len()))
+                    .sum()
+            })
+        };
+        let (cps, drifting) = (count("change_points"), count("drifting"));
         println!(
-            "| {n} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {cps} | {} | {backlog} | {:.1} ms |",
+            "| {n} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {cps} | {drifting} | {} | {backlog} | {:.1} ms |",
             f("regression", "mean_mae_points", "max_mae_points"),
             h("mean_mae_points", "max_mae_points"),
+            st("mean_mae_points", "max_mae_points"),
             g("mean_mae_points", "max_mae_points"),
             f("single", "mean_mae_points", "max_mae_points"),
             f("least_squares", "mean_mae_points", "max_mae_points"),
             f("regression", "mean_window_points", "max_window_points"),
             h("mean_window_points", "max_window_points"),
+            st("mean_window_points", "max_window_points"),
             g("mean_window_points", "max_window_points"),
             f("single", "mean_window_points", "max_window_points"),
             f("least_squares", "mean_window_points", "max_window_points"),
@@ -593,6 +614,9 @@ fn main() -> Result<()> {
     {
         interfaces()?;
     }
+    if only.as_deref().is_none_or(|o| o == "estimate") {
+        estimation_cost();
+    }
     if only.as_deref().is_none_or(|o| o == "accuracy") {
         let seed: u64 = get("--seed").map_or(Ok(0), |s| s.parse())?;
         accuracy(
@@ -606,4 +630,121 @@ fn main() -> Result<()> {
         )?;
     }
     Ok(())
+}
+
+/// `--only estimate`: the change-point search and the segmented windows on a synthetic
+/// 10-minute run of 16 processes, timed, with their error against the synthetic truth.
+fn estimation_cost() {
+    use analyzer::ioshare::regression::{self, RegressionOptions};
+    use analyzer::ioshare::segments::{self, SegmentOptions};
+    use analyzer::ioshare::series::{Column, Series};
+    let (p, n) = (16usize, 6000usize);
+    // xorshift: the same series every run.
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut rng = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state >> 11) as f64 / (1u64 << 53) as f64
+    };
+    let levels = [0.1, 0.9, 0.4, 0.0, 0.7];
+    let steps = |i: usize, t: usize| levels[(t / (80 + 7 * i)) % levels.len()];
+    let drifts = |i: usize, t: usize| {
+        let period = 80 + 7 * i;
+        let (k, f) = (t / period, (t % period) as f64 / period as f64);
+        let (a, b) = (levels[k % levels.len()], levels[(k + 1) % levels.len()]);
+        a + (b - a) * f
+    };
+    println!("## Estimation cost: a synthetic 10-minute run (6 000 intervals) of 16 processes\n");
+    println!("| shares | estimate | search | windows | change points | drifting segments | MAE (points) |");
+    println!("|---|---|---|---|---|---|---|");
+    for (label, beta) in [
+        ("in steps", &steps as &dyn Fn(usize, usize) -> f64),
+        ("drifting", &drifts),
+    ] {
+        let cols: Vec<Column> = (0..p)
+            .map(|i| Column {
+                pid: i as u32,
+                exe: String::new(),
+                comm: String::new(),
+                x: (0..n)
+                    .map(|_| {
+                        if rng() < 0.75 {
+                            1e6 * (0.2 + rng())
+                        } else {
+                            0.0
+                        }
+                    })
+                    .collect(),
+            })
+            .collect();
+        let y: Vec<f64> = (0..n)
+            .map(|t| {
+                (0..p).map(|i| beta(i, t) * cols[i].x[t]).sum::<f64>() + 0.05e6 * (rng() - 0.5)
+            })
+            .collect();
+        let s = Series {
+            t_end: (1..=n as u64).map(|t| t * 100_000_000).collect(),
+            t_start: (0..n as u64).map(|t| t * 100_000_000).collect(),
+            y,
+            columns: cols,
+            server: Vec::new(),
+            small_bytes: 0.0,
+            backlog: None,
+            backlog_max: 0.0,
+            backlog_added: false,
+        };
+        // As `culprit ioshare` sets them at 10 Hz with 16 processes: windows of 2 rows
+        // per unknown.
+        let o = RegressionOptions {
+            window: 2 * (p + 1),
+            ..Default::default()
+        };
+        let t0 = Instant::now();
+        let (plain, _) = regression::estimate(&s, &o);
+        let plain_s = t0.elapsed().as_secs_f64();
+        let mae = |e: &analyzer::ioshare::Estimate| {
+            let (mut sum, mut k) = (0.0, 0usize);
+            for c in 0..p {
+                for t in 0..n {
+                    if let (Some(b), true) = (e.beta[c][t], s.columns[c].x[t] > 0.0) {
+                        sum += (b - beta(c, t)).abs();
+                        k += 1;
+                    }
+                }
+            }
+            100.0 * sum / k.max(1) as f64
+        };
+        println!(
+            "| {label} | plain windows | – | {plain_s:.1} s | – | – | {:.2} |",
+            mae(&plain)
+        );
+        let r: Vec<f64> = (0..n)
+            .map(|t| s.y[t] - (0..p).map(|c| plain.explained(&s, c, t)).sum::<f64>())
+            .collect();
+        let (w, sigma2) = segments::huber_weights(&r);
+        for drift in [false, true] {
+            let so = SegmentOptions {
+                min_len: 10,
+                penalty: 2.0,
+                window: 4 * 15,
+                block: 40 * o.window,
+                drift,
+            };
+            let t0 = Instant::now();
+            let pieces = segments::pieces(&s, &w, sigma2, &so);
+            let search = t0.elapsed().as_secs_f64();
+            let t1 = Instant::now();
+            let e = segments::estimate(&s, &plain, &pieces, &so);
+            let fit = t1.elapsed().as_secs_f64();
+            println!(
+                "| {label} | {} | {search:.1} s | {fit:.1} s | {} | {} | {:.2} |",
+                if drift { "default" } else { "steps only" },
+                pieces.change_points.iter().map(Vec::len).sum::<usize>(),
+                pieces.drifting.iter().flatten().filter(|d| **d).count(),
+                mae(&e)
+            );
+        }
+    }
+    println!();
 }
