@@ -431,13 +431,13 @@ fn fit_at(
 /// Each process's (column, β, standard error) at one interval.
 type Shares = Vec<(usize, f64, f64)>;
 
-/// Intervals left out, at most, to rank the segmented windows.
+/// Intervals left out, at most, to rank the segmented windows (200).
 const LOO_POINTS: usize = 200;
 
 /// The segmented window, in intervals, chosen among `candidates` by leave-one-out
 /// cross-validation: the one whose windows, each fitted without its own middle interval,
 /// predict the server's load there with the least mean absolute error (over at most
-/// [`LOO_POINTS`] intervals spread over the run). With the changes
+/// 200 intervals spread over the run). With the changes
 /// modelled, a longer window no longer blurs them and averages more noise out — until a
 /// change the segments missed or a course they draw wrong pulls the prediction. Returns
 /// the window and each candidate's error (bytes per interval).
