@@ -747,9 +747,9 @@ impl IoShareReport {
                 "server backlog: up to {} queued unread in its sockets; {}",
                 mb(b.max_bytes),
                 match (b.used, b.residual_spread) {
-                    (true, Some([a, w])) => format!("the server's load counts bytes delivered to it (its counter + the backlog's change), which the clients' IO explains better (residual spread {} against {} on the counter alone; --no-backlog: its counter only)", mb(w), mb(a)),
+                    (true, Some([a, w])) => format!("the server's load counts bytes delivered to it (its counter + the backlog's change), which the clients' IO explains better (residual spread {:.1} KB per interval against {:.1} KB on the counter alone; --no-backlog: its counter only)", w / 1e3, a / 1e3),
                     (true, None) => "the server's load counts bytes delivered to it (its counter + the backlog's change; --no-backlog: its counter only)".to_string(),
-                    (false, Some([a, w])) => format!("not used: the clients' IO explains the server's counter alone better (residual spread {} against {} with the backlog's change)", mb(a), mb(w)),
+                    (false, Some([a, w])) => format!("not used: the clients' IO explains the server's counter alone better (residual spread {:.1} KB per interval against {:.1} KB with the backlog's change)", a / 1e3, w / 1e3),
                     (false, None) => "not used (--no-backlog)".to_string(),
                 }
             );
