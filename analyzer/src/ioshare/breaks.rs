@@ -131,7 +131,7 @@ fn design(
 }
 
 /// An orthonormal basis of the columns' span (as vectors) and the residual of `yw`.
-fn basis(cols: &[DVector<f64>], yw: &DVector<f64>) -> (Vec<DVector<f64>>, DVector<f64>) {
+pub(super) fn basis(cols: &[DVector<f64>], yw: &DVector<f64>) -> (Vec<DVector<f64>>, DVector<f64>) {
     let m = yw.len();
     let cols: Vec<&DVector<f64>> = cols.iter().filter(|c| c.norm() > 0.0).collect();
     if cols.is_empty() {

@@ -29,7 +29,7 @@
 //! at t. A change that was missed thus spoils only one window's worth of estimates, and
 //! one found where none was costs only variance.
 
-use super::breaks::{search, Break};
+use super::breaks::{basis, search, Break};
 use super::bvls::bvls;
 use super::regression::{huber_refit, window_rows};
 use super::series::Series;
@@ -149,27 +149,6 @@ fn segments(s: &Series, ranges: &[Vec<(usize, usize, bool)>]) -> Vec<Segment> {
     out
 }
 
-/// An orthonormal basis of the weighted design's column space and the residual of the
-/// weighted server load against it.
-fn basis(s: &Series, w: &[f64], segs: &[Segment]) -> (DMatrix<f64>, DVector<f64>) {
-    let n = s.y.len();
-    let yw = DVector::from_fn(n, |t, _| w[t] * s.y[t]);
-    let cols: Vec<DVector<f64>> = segs.iter().flat_map(|g| g.columns(s, w)).collect();
-    if cols.is_empty() {
-        return (DMatrix::zeros(n, 0), yw);
-    }
-    let z = DMatrix::from_columns(&cols);
-    let svd = z.svd(true, false);
-    let u = svd.u.expect("u requested");
-    let top = svd.singular_values.max();
-    let keep: Vec<usize> = (0..svd.singular_values.len())
-        .filter(|&k| svd.singular_values[k] > 1e-9 * top)
-        .collect();
-    let q = u.select_columns(&keep);
-    let r = &yw - &q * (q.transpose() * &yw);
-    (q, r)
-}
-
 /// Each process's segments, with row weights `w` and noise variance `sigma2` (of the
 /// weighted residuals): the breaks of its share ([`breaks`]), then which segments between
 /// them drift ([`drifts`]).
@@ -278,10 +257,13 @@ fn local_rss(
     own: &[(usize, usize, bool)],
 ) -> f64 {
     let local = s.intervals(a..b);
-    let lr = local_ranges(model, col, a, b, own);
-    basis(&local, &w[a..b], &segments(&local, &lr))
-        .1
-        .norm_squared()
+    let w = &w[a..b];
+    let cols: Vec<DVector<f64>> = segments(&local, &local_ranges(model, col, a, b, own))
+        .iter()
+        .flat_map(|g| g.columns(&local, w))
+        .collect();
+    let yw = DVector::from_fn(b - a, |t, _| w[t] * local.y[t]);
+    basis(&cols, &yw).1.norm_squared()
 }
 
 /// Where shares drift, given the change points `cps`. Each process's neighbouring
