@@ -65,32 +65,21 @@ fn column(
         let v = w[t] * x[t];
         match b {
             None => v,
+            Some(Break { at, .. }) if t < at => 0.0,
             Some(Break {
-                at,
-                kind: Kind::Jump,
-            }) => {
-                if t >= at {
-                    v
-                } else {
-                    0.0
-                }
-            }
+                kind: Kind::Jump, ..
+            }) => v,
             Some(Break {
                 at,
                 kind: Kind::Bend,
-            }) => {
-                if t >= at {
-                    v * (t - at) as f64
-                } else {
-                    0.0
-                }
-            }
+            }) => v * (t - at) as f64,
         }
     })
 }
 
 /// The design over `from..to` of every process's breaks in `model` (the slope of bends
-/// before `from` as one column), leaving out process `skip`'s break number `skip_k`.
+/// before `from` as one column), leaving out break `k` of process `c` for `skip =
+/// Some((c, k))`.
 fn design(
     s: &Series,
     w: &[f64],
