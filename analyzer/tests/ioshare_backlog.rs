@@ -10,15 +10,9 @@ const INTERVAL_NS: u64 = 100_000_000;
 const SAMPLES: usize = 401; // 40 s at 10 Hz
 const T0_UNIX: u64 = 1_700_000_000_000_000_000;
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> f64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
+#[path = "common/xorshift.rs"]
+mod xorshift;
+use xorshift::Rng;
 
 /// True shares: three clients, two of them changing once.
 fn beta(c: usize, t: usize) -> f64 {

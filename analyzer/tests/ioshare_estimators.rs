@@ -13,16 +13,9 @@ use analyzer::ioshare::series::{Column, Series};
 use analyzer::ioshare::single::{self, SingleOptions};
 use analyzer::ioshare::{Estimate, Status};
 
-/// A tiny deterministic generator (xorshift), so the test needs no dependency.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> f64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
+#[path = "common/xorshift.rs"]
+mod xorshift;
+use xorshift::Rng;
 
 /// `p` processes over `n` intervals; β of process i is `beta(i, t)`; `noise` is the
 /// relative noise on the server's counter; `shared` makes process 1 copy process 0's IO.

@@ -380,7 +380,7 @@ pub fn estimate(s: &Series, base: &Estimate, pieces: &Pieces, o: &SegmentOptions
     let ranges = pieces.ranges(n);
     let fits: Vec<Option<Shares>> = (0..n)
         .into_par_iter()
-        .map(|t| fit_at(s, base, &ranges, o, t))
+        .map(|t| fit_window(s, base, &ranges, o, t, false).map(|f| f.0))
         .collect();
     let mut est = base.clone();
     for (t, fit) in fits.into_iter().enumerate() {
@@ -397,19 +397,6 @@ pub fn estimate(s: &Series, base: &Estimate, pieces: &Pieces, o: &SegmentOptions
     est
 }
 
-/// The segmented window's fit at interval `t`: (process, β, its standard error) of each
-/// process with IO at t; `None` where the windowed estimate `base` stands (an idle or
-/// underdetermined window).
-fn fit_at(
-    s: &Series,
-    base: &Estimate,
-    ranges: &[Vec<(usize, usize, bool)>],
-    o: &SegmentOptions,
-    t: usize,
-) -> Option<Shares> {
-    fit_window(s, base, ranges, o, t, false).map(|f| f.0)
-}
-
 /// Each process's (column, β, standard error) at one interval.
 type Shares = Vec<(usize, f64, f64)>;
 
@@ -419,8 +406,7 @@ const LOO_POINTS: usize = 200;
 /// The segmented window, in intervals, chosen among `candidates` by leave-one-out
 /// cross-validation: the one whose windows, each fitted without its own middle interval,
 /// predict the server's load there with the least mean absolute error (over at most
-/// 200 intervals spread over the run). With the changes
-/// modelled, a longer window no longer blurs them and averages more noise out — until a
+/// 200 intervals spread over the run). With the changes modelled, a longer window no longer blurs them and averages more noise out — until a
 /// change the segments missed or a course they draw wrong pulls the prediction. Returns
 /// the window and each candidate's error (bytes per interval).
 pub fn choose_window(
@@ -440,18 +426,6 @@ pub fn choose_window(
     (best, errors)
 }
 
-/// Prediction error of the server's load at `t` by the window around it fitted without
-/// row t (leave-one-out).
-fn loo_at(
-    s: &Series,
-    base: &Estimate,
-    ranges: &[Vec<(usize, usize, bool)>],
-    o: &SegmentOptions,
-    t: usize,
-) -> Option<f64> {
-    fit_window(s, base, ranges, o, t, true).map(|f| f.1)
-}
-
 /// The mean leave-one-out absolute prediction error of segmented windows of `o.window`
 /// intervals, over at most [`LOO_POINTS`] intervals.
 fn loo_error(s: &Series, base: &Estimate, pieces: &Pieces, o: &SegmentOptions) -> f64 {
@@ -464,14 +438,15 @@ fn loo_error(s: &Series, base: &Estimate, pieces: &Pieces, o: &SegmentOptions) -
         .step_by(every)
         .collect::<Vec<_>>()
         .into_par_iter()
-        .filter_map(|t| loo_at(s, base, &ranges, o, t))
+        .filter_map(|t| fit_window(s, base, &ranges, o, t, true).map(|f| f.1))
         .collect();
     e.iter().map(|v| v.abs()).sum::<f64>() / e.len().max(1) as f64
 }
 
 /// The segmented window around `t` (without row t itself with `leave_out`): each process's
 /// (β, standard error) at t, and the error of the window's prediction of the server's load
-/// at t.
+/// at t; `None` where the windowed estimate `base` stands (an idle or underdetermined
+/// window).
 fn fit_window(
     s: &Series,
     base: &Estimate,
