@@ -103,16 +103,19 @@ fn a_file_cut_while_written_reads_back_up_to_the_cut() {
 
 #[test]
 fn a_quiet_process_is_read_less_often_and_its_late_change_is_spread() {
-    // Quiet for 1.2 s (24 samples: read every 4th after 4 unchanged), then one write of
-    // 300 000 bytes, then quiet again until it exits.
+    // Sampled every 50 ms, quiet after 4 unchanged reads — 40 once it has moved. It
+    // writes 1 000 bytes (it has moved), pauses 1 s (20 samples: still read at every
+    // sample), writes 300 000 bytes, pauses 3 s (quiet: read every 4th sample), writes
+    // 200 000 bytes, and exits 0.6 s later.
     let tmp = tempfile::tempdir().unwrap();
     let file = tmp.path().join("io.cios");
     let out = tmp.path().join("out.bin");
     let mut py = Command::new("python3")
         .arg("-c")
         .arg(format!(
-            "import os, time\ntime.sleep(1.2)\nfd = os.open({:?}, os.O_WRONLY | os.O_CREAT)\n\
-             os.write(fd, b'x' * 300000)\ntime.sleep(0.6)",
+            "import os, time\ntime.sleep(0.3)\nfd = os.open({:?}, os.O_WRONLY | os.O_CREAT)\n\
+             os.write(fd, b'x' * 1000)\ntime.sleep(1.0)\nos.write(fd, b'x' * 300000)\n\
+             time.sleep(3.0)\nos.write(fd, b'x' * 200000)\ntime.sleep(0.6)",
             out.display()
         ))
         .spawn()
@@ -144,12 +147,12 @@ fn a_quiet_process_is_read_less_often_and_its_late_change_is_spread() {
     assert!(report.late >= 1 && !p.spans.is_empty(), "{report:?} {p:?}");
     let &(found, since) = p.spans.last().unwrap();
     assert!(since < found && found - since <= 4, "{:?}", p.spans);
-    // Nothing lost: the last counters hold the write; the counters in between grow with
+    // Nothing lost: the last counters hold the writes; the counters in between grow with
     // time from the quiet read to the read that found the change.
     let last = log.samples.len() - 1;
     let w = |j: usize| p.at(&log.samples, j).unwrap().wchar;
-    assert!(w(last) >= 300_000, "{p:?}");
-    assert!(w(found) - w(since) >= 300_000);
+    assert!(w(last) >= 500_000, "{p:?}");
+    assert!(w(found) - w(since) >= 200_000);
     for j in since..found {
         assert!(w(j) <= w(j + 1));
     }
@@ -160,6 +163,16 @@ fn a_quiet_process_is_read_less_often_and_its_late_change_is_spread() {
             p.spans
         );
     }
+    // The write after the 1-s pause — the process had moved, so it was still read at
+    // every sample — is seen whole between two consecutive samples, in no span.
+    let whole = (p.first_sample..last).find(|&j| w(j + 1) - w(j) >= 300_000);
+    assert!(whole.is_some(), "{:?}", p.spans);
+    let j = whole.unwrap();
+    assert!(
+        p.spans.iter().all(|&(f, s)| !(s <= j && j < f)),
+        "{j} {:?}",
+        p.spans
+    );
 }
 
 #[test]

@@ -41,9 +41,10 @@ pub struct Args {
     /// List open descriptors every N samples (0: never).
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub fd_every: u64,
-    /// Read a process whose counters did not move over N samples only every N samples
-    /// (staggered; a late change is spread over the intervals it may belong to, see the
-    /// file's SPAN records); servers are read at every sample. 1: every process every time.
+    /// Read a process whose counters did not move over N samples (10 × N once they moved
+    /// during the run) only every N samples (staggered; a late change is spread over the
+    /// intervals it may belong to, see the file's SPAN records); servers are read at every
+    /// sample. 1: every process every time.
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub quiet_every: u64,
     /// List all of /proc at least every N samples (in between, the pids allocated since the

@@ -48,11 +48,12 @@ pub struct SamplerOptions {
     /// Quiet processes: a process whose counters did not change over this many samples
     /// is read only every this many samples (staggered by pid, so each sample reads a
     /// share of them), until a read finds it moved; server processes are read at every
-    /// sample. 0 or 1: every process at every sample. Default 10. What is lost: the time
-    /// resolution of a quiet process's first change — it is seen up to `quiet_every − 1`
-    /// samples late, and a `SPAN` record says since when, so a reader spreads it over
-    /// those intervals; no byte is lost (exits still come from taskstats; without
-    /// taskstats every process is read at every sample).
+    /// sample; a process that moved during the run turns quiet only after ten times as
+    /// many unchanged samples. 0 or 1: every process at every sample. Default 10. What is
+    /// lost: the time resolution of a quiet process's first change — it is seen up to
+    /// `quiet_every − 1` samples late, and a `SPAN` record says since when, so a reader
+    /// spreads it over those intervals; no byte is lost (exits still come from taskstats;
+    /// without taskstats every process is read at every sample).
     pub quiet_every: u64,
     /// List all of `/proc` at least every this many samples (default 50). In between, new
     /// processes are found from the last pid the kernel allocated: the pids after the one
@@ -162,6 +163,14 @@ fn sleep_until(mono_ns: u64) {
         )
     };
 }
+
+/// A process whose counters moved during the run is read at every sample until they stay
+/// unchanged this many times `quiet_every` samples (10 s by default), where a process
+/// never seen moving turns quiet after `quiet_every`: a client blocked for seconds on a
+/// stalled server, then writing megabytes at once, is still seen interval by interval —
+/// a quiet process's change is known only summed over the samples it was not read
+/// (`SPAN`), and the estimators leave those intervals out.
+const QUIET_AFTER_MOVING: u64 = 10;
 
 enum Known {
     /// Sampled. `unchanged` — consecutive reads that found its counters unchanged, never
@@ -546,7 +555,7 @@ pub fn run(
             // Not read now: a quiet process whose turn it is not (a server's count of
             // unchanged reads stays 0: servers are read at every sample).
             if quiet_every > 1
-                && *unchanged >= quiet_every
+                && *unchanged >= QUIET_AFTER_MOVING.saturating_mul(quiet_every)
                 && !last_round
                 && !(seq + u64::from(pid)).is_multiple_of(quiet_every)
             {
@@ -567,7 +576,14 @@ pub fn run(
                         if t.seen && seq > t.read_at + 1 {
                             late.push((pid, t.read_at));
                         }
-                        *unchanged = 0;
+                        // A process first read is quiet after `quiet_every` unchanged
+                        // reads; one that moved, only after `QUIET_AFTER_MOVING` times
+                        // as many.
+                        *unchanged = if t.seen {
+                            0
+                        } else {
+                            (QUIET_AFTER_MOVING - 1).saturating_mul(quiet_every)
+                        };
                     } else if !st.server_pids.contains(&pid) {
                         *unchanged += 1;
                     }
