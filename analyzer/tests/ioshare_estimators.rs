@@ -62,6 +62,7 @@ fn synth(
         backlog: None,
         backlog_max: 0.0,
         backlog_added: false,
+        unsure: vec![false; n],
     }
 }
 

@@ -135,6 +135,7 @@ fn a_coarse_share_stays_within_the_fine_ones_under_lag() {
         backlog: None,
         backlog_max: 0.0,
         backlog_added: false,
+        unsure: vec![false; 4],
     };
     let coarse = Series {
         t_end: vec![2, 4],
@@ -155,4 +156,95 @@ fn a_coarse_share_stays_within_the_fine_ones_under_lag() {
     };
     let c = e.coarsen(&fine, &coarse, 2);
     assert_eq!(c.beta[0], vec![Some(1.0), Some(1.0)]);
+}
+
+#[test]
+fn a_change_found_late_is_fitted_only_in_sum() {
+    // Three clients over 30 s at 10 Hz, shares 1, ½ and ⅕. Client 20 is blocked from
+    // sample 100 to 130 (a stalled server), then writes its backlog of 3 s at once in the
+    // interval ending at sample 132, which the server shows there too — but the sampler,
+    // which had found it quiet, reads it again only at sample 140: the change is known
+    // summed over the intervals 130‥140 (a SPAN) and spread evenly over them.
+    const N: usize = 301;
+    let rate = |t: usize, c: u64| 20_000 + 3_001 * ((t as u64 * (c + 5) + c * c) % 11);
+    let beta = [1.0, 0.5, 0.2];
+    let x0 = |t: usize| match t {
+        100..=130 => 0,
+        131 => (100..=131).map(|k| rate(k, 0)).sum(),
+        _ => rate(t, 0),
+    };
+    let x = |c: usize, t: usize| if c == 0 { x0(t) } else { rate(t, c as u64) };
+    let server = |t: usize| -> u64 { (0..3).map(|c| (beta[c] * x(c, t) as f64) as u64).sum() };
+    let cumu = |f: &dyn Fn(usize) -> u64, j: usize| -> u64 { (0..j).map(f).sum() };
+    let pts = |f: &dyn Fn(usize) -> u64, skip: std::ops::Range<usize>| -> Vec<(usize, Counters)> {
+        (0..N)
+            .filter(|j| !skip.contains(j))
+            .map(|j| (j, wchar(cumu(f, j))))
+            .collect()
+    };
+    let t0_unix = 1_700_000_000_000_000_000;
+    let mut log = SampleLog {
+        samples: (0..N as u64)
+            .map(|j| SampleTime {
+                seq: j,
+                deadline_mono_ns: j * INTERVAL_NS,
+                mono_ns: j * INTERVAL_NS,
+                unix_ns: t0_unix + j * INTERVAL_NS,
+                took_ns: 0,
+            })
+            .collect(),
+        processes: (0..4)
+            .map(|i| {
+                let (pid, comm) = if i == 0 {
+                    (10, "vsftpd")
+                } else {
+                    (19 + i as u32, "python3")
+                };
+                let f: Box<dyn Fn(usize) -> u64> = if i == 0 {
+                    Box::new(server)
+                } else {
+                    Box::new(move |t| x(i - 1, t))
+                };
+                ProcSeries {
+                    pid,
+                    ppid: 1,
+                    comm: comm.into(),
+                    exe: format!("/usr/bin/{comm}"),
+                    points: pts(&*f, if i == 1 { 131..140 } else { 0..0 }),
+                    spans: if i == 1 { vec![(140, 130)] } else { Vec::new() },
+                    ..Default::default()
+                }
+            })
+            .collect(),
+        ..Default::default()
+    };
+    log.meta.interval_ns = INTERVAL_NS;
+    log.children = vec![Vec::new(); 4];
+    log.reaped = vec![None; 4];
+
+    let s = series::build(&log, "vsftpd", series::Metric::Wchar, 1, 0.01).unwrap();
+    let unsure: Vec<usize> = (0..s.y.len()).filter(|&t| !s.usable(t)).collect();
+    assert_eq!(unsure, (130..140).collect::<Vec<_>>());
+    // Over 1 s steps the span falls within one interval (130‥140): nothing unsure.
+    let coarse = series::build(&log, "vsftpd", series::Metric::Wchar, 10, 0.01).unwrap();
+    assert!((0..coarse.y.len()).all(|t| coarse.usable(t)));
+
+    let r = analyze(
+        &log,
+        &IoShareOptions {
+            server: "vsftpd".into(),
+            method: analyzer::ioshare::Method::Regression,
+            ..Default::default()
+        },
+        None,
+    )
+    .unwrap();
+    for (c, want) in beta.iter().enumerate() {
+        let p = r.processes.iter().find(|p| p.pid == 20 + c as u32).unwrap();
+        let got = p.overall.unwrap();
+        assert!(
+            (got - want).abs() < 0.005,
+            "client {c}: {got} against {want}"
+        );
+    }
 }

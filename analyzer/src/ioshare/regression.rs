@@ -145,7 +145,7 @@ pub fn fit_at(
 ) -> Outcome {
     let p = s.columns.len();
     let rows: Vec<usize> = window_rows(s.y.len(), t, o.window, o.centered)
-        .filter(|&r| Some(r) != skip)
+        .filter(|&r| Some(r) != skip && s.usable(r))
         .collect();
     let cols: Vec<usize> = (0..p)
         .filter(|&c| {

@@ -342,7 +342,7 @@ fn truth_error(s: &Series, e: &Estimate, c: usize, sent: &[f64], window: usize) 
 /// Robust spread of an estimate's residuals: 1.4826 × the median |r| over busy intervals.
 fn noise(s: &Series, e: &Estimate) -> f64 {
     let mut r: Vec<f64> = (0..s.y.len())
-        .filter(|&t| s.y[t] > 0.0)
+        .filter(|&t| s.y[t] > 0.0 && s.usable(t))
         .map(|t| {
             let ex: f64 = (0..s.columns.len()).map(|c| e.explained(s, c, t)).sum();
             (s.y[t] - ex).abs()
@@ -431,15 +431,25 @@ pub fn analyze(
         }
         let (mut e, ep) = regression::estimate(&fine, &o);
         if opts.segments {
+            // Residuals of the windowed fit; the unsure intervals weigh nothing in the
+            // search (their residual 0 leaves them out of the noise's scale).
             let r: Vec<f64> = (0..fine.y.len())
                 .map(|t| {
+                    if !fine.usable(t) {
+                        return 0.0;
+                    }
                     fine.y[t]
                         - (0..fine.columns.len())
                             .map(|c| e.explained(&fine, c, t))
                             .sum::<f64>()
                 })
                 .collect();
-            let (w, sigma2) = segments::huber_weights(&r);
+            let (mut w, sigma2) = segments::huber_weights(&r);
+            for (t, w) in w.iter_mut().enumerate() {
+                if !fine.usable(t) {
+                    *w = 0.0;
+                }
+            }
             // Segmented windows: 4 × the regression's by default (with the changes
             // modelled, a longer window no longer blurs them and averages more noise out),
             // at least 2 rows per unknown; with `select`, chosen by cross-validation.

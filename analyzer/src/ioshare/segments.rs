@@ -436,6 +436,7 @@ fn loo_error(s: &Series, base: &Estimate, pieces: &Pieces, o: &SegmentOptions) -
     let every = n.div_ceil(LOO_POINTS).max(1);
     let e: Vec<f64> = (0..n)
         .step_by(every)
+        .filter(|&t| s.usable(t))
         .collect::<Vec<_>>()
         .into_par_iter()
         .filter_map(|t| fit_window(s, base, &ranges, o, t, true).map(|f| f.1))
@@ -462,7 +463,10 @@ fn fit_window(
     }
     let rows: Vec<usize> = window_rows(n, t, o.window, true).collect();
     let (lo, hi) = (rows[0], rows[rows.len() - 1]);
-    let rows: Vec<usize> = rows.into_iter().filter(|&r| !leave_out || r != t).collect();
+    let rows: Vec<usize> = rows
+        .into_iter()
+        .filter(|&r| (!leave_out || r != t) && s.usable(r))
+        .collect();
     let lambda = base.lag[t].unwrap_or(0.0);
     let lagged = |c: usize, r: usize| {
         let x = &s.columns[c].x;

@@ -61,7 +61,7 @@ pub const MAX_POINTS: usize = 300;
 pub fn choose(s: &Series, base: &RegressionOptions, windows: &[usize], priors: &[f64]) -> Choice {
     let n = s.y.len();
     let busy: Vec<usize> = (0..n)
-        .filter(|&t| s.y[t] > 0.0 || s.columns.iter().any(|c| c.x[t] > 0.0))
+        .filter(|&t| s.usable(t) && (s.y[t] > 0.0 || s.columns.iter().any(|c| c.x[t] > 0.0)))
         .collect();
     let stride = busy.len().div_ceil(MAX_POINTS).max(1);
     let points: Vec<usize> = busy.iter().copied().step_by(stride).collect();

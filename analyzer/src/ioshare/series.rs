@@ -83,6 +83,14 @@ pub struct Series {
     pub backlog_max: f64,
     /// Whether `y` includes the change of the backlog.
     pub backlog_added: bool,
+    /// Intervals in which some column's bytes are not known by themselves: the sampler
+    /// read that process only every few samples while it was quiet (`SPAN` records) and
+    /// the change it then found is spread evenly over the intervals since its last read.
+    /// Their sum is exact, but not when within them the bytes were written, so the fits
+    /// leave these intervals out (a process blocked for seconds on a stalled server, then
+    /// writing megabytes in one interval, would otherwise be fitted against a server load
+    /// that shows the burst in one interval and the spread bytes in ten).
+    pub unsure: Vec<bool>,
 }
 
 impl Series {
@@ -125,7 +133,13 @@ impl Series {
             backlog: None,
             backlog_max: 0.0,
             backlog_added: false,
+            unsure: self.unsure[r].to_vec(),
         }
+    }
+
+    /// Whether interval `t` may be fitted (its bytes are known interval by interval).
+    pub fn usable(&self, t: usize) -> bool {
+        !self.unsure.get(t).copied().unwrap_or(false)
     }
 }
 
@@ -260,26 +274,31 @@ pub fn build(
         .as_ref()
         .map_or(0.0, |b| b.iter().copied().fold(0.0, f64::max));
     let backlog = backlog.map(|b| b.windows(2).map(|w| w[1] - w[0]).collect());
-    let mut cols: Vec<Column> = log
+    let mut cols: Vec<(usize, Column)> = log
         .processes
         .iter()
         .enumerate()
         .filter(|(i, p)| !servers.contains(i) && p.pid != log.meta.sampler_pid)
-        .map(|(i, p)| Column {
-            pid: p.pid,
-            exe: if p.exe.is_empty() {
-                p.comm.clone()
-            } else {
-                p.exe.clone()
-            },
-            comm: p.comm.clone(),
-            x: deltas(i),
+        .map(|(i, p)| {
+            (
+                i,
+                Column {
+                    pid: p.pid,
+                    exe: if p.exe.is_empty() {
+                        p.comm.clone()
+                    } else {
+                        p.exe.clone()
+                    },
+                    comm: p.comm.clone(),
+                    x: deltas(i),
+                },
+            )
         })
-        .filter(|c| c.x.iter().any(|&v| v > 0.0))
+        .filter(|(_, c)| c.x.iter().any(|&v| v > 0.0))
         .collect();
-    let total: f64 = cols.iter().map(|c| c.x.iter().sum::<f64>()).sum();
+    let total: f64 = cols.iter().map(|(_, c)| c.x.iter().sum::<f64>()).sum();
     let mut small = 0.0;
-    cols.retain(|c| {
+    cols.retain(|(_, c)| {
         let s: f64 = c.x.iter().sum();
         if s < min_share * total {
             small += s;
@@ -288,6 +307,19 @@ pub fn build(
             true
         }
     });
+    // A column's change found late and spread over several intervals (`SPAN`): the
+    // intervals it was spread over, unless one interval holds the whole span.
+    let mut unsure = vec![false; n];
+    for (i, c) in &cols {
+        for &(at, before) in &log.processes[*i].spans {
+            let r0 = bounds.partition_point(|&b| b <= before).saturating_sub(1);
+            let r1 = bounds.partition_point(|&b| b < at).min(n);
+            if r1 > r0 + 1 && c.x[r0..r1].iter().any(|&v| v > 0.0) {
+                unsure[r0..r1].iter_mut().for_each(|u| *u = true);
+            }
+        }
+    }
+    let cols: Vec<Column> = cols.into_iter().map(|(_, c)| c).collect();
     Ok(Series {
         t_start: bounds[..n]
             .iter()
@@ -307,5 +339,6 @@ pub fn build(
         backlog,
         backlog_max,
         backlog_added: false,
+        unsure,
     })
 }

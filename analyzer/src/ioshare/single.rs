@@ -75,7 +75,11 @@ pub fn estimate(s: &Series, o: &SingleOptions) -> Estimate {
     for t in 0..n {
         let r = residual(s, &beta, t);
         let active: Vec<usize> = (0..p).filter(|&c| s.columns[c].x[t] > 0.0).collect();
-        if active.is_empty() && s.y[t] <= theta {
+        if !s.usable(t) {
+            // A process's bytes here are known only summed over several intervals: no
+            // change is decided on them; the shares stand, unresolved.
+            est.status[t] = Status::Transition;
+        } else if active.is_empty() && s.y[t] <= theta {
             est.status[t] = Status::Idle;
         } else if r.abs() <= theta {
             est.status[t] = Status::Ok;
