@@ -250,6 +250,81 @@ fn after_a_pid_wrap_a_child_listed_before_its_parent_is_still_its_child() {
 }
 
 #[test]
+fn a_parent_that_reaps_while_quiet_takes_none_of_its_childs_bytes() {
+    use reader::iosample::format::{
+        Counters, ExitRecord, ExitSource, Meta, ProcRecord, Record, SampleRecord, SampleWriter,
+        SpanRecord,
+    };
+    // A job's parent (50) forks a worker (51) and waits, quiet: the sampler reads it
+    // every 4th sample. The worker writes 5 MB and exits; the parent reaps it, and its
+    // next read (sample 8, after a quiet read at 4) holds the worker's bytes — a change
+    // found late, spread over samples 4‥8 — while the exit notification is read one
+    // sample later.
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("io.cios");
+    let w = |wchar: u64| Counters {
+        wchar,
+        ..Default::default()
+    };
+    let sample = |seq: u64, changed: Vec<(u32, Counters)>| {
+        Record::Sample(SampleRecord {
+            seq,
+            mono_ns: 1_000 + seq * 100,
+            deadline_mono_ns: 1_000 + seq * 100,
+            changed,
+            ..Default::default()
+        })
+    };
+    let proc_ = |pid, ppid| {
+        Record::Proc(ProcRecord {
+            pid,
+            ppid,
+            comm: "job".into(),
+            ..Default::default()
+        })
+    };
+    let mut out = SampleWriter::create(&file).unwrap();
+    out.write(&[
+        Record::Meta(Meta::default()),
+        proc_(50, 1),
+        sample(0, vec![(50, w(0))]),
+        proc_(51, 50),
+        sample(1, vec![(51, w(1_000_000))]),
+        sample(2, vec![(51, w(3_000_000))]),
+        sample(3, vec![(51, w(5_000_000))]),
+        sample(4, vec![]),
+        sample(5, vec![]),
+        sample(6, vec![]),
+        sample(7, vec![]),
+        sample(8, vec![(50, w(5_000_000))]),
+        Record::Span(SpanRecord {
+            seq: 8,
+            since: vec![(50, 4)],
+        }),
+        Record::Exit(ExitRecord {
+            pid: 51,
+            ppid: 50,
+            source: ExitSource::Taskstats,
+            mono_ns: 1_000 + 9 * 100,
+            unix_ns: 0,
+            counters: w(5_000_000),
+            comm: "job".into(),
+        }),
+        sample(9, vec![]),
+    ])
+    .unwrap();
+    drop(out);
+    let log = SampleLog::open(&file).unwrap();
+    let idx = |pid| log.processes.iter().position(|p| p.pid == pid).unwrap();
+    let (parent, worker) = (idx(50), idx(51));
+    assert_eq!(log.children[parent], vec![worker]);
+    for j in 0..10 {
+        assert_eq!(log.own(parent, j).unwrap().wchar, 0, "sample {j}");
+    }
+    assert_eq!(log.own(worker, 9).unwrap().wchar, 5_000_000);
+}
+
+#[test]
 fn a_stalled_servers_backlog_is_recorded_and_read_back() {
     use std::io::{BufRead, Write};
     let tmp = tempfile::tempdir().unwrap();

@@ -88,6 +88,16 @@ impl ProcSeries {
     /// Cumulative counters at sample `j` of `samples`: its exit counters once it has exited,
     /// zeros before it appeared (a process born during the run), `None` where unknown.
     pub fn at(&self, samples: &[SampleTime], j: usize) -> Option<Counters> {
+        self.at_with(samples, j, true)
+    }
+
+    /// [`ProcSeries::at`] as read: within a span, the counters of the quiet read before it
+    /// (no interpolation).
+    pub fn read_at(&self, samples: &[SampleTime], j: usize) -> Option<Counters> {
+        self.at_with(samples, j, false)
+    }
+
+    fn at_with(&self, samples: &[SampleTime], j: usize, spread: bool) -> Option<Counters> {
         let t = samples.get(j)?.mono_ns;
         if let Some(e) = &self.exit {
             if e.mono_ns <= t {
@@ -99,7 +109,7 @@ impl ProcSeries {
             let prev = self.points[i - 1];
             // Between a quiet read and the read that found the change: by time, linearly
             // (the bytes were written somewhere in between; the sampler did not look).
-            if let Some(&(next_j, next)) = self.points.get(i) {
+            if let (true, Some(&(next_j, next))) = (spread, self.points.get(i)) {
                 if let Ok(k) = self.spans.binary_search_by_key(&next_j, |s| s.0) {
                     let since = self.spans[k].1.max(prev.0);
                     if since <= j {
@@ -426,9 +436,16 @@ impl SampleLog {
         if k < 2 || k > self.samples.len() {
             return Some(e.mono_ns);
         }
+        // The parent's read at sample k − 1 against its read before (not the counters
+        // between, which a quiet parent's `SPAN` interpolates).
         let p = &self.processes[parent];
-        let (Some(a), Some(b)) = (p.at(&self.samples, k - 2), p.at(&self.samples, k - 1)) else {
+        let Some(at) = p.points.iter().position(|&(s, _)| s == k - 1) else {
             return Some(e.mono_ns);
+        };
+        let (a, b) = match at {
+            0 if p.at_start => return Some(e.mono_ns),
+            0 => (Counters::default(), p.points[0].1),
+            _ => (p.points[at - 1].1, p.points[at].1),
         };
         let grew = |f: fn(&Counters) -> u64| f(&b).saturating_sub(f(&a)) >= f(&full);
         let early = (full.wchar > 0 || full.rchar > 0) && grew(|c| c.wchar) && grew(|c| c.rchar);
@@ -449,45 +466,73 @@ impl SampleLog {
         self.own_at(i, &[j])[0]
     }
 
-    /// [`SampleLog::own`] at each of the (increasing) samples `at`, in one pass.
+    /// [`SampleLog::own`] at each of the (increasing) samples `at`, in one pass. Within a
+    /// span (a quiet process's change found late) the own counters are interpolated, not
+    /// the raw ones: a parent that reaps its children while quiet takes their counters in
+    /// at the read that ends the span, where they are subtracted, and none of them leaks
+    /// into the samples before.
     pub fn own_at(&self, i: usize, at: &[usize]) -> Vec<Option<Counters>> {
+        let Some(&last) = at.iter().max() else {
+            return Vec::new();
+        };
         let p = &self.processes[i];
-        let mut out = Vec::with_capacity(at.len());
-        let mut best: Option<[u64; 7]> = None;
         let kids = self.children.get(i).map_or(&[][..], |v| v.as_slice());
-        let mut k = p
+        let from = p
             .points
             .first()
             .map_or(0, |(s, _)| *s)
             .min(at.first().copied().unwrap_or(0));
-        for &j in at {
-            while k <= j {
-                if let Some(raw) = p.at(&self.samples, k) {
-                    let t = self.samples[k].mono_ns;
-                    let mut a = match (p.exit, self.reaped.get(i).copied().flatten()) {
-                        (Some(e), Some(full)) if e.mono_ns <= t => full.to_array(),
-                        _ => raw.to_array(),
+        let last = last.min(self.samples.len().saturating_sub(1));
+        let mut own: Vec<Option<[u64; 7]>> = vec![None; last + 1];
+        let mut best: Option<[u64; 7]> = None;
+        for (k, slot) in own.iter_mut().enumerate().skip(from) {
+            if let Some(raw) = p.read_at(&self.samples, k) {
+                let t = self.samples[k].mono_ns;
+                let mut a = match (p.exit, self.reaped.get(i).copied().flatten()) {
+                    (Some(e), Some(full)) if e.mono_ns <= t => full.to_array(),
+                    _ => raw.to_array(),
+                };
+                for &c in kids {
+                    let (Some(_), Some(full)) = (self.processes[c].exit, self.reaped[c]) else {
+                        continue;
                     };
-                    for &c in kids {
-                        let (Some(_), Some(full)) = (self.processes[c].exit, self.reaped[c]) else {
-                            continue;
-                        };
-                        if self.reaped_by[c] <= t {
-                            for (x, v) in a.iter_mut().zip(full.to_array()) {
-                                *x = x.saturating_sub(v);
-                            }
+                    if self.reaped_by[c] <= t {
+                        for (x, v) in a.iter_mut().zip(full.to_array()) {
+                            *x = x.saturating_sub(v);
                         }
                     }
-                    best = Some(match best {
-                        None => a,
-                        Some(b) => std::array::from_fn(|q| b[q].max(a[q])),
-                    });
                 }
-                k += 1;
+                best = Some(match best {
+                    None => a,
+                    Some(b) => std::array::from_fn(|q| b[q].max(a[q])),
+                });
             }
-            out.push(best.map(Counters::from_array));
+            *slot = best;
         }
-        out
+        // Spans: by time, linearly, between the quiet read and the read that found the
+        // change (the bytes were written somewhere in between; the sampler did not look).
+        for &(found, since) in &p.spans {
+            if found > last || since >= found {
+                continue;
+            }
+            let (Some(a), Some(b)) = (own[since], own[found]) else {
+                continue;
+            };
+            let (t0, t1) = (self.samples[since].mono_ns, self.samples[found].mono_ns);
+            for (k, slot) in own.iter_mut().enumerate().take(found).skip(since + 1) {
+                let f = if t1 > t0 {
+                    self.samples[k].mono_ns.saturating_sub(t0) as f64 / (t1 - t0) as f64
+                } else {
+                    0.0
+                };
+                *slot = Some(std::array::from_fn(|q| {
+                    a[q] + (b[q].saturating_sub(a[q]) as f64 * f.clamp(0.0, 1.0)) as u64
+                }));
+            }
+        }
+        at.iter()
+            .map(|&j| own.get(j).copied().flatten().map(Counters::from_array))
+            .collect()
     }
 
     /// Jitter of the sample times (|actual − deadline|, ns): (p50, p99, max).
