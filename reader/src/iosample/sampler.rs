@@ -548,6 +548,8 @@ pub fn run(
         } else {
             1
         };
+        let quiet_after = QUIET_AFTER_MOVING.saturating_mul(quiet_every);
+        let head_start = quiet_after - quiet_every;
         for (&pid, k) in st.known.iter_mut() {
             let Known::Tracked { unchanged, t } = k else {
                 continue;
@@ -555,7 +557,7 @@ pub fn run(
             // Not read now: a quiet process whose turn it is not (a server's count of
             // unchanged reads stays 0: servers are read at every sample).
             if quiet_every > 1
-                && *unchanged >= QUIET_AFTER_MOVING.saturating_mul(quiet_every)
+                && *unchanged >= quiet_after
                 && !last_round
                 && !(seq + u64::from(pid)).is_multiple_of(quiet_every)
             {
@@ -579,11 +581,7 @@ pub fn run(
                         // A process first read is quiet after `quiet_every` unchanged
                         // reads; one that moved, only after `QUIET_AFTER_MOVING` times
                         // as many.
-                        *unchanged = if t.seen {
-                            0
-                        } else {
-                            (QUIET_AFTER_MOVING - 1).saturating_mul(quiet_every)
-                        };
+                        *unchanged = if t.seen { 0 } else { head_start };
                     } else if !st.server_pids.contains(&pid) {
                         *unchanged += 1;
                     }
