@@ -4,12 +4,14 @@
 //! its counter; with a backlog that stays zero the estimates are the same as without it.
 
 use analyzer::ioshare::{analyze, IoShareOptions, IoShareReport};
-use reader::iosample::{Counters, ProcSeries, SampleLog, SampleTime};
+use reader::iosample::{Counters, ProcSeries, SampleLog};
 
 const INTERVAL_NS: u64 = 100_000_000;
 const SAMPLES: usize = 401; // 40 s at 10 Hz
 const T0_UNIX: u64 = 1_700_000_000_000_000_000;
 
+#[path = "common/sample_times.rs"]
+mod sample_times;
 #[path = "common/xorshift.rs"]
 mod xorshift;
 use xorshift::Rng;
@@ -112,15 +114,7 @@ fn log(stall: bool, measured: bool) -> SampleLog {
         processes.push(series(20 + c as u32, "python3", &cumulative(xc)));
     }
     let mut log = SampleLog {
-        samples: (0..SAMPLES as u64)
-            .map(|j| SampleTime {
-                seq: j,
-                deadline_mono_ns: j * INTERVAL_NS,
-                mono_ns: j * INTERVAL_NS,
-                unix_ns: T0_UNIX + j * INTERVAL_NS,
-                took_ns: 0,
-            })
-            .collect(),
+        samples: sample_times::regular(SAMPLES, INTERVAL_NS, T0_UNIX),
         processes,
         backlog_measured: measured,
         ..Default::default()

@@ -4,9 +4,13 @@
 //! interval, so the server's and the clients' totals are the same at every step.
 
 use analyzer::ioshare::{analyze, series, IoShareOptions};
-use reader::iosample::{Counters, ProcSeries, SampleLog, SampleTime};
+use reader::iosample::{Counters, ProcSeries, SampleLog};
+
+#[path = "common/sample_times.rs"]
+mod sample_times;
 
 const INTERVAL_NS: u64 = 100_000_000;
+const T0_UNIX: u64 = 1_700_000_000_000_000_000;
 const SAMPLES: usize = 23; // 22 intervals: two whole steps of 10 and a last one of 2
 
 fn wchar(w: u64) -> Counters {
@@ -43,16 +47,7 @@ fn cum(j: usize, f: impl Fn(usize) -> u64) -> u64 {
 }
 
 fn log() -> SampleLog {
-    let t0_unix = 1_700_000_000_000_000_000;
-    let samples = (0..SAMPLES as u64)
-        .map(|j| SampleTime {
-            seq: j,
-            deadline_mono_ns: j * INTERVAL_NS,
-            mono_ns: j * INTERVAL_NS,
-            unix_ns: t0_unix + j * INTERVAL_NS,
-            took_ns: 0,
-        })
-        .collect();
+    let samples = sample_times::regular(SAMPLES, INTERVAL_NS, T0_UNIX);
     // The server writes half of client 1's bytes and all of client 2's.
     let server = |t: usize| rate(t, 1) / 2 + rate(t, 2);
     let mut log = SampleLog {
@@ -182,17 +177,8 @@ fn a_change_found_late_is_fitted_only_in_sum() {
             .map(|j| (j, wchar(cumu(f, j))))
             .collect()
     };
-    let t0_unix = 1_700_000_000_000_000_000;
     let mut log = SampleLog {
-        samples: (0..N as u64)
-            .map(|j| SampleTime {
-                seq: j,
-                deadline_mono_ns: j * INTERVAL_NS,
-                mono_ns: j * INTERVAL_NS,
-                unix_ns: t0_unix + j * INTERVAL_NS,
-                took_ns: 0,
-            })
-            .collect(),
+        samples: sample_times::regular(N, INTERVAL_NS, T0_UNIX),
         processes: (0..4)
             .map(|i| {
                 let (pid, comm) = if i == 0 {

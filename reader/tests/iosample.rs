@@ -23,6 +23,57 @@ fn sample_until_exit(
     t.join().unwrap().unwrap()
 }
 
+/// Records of hand-written sample files: samples every 100 ns from mono 1 000, processes
+/// with only `wchar` counted.
+mod records {
+    use reader::iosample::format::{
+        Counters, ExitRecord, ExitSource, ProcRecord, Record, SampleRecord,
+    };
+
+    pub fn w(wchar: u64) -> Counters {
+        Counters {
+            wchar,
+            ..Default::default()
+        }
+    }
+
+    pub fn mono(seq: u64) -> u64 {
+        1_000 + seq * 100
+    }
+
+    pub fn sample(seq: u64, changed: Vec<(u32, Counters)>) -> Record {
+        Record::Sample(SampleRecord {
+            seq,
+            mono_ns: mono(seq),
+            deadline_mono_ns: mono(seq),
+            changed,
+            ..Default::default()
+        })
+    }
+
+    pub fn proc_(pid: u32, ppid: u32, comm: &str) -> Record {
+        Record::Proc(ProcRecord {
+            pid,
+            ppid,
+            comm: comm.into(),
+            ..Default::default()
+        })
+    }
+
+    /// A taskstats exit notification read at sample `seq`.
+    pub fn exit(pid: u32, ppid: u32, seq: u64, wchar: u64, comm: &str) -> Record {
+        Record::Exit(ExitRecord {
+            pid,
+            ppid,
+            source: ExitSource::Taskstats,
+            mono_ns: mono(seq),
+            unix_ns: 0,
+            counters: w(wchar),
+            comm: comm.into(),
+        })
+    }
+}
+
 #[test]
 fn a_process_living_between_two_samples_keeps_its_bytes() {
     let tmp = tempfile::tempdir().unwrap();
@@ -177,47 +228,16 @@ fn a_quiet_process_is_read_less_often_and_its_late_change_is_spread() {
 
 #[test]
 fn after_a_pid_wrap_a_child_listed_before_its_parent_is_still_its_child() {
-    use reader::iosample::format::{
-        Counters, ExitRecord, ExitSource, Meta, ProcRecord, Record, SampleRecord, SampleWriter,
-    };
+    use reader::iosample::format::{Meta, Record, SampleWriter};
+    use records::{exit, sample, w};
     // A daemon (32621) forks a session (32761), whose worker got pid 300 after a wrap; both
     // first seen in the same sample, the worker first (pid order). The worker writes 5 MB
     // and exits; the session reaps it, exits, and the daemon reaps the session: the
     // daemon's /proc/[pid]/io then holds the worker's 5 MB, which are not its own.
     let tmp = tempfile::tempdir().unwrap();
     let file = tmp.path().join("io.cios");
-    let w = |wchar: u64| Counters {
-        wchar,
-        ..Default::default()
-    };
-    let proc_ = |pid, ppid| {
-        Record::Proc(ProcRecord {
-            pid,
-            ppid,
-            comm: "vsftpd".into(),
-            ..Default::default()
-        })
-    };
-    let sample = |seq: u64, changed: Vec<(u32, Counters)>| {
-        Record::Sample(SampleRecord {
-            seq,
-            mono_ns: 1_000 + seq * 100,
-            deadline_mono_ns: 1_000 + seq * 100,
-            changed,
-            ..Default::default()
-        })
-    };
-    let exit = |pid, ppid, seq: u64, wchar| {
-        Record::Exit(ExitRecord {
-            pid,
-            ppid,
-            source: ExitSource::Taskstats,
-            mono_ns: 1_000 + seq * 100,
-            unix_ns: 0,
-            counters: w(wchar),
-            comm: "vsftpd".into(),
-        })
-    };
+    let proc_ = |pid, ppid| records::proc_(pid, ppid, "vsftpd");
+    let exit = |pid, ppid, seq, wchar| exit(pid, ppid, seq, wchar, "vsftpd");
     let mut out = SampleWriter::create(&file).unwrap();
     out.write(&[
         Record::Meta(Meta::default()),
@@ -251,10 +271,8 @@ fn after_a_pid_wrap_a_child_listed_before_its_parent_is_still_its_child() {
 
 #[test]
 fn a_parent_that_reaps_while_quiet_takes_none_of_its_childs_bytes() {
-    use reader::iosample::format::{
-        Counters, ExitRecord, ExitSource, Meta, ProcRecord, Record, SampleRecord, SampleWriter,
-        SpanRecord,
-    };
+    use reader::iosample::format::{Meta, Record, SampleWriter, SpanRecord};
+    use records::{exit, sample, w};
     // A job's parent (50) forks a worker (51) and waits, quiet: the sampler reads it
     // every 4th sample. The worker writes 5 MB and exits; the parent reaps it, and its
     // next read (sample 8, after a quiet read at 4) holds the worker's bytes — a change
@@ -262,27 +280,7 @@ fn a_parent_that_reaps_while_quiet_takes_none_of_its_childs_bytes() {
     // sample later.
     let tmp = tempfile::tempdir().unwrap();
     let file = tmp.path().join("io.cios");
-    let w = |wchar: u64| Counters {
-        wchar,
-        ..Default::default()
-    };
-    let sample = |seq: u64, changed: Vec<(u32, Counters)>| {
-        Record::Sample(SampleRecord {
-            seq,
-            mono_ns: 1_000 + seq * 100,
-            deadline_mono_ns: 1_000 + seq * 100,
-            changed,
-            ..Default::default()
-        })
-    };
-    let proc_ = |pid, ppid| {
-        Record::Proc(ProcRecord {
-            pid,
-            ppid,
-            comm: "job".into(),
-            ..Default::default()
-        })
-    };
+    let proc_ = |pid, ppid| records::proc_(pid, ppid, "job");
     let mut out = SampleWriter::create(&file).unwrap();
     out.write(&[
         Record::Meta(Meta::default()),
@@ -301,15 +299,7 @@ fn a_parent_that_reaps_while_quiet_takes_none_of_its_childs_bytes() {
             seq: 8,
             since: vec![(50, 4)],
         }),
-        Record::Exit(ExitRecord {
-            pid: 51,
-            ppid: 50,
-            source: ExitSource::Taskstats,
-            mono_ns: 1_000 + 9 * 100,
-            unix_ns: 0,
-            counters: w(5_000_000),
-            comm: "job".into(),
-        }),
+        exit(51, 50, 9, 5_000_000, "job"),
         sample(9, vec![]),
     ])
     .unwrap();
