@@ -28,10 +28,11 @@
 //! child) is counted once, for the lowest pid holding it. UNIX-domain sockets and pipes
 //! are not measured.
 
+use super::netlink;
 use super::procfs::FdDir;
 use std::collections::HashMap;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{FromRawFd, OwnedFd};
 
 const NETLINK_SOCK_DIAG: i32 = 4;
 const SOCK_DIAG_BY_FAMILY: u16 = 20;
@@ -319,96 +320,31 @@ impl SockDiag {
     /// Returns how many came. The answers to exact requests are one datagram each, all
     /// queued by the time `sendto` returns: one system call instead of one per answer.
     fn recv_many(&mut self, max: usize, lens: &mut [usize; LOOKUP_BATCH]) -> io::Result<usize> {
-        let max = max.min(LOOKUP_BATCH);
-        let mut iov: Vec<libc::iovec> = self
+        let mut bufs: Vec<&mut [u8]> = self
             .slots
             .chunks_mut(SLOT)
-            .take(max)
-            .map(|s| libc::iovec {
-                iov_base: s.as_mut_ptr().cast(),
-                iov_len: s.len(),
-            })
+            .take(max.min(LOOKUP_BATCH))
             .collect();
-        // SAFETY: an all-zero mmsghdr is valid (no name, no control data, no iovec yet).
-        let mut hdrs: Vec<libc::mmsghdr> =
-            (0..max).map(|_| unsafe { std::mem::zeroed() }).collect();
-        for (h, v) in hdrs.iter_mut().zip(iov.iter_mut()) {
-            h.msg_hdr.msg_iov = v;
-            h.msg_hdr.msg_iovlen = 1;
-        }
-        let n = loop {
-            // SAFETY: `hdrs` holds `max` headers, each pointing to one iovec of `iov`,
-            // which points into a distinct `SLOT` of `self.slots`; all outlive the call.
-            let n = unsafe {
-                libc::recvmmsg(
-                    self.fd.as_raw_fd(),
-                    hdrs.as_mut_ptr(),
-                    max as u32,
-                    libc::MSG_WAITFORONE,
-                    std::ptr::null_mut(),
-                )
-            };
-            if n >= 0 {
-                break n as usize;
-            }
-            let e = io::Error::last_os_error();
-            if e.kind() != io::ErrorKind::Interrupted {
-                return Err(e);
-            }
-        };
-        for (l, h) in lens.iter_mut().zip(&hdrs[..n]) {
-            if h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
+        let got = netlink::recv_batch(&self.fd, &mut bufs, libc::MSG_WAITFORONE)?;
+        for (l, r) in lens.iter_mut().zip(&got) {
+            if r.truncated {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidData,
                     "sock_diag: an answer longer than its buffer",
                 ));
             }
-            *l = h.msg_len as usize;
+            *l = r.len;
         }
-        Ok(n)
+        Ok(got.len())
     }
 
     fn send(&self, req: &[u8]) -> io::Result<()> {
-        // SAFETY: `req` is a valid buffer of its length; the kernel is the destination
-        // (a zeroed sockaddr_nl, which is what sockaddr_nl's all-zero value means).
-        let sent = unsafe {
-            let mut sa: libc::sockaddr_nl = std::mem::zeroed();
-            sa.nl_family = libc::AF_NETLINK as u16;
-            libc::sendto(
-                self.fd.as_raw_fd(),
-                req.as_ptr().cast(),
-                req.len(),
-                0,
-                (&sa as *const libc::sockaddr_nl).cast(),
-                std::mem::size_of::<libc::sockaddr_nl>() as u32,
-            )
-        };
-        if sent < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
+        netlink::send(&self.fd, req)
     }
 
     /// Receives one datagram into `buf`; its length.
     fn recv(&mut self) -> io::Result<usize> {
-        loop {
-            // SAFETY: `buf` is writable for its length.
-            let n = unsafe {
-                libc::recv(
-                    self.fd.as_raw_fd(),
-                    self.buf.as_mut_ptr().cast(),
-                    self.buf.len(),
-                    0,
-                )
-            };
-            if n >= 0 {
-                return Ok(n as usize);
-            }
-            let e = io::Error::last_os_error();
-            if e.kind() != io::ErrorKind::Interrupted {
-                return Err(e);
-            }
-        }
+        netlink::recv(&self.fd, &mut self.buf)
     }
 
     fn request(&mut self, req: &[u8], out: &mut Vec<TcpQueue>) -> io::Result<()> {
@@ -619,6 +555,7 @@ pub fn attribute(holders: &[(u32, Vec<u32>)], sockets: &[TcpQueue]) -> HashMap<u
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::fd::AsRawFd;
 
     fn v4(a: [u8; 4], port: u16) -> ([u8; 16], u16) {
         let mut x = [0u8; 16];

@@ -16,6 +16,7 @@
 //! threads, and older kernels fall back to the task id.
 
 use super::format::Counters;
+use super::netlink::{self, recv, send};
 use std::collections::HashMap;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -192,36 +193,6 @@ fn possible_cpus() -> String {
         })
 }
 
-fn send(fd: &OwnedFd, m: &[u8]) -> io::Result<()> {
-    // SAFETY: an all-zero sockaddr_nl is valid; family set below, pid 0 = the kernel.
-    let mut addr: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
-    addr.nl_family = libc::AF_NETLINK as u16;
-    // SAFETY: `m` is readable for its length; `addr` is a valid sockaddr_nl of the given size.
-    let r = unsafe {
-        libc::sendto(
-            fd.as_raw_fd(),
-            m.as_ptr().cast(),
-            m.len(),
-            0,
-            (&addr as *const libc::sockaddr_nl).cast(),
-            std::mem::size_of::<libc::sockaddr_nl>() as u32,
-        )
-    };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-fn recv(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<usize> {
-    // SAFETY: `buf` is writable for its whole length.
-    let r = unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(r as usize)
-}
-
 /// A generic-netlink socket with 8 MiB buffers, and the id of the `TASKSTATS` family.
 fn open_family() -> io::Result<(OwnedFd, u16)> {
     // SAFETY: plain socket(2) call; the result is checked.
@@ -327,43 +298,24 @@ impl Query {
         let mut left = pids.len();
         while left > 0 {
             let want = left.min(self.bufs.len());
-            let mut iov: Vec<libc::iovec> = self.bufs[..want]
-                .iter_mut()
-                .map(|b| libc::iovec {
-                    iov_base: b.as_mut_ptr().cast(),
-                    iov_len: b.len(),
-                })
-                .collect();
-            // SAFETY: an all-zero mmsghdr is valid; each points at one iovec below.
-            let mut msgs: Vec<libc::mmsghdr> =
-                (0..want).map(|_| unsafe { std::mem::zeroed() }).collect();
-            for (m, v) in msgs.iter_mut().zip(iov.iter_mut()) {
-                m.msg_hdr.msg_iov = v;
-                m.msg_hdr.msg_iovlen = 1;
+            let mut bufs: Vec<&mut [u8]> =
+                self.bufs[..want].iter_mut().map(|b| &mut b[..]).collect();
+            let got = netlink::recv_batch(&self.fd, &mut bufs, 0)?;
+            if got.is_empty() {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "taskstats: no answer",
+                ));
             }
-            // SAFETY: `msgs` holds `want` headers whose iovecs point into `self.bufs`, all
-            // alive and writable for the call.
-            let n = unsafe {
-                libc::recvmmsg(
-                    self.fd.as_raw_fd(),
-                    msgs.as_mut_ptr(),
-                    want as u32,
-                    0,
-                    std::ptr::null_mut(),
-                )
-            };
-            if n <= 0 {
-                return Err(io::Error::last_os_error());
-            }
-            for (k, m) in msgs.iter().enumerate().take(n as usize) {
-                let len = (m.msg_len as usize).min(self.bufs[k].len());
+            for (k, r) in got.iter().enumerate() {
+                let len = r.len.min(self.bufs[k].len());
                 out.extend(
                     tasks(&self.bufs[k][..len])
                         .into_iter()
                         .map(|t| (t.pid, t.counters)),
                 );
             }
-            left -= n as usize;
+            left -= got.len();
         }
         Ok(out)
     }
