@@ -513,3 +513,52 @@ fn cross_validation_lengthens_the_segmented_window_where_noise_dominates() {
     eprintln!("MAE points: chosen window {a:.2}, shortest {b:.2}");
     assert!(a < b, "{a} vs {b}");
 }
+
+#[test]
+fn a_segment_seen_only_in_unsure_intervals_is_not_estimated_as_zero() {
+    // Process 0 (β 0.6) is quiet but for intervals 100‥110, whose bytes the sampler knows
+    // only summed (unsure), and a segment of its own spans exactly those: no row of any
+    // window shows that segment's share, so it is not estimated — not fitted as β 0 from
+    // a column of zeros.
+    let beta = |i: usize, _| [0.6, 0.3, 0.9][i];
+    let mut s = synth(3, 200, beta, 0.02, false);
+    for t in 85..125 {
+        if !(100..110).contains(&t) {
+            s.columns[0].x[t] = 0.0;
+        }
+        s.columns[0].x[t] = s.columns[0].x[t].max(if (100..110).contains(&t) { 5e5 } else { 0.0 });
+    }
+    for t in 0..200 {
+        s.y[t] = (0..3).map(|c| beta(c, t) * s.columns[c].x[t]).sum();
+    }
+    s.unsure[100..110].fill(true);
+    let o = RegressionOptions {
+        window: 15,
+        ..Default::default()
+    };
+    let (plain, _) = regression::estimate(&s, &o);
+    let pieces = segments::Pieces {
+        change_points: vec![vec![100, 110], Vec::new(), Vec::new()],
+        drifting: vec![vec![false; 3], vec![false], vec![false]],
+    };
+    let so = SegmentOptions {
+        min_len: 10,
+        penalty: 2.0,
+        window: 30,
+        block: 600,
+        drift: false,
+    };
+    let seg = segments::estimate(&s, &plain, &pieces, &so);
+    for t in 100..110 {
+        assert_eq!(seg.beta[0][t], None, "interval {t}: {:?}", seg.beta[0][t]);
+        for c in 1..3 {
+            let b = seg.beta[c][t].unwrap();
+            assert!((b - beta(c, t)).abs() < 0.01, "process {c} at {t}: {b}");
+        }
+    }
+    // Outside the unsure intervals its share is found as usual.
+    for t in (40..80).chain(140..180) {
+        let b = seg.beta[0][t].unwrap();
+        assert!((b - 0.6).abs() < 0.01, "process 0 at {t}: {b}");
+    }
+}

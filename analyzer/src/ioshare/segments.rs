@@ -473,12 +473,18 @@ fn fit_window(
         (1.0 - lambda) * x[r] + lambda * if r > 0 { x[r - 1] } else { 0.0 }
     };
     // Columns: (process, first row, end, part): part 0 a constant share; 1 and 2 a
-    // drifting share's value at the first and at the last row.
+    // drifting share's value at the first and at the last row. A part gets columns only
+    // if some fitted row shows its bytes: one whose bytes fall only in unsure intervals
+    // would be a column of zeros, fitted as β 0.
     let mut cols: Vec<(usize, usize, usize, u8)> = Vec::new();
     for (c, r) in ranges.iter().enumerate().take(p) {
         for &(from, to, drifting) in r {
             let (a, b) = (from.max(lo), to.min(hi + 1));
-            if a >= b || !(a..b).any(|r| lagged(c, r) > 0.0) {
+            if a >= b
+                || !rows
+                    .iter()
+                    .any(|&r| (a..b).contains(&r) && lagged(c, r) > 0.0)
+            {
                 continue;
             }
             if drifting && b - a >= 4 {
