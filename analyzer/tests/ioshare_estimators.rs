@@ -278,8 +278,18 @@ fn segmented(s: &Series, penalty: f64) -> (Vec<Vec<usize>>, Estimate, Estimate) 
 /// The segmented estimate of `s` (`drift`: segments may drift), with its segments and the
 /// plain windowed estimate it starts from.
 fn segmented_with(s: &Series, penalty: f64, drift: bool) -> (segments::Pieces, Estimate, Estimate) {
+    segmented_in(s, penalty, drift, 15)
+}
+
+/// [`segmented_with`] from plain windows of `window` intervals (segmented: twice that).
+fn segmented_in(
+    s: &Series,
+    penalty: f64,
+    drift: bool,
+    window: usize,
+) -> (segments::Pieces, Estimate, Estimate) {
     let o = RegressionOptions {
-        window: 15,
+        window,
         ..Default::default()
     };
     let (plain, _) = regression::estimate(s, &o);
@@ -295,8 +305,8 @@ fn segmented_with(s: &Series, penalty: f64, drift: bool) -> (segments::Pieces, E
     let so = SegmentOptions {
         min_len: 10,
         penalty,
-        window: 30,
-        block: 600,
+        window: 2 * window,
+        block: 40 * window,
         drift,
     };
     let p = segments::pieces(s, &w, sigma2, &so);
@@ -559,4 +569,71 @@ fn a_segment_seen_only_in_unsure_intervals_is_not_estimated_as_zero() {
         let b = seg.beta[0][t].unwrap();
         assert!((b - 0.6).abs() < 0.01, "process 0 at {t}: {b}");
     }
+}
+
+/// Sixteen shares drifting up and down over the run, each with its own knots (a V, a ramp
+/// then a plateau, …), between 0.1 and 0.9.
+fn vee_beta(i: usize, t: usize) -> f64 {
+    let period = 150.0 + 37.0 * i as f64;
+    let phase = (t as f64 + 23.0 * i as f64) % period / period;
+    let tri = if phase < 0.5 {
+        2.0 * phase
+    } else {
+        2.0 - 2.0 * phase
+    };
+    0.1 + 0.8 * tri
+}
+
+#[test]
+fn the_trend_filter_follows_many_drifting_shares_better_than_the_search() {
+    use analyzer::ioshare::trend;
+    let s = synth(16, 600, vee_beta, 0.3, false);
+    let o = RegressionOptions {
+        window: 40,
+        robust: false,
+        lag: false,
+        bounded: false,
+        ..Default::default()
+    };
+    let (ls, _) = regression::estimate(&s, &o);
+    let mut r: Vec<f64> = (0..s.y.len())
+        .map(|t| {
+            (s.y[t]
+                - (0..s.columns.len())
+                    .map(|c| ls.explained(&s, c, t))
+                    .sum::<f64>())
+            .abs()
+        })
+        .collect();
+    r.sort_by(f64::total_cmp);
+    let sigma = 1.4826 * r[r.len() / 2];
+    let tr = trend::fit(
+        &s,
+        &trend::TrendOptions {
+            sigma,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let mut filtered = ls.clone();
+    for c in 0..16 {
+        for t in 0..600 {
+            filtered.beta[c][t] = Some(tr.beta[c][t]);
+            assert!((0.0..=1.0).contains(&tr.beta[c][t]));
+        }
+    }
+    let (_, searched, plain) = segmented_in(&s, 2.0, true, 40);
+    let (f, g, p, l) = (
+        mae(&filtered, &s, vee_beta),
+        mae(&searched, &s, vee_beta),
+        mae(&plain, &s, vee_beta),
+        mae(&ls, &s, vee_beta),
+    );
+    eprintln!(
+        "MAE points: trend {f:.2}, search {g:.2}, plain windows {p:.2}, least squares {l:.2}"
+    );
+    assert!(
+        f < 0.8 * g && f < 0.7 * p && f < 0.7 * l,
+        "trend {f} search {g} windows {p} least squares {l}"
+    );
 }

@@ -26,6 +26,7 @@ pub mod segments;
 pub mod select;
 pub mod series;
 pub mod single;
+pub mod trend;
 pub mod truth;
 
 pub use report::{analyze, IoShareOptions, IoShareReport, Method};

@@ -9,6 +9,7 @@ use super::segments::{self, SegmentOptions};
 use super::select::{self as cv, Choice};
 use super::series::{self, Metric, Series};
 use super::single::{self, SingleOptions};
+use super::trend;
 use super::truth::Truth;
 use super::{Estimate, Status};
 use reader::iosample::SampleLog;
@@ -83,6 +84,55 @@ pub struct IoShareOptions {
     /// of its backlog — where the sample file measured the backlog
     /// ([`series::Series::add_backlog`]; default true).
     pub backlog: bool,
+    /// How the regression follows each share's course when `segments` is on: the
+    /// change-point search and its windows, or the trend filter ([`trend`]); by default
+    /// the filter from [`TREND_FROM`] client columns on.
+    pub course: CourseChoice,
+}
+
+/// From this many client columns on, `CourseChoice::Auto` fits the trend filter rather
+/// than searching for change points. The search adds each process's jumps and bends one at
+/// a time and, with many processes, draws drifting shares as staircases; the filter's
+/// single convex fit does not (`bench/results/ioshare.md`, round `trend`: over 60 s with 8
+/// and 16 drifting clients the search's error is above least squares', the filter's below).
+/// With fewer processes the search's unpenalised refit is two to five times more accurate
+/// than the filter's shrunken jumps.
+pub const TREND_FROM: usize = 8;
+
+/// `--course`: how the regression follows each share's course.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CourseChoice {
+    /// The trend filter from [`TREND_FROM`] client columns on, the search below.
+    #[default]
+    Auto,
+    /// Change points and drifting segments, fitted in windows that respect them.
+    Search,
+    /// The trend filter: every share fitted over the run with penalised jumps and bends.
+    Trend,
+}
+
+impl CourseChoice {
+    /// Parses `auto`, `search`, `trend`.
+    pub fn parse(s: &str) -> Result<CourseChoice, String> {
+        Ok(match s {
+            "auto" => CourseChoice::Auto,
+            "search" => CourseChoice::Search,
+            "trend" => CourseChoice::Trend,
+            _ => return Err(format!("{s:?}: expected auto, search or trend")),
+        })
+    }
+}
+
+/// How the primary estimate followed each share's course (in the report).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Course {
+    /// Plain sliding windows (`--no-segments`, or the regression not run).
+    Windows,
+    /// The change-point search and segmented windows.
+    Search,
+    /// The trend filter.
+    Trend,
 }
 
 impl Default for IoShareOptions {
@@ -102,6 +152,7 @@ impl Default for IoShareOptions {
             drift: true,
             segment_window: None,
             backlog: true,
+            course: CourseChoice::Auto,
         }
     }
 }
@@ -283,6 +334,8 @@ pub struct IoShareReport {
     /// The segmented window and the cross-validation that chose it (with `select`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub segment_window: Option<WindowChoice>,
+    /// How the primary estimate followed the shares' course: `windows`, `search`, `trend`.
+    pub course: Course,
     /// Warnings: damaged tail, taskstats off, permission denied…
     pub warnings: Vec<String>,
 }
@@ -413,6 +466,14 @@ pub fn analyze(
         }
         backlog_spread = Some([without_spread, with_spread]);
     }
+    let (ols, _) = regression::estimate(&fine, &plain);
+    let course = match (opts.segments, opts.course) {
+        (false, _) => Course::Windows,
+        (true, CourseChoice::Search) => Course::Search,
+        (true, CourseChoice::Trend) => Course::Trend,
+        (true, CourseChoice::Auto) if fine.columns.len() >= TREND_FROM => Course::Trend,
+        (true, CourseChoice::Auto) => Course::Search,
+    };
     let mut selection = None;
     let mut pieces = segments::Pieces::default();
     let mut segment_window = None;
@@ -430,7 +491,7 @@ pub fn analyze(
             selection = Some(c);
         }
         let (mut e, ep) = regression::estimate(&fine, &o);
-        if opts.segments {
+        if course == Course::Search {
             // Residuals of the windowed fit; the unsure intervals weigh nothing in the
             // search (their residual 0 leaves them out of the noise's scale).
             let r: Vec<f64> = (0..fine.y.len())
@@ -478,10 +539,28 @@ pub fn analyze(
             }
             e = segments::estimate(&fine, &e, &pieces, &so);
         }
+        if course == Course::Trend {
+            // The trend filter in place of the search and its windows: β from the
+            // filter, the uncertainty and status of the plain windows (a penalised fit
+            // gives no standard error of its own; the windows' is the larger), no lag.
+            let to = trend::TrendOptions {
+                sigma: noise(&fine, &ols),
+                ..Default::default()
+            };
+            if let Some(tr) = trend::fit(&fine, &to) {
+                for (c, beta) in tr.beta.iter().enumerate() {
+                    for (t, &b) in beta.iter().enumerate() {
+                        if e.beta[c][t].is_some() || fine.columns[c].x[t] > 0.0 {
+                            e.beta[c][t] = Some(b);
+                        }
+                    }
+                }
+                e.lag = vec![None; fine.y.len()];
+            }
+        }
         ests.push(e);
         episodes = ep;
     }
-    let (ols, _) = regression::estimate(&fine, &plain);
     if matches!(opts.method, Method::Single | Method::Both) {
         let mut so = opts.single;
         if so.noise == 0.0 {
@@ -640,6 +719,11 @@ pub fn analyze(
         accuracy,
         selection,
         segment_window,
+        course: if matches!(opts.method, Method::Single) {
+            Course::Windows
+        } else {
+            course
+        },
         warnings,
     })
 }

@@ -72,6 +72,12 @@ pub struct Args {
     /// queued unread in its sockets, recorded by `culprit iosample`) to it.
     #[arg(long)]
     pub no_backlog: bool,
+    /// How the regression follows each share's course: `search` (change points and
+    /// drifting segments, fitted in windows that respect them), `trend` (every share
+    /// fitted over the run with penalised jumps and bends: the better with many
+    /// processes), `auto` (the trend filter from 8 client processes on).
+    #[arg(long, value_name = "HOW", default_value = "auto", value_parser = ioshare::report::CourseChoice::parse)]
+    pub course: ioshare::report::CourseChoice,
     /// Penalty of a change point, in multiples of σ²·ln(intervals) (Schwarz: 2).
     #[arg(long, value_name = "K", default_value_t = 2.0)]
     pub segment_penalty: f64,
@@ -135,6 +141,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .segment_window
             .map(|d| ((d.as_nanos() as u64 / interval) as usize).max(2)),
         backlog: !args.no_backlog,
+        course: args.course,
         segment_penalty: args.segment_penalty.max(0.0),
         single: ioshare::single::SingleOptions {
             threshold: args.threshold,
