@@ -10,6 +10,7 @@
 //! | 2a regression | [`regression`] | sliding-window bounded least squares, lag, collinearity |
 //! | 2b single variation | [`single`] | the thesis's one-change-at-a-time estimator |
 //! | 2a′ change points | [`breaks`], [`segments`] | where each share jumps or bends; segments constant or drifting between; windows that respect them |
+//! | 2a‴ trend filter | [`trend`] | every share over the run, penalised jumps and bends (from 8 processes, in place of 2a′) |
 //! | 2a″ selection | [`select`] | window and prior weight by cross-validation |
 //! | 2c baseline | [`regression`] (unbounded) | plain least squares, for comparison |
 //! | 3 truth | [`truth`] | trace directories → bytes each process sent to the server |
