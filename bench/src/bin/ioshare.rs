@@ -638,6 +638,7 @@ fn estimation_cost() {
     use analyzer::ioshare::regression::{self, RegressionOptions};
     use analyzer::ioshare::segments::{self, SegmentOptions};
     use analyzer::ioshare::series::{Column, Series};
+    use analyzer::ioshare::trend;
     let (p, n) = (16usize, 6000usize);
     // xorshift: the same series every run.
     let mut state = 0x9e37_79b9_7f4a_7c15u64;
@@ -740,9 +741,40 @@ fn estimation_cost() {
             let fit = t1.elapsed().as_secs_f64();
             println!(
                 "| {label} | {} | {search:.1} s | {fit:.1} s | {} | {} | {:.2} |",
-                if drift { "default" } else { "steps only" },
+                if drift {
+                    "search"
+                } else {
+                    "search, steps only"
+                },
                 pieces.change_points.iter().map(Vec::len).sum::<usize>(),
                 pieces.drifting.iter().flatten().filter(|d| **d).count(),
+                mae(&e)
+            );
+        }
+        // The trend filter (the default from 8 processes), its noise scale as
+        // `culprit ioshare` takes it: the robust spread of plain windows' residuals.
+        let mut abs: Vec<f64> = r.iter().map(|v| v.abs()).collect();
+        abs.sort_by(f64::total_cmp);
+        let sigma = 1.4826 * abs[abs.len() / 2];
+        let t0 = Instant::now();
+        let tr = trend::fit(
+            &s,
+            &trend::TrendOptions {
+                sigma,
+                ..Default::default()
+            },
+        );
+        let fit = t0.elapsed().as_secs_f64();
+        if let Some(tr) = tr {
+            let mut e = plain.clone();
+            for (c, b) in tr.beta.iter().enumerate() {
+                for (t, &v) in b.iter().enumerate() {
+                    e.beta[c][t] = Some(v);
+                }
+            }
+            println!(
+                "| {label} | trend filter ({} ADMM iterations, last round) | – | {fit:.1} s | – | – | {:.2} |",
+                tr.iterations,
                 mae(&e)
             );
         }
