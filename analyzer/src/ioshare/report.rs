@@ -828,7 +828,12 @@ impl IoShareReport {
         }
         let cps: usize = self.processes.iter().map(|p| p.change_points.len()).sum();
         let drifting: usize = self.processes.iter().map(|p| p.drifting.len()).sum();
-        if cps + drifting > 0 {
+        if self.course == Course::Trend {
+            let _ = writeln!(
+                o,
+                "regression: each share fitted over the run by the trend filter (penalised jumps and bends; the default from {TREND_FROM} client processes; --course search: change points and segmented windows)"
+            );
+        } else if cps + drifting > 0 {
             let _ = writeln!(
                 o,
                 "regression: {cps} change point(s) of the processes' shares found, {drifting} segment(s) across which a share drifts; windows respect them (--no-segments: plain windows; --no-drift: constant between change points)"
