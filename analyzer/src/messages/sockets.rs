@@ -395,8 +395,11 @@ pub fn resolve(procs: &mut [ProcOps]) -> Vec<Socket> {
         }
     }
     for s in &mut socks {
-        // Several processes' items were appended process by process: merge by TSC.
-        s.items.sort_by_key(|it| it.tsc);
+        // Several processes' items were appended process by process: merge by TSC, ties
+        // by process index — the order of the streamed pass's merge (`streamed.rs`: exit
+        // time, then process), so that both number two processes' sends that exit in the
+        // same instant alike.
+        s.items.sort_by_key(|it| (it.tsc, it.op.proc));
     }
     socks
 }
