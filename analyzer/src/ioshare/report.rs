@@ -467,7 +467,8 @@ pub fn analyze(
         backlog_spread = Some([without_spread, with_spread]);
     }
     let (ols, _) = regression::estimate(&fine, &plain);
-    let course = match (opts.segments, opts.course) {
+    let regressed = matches!(opts.method, Method::Regression | Method::Both);
+    let mut course = match (regressed && opts.segments, opts.course) {
         (false, _) => Course::Windows,
         (true, CourseChoice::Search) => Course::Search,
         (true, CourseChoice::Trend) => Course::Trend,
@@ -477,7 +478,7 @@ pub fn analyze(
     let mut selection = None;
     let mut pieces = segments::Pieces::default();
     let mut segment_window = None;
-    if matches!(opts.method, Method::Regression | Method::Both) {
+    if regressed {
         let mut o = RegressionOptions {
             prior_window: ropts.prior_window.max(4 * ropts.window),
             ..ropts
@@ -491,6 +492,30 @@ pub fn analyze(
             selection = Some(c);
         }
         let (mut e, ep) = regression::estimate(&fine, &o);
+        if course == Course::Trend {
+            // The trend filter in place of the search and its windows: β from the
+            // filter, the uncertainty and status of the plain windows (a penalised fit
+            // gives no standard error of its own; the windows' is the larger), no lag.
+            // Without a noise scale (a server load the clients explain exactly) it has no
+            // units for its penalties: the search then.
+            let to = trend::TrendOptions {
+                sigma: noise(&fine, &ols),
+                ..Default::default()
+            };
+            match trend::fit(&fine, &to) {
+                Some(tr) => {
+                    for (c, beta) in tr.beta.iter().enumerate() {
+                        for (t, &b) in beta.iter().enumerate() {
+                            if e.beta[c][t].is_some() || fine.columns[c].x[t] > 0.0 {
+                                e.beta[c][t] = Some(b);
+                            }
+                        }
+                    }
+                    e.lag = vec![None; fine.y.len()];
+                }
+                None => course = Course::Search,
+            }
+        }
         if course == Course::Search {
             // Residuals of the windowed fit; the unsure intervals weigh nothing in the
             // search (their residual 0 leaves them out of the noise's scale).
@@ -538,25 +563,6 @@ pub fn analyze(
                 });
             }
             e = segments::estimate(&fine, &e, &pieces, &so);
-        }
-        if course == Course::Trend {
-            // The trend filter in place of the search and its windows: β from the
-            // filter, the uncertainty and status of the plain windows (a penalised fit
-            // gives no standard error of its own; the windows' is the larger), no lag.
-            let to = trend::TrendOptions {
-                sigma: noise(&fine, &ols),
-                ..Default::default()
-            };
-            if let Some(tr) = trend::fit(&fine, &to) {
-                for (c, beta) in tr.beta.iter().enumerate() {
-                    for (t, &b) in beta.iter().enumerate() {
-                        if e.beta[c][t].is_some() || fine.columns[c].x[t] > 0.0 {
-                            e.beta[c][t] = Some(b);
-                        }
-                    }
-                }
-                e.lag = vec![None; fine.y.len()];
-            }
         }
         ests.push(e);
         episodes = ep;
@@ -719,11 +725,7 @@ pub fn analyze(
         accuracy,
         selection,
         segment_window,
-        course: if matches!(opts.method, Method::Single) {
-            Course::Windows
-        } else {
-            course
-        },
+        course,
         warnings,
     })
 }

@@ -461,6 +461,39 @@ mod tests {
     use super::*;
 
     #[test]
+    fn without_a_noise_scale_there_is_nothing_to_fit() {
+        let s = Series {
+            t_end: (1..=5).collect(),
+            t_start: (0..5).collect(),
+            y: vec![1.0; 5],
+            columns: vec![super::super::series::Column {
+                pid: 1,
+                exe: String::new(),
+                comm: String::new(),
+                x: vec![2.0; 5],
+            }],
+            server: Vec::new(),
+            small_bytes: 0.0,
+            backlog: None,
+            backlog_max: 0.0,
+            backlog_added: false,
+            unsure: vec![false; 5],
+        };
+        let fitted = |sigma| {
+            fit(
+                &s,
+                &TrendOptions {
+                    sigma,
+                    ..Default::default()
+                },
+            )
+        };
+        assert!(fitted(0.0).is_none());
+        let b = fitted(0.1).unwrap().beta;
+        assert!(b[0].iter().all(|v| (v - 0.5).abs() < 1e-3), "{b:?}");
+    }
+
+    #[test]
     fn the_block_factor_solves_the_beta_step() {
         // M v computed directly from its definition, then solved back.
         let (p, n) = (3, 11);
