@@ -40,6 +40,8 @@
 #![deny(missing_docs)]
 
 #[cfg(not(loom))]
+pub mod access;
+#[cfg(not(loom))]
 pub mod consumer;
 pub mod disk;
 pub mod error;

@@ -136,14 +136,37 @@ impl Pool {
                 source,
             }
         };
-        let mut oo = OpenOptions::new();
-        oo.read(true).write(true);
         if cfg.overwrite {
-            oo.create(true).truncate(true);
-        } else {
-            oo.create_new(true);
+            // Replaced, never written through: the old file (or a symbolic link planted
+            // at its name) is unlinked and a new one created exclusively.
+            match std::fs::remove_file(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(io("remove the old file")(e))
+                }
+                _ => {}
+            }
         }
-        let file = oo.open(&path).map_err(io("create"))?;
+        // O_EXCL (which never follows a symbolic link), mode 0600 from the start, then
+        // exactly the mode asked for, whatever the umask (crate::access).
+        let file = {
+            use std::os::unix::fs::OpenOptionsExt;
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(&path)
+                .map_err(io("create"))?
+        };
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::Permissions::from_mode(crate::access::file_mode());
+            if let Err(e) = file.set_permissions(mode) {
+                let _ = std::fs::remove_file(&path);
+                return Err(io("chmod")(e));
+            }
+        }
         let meta = meta_area_size(cfg.n_subbufs);
         let total = cfg.n_subbufs + meta;
         let size = file_size(total, cfg.subbuf_size);
@@ -258,8 +281,11 @@ impl Pool {
     /// before mapping it (a wrong file gives an error, never SIGBUS), and pre-faults the
     /// header and state pages in this process.
     ///
-    /// The pool file must not be truncated while mapped: an access past the new end
-    /// would raise SIGBUS. Culprit never truncates a pool; users must not either.
+    /// The pool must be owned by this process's uid or by root and writable by no one
+    /// else ([`crate::access::check_trusted`], checked on the open descriptor before it
+    /// is mapped): only its owner could then truncate it while mapped, which would raise
+    /// SIGBUS on an access past the new end. Culprit never truncates a pool; users must
+    /// not either (`bufpool/FORMAT.md` §8.3).
     pub fn open(path: impl AsRef<Path>) -> Result<Pool, PoolError> {
         let path = path.as_ref().to_path_buf();
         let file = OpenOptions::new()
@@ -287,6 +313,12 @@ impl Pool {
         if !meta.is_file() {
             let kind = file_kind(meta.file_type());
             return Err(invalid(format!("{kind}, not a pool file")));
+        }
+        // Only a pool nobody else can write or truncate is mapped: another user could
+        // otherwise shrink it under the mapping and kill this process with SIGBUS
+        // (`bufpool/FORMAT.md` §8.3). Checked on the open descriptor, before mmap.
+        if let Err(why) = crate::access::check_trusted(&meta) {
+            return Err(invalid(why));
         }
         let len = meta.len();
         if len < HEADER_SIZE as u64 {

@@ -298,3 +298,42 @@ fn creation_beyond_the_space_available_fails_cleanly() {
     );
     assert!(text.contains("REFUSED"), "the child ran the check: {text}");
 }
+
+/// Issue 27: a pool is created 0600 whatever the umask, never through a planted link,
+/// and only a pool nobody else could truncate is mapped (SIGBUS in the traced program).
+#[test]
+fn pools_are_private_and_foreign_or_loose_ones_are_refused() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let dir = tempfile::tempdir().unwrap();
+    // SAFETY: umask has no memory effects; restored below.
+    let old = unsafe { libc::umask(0) };
+    let p = valid(dir.path(), "mine");
+    // SAFETY: as above.
+    unsafe { libc::umask(old) };
+    assert_eq!(std::fs::metadata(&p).unwrap().mode() & 0o777, 0o600);
+    Pool::open(&p).unwrap();
+    for loose in [0o666, 0o620] {
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(loose)).unwrap();
+        refused(&p, "writable by");
+    }
+    // --overwrite replaces a link planted at the name; it never writes through it.
+    let target = dir.path().join("target");
+    std::fs::write(&target, b"keep").unwrap();
+    let link = dir.path().join("link.pool");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    assert!(Pool::create(&link, &small()).is_err(), "created through a link");
+    let over = PoolConfig {
+        overwrite: true,
+        ..small()
+    };
+    Pool::create(&link, &over).unwrap();
+    assert_eq!(std::fs::read(&target).unwrap(), b"keep");
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        let q = valid(dir.path(), "theirs");
+        std::os::unix::fs::chown(&q, Some(65534), Some(65534)).unwrap();
+        refused(&q, "owned by uid 65534");
+    } else {
+        eprintln!("pools_are_private_and_foreign_or_loose_ones_are_refused: SKIPPED another user's pool: not root");
+    }
+}
