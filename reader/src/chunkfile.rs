@@ -5,6 +5,7 @@ use bufpool::disk::{self, ChunkHeader};
 use bufpool::SubBufInfo;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// An append-only chunk file owned by one drain thread.
@@ -20,13 +21,9 @@ impl ChunkWriter {
     /// Creates `DIR/chunks/<name>` with its file header.
     pub fn create(dir: &Path, reader_pid: u32, worker: u32, start_unix_ns: u64) -> Result<Self> {
         let cdir = dir.join(disk::CHUNK_DIR);
-        std::fs::create_dir_all(&cdir).map_err(io(&cdir, "create directory"))?;
+        crate::safefile::private_dir(&cdir)?;
         let path = cdir.join(disk::chunk_file_name(reader_pid, worker, start_unix_ns));
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .map_err(io(&path, "create"))?;
+        let mut file = crate::safefile::create_new(&path).map_err(io(&path, "create"))?;
         let h = ChunkHeader::new(reader_pid, start_unix_ns);
         if let Err(e) = file.write_all(bytemuck::bytes_of(&h)) {
             // A full disk: leave no file cut inside its header behind.
@@ -128,6 +125,7 @@ pub fn repair(dir: &Path) -> Result<Vec<Repaired>> {
         };
         let f = OpenOptions::new()
             .write(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
             .open(&path)
             .map_err(io(&path, "open for repair"))?;
         f.set_len(good).map_err(io(&path, "truncate"))?;

@@ -71,12 +71,7 @@ impl CpuSampler {
         let meta = std::fs::metadata(pool).map_err(io(pool, "stat pool file"))?;
         let dev = meta.dev();
         let path = dir.join(CPU_FILE);
-        let fresh = !path.exists();
-        let f = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .map_err(io(&path, "open CPU sample file"))?;
+        let (f, fresh) = crate::safefile::open_append(&path)?;
         let mut out = std::io::BufWriter::new(f);
         if fresh {
             writeln!(out, "{HEADER}").map_err(io(&path, "write CPU sample file"))?;

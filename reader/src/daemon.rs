@@ -23,7 +23,7 @@
 //! and says how many sub-buffers it left in the pool.
 
 use crate::chunkfile::{repair, ChunkWriter, Repaired};
-use crate::error::{io, Error, Result};
+use crate::error::{Error, Result};
 use crate::live::LiveSaved;
 use crate::manifest::Manifest;
 use crate::summary::{summarize, Summary};
@@ -109,7 +109,8 @@ pub fn prepare_dir(
     dir: &Path,
     command: &[String],
 ) -> Result<(Manifest, Vec<Repaired>)> {
-    std::fs::create_dir_all(dir).map_err(io(dir, "create trace directory"))?;
+    // Created private, or checked that no other user controls it (planted links).
+    crate::safefile::private_dir(dir)?;
     let repaired = repair(dir)?;
     let mut m = Manifest::for_pool(pool, command.to_vec(), now_ns());
     if let Ok(old) = Manifest::read(dir) {

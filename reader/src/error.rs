@@ -61,6 +61,15 @@ pub enum Error {
         /// What it is.
         kind: &'static str,
     },
+    /// A file or directory another user could write, replace or plant links in
+    /// (`bufpool::access`): not used.
+    #[error("{path}: not used: {why}")]
+    Untrusted {
+        /// The file or directory.
+        path: PathBuf,
+        /// Who else controls it.
+        why: String,
+    },
     /// A file is larger than any valid one.
     #[error("{path}: larger than {max} bytes, more than any valid file of its kind")]
     TooLarge {

@@ -260,7 +260,10 @@ impl Manifest {
             why: e.to_string(),
         })?;
         text.push(b'\n');
-        let mut f = std::fs::File::create(&tmp).map_err(io(&tmp, "create"))?;
+        // Never written through a link planted at the temporary name: a stale one is
+        // unlinked, and the file created exclusively (crate::safefile::create_new).
+        let _ = std::fs::remove_file(&tmp);
+        let mut f = crate::safefile::create_new(&tmp).map_err(io(&tmp, "create"))?;
         f.write_all(&text).map_err(io(&tmp, "write"))?;
         f.sync_all().map_err(io(&tmp, "fsync"))?;
         std::fs::rename(&tmp, &path).map_err(io(&path, "rename into place"))?;

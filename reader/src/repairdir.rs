@@ -21,7 +21,7 @@ use crate::error::{io, Result};
 use crate::manifest::Manifest;
 use crate::tracedir::{chunk_files, OpenOptions, TraceDir};
 use bufpool::disk::{self, ChunkErrorKind, RECORD_FIXED_SIZE};
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// What [`repair_dir`] did.
@@ -85,6 +85,7 @@ pub fn repair_dir(dir: &Path) -> Result<RepairReport> {
         if let Some((at, len)) = torn_tail(&path)? {
             let f = std::fs::OpenOptions::new()
                 .write(true)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
                 .open(&path)
                 .map_err(io(&path, "open for repair"))?;
             f.set_len(at).map_err(io(&path, "truncate"))?;

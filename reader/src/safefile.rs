@@ -6,6 +6,11 @@
 //! could be swapped in between — that it is a regular file. [`read_bounded`] reads at
 //! most a given number of bytes, whatever size the file claims (a symlink to
 //! `/dev/zero`, a `/proc` file that says 0 bytes).
+//!
+//! Writing: [`create_new`], [`open_append`] and [`private_dir`] create what a tool writes
+//! so that another local user can neither read it (files `0600`, directories `0700`,
+//! unless `--shared-group`) nor redirect it (no symbolic link followed, no directory used
+//! that someone else controls): `bufpool/FORMAT.md` §8.3.
 
 use crate::error::{io, Error, Result};
 use std::fs::File;
@@ -52,4 +57,101 @@ pub fn read_bounded(path: &Path, max: u64) -> Result<Vec<u8>> {
         });
     }
     Ok(buf)
+}
+
+/// Creates `path` as a new file for writing, never following a symbolic link and never
+/// opening a file that exists (`O_CREAT|O_EXCL|O_NOFOLLOW`), with the mode of
+/// `bufpool::access::file_mode` (`0600`, or `0640` with `--shared-group`).
+pub fn create_new(path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::PermissionsExt;
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)?;
+    f.set_permissions(std::fs::Permissions::from_mode(
+        bufpool::access::file_mode(),
+    ))?;
+    Ok(f)
+}
+
+/// Opens `path` for appending, creating it as [`create_new`] does if it does not exist;
+/// an existing one must be a regular file (not a symbolic link: `O_NOFOLLOW`) that this
+/// user may trust (`bufpool::access::check_trusted`). Returns the file and whether it
+/// was created.
+pub fn open_append(path: &Path) -> Result<(File, bool)> {
+    match create_new(path) {
+        Ok(f) => return Ok((f, true)),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(io(path, "create")(e)),
+    }
+    let f = std::fs::OpenOptions::new()
+        .append(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(io(path, "open for appending"))?;
+    let meta = f.metadata().map_err(io(path, "stat"))?;
+    if !meta.is_file() {
+        return Err(Error::NotRegular {
+            path: path.to_path_buf(),
+            kind: kind_of(meta.file_type()),
+        });
+    }
+    bufpool::access::check_trusted(&meta).map_err(|why| Error::Untrusted {
+        path: path.to_path_buf(),
+        why,
+    })?;
+    Ok((f, false))
+}
+
+/// Makes `dir` a directory only this user (or root) controls, to write files in: creates
+/// it (and missing parents) if needed — the last level with the mode of
+/// `bufpool::access::dir_mode`, exactly — and checks, for a directory that existed, and
+/// for every directory above it, that no other user could have planted or could replace
+/// what is in it (`bufpool::access::check_trusted`; an ancestor writable by others is
+/// accepted only with the sticky bit, as `/tmp`). A symbolic link on the way must be
+/// this user's or root's. The error names the directory and who else controls it.
+pub fn private_dir(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    let untrusted = |p: &Path, why: String| Error::Untrusted {
+        path: p.to_path_buf(),
+        why,
+    };
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(io(parent, "create directory"))?;
+    }
+    let created = match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => false,
+        Err(e) => return Err(io(dir, "create directory")(e)),
+    };
+    let abs = std::path::absolute(dir).map_err(io(dir, "resolve"))?;
+    // Symbolic links on the way as given: only this user's or root's are followed.
+    let mut at = std::path::PathBuf::new();
+    for c in abs.components() {
+        at.push(c);
+        if let Ok(m) = std::fs::symlink_metadata(&at) {
+            if m.file_type().is_symlink() {
+                if let Some(why) = bufpool::access::untrusted_why(m.uid(), 0) {
+                    return Err(untrusted(&at, format!("a symbolic link {why}")));
+                }
+            }
+        }
+    }
+    let real = std::fs::canonicalize(&abs).map_err(io(dir, "resolve"))?;
+    let meta = std::fs::metadata(&real).map_err(io(dir, "stat"))?;
+    if !meta.is_dir() {
+        let kind = kind_of(meta.file_type());
+        return Err(untrusted(dir, format!("{kind}, not a directory")));
+    }
+    if created {
+        std::fs::set_permissions(&real, std::fs::Permissions::from_mode(
+            bufpool::access::dir_mode(),
+        ))
+        .map_err(io(dir, "chmod"))?;
+    } else {
+        bufpool::access::check_trusted(&meta).map_err(|why| untrusted(dir, why))?;
+    }
+    bufpool::access::check_ancestors(&real).map_err(|why| untrusted(dir, why))
 }

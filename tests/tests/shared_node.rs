@@ -61,6 +61,60 @@ fn python() -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// Defect 2: `record -o` into a directory another user made (mode 777, with links to
+/// root's files planted in it) wrote through the links.
+#[test]
+fn an_output_directory_of_another_user_is_refused() {
+    let test = "an_output_directory_of_another_user_is_refused";
+    if !root_or_skip(test) {
+        return;
+    }
+    let (t, tmp) = node();
+    let secret = t.path().join("secret");
+    std::fs::write(&secret, "root's\n").unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let rootdir = t.path().join("rootdir");
+    std::fs::create_dir(&rootdir).unwrap();
+    let out = tmp.join("out");
+    as_nobody(&format!(
+        "mkdir {o} && chmod 777 {o} && ln -s {s} {o}/cpu.tsv && ln -s {d} {o}/chunks",
+        o = out.display(),
+        s = secret.display(),
+        d = rootdir.display()
+    ));
+    let record = |out: &Path| {
+        run_with_deadline(
+            culprit_cmd()
+                .arg("record")
+                .arg("-o")
+                .arg(out)
+                .args(["--", "sleep", "0.3"]),
+            DEADLINE,
+        )
+    };
+    let r = record(&out);
+    assert_eq!(r.status.code(), Some(2), "{}", r.stderr);
+    assert!(
+        r.stderr.contains(&format!("{}: not used: owned by uid {NOBODY}", out.display())),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "root's\n");
+    assert_eq!(std::fs::read_dir(&rootdir).unwrap().count(), 0);
+    // Root's own directory, but writable by every user: refused too.
+    std::os::unix::fs::chown(&out, Some(0), Some(0)).unwrap();
+    let r = record(&out);
+    assert_eq!(r.status.code(), Some(2), "{}", r.stderr);
+    assert!(r.stderr.contains("mode 0777"), "{}", r.stderr);
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "root's\n");
+    // Below a directory another user owns: refused (they could swap it for a link).
+    let theirs = tmp.join("theirs");
+    as_nobody(&format!("mkdir -m 755 {}", theirs.display()));
+    let r = record(&theirs.join("t"));
+    assert_eq!(r.status.code(), Some(2), "{}", r.stderr);
+    assert!(r.stderr.contains("above it"), "{}", r.stderr);
+}
+
 /// Defect 3: a pool another user owns was mapped, and its owner killed the traced
 /// program with SIGBUS by truncating it. Now the program runs untraced, and lives.
 #[test]
@@ -135,4 +189,56 @@ int main(int argc, char **argv) {
         stderr.contains("tracing disabled") && stderr.contains(&format!("owned by uid {NOBODY}")),
         "{stderr}"
     );
+}
+
+/// Defect 13: the pool and the trace were created 0644 (any user read what root's
+/// programs recorded). Now 0600 / 0700, or 0640 / 0750 with `--shared-group`.
+#[test]
+fn pool_and_trace_are_private_unless_shared() {
+    let test = "pool_and_trace_are_private_unless_shared";
+    if !root_or_skip(test) {
+        return;
+    }
+    if libtrace_or_skip(test).is_none() {
+        return;
+    }
+    let (t, tmp) = node();
+    for (shared, fmode, dmode) in [(false, 0o600, 0o700), (true, 0o640, 0o750)] {
+        let pool = tmp.join(format!("p{shared}.pool"));
+        let out = t.path().join(format!("rec{shared}"));
+        let mut c = culprit_cmd();
+        c.arg("record")
+            .arg("--keep-pool")
+            .arg("--pool")
+            .arg(&pool)
+            .arg("-o")
+            .arg(&out);
+        if shared {
+            c.arg("--shared-group");
+        }
+        let r = run_with_deadline(c.args(["--", "sh", "-c", "echo hi > /dev/null; sleep 0.3"]), DEADLINE);
+        r.assert_success("culprit record");
+        assert_eq!(mode(&pool), fmode, "pool (shared: {shared})");
+        assert_eq!(mode(&out), dmode, "trace directory (shared: {shared})");
+        let chunks = out.join("chunks");
+        assert_eq!(mode(&chunks), dmode, "chunks/ (shared: {shared})");
+        let mut files = vec![out.join("manifest.json")];
+        files.extend(std::fs::read_dir(&chunks).unwrap().map(|e| e.unwrap().path()));
+        if out.join("cpu.tsv").exists() {
+            files.push(out.join("cpu.tsv"));
+        }
+        assert!(files.len() >= 2, "{files:?}");
+        for f in &files {
+            assert_eq!(mode(f), fmode, "{} (shared: {shared})", f.display());
+        }
+        if !shared {
+            // And another user indeed cannot read it.
+            let r = run_with_deadline(
+                Command::new("runuser").args(["-u", "nobody", "--", "cat"]).arg(&files[0]),
+                DEADLINE,
+            );
+            assert!(!r.status.success(), "nobody read {}", files[0].display());
+        }
+        let _ = std::fs::remove_file(&pool);
+    }
 }

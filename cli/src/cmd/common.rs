@@ -29,9 +29,19 @@ pub struct PoolArgs {
     /// Pool file (default: a new file in /dev/shm, deleted at the end).
     #[arg(long, value_name = "PATH")]
     pub pool: Option<PathBuf>,
+    /// Let the group read the pool and the trace (files 0640, directories 0750) instead
+    /// of you alone (0600, 0700). Nothing is ever writable by others.
+    #[arg(long)]
+    pub shared_group: bool,
 }
 
 impl PoolArgs {
+    /// Sets who may read what this process creates (`--shared-group`): see
+    /// `bufpool::access`.
+    pub fn apply_sharing(&self) {
+        bufpool::access::set_group_shared(self.shared_group);
+    }
+
     /// The pool configuration.
     pub fn config(&self) -> PoolConfig {
         PoolConfig {

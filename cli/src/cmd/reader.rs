@@ -38,6 +38,7 @@ pub struct Args {
 
 /// Runs `culprit reader`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    args.pool.apply_sharing();
     let pool = match (&args.pool.pool, args.create) {
         (Some(p), false) => PoolSource::Open(p.clone()),
         (_, true) => PoolSource::Create {

@@ -69,6 +69,7 @@ fn inject_value(specs: &[String]) -> anyhow::Result<Option<String>> {
 /// Runs `culprit record`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let inject = inject_value(&args.inject)?;
+    args.pool.apply_sharing();
     let out = args
         .out
         .clone()

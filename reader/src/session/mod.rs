@@ -234,9 +234,12 @@ fn check_output_dir(out: &std::path::Path) -> Result<(), SessionError> {
             None,
         ));
     }
-    std::fs::create_dir_all(out).map_err(|e| err("cannot create the output directory", Some(e)))?;
+    crate::safefile::private_dir(out).map_err(|e| match e {
+        crate::Error::Io { source, .. } => err("cannot create the output directory", Some(source)),
+        other => SessionError::Reader(other),
+    })?;
     let probe = out.join(format!(".culprit-probe-{}", std::process::id()));
-    std::fs::File::create(&probe)
+    crate::safefile::create_new(&probe)
         .map_err(|e| err("cannot write in the output directory", Some(e)))?;
     let _ = std::fs::remove_file(&probe);
     Ok(())
