@@ -61,6 +61,92 @@ fn python() -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// Defect 1: with `HOME` unset, root's Python cache went to `/tmp/culprit-cache-0`
+/// whatever its owner, and root ran the `sitecustomize.py` another user planted there.
+#[test]
+fn a_planted_python_cache_is_not_run_by_root() {
+    let test = "a_planted_python_cache_is_not_run_by_root";
+    if !root_or_skip(test) {
+        return;
+    }
+    let Some(py) = python() else {
+        skip(test, "all", "no /usr/bin/python3");
+        return;
+    };
+    let (t, tmp) = node();
+    let planted = tmp.join("culprit-cache-0");
+    let boot = planted.join(format!("python/{}/boot", python_hook::sources::key()));
+    let pwned = tmp.join("PWNED");
+    as_nobody(&format!(
+        "mkdir -p {b} {b}/../ext {b}/../src && echo 'open(\"{p}\",\"w\").write(str(__import__(\"os\").getuid()))' > {b}/sitecustomize.py",
+        b = boot.display(),
+        p = pwned.display()
+    ));
+    let r = run_with_deadline(
+        culprit_cmd()
+            .arg("record")
+            .arg("-o")
+            .arg(t.path().join("out"))
+            .arg("--")
+            .arg(&py)
+            .args(["-c", "pass"])
+            .env_remove("HOME")
+            .env_remove("XDG_CACHE_HOME")
+            .env_remove("CULPRIT_CACHE_DIR")
+            .env_remove("PYTHONPATH")
+            .env("TMPDIR", &tmp),
+        DEADLINE,
+    );
+    r.assert_success("culprit record with HOME unset");
+    assert!(
+        !pwned.exists(),
+        "root ran the planted sitecustomize.py: {}\n{}",
+        std::fs::read_to_string(&pwned).unwrap_or_default(),
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains(&format!("{}: not used: owned by uid {NOBODY}", planted.display())),
+        "{}",
+        r.stderr
+    );
+}
+
+/// Defect 1, the other side: a daemon's user with `HOME=/root` (not its own) gets a
+/// private cache instead of "cannot create /root/.cache/culprit".
+#[test]
+fn a_home_of_another_user_is_not_the_cache() {
+    let test = "a_home_of_another_user_is_not_the_cache";
+    if !root_or_skip(test) {
+        return;
+    }
+    let Some(py) = python() else {
+        skip(test, "all", "no /usr/bin/python3");
+        return;
+    };
+    let (_t, tmp) = node();
+    let out = tmp.join("out");
+    let script = format!(
+        "cd {tmp} && HOME=/root TMPDIR={tmp} CULPRIT_PY_AUTO=1 {culprit} record -o {out} -- {py} -c pass",
+        tmp = tmp.display(),
+        culprit = culprit().display(),
+        out = out.display(),
+        py = py.display()
+    );
+    let r = run_with_deadline(
+        Command::new("runuser")
+            .args(["-u", "nobody", "--", "sh", "-c", &script])
+            .env_remove("XDG_CACHE_HOME")
+            .env_remove("CULPRIT_CACHE_DIR")
+            .env_remove("PYTHONPATH"),
+        DEADLINE,
+    );
+    r.assert_success("culprit record as nobody with HOME=/root");
+    assert!(!r.stderr.contains("cannot create"), "{}", r.stderr);
+    let cache = tmp.join(format!("culprit-cache-{NOBODY}"));
+    let m = std::fs::metadata(&cache).unwrap();
+    assert_eq!((m.uid(), m.mode() & 0o777), (NOBODY, 0o700));
+}
+
 /// Defect 2: `record -o` into a directory another user made (mode 777, with links to
 /// root's files planted in it) wrote through the links.
 #[test]
