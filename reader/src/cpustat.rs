@@ -210,16 +210,39 @@ fn sample(pid: u32, tick_ns: f64) -> Option<CpuSample> {
     })
 }
 
+/// The largest `cpu.tsv` read (1 GiB: some 20 million samples).
+pub const MAX_CPU_FILE_BYTES: u64 = 1 << 30;
+
 /// The samples of a trace directory, in file order (empty if it has none). Lines that
-/// do not parse (a torn last line) are skipped.
+/// do not parse (a torn last line, bytes that are not UTF-8) are skipped. The file is
+/// opened through [`crate::safefile`]: a FIFO, a device, a directory or a file larger
+/// than [`MAX_CPU_FILE_BYTES`] is an error naming it, found before reading — callers
+/// drop the CPU times with a warning ([`read_samples_or_warn`]).
 pub fn read_samples(dir: &Path) -> Result<Vec<CpuSample>> {
     let path = dir.join(CPU_FILE);
-    let text = match std::fs::read_to_string(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(io(&path, "read CPU sample file")(e)),
+    let bytes = match crate::safefile::read_bounded(&path, MAX_CPU_FILE_BYTES) {
+        Ok(b) => b,
+        Err(crate::Error::Io { source, .. })
+            if source.kind() == std::io::ErrorKind::NotFound =>
+        {
+            return Ok(Vec::new())
+        }
+        Err(e) => return Err(e),
     };
-    Ok(text.lines().filter_map(parse_line).collect())
+    Ok(bytes
+        .split(|&b| b == b'\n')
+        .filter_map(|l| std::str::from_utf8(l).ok())
+        .filter_map(parse_line)
+        .collect())
+}
+
+/// [`read_samples`], or no samples and one line on stderr saying why: CPU times are an
+/// addition to an analysis, never a reason for it to fail.
+pub fn read_samples_or_warn(dir: &Path) -> Vec<CpuSample> {
+    read_samples(dir).unwrap_or_else(|e| {
+        eprintln!("culprit: {e}: CPU times not used");
+        Vec::new()
+    })
 }
 
 fn parse_line(l: &str) -> Option<CpuSample> {

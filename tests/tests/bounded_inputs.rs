@@ -18,6 +18,103 @@ fn mkfifo(p: &Path) {
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
 }
 
+/// Samples a small shell job (as `tests/ioshare_cli.rs` does).
+fn sample(dir: &Path) -> PathBuf {
+    let f = dir.join("io.cios");
+    let out = run_with_deadline(
+        Command::new(culprit())
+            .args(["iosample", "--interval", "50ms", "-o"])
+            .arg(&f)
+            .args(["--", "sh", "-c"])
+            .arg(format!(
+                "head -c 200000 /dev/zero > {0}/a; sleep 0.3; head -c 100000 /dev/zero > {0}/b; sleep 0.3",
+                dir.display()
+            )),
+        DEADLINE,
+    );
+    out.assert_success("iosample");
+    f
+}
+
+fn ioshare(f: &Path, extra: &[&str]) -> RunOutput {
+    run_with_deadline(
+        Command::new(culprit())
+            .arg("ioshare")
+            .arg(f)
+            .args(["--server", "sh"])
+            .args(extra),
+        DEADLINE,
+    )
+}
+
+/// Defect 5: a FIFO as the sample file hung `ioshare`; a link to /dev/zero read until
+/// memory ran out.
+#[test]
+fn a_sample_file_that_is_not_a_regular_file_is_refused_at_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fifo = tmp.path().join("x.cios");
+    mkfifo(&fifo);
+    let zero = tmp.path().join("z.cios");
+    std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+    for (f, kind) in [(&fifo, "a FIFO"), (&zero, "a character device")] {
+        let r = ioshare(f, &[]);
+        assert!(!r.timed_out, "{}: hung", f.display());
+        assert_eq!(r.status.code(), Some(2), "{}", r.stderr);
+        assert!(
+            r.stderr.contains(&f.display().to_string()) && r.stderr.contains(kind),
+            "{}",
+            r.stderr
+        );
+    }
+}
+
+/// Defect 5: `cpu.tsv` as a FIFO hung `demand`; as a directory, or with bytes that are
+/// not UTF-8, it failed all of `demand`. Now the CPU times are dropped (a warning for a
+/// file that cannot be read, the bad lines skipped) and the rest is as without them.
+#[test]
+fn a_bad_cpu_file_drops_the_cpu_times_not_demand() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path().join("t");
+    let r = run_with_deadline(
+        Command::new(culprit())
+            .arg("record")
+            .arg("-o")
+            .arg(&t)
+            .args(["--", "sh", "-c", "echo hi > /dev/null; sleep 0.6"]),
+        DEADLINE,
+    );
+    r.assert_success("record");
+    let cpu = t.join("cpu.tsv");
+    assert!(cpu.is_file(), "the reader sampled no CPU time");
+    let demand = || run_with_deadline(Command::new(culprit()).arg("demand").arg(&t), DEADLINE);
+    let base = demand();
+    assert!(!base.timed_out);
+    let good = std::fs::read(&cpu).unwrap();
+    // Not UTF-8: the line is skipped, nothing else changes.
+    let mut bad = good.clone();
+    bad.extend_from_slice(b"\xff\xfe\t1\t2\n");
+    std::fs::write(&cpu, &bad).unwrap();
+    let r = demand();
+    assert_eq!(r.status.code(), base.status.code(), "{}", r.stderr);
+    assert_eq!(r.stdout, base.stdout);
+    // A directory, a FIFO: one warning naming the file, and demand as without it.
+    std::fs::remove_file(&cpu).unwrap();
+    std::fs::create_dir(&cpu).unwrap();
+    let r = demand();
+    assert_eq!(r.status.code(), base.status.code(), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("cpu.tsv") && r.stderr.contains("a directory") && r.stderr.contains("CPU times not used"),
+        "{}",
+        r.stderr
+    );
+    std::fs::remove_dir(&cpu).unwrap();
+    mkfifo(&cpu);
+    let r = demand();
+    assert!(!r.timed_out, "a FIFO cpu.tsv hung demand");
+    assert_eq!(r.status.code(), base.status.code(), "{}", r.stderr);
+    assert!(r.stderr.contains("a FIFO"), "{}", r.stderr);
+}
+
 /// `cmd`'s exit code, stderr, and peak RSS in KiB (from `wait4`).
 fn run_measured(cmd: &mut Command) -> (Option<i32>, String, i64) {
     let child = cmd

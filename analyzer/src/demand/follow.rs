@@ -110,7 +110,7 @@ fn round_once(dirs: &[PathBuf], opts: &Options) -> Result<DemandReport> {
     let set = TraceSet::open(dirs)?;
     let mut o = opts.clone();
     for d in dirs {
-        o.cpu.extend(reader::cpustat::read_samples(d)?);
+        o.cpu.extend(reader::cpustat::read_samples_or_warn(d));
     }
     analyze(&set, &o)
 }

@@ -189,7 +189,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         let set = TraceSet::open(&args.dirs)?;
         for d in &args.dirs {
-            opts.cpu.extend(reader::cpustat::read_samples(d)?);
+            opts.cpu.extend(reader::cpustat::read_samples_or_warn(d));
         }
         demand::analyze(&set, &opts)?
     };

@@ -43,7 +43,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::fs::File;
-use std::io::{self, BufWriter, Read, Write};
+use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 /// First 8 bytes of every IO-sample file.
@@ -790,17 +790,32 @@ pub struct Tail {
 
 /// Reads every whole record of an IO-sample file, in order. A damaged or truncated tail ends
 /// the read: it is described in the returned [`Tail`], and the records before it are kept.
+/// A regular file of at most [`MAX_SAMPLE_FILE_BYTES`], checked before reading (never a
+/// FIFO, a device or a sparse giant: `crate::safefile`).
 pub fn read_records(path: &Path) -> Result<(Vec<Record>, Tail), FormatError> {
-    let mut bytes = Vec::new();
-    File::open(path)
-        .and_then(|mut f| f.read_to_end(&mut bytes))
-        .map_err(|source| FormatError::Io {
+    let bytes = crate::safefile::read_bounded(path, MAX_SAMPLE_FILE_BYTES).map_err(|e| match e {
+        crate::Error::Io { what, source, .. } => FormatError::Io {
             path: path.to_path_buf(),
-            what: "cannot read",
+            what,
             source,
-        })?;
+        },
+        crate::Error::NotRegular { kind, .. } => FormatError::NotSampleFile {
+            path: path.to_path_buf(),
+            why: format!("{kind}, not a regular file"),
+        },
+        other => FormatError::NotSampleFile {
+            path: path.to_path_buf(),
+            why: other
+                .to_string()
+                .trim_start_matches(&format!("{}: ", path.display()))
+                .to_string(),
+        },
+    })?;
     parse_records(path, &bytes)
 }
+
+/// The largest IO-sample file read (4 GiB: some 100 million samples of a process).
+pub const MAX_SAMPLE_FILE_BYTES: u64 = 4 << 30;
 
 /// [`read_records`] over bytes already in memory (`path` names them in errors).
 pub fn parse_records(path: &Path, bytes: &[u8]) -> Result<(Vec<Record>, Tail), FormatError> {
