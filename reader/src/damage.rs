@@ -123,14 +123,22 @@ pub fn per_file(list: Vec<Damage>) -> Vec<Damage> {
 }
 
 /// Finds the next offset at or after `from` where a record's fixed part checks (the
-/// record magic, then every field but the checksum); `len` if none.
+/// record magic, then every field but the checksum); `len` if none. Holes of a sparse
+/// file are skipped without reading them (`SEEK_DATA`: a hole reads as zeros, and no
+/// record starts with a zero byte), so a 10 GB file holding 200 KB costs 200 KB.
 fn resync(file: &File, from: u64, len: u64) -> u64 {
     const BLOCK: usize = 1 << 20;
     let magic = disk::RECORD_MAGIC.to_le_bytes();
+    debug_assert!(magic[0] != 0);
     let mut buf = vec![0u8; BLOCK];
     let mut at = from;
     let mut fixed = [0u8; RECORD_FIXED_SIZE];
     while at < len {
+        match next_data(file, at) {
+            Some(d) if d >= len => return len,
+            Some(d) => at = d,
+            None => {}
+        }
         let n = (len - at).min(BLOCK as u64) as usize;
         if file.read_exact_at(&mut buf[..n], at).is_err() {
             return len;
@@ -154,6 +162,23 @@ fn resync(file: &File, from: u64, len: u64) -> u64 {
         at += (n - 3) as u64;
     }
     len
+}
+
+/// The start of the first data (not a hole) at or after `at`: `Some(u64::MAX)` if only a
+/// hole follows, `None` if the file system cannot say (then every byte is read).
+fn next_data(file: &File, at: u64) -> Option<u64> {
+    use std::os::fd::AsRawFd;
+    let off = libc::off_t::try_from(at).ok()?;
+    // SAFETY: lseek on a descriptor this File owns; it only moves the file offset, which
+    // no reader of this File uses (every read is a pread at an explicit offset).
+    let r = unsafe { libc::lseek(file.as_raw_fd(), off, libc::SEEK_DATA) };
+    if r >= 0 {
+        return Some(r as u64);
+    }
+    match std::io::Error::last_os_error().raw_os_error() {
+        Some(libc::ENXIO) => Some(u64::MAX),
+        _ => None,
+    }
 }
 
 /// Walks the records of one chunk file, skipping damage: calls `add` with each good
