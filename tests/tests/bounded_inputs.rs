@@ -47,6 +47,41 @@ fn ioshare(f: &Path, extra: &[&str]) -> RunOutput {
     )
 }
 
+/// Defect 11: `--prior inf` (or 1e308) spun for minutes; NaN was taken for `--prior`,
+/// `--threshold` and `--segment-penalty`.
+#[test]
+fn numeric_flags_must_be_finite_and_in_range() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = sample(tmp.path());
+    for (flag, v) in [
+        ("--prior", "inf"),
+        ("--prior", "1e308"),
+        ("--prior", "NaN"),
+        ("--prior", "-1"),
+        ("--threshold", "NaN"),
+        ("--threshold", "2"),
+        ("--segment-penalty", "NaN"),
+        ("--segment-penalty", "inf"),
+        ("--window", "1e30"),
+    ] {
+        let r = ioshare(&f, &[&format!("{flag}={v}")]);
+        assert!(!r.timed_out, "{flag} {v}: still running after {DEADLINE:?}");
+        assert_eq!(r.status.code(), Some(2), "{flag} {v}: {}", r.stderr);
+        assert!(r.stderr.contains(flag), "{flag} {v}: {}", r.stderr);
+        assert!(!r.stderr.contains("panicked"), "{flag} {v}: {}", r.stderr);
+    }
+    // The largest weight accepted runs to its end.
+    let r = ioshare(&f, &["--prior", "1000000"]);
+    assert!(!r.timed_out, "--prior 1000000 still running after {DEADLINE:?}");
+    r.assert_success("ioshare --prior 1000000");
+    let r = run_with_deadline(
+        Command::new(culprit()).args(["demand", "--interval", "1e30s", "x"]),
+        DEADLINE,
+    );
+    assert_eq!(r.status.code(), Some(2), "{}", r.stderr);
+    assert!(r.stderr.contains("at most a year"), "{}", r.stderr);
+}
+
 /// Defect 5: a FIFO as the sample file hung `ioshare`; a link to /dev/zero read until
 /// memory ran out.
 #[test]

@@ -90,6 +90,9 @@ fn duration_ns(s: &str) -> anyhow::Result<i64> {
     if !(ns.is_finite() && ns >= 1e6) {
         bail!("interval {s:?} is too short or not a number: at least 1ms");
     }
+    if ns > reader::iosample::MAX_DURATION_S * 1e9 {
+        bail!("interval {s:?} is too long: at most a year");
+    }
     Ok(ns as i64)
 }
 

@@ -36,8 +36,9 @@ pub struct Args {
     /// Regression window (centred on each sample; widened to 2 samples per process).
     #[arg(long, value_name = "DUR", default_value = "1.5s", value_parser = reader::iosample::parse_duration)]
     pub window: std::time::Duration,
-    /// Weight of the long-window prior, in rows of data per process (default 0: none).
-    #[arg(long, value_name = "MU")]
+    /// Weight of the long-window prior, in rows of data per process (default 0: none; at
+    /// most 1000000).
+    #[arg(long, value_name = "MU", value_parser = super::outpath::parse_prior)]
     pub prior: Option<f64>,
     /// Long window of the prior (default: 4 × the regression window).
     #[arg(long, value_name = "DUR", value_parser = reader::iosample::parse_duration)]
@@ -78,11 +79,11 @@ pub struct Args {
     /// processes), `auto` (the trend filter from 8 client processes on).
     #[arg(long, value_name = "HOW", default_value = "auto", value_parser = ioshare::report::CourseChoice::parse)]
     pub course: ioshare::report::CourseChoice,
-    /// Penalty of a change point, in multiples of σ²·ln(intervals) (Schwarz: 2).
-    #[arg(long, value_name = "K", default_value_t = 2.0)]
+    /// Penalty of a change point, in multiples of σ²·ln(intervals) (Schwarz: 2; 0.01 to 1000).
+    #[arg(long, value_name = "K", default_value_t = 2.0, value_parser = super::outpath::parse_penalty)]
     pub segment_penalty: f64,
-    /// Single-variation threshold, as a fraction of the server's mean load per interval.
-    #[arg(long, value_name = "F", default_value_t = 0.02)]
+    /// Single-variation threshold, as a fraction of the server's mean load per interval (0 to 1).
+    #[arg(long, value_name = "F", default_value_t = 0.02, value_parser = super::outpath::parse_fraction)]
     pub threshold: f64,
     /// Trace directories of the same run (`culprit record`): compare with the true shares.
     #[arg(long, value_name = "DIR", num_args = 1..)]

@@ -17,6 +17,31 @@ pub fn parse_threads(s: &str) -> Result<usize, String> {
     }
 }
 
+/// Parses a number that must be finite and within `lo..=hi` (never NaN or infinite:
+/// issue 27, `--prior inf` spun for minutes, NaN was taken silently).
+pub fn finite_in(s: &str, lo: f64, hi: f64) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && (lo..=hi).contains(&v) => Ok(v),
+        Ok(_) => Err(format!("{s:?}: must be a finite number from {lo} to {hi}")),
+        Err(_) => Err(format!("{s:?}: not a number")),
+    }
+}
+
+/// `--prior` of `culprit ioshare`: 0 to 1 000 000 rows of data per process.
+pub fn parse_prior(s: &str) -> Result<f64, String> {
+    finite_in(s, 0.0, 1e6)
+}
+
+/// `--segment-penalty` of `culprit ioshare`: 0.01 to 1 000 (multiples of σ²·ln n).
+pub fn parse_penalty(s: &str) -> Result<f64, String> {
+    finite_in(s, 0.01, 1e3)
+}
+
+/// `--threshold` of `culprit ioshare`: a fraction, 0 to 1.
+pub fn parse_fraction(s: &str) -> Result<f64, String> {
+    finite_in(s, 0.0, 1.0)
+}
+
 /// Checks that `path` can be written as an output file: it does not exist, or it is a
 /// regular file (replaced), or a character device such as `/dev/null`.
 pub fn check_output_file(path: &Path, what: &str) -> anyhow::Result<()> {

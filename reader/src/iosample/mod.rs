@@ -37,7 +37,11 @@ pub use format::{Counters, FormatError};
 pub use log::{ProcSeries, SampleLog, SampleTime};
 pub use sampler::{run, SamplerOptions, SamplerReport, Selection};
 
-/// Parses a duration: `100ms`, `0.5s`, `2s`, `1m`, `250us`, or plain seconds (`0.1`).
+/// The longest duration a flag takes (a year, in seconds).
+pub const MAX_DURATION_S: f64 = 365.0 * 86400.0;
+
+/// Parses a duration: `100ms`, `0.5s`, `2s`, `1m`, `250us`, or plain seconds (`0.1`),
+/// positive and at most [`MAX_DURATION_S`].
 pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     let t = s.trim();
     let split = t
@@ -58,6 +62,9 @@ pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     let secs = v * mult;
     if !(secs.is_finite() && secs > 0.0) {
         return Err(format!("{s:?}: must be positive"));
+    }
+    if secs > MAX_DURATION_S {
+        return Err(format!("{s:?}: at most a year"));
     }
     Ok(std::time::Duration::from_secs_f64(secs))
 }
