@@ -10,7 +10,7 @@
 //! Writing: [`create_new`], [`open_append`] and [`private_dir`] create what a tool writes
 //! so that another local user can neither read it (files `0600`, directories `0700`,
 //! unless `--shared-group`) nor redirect it (no symbolic link followed, no directory used
-//! that someone else controls): `bufpool/FORMAT.md` §8.3.
+//! that someone else controls): `bufpool/FORMAT.md` §8, "Other local users".
 
 use crate::error::{io, Error, Result};
 use std::fs::File;
@@ -162,4 +162,63 @@ pub fn private_dir(dir: &Path) -> Result<()> {
         bufpool::access::check_trusted(&meta).map_err(|why| untrusted(dir, why))?;
     }
     bufpool::access::check_ancestors(&real).map_err(|why| untrusted(dir, why))
+}
+
+/// Creates or replaces an output file the user named (a model, a page, a sample file)
+/// without letting another user redirect it: a name that does not exist is created
+/// `O_CREAT|O_EXCL|O_NOFOLLOW` (mode `0666` less the umask, as any output); an existing
+/// one is truncated only if it — and, for a symbolic link, the link itself — belongs to
+/// this user or root (a file or link someone else planted in `/tmp` is refused: writing
+/// through it would overwrite what the link points to, or hand them the output).
+/// Character devices such as `/dev/null` are written as they are.
+pub fn create_output(path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::MetadataExt;
+    let refuse = |why: String| std::io::Error::other(format!("not written: {why}"));
+    for _ in 0..2 {
+        let link = match std::fs::symlink_metadata(path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                match std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                    .open(path)
+                {
+                    // Made between the two calls: look again.
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                    r => return r,
+                }
+            }
+            Err(e) => return Err(e),
+            Ok(m) => m,
+        };
+        let follow = link.file_type().is_symlink();
+        if follow {
+            if let Some(why) = bufpool::access::untrusted_why(link.uid(), 0) {
+                return Err(refuse(format!("a symbolic link {why}")));
+            }
+        }
+        let flags = libc::O_CLOEXEC | libc::O_NONBLOCK | if follow { 0 } else { libc::O_NOFOLLOW };
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(flags)
+            .open(path)?;
+        let m = f.metadata()?;
+        if let Some(why) = bufpool::access::untrusted_why(m.uid(), 0) {
+            return Err(refuse(why));
+        }
+        if m.is_file() {
+            f.set_len(0)?;
+        }
+        // Back to blocking writes (O_NONBLOCK only kept a FIFO from hanging the open).
+        // SAFETY: fcntl on a descriptor `f` owns; it changes only its status flags.
+        unsafe {
+            use std::os::fd::AsRawFd;
+            let fl = libc::fcntl(f.as_raw_fd(), libc::F_GETFL);
+            if fl >= 0 {
+                libc::fcntl(f.as_raw_fd(), libc::F_SETFL, fl & !libc::O_NONBLOCK);
+            }
+        }
+        return Ok(f);
+    }
+    Err(refuse("the name keeps changing under it".into()))
 }

@@ -328,3 +328,50 @@ fn pool_and_trace_are_private_unless_shared() {
         let _ = std::fs::remove_file(&pool);
     }
 }
+
+/// Output files the user names (`iosample -o`, `learn -o`, `--html`…) in a directory
+/// others can write: a link or a file another user planted at the name is refused, never
+/// written through (it would overwrite what the link points to, or hand them the output).
+#[test]
+fn a_planted_output_file_is_not_written_through() {
+    let test = "a_planted_output_file_is_not_written_through";
+    if !root_or_skip(test) {
+        return;
+    }
+    let (t, tmp) = node();
+    let secret = t.path().join("secret");
+    std::fs::write(&secret, "root's\n").unwrap();
+    let link = tmp.join("io.cios");
+    let theirs = tmp.join("theirs.cios");
+    as_nobody(&format!(
+        "ln -s {} {} && touch {}",
+        secret.display(),
+        link.display(),
+        theirs.display()
+    ));
+    for (out, why) in [(&link, "a symbolic link owned by uid"), (&theirs, "owned by uid")] {
+        let r = run_with_deadline(
+            culprit_cmd().args(["iosample", "-o"]).arg(out).args(["--", "true"]),
+            DEADLINE,
+        );
+        assert_eq!(r.status.code(), Some(2), "{}", r.stderr);
+        assert!(
+            r.stderr.contains(&out.display().to_string()) && r.stderr.contains(why),
+            "{}",
+            r.stderr
+        );
+    }
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "root's\n");
+    assert_eq!(std::fs::metadata(&theirs).unwrap().len(), 0);
+    // The user's own file and /dev/null are written as before.
+    let mine = tmp.join("mine.cios");
+    std::fs::write(&mine, "old").unwrap();
+    for out in [&mine, &PathBuf::from("/dev/null")] {
+        let r = run_with_deadline(
+            culprit_cmd().args(["iosample", "-o"]).arg(out).args(["--", "true"]),
+            DEADLINE,
+        );
+        r.assert_success("iosample into the user's own file");
+    }
+    assert!(std::fs::read(&mine).unwrap().starts_with(b"CULPIOS"));
+}

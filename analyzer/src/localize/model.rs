@@ -511,7 +511,10 @@ impl Model {
 
     /// Writes the model to a file.
     pub fn save(&self, path: &Path) -> Result<()> {
-        std::fs::write(path, self.to_json() + "\n").map_err(|source| Error::Io {
+        use std::io::Write;
+        reader::safefile::create_output(path)
+            .and_then(|mut f| f.write_all((self.to_json() + "\n").as_bytes()))
+            .map_err(|source| Error::Io {
             path: path.to_path_buf(),
             what: "write model",
             source,

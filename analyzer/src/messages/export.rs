@@ -58,7 +58,7 @@ pub fn export(set: &TraceSet, units: bool, format: Format, path: &Path) -> Resul
             source,
         }
     };
-    let file = std::fs::File::create(path).map_err(io("create"))?;
+    let file = reader::safefile::create_output(path).map_err(io("create"))?;
     let spill_dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => std::path::PathBuf::from("."),

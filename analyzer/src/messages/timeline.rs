@@ -247,7 +247,7 @@ pub fn write(
             source,
         }
     };
-    let f = std::fs::File::create(path).map_err(io("create"))?;
+    let f = reader::safefile::create_output(path).map_err(io("create"))?;
     let mut w = std::io::BufWriter::new(f);
     w.write_all(HEAD.as_bytes()).map_err(io("write"))?;
     // `</` cannot appear in the JSON's strings unescaped inside a script element.

@@ -205,7 +205,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     out.flush()?;
     if let Some(h) = &args.html {
-        std::fs::write(h, demand::report::html(&report))
+        super::outpath::write_output(h, demand::report::html(&report))
             .map_err(|e| anyhow::anyhow!("{}: cannot write: {e}", h.display()))?;
         eprintln!("wrote {}", h.display());
     }

@@ -169,7 +169,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let report = ioshare::analyze(&log, &opts, truth.as_ref())?;
     if let Some(h) = &args.html {
-        std::fs::write(h, ioshare::html::render(&report))
+        super::outpath::write_output(h, ioshare::html::render(&report))
             .with_context(|| format!("{}: cannot write", h.display()))?;
     }
     if args.json {

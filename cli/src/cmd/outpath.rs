@@ -42,6 +42,13 @@ pub fn parse_fraction(s: &str) -> Result<f64, String> {
     finite_in(s, 0.0, 1.0)
 }
 
+/// Writes `text` to the output file `path` (`reader::safefile::create_output`: never
+/// through a link or into a file another user planted).
+pub fn write_output(path: &Path, text: impl AsRef<[u8]>) -> std::io::Result<()> {
+    use std::io::Write;
+    reader::safefile::create_output(path)?.write_all(text.as_ref())
+}
+
 /// Checks that `path` can be written as an output file: it does not exist, or it is a
 /// regular file (replaced), or a character device such as `/dev/null`.
 pub fn check_output_file(path: &Path, what: &str) -> anyhow::Result<()> {

@@ -122,7 +122,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     out.flush()?;
     if let Some(h) = &args.html {
-        std::fs::write(h, rep.html())
+        super::outpath::write_output(h, rep.html())
             .map_err(|e| anyhow::anyhow!("{}: cannot write: {e}", h.display()))?;
         eprintln!("wrote {}", h.display());
     }

@@ -592,7 +592,7 @@ impl SampleWriter {
             let path = path.to_path_buf();
             move |source| FormatError::Io { path, what, source }
         };
-        let f = File::create(path).map_err(err("cannot create"))?;
+        let f = crate::safefile::create_output(path).map_err(err("cannot create"))?;
         let mut out = BufWriter::with_capacity(256 << 10, f);
         out.write_all(&header()).map_err(err("cannot write"))?;
         Ok(SampleWriter {
@@ -794,9 +794,9 @@ pub struct Tail {
 /// FIFO, a device or a sparse giant: `crate::safefile`).
 pub fn read_records(path: &Path) -> Result<(Vec<Record>, Tail), FormatError> {
     let bytes = crate::safefile::read_bounded(path, MAX_SAMPLE_FILE_BYTES).map_err(|e| match e {
-        crate::Error::Io { what, source, .. } => FormatError::Io {
+        crate::Error::Io { source, .. } => FormatError::Io {
             path: path.to_path_buf(),
-            what,
+            what: "cannot read",
             source,
         },
         crate::Error::NotRegular { kind, .. } => FormatError::NotSampleFile {
