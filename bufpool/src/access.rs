@@ -1,5 +1,5 @@
 //! Who may read, write or replace what Culprit creates, and whether a file someone else
-//! made may be trusted (`bufpool/FORMAT.md` §8.3).
+//! made may be trusted (`bufpool/FORMAT.md` §8, "Other local users").
 //!
 //! Everything a tool creates — the pool, trace directories and their files — is private
 //! to its owner: files `0600`, directories `0700`, set exactly (by `fchmod`/`chmod` after
@@ -115,7 +115,9 @@ mod tests {
         assert!(untrusted_why(0, 0o644).is_none());
         assert!(untrusted_why(me, 0o755).is_none());
         let other = if me == 65534 { 65533 } else { 65534 };
-        assert!(untrusted_why(other, 0o600).unwrap().contains("owned by uid"));
+        assert!(untrusted_why(other, 0o600)
+            .unwrap()
+            .contains("owned by uid"));
         assert!(untrusted_why(me, 0o620).unwrap().contains("its group"));
         assert!(untrusted_why(0, 0o1777).unwrap().contains("every user"));
         assert_eq!(file_mode(), 0o600);

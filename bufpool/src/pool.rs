@@ -285,7 +285,7 @@ impl Pool {
     /// else ([`crate::access::check_trusted`], checked on the open descriptor before it
     /// is mapped): only its owner could then truncate it while mapped, which would raise
     /// SIGBUS on an access past the new end. Culprit never truncates a pool; users must
-    /// not either (`bufpool/FORMAT.md` §8.3).
+    /// not either (`bufpool/FORMAT.md` §8, "Other local users").
     pub fn open(path: impl AsRef<Path>) -> Result<Pool, PoolError> {
         let path = path.as_ref().to_path_buf();
         let file = OpenOptions::new()
@@ -316,7 +316,7 @@ impl Pool {
         }
         // Only a pool nobody else can write or truncate is mapped: another user could
         // otherwise shrink it under the mapping and kill this process with SIGBUS
-        // (`bufpool/FORMAT.md` §8.3). Checked on the open descriptor, before mmap.
+        // (`bufpool/FORMAT.md` §8, "Other local users"). Checked on the open descriptor, before mmap.
         if let Err(why) = crate::access::check_trusted(&meta) {
             return Err(invalid(why));
         }

@@ -321,7 +321,10 @@ fn pools_are_private_and_foreign_or_loose_ones_are_refused() {
     std::fs::write(&target, b"keep").unwrap();
     let link = dir.path().join("link.pool");
     std::os::unix::fs::symlink(&target, &link).unwrap();
-    assert!(Pool::create(&link, &small()).is_err(), "created through a link");
+    assert!(
+        Pool::create(&link, &small()).is_err(),
+        "created through a link"
+    );
     let over = PoolConfig {
         overwrite: true,
         ..small()

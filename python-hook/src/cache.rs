@@ -147,7 +147,10 @@ pub fn base_dir_from(
     // SAFETY: `templ` is a writable NUL-terminated template ending in XXXXXX.
     let p = unsafe { libc::mkdtemp(templ.as_mut_ptr().cast()) };
     if p.is_null() {
-        return Err(format!("{why}; and mkdtemp failed: {}", io::Error::last_os_error()));
+        return Err(format!(
+            "{why}; and mkdtemp failed: {}",
+            io::Error::last_os_error()
+        ));
     }
     templ.pop();
     // SAFETY: the bytes came from an OsString and mkdtemp replaced only the X's with
@@ -390,7 +393,11 @@ mod tests {
         let env = |k: &str| (k == "HOME").then(|| home.clone().into_os_string());
         let mut notes = Vec::new();
         let base = base_dir_from(&env, &tmp, &mut |l| notes.push(l)).unwrap();
-        assert!(base.starts_with(&tmp) && base != planted, "{}", base.display());
+        assert!(
+            base.starts_with(&tmp) && base != planted,
+            "{}",
+            base.display()
+        );
         assert!(unsafe_dir_why(&base).is_none());
         assert_eq!(notes.len(), 1, "{notes:?}");
         assert!(notes[0].contains("owned by uid 65534"), "{notes:?}");

@@ -222,9 +222,7 @@ pub fn read_samples(dir: &Path) -> Result<Vec<CpuSample>> {
     let path = dir.join(CPU_FILE);
     let bytes = match crate::safefile::read_bounded(&path, MAX_CPU_FILE_BYTES) {
         Ok(b) => b,
-        Err(crate::Error::Io { source, .. })
-            if source.kind() == std::io::ErrorKind::NotFound =>
-        {
+        Err(crate::Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
             return Ok(Vec::new())
         }
         Err(e) => return Err(e),

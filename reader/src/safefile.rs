@@ -78,9 +78,7 @@ pub fn create_new(path: &Path) -> std::io::Result<File> {
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(path)?;
-    f.set_permissions(std::fs::Permissions::from_mode(
-        bufpool::access::file_mode(),
-    ))?;
+    f.set_permissions(std::fs::Permissions::from_mode(bufpool::access::file_mode()))?;
     Ok(f)
 }
 
@@ -154,9 +152,10 @@ pub fn private_dir(dir: &Path) -> Result<()> {
         return Err(untrusted(dir, format!("{kind}, not a directory")));
     }
     if created {
-        std::fs::set_permissions(&real, std::fs::Permissions::from_mode(
-            bufpool::access::dir_mode(),
-        ))
+        std::fs::set_permissions(
+            &real,
+            std::fs::Permissions::from_mode(bufpool::access::dir_mode()),
+        )
         .map_err(io(dir, "chmod"))?;
     } else {
         bufpool::access::check_trusted(&meta).map_err(|why| untrusted(dir, why))?;

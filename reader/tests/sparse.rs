@@ -22,7 +22,10 @@ fn a_hole_in_a_chunk_is_skipped_without_reading_it() {
     let (dir, chunk) = common::good_trace(tmp.path(), 32, 12_000);
     let len = std::fs::metadata(&chunk).unwrap().len();
     assert!(len > 100_000, "{len}");
-    let f = std::fs::OpenOptions::new().write(true).open(&chunk).unwrap();
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&chunk)
+        .unwrap();
     f.set_len(len + (10 << 30)).unwrap();
     drop(f);
     let before = read_bytes();

@@ -72,7 +72,10 @@ fn numeric_flags_must_be_finite_and_in_range() {
     }
     // The largest weight accepted runs to its end.
     let r = ioshare(&f, &["--prior", "1000000"]);
-    assert!(!r.timed_out, "--prior 1000000 still running after {DEADLINE:?}");
+    assert!(
+        !r.timed_out,
+        "--prior 1000000 still running after {DEADLINE:?}"
+    );
     r.assert_success("ioshare --prior 1000000");
     let r = run_with_deadline(
         Command::new(culprit()).args(["demand", "--interval", "1e30s", "x"]),
@@ -138,7 +141,9 @@ fn a_bad_cpu_file_drops_the_cpu_times_not_demand() {
     let r = demand();
     assert_eq!(r.status.code(), base.status.code(), "{}", r.stderr);
     assert!(
-        r.stderr.contains("cpu.tsv") && r.stderr.contains("a directory") && r.stderr.contains("CPU times not used"),
+        r.stderr.contains("cpu.tsv")
+            && r.stderr.contains("a directory")
+            && r.stderr.contains("CPU times not used"),
         "{}",
         r.stderr
     );
@@ -152,6 +157,8 @@ fn a_bad_cpu_file_drops_the_cpu_times_not_demand() {
 
 /// `cmd`'s exit code, stderr, and peak RSS in KiB (from `wait4`).
 fn run_measured(cmd: &mut Command) -> (Option<i32>, String, i64) {
+    // Reaped by wait4 below, which also gives its rusage (Child::wait would not).
+    #[allow(clippy::zombie_processes)]
     let child = cmd
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
@@ -200,5 +207,8 @@ fn a_giant_model_is_refused_before_it_is_read() {
         stderr.contains(&m.display().to_string()) && stderr.contains("larger than"),
         "{stderr}"
     );
-    assert!(rss_kb < 256 << 10, "peak RSS {rss_kb} KiB to refuse a model by its size");
+    assert!(
+        rss_kb < 256 << 10,
+        "peak RSS {rss_kb} KiB to refuse a model by its size"
+    );
 }

@@ -20,7 +20,11 @@ fn root_or_skip(test: &str) -> bool {
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
     if !root {
-        skip(test, "the other-user cases", "not root (runuser needs root)");
+        skip(
+            test,
+            "the other-user cases",
+            "not root (runuser needs root)",
+        );
     }
     root
 }
@@ -105,7 +109,10 @@ fn a_planted_python_cache_is_not_run_by_root() {
         r.stderr
     );
     assert!(
-        r.stderr.contains(&format!("{}: not used: owned by uid {NOBODY}", planted.display())),
+        r.stderr.contains(&format!(
+            "{}: not used: owned by uid {NOBODY}",
+            planted.display()
+        )),
         "{}",
         r.stderr
     );
@@ -181,7 +188,10 @@ fn an_output_directory_of_another_user_is_refused() {
     let r = record(&out);
     assert_eq!(r.status.code(), Some(2), "{}", r.stderr);
     assert!(
-        r.stderr.contains(&format!("{}: not used: owned by uid {NOBODY}", out.display())),
+        r.stderr.contains(&format!(
+            "{}: not used: owned by uid {NOBODY}",
+            out.display()
+        )),
         "{}",
         r.stderr
     );
@@ -259,14 +269,23 @@ int main(int argc, char **argv) {
             .stdout(std::process::Stdio::piped())
             .stderr(std::fs::File::create(&err_file).unwrap()),
     );
-    assert!(wait_until(DEADLINE, || started.exists()), "the program never started");
+    assert!(
+        wait_until(DEADLINE, || started.exists()),
+        "the program never started"
+    );
     as_nobody(&format!("truncate -s 0 {}", pool.display()));
     std::fs::write(&flag, "").unwrap();
     let status = child.wait_for(DEADLINE).expect("the program ends");
     let stderr = std::fs::read_to_string(&err_file).unwrap();
     let mut stdout = String::new();
     use std::io::Read;
-    child.child.stdout.take().unwrap().read_to_string(&mut stdout).unwrap();
+    child
+        .child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
     assert!(
         status.success() && stdout.contains("alive 50"),
         "{status} {stdout}\n{stderr}"
@@ -302,14 +321,21 @@ fn pool_and_trace_are_private_unless_shared() {
         if shared {
             c.arg("--shared-group");
         }
-        let r = run_with_deadline(c.args(["--", "sh", "-c", "echo hi > /dev/null; sleep 0.3"]), DEADLINE);
+        let r = run_with_deadline(
+            c.args(["--", "sh", "-c", "echo hi > /dev/null; sleep 0.3"]),
+            DEADLINE,
+        );
         r.assert_success("culprit record");
         assert_eq!(mode(&pool), fmode, "pool (shared: {shared})");
         assert_eq!(mode(&out), dmode, "trace directory (shared: {shared})");
         let chunks = out.join("chunks");
         assert_eq!(mode(&chunks), dmode, "chunks/ (shared: {shared})");
         let mut files = vec![out.join("manifest.json")];
-        files.extend(std::fs::read_dir(&chunks).unwrap().map(|e| e.unwrap().path()));
+        files.extend(
+            std::fs::read_dir(&chunks)
+                .unwrap()
+                .map(|e| e.unwrap().path()),
+        );
         if out.join("cpu.tsv").exists() {
             files.push(out.join("cpu.tsv"));
         }
@@ -320,7 +346,9 @@ fn pool_and_trace_are_private_unless_shared() {
         if !shared {
             // And another user indeed cannot read it.
             let r = run_with_deadline(
-                Command::new("runuser").args(["-u", "nobody", "--", "cat"]).arg(&files[0]),
+                Command::new("runuser")
+                    .args(["-u", "nobody", "--", "cat"])
+                    .arg(&files[0]),
                 DEADLINE,
             );
             assert!(!r.status.success(), "nobody read {}", files[0].display());
@@ -349,9 +377,15 @@ fn a_planted_output_file_is_not_written_through() {
         link.display(),
         theirs.display()
     ));
-    for (out, why) in [(&link, "a symbolic link owned by uid"), (&theirs, "owned by uid")] {
+    for (out, why) in [
+        (&link, "a symbolic link owned by uid"),
+        (&theirs, "owned by uid"),
+    ] {
         let r = run_with_deadline(
-            culprit_cmd().args(["iosample", "-o"]).arg(out).args(["--", "true"]),
+            culprit_cmd()
+                .args(["iosample", "-o"])
+                .arg(out)
+                .args(["--", "true"]),
             DEADLINE,
         );
         assert_eq!(r.status.code(), Some(2), "{}", r.stderr);
@@ -368,7 +402,10 @@ fn a_planted_output_file_is_not_written_through() {
     std::fs::write(&mine, "old").unwrap();
     for out in [&mine, &PathBuf::from("/dev/null")] {
         let r = run_with_deadline(
-            culprit_cmd().args(["iosample", "-o"]).arg(out).args(["--", "true"]),
+            culprit_cmd()
+                .args(["iosample", "-o"])
+                .arg(out)
+                .args(["--", "true"]),
             DEADLINE,
         );
         r.assert_success("iosample into the user's own file");

@@ -515,10 +515,10 @@ impl Model {
         reader::safefile::create_output(path)
             .and_then(|mut f| f.write_all((self.to_json() + "\n").as_bytes()))
             .map_err(|source| Error::Io {
-            path: path.to_path_buf(),
-            what: "write model",
-            source,
-        })
+                path: path.to_path_buf(),
+                what: "write model",
+                source,
+            })
     }
 
     /// Parses a model, checking magic and version.

@@ -793,24 +793,25 @@ pub struct Tail {
 /// A regular file of at most [`MAX_SAMPLE_FILE_BYTES`], checked before reading (never a
 /// FIFO, a device or a sparse giant: `crate::safefile`).
 pub fn read_records(path: &Path) -> Result<(Vec<Record>, Tail), FormatError> {
-    let bytes = crate::safefile::read_bounded(path, MAX_SAMPLE_FILE_BYTES).map_err(|e| match e {
-        crate::Error::Io { source, .. } => FormatError::Io {
-            path: path.to_path_buf(),
-            what: "cannot read",
-            source,
-        },
-        crate::Error::NotRegular { kind, .. } => FormatError::NotSampleFile {
-            path: path.to_path_buf(),
-            why: format!("{kind}, not a regular file"),
-        },
-        other => FormatError::NotSampleFile {
-            path: path.to_path_buf(),
-            why: other
-                .to_string()
-                .trim_start_matches(&format!("{}: ", path.display()))
-                .to_string(),
-        },
-    })?;
+    let bytes =
+        crate::safefile::read_bounded(path, MAX_SAMPLE_FILE_BYTES).map_err(|e| match e {
+            crate::Error::Io { source, .. } => FormatError::Io {
+                path: path.to_path_buf(),
+                what: "cannot read",
+                source,
+            },
+            crate::Error::NotRegular { kind, .. } => FormatError::NotSampleFile {
+                path: path.to_path_buf(),
+                why: format!("{kind}, not a regular file"),
+            },
+            other => FormatError::NotSampleFile {
+                path: path.to_path_buf(),
+                why: other
+                    .to_string()
+                    .trim_start_matches(&format!("{}: ", path.display()))
+                    .to_string(),
+            },
+        })?;
     parse_records(path, &bytes)
 }
 
