@@ -65,6 +65,13 @@ pub(crate) fn torn_tail(path: &Path) -> Result<Option<(u64, u64)>> {
 
 /// Repairs the trace directory `dir` (see the module documentation).
 pub fn repair_dir(dir: &Path) -> Result<RepairReport> {
+    // Repair truncates and removes files: only in a directory no other user controls
+    // (who could link `chunks` or a chunk name to someone else's files).
+    crate::safefile::check_dir(dir, true)?;
+    let chunks = dir.join(disk::CHUNK_DIR);
+    if chunks.exists() {
+        crate::safefile::check_dir(&chunks, true)?;
+    }
     let mut rep = RepairReport::default();
     let manifest = Manifest::read(dir)?;
     for path in chunk_files(dir)? {

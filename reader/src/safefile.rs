@@ -119,11 +119,7 @@ pub fn open_append(path: &Path) -> Result<(File, bool)> {
 /// accepted only with the sticky bit, as `/tmp`). A symbolic link on the way must be
 /// this user's or root's. The error names the directory and who else controls it.
 pub fn private_dir(dir: &Path) -> Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
-    let untrusted = |p: &Path, why: String| Error::Untrusted {
-        path: p.to_path_buf(),
-        why,
-    };
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
     if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent).map_err(io(parent, "create directory"))?;
     }
@@ -131,6 +127,26 @@ pub fn private_dir(dir: &Path) -> Result<()> {
         Ok(()) => true,
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => false,
         Err(e) => return Err(io(dir, "create directory")(e)),
+    };
+    check_dir(dir, !created)?;
+    if created {
+        std::fs::set_permissions(
+            dir,
+            std::fs::Permissions::from_mode(bufpool::access::dir_mode()),
+        )
+        .map_err(io(dir, "chmod"))?;
+    }
+    Ok(())
+}
+
+/// Checks an existing directory as [`private_dir`] does, without creating anything:
+/// the directory itself (when `itself`: owner this user or root, writable by no one
+/// else), every directory above it, and the symbolic links on the way.
+pub fn check_dir(dir: &Path, itself: bool) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let untrusted = |p: &Path, why: String| Error::Untrusted {
+        path: p.to_path_buf(),
+        why,
     };
     let abs = std::path::absolute(dir).map_err(io(dir, "resolve"))?;
     // Symbolic links on the way as given: only this user's or root's are followed.
@@ -151,13 +167,7 @@ pub fn private_dir(dir: &Path) -> Result<()> {
         let kind = kind_of(meta.file_type());
         return Err(untrusted(dir, format!("{kind}, not a directory")));
     }
-    if created {
-        std::fs::set_permissions(
-            &real,
-            std::fs::Permissions::from_mode(bufpool::access::dir_mode()),
-        )
-        .map_err(io(dir, "chmod"))?;
-    } else {
+    if itself {
         bufpool::access::check_trusted(&meta).map_err(|why| untrusted(dir, why))?;
     }
     bufpool::access::check_ancestors(&real).map_err(|why| untrusted(dir, why))

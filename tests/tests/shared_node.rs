@@ -412,3 +412,49 @@ fn a_planted_output_file_is_not_written_through() {
     }
     assert!(std::fs::read(&mine).unwrap().starts_with(b"CULPIOS"));
 }
+
+/// `culprit repair` truncates and removes chunk files: in a trace directory another user
+/// controls, a `chunks` linked to root's directory made root remove its small `*.chunk`
+/// files. Now repair refuses a directory (or `chunks/`) another user controls.
+#[test]
+fn repair_refuses_a_directory_another_user_controls() {
+    let test = "repair_refuses_a_directory_another_user_controls";
+    if !root_or_skip(test) {
+        return;
+    }
+    let (t, tmp) = node();
+    let their = tmp.join("t");
+    let r = run_with_deadline(
+        culprit_cmd()
+            .arg("record")
+            .arg("-o")
+            .arg(&their)
+            .args(["--", "true"]),
+        DEADLINE,
+    );
+    r.assert_success("record");
+    let rootdir = t.path().join("rootdir");
+    std::fs::create_dir(&rootdir).unwrap();
+    let victim = rootdir.join("victim.chunk");
+    std::fs::write(&victim, b"abc").unwrap();
+    // The trace becomes nobody's, and nobody links chunks/ to root's directory.
+    let st = Command::new("chown")
+        .args(["-R", "nobody"])
+        .arg(&their)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    as_nobody(&format!(
+        "rm -rf {t}/chunks && ln -s {d} {t}/chunks",
+        t = their.display(),
+        d = rootdir.display()
+    ));
+    let r = run_with_deadline(culprit_cmd().arg("repair").arg(&their), DEADLINE);
+    assert_eq!(r.status.code(), Some(2), "{}", r.stderr);
+    assert!(
+        r.stderr.contains(&format!("owned by uid {NOBODY}")),
+        "{}",
+        r.stderr
+    );
+    assert!(victim.exists(), "root's file was removed");
+}
