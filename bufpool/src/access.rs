@@ -16,6 +16,30 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 static GROUP_SHARED: AtomicBool = AtomicBool::new(false);
+static SHARED_WRITERS: AtomicBool = AtomicBool::new(false);
+
+/// Makes the pools this process creates from now on writable by every user (`0666`, and
+/// `PoolInfo::flags` says so: [`crate::layout::POOL_FLAG_SHARED_WRITERS`]), for tracing
+/// programs that run as several users (`--shared-writers`). Every local user can then
+/// also read the pool, and truncate it under the traced programs (`SIGBUS`).
+pub fn set_shared_writers(shared: bool) {
+    SHARED_WRITERS.store(shared, Ordering::Relaxed);
+}
+
+/// True after [`set_shared_writers`]`(true)`.
+pub fn shared_writers() -> bool {
+    SHARED_WRITERS.load(Ordering::Relaxed)
+}
+
+/// The mode of a pool this process creates: `0666` with [`set_shared_writers`], else
+/// [`file_mode`].
+pub fn pool_mode() -> u32 {
+    if shared_writers() {
+        0o666
+    } else {
+        file_mode()
+    }
+}
 
 /// Makes what this process creates from now on readable by its group (`0640` files,
 /// `0750` directories) instead of private (`0600`, `0700`).

@@ -29,6 +29,9 @@ pub const SUBBUF_MAGIC: u32 = u32::from_le_bytes(*b"CSB1");
 
 /// Sub-buffer flag: published by a repair pass after its writer died.
 pub const FLAG_SALVAGED: u32 = 1;
+/// `PoolInfo::flags` bit 0: the creator let other users' processes write the pool (mode
+/// `0666`, `--shared-writers`), so openers accept a pool others can write.
+pub const POOL_FLAG_SHARED_WRITERS: u32 = 1;
 /// Sub-buffer flag: published at thread exit.
 pub const FLAG_THREAD_EXIT: u32 = 2;
 /// Sub-buffer flag: published at process exit, exec or `_exit`.
@@ -137,7 +140,7 @@ pub struct PoolInfo {
     pub created_unix_ns: u64,
     /// A writer with no free sub-buffer drops this many events before trying again.
     pub retry_after: u32,
-    /// Reserved flags (0).
+    /// Flags: [`POOL_FLAG_SHARED_WRITERS`]; other bits 0.
     pub flags: u32,
     /// TSC calibration.
     pub calib: Calibration,

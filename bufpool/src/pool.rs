@@ -161,7 +161,7 @@ impl Pool {
         };
         {
             use std::os::unix::fs::PermissionsExt;
-            let mode = std::fs::Permissions::from_mode(crate::access::file_mode());
+            let mode = std::fs::Permissions::from_mode(crate::access::pool_mode());
             if let Err(e) = file.set_permissions(mode) {
                 let _ = std::fs::remove_file(&path);
                 return Err(io("chmod")(e));
@@ -201,7 +201,11 @@ impl Pool {
             file_size: size,
             created_unix_ns: c0.1,
             retry_after: cfg.retry_after,
-            flags: 0,
+            flags: if crate::access::shared_writers() {
+                POOL_FLAG_SHARED_WRITERS
+            } else {
+                0
+            },
             calib: Calibration {
                 tsc0: c0.0,
                 realtime0_ns: c0.1,
@@ -317,8 +321,12 @@ impl Pool {
         // Only a pool nobody else can write or truncate is mapped: another user could
         // otherwise shrink it under the mapping and kill this process with SIGBUS
         // (`bufpool/FORMAT.md` §8, "Other local users"). Checked on the open descriptor, before mmap.
-        if let Err(why) = crate::access::check_trusted(&meta) {
-            return Err(invalid(why));
+        // The owner first: a pool someone else owns is never used, whatever it says.
+        {
+            use std::os::unix::fs::MetadataExt;
+            if let Some(why) = crate::access::untrusted_why(meta.uid(), 0) {
+                return Err(invalid(why));
+            }
         }
         let len = meta.len();
         if len < HEADER_SIZE as u64 {
@@ -341,6 +349,12 @@ impl Pool {
             } else {
                 format!("bad magic {:02x?}", info.magic)
             }));
+        }
+        // Writable by others only if its owner made it so (`--shared-writers`).
+        if info.flags & POOL_FLAG_SHARED_WRITERS == 0 {
+            if let Err(why) = crate::access::check_trusted(&meta) {
+                return Err(invalid(why));
+            }
         }
         if info.version != FORMAT_VERSION {
             return Err(invalid(format!(

@@ -331,6 +331,16 @@ fn pools_are_private_and_foreign_or_loose_ones_are_refused() {
     };
     Pool::create(&link, &over).unwrap();
     assert_eq!(std::fs::read(&target).unwrap(), b"keep");
+    // Made writable by all on purpose (--shared-writers): accepted, as its header says.
+    bufpool::access::set_shared_writers(true);
+    let s = valid(dir.path(), "shared");
+    bufpool::access::set_shared_writers(false);
+    assert_eq!(std::fs::metadata(&s).unwrap().mode() & 0o777, 0o666);
+    let opened = Pool::open(&s).unwrap();
+    assert_eq!(
+        opened.info().flags & layout::POOL_FLAG_SHARED_WRITERS,
+        layout::POOL_FLAG_SHARED_WRITERS
+    );
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } == 0 {
         let q = valid(dir.path(), "theirs");

@@ -92,10 +92,14 @@ fn run(fault: bool) -> (Value, Option<i64>) {
     let dir = tmp.path();
     let ports = tests::free_port_range(4);
     init_db(dir, ports + 3);
-    let trace = dir.join("trace");
+    // Not below `dir`, which the postgres user owns: a trace goes only where no other
+    // user could plant links (issue 27).
+    let out = tempfile::tempdir().unwrap();
+    let trace = out.path().join("trace");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("demand/three_tier/run.sh");
     let mut c = culprit();
-    c.args(["record", "-o"])
+    // Its parts run as root and as postgres: both write the pool.
+    c.args(["record", "--shared-writers", "-o"])
         .arg(&trace)
         .arg("--")
         .arg(&script)

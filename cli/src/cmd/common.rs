@@ -33,6 +33,11 @@ pub struct PoolArgs {
     /// of you alone (0600, 0700). Nothing is ever writable by others.
     #[arg(long)]
     pub shared_group: bool,
+    /// Let processes of every user write to the pool (mode 0666), to trace a system whose
+    /// parts run as several users (a database as `postgres`…). Any local user can then
+    /// also read the pool, and truncate it to kill the traced programs (SIGBUS).
+    #[arg(long)]
+    pub shared_writers: bool,
 }
 
 impl PoolArgs {
@@ -40,6 +45,7 @@ impl PoolArgs {
     /// `bufpool::access`.
     pub fn apply_sharing(&self) {
         bufpool::access::set_group_shared(self.shared_group);
+        bufpool::access::set_shared_writers(self.shared_writers);
     }
 
     /// The pool configuration.

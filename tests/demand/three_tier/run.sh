@@ -6,8 +6,7 @@ set -euo pipefail
 DIR=$1 PGPORT=$2 APPPORT=$3 NGINXPORT=$4 SECS=$5 SEED=$6
 HERE=$(cd "$(dirname "$0")" && pwd)
 export PGPORT
-# The pool is created by root: let the postgres user's processes write to it too.
-[ -n "${CULPRIT_POOL:-}" ] && chmod 666 "$CULPRIT_POOL"
+# The pool is writable by the postgres user's processes too: `culprit record --shared-writers`.
 PGBIN=$(dirname "$(readlink -f "$(command -v postgres || echo /usr/lib/postgresql/15/bin/postgres)")")
 runuser -u postgres -- "$PGBIN/postgres" -D "$DIR/pgdata" -p "$PGPORT" -k "$DIR/pgdata" \
     -c listen_addresses=127.0.0.1 -c fsync=off -c autovacuum=off >"$DIR/pg.log" 2>&1 &
