@@ -114,13 +114,17 @@ pub fn check_trusted(meta: &std::fs::Metadata) -> Result<(), String> {
 /// `canonicalize`): each must be owned by this process's uid or root, and writable by no
 /// one else unless it has the sticky bit (as `/tmp`: others may add entries there, but
 /// not rename or remove this user's). Another user who could write in one of them could
-/// replace what is below it.
-pub fn check_ancestors(real: &std::path::Path) -> Result<(), String> {
+/// replace what is below it. With `group_ok`, a directory its group can write is
+/// accepted too (the user trusts the group: `--shared-group`).
+pub fn check_ancestors(real: &std::path::Path, group_ok: bool) -> Result<(), String> {
     use std::os::unix::fs::MetadataExt;
     for a in real.ancestors().skip(1) {
         let m = std::fs::metadata(a).map_err(|e| format!("{}: stat: {e}", a.display()))?;
         let sticky = m.mode() & libc::S_ISVTX != 0;
-        let mode = if sticky { m.mode() & !0o022 } else { m.mode() };
+        let mut mode = if sticky { m.mode() & !0o022 } else { m.mode() };
+        if group_ok {
+            mode &= !0o020;
+        }
         if let Some(why) = untrusted_why(m.uid(), mode) {
             return Err(format!("the directory {} above it is {why}", a.display()));
         }

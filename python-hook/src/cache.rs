@@ -71,7 +71,7 @@ pub fn unsafe_dir_why(dir: &Path) -> Option<String> {
         Ok(r) => r,
         Err(e) => return Some(format!("resolve: {e}")),
     };
-    bufpool::access::check_ancestors(&real).err()
+    bufpool::access::check_ancestors(&real, false).err()
 }
 
 /// Creates `dir` private (`0700`) if it does not exist; then checks it with

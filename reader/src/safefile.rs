@@ -128,7 +128,13 @@ pub fn private_dir(dir: &Path) -> Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => false,
         Err(e) => return Err(io(dir, "create directory")(e)),
     };
-    check_dir(dir, !created)?;
+    if let Err(e) = check_dir(dir, !created) {
+        if created {
+            // Refused: leave nothing behind.
+            let _ = std::fs::remove_dir(dir);
+        }
+        return Err(e);
+    }
     if created {
         std::fs::set_permissions(
             dir,
@@ -167,10 +173,22 @@ pub fn check_dir(dir: &Path, itself: bool) -> Result<()> {
         let kind = kind_of(meta.file_type());
         return Err(untrusted(dir, format!("{kind}, not a directory")));
     }
+    // A directory the group can write is the group's to trust (--shared-group).
+    let group_ok = bufpool::access::group_shared();
+    let hint = |why: String| {
+        if why.contains("its group") {
+            format!("{why} (--shared-group accepts a directory your group can write)")
+        } else {
+            why
+        }
+    };
     if itself {
-        bufpool::access::check_trusted(&meta).map_err(|why| untrusted(dir, why))?;
+        let mode = meta.mode() & if group_ok { !0o020 } else { !0 };
+        if let Some(why) = bufpool::access::untrusted_why(meta.uid(), mode) {
+            return Err(untrusted(dir, hint(why)));
+        }
     }
-    bufpool::access::check_ancestors(&real).map_err(|why| untrusted(dir, why))
+    bufpool::access::check_ancestors(&real, group_ok).map_err(|why| untrusted(dir, hint(why)))
 }
 
 /// Creates or replaces an output file the user named (a model, a page, a sample file)

@@ -458,3 +458,35 @@ fn repair_refuses_a_directory_another_user_controls() {
     );
     assert!(victim.exists(), "root's file was removed");
 }
+
+/// A project directory the group can write (mode 2770, as on cluster file systems): a
+/// trace below it is refused (a group member could swap it for a link) unless the user
+/// trusts the group with `--shared-group`, which also makes the trace group-readable.
+#[test]
+fn a_group_writable_parent_needs_shared_group() {
+    let test = "a_group_writable_parent_needs_shared_group";
+    if !root_or_skip(test) {
+        return;
+    }
+    let (t, _tmp) = node();
+    let proj = t.path().join("proj");
+    std::fs::create_dir(&proj).unwrap();
+    std::fs::set_permissions(&proj, std::fs::Permissions::from_mode(0o2770)).unwrap();
+    let out = proj.join("t");
+    let record = |shared: bool| {
+        let mut c = culprit_cmd();
+        c.arg("record").arg("-o").arg(&out);
+        if shared {
+            c.arg("--shared-group");
+        }
+        run_with_deadline(c.args(["--", "true"]), DEADLINE)
+    };
+    let r = record(false);
+    assert_eq!(r.status.code(), Some(2), "{}", r.stderr);
+    assert!(r.stderr.contains("--shared-group accepts"), "{}", r.stderr);
+    assert!(!out.exists(), "a refused run leaves its directory behind");
+    let r = record(true);
+    r.assert_success("record --shared-group below a group-writable directory");
+    // (The set-group-id bit comes from the parent, as for any directory made there.)
+    assert_eq!(mode(&out) & 0o777, 0o750);
+}
