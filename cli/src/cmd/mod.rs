@@ -16,4 +16,5 @@ pub mod reader;
 pub mod record;
 pub mod repair;
 pub mod show;
+pub mod snapshot;
 pub mod timeline;
