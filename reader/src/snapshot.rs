@@ -105,10 +105,20 @@ pub fn snapshot(dir: &Path, out: &Path) -> Result<SnapshotReport> {
         rep.copied += 1;
         rep.bytes += copy.len() as u64;
     }
-    manifest.write(out)?;
     if let Ok(r) = crate::safefile::read_bounded(&dir.join(ROTATED_FILE), MAX_ROTATED_BYTES) {
         write_new(&out.join(ROTATED_FILE), &r)?;
     }
+    // The processes and totals of what the copy holds (the recording's manifest lists
+    // them only when its reader finishes).
+    let quiet = crate::OpenOptions {
+        quiet: true,
+        ..Default::default()
+    };
+    let copy = crate::TraceDir::index_opts(out.to_path_buf(), manifest.clone(), quiet)?;
+    let summary = crate::summarize(&copy)?;
+    manifest.processes = summary.processes;
+    manifest.totals = summary.totals;
+    manifest.write(out)?;
     if let Ok(b) = crate::safefile::read_bounded(&dir.join("cpu.tsv"), 1 << 30) {
         write_new(&out.join("cpu.tsv"), &b)?;
     }

@@ -18,3 +18,4 @@ pub mod repair;
 pub mod show;
 pub mod snapshot;
 pub mod timeline;
+pub mod watch;
