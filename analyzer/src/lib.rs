@@ -71,6 +71,7 @@ pub mod messages;
 pub mod report;
 pub mod synth;
 pub mod trace;
+pub mod watch;
 
 /// Everything an analysis needs to read traces, under one name (`analyzer::decode::TraceSet`,
 /// `ProcessTrace`, `Event`, `TraceBuilder`…): [`trace::load`], [`trace::decode`] and

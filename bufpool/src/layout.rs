@@ -45,6 +45,10 @@ pub const FLAG_LIVE: u32 = 32;
 /// Sub-buffer flag: taken from the metadata area (`PoolInfo::meta_subbufs`): it holds
 /// metadata records (and possibly a leading `Lost` marker) only.
 pub const FLAG_META_AREA: u32 = 16;
+/// Sub-buffer flag, in saved records only: the flight recorder (`culprit record --keep`)
+/// rotated this record's entries away and kept only its metadata records and `Lost`
+/// marker (`bytes_used` is what is left). Never set in the pool.
+pub const FLAG_COMPACTED: u32 = 64;
 
 /// TSC calibration taken when the pool was created: two simultaneous readings of the
 /// TSC and the clocks, far enough apart to give the TSC frequency.

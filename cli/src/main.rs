@@ -61,6 +61,10 @@ enum Command {
     Timeline(cmd::timeline::Args),
     /// Recover what a full disk or a killed reader left in a trace directory.
     Repair(cmd::repair::Args),
+    /// Freeze a consistent copy of a trace directory while it is being recorded.
+    Snapshot(cmd::snapshot::Args),
+    /// Score units as a recording runs and report each anomalous one as it ends.
+    Watch(cmd::watch::Args),
     /// Service demand per process and the residual control chart: which process became slow.
     Demand(cmd::demand::Args),
     /// Sample per-process IO counters on absolute deadlines (for `culprit ioshare`).
@@ -84,6 +88,8 @@ fn main() -> ExitCode {
         Command::Export(a) => cmd::export::run(a),
         Command::Timeline(a) => cmd::timeline::run(a),
         Command::Repair(a) => cmd::repair::run(a),
+        Command::Snapshot(a) => cmd::snapshot::run(a),
+        Command::Watch(a) => cmd::watch::run(a),
         Command::Demand(a) => cmd::demand::run(a),
         Command::Iosample(a) => cmd::iosample::run(a),
         Command::Ioshare(a) => cmd::ioshare::run(a),

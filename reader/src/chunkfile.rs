@@ -15,6 +15,8 @@ pub struct ChunkWriter {
     buf: Vec<u8>,
     records: u64,
     bytes: u64,
+    /// Length of the file: its header and every record written.
+    len: u64,
 }
 
 impl ChunkWriter {
@@ -37,7 +39,24 @@ impl ChunkWriter {
             buf: Vec::new(),
             records: 0,
             bytes: 0,
+            len: disk::CHUNK_HEADER_SIZE as u64,
         })
+    }
+
+    /// Creates a new chunk file of drain thread `worker` named for the current time (a
+    /// flight recorder's next segment: [`crate::keep`]); a name taken already is tried
+    /// again one nanosecond later.
+    pub fn create_segment(dir: &Path, reader_pid: u32, worker: u32) -> Result<Self> {
+        let mut t = bufpool::sys::clock_ns(libc::CLOCK_REALTIME);
+        loop {
+            let name = dir
+                .join(disk::CHUNK_DIR)
+                .join(disk::chunk_file_name(reader_pid, worker, t));
+            if !name.exists() {
+                return Self::create(dir, reader_pid, worker, t);
+            }
+            t += 1;
+        }
     }
 
     /// The file.
@@ -64,7 +83,18 @@ impl ChunkWriter {
         self.file.write_all(&self.buf)?;
         self.records += 1;
         self.bytes += data.len() as u64;
+        self.len += self.buf.len() as u64;
         Ok(())
+    }
+
+    /// Length of the file so far: header and records.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// True while no record was written.
+    pub fn is_empty(&self) -> bool {
+        self.records == 0
     }
 
     /// Records written.

@@ -24,6 +24,7 @@
 
 use crate::chunkfile::{repair, ChunkWriter, Repaired};
 use crate::error::{Error, Result};
+use crate::keep::{KeepOptions, Keeper};
 use crate::live::LiveSaved;
 use crate::manifest::Manifest;
 use crate::summary::{summarize, Summary};
@@ -54,6 +55,11 @@ pub struct ReaderOptions {
     /// Save the committed prefix of sub-buffers writers still fill this often (`None`:
     /// only whole sub-buffers, when their writers hand them over); see [`crate::live`].
     pub live_interval: Option<Duration>,
+    /// The flight recorder's budgets (`--keep`, `--keep-for`); see [`crate::keep`].
+    pub keep: KeepOptions,
+    /// Freeze a snapshot of the directory when the reader gets `SIGUSR1` (into
+    /// `DIR.snapshot-<unix seconds>`); see [`crate::snapshot::snapshot`].
+    pub snapshot_on_usr1: bool,
 }
 
 /// The default [`ReaderOptions::live_interval`]: 100 ms.
@@ -69,6 +75,8 @@ impl Default for ReaderOptions {
             stop_when_unmapped: false,
             cpu_sample_interval: Some(Duration::from_millis(250)),
             live_interval: Some(DEFAULT_LIVE_INTERVAL),
+            keep: KeepOptions::default(),
+            snapshot_on_usr1: false,
         }
     }
 }
@@ -141,11 +149,19 @@ pub fn run(
     let mut live_pieces = 0u64;
     let pid = std::process::id();
     let t0 = now_ns();
+    let workers = opts.workers.max(1);
+    // Writers: drain threads 0..workers, the final drain `workers`, the live copier
+    // `workers + 1`, the flight recorder's carried and kept records the two after.
+    let keeper = if opts.keep.active() {
+        Some(Keeper::new(dir, opts.keep, pid, workers as u32 + 2)?)
+    } else {
+        None
+    };
+    let keeper = keeper.as_ref();
     let finishing = AtomicBool::new(false);
     let failed: Mutex<Option<Error>> = Mutex::new(None);
     let saved = AtomicU64::new(0);
     let mut salvage = SalvageReport::default();
-    let workers = opts.workers.max(1);
     std::thread::scope(|s| {
         let mut started = 0;
         for k in 0..workers {
@@ -159,6 +175,7 @@ pub fn run(
                         pool,
                         dir,
                         live,
+                        keeper,
                         (pid, k as u32, t0),
                         opts.idle_sleep,
                         finishing,
@@ -188,7 +205,16 @@ pub fn run(
         let mut last_map_check = Instant::now();
         let mut last_salvage = Instant::now();
         let mut last_live = Instant::now();
-        let live_chunk = || ChunkWriter::create(dir, pid, workers as u32 + 1, t0);
+        let live_chunk = || new_chunk(dir, keeper, (pid, workers as u32 + 1, t0));
+        let live_gate = match crate::keep::Gate::open(dir) {
+            Ok(g) => g,
+            Err(e) => {
+                let mut f = failed.lock().unwrap_or_else(|p| p.into_inner());
+                f.get_or_insert(e);
+                finishing.store(true, Ordering::Release);
+                crate::keep::Gate::none()
+            }
+        };
         // Stop requests are noticed within 10 ms; repair passes run every interval.
         let tick = opts.salvage_interval.min(Duration::from_millis(10));
         loop {
@@ -203,7 +229,16 @@ pub fn run(
             if let Some(every) = opts.live_interval {
                 if last_live.elapsed() >= every {
                     last_live = Instant::now();
-                    match live.poll(pool, &mut live_out, live_chunk, &mut live_buf) {
+                    let held = live_gate.hold();
+                    let polled = live.poll(pool, &mut live_out, live_chunk, &mut live_buf);
+                    drop(held);
+                    let polled = polled.and_then(|p| {
+                        if let Some(k) = keeper {
+                            k.appended(workers as u32 + 1, &mut live_out, None)?;
+                        }
+                        Ok(p)
+                    });
+                    match polled {
                         Ok(p) => live_pieces += p.pieces,
                         Err(e) => {
                             let mut f = failed.lock().unwrap_or_else(|p| p.into_inner());
@@ -211,6 +246,26 @@ pub fn run(
                             break;
                         }
                     }
+                }
+            }
+            if let Some(k) = keeper {
+                if let Err(e) = k.expire() {
+                    let mut f = failed.lock().unwrap_or_else(|p| p.into_inner());
+                    f.get_or_insert(e);
+                    break;
+                }
+            }
+            if opts.snapshot_on_usr1 && crate::signals::take_snapshot_request() {
+                let out = snapshot_path(dir);
+                match crate::snapshot::snapshot(dir, &out) {
+                    Ok(r) => eprintln!(
+                        "culprit: snapshot of {} in {} ({} file(s), {} bytes)",
+                        dir.display(),
+                        out.display(),
+                        r.linked + r.copied,
+                        r.bytes
+                    ),
+                    Err(e) => eprintln!("culprit: warning: snapshot failed: {e}"),
                 }
             }
             if opts.stop_when_unmapped
@@ -233,7 +288,14 @@ pub fn run(
     loop {
         let rep = bufpool::salvage_dead(pool);
         add(&mut salvage, rep);
-        let n = drain_now(pool, dir, live, (pid, workers as u32, t0), &mut last)?;
+        let n = drain_now(
+            pool,
+            dir,
+            live,
+            keeper,
+            (pid, workers as u32, t0),
+            &mut last,
+        )?;
         saved.fetch_add(n, Ordering::Relaxed);
         if rep.published == 0 && rep.requeued == 0 && n == 0 {
             break;
@@ -246,11 +308,17 @@ pub fn run(
     // idle is on disk up to its last entry (the rest follows if a later reader drains
     // the pool).
     if opts.live_interval.is_some() {
-        let open = || ChunkWriter::create(dir, pid, workers as u32 + 1, t0);
+        let open = || new_chunk(dir, keeper, (pid, workers as u32 + 1, t0));
+        let gate = crate::keep::Gate::open(dir)?;
+        let held = gate.hold();
         live_pieces += live.poll(pool, &mut live_out, open, &mut live_buf)?.pieces;
+        drop(held);
     }
     if let Some(w) = &live_out {
         w.sync()?;
+    }
+    if let Some(k) = keeper {
+        k.settle()?;
     }
     let left_owned = pool.slots().census()[State::Owned as usize];
     let unreported = pool.shared().lost_unreported.load(Ordering::Relaxed);
@@ -318,6 +386,7 @@ fn drain_worker(
     pool: &Pool,
     dir: &Path,
     live: &LiveSaved,
+    keeper: Option<&Keeper>,
     (pid, k, t0): (u32, u32, u64),
     idle: Duration,
     finishing: &AtomicBool,
@@ -325,11 +394,12 @@ fn drain_worker(
 ) -> Result<()> {
     let c = Consumer::new(pool);
     let mut w: Option<ChunkWriter> = None;
+    let gate = crate::keep::Gate::open(dir)?;
     loop {
         match c.take() {
             Some(t) => {
                 if w.is_none() {
-                    match ChunkWriter::create(dir, pid, k, t0) {
+                    match new_chunk(dir, keeper, (pid, k, t0)) {
                         Ok(nw) => w = Some(nw),
                         Err(e) => {
                             t.requeue();
@@ -338,12 +408,18 @@ fn drain_worker(
                     }
                 }
                 let wr = w.as_mut().expect("created above");
+                let held = gate.hold();
                 if let Err(source) = live.save_taken(t.info(), t.data(), wr) {
                     t.requeue();
                     return Err(save_error(pool, wr.path().to_path_buf(), source));
                 }
+                drop(held);
+                let info = *t.info();
                 t.release();
                 saved.fetch_add(1, Ordering::Relaxed);
+                if let Some(keeper) = keeper {
+                    keeper.appended(k, &mut w, Some((&info, 0)))?;
+                }
             }
             None => {
                 if finishing.load(Ordering::Acquire) {
@@ -372,14 +448,16 @@ fn drain_now(
     pool: &Pool,
     dir: &Path,
     live: &LiveSaved,
+    keeper: Option<&Keeper>,
     (pid, k, t0): (u32, u32, u64),
     w: &mut Option<ChunkWriter>,
 ) -> Result<u64> {
     let c = Consumer::new(pool);
     let mut n = 0;
+    let gate = crate::keep::Gate::open(dir)?;
     while let Some(t) = c.take() {
         if w.is_none() {
-            match ChunkWriter::create(dir, pid, k, t0) {
+            match new_chunk(dir, keeper, (pid, k, t0)) {
                 Ok(nw) => *w = Some(nw),
                 Err(e) => {
                     t.requeue();
@@ -388,12 +466,49 @@ fn drain_now(
             }
         }
         let wr = w.as_mut().expect("created above");
+        let held = gate.hold();
         if let Err(source) = live.save_taken(t.info(), t.data(), wr) {
             t.requeue();
             return Err(save_error(pool, wr.path().to_path_buf(), source));
         }
+        drop(held);
+        let info = *t.info();
         t.release();
         n += 1;
+        if let Some(keeper) = keeper {
+            keeper.appended(k, w, Some((&info, 0)))?;
+        }
     }
     Ok(n)
+}
+
+/// A new chunk file of writer `k`: named for the reader's start, or, under a flight
+/// recorder (which closes and opens segments as it goes), for the current time.
+fn new_chunk(
+    dir: &Path,
+    keeper: Option<&Keeper>,
+    (pid, k, t0): (u32, u32, u64),
+) -> Result<ChunkWriter> {
+    match keeper {
+        Some(_) => ChunkWriter::create_segment(dir, pid, k),
+        None => ChunkWriter::create(dir, pid, k, t0),
+    }
+}
+
+/// Where a snapshot asked for by `SIGUSR1` goes: beside the directory.
+fn snapshot_path(dir: &Path) -> PathBuf {
+    let mut name = dir
+        .file_name()
+        .map(|n| n.to_os_string())
+        .unwrap_or_default();
+    name.push(format!(".snapshot-{}", now_ns() / 1_000_000_000));
+    let mut p = dir.with_file_name(name);
+    let mut i = 1;
+    while p.exists() {
+        let mut n = p.file_name().unwrap_or_default().to_os_string();
+        n.push(format!("-{i}"));
+        p = p.with_file_name(n);
+        i += 1;
+    }
+    p
 }

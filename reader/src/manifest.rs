@@ -41,6 +41,10 @@ pub struct Manifest {
     pub processes: Vec<ProcessInfo>,
     /// Totals over the directory.
     pub totals: Totals,
+    /// Set in a copy made by `culprit snapshot` (or SIGUSR1) while the recording ran:
+    /// when (`CLOCK_REALTIME` ns). Such a copy is incomplete by design.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_unix_ns: Option<u64>,
 }
 
 /// [`bufpool::Calibration`] in JSON.
@@ -197,6 +201,7 @@ impl Manifest {
             },
             processes: Vec::new(),
             totals: Totals::default(),
+            snapshot_unix_ns: None,
         }
     }
 

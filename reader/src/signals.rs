@@ -67,3 +67,32 @@ pub fn set_blocked(signals: &[libc::c_int], blocked: bool) -> std::io::Result<()
     }
     Ok(())
 }
+
+static SNAPSHOT: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_snapshot(_sig: libc::c_int) {
+    SNAPSHOT.store(true, Ordering::SeqCst);
+}
+
+/// Makes `SIGUSR1` ask for a snapshot of the flight recorder (read with
+/// [`take_snapshot_request`]) instead of ending the process. With `SA_RESTART`: the
+/// request is polled, nothing needs interrupting.
+pub fn install_snapshot() -> std::io::Result<()> {
+    // SAFETY: as in `install`: a zeroed sigaction, a handler that only stores to an
+    // atomic, an initialized mask.
+    unsafe {
+        let mut sa: libc::sigaction = core::mem::zeroed();
+        sa.sa_sigaction = on_snapshot as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        libc::sigemptyset(&mut sa.sa_mask);
+        sa.sa_flags = libc::SA_RESTART;
+        if libc::sigaction(libc::SIGUSR1, &sa, core::ptr::null_mut()) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// True once per `SIGUSR1` received since the last call.
+pub fn take_snapshot_request() -> bool {
+    SNAPSHOT.swap(false, Ordering::SeqCst)
+}

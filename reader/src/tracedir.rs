@@ -243,6 +243,8 @@ pub struct TraceDir {
     opts: OpenOptions,
     /// Damaged and missing parts found so far (indexing, then reads).
     damage: std::sync::Mutex<Vec<crate::damage::Damage>>,
+    /// What a flight recorder rotated away ([`crate::rotated`]).
+    rotated: Option<crate::rotated::Rotated>,
 }
 
 impl std::fmt::Debug for TraceDir {
@@ -530,7 +532,25 @@ impl TraceDir {
             }
         }
         let records = index.records;
-        let (threads, duplicates, overlapping) = index.finish();
+        let (mut threads, duplicates, overlapping) = index.finish();
+        let rotated = match crate::rotated::Rotated::read(&dir) {
+            Ok(r) => r,
+            Err(e) => {
+                let path = dir.join(crate::rotated::ROTATED_FILE);
+                damage.push(crate::damage::Damage::whole_file(
+                    &path,
+                    0,
+                    format!("{e}; sequence gaps before each thread's window are reported"),
+                ));
+                None
+            }
+        };
+        let windows = rotated.as_ref().map(|r| r.windows()).unwrap_or_default();
+        for (k, list) in threads.iter_mut() {
+            if let Some(until) = windows.get(k) {
+                list.retain(|l| !crate::rotated::outside_window(&l.info, l.piece, Some(until)));
+            }
+        }
         for loc in overlapping {
             let path = &files[loc.file as usize].0;
             damage.push(crate::damage::Damage {
@@ -549,9 +569,20 @@ impl TraceDir {
             });
         }
         let mut damage = crate::damage::per_file(damage);
-        let seqs = threads
-            .iter()
-            .map(|(k, l)| (*k, l.iter().map(|r| r.info.seq).collect::<Vec<_>>()));
+        let seqs = threads.iter().map(|(k, l)| match windows.get(k) {
+            // A flight recorder's thread: only the records after its window's start.
+            Some(until) => {
+                let inside = l.iter().filter(|r| {
+                    r.info.flags & bufpool::layout::FLAG_COMPACTED == 0
+                        && crate::rotated::record_key(&r.info, r.piece) > *until
+                });
+                (
+                    *k,
+                    crate::rotated::window_seqs(inside.map(|r| r.info.seq).collect()),
+                )
+            }
+            None => (*k, l.iter().map(|r| r.info.seq).collect::<Vec<_>>()),
+        });
         damage.extend(crate::damage::check_seqs(&dir, seqs));
         let mut found: BTreeMap<(u32, u64), (u64, Vec<ThreadKey>)> = BTreeMap::new();
         for (k, l) in &threads {
@@ -575,9 +606,15 @@ impl TraceDir {
             duplicates,
             opts,
             damage: Default::default(),
+            rotated,
         };
         for d in damage {
             t.note_damage(d);
+        }
+        if let Some(r) = &t.rotated {
+            if !t.opts.quiet {
+                eprintln!("culprit: note: {}", r.describe(&t.dir));
+            }
         }
         let tot = &t.manifest.totals;
         if tot.acquire_failures > 0 && tot.lost == 0 && !t.opts.quiet {
@@ -595,6 +632,12 @@ impl TraceDir {
     /// The directory.
     pub fn path(&self) -> &Path {
         &self.dir
+    }
+
+    /// What a flight recorder rotated away from this directory, if one did: each
+    /// thread's records begin at its window ([`crate::rotated`]).
+    pub fn rotated(&self) -> Option<&crate::rotated::Rotated> {
+        self.rotated.as_ref()
     }
 
     /// The manifest.

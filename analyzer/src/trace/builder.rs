@@ -287,6 +287,7 @@ pub fn write_trace_dir(dir: &Path, host: &str, processes: &[ProcessTrace]) -> Re
         pool: Default::default(),
         processes: infos,
         totals: Default::default(),
+        snapshot_unix_ns: None,
     };
     m.write(dir).map_err(Error::Reader)
 }

@@ -126,9 +126,21 @@ impl TraceSet {
     /// stage reads its data through [`ThreadTrace::raw_chunks`], which goes through
     /// that check.
     pub fn open(dirs: &[PathBuf]) -> Result<TraceSet> {
+        Self::open_quiet(dirs, false)
+    }
+
+    /// [`TraceSet::open`], without printing warnings when `quiet` (a directory still
+    /// being written, opened again and again by `culprit watch`, ends in a record being
+    /// written and has sub-buffers still in the pool).
+    pub fn open_quiet(dirs: &[PathBuf], quiet: bool) -> Result<TraceSet> {
         let mut set = TraceSet::default();
         for d in dirs {
-            let dir = Arc::new(reader::TraceDir::open_lazy(d).map_err(Error::Reader)?);
+            let opts = reader::OpenOptions {
+                lazy: true,
+                quiet,
+                ..Default::default()
+            };
+            let dir = Arc::new(reader::TraceDir::open_with(d, opts).map_err(Error::Reader)?);
             let m = dir.manifest();
             let host = if m.host.is_empty() {
                 d.display().to_string()

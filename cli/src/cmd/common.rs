@@ -9,6 +9,76 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+/// The flight recorder's options, shared by `culprit record` and `culprit reader`.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct KeepArgs {
+    /// Flight recorder: keep the trace directory within SIZE bytes (K, M, G suffixes; at
+    /// least 1M), rotating the oldest records of each thread away (metadata is kept, and
+    /// `rotated.json` counts what went). `culprit snapshot` or SIGUSR1 freezes a copy.
+    #[arg(long = "keep", value_name = "SIZE", value_parser = parse_keep_size)]
+    pub keep: Option<u64>,
+    /// Flight recorder: rotate away records older than DURATION (s, m, h; e.g. 10m).
+    #[arg(long = "keep-for", value_name = "DURATION", value_parser = parse_keep_for)]
+    pub keep_for: Option<std::time::Duration>,
+}
+
+impl KeepArgs {
+    /// The reader's options.
+    pub fn options(&self) -> reader::keep::KeepOptions {
+        reader::keep::KeepOptions {
+            bytes: self.keep,
+            age: self.keep_for,
+        }
+    }
+}
+
+/// Parses `--keep`: bytes with an optional K, M or G suffix (powers of 1024), ≥ 1 MiB.
+pub fn parse_keep_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, mult) = match t.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&t[..i], 1u64 << 10),
+        Some((i, 'm' | 'M')) => (&t[..i], 1 << 20),
+        Some((i, 'g' | 'G')) => (&t[..i], 1 << 30),
+        _ => (t, 1),
+    };
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size (e.g. 256M, 2G, 1048576)"))?;
+    let v = n
+        .checked_mul(mult)
+        .ok_or_else(|| format!("{s:?} is too large"))?;
+    if v < reader::keep::MIN_KEEP_BYTES {
+        return Err(format!(
+            "{s:?}: a flight recorder needs at least 1M (it rotates whole segments)"
+        ));
+    }
+    Ok(v)
+}
+
+/// Parses `--keep-for`: a duration of at least one second.
+pub fn parse_keep_for(s: &str) -> Result<std::time::Duration, String> {
+    let t = s.trim();
+    let (num, mult) = match t.char_indices().last() {
+        Some((i, 'h')) => (&t[..i], 3600.0),
+        Some((i, 'm')) if !t.ends_with("ms") => (&t[..i], 60.0),
+        _ => return reader::iosample::parse_duration(t).and_then(at_least_a_second),
+    };
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration (e.g. 90s, 10m, 2h)"))?;
+    if !n.is_finite() || n <= 0.0 || n * mult > 1e9 {
+        return Err(format!("{s:?} is not a duration (e.g. 90s, 10m, 2h)"));
+    }
+    at_least_a_second(std::time::Duration::from_secs_f64(n * mult))
+}
+
+fn at_least_a_second(d: std::time::Duration) -> Result<std::time::Duration, String> {
+    if d < std::time::Duration::from_secs(1) {
+        return Err(format!("--keep-for {d:?}: at least 1s"));
+    }
+    Ok(d)
+}
+
 /// Pool geometry options shared by `culprit record` and `culprit reader --create`.
 #[derive(clap::Args, Clone, Debug)]
 pub struct PoolArgs {

@@ -30,7 +30,14 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     reader::tracedir::set_strict_default(args.strict);
     let trace = Arc::new(TraceDir::open(&args.dir)?);
-    if !trace.manifest().complete {
+    if let Some(at) = trace.manifest().snapshot_unix_ns {
+        eprintln!(
+            "culprit: note: {}: a snapshot taken while recording ran ({:.3} s after it \
+             started): it ends there",
+            args.dir.display(),
+            at.saturating_sub(trace.manifest().start_unix_ns) as f64 / 1e9
+        );
+    } else if !trace.manifest().complete {
         eprintln!(
             "culprit: warning: {}: the reader did not finish; the trace may be incomplete",
             args.dir.display()

@@ -16,4 +16,6 @@ pub mod reader;
 pub mod record;
 pub mod repair;
 pub mod show;
+pub mod snapshot;
 pub mod timeline;
+pub mod watch;

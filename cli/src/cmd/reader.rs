@@ -4,7 +4,7 @@
 //!
 //! The reader itself is [`reader::session::standalone`]; this module parses the flags.
 
-use super::common::PoolArgs;
+use super::common::{KeepArgs, PoolArgs};
 use reader::session::standalone::{self, PoolSource, Standalone};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -34,6 +34,8 @@ pub struct Args {
     /// filling (ns, us, ms, s; `0` or `off` = never: only whole sub-buffers, when handed over).
     #[arg(long, value_name = "DUR", default_value = "100ms", value_parser = super::record::parse_live_interval)]
     pub live_interval: std::time::Duration,
+    #[command(flatten)]
+    pub keep: KeepArgs,
 }
 
 /// Runs `culprit reader`.
@@ -54,6 +56,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         readers: args.readers,
         keep_running: args.keep_running,
         live_interval: Some(args.live_interval).filter(|d| !d.is_zero()),
+        keep: args.keep.options(),
     };
     let rep = reader.run(&mut |r| {
         if let Some(line) = &r.env_line {

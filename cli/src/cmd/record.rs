@@ -5,7 +5,7 @@
 //! The session itself (supervision, signal policy, exit status) is
 //! [`reader::session::Session`]; this module parses the flags and prints what it says.
 
-use super::common::PoolArgs;
+use super::common::{KeepArgs, PoolArgs};
 use anyhow::bail;
 use reader::session::Session;
 use std::ffi::OsString;
@@ -35,6 +35,8 @@ pub struct Args {
     /// filling (ns, us, ms, s; `0` or `off` = never: only whole sub-buffers, when handed over).
     #[arg(long, value_name = "DUR", default_value = "100ms", value_parser = super::record::parse_live_interval)]
     pub live_interval: std::time::Duration,
+    #[command(flatten)]
+    pub keep: KeepArgs,
     /// The command to run, and its arguments.
     #[arg(
         required = true,
@@ -81,6 +83,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     session.readers = args.readers;
     session.keep_pool = args.keep_pool;
     session.live_interval = Some(args.live_interval).filter(|d| !d.is_zero());
+    session.keep = args.keep.options();
     // Python processes trace their functions with nothing installed (issue 17).
     session.env = python_hook::record_env(&args.cmd);
     let rec = session.run(&mut |n| eprintln!("culprit: {n}"))?;

@@ -129,6 +129,9 @@ pub struct Session {
     /// More environment for the traced command (default none): for one, what lets Python
     /// processes trace their functions with nothing installed (`python_hook::record_env`).
     pub env: Vec<(std::ffi::OsString, std::ffi::OsString)>,
+    /// The flight recorder's budgets (default: none, keep everything); see
+    /// [`crate::keep`].
+    pub keep: crate::keep::KeepOptions,
 }
 
 impl Session {
@@ -146,6 +149,7 @@ impl Session {
             keep_pool: false,
             live_interval: Some(crate::daemon::DEFAULT_LIVE_INTERVAL),
             env: Vec::new(),
+            keep: Default::default(),
         }
     }
 

@@ -47,6 +47,8 @@ pub struct Standalone {
     /// How often to save the committed prefix of sub-buffers writers still fill (`None`:
     /// never); see [`crate::live`].
     pub live_interval: Option<std::time::Duration>,
+    /// The flight recorder's budgets (none: keep everything); see [`crate::keep`].
+    pub keep: crate::keep::KeepOptions,
 }
 
 /// What a standalone reader says once it is draining.
@@ -69,6 +71,10 @@ impl Standalone {
     pub fn run(&self, ready: &mut dyn FnMut(&Ready)) -> Result<ReaderReport, SessionError> {
         crate::signals::install(&SIGNALS).map_err(|source| SessionError::Os {
             what: "installing signal handlers",
+            source,
+        })?;
+        crate::signals::install_snapshot().map_err(|source| SessionError::Os {
+            what: "installing the SIGUSR1 handler",
             source,
         })?;
         let (pool, path, env_line) = match &self.pool {
@@ -100,6 +106,8 @@ impl Standalone {
             workers: self.readers.max(1),
             stop_when_unmapped: !self.keep_running,
             live_interval: self.live_interval,
+            keep: self.keep,
+            snapshot_on_usr1: true,
             ..Default::default()
         };
         let r = crate::run(&pool, &self.out, &opts, crate::signals::stop_flag());

@@ -72,10 +72,13 @@ pub fn record(
     crate::daemon::prepare_dir(pool, out, &command)?;
     crate::tree::become_subreaper().map_err(os("prctl(PR_SET_CHILD_SUBREAPER)"))?;
     crate::signals::install(&SIGNALS).map_err(os("installing signal handlers"))?;
+    crate::signals::install_snapshot().map_err(os("installing the SIGUSR1 handler"))?;
     let opts = crate::ReaderOptions {
         workers: s.readers.max(1),
         command,
         live_interval: s.live_interval,
+        keep: s.keep,
+        snapshot_on_usr1: true,
         ..Default::default()
     };
     let done = AtomicBool::new(false);

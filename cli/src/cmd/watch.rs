@@ -1,0 +1,160 @@
+//! `culprit watch --model M DIR` — score the units of a recording as they complete and
+//! print each anomalous one once (`analyzer::watch`), and freeze a snapshot of the flight
+//! recorder around it.
+
+use super::common::set_threads;
+use analyzer::model::Model;
+use analyzer::watch::{WatchOptions, Watcher};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// Arguments of `culprit watch`.
+#[derive(clap::Args)]
+#[command(after_help = "Example:\n  \
+    culprit record --keep 256M -o live -- ./cluster.sh &\n  \
+    culprit watch --model normal.cpm live --json\n\n\
+    Each poll ranks what the directory holds (as `culprit rank` does) and prints the units\n\
+    that ended since, scoring at least --threshold, once each. With --keep-around, the\n\
+    flight recorder's window is frozen into a snapshot (`culprit snapshot`) that long after\n\
+    each reported unit ended: it holds what led to the unit and what followed.")]
+pub struct Args {
+    /// The model (from `culprit learn` or `culprit merge`).
+    #[arg(long, value_name = "MODEL")]
+    pub model: PathBuf,
+    /// Trace directories being recorded (or finished).
+    #[arg(required = true, value_name = "DIR")]
+    pub dirs: Vec<PathBuf>,
+    /// Report units scoring at least this (0 to 1).
+    #[arg(long, value_name = "SCORE", default_value_t = 0.8, value_parser = parse_threshold)]
+    pub threshold: f64,
+    /// How often to look (e.g. 200ms, 1s).
+    #[arg(long, value_name = "DUR", default_value = "250ms", value_parser = reader::iosample::parse_duration)]
+    pub interval: Duration,
+    /// One JSON object per line (the fields of `culprit rank --json`, plus
+    /// `reported_unix_ns`) instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Freeze a snapshot of each directory this long after each reported unit ended
+    /// (e.g. 5s; `0` = at once), into --snapshots.
+    #[arg(long, value_name = "DUR", value_parser = reader::iosample::parse_duration)]
+    pub keep_around: Option<Duration>,
+    /// Where snapshots go (default: beside each directory, `DIR.watch-<unix s>`).
+    #[arg(long, value_name = "DIR")]
+    pub snapshots: Option<PathBuf>,
+    /// Keep watching after the recording finished (by default the watch ends with it).
+    #[arg(long)]
+    pub forever: bool,
+    /// The score units are ranked by (see `culprit rank --score`).
+    #[arg(long, value_name = "SCORE", default_value = "evidence")]
+    pub score: analyzer::evidence::ScoreKind,
+    /// Worker threads, 1 to 1024 (default: one per core).
+    #[arg(long, value_name = "N", value_parser = super::outpath::parse_threads)]
+    pub threads: Option<usize>,
+}
+
+fn parse_threshold(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if (0.0..=1.0).contains(&v) => Ok(v),
+        _ => Err(format!("{s:?}: a score from 0 to 1")),
+    }
+}
+
+/// True once every directory's reader finished.
+fn finished(dirs: &[PathBuf]) -> bool {
+    dirs.iter()
+        .all(|d| reader::Manifest::read(d).is_ok_and(|m| m.complete))
+}
+
+fn snapshot_target(args: &Args, dir: &Path, t: i64) -> PathBuf {
+    let name = format!(
+        "{}.watch-{}",
+        dir.file_name().unwrap_or_default().to_string_lossy(),
+        t / 1_000_000_000
+    );
+    let mut p = match &args.snapshots {
+        Some(s) => s.join(&name),
+        None => dir.with_file_name(&name),
+    };
+    let mut i = 1;
+    while p.exists() {
+        p = p.with_file_name(format!("{name}-{i}"));
+        i += 1;
+    }
+    p
+}
+
+/// Runs `culprit watch`.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    set_threads(args.threads)?;
+    if let Some(s) = &args.snapshots {
+        std::fs::create_dir_all(s)
+            .map_err(|e| anyhow::anyhow!("{}: cannot create: {e}", s.display()))?;
+    }
+    let model = Model::load(&args.model)?;
+    let rank = analyzer::Options {
+        score: args.score,
+        ..Default::default()
+    };
+    let mut w = Watcher::new(
+        model,
+        args.dirs.clone(),
+        WatchOptions {
+            threshold: args.threshold,
+            rank,
+        },
+    );
+    reader::signals::install(&[libc::SIGINT, libc::SIGTERM])
+        .map_err(|e| anyhow::anyhow!("installing signal handlers: {e}"))?;
+    let stop = reader::signals::stop_flag();
+    let mut out = std::io::stdout().lock();
+    // Snapshots due: when (unit end + --keep-around, ns) .
+    let mut due: Vec<i64> = Vec::new();
+    let mut waiting_said = false;
+    loop {
+        let t = Instant::now();
+        let done = finished(&args.dirs);
+        match w.poll() {
+            Ok(p) => {
+                for a in &p.alerts {
+                    if args.json {
+                        writeln!(out, "{}", serde_json::to_string(&a.json)?)?;
+                    } else {
+                        writeln!(out, "{}", a.text)?;
+                    }
+                    if let Some(k) = args.keep_around {
+                        due.push(a.end_unix_ns + k.as_nanos() as i64);
+                    }
+                }
+                out.flush()?;
+            }
+            Err(e) if !waiting_said => {
+                eprintln!("culprit: watch: waiting for the recording ({e})");
+                waiting_said = true;
+            }
+            Err(_) => {}
+        }
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as i64);
+        // One snapshot serves every unit due by now.
+        if due.iter().any(|&d| d <= now) || (done && !due.is_empty()) {
+            due.clear();
+            for d in &args.dirs {
+                let target = snapshot_target(&args, d, now);
+                match reader::snapshot::snapshot(d, &target) {
+                    Ok(_) => eprintln!("culprit: watch: snapshot in {}", target.display()),
+                    Err(e) => eprintln!("culprit: watch: snapshot of {} failed: {e}", d.display()),
+                }
+            }
+        }
+        if stop.load(Ordering::Acquire) || (done && !args.forever) {
+            break;
+        }
+        std::thread::sleep(args.interval.saturating_sub(t.elapsed()));
+    }
+    eprintln!("culprit: watch: {} unit(s) reported", w.reported());
+    Ok(ExitCode::SUCCESS)
+}
