@@ -219,7 +219,10 @@ pub(crate) fn file_consequences(
     // A call too long reaches its peers by what it withholds: a reply that does not come
     // makes them time out with no message in between. A root holding one is linked to
     // the processes at the other end of any of its process's connections, when their
-    // anomalies came after it began.
+    // anomalies came after it began — and, like the end that closed a connection, it
+    // comes first: the timeout it caused is louder (an exception, a reconnection) than
+    // the delay, never stronger evidence of its own.
+    let mut withheld: Vec<(usize, usize)> = Vec::new();
     for (c, f) in first.iter().enumerate() {
         if let (Some((b, _)), (_, Some(_), Some(p))) = (f, &conns[c]) {
             for &a in by_local.get(p.as_str()).into_iter().flatten() {
@@ -229,11 +232,14 @@ pub(crate) fn file_consequences(
                         .get(&(a as u32, ri))
                         .is_some_and(|x| x.slow.is_some());
                 if a != *b && slow && roots[*b].is_none_or(|(_, tb)| ta <= tb) {
-                    links.push((a, *b));
+                    withheld.push((a, *b));
                 }
             }
         }
     }
+    withheld.sort_unstable();
+    withheld.dedup();
+    links.extend(withheld.iter().copied());
     // The end that closed a connection reached the end that saw it fail.
     links.extend(closed.iter().copied());
     // A process with no root of its own born after a root (a respawned worker, a
@@ -291,10 +297,10 @@ pub(crate) fn file_consequences(
     let score_of = |b: usize| roots[b].map_or(0.0, |(i, _)| blocks[b][i as usize].score);
     // Does incident `ra` (met through process `a`) come before incident `rb` (through `b`)?
     let before = |a: usize, ra: usize, b: usize, rb: usize| {
-        if closed.contains(&(a, b)) {
+        if closed.contains(&(a, b)) || withheld.binary_search(&(a, b)).is_ok() {
             return true;
         }
-        if closed.contains(&(b, a)) {
+        if closed.contains(&(b, a)) || withheld.binary_search(&(b, a)).is_ok() {
             return false;
         }
         let (early, late) = if t_root(ra) <= t_root(rb) {
@@ -842,10 +848,15 @@ mod tests {
     /// t 40. The server (process 1, at the other end) read that request at t 12 in a call
     /// that took far too long. `waited`: did the client's wait return before its anomaly?
     fn timed_out_client(waited: bool) -> FxMap<RowRef, RowRef> {
-        let mut sh = scored(&[0.9, 0.9]);
+        timed_out_client_scoring(waited, 0.9, 0.9)
+    }
+
+    /// [`timed_out_client`], the client's unit scoring `client`, the server's `server`.
+    fn timed_out_client_scoring(waited: bool, client: f64, server: f64) -> FxMap<RowRef, RowRef> {
+        let mut sh = scored(&[client, server]);
         let mut blocks = vec![
-            vec![row(0, 0, 10, 1, 0.9, 0)],
-            vec![row(1, 0, 30, 4, 0.9, 1)],
+            vec![row(0, 0, 10, 1, client, 0)],
+            vec![row(1, 0, 30, 4, server, 1)],
         ];
         blocks[0][0].flags |= Row::EXTRA;
         blocks[1][0].flags |= Row::EXTRA;
@@ -890,6 +901,14 @@ mod tests {
         // It did not: what it did differently answered the message it began with (t 10).
         let c = timed_out_client(false);
         assert_eq!(c.get(&(1, 0)), Some(&(0, 0)));
+    }
+
+    #[test]
+    fn a_timeout_louder_than_the_delay_that_caused_it_is_filed_under_the_delay() {
+        // The client's timeout (an exception, a reconnection: 0.9) scores more than
+        // STRONGER above the server's slow read (0.7995), which began before it.
+        let c = timed_out_client_scoring(true, 0.9, 0.7995);
+        assert_eq!(c.get(&(0, 0)), Some(&(1, 0)));
     }
 
     #[test]
