@@ -429,16 +429,29 @@ fn happened_before(
     roots: &[Option<Root>],
 ) -> Vec<(usize, usize)> {
     let mut links: crate::hash::FxSet<(usize, usize)> = Default::default();
+    // The processes with a root at the other end of each connection (looked up once per
+    // connection, not per unit), and the earliest of their roots.
+    let ends: Vec<(&[usize], i64)> = conns
+        .iter()
+        .map(|c| match c {
+            (_, Some(_), Some(p)) => {
+                let v = by_local.get(p.as_str()).map_or(&[][..], |v| &v[..]);
+                let t = v.iter().filter_map(|&a| roots[a].map(|r| r.1)).min();
+                (v, t.unwrap_or(i64::MAX))
+            }
+            _ => (&[][..], i64::MAX),
+        })
+        .collect();
     for (b, rows) in blocks.iter().enumerate() {
         let until = roots[b].map_or(i64::MAX, |(_, t)| t);
         for r in rows {
-            if r.t_start_unix_ns > until {
-                continue;
-            }
-            let Some((_, Some(_), Some(p))) = conns.get(r.conn as usize) else {
+            let Some(&(procs, earliest)) = ends.get(r.conn as usize) else {
                 continue;
             };
-            for &a in by_local.get(p.as_str()).into_iter().flatten() {
+            if r.t_start_unix_ns > until || r.t_start_unix_ns < earliest {
+                continue;
+            }
+            for &a in procs {
                 if a != b && roots[a].is_some_and(|(_, t)| t <= r.t_start_unix_ns) {
                     links.insert((a, b));
                 }

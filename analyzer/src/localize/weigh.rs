@@ -84,14 +84,15 @@ pub(crate) fn persistent_runs(
     shared: &mut Vec<SharedScore>,
     conns: &[ConnRow],
 ) -> Vec<(RowRef, RowRef)> {
-    // Only processes with a unit departing from normal in a weighable way are looked at.
-    let departs = |s: &SharedScore| {
-        s.verdict == Verdict::Scored
-            && s.effective
-                .iter()
-                .any(|e| e.class != NodeClass::Common || e.p.is_some_and(|p| p < 0.5))
-    };
-    let weighable: Vec<bool> = shared.iter().map(departs).collect();
+    // Only processes with a unit departing from normal in a way a run could weigh are
+    // looked at: a run must be longer than all the normal units departing that way
+    // (`rate · units`, [`run_evidence`]), so a departure that frequent in normal runs can
+    // never count in a process with fewer units.
+    let most = blocks.iter().map(Vec::len).max().unwrap_or(0);
+    let weighable: Vec<bool> = shared
+        .iter()
+        .map(|s| counted(s, most).next().is_some())
+        .collect();
     let mut runs: Vec<Run> = Vec::new();
     for (b, rows) in blocks.iter().enumerate() {
         if !rows.iter().any(|r| weighable[r.shared as usize]) {
@@ -109,7 +110,7 @@ pub(crate) fn persistent_runs(
                 continue;
             }
             idx.sort_by_key(|&i| (rows[i as usize].t_start_unix_ns, rows[i as usize].index));
-            find_runs(b as u32, rows, &idx, shared, &mut runs);
+            find_runs(b as u32, rows, &idx, shared, most, &mut runs);
         }
     }
     let mut filed = Vec::new();
@@ -157,10 +158,28 @@ pub(crate) fn persistent_runs(
     filed
 }
 
+/// The departures from normal of a shared score that a run of at most `most` units could
+/// weigh: (node id, class) and the normal rate.
+fn counted(s: &SharedScore, most: usize) -> impl Iterator<Item = ((u64, u8), f64)> + '_ {
+    let scored = s.verdict == Verdict::Scored;
+    s.effective.iter().filter_map(move |e| {
+        let rate = normal_rate(e, s.model_units);
+        (scored && rate < 1.0 && rate * (s.model_units as f64) < most as f64)
+            .then_some(((e.id, e.class as u8), rate))
+    })
+}
+
 /// The runs of one place's units (`idx`, in time order) of process `b`: per way of
 /// departing from normal (an effective node and its class), each maximal run of
 /// consecutive units that depart that way.
-fn find_runs(b: u32, rows: &[Row], idx: &[u32], shared: &[SharedScore], runs: &mut Vec<Run>) {
+fn find_runs(
+    b: u32,
+    rows: &[Row],
+    idx: &[u32],
+    shared: &[SharedScore],
+    most: usize,
+    runs: &mut Vec<Run>,
+) {
     // Open runs: (node id, class) → (position of the first unit in `idx`, rate, units).
     let mut open: FxMap<(u64, u8), (usize, f64, u64)> = FxMap::default();
     let n = idx.len();
@@ -182,15 +201,7 @@ fn find_runs(b: u32, rows: &[Row], idx: &[u32], shared: &[SharedScore], runs: &m
     };
     for (pos, &i) in idx.iter().enumerate() {
         let s = &shared[rows[i as usize].shared as usize];
-        let mut here: Vec<((u64, u8), f64)> = Vec::new();
-        if s.verdict == Verdict::Scored {
-            for e in s.effective.iter() {
-                let rate = normal_rate(e, s.model_units);
-                if rate < 1.0 {
-                    here.push(((e.id, e.class as u8), rate));
-                }
-            }
-        }
+        let here: Vec<((u64, u8), f64)> = counted(s, most).collect();
         // Runs that this unit breaks.
         let ended: Vec<(u64, u8)> = open
             .keys()
