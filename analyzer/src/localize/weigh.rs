@@ -1,7 +1,7 @@
 //! Evidence **weighed over several units**, before consequences are filed
 //! ([`crate::consequence`]): what no single unit's score tells.
 //!
-//! - **Persistent change** ([`persistent_runs`]): the units of one connection (or, for
+//! - **Persistent change** (`persistent_runs`): the units of one connection (or, for
 //!   units on no connection, of one thread) that from some point on all depart from normal
 //!   in the same way — a call that 99 % of normal units make after a receive, never made
 //!   again after a garbled frame desynchronized the protocol — each score little (the call
@@ -10,10 +10,10 @@
 //!   and the run's other units are filed under it. A run counts when the place behaved
 //!   otherwise before it (a change, not how the place always was), and when it is longer
 //!   than all the normal units that departed that way put together.
-//! - **Repeats** ([`first_occurrences`]): the same failure (the same node, departing the
+//! - **Repeats** (`first_occurrences`): the same failure (the same node, departing the
 //!   same way, in processes of one group) met again later — in a respawned worker, on the
 //!   next connection — ranks after its first occurrence.
-//! - **A process that matches no group** ([`unmatched_processes`]): one piece of evidence,
+//! - **A process that matches no group** (`unmatched_processes`): one piece of evidence,
 //!   not one per unit: its first unit carries it, its other units are filed under it.
 
 use super::consequence::{CONSEQUENCE_FACTOR, ROOT_MIN};
