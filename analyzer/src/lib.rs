@@ -88,6 +88,8 @@ pub use localize::options::{Options, Progress};
 pub use localize::rank::rank;
 use localize::ranking;
 pub use localize::show::{show, Shown};
-pub use localize::{baselines, consequence, durations, evidence, model_check, narrative, sizes};
+pub use localize::{
+    baselines, consequence, durations, evidence, model_check, narrative, sizes, weigh,
+};
 pub use localize::{connections, model, score, trees, units};
 pub use trace::{recorded, symbolize};

@@ -144,11 +144,11 @@ fn pre_exec_calls_are_keyed_through_the_parents_map() {
     );
 
     // Without the parent's trace, the pre-exec calls (and all the subshell's) keep raw keys:
-    // never seen, but no failure.
+    // never seen, but no failure (and weak evidence: the model was learned from one run).
     let rep = analyzer::rank(&learned.model, &run(&moved, false), &opts).unwrap();
     assert_eq!(rep.units.len(), 3);
     for u in &rep.units {
-        assert!(u.score > 0.5, "{} {} {:?}", u.info.pid, u.score, u.why);
+        assert!(u.score > 0.1, "{} {} {:?}", u.info.pid, u.score, u.why);
         assert!(
             u.why
                 .iter()

@@ -14,11 +14,22 @@
 //!    [`ROOT_MIN`] too (but not more than [`STRONGER`] above the process's root), or that has no model (its class never occurred in normal runs) and
 //!    is on a connection whose first unit started after the root began (a reconnect, a new
 //!    client retrying), is a consequence of the root.
-//! 3. **Consequences across processes.** Two processes' incidents are one when a unit of
-//!    one (root or consequence) is on a TCP connection to the other — its peer address is
-//!    a local address of a unit of the other: the same connection seen from both ends, or
-//!    the listening address of the process that accepted it —, or when a [`CauseSource`] (message matching: *this unit received
-//!    what that unit sent*) says a unit of one received from a unit of the other. The
+//! 3. **Consequences across processes**, by **happens-before**. An anomaly is filed under
+//!    an earlier one only when the earlier one could have reached it: a unit of the later
+//!    process on a TCP connection to the earlier one (its peer address is a local address
+//!    of the other: the same connection seen from both ends, or the listening address of
+//!    the process that accepted it) started — a receive returned: something was sent —
+//!    after the earlier root and before the later one; or the later root is on the very
+//!    connection whose other end holds the earlier root (it saw that connection fail: a
+//!    reset, a close, a reply that never came); or the end that closed a connection is
+//!    linked to the end that saw it closed; or the earlier root holds a call too long (a
+//!    delay reaches its peers by the reply it withholds: they time out with no message in
+//!    between), to the processes at the other end of its connections; or a [`CauseSource`]
+//!    (message matching: *this unit received what that unit sent*) says a unit of one
+//!    received from a unit of the other. Processes that merely talk to each other are not
+//!    linked: chatter before the anomaly carries nothing of it. A process with no root of
+//!    its own born after a root (a respawned worker, a reconnecting client) goes with the
+//!    incident of the earliest root before its birth unless linked otherwise. The
 //!    incident whose root is earlier takes the other: its root, and everything under it,
 //!    becomes a consequence of the earlier root. A process with no root of its own files
 //!    its anomalous and unmodelled units under the incident of the process at the other end
@@ -198,14 +209,54 @@ pub(crate) fn file_consequences(
     // A root that saw its peer close the connection dates no earlier than the peer's act
     // that closed it (step 3 of the module's documentation: who closed first).
     let (roots, closed) = date_by_closes(blocks, shared, extras, conns, &by_local, roots);
-    // 2. Processes that talk to each other: (process with a root, process).
-    let mut links: Vec<(usize, usize)> = Vec::new();
+    // 2. Happens-before: (process with a root, process it reached after its root). A
+    // handler unit starts when a receive returns, so a unit of `b` on a connection whose
+    // other end is in `a` is something `a` sent that reached `b` then: `a`'s anomaly may
+    // have caused `b`'s only if such a unit falls between `a`'s root and `b`'s (or, for a
+    // process with no root, after `a`'s root). Processes merely connected to each other
+    // are not linked: chatter before the anomaly carries nothing of it.
+    let mut links: Vec<(usize, usize)> = happened_before(blocks, conns, &by_local, &roots);
+    // A call too long reaches its peers by what it withholds: a reply that does not come
+    // makes them time out with no message in between. A root holding one is linked to
+    // the processes at the other end of any of its process's connections, when their
+    // anomalies came after it began — and, like the end that closed a connection, it
+    // comes first: the timeout it caused is louder (an exception, a reconnection) than
+    // the delay, never stronger evidence of its own.
+    let mut withheld: Vec<(usize, usize)> = Vec::new();
     for (c, f) in first.iter().enumerate() {
         if let (Some((b, _)), (_, Some(_), Some(p))) = (f, &conns[c]) {
             for &a in by_local.get(p.as_str()).into_iter().flatten() {
-                if a != *b {
-                    links.push((a, *b));
+                let Some((ri, ta)) = roots[a] else { continue };
+                let slow = (blocks[a][ri as usize].flags & Row::EXTRA != 0)
+                    && extras
+                        .get(&(a as u32, ri))
+                        .is_some_and(|x| x.slow.is_some());
+                if a != *b && slow && roots[*b].is_none_or(|(_, tb)| ta <= tb) {
+                    withheld.push((a, *b));
                 }
+            }
+        }
+    }
+    withheld.sort_unstable();
+    withheld.dedup();
+    links.extend(withheld.iter().copied());
+    // The end that closed a connection reached the end that saw it fail.
+    links.extend(closed.iter().copied());
+    // A process with no root of its own born after a root (a respawned worker, a
+    // reconnecting client) did not cause it: it goes with the incident of the earliest
+    // root before its birth, unless a message links it to one.
+    let births: Vec<Option<i64>> = blocks
+        .iter()
+        .map(|rows| rows.iter().map(|r| r.t_start_unix_ns).min())
+        .collect();
+    let earliest = (0..blocks.len())
+        .filter_map(|a| roots[a].map(|(_, t)| (t, a)))
+        .min();
+    if let Some((t0, a)) = earliest {
+        for (b, birth) in births.iter().enumerate() {
+            let unlinked = roots[b].is_none() && !links.iter().any(|l| l.1 == b);
+            if b != a && unlinked && birth.is_some_and(|t| t > t0) {
+                links.push((a, b));
             }
         }
     }
@@ -246,10 +297,10 @@ pub(crate) fn file_consequences(
     let score_of = |b: usize| roots[b].map_or(0.0, |(i, _)| blocks[b][i as usize].score);
     // Does incident `ra` (met through process `a`) come before incident `rb` (through `b`)?
     let before = |a: usize, ra: usize, b: usize, rb: usize| {
-        if closed.contains(&(a, b)) {
+        if closed.contains(&(a, b)) || withheld.binary_search(&(a, b)).is_ok() {
             return true;
         }
-        if closed.contains(&(b, a)) {
+        if closed.contains(&(b, a)) || withheld.binary_search(&(b, a)).is_ok() {
             return false;
         }
         let (early, late) = if t_root(ra) <= t_root(rb) {
@@ -327,9 +378,11 @@ pub(crate) fn file_consequences(
                 && roots[b].is_none_or(|_| r.score <= root_score[b].max(root_score[t]) + STRONGER)
                 && v == Verdict::Scored
                 && when(b, i, r) >= t0;
-            let new_class = v == Verdict::NoUnitModel
+            let new_class = (v == Verdict::NoUnitModel
                 && r.t_start_unix_ns >= t0
-                && first_class.get(&class_key(r)).is_some_and(|&f| f >= t0);
+                && first_class.get(&class_key(r)).is_some_and(|&f| f >= t0))
+                // A process that matches no group, born after the root.
+                || (v == Verdict::NoProcessGroup && births[b].is_some_and(|t| t >= t0));
             // In a process with no anomaly of its own: a weaker one, after the root, on a
             // connection whose other end is in the incident (a peer told of what the root
             // did: a timed-out backend seeing its connection closed).
@@ -361,6 +414,73 @@ pub(crate) fn file_consequences(
         }
     }
     caused_by
+}
+
+/// The happens-before links of step 2 of [`file_consequences`]: (a, b) when a unit of
+/// `b` on a connection whose peer address is a local address of `a` (something `a` sent,
+/// received by `b`) started at or after `a`'s root and at or before `b`'s root (any time
+/// after `a`'s root when `b` has none); or when `b`'s root is on the very connection whose
+/// other end holds `a`'s earlier root (`b` saw that connection fail: a reset, a close, a
+/// reply that never came). Sorted, without repeats.
+fn happened_before(
+    blocks: &[Vec<Row>],
+    conns: &[ConnRow],
+    by_local: &FxMap<&str, Vec<usize>>,
+    roots: &[Option<Root>],
+) -> Vec<(usize, usize)> {
+    let mut links: crate::hash::FxSet<(usize, usize)> = Default::default();
+    // The processes with a root at the other end of each connection (looked up once per
+    // connection, not per unit), and the earliest of their roots.
+    let ends: Vec<(&[usize], i64)> = conns
+        .iter()
+        .map(|c| match c {
+            (_, Some(_), Some(p)) => {
+                let v = by_local.get(p.as_str()).map_or(&[][..], |v| &v[..]);
+                let t = v.iter().filter_map(|&a| roots[a].map(|r| r.1)).min();
+                (v, t.unwrap_or(i64::MAX))
+            }
+            _ => (&[][..], i64::MAX),
+        })
+        .collect();
+    for (b, rows) in blocks.iter().enumerate() {
+        let until = roots[b].map_or(i64::MAX, |(_, t)| t);
+        for r in rows {
+            let Some(&(procs, earliest)) = ends.get(r.conn as usize) else {
+                continue;
+            };
+            if r.t_start_unix_ns > until || r.t_start_unix_ns < earliest {
+                continue;
+            }
+            for &a in procs {
+                if a != b && roots[a].is_some_and(|(_, t)| t <= r.t_start_unix_ns) {
+                    links.insert((a, b));
+                }
+            }
+        }
+    }
+    // The very connection: both roots on its two ends.
+    let ends: Vec<Option<(&str, &str, i64)>> = (0..blocks.len())
+        .map(|b| {
+            let (i, t) = roots[b]?;
+            match conns.get(blocks[b][i as usize].conn as usize) {
+                Some((_, Some(l), Some(p))) => Some((l.as_str(), p.as_str(), t)),
+                _ => None,
+            }
+        })
+        .collect();
+    for (a, ea) in ends.iter().enumerate() {
+        let Some((la, pa, ta)) = ea else { continue };
+        for (b, eb) in ends.iter().enumerate() {
+            if let Some((lb, pb, tb)) = eb {
+                if a != b && la == pb && pa == lb && ta <= tb {
+                    links.insert((a, b));
+                }
+            }
+        }
+    }
+    let mut v: Vec<_> = links.into_iter().collect();
+    v.sort_unstable();
+    v
 }
 
 /// Did a wait of `tree` — a multiplexer call — return at or before `tsc` (the time of its
@@ -551,6 +671,7 @@ mod tests {
             fd: 0,
             kind: UnitKind::Handler,
             flags: 0,
+            incident: 0,
         }
     }
 
@@ -740,10 +861,15 @@ mod tests {
     /// t 40. The server (process 1, at the other end) read that request at t 12 in a call
     /// that took far too long. `waited`: did the client's wait return before its anomaly?
     fn timed_out_client(waited: bool) -> FxMap<RowRef, RowRef> {
-        let mut sh = scored(&[0.9, 0.9]);
+        timed_out_client_scoring(waited, 0.9, 0.9)
+    }
+
+    /// [`timed_out_client`], the client's unit scoring `client`, the server's `server`.
+    fn timed_out_client_scoring(waited: bool, client: f64, server: f64) -> FxMap<RowRef, RowRef> {
+        let mut sh = scored(&[client, server]);
         let mut blocks = vec![
-            vec![row(0, 0, 10, 1, 0.9, 0)],
-            vec![row(1, 0, 30, 4, 0.9, 1)],
+            vec![row(0, 0, 10, 1, client, 0)],
+            vec![row(1, 0, 30, 4, server, 1)],
         ];
         blocks[0][0].flags |= Row::EXTRA;
         blocks[1][0].flags |= Row::EXTRA;
@@ -788,6 +914,14 @@ mod tests {
         // It did not: what it did differently answered the message it began with (t 10).
         let c = timed_out_client(false);
         assert_eq!(c.get(&(1, 0)), Some(&(0, 0)));
+    }
+
+    #[test]
+    fn a_timeout_louder_than_the_delay_that_caused_it_is_filed_under_the_delay() {
+        // The client's timeout (an exception, a reconnection: 0.9) scores more than
+        // STRONGER above the server's slow read (0.7995), which began before it.
+        let c = timed_out_client_scoring(true, 0.9, 0.7995);
+        assert_eq!(c.get(&(0, 0)), Some(&(1, 0)));
     }
 
     #[test]
@@ -847,6 +981,50 @@ mod tests {
 
     struct Matched(Vec<(UnitRef, UnitRef)>);
 
+    #[test]
+    fn an_anomaly_is_filed_under_an_earlier_one_only_if_something_sent_after_it_arrived() {
+        // Process 0's weak root at t 10 on a:1 ⇄ b:2; process 1's at t 30, on no
+        // connection (its event loop). Process 1 received from process 0 at t 5 (before
+        // 0's anomaly) and, in the second run, also at t 20 (after it, before its own).
+        let procs = vec![("h".to_string(), 1), ("h".to_string(), 2)];
+        for (receipt, linked) in [(None, false), (Some(20), true)] {
+            let mut sh = scored(&[0.7, 0.75, 0.1]);
+            let mut b1 = vec![row(1, 0, 5, 4, 0.1, 2), row(1, 1, 30, 0, 0.75, 1)];
+            if let Some(t) = receipt {
+                b1.insert(1, row(1, 2, t, 4, 0.1, 2));
+            }
+            let mut blocks = vec![vec![row(0, 0, 0, 1, 0.1, 2), row(0, 1, 10, 1, 0.7, 0)], b1];
+            let c = file(&mut blocks, &mut sh, &procs, None);
+            let root_of_1 = blocks[1].iter().position(|r| r.index == 1).unwrap() as u32;
+            assert_eq!(
+                c.get(&(1, root_of_1)) == Some(&(0, 1)),
+                linked,
+                "{receipt:?}"
+            );
+            assert_eq!(blocks[1][root_of_1 as usize].score == 0.75, !linked);
+        }
+    }
+
+    #[test]
+    fn units_of_a_process_with_no_group_born_after_the_root_are_filed_under_it() {
+        // Process 0's root at t 10; process 1 (no group: a respawned worker) starts at t 50
+        // on a connection of its own, every unit scoring 1.
+        let mut sh = vec![
+            shared(0.9, Verdict::Scored),
+            shared(1.0, Verdict::NoProcessGroup),
+        ];
+        let mut blocks = vec![
+            vec![row(0, 0, 10, 1, 0.9, 0)],
+            (0..5)
+                .map(|i| row(1, i, 50 + i as i64, 3, 1.0, 1))
+                .collect(),
+        ];
+        let procs = vec![("h".to_string(), 1), ("h".to_string(), 2)];
+        let c = file(&mut blocks, &mut sh, &procs, None);
+        assert_eq!(c.len(), 5);
+        assert!(blocks[1].iter().all(|r| r.score < 0.9));
+    }
+
     impl CauseSource for Matched {
         fn received_from(&self, unit: &UnitRef) -> Vec<UnitRef> {
             self.0
@@ -864,6 +1042,10 @@ mod tests {
             vec![row(0, 0, 10, 2, 0.9, 0)],
             vec![row(1, 0, 20, 3, 0.8, 1)],
         ];
+        // Both processes ran from the start (a normal unit at t 0).
+        sh.push(shared(0.1, Verdict::Scored));
+        blocks[0].push(row(0, 1, 0, 2, 0.1, 2));
+        blocks[1].push(row(1, 1, 0, 3, 0.1, 2));
         let procs = vec![("h".to_string(), 1), ("h".to_string(), 2)];
         let none = file(&mut blocks.clone(), &mut sh.clone(), &procs, None);
         assert!(none.is_empty());

@@ -536,7 +536,10 @@ mod tests {
         );
         // It weighs as a call never seen in 400 units, above any score it had.
         let e = slow_score(0.1, &s);
-        assert!((e - (0.8 * 400.0 / 401.0 + 0.02)).abs() < 1e-12, "{e}");
+        assert!(
+            (e - (0.8 * crate::evidence::backing(400) + 0.02)).abs() < 1e-12,
+            "{e}"
+        );
         assert_eq!(slow_score(1.0, &s), 1.0);
     }
 

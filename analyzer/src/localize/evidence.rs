@@ -8,11 +8,14 @@
 //! call. The evidence score is instead led by the **strongest single piece of evidence**
 //! in the unit, weighted by how much normal behaviour backs it:
 //!
-//! - a node **never seen** in the `U` normal units of its class: `U / (U + 1)` (with three
-//!   units learned, 0.75; with 1 900, 0.9995) — and a failure outcome (errno, end of
-//!   stream, short transfer) never seen counts fully, because a call failing in a way it
-//!   never failed is the most direct sign of a fault there is;
-//! - a node **expected and missing**: `q^n · n / (n + 1)` ([`missing_evidence`]), with `q`
+//! - a node **never seen** in the `U` normal units of its class: [`backing`]`(U)` =
+//!   `0.05^(1/U)`, one minus the 95 % upper bound of a rate never observed in `U` units
+//!   (with four units learned, 0.47; with eight, 0.69; with 634, 0.995): "never in 4
+//!   units" is weak, "never in 634" strong — and a failure outcome (errno, end of stream,
+//!   short transfer) never seen counts as if backed by twice the units (`√backing`: with
+//!   four units 0.69, with 634 0.998), because a call failing in a way it never failed is
+//!   the most direct sign of a fault there is;
+//! - a node **expected and missing**: `q^n · backing(n)` ([`missing_evidence`]), with `q`
 //!   its probability given its parent over every process model that has the parent, and
 //!   `n` the normal units that reached the parent — the chance that `n` normal units all
 //!   had it, so that a call made by every normal unit counts fully, one that a few normal
@@ -121,9 +124,21 @@ pub struct UnitFacts {
     pub duration_ns: i64,
 }
 
-/// Weight of the units a model was learned from: `U / (U + 1)`.
+/// Weight of the units a model was learned from: `0.05^(1/U)` (0 with none), one minus the
+/// 95 % upper confidence bound of the rate of something never observed in `U` units — how
+/// sure "never in `U` normal units" is that it does not happen in normal runs.
 pub fn backing(units: u64) -> f64 {
-    units as f64 / (units as f64 + 1.0)
+    backing_f(units as f64)
+}
+
+/// [`backing`] of a real number of units (the units that reached a node, `U` times the
+/// probabilities of its ancestors).
+pub fn backing_f(units: f64) -> f64 {
+    if units <= 0.0 {
+        0.0
+    } else {
+        0.05f64.powf(1.0 / units)
+    }
 }
 
 /// Is this outcome a failure (errno, end of stream, short transfer)?
@@ -157,7 +172,7 @@ pub fn node_evidence(
     let b = backing(units);
     match class {
         NodeClass::New if is_timing(outcome) => TIMING_WEIGHT * b,
-        NodeClass::New if kind == NodeKind::Lib && is_failure(outcome) => 1.0,
+        NodeClass::New if kind == NodeKind::Lib && is_failure(outcome) => b.sqrt(),
         NodeClass::New => b,
         NodeClass::Missing => p.unwrap_or(0.0).powf(units as f64) * b,
         NodeClass::Common => (1.0 - p.unwrap_or(1.0)) / 2.0,
@@ -179,7 +194,7 @@ pub fn p_given_parent(m: &TreeModel, n: &ModelNode) -> f64 {
 }
 
 /// The evidence of a node of model `m` that a unit did not reach although it reached its
-/// parent: `q^n · n / (n + 1)`, with `q` its probability given its parent
+/// parent: `q^n · backing(n)`, with `q` its probability given its parent
 /// ([`p_given_parent`]) and `n` the normal units that reached the parent (the class's
 /// units times the product of the probabilities of the ancestors): a call that follows a
 /// rare branch is backed by the few units that took the branch, not by all the class's.
@@ -200,7 +215,7 @@ pub fn missing_evidence(m: &TreeModel, id: u64) -> f64 {
         up = a.parent;
     }
     let n = m.units as f64 * reach;
-    q.powf(n) * n / (n + 1.0)
+    q.powf(n) * backing_f(n)
 }
 
 /// How much a piece of evidence that only tells the run **ended** there weighs: a call
@@ -348,7 +363,7 @@ mod tests {
             let e = evidence_score(&s, &m);
             // The paper's mean is diluted by the width; the evidence is not.
             assert!((s.score - 1.0 / (width as f64 + 1.0)).abs() < 1e-9);
-            assert!(e >= 0.8, "width {width}: {e}");
+            assert!(e >= 0.8 * backing(50).sqrt(), "width {width}: {e}");
         }
     }
 
@@ -359,7 +374,7 @@ mod tests {
         let e3 = evidence_score(&score_tree(&t3, &m3), &m3);
         let e900 = evidence_score(&score_tree(&t900, &m900), &m900);
         assert!(e3 < e900, "{e3} vs {e900}");
-        // A rare call seen in normal runs weighs less than a call never seen.
+        // A rare call seen in normal runs weighs less than a call never seen in as many.
         assert!(
             node_evidence(
                 NodeClass::Common,
@@ -367,8 +382,13 @@ mod tests {
                 NodeKind::Lib,
                 Outcome::Ok,
                 900
-            ) < e3
+            ) < e900
         );
+        // "Never in 4 units" is weak, "never in 634" strong, a failure counting more.
+        let never = |u, o| node_evidence(NodeClass::New, None, NodeKind::Lib, o, u);
+        assert!(never(4, Outcome::Ok) < 0.5 && never(634, Outcome::Ok) > 0.99);
+        assert!(never(4, Outcome::Errno(104)) < never(634, Outcome::Ok));
+        assert!(never(634, Outcome::Errno(104)) > never(634, Outcome::Ok));
     }
 
     /// A unit that makes call `n` only.
@@ -427,8 +447,9 @@ mod tests {
             .find(|e| e.class == NodeClass::Missing && e.key.site == 1)
             .unwrap()
             .id;
-        // Backed by 1 unit: 1/2, not 100/101.
-        assert!((missing_evidence(&m, id) - 0.5).abs() < 1e-9);
+        // Backed by 1 unit: backing(1) = 0.05, not backing(100).
+        assert!((missing_evidence(&m, id) - backing(1)).abs() < 1e-9);
+        assert!(backing(1) < 0.1 && backing(100) > 0.97);
     }
 
     /// The evidence score of a unit of 10 normal calls and one with `outcome`, against 300

@@ -22,3 +22,4 @@ pub mod show;
 pub mod sizes;
 pub mod trees;
 pub mod units;
+pub mod weigh;

@@ -3,7 +3,7 @@
 
 use super::options::Options;
 use super::pipeline::{merge_names, scan_and_split, sorted_processes};
-use super::{consequence, durations, evidence, ranking, sizes};
+use super::{consequence, durations, evidence, ranking, sizes, weigh};
 use crate::decode::TraceSet;
 use crate::error::Result;
 use crate::model::Model;
@@ -312,7 +312,11 @@ impl Ranker<'_> {
                 }
             }
         }
-        let key = (score, h.t_start_unix_ns, h.tid, h.index);
+        // A unit holding a call too long begins where that call began: the receive that
+        // opens a handler unit returns when the stall ends, but the fault began when it was
+        // entered — before the consequences (peers timing out) it is compared with.
+        let t_start = unit_start(h.t_start_unix_ns, slow.as_ref());
+        let key = (score, t_start, h.tid, h.index);
         let row = self.rows.len();
         // The class whose model scored the unit (another thread kind's, see `class_idx`).
         self.best.offer(key, row, || Candidate {
@@ -349,7 +353,7 @@ impl Ranker<'_> {
         let flag = |on: bool, f: u8| if on { f } else { 0 };
         self.rows.push(Row {
             score,
-            t_start_unix_ns: h.t_start_unix_ns,
+            t_start_unix_ns: t_start,
             t_end_unix_ns: h.t_end_unix_ns,
             tsc_start: h.tsc_start,
             tsc_end: h.tsc_end,
@@ -364,8 +368,55 @@ impl Ranker<'_> {
                 | flag(h.cut, Row::CUT)
                 | flag(h.fd.is_some(), Row::FD)
                 | flag(extra, Row::EXTRA),
+            incident: 0,
         });
     }
+}
+
+/// The process group of a process with signature `sig` running executable `exe`: the
+/// group of equal signature, else — with the evidence score — the **nearest group of the
+/// same program** (the groups whose signature holds the program's key, the one sharing the
+/// most of the signature's elements; ties: the first). A worker respawned after the fault,
+/// a client that reconnected, a forked copy that set up one socket fewer: the same program
+/// in the same role, whose units are scored against that role's models rather than all
+/// scoring 1 for want of a group.
+pub(crate) fn match_group(
+    model: &Model,
+    sig: &units::Signature,
+    exe: &str,
+    opts: &Options,
+) -> Option<usize> {
+    if let Some(i) = model.group_index(sig) {
+        return Some(i);
+    }
+    if opts.score != evidence::ScoreKind::Evidence || exe.is_empty() {
+        return None;
+    }
+    let program = units::program_key(exe);
+    let shared = |g: &units::Signature| {
+        g.0.iter()
+            .filter(|k| sig.0.binary_search(k).is_ok())
+            .count()
+    };
+    model
+        .groups
+        .iter()
+        .enumerate()
+        .filter(|(_, g)| g.signature.0.contains(&program))
+        .map(|(i, g)| {
+            let common = shared(&g.signature);
+            // Jaccard similarity, compared exactly as common / union.
+            let union = g.signature.0.len() + sig.0.len() - common;
+            (i, common, union.max(1))
+        })
+        .max_by(|a, b| (a.1 * b.2).cmp(&(b.1 * a.2)).then(b.0.cmp(&a.0)))
+        .map(|(i, _, _)| i)
+}
+
+/// When a unit that started at `t_start` (ns) begins in the ranking: where its call too
+/// long ([`durations::SlowCall::began_ns`]) began, if that is earlier.
+pub(crate) fn unit_start(t_start: i64, slow: Option<&durations::SlowCall>) -> i64 {
+    slow.map_or(t_start, |s| s.began_ns.min(t_start))
 }
 
 /// The same class on the other thread kind (`other`, its index in the group's classes, if
@@ -429,7 +480,7 @@ pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
             units::split_process_each(p, scan, &model.options, |u| match (r.group, u.signature) {
                 (GroupMatch::Group(_) | GroupMatch::Unmatched, _) => r.unit(&u),
                 (GroupMatch::Pending, Some(sig)) => {
-                    r.group = GroupMatch::of(model.group_index(sig));
+                    r.group = GroupMatch::of(match_group(model, sig, &scan.exe, opts));
                     for (head, tree) in waiting.drain(..) {
                         r.unit(&units::UnitView {
                             head: &head,
@@ -442,7 +493,7 @@ pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
                 (GroupMatch::Pending, None) => waiting.push((u.head.clone(), u.tree.clone())),
             })?;
         if r.group == GroupMatch::Pending {
-            r.group = GroupMatch::of(model.group_index(&pu.signature));
+            r.group = GroupMatch::of(match_group(model, &pu.signature, &scan.exe, opts));
         }
         for (head, tree) in waiting.drain(..) {
             r.unit(&units::UnitView {
@@ -527,6 +578,20 @@ pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
     }
     rep.score_kind = opts.score;
     if opts.score.groups_consequences() {
+        // Evidence weighed over several units ([`weigh`]), then consequences filed.
+        let normal_processes = model.groups.iter().map(|g| g.processes.len() as u64).sum();
+        let mut filed = weigh::unmatched_processes(
+            &mut blocks,
+            &mut rep.shared,
+            &rep.proc_groups,
+            normal_processes,
+        );
+        filed.extend(weigh::persistent_runs(
+            &mut blocks,
+            &mut rep.shared,
+            &rep.conns,
+        ));
+        weigh::first_occurrences(&mut blocks, &mut rep.shared, &rep.proc_groups);
         rep.caused_by = consequence::file_consequences(
             &mut blocks,
             &mut rep.shared,
@@ -535,12 +600,17 @@ pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
             &rep.conns,
             opts.causes.as_deref(),
         );
+        for (unit, root) in filed {
+            rep.caused_by.entry(unit).or_insert(root);
+        }
+        weigh::count_incidents(&mut blocks, &rep.caused_by);
     }
     let ids = ranking::IdOrder::new(&rep.procs);
     heavy.sort_by(|(ra, _), (rb, _)| {
         ranking::cmp_rows(
             &blocks[ra.0 as usize][ra.1 as usize],
             &blocks[rb.0 as usize][rb.1 as usize],
+            &rep.shared,
             &ids,
         )
     });
@@ -586,6 +656,27 @@ pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_unit_holding_a_slow_call_begins_where_the_call_began() {
+        let slow = durations::SlowCall {
+            key: crate::trees::NodeKey {
+                kind: crate::trees::NodeKind::Lib,
+                site: 1,
+                callee: 2,
+                outcome: crate::trees::Outcome::Ok,
+            },
+            dur_ns: 3_000_000_000,
+            began_ns: 1_000,
+            normal_max_ns: 300_000,
+            normal_calls: 2400,
+            normal_units: 634,
+        };
+        // The receive that opened the unit returned 3 s after it was entered.
+        assert_eq!(unit_start(3_000_001_000, Some(&slow)), 1_000);
+        assert_eq!(unit_start(500, Some(&slow)), 500);
+        assert_eq!(unit_start(3_000_001_000, None), 3_000_001_000);
+    }
 
     #[test]
     fn compact_rows_stay_compact() {

@@ -1,5 +1,6 @@
-//! The ranking order of units — score (highest first), start time, then id — and the
-//! choice of each process's best units in that order, without building id strings.
+//! The ranking order of units — score (highest first), then the larger incident, then the
+//! better-backed evidence ([`tie`]), start time, then id — and the choice of each
+//! process's best units in that order, without building id strings.
 //!
 //! An id is `host:pid:tid:index`. Ids of one process share the `host:pid:` part, so within
 //! a process they compare as their `tid:index` tails ([`id_tail`]); across processes, as
@@ -86,7 +87,7 @@ impl<'a> IdOrder<'a> {
 
     /// Sorts rows of equal [`IdOrder::proc_rank`] by id; `keyed` is scratch space.
     fn sort_same_rank(&self, run: &mut [Entry], blocks: &[Vec<Row>], keyed: &mut Vec<TailKey>) {
-        let row = |e: &Entry| &blocks[e.2 .0 as usize][e.2 .1 as usize];
+        let row = |e: &Entry| &blocks[e.3 .0 as usize][e.3 .1 as usize];
         if self.ranks.is_some() {
             keyed.clear();
             keyed.extend(run.iter().map(|e| {
@@ -105,16 +106,31 @@ impl<'a> IdOrder<'a> {
     }
 }
 
-/// A row in the making of the ranking: start time, [`IdOrder::proc_rank`], where it is.
-type Entry = (i64, u32, RowRef);
+/// A row in the making of the ranking: [`tie`], start time, [`IdOrder::proc_rank`], where
+/// it is.
+type Entry = (u64, i64, u32, RowRef);
+
+/// How two rows of equal score are ordered before their start times (smaller first): the
+/// root of the larger incident first (the number of other processes whose units were filed
+/// under it, [`Row::incident`] — an anomaly with consequences across processes is stronger
+/// evidence than an isolated one), then the evidence backed by more normal units (its
+/// model's units: a call never seen in 634 normal units before one never seen in 4). Time
+/// alone does not break such ties: rare harmless paths earlier in the run would win them.
+pub(crate) fn tie(r: &Row, shared: &[SharedScore]) -> u64 {
+    let support = shared
+        .get(r.shared as usize)
+        .map_or(0, |s| s.model_units.min(u32::MAX as u64) as u32);
+    (u64::from(u16::MAX - r.incident) << 32) | u64::from(u32::MAX - support)
+}
 
 /// An [`Entry`] with its id's tail ([`id_tail`]).
 type TailKey = ([u8; 24], Entry);
 
-/// The ranking order of two rows: score (highest first), start time, then id.
-pub(crate) fn cmp_rows(a: &Row, b: &Row, ids: &IdOrder<'_>) -> Ordering {
+/// The ranking order of two rows: score (highest first), [`tie`], start time, then id.
+pub(crate) fn cmp_rows(a: &Row, b: &Row, shared: &[SharedScore], ids: &IdOrder<'_>) -> Ordering {
     b.score
         .total_cmp(&a.score)
+        .then(tie(a, shared).cmp(&tie(b, shared)))
         .then(a.t_start_unix_ns.cmp(&b.t_start_unix_ns))
         .then_with(|| ids.cmp(a, b))
 }
@@ -169,13 +185,18 @@ pub(crate) fn ranking_order(
         *n = at;
         at += size;
     }
-    let mut order: Vec<Entry> = vec![(0, 0, (0, 0)); at];
+    let mut order: Vec<Entry> = vec![(0, 0, 0, (0, 0)); at];
     for (b, rows) in blocks.iter().enumerate() {
         for (i, r) in rows.iter().enumerate() {
             let k = bucket[r.shared as usize] as usize;
             if k < needed {
                 let p = &mut next[k];
-                order[*p] = (r.t_start_unix_ns, ids.proc_rank(r), (b as u32, i as u32));
+                order[*p] = (
+                    tie(r, shared),
+                    r.t_start_unix_ns,
+                    ids.proc_rank(r),
+                    (b as u32, i as u32),
+                );
                 *p += 1;
             }
         }
@@ -184,15 +205,15 @@ pub(crate) fn ranking_order(
     let mut start = 0;
     for &n in &sizes {
         let bucket = &mut order[start..start + n];
-        bucket.sort_by_key(|e| (e.0, e.1));
-        // Runs of one start time and process prefix: rows of one process (or of a pid
+        bucket.sort_by_key(|e| (e.0, e.1, e.2));
+        // Runs of one tie, start time and process prefix: rows of one process (or of a pid
         // reused on a host), or of any process when only whole ids compare right.
         let mut i = 0;
         while i < bucket.len() {
-            let (t, pr) = (bucket[i].0, bucket[i].1);
+            let (k, t, pr) = (bucket[i].0, bucket[i].1, bucket[i].2);
             let j = i + bucket[i..]
                 .iter()
-                .take_while(|e| e.0 == t && e.1 == pr)
+                .take_while(|e| e.0 == k && e.1 == t && e.2 == pr)
                 .count();
             if j - i > 1 {
                 ids.sort_same_rank(&mut bucket[i..j], blocks, &mut keyed);
@@ -202,7 +223,7 @@ pub(crate) fn ranking_order(
         start += n;
     }
     order.truncate(limit);
-    order.into_iter().map(|e| e.2).collect()
+    order.into_iter().map(|e| e.3).collect()
 }
 
 /// A unit's place in the ranking order within its process: score, start, thread and index.
@@ -286,16 +307,20 @@ mod tests {
             fd: 0,
             kind: UnitKind::Handler,
             flags: 0,
+            incident: 0,
         }
     }
 
-    fn by_strings(a: &Row, b: &Row, procs: &[(String, u32)]) -> Ordering {
+    fn by_strings(a: &Row, b: &Row, shared: &[SharedScore], procs: &[(String, u32)]) -> Ordering {
         let id = |r: &Row| {
             let (h, p) = &procs[r.proc_ as usize];
             unit_id(h, *p, r.tid, r.index)
         };
+        let support = |r: &Row| shared[r.shared as usize].model_units;
         b.score
             .total_cmp(&a.score)
+            .then(b.incident.cmp(&a.incident))
+            .then(support(b).cmp(&support(a)))
             .then(a.t_start_unix_ns.cmp(&b.t_start_unix_ns))
             .then_with(|| id(a).cmp(&id(b)))
     }
@@ -345,19 +370,23 @@ mod tests {
                         let s = k % scores.len();
                         let mut r = row(p, tid, i, scores[s], (i / 3) as i64);
                         r.shared = s as u32;
+                        // Roots of incidents of several sizes among equal scores.
+                        r.incident = ((k / 5) % 3) as u16;
                         rows.push(r);
                     }
                 }
                 blocks.push(rows);
             }
             blocks.push(Vec::new());
+            // Equal scores (0.5 twice) backed by different numbers of normal units.
             let shared: Vec<SharedScore> = scores
                 .iter()
-                .map(|&score| SharedScore {
+                .enumerate()
+                .map(|(i, &score)| SharedScore {
                     score,
                     verdict: crate::score::Verdict::Scored,
                     effective: Box::new([]),
-                    model_units: 0,
+                    model_units: (i as u64 * 37) % 5,
                 })
                 .collect();
             let ids = IdOrder::new(&procs);
@@ -368,7 +397,7 @@ mod tests {
                 .enumerate()
                 .flat_map(|(b, rows)| (0..rows.len()).map(move |i| (b as u32, i as u32)))
                 .collect();
-            want.sort_by(|a, b| by_strings(at(a), at(b), &procs));
+            want.sort_by(|a, b| by_strings(at(a), at(b), &shared, &procs));
             assert_eq!(got, want);
             // The first rows alone, cut anywhere (inside a bucket, at its end, past all).
             for limit in [0, 1, 7, 8, 9, 100, 239, want.len(), want.len() + 5] {
@@ -376,9 +405,43 @@ mod tests {
                 assert_eq!(head, want[..limit.min(want.len())], "limit {limit}");
             }
             let mut again = want.clone();
-            again.sort_by(|a, b| cmp_rows(at(a), at(b), &ids));
+            again.sort_by(|a, b| cmp_rows(at(a), at(b), &shared, &ids));
             assert_eq!(again, want);
         }
+    }
+
+    #[test]
+    fn ties_go_to_the_larger_incident_then_the_better_backed_evidence_not_the_earlier() {
+        let procs = vec![("h".to_string(), 1)];
+        let sh = |units| SharedScore {
+            score: 0.9,
+            verdict: crate::score::Verdict::Scored,
+            effective: Box::new([]),
+            model_units: units,
+        };
+        // A rare harmless path never seen in 4 normal units, early; the fault, never seen
+        // in 634, later; the root of an incident across two other processes, last.
+        let shared = vec![sh(4), sh(634), sh(634)];
+        let mut rows = vec![
+            row(0, 1, 0, 0.9, 10),
+            row(0, 1, 1, 0.9, 20),
+            row(0, 1, 2, 0.9, 30),
+        ];
+        for (i, r) in rows.iter_mut().enumerate() {
+            r.shared = i as u32;
+        }
+        let blocks = vec![rows];
+        let ids = IdOrder::new(&procs);
+        let order = |blocks: &[Vec<Row>]| -> Vec<u32> {
+            ranking_order(blocks, &shared, &ids, usize::MAX)
+                .into_iter()
+                .map(|r| r.1)
+                .collect()
+        };
+        assert_eq!(order(&blocks), vec![1, 2, 0]);
+        let mut blocks = blocks;
+        blocks[0][2].incident = 2;
+        assert_eq!(order(&blocks), vec![2, 1, 0]);
     }
 
     #[test]

@@ -34,6 +34,10 @@ pub(crate) struct Row {
     pub kind: crate::units::UnitKind,
     /// [`Row::MAIN_THREAD`], [`Row::CUT`], [`Row::FD`], [`Row::EXTRA`].
     pub flags: u8,
+    /// For the root of an incident: the other processes whose units were filed under it
+    /// ([`crate::consequence`]); ties of score are ordered by it
+    /// ([`tie`](super::ranking::tie)).
+    pub incident: u16,
 }
 
 impl Row {

@@ -332,7 +332,7 @@ mod tests {
         );
         // As a call never seen in a unit of three effective nodes that matched.
         let raised = odd_score(0.0, 0.0, 3, &o);
-        assert!((raised - (0.8 * 1464.0 / 1465.0 + 0.2 * 0.25)).abs() < 1e-12);
+        assert!((raised - (0.8 * crate::evidence::backing(1464) + 0.2 * 0.25)).abs() < 1e-12);
         assert_eq!(odd_score(0.95, 0.5, 3, &o), 0.95);
         // Too few normal units: no rule.
         m.sizes.insert(

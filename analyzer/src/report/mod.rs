@@ -42,6 +42,9 @@ pub struct RankedUnit {
     /// Its send of a size never sent at its node in normal runs, if any
     /// ([`crate::sizes`]).
     pub odd_size: Option<crate::sizes::OddSize>,
+    /// For the root of an incident: the other processes whose units were filed under it
+    /// ([`crate::consequence`], [`crate::weigh`]).
+    pub incident: u16,
 }
 
 /// What only a few compact units have.
@@ -336,6 +339,8 @@ impl RankedUnit {
             "lost": self.info.lost,
             "cut": self.info.cut,
             "injections": self.info.injections,
+            "support": self.model_units,
+            "incident": self.incident,
         });
         if let Some(c) = &self.caused_by {
             v["caused_by"] = serde_json::Value::String(c.clone());
@@ -396,6 +401,7 @@ impl Report {
             model_units: *model_units,
             slow: extra.and_then(|x| x.slow.clone()),
             odd_size: extra.and_then(|x| x.odd.clone()),
+            incident: row.incident,
         }
     }
 }

@@ -14,7 +14,8 @@ use std::process::ExitCode;
     culprit rank --model ring.model faulty --html report.html\n\n\
     Each unit is compared with its model. The default score (evidence) is led by the unit's\n\
     strongest piece of evidence: a call never seen in the U normal units of its class\n\
-    (U/(U+1); a failure never seen: 1), a call that every normal unit reaching its caller\n\
+    (0.05^(1/U): \"never in 4\" is weak, \"never in 634\" strong; a failure never seen counts\n\
+    as if backed by twice the units; support in --json), a call that every normal unit reaching its caller\n\
     made missing, a rare call, a library call lasting far beyond every normal one at its\n\
     place (\"`recv` took 1.00 s (normal at most 2 µs in 360 normal calls)\"; slow_call in\n\
     --json), a send on a socket of a size never sent at its place (\"`write` sent 16–31\n\
@@ -22,12 +23,19 @@ use std::process::ExitCode;
     a call still blocked when the trace ended, or failing with\n\
     EAGAIN/EINTR/EINPROGRESS (timing, not a fault), weighs half. The\n\
     consequences of an anomaly (later anomalies of its process, work on connections made\n\
-    after it — or, for a call too long, after the call began —, the peers at the other end\n\
-    of its connections) are ranked right after it and name it (caused_by). --score paper is §3.1 of\n\
+    after it — or, for a call too long, after the call began —, the peers it reached: that\n\
+    received something its process sent after it, before their own anomaly, or saw the very\n\
+    connection it broke fail, or timed out on its delay) are ranked right after it and name\n\
+    it (caused_by; the root's incident counts the other processes). A run of units of one\n\
+    connection that from some point on all depart from normal the same way is weighed\n\
+    together, from where it began; the first occurrence of a failure ranks before its repeats;\n\
+    ties of score go to the larger incident, then the better-backed evidence. --score paper is §3.1 of\n\
     Maruyama & Matsuoka, IPDPS'08, exactly: the mean, over the nodes in common and the\n\
     minimum difference, of 1-p for calls seen, p for expected calls not made, and 1 for\n\
     calls never seen in normal runs. Units of processes\n\
     matching no process group, and units with no model, score 1 (with the evidence score, a\n\
+    process is matched to the nearest group of the same program, one that matches none is one\n\
+    piece of evidence carried by its first unit, a\n\
     class new to its thread kind is compared with the same class on the other threads, and a\n\
     handler or loop unit is compared with its class on both thread kinds: the lesser counts).\n\
     `culprit show` prints a unit's call tree next to the model.")]
