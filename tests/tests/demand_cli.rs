@@ -78,7 +78,13 @@ fn a_demand_jump_raises_alarms_drawn_on_the_page() {
     let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
     let p = &v["processes"][0];
     assert_eq!(p["pid"], 100);
-    assert_eq!(p["services"][0]["id"], "port:8080");
+    assert!(
+        p["services"][0]["id"]
+            .as_str()
+            .unwrap()
+            .starts_with("port:8080#"),
+        "{p}"
+    );
     let d = p["services"][0]["demand_s"].as_f64().unwrap();
     assert!((d - 0.0102).abs() < 0.0005, "{d}");
     let alarms = p["alarms"].as_array().unwrap();

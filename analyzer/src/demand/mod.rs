@@ -25,7 +25,9 @@ pub mod cpu;
 pub mod estimate;
 pub mod follow;
 pub mod report;
+pub mod shape;
 pub mod transactions;
+pub mod types;
 
 use crate::decode::{ProcessTrace, TraceSet};
 use crate::error::{Error, Result};
@@ -41,8 +43,11 @@ use transactions::{ByteFlow, ProcessTransactions, TransactionSource};
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ServiceMode {
-    /// The listening port (or Unix socket path) the request came in on.
+    /// Request types found from what serving each request involved ([`types`]): the
+    /// functions run, the downstream calls, the sizes of request and reply.
     #[default]
+    Auto,
+    /// The listening port (or Unix socket path) the request came in on.
     Port,
     /// The port and the call site of the listener's setup (`bind`/`listen`), or of the
     /// `accept` for a listener inherited from outside the trace.
@@ -94,7 +99,7 @@ impl Default for Options {
         Options {
             interval_ns: 1_000_000_000,
             train: Train::default(),
-            services: ServiceMode::Port,
+            services: ServiceMode::Auto,
             estimator: Estimator::Prior,
             window: 0,
             model: None,
@@ -150,6 +155,15 @@ pub struct ServiceDemand {
     pub ci95_s: f64,
     /// Mean own busy time per request, measured from request boundaries (s).
     pub own_busy_s: f64,
+    /// `--services auto`: what tells this request type apart from the program's others.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// `--services auto`: signatures too rare to estimate merged into this type.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub merged_signatures: Option<u64>,
+    /// Their requests.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub merged_requests: Option<u64>,
 }
 
 /// One interval of one process.
@@ -209,6 +223,8 @@ struct Prepared {
     procs: Vec<(usize, ProcessTransactions)>,
     grid: Grid,
     n: usize,
+    /// `--services auto`: the request types, by id.
+    types: std::collections::HashMap<String, types::TypeInfo>,
 }
 
 fn prepare(set: &TraceSet, opts: &Options, src: &dyn TransactionSource) -> Result<Prepared> {
@@ -246,13 +262,27 @@ fn prepare(set: &TraceSet, opts: &Options, src: &dyn TransactionSource) -> Resul
         }
         _ => (0, 0),
     };
+    let grid = Grid {
+        t0_ns: t0,
+        len_ns: len,
+    };
+    let mut types = std::collections::HashMap::new();
+    if opts.services == ServiceMode::Auto {
+        // One set of types per program: the processes running one executable.
+        let mut by_exe: std::collections::BTreeMap<String, Vec<&mut ProcessTransactions>> =
+            Default::default();
+        for (_, pt) in procs.iter_mut() {
+            by_exe.entry(pt.exe.clone()).or_default().push(pt);
+        }
+        for (_, mut group) in by_exe {
+            types.extend(types::assign(&mut group, grid));
+        }
+    }
     Ok(Prepared {
         procs,
-        grid: Grid {
-            t0_ns: t0,
-            len_ns: len,
-        },
+        grid,
         n,
+        types,
     })
 }
 
@@ -460,6 +490,17 @@ pub fn analyze_with(
                 demand_s: ch.fit.demand_s[k],
                 ci95_s: ch.fit.ci95_s[k],
                 own_busy_s: whole_prior.mean_s[k],
+                name: prep.types.get(id).map(|t| t.name.clone()),
+                merged_signatures: prep
+                    .types
+                    .get(id)
+                    .filter(|t| t.merged_signatures > 0)
+                    .map(|t| t.merged_signatures),
+                merged_requests: prep
+                    .types
+                    .get(id)
+                    .filter(|t| t.merged_signatures > 0)
+                    .map(|t| t.merged_requests),
             })
             .collect();
         let intervals = (0..n)
@@ -540,3 +581,6 @@ fn trace_name(set: &TraceSet) -> String {
         names.join(", ")
     }
 }
+
+#[cfg(test)]
+mod tests;

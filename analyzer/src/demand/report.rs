@@ -55,6 +55,15 @@ pub fn text(r: &DemandReport) -> String {
                 format!("{} {}", secs(s.demand_s), ci),
                 secs(s.own_busy_s)
             );
+            if let Some(n) = &s.name {
+                let _ = writeln!(o, "      {n}");
+            }
+            if let (Some(k), Some(m)) = (s.merged_signatures, s.merged_requests) {
+                let _ = writeln!(
+                    o,
+                    "      (with {k} rarer signature(s) merged in: {m} requests, too few to estimate apart)"
+                );
+            }
         }
         let cpu = match p.cpu_s {
             Some(c) => format!(
@@ -267,8 +276,16 @@ fn process_html(o: &mut String, r: &DemandReport, p: &ProcessDemand) {
     for s in &p.services {
         let _ = write!(
             o,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td>{}{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(&s.id),
+            match (&s.name, s.merged_requests) {
+                (Some(n), Some(m)) => format!(
+                    "<br><small>{} (with {m} requests of rarer signatures)</small>",
+                    esc(n)
+                ),
+                (Some(n), None) => format!("<br><small>{}</small>", esc(n)),
+                _ => String::new(),
+            },
             s.requests,
             secs(s.demand_s),
             if s.ci95_s >= 1e6 {

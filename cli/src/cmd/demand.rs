@@ -41,9 +41,11 @@ pub struct Args {
     /// units that processed the requests, unless --services says otherwise.
     #[arg(long, value_name = "MODEL")]
     pub model: Option<PathBuf>,
-    /// What a service is: `model` (the handler-unit class in --model; the default with a
-    /// model), `port` (the listening port or Unix socket path; the default without) or
-    /// `conn` (the port and the code that set up the listener).
+    /// What a service (request type) is: `auto` (the default without a model: types
+    /// found per program from what serving each request involved — the functions run, the
+    /// downstream calls and to whom, the sizes of request and reply), `model` (the
+    /// handler-unit class in --model; the default with a model), `port` (the listening
+    /// port or Unix socket path) or `conn` (the port and the code that set up the listener).
     #[arg(long, value_name = "MODE")]
     pub services: Option<String>,
     /// `prior` (default: least squares regularized toward each request's own measured
@@ -126,11 +128,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         interval_ns: duration_ns(&args.interval)?,
         services: match args.services.as_deref() {
             None if args.model.is_some() => ServiceMode::Model,
-            None | Some("port") => ServiceMode::Port,
+            None | Some("auto") => ServiceMode::Auto,
+            Some("port") => ServiceMode::Port,
             Some("conn") => ServiceMode::Conn,
             Some("model") if args.model.is_some() => ServiceMode::Model,
             Some("model") => bail!("--services model needs --model FILE"),
-            Some(o) => bail!("--services {o:?}: expected model, port or conn"),
+            Some(o) => bail!("--services {o:?}: expected auto, model, port or conn"),
         },
         model: match &args.model {
             Some(m) => Some(std::sync::Arc::new(analyzer::model::Model::load(m)?)),
