@@ -30,7 +30,9 @@ pub struct Args {
     #[arg(long, value_name = "DURATION", default_value = "1s")]
     pub interval: String,
     /// Training window: a fraction of the run (`1/3`, the default, or `0.25`) or its
-    /// first seconds (`30s`). With --follow the default is the first 10 intervals.
+    /// first seconds (`30s`). With --follow the default is the first 10 intervals. The
+    /// default window is widened (up to 2/3 of the run) while the request types' counts
+    /// in it are too collinear to tell their demands apart; a window given here is not.
     #[arg(long, value_name = "PART")]
     pub train: Option<String>,
     /// Train on a separate normal run instead (its trace directories); every interval of
@@ -152,12 +154,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             bail!("--train and --baseline exclude each other");
         }
         opts.train = train(t)?;
+        opts.widen = false;
     }
     if !args.baseline.is_empty() {
         opts.train = Train::Baseline(TraceSet::open(&args.baseline)?);
     } else if args.follow && args.train.is_none() {
         // The run's length is not known yet: a fixed window, not a share of it.
         opts.train = Train::Seconds(10.0 * opts.interval_ns as f64 * 1e-9);
+        opts.widen = false;
     }
     let report = if args.follow {
         let stop = reader::signals::stop_flag();
