@@ -15,10 +15,10 @@
 //!    nearest power of two, so that it keeps its name from run to run.
 //! 3. **Rare types merged**: a type whose requests are too few to estimate its demand —
 //!    completed in fewer than [`MIN_INTERVALS`] intervals, or fewer than 1 % of the
-//!    program's requests — joins the type nearest to it (functions differing, calls
-//!    differing, size classes apart), and the report says how many requests it took in. At
-//!    most [`MAX_TYPES`] types are kept per program (the most frequent): every type is one
-//!    more unknown for the regression.
+//!    requests of its port — joins the type of its port nearest to it (functions
+//!    differing, calls differing, size classes apart), and the report says how many
+//!    requests it took in. At most [`MAX_TYPES`] types are kept per port (the most
+//!    frequent): every type is one more unknown for the regression.
 //!
 //! A type's id is `port:8080#` and a hash of its signature and size classes (stable keys
 //! only: module+offset or Python module.qualname, libc ids, peer ports), its name says what
@@ -35,7 +35,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// A type must complete in at least this many intervals to have its demand estimated.
 pub const MIN_INTERVALS: usize = 5;
-/// At most this many types per program.
+/// At most this many types per port of a program.
 pub const MAX_TYPES: usize = 8;
 
 /// What the report says about one request type.
@@ -225,19 +225,21 @@ pub fn assign(procs: &mut [&mut ProcessTransactions], grid: Grid) -> HashMap<Str
         e.0 += 1;
         e.1.insert(grid.index(procs[i].transactions[t].end_ns));
     }
-    let total = served.len() as u64;
     let mut ranked: Vec<(&Key, u64, usize)> =
         stats.iter().map(|(k, v)| (*k, v.0, v.1.len())).collect();
     ranked.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
-    let mut kept: Vec<&Key> = ranked
-        .iter()
-        .filter(|r| r.2 >= MIN_INTERVALS && r.1 * 100 >= total)
-        .map(|r| r.0)
-        .take(MAX_TYPES)
-        .collect();
-    // Every port keeps at least its most frequent type.
+    // Per port (one program may serve several, as several tiers): the types frequent
+    // enough to estimate, at most MAX_TYPES, and at least the most frequent one.
+    let mut port_total: HashMap<&str, u64> = HashMap::new();
     for r in &ranked {
-        if !kept.iter().any(|k| k.sig.port == r.0.sig.port) {
+        *port_total.entry(r.0.sig.port.as_str()).or_default() += r.1;
+    }
+    let mut kept: Vec<&Key> = Vec::new();
+    for r in &ranked {
+        let port = r.0.sig.port.as_str();
+        let have = kept.iter().filter(|k| k.sig.port == port).count();
+        let estimable = r.2 >= MIN_INTERVALS && r.1 * 100 >= port_total[port];
+        if have == 0 || (estimable && have < MAX_TYPES) {
             kept.push(r.0);
         }
     }
@@ -249,6 +251,7 @@ pub fn assign(procs: &mut [&mut ProcessTransactions], grid: Grid) -> HashMap<Str
             Some(t) => t,
             None => {
                 let t = (0..kept.len())
+                    .filter(|&x| kept[x].sig.port == r.0.sig.port)
                     .min_by(|&x, &y| distance(r.0, kept[x]).total_cmp(&distance(r.0, kept[y])))
                     .expect("a kept type");
                 infos[t].merged_signatures += 1;
