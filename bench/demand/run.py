@@ -155,6 +155,8 @@ def main():
     ap.add_argument("--culprit")
     ap.add_argument("--port-base", type=int, default=26000)
     ap.add_argument("--no-setup", action="store_true")
+    ap.add_argument("--reuse", action="store_true",
+                    help="analyse the recordings already in --out instead of recording again")
     a = ap.parse_args()
     if not a.no_setup:
         subprocess.run(["bash", os.path.join(HERE, "setup.sh")], check=True)
@@ -173,7 +175,12 @@ def main():
             if a.faults and fault not in a.faults.split(","):
                 continue
             t = time.time()
-            trace, truth = record(culprit, system, fault, seconds, a.out, a.port_base + 10 * k)
+            trace = os.path.join(a.out, "%s-%s" % (system, fault))
+            if a.reuse and os.path.exists(trace + ".truth.json"):
+                with open(trace + ".truth.json") as f:
+                    truth = json.load(f)
+            else:
+                trace, truth = record(culprit, system, fault, seconds, a.out, a.port_base + 10 * k)
             rep = demand(culprit, trace)
             ev = evaluate(rep, truth)
             ev["port_mode"] = evaluate(demand(culprit, trace, ["--services", "port"]), truth)["alarms"]

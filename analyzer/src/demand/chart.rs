@@ -100,6 +100,10 @@ pub struct Alarm {
     /// Run-queue wait over what training's wait per CPU second predicts, summed (s).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wait_excess_s: Option<f64>,
+    /// `cpu` for an alarm of the CPU-time chart ([`super::starve::cpu_alarms`]); absent
+    /// for the busy-time chart's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chart: Option<String>,
 }
 
 /// The chart of one process.
@@ -160,6 +164,7 @@ pub fn chart(
                     kind: None,
                     cpu_residual_s: None,
                     wait_excess_s: None,
+                    chart: None,
                 });
             }
         } else {

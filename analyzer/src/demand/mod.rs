@@ -536,6 +536,11 @@ pub fn analyze_with(
                     kept.push(a);
                 }
             }
+            let busy: Vec<&chart::Alarm> = kept.iter().chain(&starved).collect();
+            let more =
+                starve::cpu_alarms(&rows, &cpu_iv, f, monitor_from, start, grid.len_ns, &busy);
+            kept.extend(more);
+            kept.sort_by_key(|a| a.t_unix_ns);
             ch.alarms = kept;
         }
         let wait_total: Option<f64> = wait_iv

@@ -14,6 +14,12 @@
 //!   more per request than in training: a slowdown it did not burn CPU on.
 //!
 //! Without samples for the three intervals the alarm keeps no kind.
+//!
+//! The CPU time has a **control chart of its own** ([`cpu_alarms`]): the same utilization
+//! law with CPU seconds for busy time, the same 3σ̂ limit on three intervals in a row. A
+//! process that burns more CPU per request while its busy time is noisy (a disk's fsync in
+//! some requests widens the busy chart's limit) is seen there; its alarms have kind `cpu`
+//! and `chart: "cpu"`, and one that overlaps a busy-time alarm is not raised twice.
 
 use super::chart::{is_active, Alarm, Rows};
 use super::estimate::{fit, Estimator, Prior};
@@ -130,6 +136,54 @@ pub fn classify(
     );
 }
 
+/// The CPU chart's alarms over the monitored rows `monitor_from..` (interval `j` starts at
+/// `start_ns(j)`), where no alarm of `busy` overlaps them.
+pub fn cpu_alarms(
+    rows: &Rows,
+    cpu: &[Option<f64>],
+    f: &CpuFit,
+    monitor_from: usize,
+    start_ns: impl Fn(usize) -> i64,
+    len_ns: i64,
+    busy: &[&Alarm],
+) -> Vec<Alarm> {
+    let limit = 3.0 * f.sigma_s;
+    let mut out = Vec::new();
+    let mut run: Vec<f64> = Vec::new();
+    for j in monitor_from..rows.b.len() {
+        let r = cpu[j].map(|c| {
+            c - rows.a[j]
+                .iter()
+                .zip(&f.demand_s)
+                .map(|(a, d)| a * d)
+                .sum::<f64>()
+        });
+        match r {
+            Some(r) if r.abs() > limit && is_active(&rows.a[j], rows.b[j]) => run.push(r),
+            _ => run.clear(),
+        }
+        if run.len() == 3 {
+            let (t0, t1) = (start_ns(j - 2), start_ns(j) + len_ns);
+            let overlaps = busy
+                .iter()
+                .any(|a| a.first_violation_unix_ns < t1 && a.t_unix_ns > t0);
+            if !overlaps {
+                out.push(Alarm {
+                    t_unix_ns: t1,
+                    residual_s: run[2],
+                    limit_s: limit,
+                    first_violation_unix_ns: t0,
+                    kind: Some("cpu".into()),
+                    cpu_residual_s: Some(run.iter().sum()),
+                    wait_excess_s: None,
+                    chart: Some("cpu".into()),
+                });
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -153,6 +207,7 @@ mod tests {
             kind: None,
             cpu_residual_s: None,
             wait_excess_s: None,
+            chart: None,
         }
     }
 
@@ -191,5 +246,19 @@ mod tests {
         let mut a = alarm();
         classify(&mut a, 20, &r, &busy_res, &none, &wait0, &f);
         assert_eq!(a.kind, None);
+        // The CPU chart alarms on the extra CPU from interval 20 on (once per run of
+        // violations), unless a busy-time alarm covers it.
+        let start = |j: usize| j as i64 * 1000;
+        let c = cpu_alarms(&r, &cpu, &f, 20, start, 1000, &[]);
+        assert_eq!(c.len(), 1, "{c:?}");
+        assert_eq!(
+            (c[0].first_violation_unix_ns, c[0].t_unix_ns),
+            (20_000, 23_000)
+        );
+        let mut busy = alarm();
+        busy.first_violation_unix_ns = 20_000;
+        busy.t_unix_ns = 23_000;
+        assert!(cpu_alarms(&r, &cpu, &f, 20, start, 1000, &[&busy]).is_empty());
+        assert!(cpu_alarms(&r, &cpu0, &f, 20, start, 1000, &[]).is_empty());
     }
 }
