@@ -71,7 +71,19 @@ def record(culprit, system, fault, seconds, out, port_base):
     if r.returncode != 0 or not os.path.exists(truth):
         raise RuntimeError("%s %s: record failed (%d): %s" % (system, fault, r.returncode, r.stderr.decode()[-2000:]))
     with open(truth) as f:
-        return trace, json.load(f)
+        t = json.load(f)
+    # What each application server measured itself: CPU per request type.
+    measured = {}
+    for name in t["tiers"]:
+        p = os.path.join(work, name + ".json")
+        if os.path.exists(p):
+            with open(p) as f:
+                measured[name] = json.load(f)
+    if measured:
+        t["measured_cpu_s"] = measured
+        with open(truth, "w") as f:
+            json.dump(t, f, indent=1)
+    return trace, t
 
 
 def demand(culprit, trace, extra=()):
@@ -136,9 +148,15 @@ def evaluate(report, truth):
                 truth_s = known[kind]
                 row = {"tier": t, "type": kind, "name": name, "requests": s["requests"],
                        "demand_s": s["demand_s"], "busy_err": abs(s["demand_s"] - truth_s) / truth_s}
+                # The server's own measure of its CPU per request (burn + HTTP handling).
+                m = truth.get("measured_cpu_s", {}).get(t, {}).get(kind)
+                if m:
+                    row["measured_cpu_s"] = m
                 if s.get("cpu_demand_s") is not None:
                     row["cpu_demand_s"] = s["cpu_demand_s"]
                     row["cpu_err"] = abs(s["cpu_demand_s"] - truth_s) / truth_s
+                    if m:
+                        row["cpu_err_measured"] = abs(s["cpu_demand_s"] - m) / m
                 errs.append(row)
         out["demand_errors"] = errs
     return out

@@ -215,10 +215,21 @@ LIGHT_S = 0.001
 HEAVY_S = 0.006
 
 
-def burn_app(port):
-    """An application server: /light burns 1 ms of CPU, /heavy 6 ms (x4 after SIGUSR1)."""
+def burn_app(port, stats_file):
+    """An application server: /light burns 1 ms of CPU, /heavy 6 ms (x4 after SIGUSR1).
+    It measures the thread CPU time of handling each request (parsing, burning, replying:
+    one connection per request) per type, and writes the means to `stats_file` at SIGTERM
+    (before SIGUSR1 only: the truth of the fault-free demands)."""
     slow = threading.Event()
     signal.signal(signal.SIGUSR1, lambda *_: slow.set())
+    stats = {"light": [0.0, 0], "heavy": [0.0, 0]}
+
+    def dump(*_):
+        with open(stats_file, "w") as f:
+            json.dump({k: (v[0] / v[1] if v[1] else None) for k, v in stats.items()}, f)
+        os._exit(0)
+
+    signal.signal(signal.SIGTERM, dump)
 
     def light():
         burn(LIGHT_S)
@@ -234,8 +245,17 @@ def burn_app(port):
         def log_message(self, *a):
             pass
 
+        def handle(self):
+            t = time.thread_time()
+            self.kind = None
+            super().handle()
+            if self.kind and not slow.is_set():
+                stats[self.kind][0] += time.thread_time() - t
+                stats[self.kind][1] += 1
+
         def do_GET(self):
-            body = heavy() if self.path.startswith("/heavy") else light()
+            self.kind = "heavy" if self.path.startswith("/heavy") else "light"
+            body = heavy() if self.kind == "heavy" else light()
             self.send_response(200)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
@@ -480,7 +500,7 @@ def run_system(a, procs, extra):
         apps = [base + 1 + i for i in range(3)]
         procs["app0"], procs["app1"], procs["app2"] = [], [], []
         for i, p in enumerate(apps):
-            procs["app%d" % i] = [spawn(py + ["app", "--port", str(p)])]
+            procs["app%d" % i] = [spawn(py + ["app", "--port", str(p), "--stats", os.path.join(tmp, "app%d.json" % i)])]
         for p in apps:
             wait_port(p)
         # The application server faults are made on is pinned to CPU 0 from the start.
@@ -579,6 +599,7 @@ def main():
     w.add_argument("--db", type=int)
     p = sub.add_parser("app")
     p.add_argument("--port", type=int)
+    p.add_argument("--stats")
     k = sub.add_parser("worker")
     k.add_argument("--port", type=int)
     k.add_argument("--file")
@@ -597,7 +618,7 @@ def main():
     elif a.cmd == "web":
         web_app(a.port, a.workers, a.mc, a.db)
     elif a.cmd == "app":
-        burn_app(a.port)
+        burn_app(a.port, a.stats)
     elif a.cmd == "worker":
         job_worker(a.port, a.file)
     elif a.cmd == "broker":

@@ -156,8 +156,8 @@ pub fn text(r: &DemandReport) -> String {
         let _ = writeln!(o, "alarms (|residual| > 3σ̂ on 3 consecutive intervals):");
         let _ = writeln!(
             o,
-            "  {:>9}  {:<28} {:>12} {:>12}  {}",
-            "t (s)", "process", "residual", "limit", "why (where CPU was sampled)"
+            "  {:>9}  {:<28} {:>12} {:>12}  why (where CPU was sampled)",
+            "t (s)", "process", "residual", "limit"
         );
         for (p, a) in alarms {
             let why = match a.kind.as_deref() {

@@ -150,6 +150,7 @@ pub fn cpu_alarms(
     let limit = 3.0 * f.sigma_s;
     let mut out = Vec::new();
     let mut run: Vec<f64> = Vec::new();
+    #[allow(clippy::needless_range_loop)] // j also names the interval's start time
     for j in monitor_from..rows.b.len() {
         let r = cpu[j].map(|c| {
             c - rows.a[j]
