@@ -87,8 +87,7 @@ fn a_demand_jump_raises_alarms_drawn_on_the_page() {
     );
     // The request type is named by what tells it apart (here only its sizes).
     assert_eq!(
-        p["services"][0]["name"],
-        "port:8080: request ~8 B, reply ~8 B",
+        p["services"][0]["name"], "port:8080: request ~8 B, reply ~8 B",
         "{p}"
     );
     assert_eq!(v["services_mode"], "auto");

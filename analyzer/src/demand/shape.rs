@@ -19,15 +19,20 @@ use crate::hash::mix;
 use crate::symbolize::{CSym, ProcessSymbols};
 use bufpool::format::{CallKind, LibFn};
 use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Function sets shared by the shapes that have them (a program serves many requests with
+/// few distinct sets): one allocation per distinct set.
+pub type Interner = HashMap<Vec<u64>, Arc<[u64]>>;
 
 /// How one served request was served.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Shape {
     /// Program functions (C or Python) run while it was in service: stable keys, sorted,
     /// distinct.
-    pub funcs: Vec<u64>,
+    pub funcs: Arc<[u64]>,
     /// libc functions called while it was in service: stable keys, sorted, distinct.
-    pub libs: Vec<u64>,
+    pub libs: Arc<[u64]>,
     /// Downstream requests: (peer, number of calls, bytes of their replies), by peer.
     pub calls: Vec<(String, u32, u64)>,
     /// Bytes of the request.
@@ -167,16 +172,20 @@ impl OpenShape {
         }
     }
 
-    /// The final shape, its functions given their stable keys by `keys`.
-    pub fn finish(self, keys: &[Option<(u64, FnName)>]) -> Shape {
-        let key = |v: &[u32]| {
+    /// The final shape, its functions given their stable keys by `keys`, each set shared
+    /// through `intern`.
+    pub fn finish(self, keys: &[Option<(u64, FnName)>], intern: &mut Interner) -> Shape {
+        let mut key = |v: &[u32]| -> Arc<[u64]> {
             let mut k: Vec<u64> = v
                 .iter()
                 .filter_map(|&i| keys.get(i as usize).and_then(|k| k.as_ref()).map(|k| k.0))
                 .collect();
             k.sort_unstable();
             k.dedup();
-            k
+            intern
+                .entry(k)
+                .or_insert_with_key(|k| Arc::from(k.as_slice()))
+                .clone()
         };
         let mut s = self.shape;
         s.funcs = key(&self.fns.funcs);

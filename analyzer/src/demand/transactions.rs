@@ -336,6 +336,7 @@ impl TransactionSource for ByteFlow {
         let mut fin = Finish {
             tx: &mut tx,
             keys: &keys,
+            intern: Default::default(),
         };
         for s in &steps {
             let t = conv.unix_ns(s.tsc) as i64;
@@ -503,7 +504,7 @@ impl TransactionSource for ByteFlow {
                 .transactions
                 .iter()
                 .filter_map(|t| t.shape.as_ref())
-                .flat_map(|s| s.funcs.iter().chain(&s.libs).copied())
+                .flat_map(|s| s.funcs.iter().chain(s.libs.iter()).copied())
                 .collect();
             used.sort_unstable();
             used.dedup();
@@ -521,6 +522,7 @@ impl TransactionSource for ByteFlow {
 struct Finish<'a> {
     tx: &'a mut Vec<Transaction>,
     keys: &'a [Option<(u64, FnName)>],
+    intern: shape::Interner,
 }
 
 impl Finish<'_> {
@@ -535,7 +537,7 @@ impl Finish<'_> {
                     service: c.service.clone(),
                     start_ns: start,
                     end_ns: end.max(start),
-                    shape: shape.map(|s| Box::new(s.finish(self.keys))),
+                    shape: shape.map(|s| Box::new(s.finish(self.keys, &mut self.intern))),
                 });
             }
         }

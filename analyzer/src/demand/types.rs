@@ -53,7 +53,7 @@ pub struct TypeInfo {
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 struct Sig {
     port: String,
-    funcs: Vec<u64>,
+    funcs: std::sync::Arc<[u64]>,
     calls: Vec<(String, u32)>,
 }
 
@@ -286,7 +286,7 @@ pub fn assign(procs: &mut [&mut ProcessTransactions], grid: Grid) -> HashMap<Str
 
 fn type_id(k: &Key) -> String {
     let mut h = str_hash(k.sig.port.as_bytes());
-    for f in &k.sig.funcs {
+    for f in k.sig.funcs.iter() {
         h = mix(h, *f);
     }
     for (p, c) in &k.sig.calls {

@@ -16,12 +16,15 @@ use std::process::ExitCode;
     culprit demand live-trace --follow\n\n\
     For each process that answers requests: the busy time per interval (requests in the\n\
     system, +1 on a request received, -1 on its reply, -1 on a request sent to another\n\
-    process, +1 on its reply; busy while >= 1), the requests completed per service, and the\n\
-    demand of each service (least squares, >= 0, regularized toward each request's own busy\n\
-    time: --estimator nnls for the plain fit). Trained on the first third of the run (or\n\
+    process, +1 on its reply; busy while >= 1), the requests completed per request type\n\
+    (by default found from what serving them involved: functions, downstream calls, sizes),\n\
+    and the demand of each type (least squares, >= 0, regularized toward each request's own\n\
+    busy time: --estimator nnls for the plain fit). Trained on the first third of the run (or\n\
     --train, or a --baseline run); afterwards an alarm is raised when the residual exceeds\n\
     3 sigma on 3 consecutive intervals. CPU time is shown when the reader sampled it\n\
-    (cpu.tsv in the trace directory).")]
+    (cpu.tsv in the trace directory): CPU per request type, a CPU chart beside the busy\n\
+    one, and each alarm told slower (more CPU) from waiting; waiting for a CPU (starved)\n\
+    is listed apart.")]
 pub struct Args {
     /// Trace directories of the run to examine.
     #[arg(required = true, value_name = "DIR")]
