@@ -5,19 +5,21 @@
 //! Every [`CpuSampler::tick`] (250 ms by default, [`crate::ReaderOptions`]) the reader
 //! reads, for each process that maps the pool, `/proc/PID/stat` (user + system time of the
 //! whole process, dead threads included, in clock ticks) and `/proc/PID/task/*/schedstat`
-//! (time on CPU of each live thread, in ns). The traced processes are found by scanning
+//! (time on CPU of each live thread and time it waited on a run queue, in ns). The traced processes are found by scanning
 //! `/proc/*/maps` for the pool file once a second; a process seen once is sampled at every
 //! tick until it is gone. Nothing runs inside the traced processes.
 //!
 //! The file is text, one sample per line, tab-separated, after a header line:
 //!
 //! ```text
-//! t_unix_ns  pid  start_ticks  stat_cpu_ns  sched_cpu_ns  threads   (one tab between fields)
-//! 1763948400123456789  4242  1234567  120000000  118734512  3
+//! t_unix_ns  pid  start_ticks  stat_cpu_ns  sched_cpu_ns  threads  sched_wait_ns   (one tab between fields)
+//! 1763948400123456789  4242  1234567  120000000  118734512  3  2301245
 //! ```
 //!
-//! `stat_cpu_ns` is `(utime + stime) × 10⁹ / CLK_TCK`; `sched_cpu_ns` is the sum over the
-//! live threads (0 if `schedstat` is not readable). Lines are appended and flushed once per
+//! `stat_cpu_ns` is `(utime + stime) × 10⁹ / CLK_TCK`; `sched_cpu_ns` and `sched_wait_ns`
+//! (runnable but waiting for a CPU: what a process loses on a shared machine) are sums over
+//! the live threads (0 if `schedstat` is not readable). Files written before the wait
+//! column existed have six fields; their wait reads as 0. Lines are appended and flushed once per
 //! tick; a reader killed mid-line leaves a torn last line, which [`read_samples`] skips.
 
 use crate::error::{io, Result};
@@ -30,7 +32,8 @@ use std::time::{Duration, Instant};
 /// Name of the side file in a trace directory.
 pub const CPU_FILE: &str = "cpu.tsv";
 
-const HEADER: &str = "t_unix_ns\tpid\tstart_ticks\tstat_cpu_ns\tsched_cpu_ns\tthreads";
+const HEADER: &str =
+    "t_unix_ns\tpid\tstart_ticks\tstat_cpu_ns\tsched_cpu_ns\tthreads\tsched_wait_ns";
 
 /// One sample of one process.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,6 +50,8 @@ pub struct CpuSample {
     pub sched_cpu_ns: u64,
     /// Live threads.
     pub threads: u32,
+    /// Sum of the live threads' time waiting on a run queue (ns), 0 if unknown.
+    pub sched_wait_ns: u64,
 }
 
 /// Samples the CPU time of the processes mapping a pool file into a trace directory.
@@ -114,8 +119,14 @@ impl CpuSampler {
                     s.t_unix_ns = now;
                     writeln!(
                         self.out,
-                        "{}\t{}\t{}\t{}\t{}\t{}",
-                        s.t_unix_ns, s.pid, s.start_ticks, s.stat_cpu_ns, s.sched_cpu_ns, s.threads
+                        "{}\t{}\t{}\t{}\t{}\t{}\t{}",
+                        s.t_unix_ns,
+                        s.pid,
+                        s.start_ticks,
+                        s.stat_cpu_ns,
+                        s.sched_cpu_ns,
+                        s.threads,
+                        s.sched_wait_ns
                     )
                     .map_err(io(&self.path, "write CPU sample file"))?;
                     self.samples += 1;
@@ -183,18 +194,16 @@ fn sample(pid: u32, tick_ns: f64) -> Option<CpuSample> {
     let utime: u64 = f.get(11)?.parse().ok()?;
     let stime: u64 = f.get(12)?.parse().ok()?;
     let start: u64 = f.get(19)?.parse().ok()?;
-    let (mut sched, mut threads) = (0u64, 0u32);
+    let (mut sched, mut wait, mut threads) = (0u64, 0u64, 0u32);
     if let Ok(rd) = std::fs::read_dir(format!("/proc/{pid}/task")) {
         for ent in rd.flatten() {
             let mut p = ent.path();
             p.push("schedstat");
             if let Ok(s) = std::fs::read_to_string(&p) {
-                if let Some(ns) = s
-                    .split_ascii_whitespace()
-                    .next()
-                    .and_then(|x| x.parse::<u64>().ok())
-                {
+                let mut f = s.split_ascii_whitespace().map(|x| x.parse::<u64>().ok());
+                if let Some(Some(ns)) = f.next() {
                     sched += ns;
+                    wait += f.next().flatten().unwrap_or(0);
                     threads += 1;
                 }
             }
@@ -207,6 +216,7 @@ fn sample(pid: u32, tick_ns: f64) -> Option<CpuSample> {
         stat_cpu_ns: ((utime + stime) as f64 * tick_ns) as u64,
         sched_cpu_ns: sched,
         threads,
+        sched_wait_ns: wait,
     })
 }
 
@@ -252,8 +262,16 @@ fn parse_line(l: &str) -> Option<CpuSample> {
         stat_cpu_ns: f.next()?.parse().ok()?,
         sched_cpu_ns: f.next()?.parse().ok()?,
         threads: f.next()?.parse().ok()?,
+        sched_wait_ns: 0,
     };
-    f.next().is_none().then_some(s)
+    let mut s = s;
+    match f.next() {
+        None => Some(s),
+        Some(w) => {
+            s.sched_wait_ns = w.parse().ok()?;
+            f.next().is_none().then_some(s)
+        }
+    }
 }
 
 /// Runs a sampler every `every` until `stop` says so (the reader's sampling thread).
@@ -313,6 +331,15 @@ mod tests {
         assert!(v[1].sched_cpu_ns > v[0].sched_cpu_ns);
         assert!(v[1].stat_cpu_ns >= v[0].stat_cpu_ns);
         assert!(v[1].threads >= 1);
+        // A file of the six-field format reads with no wait.
+        let old = tempfile::tempdir().unwrap();
+        std::fs::write(
+            old.path().join(CPU_FILE),
+            "t_unix_ns\tpid\tstart_ticks\tstat_cpu_ns\tsched_cpu_ns\tthreads\n1\t2\t3\t4\t5\t6\n",
+        )
+        .unwrap();
+        let o = read_samples(old.path()).unwrap();
+        assert_eq!((o.len(), o[0].threads, o[0].sched_wait_ns), (1, 6, 0));
         // A torn line is skipped.
         std::fs::OpenOptions::new()
             .append(true)

@@ -78,7 +78,19 @@ fn a_demand_jump_raises_alarms_drawn_on_the_page() {
     let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
     let p = &v["processes"][0];
     assert_eq!(p["pid"], 100);
-    assert_eq!(p["services"][0]["id"], "port:8080");
+    assert!(
+        p["services"][0]["id"]
+            .as_str()
+            .unwrap()
+            .starts_with("port:8080#"),
+        "{p}"
+    );
+    // The request type is named by what tells it apart (here only its sizes).
+    assert_eq!(
+        p["services"][0]["name"], "port:8080: request ~8 B, reply ~8 B",
+        "{p}"
+    );
+    assert_eq!(v["services_mode"], "auto");
     let d = p["services"][0]["demand_s"].as_f64().unwrap();
     assert!((d - 0.0102).abs() < 0.0005, "{d}");
     let alarms = p["alarms"].as_array().unwrap();

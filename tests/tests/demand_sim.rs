@@ -86,6 +86,8 @@ pub fn run_sim(sc: u32, seconds: u32, seed: u32) -> Option<SimRun> {
         let r = culprit(&[
             "demand",
             out.to_str().unwrap(),
+            "--services",
+            "port",
             "--json",
             "--interval",
             "0.5s",

@@ -226,6 +226,7 @@ mod tests {
             service: s.into(),
             start_ns: a,
             end_ns: b,
+            shape: None,
         }
     }
 

@@ -90,6 +90,20 @@ pub struct Alarm {
     pub limit_s: f64,
     /// Start of the first interval of the run (unix ns).
     pub first_violation_unix_ns: i64,
+    /// Where CPU was sampled ([`super::starve`]): `cpu` (more CPU per request: slower),
+    /// `run-queue` (starved of CPU by other processes), `off-cpu` (waited off the CPU).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// CPU time over what the CPU demands predict, summed over the three intervals (s).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_residual_s: Option<f64>,
+    /// Run-queue wait over what training's wait per CPU second predicts, summed (s).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wait_excess_s: Option<f64>,
+    /// `cpu` for an alarm of the CPU-time chart ([`super::starve::cpu_alarms`]); absent
+    /// for the busy-time chart's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chart: Option<String>,
 }
 
 /// The chart of one process.
@@ -147,6 +161,10 @@ pub fn chart(
                     residual_s: r,
                     limit_s: limit,
                     first_violation_unix_ns: start_ns(j + 1 - 3),
+                    kind: None,
+                    cpu_residual_s: None,
+                    wait_excess_s: None,
+                    chart: None,
                 });
             }
         } else {

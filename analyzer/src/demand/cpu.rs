@@ -9,6 +9,26 @@
 use super::busy::Grid;
 use reader::cpustat::CpuSample;
 
+/// Run-queue wait seconds per interval (`None` where no samples cover it, or the file has
+/// no wait column, or the sum over live threads went back: a thread ended).
+pub fn wait_per_interval(
+    samples: &[CpuSample],
+    grid: Grid,
+    first: i64,
+    n: usize,
+) -> Vec<Option<f64>> {
+    let mut s: Vec<&CpuSample> = samples.iter().collect();
+    s.sort_by_key(|x| x.t_unix_ns);
+    let ok = s.len() >= 2
+        && s.iter().any(|x| x.sched_wait_ns > 0)
+        && s.windows(2)
+            .all(|w| w[1].sched_wait_ns >= w[0].sched_wait_ns);
+    if !ok {
+        return vec![None; n];
+    }
+    integrate(&s, grid, first, n, |x| x.sched_wait_ns as f64)
+}
+
 /// CPU seconds per interval (`None` where no samples cover it).
 pub fn per_interval(samples: &[CpuSample], grid: Grid, first: i64, n: usize) -> Vec<Option<f64>> {
     let mut s: Vec<&CpuSample> = samples.iter().collect();
@@ -25,6 +45,18 @@ pub fn per_interval(samples: &[CpuSample], grid: Grid, first: i64, n: usize) -> 
             x.stat_cpu_ns as f64
         }
     };
+    integrate(&s, grid, first, n, cum)
+}
+
+/// The increase per interval of a cumulative counter, interpolated linearly between samples
+/// (sorted by time, at least two).
+fn integrate(
+    s: &[&CpuSample],
+    grid: Grid,
+    first: i64,
+    n: usize,
+    cum: impl Fn(&CpuSample) -> f64,
+) -> Vec<Option<f64>> {
     let at = |t: i64| -> Option<f64> {
         let t = u64::try_from(t).ok()?;
         let k = s.partition_point(|x| x.t_unix_ns <= t);

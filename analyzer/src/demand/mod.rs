@@ -24,8 +24,12 @@ pub mod classes;
 pub mod cpu;
 pub mod estimate;
 pub mod follow;
+pub mod identify;
 pub mod report;
+pub mod shape;
+pub mod starve;
 pub mod transactions;
+pub mod types;
 
 use crate::decode::{ProcessTrace, TraceSet};
 use crate::error::{Error, Result};
@@ -41,8 +45,11 @@ use transactions::{ByteFlow, ProcessTransactions, TransactionSource};
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ServiceMode {
-    /// The listening port (or Unix socket path) the request came in on.
+    /// Request types found from what serving each request involved ([`types`]): the
+    /// functions run, the downstream calls, the sizes of request and reply.
     #[default]
+    Auto,
+    /// The listening port (or Unix socket path) the request came in on.
     Port,
     /// The port and the call site of the listener's setup (`bind`/`listen`), or of the
     /// `accept` for a listener inherited from outside the trace.
@@ -87,6 +94,9 @@ pub struct Options {
     /// CPU samples of the traced processes (`reader::cpustat::read_samples` of each
     /// directory), if any.
     pub cpu: Vec<reader::cpustat::CpuSample>,
+    /// Widen a training window whose request-type counts are collinear ([`identify`]):
+    /// true for the default window, false for one the user chose.
+    pub widen: bool,
 }
 
 impl Default for Options {
@@ -94,11 +104,12 @@ impl Default for Options {
         Options {
             interval_ns: 1_000_000_000,
             train: Train::default(),
-            services: ServiceMode::Port,
+            services: ServiceMode::Auto,
             estimator: Estimator::Prior,
             window: 0,
             model: None,
             cpu: Vec::new(),
+            widen: true,
         }
     }
 }
@@ -150,6 +161,18 @@ pub struct ServiceDemand {
     pub ci95_s: f64,
     /// Mean own busy time per request, measured from request boundaries (s).
     pub own_busy_s: f64,
+    /// `--services auto`: what tells this request type apart from the program's others.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// `--services auto`: signatures too rare to estimate merged into this type.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub merged_signatures: Option<u64>,
+    /// Their requests.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub merged_requests: Option<u64>,
+    /// CPU seconds per request, fitted on the training window, where CPU was sampled.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_demand_s: Option<f64>,
 }
 
 /// One interval of one process.
@@ -198,8 +221,19 @@ pub struct ProcessDemand {
     pub train_intervals: usize,
     /// A remark on the quality of the fit (too few intervals, …), if any.
     pub note: Option<String>,
-    /// Alarms.
+    /// Condition index of the training window's request-type counts (columns scaled;
+    /// above 30 they are too collinear to tell the demands apart; 1e9 when some types are
+    /// always in the same proportion), if any type was seen.
+    pub condition_index: Option<f64>,
+    /// End of the training window (unix ns), when trained on this run.
+    pub train_end_unix_ns: Option<i64>,
+    /// Alarms: the process got slower (more CPU per request, or more waiting off the CPU).
     pub alarms: Vec<chart::Alarm>,
+    /// Runs of 3 violating intervals explained by waiting for a CPU on a shared machine
+    /// (same CPU per request, more run-queue wait: [`starve`]): starved, not slower.
+    pub starved: Vec<chart::Alarm>,
+    /// Total run-queue wait (s) over the intervals that have it, if the reader sampled it.
+    pub wait_s: Option<f64>,
     /// Every interval.
     pub intervals: Vec<IntervalRow>,
 }
@@ -209,6 +243,8 @@ struct Prepared {
     procs: Vec<(usize, ProcessTransactions)>,
     grid: Grid,
     n: usize,
+    /// `--services auto`: the request types, by id.
+    types: std::collections::HashMap<String, types::TypeInfo>,
 }
 
 fn prepare(set: &TraceSet, opts: &Options, src: &dyn TransactionSource) -> Result<Prepared> {
@@ -246,13 +282,27 @@ fn prepare(set: &TraceSet, opts: &Options, src: &dyn TransactionSource) -> Resul
         }
         _ => (0, 0),
     };
+    let grid = Grid {
+        t0_ns: t0,
+        len_ns: len,
+    };
+    let mut types = std::collections::HashMap::new();
+    if opts.services == ServiceMode::Auto {
+        // One set of types per program: the processes running one executable.
+        let mut by_exe: std::collections::BTreeMap<String, Vec<&mut ProcessTransactions>> =
+            Default::default();
+        for (_, pt) in procs.iter_mut() {
+            by_exe.entry(pt.exe.clone()).or_default().push(pt);
+        }
+        for (_, mut group) in by_exe {
+            types.extend(types::assign(&mut group, grid));
+        }
+    }
     Ok(Prepared {
         procs,
-        grid: Grid {
-            t0_ns: t0,
-            len_ns: len,
-        },
+        grid,
         n,
+        types,
     })
 }
 
@@ -371,6 +421,8 @@ pub fn analyze_with(
         }
         let rows = rows_of(&iv);
         let n = rows.b.len();
+        let mut window_note = None;
+        let mut condition = None;
         // Training rows and the first monitored interval.
         let (train, monitor_from) = match &baseline {
             Some(_) => {
@@ -395,7 +447,18 @@ pub fn analyze_with(
             }
             None => {
                 let k = (train_end as i64 - iv.first).clamp(0, n as i64) as usize;
-                (rows.slice(0..k), k)
+                let max_end = ((prep.n as f64 * identify::MAX_SHARE) as i64 - iv.first)
+                    .clamp(k as i64, n as i64) as usize;
+                let w = identify::choose(
+                    &rows.a,
+                    |j| chart::is_active(&rows.a[j], rows.b[j]),
+                    k,
+                    max_end,
+                    opts.widen && iv.services.len() > 1,
+                );
+                window_note = w.note;
+                condition = w.condition;
+                (rows.slice(0..w.end), w.end)
             }
         };
         let train_active = train.active().b.len();
@@ -412,6 +475,15 @@ pub fn analyze_with(
                  per-request measurement",
                 iv.services.len()
             ));
+        }
+        if let Some(w) = window_note {
+            note = Some(match note {
+                Some(n) => format!("{n}; {w}"),
+                None => w,
+            });
+        }
+        if baseline.is_some() {
+            condition = identify::condition_index(&train.active().a);
         }
         let whole_prior = rows.active().prior();
         let window = if opts.window > 0 {
@@ -445,6 +517,36 @@ pub fn analyze_with(
             .copied()
             .collect();
         let cpu_iv = cpu::per_interval(&own_cpu, grid, first, n);
+        let wait_iv = cpu::wait_per_interval(&own_cpu, grid, first, n);
+        // Slower or starved: CPU demands fitted on this run's training window.
+        let cpu_fit = if baseline.is_none() && train_active >= need {
+            starve::fit_cpu(&rows, &cpu_iv, &wait_iv, monitor_from)
+        } else {
+            None
+        };
+        let mut starved = Vec::new();
+        if let Some(f) = &cpu_fit {
+            let mut kept = Vec::new();
+            for mut a in std::mem::take(&mut ch.alarms) {
+                let j0 = ((a.first_violation_unix_ns - start(0)) / grid.len_ns).max(0) as usize;
+                starve::classify(&mut a, j0, &rows, &ch.residual_s, &cpu_iv, &wait_iv, f);
+                if a.kind.as_deref() == Some("run-queue") {
+                    starved.push(a);
+                } else {
+                    kept.push(a);
+                }
+            }
+            let busy: Vec<&chart::Alarm> = kept.iter().chain(&starved).collect();
+            let more =
+                starve::cpu_alarms(&rows, &cpu_iv, f, monitor_from, start, grid.len_ns, &busy);
+            kept.extend(more);
+            kept.sort_by_key(|a| a.t_unix_ns);
+            ch.alarms = kept;
+        }
+        let wait_total: Option<f64> = wait_iv
+            .iter()
+            .any(|c| c.is_some())
+            .then(|| wait_iv.iter().flatten().sum());
         let agreement = cpu::agreement(&iv.busy_s, &cpu_iv);
         let cpu_total: Option<f64> = cpu_iv
             .iter()
@@ -460,6 +562,18 @@ pub fn analyze_with(
                 demand_s: ch.fit.demand_s[k],
                 ci95_s: ch.fit.ci95_s[k],
                 own_busy_s: whole_prior.mean_s[k],
+                cpu_demand_s: cpu_fit.as_ref().map(|f| f.demand_s[k]),
+                name: prep.types.get(id).map(|t| t.name.clone()),
+                merged_signatures: prep
+                    .types
+                    .get(id)
+                    .filter(|t| t.merged_signatures > 0)
+                    .map(|t| t.merged_signatures),
+                merged_requests: prep
+                    .types
+                    .get(id)
+                    .filter(|t| t.merged_signatures > 0)
+                    .map(|t| t.merged_requests),
             })
             .collect();
         let intervals = (0..n)
@@ -486,7 +600,13 @@ pub fn analyze_with(
             spontaneous_calls: iv.spontaneous,
             train_intervals: train_active,
             note,
+            condition_index: condition.map(|c| c.min(1e9)),
+            train_end_unix_ns: baseline
+                .is_none()
+                .then(|| prep.grid.start(iv.first + monitor_from as i64)),
             alarms: ch.alarms,
+            starved,
+            wait_s: wait_total,
             intervals,
         });
     }
@@ -540,3 +660,6 @@ fn trace_name(set: &TraceSet) -> String {
         names.join(", ")
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -55,6 +55,18 @@ pub fn text(r: &DemandReport) -> String {
                 format!("{} {}", secs(s.demand_s), ci),
                 secs(s.own_busy_s)
             );
+            if let Some(n) = &s.name {
+                let _ = writeln!(o, "      {n}");
+            }
+            if let Some(c) = s.cpu_demand_s {
+                let _ = writeln!(o, "      CPU {} per request", secs(c));
+            }
+            if let (Some(k), Some(m)) = (s.merged_signatures, s.merged_requests) {
+                let _ = writeln!(
+                    o,
+                    "      (with {k} rarer signature(s) merged in: {m} requests, too few to estimate apart)"
+                );
+            }
         }
         let cpu = match p.cpu_s {
             Some(c) => format!(
@@ -66,7 +78,22 @@ pub fn text(r: &DemandReport) -> String {
             ),
             None => "CPU not sampled".into(),
         };
-        let _ = writeln!(o, "  busy {}, {}", secs(p.busy_s), cpu);
+        let wait = p
+            .wait_s
+            .map_or(String::new(), |w| format!(", run-queue wait {}", secs(w)));
+        let _ = writeln!(o, "  busy {}, {}{}", secs(p.busy_s), cpu, wait);
+        if let Some(c) = p.condition_index {
+            let _ = writeln!(
+                o,
+                "  training: {} intervals, condition index of the type counts {}",
+                p.train_intervals,
+                if c >= 1e9 {
+                    "∞".to_string()
+                } else {
+                    format!("{c:.1}")
+                }
+            );
+        }
         let _ = writeln!(
             o,
             "  σ̂ {}, limit ±{}; {} calls to other processes while serving, {} spontaneous (not counted)",
@@ -101,23 +128,55 @@ pub fn text(r: &DemandReport) -> String {
         .flat_map(|p| p.alarms.iter().map(move |a| (p, a)))
         .collect();
     let _ = writeln!(o);
+    let starved: Vec<(&ProcessDemand, &super::chart::Alarm)> = r
+        .processes
+        .iter()
+        .flat_map(|p| p.starved.iter().map(move |a| (p, a)))
+        .collect();
+    if !starved.is_empty() {
+        let _ = writeln!(
+            o,
+            "starved (busy beyond 3σ̂ on 3 intervals, same CPU per request, explained by waiting for a CPU: other processes took it; not a slowdown of the process):"
+        );
+        for (p, a) in &starved {
+            let _ = writeln!(
+                o,
+                "  {:>9.1}  {:<28} residual {}, run-queue wait +{}",
+                rel(r, a.t_unix_ns),
+                format!("{}:{} {}", p.host, p.pid, short(&p.exe)),
+                secs(a.residual_s),
+                secs(a.wait_excess_s.unwrap_or(0.0))
+            );
+        }
+        let _ = writeln!(o);
+    }
     if alarms.is_empty() {
         let _ = writeln!(o, "no alarms");
     } else {
         let _ = writeln!(o, "alarms (|residual| > 3σ̂ on 3 consecutive intervals):");
         let _ = writeln!(
             o,
-            "  {:>9}  {:<28} {:>12} {:>12}",
+            "  {:>9}  {:<28} {:>12} {:>12}  why (where CPU was sampled)",
             "t (s)", "process", "residual", "limit"
         );
         for (p, a) in alarms {
+            let why = match a.kind.as_deref() {
+                Some("cpu") => format!(
+                    "more CPU per request (CPU +{})",
+                    secs(a.cpu_residual_s.unwrap_or(0.0))
+                ),
+                Some("off-cpu") => "waited off the CPU (disk, lock, an untraced process)".into(),
+                Some(k) => k.to_string(),
+                None => String::new(),
+            };
             let _ = writeln!(
                 o,
-                "  {:>9.1}  {:<28} {:>12} {:>12}",
+                "  {:>9.1}  {:<28} {:>12} {:>12}  {}",
                 rel(r, a.t_unix_ns),
                 format!("{}:{} {}", p.host, p.pid, short(&p.exe)),
                 secs(a.residual_s),
-                format!("±{}", secs(a.limit_s))
+                format!("±{}", secs(a.limit_s)),
+                why
             );
         }
     }
@@ -267,8 +326,16 @@ fn process_html(o: &mut String, r: &DemandReport, p: &ProcessDemand) {
     for s in &p.services {
         let _ = write!(
             o,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td>{}{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(&s.id),
+            match (&s.name, s.merged_requests) {
+                (Some(n), Some(m)) => format!(
+                    "<br><small>{} (with {m} requests of rarer signatures)</small>",
+                    esc(n)
+                ),
+                (Some(n), None) => format!("<br><small>{}</small>", esc(n)),
+                _ => String::new(),
+            },
             s.requests,
             secs(s.demand_s),
             if s.ci95_s >= 1e6 {
@@ -281,11 +348,12 @@ fn process_html(o: &mut String, r: &DemandReport, p: &ProcessDemand) {
     }
     let _ = write!(
         o,
-        "</table><p>busy {}, CPU {}; σ̂ {}; {} alarm(s){}</p>",
+        "</table><p>busy {}, CPU {}; σ̂ {}; {} alarm(s), {} starved{}</p>",
         secs(p.busy_s),
         p.cpu_s.map_or("not sampled".into(), secs),
         secs(p.sigma_s),
         p.alarms.len(),
+        p.starved.len(),
         p.note
             .as_ref()
             .map_or(String::new(), |n| format!("; {}", esc(n)))

@@ -29,9 +29,11 @@
 //! (`port:8080`, or `unix:/path`), or the port and the listening socket's setup call-site
 //! (`conn`), which tells apart two listeners of one port reached by different code.
 
+use super::shape::{self, FnName, FnTable, OpenShape, Pending, RawFn, Shape};
 use super::ServiceMode;
 use crate::decode::{Event, ProcessTrace};
 use crate::error::Result;
+use crate::symbolize::ProcessSymbols;
 use bufpool::format::{Addr, LibFn, Meta};
 use std::collections::HashMap;
 
@@ -56,6 +58,8 @@ pub struct Transaction {
     pub start_ns: i64,
     /// Served: when the reply left; called: when the reply arrived (unix ns).
     pub end_ns: i64,
+    /// Served, with `--services auto`: what serving it involved ([`shape`]).
+    pub shape: Option<Box<Shape>>,
 }
 
 /// What one process did, as the demand stage needs it.
@@ -69,6 +73,9 @@ pub struct ProcessTransactions {
     pub sockets: bool,
     /// Transactions, by end time.
     pub transactions: Vec<Transaction>,
+    /// Names of the functions the shapes of served requests hold, by stable key
+    /// (`--services auto`).
+    pub names: HashMap<u64, FnName>,
 }
 
 /// Where transactions come from. Implemented by [`ByteFlow`]; matched cross-process
@@ -110,7 +117,10 @@ enum StepKind {
     /// `fd` received `n` bytes (0: end of stream).
     Recv { fd: i32, n: i64 },
     /// `fd` sent `n` bytes.
-    Sent { fd: i32 },
+    Sent { fd: i32, n: i64 },
+    /// The thread ran these functions since its last socket call; the next one is a send
+    /// (`before_send`) or not.
+    Ran { fns: Pending, before_send: bool },
     /// `fd` is closed.
     Closed { fd: i32 },
     /// `fd2` is now a copy of `fd`.
@@ -165,6 +175,10 @@ struct Conn {
     last_send: Option<i64>,
     /// Called: the reply has begun arriving.
     answered: bool,
+    /// Served, `--services auto`: the shape of the current request.
+    shape: Option<OpenShape>,
+    /// Called: the served connection whose request made the current call.
+    parent: Option<i32>,
 }
 
 impl Conn {
@@ -182,6 +196,8 @@ impl Conn {
             open: None,
             last_send: None,
             answered: false,
+            shape: None,
+            parent: None,
         }
     }
 }
@@ -195,8 +211,13 @@ impl TransactionSource for ByteFlow {
         let mut out = ProcessTransactions::default();
         let mut steps: Vec<Step> = Vec::new();
         let (mut first, mut last) = (u64::MAX, 0u64);
+        let auto = mode == ServiceMode::Auto;
+        let mut table = FnTable::default();
+        let mut symbols = ProcessSymbols::default();
         for t in &p.threads {
             let tid = t.tid;
+            // What the thread ran since its last socket call (`--services auto`).
+            let mut ran = Pending::default();
             // TSC of the thread's last send entry: a reply leaves when the process hands
             // it to the kernel, not when the send returns (the return may come after the
             // woken peer ran, on a busy machine).
@@ -210,6 +231,18 @@ impl TransactionSource for ByteFlow {
                 }
                 first = first.min(tsc);
                 last = last.max(tsc);
+                if auto {
+                    match e {
+                        Event::Call { kind, callee, .. } => {
+                            ran.add(table.id(shape::raw_of(*kind, *callee), tsc), false)
+                        }
+                        Event::Lib(l) if !l.exit => {
+                            ran.add(table.id(RawFn::Lib(l.func), tsc), true)
+                        }
+                        Event::Meta { meta, .. } => symbols.add_at(meta, tsc),
+                        _ => {}
+                    }
+                }
                 match e {
                     Event::Meta {
                         meta: Meta::Proc(r),
@@ -252,7 +285,7 @@ impl TransactionSource for ByteFlow {
                                 _ => None,
                             },
                             f if is_send(f) && o.is_socket != Some(false) => match (o.fd, o.ret) {
-                                (Some(fd), Some(n)) if n > 0 => Some(StepKind::Sent { fd }),
+                                (Some(fd), Some(n)) if n > 0 => Some(StepKind::Sent { fd, n }),
                                 _ => None,
                             },
                             LibFn::Close => o.fd.map(|fd| StepKind::Closed { fd }),
@@ -267,6 +300,17 @@ impl TransactionSource for ByteFlow {
                                 StepKind::Sent { .. } if send_enter != 0 => send_enter,
                                 _ => tsc,
                             };
+                            if !ran.is_empty() {
+                                let before_send = matches!(what, StepKind::Sent { .. });
+                                steps.push(Step {
+                                    tsc,
+                                    tid,
+                                    what: StepKind::Ran {
+                                        fns: std::mem::take(&mut ran),
+                                        before_send,
+                                    },
+                                });
+                            }
                             steps.push(Step { tsc, tid, what });
                         }
                     }
@@ -277,13 +321,36 @@ impl TransactionSource for ByteFlow {
         if first <= last {
             out.span_ns = Some((conv.unix_ns(first) as i64, conv.unix_ns(last) as i64));
         }
+        // Stable sort: a thread's `Ran` stays before the socket call that followed it.
         steps.sort_by_key(|s| (s.tsc, s.tid));
+        let keys = if auto {
+            table.resolve(&symbols)
+        } else {
+            Vec::new()
+        };
         let mut listeners: HashMap<i32, String> = HashMap::new();
         let mut conns: HashMap<i32, Conn> = HashMap::new();
-        let tx = &mut out.transactions;
+        // The served connection each thread last received a request on.
+        let mut serving: HashMap<u32, i32> = HashMap::new();
+        let mut tx = Vec::new();
+        let mut fin = Finish {
+            tx: &mut tx,
+            keys: &keys,
+            intern: Default::default(),
+        };
         for s in &steps {
             let t = conv.unix_ns(s.tsc) as i64;
             match &s.what {
+                StepKind::Ran { fns, before_send } => {
+                    let Some(c) = serving.get(&s.tid).and_then(|fd| conns.get_mut(fd)) else {
+                        continue;
+                    };
+                    if let (Some(_), Some(sh)) = (c.open, c.shape.as_mut()) {
+                        if *before_send || c.last_send.is_none() {
+                            sh.absorb(fns);
+                        }
+                    }
+                }
                 StepKind::Bound { fd, local, site } => {
                     if let Some(name) = addr_name(local) {
                         let name = match mode {
@@ -311,7 +378,7 @@ impl TransactionSource for ByteFlow {
                             }
                         }
                     };
-                    close(tx, &mut conns, *fd);
+                    fin.close(&mut conns, *fd);
                     conns.insert(
                         *fd,
                         Conn {
@@ -320,11 +387,13 @@ impl TransactionSource for ByteFlow {
                             open: None,
                             last_send: None,
                             answered: false,
+                            shape: None,
+                            parent: None,
                         },
                     );
                 }
                 StepKind::Connected { fd, peer } => {
-                    close(tx, &mut conns, *fd);
+                    fin.close(&mut conns, *fd);
                     let service = addr_name(peer)
                         .map(|n| n.replacen("port:", "peer:", 1))
                         .unwrap_or_else(|| "peer:?".into());
@@ -336,6 +405,8 @@ impl TransactionSource for ByteFlow {
                             open: None,
                             last_send: None,
                             answered: false,
+                            shape: None,
+                            parent: None,
                         },
                     );
                 }
@@ -345,44 +416,74 @@ impl TransactionSource for ByteFlow {
                     }
                     let Some(c) = conns.get_mut(fd) else { continue };
                     if *n == 0 {
-                        end_exchange(tx, c);
+                        fin.end_exchange(c);
                         continue;
                     }
                     if c.served {
                         if c.open.is_none() || c.last_send.is_some() {
-                            end_exchange(tx, c);
+                            fin.end_exchange(c);
                             c.open = Some(t);
+                            if auto {
+                                c.shape = Some(OpenShape::default());
+                            }
                         }
-                    } else if let (Some(_), false) = (c.open, c.answered) {
+                        if let Some(sh) = c.shape.as_mut() {
+                            sh.shape.req_bytes += *n as u64;
+                        }
+                        serving.insert(s.tid, *fd);
+                        continue;
+                    }
+                    // A reply to a call: its bytes go to the request that made it.
+                    let (peer, parent) = (c.service.clone(), c.parent);
+                    let first = matches!((c.open, c.answered), (Some(_), false));
+                    if first {
                         // The first bytes of the reply: the call is over.
                         c.answered = true;
-                        tx.push(Transaction {
+                        fin.tx.push(Transaction {
                             role: Role::Called,
                             service: c.service.clone(),
                             start_ns: c.last_send.unwrap_or(t),
                             end_ns: t,
+                            shape: None,
                         });
                     }
+                    if let Some(sh) = parent
+                        .and_then(|p| conns.get_mut(&p))
+                        .and_then(|p| p.shape.as_mut())
+                    {
+                        if first {
+                            sh.shape.add_call(&peer);
+                        }
+                        sh.shape.add_call_bytes(&peer, *n as u64);
+                    }
                 }
-                StepKind::Sent { fd, .. } => {
+                StepKind::Sent { fd, n } => {
                     if !conns.contains_key(fd) && !listeners.contains_key(fd) {
                         conns.insert(*fd, Conn::inherited(false));
                     }
+                    let parent = serving
+                        .get(&s.tid)
+                        .copied()
+                        .filter(|p| conns.get(p).is_some_and(|c| c.open.is_some()));
                     let Some(c) = conns.get_mut(fd) else { continue };
                     if c.served {
                         if c.open.is_some() {
                             c.last_send = Some(t);
+                            if let Some(sh) = c.shape.as_mut() {
+                                sh.shape.reply_bytes += *n as u64;
+                            }
                         }
                     } else {
                         if c.answered || c.open.is_none() {
                             c.open = Some(t);
                             c.answered = false;
+                            c.parent = parent;
                         }
                         c.last_send = Some(t);
                     }
                 }
                 StepKind::Closed { fd } => {
-                    close(tx, &mut conns, *fd);
+                    fin.close(&mut conns, *fd);
                     listeners.remove(fd);
                 }
                 StepKind::Dup { fd, fd2 } => {
@@ -394,33 +495,60 @@ impl TransactionSource for ByteFlow {
         }
         let fds: Vec<i32> = conns.keys().copied().collect();
         for fd in fds {
-            close(tx, &mut conns, fd);
+            fin.close(&mut conns, fd);
         }
         tx.sort_by_key(|t| (t.end_ns, t.start_ns));
+        out.transactions = tx;
+        if auto {
+            let mut used: Vec<u64> = out
+                .transactions
+                .iter()
+                .filter_map(|t| t.shape.as_ref())
+                .flat_map(|s| s.funcs.iter().chain(s.libs.iter()).copied())
+                .collect();
+            used.sort_unstable();
+            used.dedup();
+            for (k, name) in keys.into_iter().flatten() {
+                if used.binary_search(&k).is_ok() {
+                    out.names.entry(k).or_insert(name);
+                }
+            }
+        }
         Ok(out)
     }
 }
 
-/// Ends the current exchange of a connection: a served request with a reply becomes a
-/// transaction.
-fn end_exchange(tx: &mut Vec<Transaction>, c: &mut Conn) {
-    if c.served {
-        if let (Some(start), Some(end)) = (c.open, c.last_send) {
-            tx.push(Transaction {
-                role: Role::Served,
-                service: c.service.clone(),
-                start_ns: start,
-                end_ns: end.max(start),
-            });
-        }
-    }
-    c.open = None;
-    c.last_send = None;
-    c.answered = false;
+/// Where finished transactions go, and the stable keys of the functions their shapes hold.
+struct Finish<'a> {
+    tx: &'a mut Vec<Transaction>,
+    keys: &'a [Option<(u64, FnName)>],
+    intern: shape::Interner,
 }
 
-fn close(tx: &mut Vec<Transaction>, conns: &mut HashMap<i32, Conn>, fd: i32) {
-    if let Some(mut c) = conns.remove(&fd) {
-        end_exchange(tx, &mut c);
+impl Finish<'_> {
+    /// Ends the current exchange of a connection: a served request with a reply becomes
+    /// a transaction.
+    fn end_exchange(&mut self, c: &mut Conn) {
+        let shape = c.shape.take();
+        if c.served {
+            if let (Some(start), Some(end)) = (c.open, c.last_send) {
+                self.tx.push(Transaction {
+                    role: Role::Served,
+                    service: c.service.clone(),
+                    start_ns: start,
+                    end_ns: end.max(start),
+                    shape: shape.map(|s| Box::new(s.finish(self.keys, &mut self.intern))),
+                });
+            }
+        }
+        c.open = None;
+        c.last_send = None;
+        c.answered = false;
+    }
+
+    fn close(&mut self, conns: &mut HashMap<i32, Conn>, fd: i32) {
+        if let Some(mut c) = conns.remove(&fd) {
+            self.end_exchange(&mut c);
+        }
     }
 }

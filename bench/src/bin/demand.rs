@@ -133,7 +133,15 @@ fn run_once(prog: &Path, tmp: &Path, sc: u32, secs: u32, seed: u32, port: u16) -
         let r = Command::new(culprit())
             .arg("demand")
             .arg(&out)
-            .args(["--json", "--train", "0.9", "--estimator", est])
+            .args([
+                "--json",
+                "--services",
+                "port",
+                "--train",
+                "0.9",
+                "--estimator",
+                est,
+            ])
             .output()?;
         if !r.status.success() {
             bail!("demand failed: {}", String::from_utf8_lossy(&r.stderr));

@@ -16,12 +16,15 @@ use std::process::ExitCode;
     culprit demand live-trace --follow\n\n\
     For each process that answers requests: the busy time per interval (requests in the\n\
     system, +1 on a request received, -1 on its reply, -1 on a request sent to another\n\
-    process, +1 on its reply; busy while >= 1), the requests completed per service, and the\n\
-    demand of each service (least squares, >= 0, regularized toward each request's own busy\n\
-    time: --estimator nnls for the plain fit). Trained on the first third of the run (or\n\
+    process, +1 on its reply; busy while >= 1), the requests completed per request type\n\
+    (by default found from what serving them involved: functions, downstream calls, sizes),\n\
+    and the demand of each type (least squares, >= 0, regularized toward each request's own\n\
+    busy time: --estimator nnls for the plain fit). Trained on the first third of the run (or\n\
     --train, or a --baseline run); afterwards an alarm is raised when the residual exceeds\n\
     3 sigma on 3 consecutive intervals. CPU time is shown when the reader sampled it\n\
-    (cpu.tsv in the trace directory).")]
+    (cpu.tsv in the trace directory): CPU per request type, a CPU chart beside the busy\n\
+    one, and each alarm told slower (more CPU) from waiting; waiting for a CPU (starved)\n\
+    is listed apart.")]
 pub struct Args {
     /// Trace directories of the run to examine.
     #[arg(required = true, value_name = "DIR")]
@@ -30,7 +33,9 @@ pub struct Args {
     #[arg(long, value_name = "DURATION", default_value = "1s")]
     pub interval: String,
     /// Training window: a fraction of the run (`1/3`, the default, or `0.25`) or its
-    /// first seconds (`30s`). With --follow the default is the first 10 intervals.
+    /// first seconds (`30s`). With --follow the default is the first 10 intervals. The
+    /// default window is widened (up to 2/3 of the run) while the request types' counts
+    /// in it are too collinear to tell their demands apart; a window given here is not.
     #[arg(long, value_name = "PART")]
     pub train: Option<String>,
     /// Train on a separate normal run instead (its trace directories); every interval of
@@ -41,9 +46,11 @@ pub struct Args {
     /// units that processed the requests, unless --services says otherwise.
     #[arg(long, value_name = "MODEL")]
     pub model: Option<PathBuf>,
-    /// What a service is: `model` (the handler-unit class in --model; the default with a
-    /// model), `port` (the listening port or Unix socket path; the default without) or
-    /// `conn` (the port and the code that set up the listener).
+    /// What a service (request type) is: `auto` (the default without a model: types
+    /// found per program from what serving each request involved — the functions run, the
+    /// downstream calls and to whom, the sizes of request and reply), `model` (the
+    /// handler-unit class in --model; the default with a model), `port` (the listening
+    /// port or Unix socket path) or `conn` (the port and the code that set up the listener).
     #[arg(long, value_name = "MODE")]
     pub services: Option<String>,
     /// `prior` (default: least squares regularized toward each request's own measured
@@ -129,11 +136,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         interval_ns: duration_ns(&args.interval)?,
         services: match args.services.as_deref() {
             None if args.model.is_some() => ServiceMode::Model,
-            None | Some("port") => ServiceMode::Port,
+            None | Some("auto") => ServiceMode::Auto,
+            Some("port") => ServiceMode::Port,
             Some("conn") => ServiceMode::Conn,
             Some("model") if args.model.is_some() => ServiceMode::Model,
             Some("model") => bail!("--services model needs --model FILE"),
-            Some(o) => bail!("--services {o:?}: expected model, port or conn"),
+            Some(o) => bail!("--services {o:?}: expected auto, model, port or conn"),
         },
         model: match &args.model {
             Some(m) => Some(std::sync::Arc::new(analyzer::model::Model::load(m)?)),
@@ -152,12 +160,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             bail!("--train and --baseline exclude each other");
         }
         opts.train = train(t)?;
+        opts.widen = false;
     }
     if !args.baseline.is_empty() {
         opts.train = Train::Baseline(TraceSet::open(&args.baseline)?);
     } else if args.follow && args.train.is_none() {
         // The run's length is not known yet: a fixed window, not a share of it.
         opts.train = Train::Seconds(10.0 * opts.interval_ns as f64 * 1e-9);
+        opts.widen = false;
     }
     let report = if args.follow {
         let stop = reader::signals::stop_flag();

@@ -1,0 +1,191 @@
+//! The demand stage on hand-built traces: request types found from behaviour keep each
+//! type's demand whatever the mix, where one service per port drifts with it.
+
+use super::*;
+use crate::decode::TraceBuilder;
+use bufpool::format::{Addr, LibFn, LibOpts, MapRecord, Meta, ProcReason, ProcRecord};
+
+const MS: u64 = 1_000_000;
+/// Address of the two handlers' functions in `/usr/bin/app` (mapped at 0x40_0000).
+const FN_LIST: u64 = 0x40_1000;
+const FN_SAVE: u64 = 0x40_2000;
+
+fn o(fd: i32, ret: i64) -> LibOpts {
+    LibOpts {
+        fd: Some(fd),
+        ret: Some(ret),
+        len: Some(ret.max(0) as u64),
+        ..Default::default()
+    }
+}
+
+/// The share of `list` requests (type A) in second `j`: the mix changes every 15 s.
+fn share_a(j: usize) -> u64 {
+    [80, 20, 80, 50][(j / 15) % 4]
+}
+
+/// A worker of `/usr/bin/app` serving port 8080 for `seconds`: type A (`list`, request
+/// 100 B, reply 500 B) burns 2 ms; type B (`save`, request 2000 B) burns 3 ms, queries
+/// the database on port 5432 (5 ms there, not its own), burns 6 ms more and replies
+/// 4000 B: 9 ms of its own.
+fn worker(pid: u32, seconds: usize, slow_b_from: Option<usize>) -> crate::decode::ProcessTrace {
+    let mut t = TraceBuilder::new("h", pid, pid);
+    let exe = b"/usr/bin/app".to_vec();
+    t.meta(&Meta::Proc(ProcRecord {
+        reason: ProcReason::Start,
+        pid,
+        ppid: 1,
+        start_ticks: 0,
+        exe: exe.clone(),
+        argv: vec![exe.clone()],
+    }));
+    t.meta(&Meta::Map(MapRecord {
+        start: 0x40_0000,
+        end: 0x41_0000,
+        offset: 0,
+        prot: 5,
+        path: exe,
+    }));
+    let local = Some(Addr::new(2, 8080, &[127, 0, 0, 1]));
+    let db = Some(Addr::new(2, 5432, &[127, 0, 0, 1]));
+    t.lib(0x40_0010, LibFn::Accept, LibOpts { local, ..o(3, 4) });
+    t.lib(
+        0x40_0020,
+        LibFn::Connect,
+        LibOpts {
+            peer: db,
+            ..o(5, 0)
+        },
+    );
+    for j in 0..seconds {
+        let start = t.now();
+        let n = 8 + (j * 7 + pid as usize) % 11;
+        for i in 0..n {
+            let a = (((i * 37 + j * 11) % 100) as u64) < share_a(j);
+            // ±10 % around the mean, balanced over three requests.
+            let jitter = |d: u64| d + d * (i as u64 % 3) / 10 - d / 10;
+            if a {
+                t.lib(0x40_0030, LibFn::Recv, o(4, 100));
+                t.enter(0x40_0040, FN_LIST);
+                t.wait(jitter(2 * MS));
+                t.exit(FN_LIST);
+                t.lib(0x40_0050, LibFn::Send, o(4, 500));
+            } else {
+                t.lib(0x40_0030, LibFn::Recv, o(4, 2000));
+                t.enter(0x40_0060, FN_SAVE);
+                t.wait(jitter(3 * MS));
+                t.lib(0x40_0070, LibFn::Send, o(5, 80));
+                t.wait(5 * MS);
+                t.lib(0x40_0080, LibFn::Recv, o(5, 1900));
+                let slow = slow_b_from.is_some_and(|f| j >= f);
+                t.wait(jitter(if slow { 18 * MS } else { 6 * MS }));
+                t.exit(FN_SAVE);
+                t.lib(0x40_0050, LibFn::Send, o(4, 4000));
+            }
+            t.wait(MS);
+        }
+        let used = t.now() - start;
+        t.wait(1_000 * MS - used);
+    }
+    t.finish()
+}
+
+fn run(mode: ServiceMode, slow_b_from: Option<usize>) -> DemandReport {
+    let set = TraceSet {
+        processes: vec![worker(100, 60, slow_b_from), worker(101, 60, slow_b_from)],
+    };
+    let opts = Options {
+        services: mode,
+        ..Default::default()
+    };
+    analyze(&set, &opts).unwrap()
+}
+
+#[test]
+fn types_found_from_behaviour_keep_their_demands_whatever_the_mix() {
+    let r = run(ServiceMode::Auto, None);
+    assert_eq!(r.processes.len(), 2, "{:?}", r.skipped);
+    let ids: Vec<Vec<&str>> = r
+        .processes
+        .iter()
+        .map(|p| p.services.iter().map(|s| s.id.as_str()).collect())
+        .collect();
+    // The two workers of one program share their types.
+    assert_eq!(ids[0], ids[1]);
+    assert_eq!(ids[0].len(), 2, "{:?}", r.processes[0].services);
+    for p in &r.processes {
+        for s in &p.services {
+            let name = s.name.as_deref().unwrap();
+            let truth = if name.contains("peer:5432") {
+                0.009
+            } else {
+                0.002
+            };
+            let err = (s.demand_s - truth).abs() / truth;
+            assert!(err < 0.10, "{name}: {} s against {truth} s", s.demand_s);
+            assert!(
+                name.starts_with("port:8080: handler calls `app+0x"),
+                "{name}"
+            );
+        }
+        assert!(p.alarms.is_empty(), "{:?}", p.alarms);
+    }
+    let names: Vec<&str> = r.processes[0]
+        .services
+        .iter()
+        .map(|s| s.name.as_deref().unwrap())
+        .collect();
+    assert!(
+        names
+            .iter()
+            .any(|n| n.contains("→ 1× peer:5432 (2.0 KB reply)")),
+        "{names:?}"
+    );
+    assert!(
+        names.iter().any(|n| n.contains("no downstream call")),
+        "{names:?}"
+    );
+}
+
+/// The lowest and highest demand re-estimated over windows of a process (per column).
+fn drift(p: &ProcessDemand, col: usize) -> (f64, f64) {
+    p.intervals
+        .iter()
+        .filter_map(|r| r.demand_s.as_ref().map(|d| d[col]))
+        .fold((f64::MAX, 0f64), |(lo, hi), d| (lo.min(d), hi.max(d)))
+}
+
+#[test]
+fn one_service_per_port_drifts_with_the_mix() {
+    // The same run with one service per port: its demand, re-estimated over 20-s windows,
+    // moves with the mix (3.4 ms per request at 80 % of A, 7.6 ms at 20 %),
+    // the types' demands stay put, and the residual's σ̂ takes in
+    // the mix.
+    let port = run(ServiceMode::Port, None);
+    let auto = run(ServiceMode::Auto, None);
+    for (p, a) in port.processes.iter().zip(&auto.processes) {
+        let (lo, hi) = drift(p, 0);
+        assert!(hi > 1.5 * lo, "port: {lo}..{hi}");
+        for k in 0..a.services.len() {
+            let (lo, hi) = drift(a, k);
+            assert!(hi < 1.1 * lo, "auto {}: {lo}..{hi}", a.services[k].id);
+        }
+        assert!(
+            p.sigma_s > 5.0 * a.sigma_s,
+            "σ̂ {} vs {}",
+            p.sigma_s,
+            a.sigma_s
+        );
+    }
+}
+
+#[test]
+fn a_slower_type_alarms_with_types_found_from_behaviour() {
+    let r = run(ServiceMode::Auto, Some(40));
+    for p in &r.processes {
+        assert!(!p.alarms.is_empty(), "{}: no alarm", p.pid);
+        let first = p.alarms[0].first_violation_unix_ns;
+        // The fault starts at second 40 (of the worker's clock, from 1.7e18 ns).
+        assert!(first >= r.t0_unix_ns + 39_000_000_000, "{first}");
+    }
+}
