@@ -37,7 +37,7 @@
 use crate::error::{io, Error, Result};
 use crate::manifest::Manifest;
 use bufpool::disk::{self, RECORD_FIXED_SIZE};
-use bufpool::format::{DecodeError, Decoder, EntryRef};
+use bufpool::format::{Decoder, EntryRef};
 use bufpool::{Calibration, SubBufInfo};
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
@@ -46,6 +46,9 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+
+mod entries;
+mod stand_in;
 
 /// Identity of one traced thread: pid, process start time (so a recycled pid is another
 /// process) and tid. Ordered by pid, then start time, then tid.
@@ -457,89 +460,6 @@ impl TraceDir {
         Ok(t)
     }
 
-    /// Completes a stand-in manifest from the chunks (calibration from their clock
-    /// records, start time from their file headers) and reports the damage.
-    fn adopt_recovered_manifest(&mut self, why: String) {
-        self.stand_in = true;
-        let mut lost = Vec::new();
-        if self.manifest.calibration().ticks_per_ns() == 0.0 {
-            match self.clock_calibration() {
-                Some(c) => self.manifest.calibration = c.into(),
-                None => lost.push("wall-clock times (fewer than two clock records)"),
-            }
-        }
-        if self.manifest.start_unix_ns == 0 {
-            self.manifest.start_unix_ns = self
-                .files
-                .iter()
-                .filter_map(|(_, f)| {
-                    let mut head = [0u8; disk::CHUNK_HEADER_SIZE];
-                    f.read_exact_at(&mut head, 0).ok()?;
-                    disk::parse_chunk_header(&head)
-                        .ok()
-                        .map(|h| h.created_unix_ns)
-                })
-                .min()
-                .unwrap_or(0);
-        }
-        self.note_damage(crate::damage::Damage {
-            path: self.dir.join(disk::MANIFEST_FILE),
-            offset: None,
-            bytes: 0,
-            records: 0,
-            threads: Vec::new(),
-            why: format!(
-                "{why}: the chunk files are read without it{} (`culprit repair DIR` \
-                 rewrites it from them)",
-                if lost.is_empty() {
-                    String::new()
-                } else {
-                    format!("; unknown: {}", lost.join(", "))
-                }
-            ),
-            repairable: false,
-        });
-    }
-
-    /// True if [`TraceDir::manifest`] stands in for a damaged or missing `manifest.json`
-    /// (already reported as damage): whether the recording finished is not known.
-    pub fn manifest_is_stand_in(&self) -> bool {
-        self.stand_in
-    }
-
-    /// The pool's calibration told again from the clock records the tracer writes when a
-    /// process starts (TSC, `CLOCK_REALTIME`, `CLOCK_MONOTONIC`): the earliest and the
-    /// latest. `None` with fewer than two distinct.
-    fn clock_calibration(&self) -> Option<Calibration> {
-        let mut samples: Vec<bufpool::format::ClockSample> = Vec::new();
-        // Written when a process image starts: in its first sub-buffers (seq 0 or 1 in
-        // the low 32 bits), or in the metadata area.
-        let starts = self.threads.values().flatten().filter(|l| {
-            l.info.seq & 0xffff_ffff <= 1 || l.info.flags & bufpool::layout::FLAG_META_AREA != 0
-        });
-        for loc in starts {
-            let Ok(c) = self.read(loc) else { continue };
-            for e in Decoder::new(&c.data).map_while(|e| e.ok()) {
-                if let Ok(Some(bufpool::format::Meta::Clock(s))) = e.meta() {
-                    samples.push(s);
-                }
-            }
-        }
-        let first = samples.iter().min_by_key(|s| s.tsc)?;
-        let last = samples.iter().max_by_key(|s| s.tsc)?;
-        if last.tsc <= first.tsc || last.monotonic_ns <= first.monotonic_ns {
-            return None;
-        }
-        Some(Calibration {
-            tsc0: first.tsc,
-            realtime0_ns: first.realtime_ns,
-            monotonic0_ns: first.monotonic_ns,
-            tsc1: last.tsc,
-            realtime1_ns: last.realtime_ns,
-            monotonic1_ns: last.monotonic_ns,
-        })
-    }
-
     /// Damaged and missing parts found so far, one per file (or per directory for
     /// sequence gaps): at open, and by reads of lazily checked records since.
     pub fn damage(&self) -> Vec<crate::damage::Damage> {
@@ -584,119 +504,6 @@ impl TraceDir {
             });
         }
         Ok(())
-    }
-
-    /// The record of thread `key` whose data starts at file offset `data_offset` holds an
-    /// entry that does not decode (`err`, at a file offset inside that data; `data_len`:
-    /// the record's data bytes): the rest of the record from that entry on is skipped,
-    /// reported once as damage (every decoding of the record stops at the same entry, so
-    /// every pass over it sees the same entries). An error when strict.
-    pub fn skip_undecodable(
-        &self,
-        key: ThreadKey,
-        data_offset: u64,
-        data_len: u64,
-        err: &DecodeError,
-    ) -> Result<()> {
-        let path = self.record_path(key, data_offset);
-        if self.opts.strict {
-            return Err(Error::Decode {
-                path,
-                err: err.clone(),
-            });
-        }
-        let end = data_offset + data_len;
-        let skipped = end.saturating_sub(err.offset);
-        self.note_record(
-            key,
-            data_offset,
-            crate::damage::Damage {
-                path,
-                offset: Some(err.offset),
-                bytes: skipped,
-                records: 0,
-                threads: vec![key],
-                why: format!(
-                    "an entry that does not decode ({}): the rest of its record is skipped",
-                    err.kind
-                ),
-                repairable: false,
-            },
-        );
-        Ok(())
-    }
-
-    /// The record of thread `key` whose data starts at `data_offset` is readable but
-    /// inconsistent (`why`: its header disagrees with its entries); nothing of it is
-    /// skipped. Reported once as damage; an error when strict.
-    pub fn note_inconsistent(&self, key: ThreadKey, data_offset: u64, why: String) -> Result<()> {
-        let path = self.record_path(key, data_offset);
-        let record = data_offset.saturating_sub(RECORD_FIXED_SIZE as u64);
-        if self.opts.strict {
-            return Err(Error::Damaged {
-                dir: self.dir.clone(),
-                first: format!("{}: record at byte offset {record}: {why}", path.display()),
-            });
-        }
-        self.note_record(
-            key,
-            data_offset,
-            crate::damage::Damage {
-                path,
-                offset: Some(record),
-                bytes: 0,
-                records: 0,
-                threads: vec![key],
-                why,
-                repairable: false,
-            },
-        );
-        Ok(())
-    }
-
-    /// The indexed record of `key` whose data starts at `data_offset`.
-    fn record_at(&self, key: ThreadKey, data_offset: u64) -> Option<&RecordLoc> {
-        self.threads
-            .get(&key)?
-            .iter()
-            .find(|l| l.offset + RECORD_FIXED_SIZE as u64 == data_offset)
-    }
-
-    /// The chunk file of the record of `key` at `data_offset` (the directory if unknown).
-    fn record_path(&self, key: ThreadKey, data_offset: u64) -> PathBuf {
-        match self.record_at(key, data_offset) {
-            Some(l) => self.files[l.file as usize].0.as_ref().clone(),
-            None => self.dir.clone(),
-        }
-    }
-
-    /// Reports `d`, found in the entries of a record, once per record.
-    fn note_record(&self, key: ThreadKey, data_offset: u64, d: crate::damage::Damage) {
-        if let Some(loc) = self.record_at(key, data_offset) {
-            // Relaxed: see `RecordLoc::noted`.
-            if loc.noted.swap(true, Ordering::Relaxed) {
-                return;
-            }
-        }
-        self.note_damage(d);
-    }
-
-    /// The entries of `c`, a record of thread `key` read by [`TraceDir::chunks`], decoded
-    /// up to the first one that does not: that one and the rest of the record are skipped
-    /// as [`TraceDir::skip_undecodable`] says (an error only when strict).
-    pub fn entries<'c>(
-        &'c self,
-        key: ThreadKey,
-        c: &'c Chunk,
-    ) -> impl Iterator<Item = Result<EntryRef<'c>>> + 'c {
-        let mut d = Decoder::with_base(&c.data, c.data_offset);
-        std::iter::from_fn(move || match d.next()? {
-            Ok(e) => Some(Ok(e)),
-            Err(err) => self
-                .skip_undecodable(key, c.data_offset, c.data.len() as u64, &err)
-                .err()
-                .map(Err),
-        })
     }
 
     /// Opens a trace directory reading only the record headers of its chunks: each
