@@ -52,14 +52,17 @@ fn lost_counts_saturate_instead_of_wrapping_and_count_each_loss_once() {
     // Each loss once (not once for the header and once more for the `Lost` entry).
     let small = tmp.path().join("small");
     trace(&small, &[2, 3]);
-    assert_eq!(lost_learned(&TraceSet::open(&[small.clone()]).unwrap()), 5);
+    assert_eq!(
+        lost_learned(&TraceSet::open(std::slice::from_ref(&small)).unwrap()),
+        5
+    );
     let s = reader::summarize(&reader::TraceDir::open(&small).unwrap()).unwrap();
     assert_eq!(s.totals.lost, 5);
 
     // 2⁶³ twice, header and marker agreeing: as many as can be told, not 0.
     let huge = tmp.path().join("huge");
     trace(&huge, &[1 << 63, 1 << 63]);
-    let set = TraceSet::open(&[huge.clone()]).unwrap();
+    let set = TraceSet::open(std::slice::from_ref(&huge)).unwrap();
     assert_eq!(lost_learned(&set), u64::MAX);
     assert!(trace_dir(&set).damage().is_empty());
     let s = reader::summarize(&reader::TraceDir::open(&huge).unwrap()).unwrap();
@@ -83,7 +86,7 @@ fn a_header_lost_count_its_data_does_not_carry_is_damage_and_not_counted() {
     b[off..off + rec.len()].copy_from_slice(&rec);
     std::fs::write(&chunk, &b).unwrap();
 
-    let set = TraceSet::open(&[dir.clone()]).unwrap();
+    let set = TraceSet::open(std::slice::from_ref(&dir)).unwrap();
     assert_eq!(
         lost_learned(&set),
         4,

@@ -68,8 +68,11 @@ fn record(out: &Path, prog: &Path) {
     .assert_success("culprit record");
 }
 
-/// Every record of a chunk file: (offset, info, piece, data).
-pub fn records(path: &Path) -> Vec<(u64, SubBufInfo, u32, Vec<u8>)> {
+/// One record of a chunk file: offset, sub-buffer header, piece offset, data.
+type Rec = (u64, SubBufInfo, u32, Vec<u8>);
+
+/// Every record of a chunk file.
+pub fn records(path: &Path) -> Vec<Rec> {
     let b = std::fs::read(path).unwrap();
     let mut off = disk::CHUNK_HEADER_SIZE;
     let mut out = Vec::new();
@@ -111,18 +114,18 @@ fn chunks(dir: &Path) -> Vec<PathBuf> {
 /// Makes the middle entry of the record with the most entries undecodable (type byte
 /// 0x7c), checksum recomputed. Returns the chunk file's name and the entry's file offset.
 fn break_an_entry(dir: &Path) -> (String, u64) {
-    let mut best: Option<(PathBuf, u64, SubBufInfo, u32, Vec<u8>, Vec<usize>)> = None;
+    let mut best: Option<(PathBuf, Rec, Vec<usize>)> = None;
     for c in chunks(dir) {
-        for (off, info, piece, data) in records(&c) {
-            let starts: Vec<usize> = Decoder::new(&data)
+        for rec in records(&c) {
+            let starts: Vec<usize> = Decoder::new(&rec.3)
                 .map(|e| e.unwrap().offset as usize)
                 .collect();
-            if best.as_ref().is_none_or(|b| b.5.len() < starts.len()) {
-                best = Some((c.clone(), off, info, piece, data, starts));
+            if best.as_ref().is_none_or(|b| b.2.len() < starts.len()) {
+                best = Some((c.clone(), rec, starts));
             }
         }
     }
-    let (path, off, info, piece, mut data, starts) = best.unwrap();
+    let (path, (off, info, piece, mut data), starts) = best.unwrap();
     assert!(starts.len() > 4, "a record with entries");
     let at = starts[starts.len() / 2];
     data[at] = 0x7c;
