@@ -23,8 +23,8 @@ if [ -x bufpool/loom.sh ]; then
     bufpool/loom.sh
 fi
 if [ -x bufpool/fuzz/run.sh ]; then
-    echo "== fuzzing: decoder, manifest, model file (${CULPRIT_FUZZ_SECONDS:-30} s)" >&2
-    bufpool/fuzz/run.sh "${CULPRIT_FUZZ_SECONDS:-30}"
+    echo "== fuzzing: decoder, chunks, manifest, model, .cios, cpu.tsv (${CULPRIT_FUZZ_SECONDS:-72} s)" >&2
+    bufpool/fuzz/run.sh "${CULPRIT_FUZZ_SECONDS:-72}"
 fi
 
 echo "== tests" >&2

@@ -366,7 +366,7 @@ fn finish(
     manifest.processes = summary.processes.clone();
     manifest.totals = summary.totals.clone();
     manifest.totals.lost_unreported = lost_unreported;
-    manifest.totals.lost += lost_unreported;
+    manifest.totals.lost = manifest.totals.lost.saturating_add(lost_unreported);
     manifest.end_unix_ns = Some(now_ns());
     manifest.complete = true;
     manifest.write(dir)?;

@@ -50,6 +50,9 @@ impl std::fmt::Display for Damage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}: ", self.path.display())?;
         match (self.records, self.bytes) {
+            // Nothing skipped (a manifest stood in for, a header that disagrees with its
+            // entries): only what is wrong.
+            (0, 0) => write!(f, "damaged")?,
             (0, b) => write!(f, "skipped {b} byte(s)")?,
             (n, 0) => write!(f, "{n} sub-buffer record(s) missing")?,
             (n, b) => write!(f, "skipped {n} record(s), {b} byte(s)")?,
@@ -394,7 +397,7 @@ pub fn check_totals(
         missing = manifest.totals.subbufs - total;
     }
     if missing == 0 {
-        return None;
+        return stale_totals(dir, manifest, found, total);
     }
     let shown: Vec<String> = procs.iter().take(4).cloned().collect();
     Some(Damage {
@@ -415,6 +418,43 @@ pub fn check_totals(
                     if procs.len() > 4 { ", …" } else { "" }
                 )
             }
+        ),
+        repairable: false,
+    })
+}
+
+/// A complete manifest that counts fewer sub-buffers than the chunk files hold (for a
+/// process, or in all) was written before the recording ended — by a `culprit repair`
+/// run during it, with a recorder that then died — so its counts cannot tell a missing
+/// part: one [`Damage`] naming `manifest.json`.
+fn stale_totals(
+    dir: &Path,
+    manifest: &crate::Manifest,
+    found: &BTreeMap<(u32, u64), (u64, Vec<ThreadKey>)>,
+    total: u64,
+) -> Option<Damage> {
+    let counted: BTreeMap<(u32, u64), u64> = manifest
+        .processes
+        .iter()
+        .map(|p| ((p.pid, p.start_ticks), p.subbufs))
+        .collect();
+    let more = found
+        .iter()
+        .any(|(k, f)| f.0 > counted.get(k).copied().unwrap_or(0));
+    if total <= manifest.totals.subbufs && !more {
+        return None;
+    }
+    Some(Damage {
+        path: dir.join(disk::MANIFEST_FILE),
+        offset: None,
+        bytes: 0,
+        records: 0,
+        threads: Vec::new(),
+        why: format!(
+            "stale: it counts {} sub-buffer(s), the chunk files hold {total} (it was written \
+             before the recording ended, and cannot tell what is missing; `culprit repair \
+             DIR` recounts)",
+            manifest.totals.subbufs
         ),
         repairable: false,
     })

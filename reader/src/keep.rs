@@ -17,9 +17,11 @@
 //! What remains decodes: process, thread, map, code, clock, injection and filter records
 //! are never rotated away, and [`crate::rotated`] makes every reader see each thread's
 //! records as a suffix (its *window*). The budget counts every file of the directory
-//! (chunks, the keep file, `manifest.json`, `cpu.tsv`, `rotated.json`); the directory
-//! may pass it by at most one record per open segment (one sub-buffer per drain thread)
-//! between an append and the rotation it triggers.
+//! (chunks, the keep file, `manifest.json`, `cpu.tsv`, `rotated.json`). Rotation starts one
+//! segment below the budget, the room a rotation needs while it writes what it keeps
+//! before it deletes; the directory may pass the budget by at most one record per open
+//! segment (one sub-buffer per drain thread) between an append and the rotation it
+//! triggers.
 //!
 //! Writers, rotation and [`crate::snapshot`] are ordered by `flock` on `DIR/keep.lock`: each
 //! writer holds it shared (through its own descriptor, a [`Gate`]) while it appends; a
@@ -196,13 +198,16 @@ impl Keeper {
             st.open.insert(who, cur.len());
         }
         if let Some(budget) = self.opts.bytes {
-            if total(&st) > budget {
+            // A rotation writes the kept and carried records before it deletes the
+            // segment (a crash never loses them): keep one segment of headroom for that.
+            let limit = budget.saturating_sub(self.segment);
+            if total(&st) > limit {
                 st.other = self.other_files();
                 // Each closed segment at most once: carried records go to a new segment
                 // at the end, and a directory of nothing but each thread's newest record
                 // cannot shrink further.
                 for _ in 0..st.closed.len() {
-                    if total(&st) <= budget {
+                    if total(&st) <= limit {
                         break;
                     }
                     self.rotate_oldest(&mut st)?;

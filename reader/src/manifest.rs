@@ -226,6 +226,72 @@ impl Manifest {
         Self::parse(&path, &text)
     }
 
+    /// Reads `DIR/manifest.json`, or, when it is damaged (empty, cut short, not JSON, a
+    /// field missing or of the wrong type, not a regular file, deleted) but `DIR` holds
+    /// chunk files, a stand-in for it: the fields of the damaged file that still parse
+    /// (host, command, times, calibration, pool), counts unknown and `complete: false`,
+    /// with the reason it was needed. The chunk files are the trace; the manifest only
+    /// describes them, so losing it must not lose them (`culprit repair DIR` rewrites it
+    /// from them). A manifest of another format or version is an error, not damage.
+    pub fn read_or_recover(dir: &Path) -> Result<(Manifest, Option<String>)> {
+        let path = dir.join(bufpool::disk::MANIFEST_FILE);
+        let err = match Self::read(dir) {
+            Ok(m) => return Ok((m, None)),
+            Err(e) => e,
+        };
+        let has_chunks = crate::tracedir::chunk_files(dir).is_ok_and(|c| !c.is_empty());
+        if !has_chunks {
+            return Err(err);
+        }
+        let text = match &err {
+            Error::Manifest { .. } => {
+                crate::safefile::read_bounded(&path, crate::safefile::MAX_MANIFEST_BYTES).ok()
+            }
+            Error::NotATrace { .. }
+            | Error::Io { .. }
+            | Error::NotRegular { .. }
+            | Error::TooLarge { .. } => None,
+            _ => return Err(err),
+        };
+        let value: Option<serde_json::Value> =
+            text.as_deref().and_then(|t| serde_json::from_slice(t).ok());
+        let field = |k: &str| value.as_ref().and_then(|v| v.get(k)).cloned();
+        let format = field("format").and_then(|f| f.as_str().map(str::to_string));
+        let version = field("version").and_then(|v| v.as_u64());
+        if format.as_deref().is_some_and(|f| f != MANIFEST_FORMAT)
+            || version.is_some_and(|v| v != u64::from(MANIFEST_VERSION))
+        {
+            return Err(err);
+        }
+        fn get<T: serde::de::DeserializeOwned + Default>(v: Option<serde_json::Value>) -> T {
+            v.and_then(|v| serde_json::from_value(v).ok())
+                .unwrap_or_default()
+        }
+        let why = match err {
+            Error::NotATrace { .. } => "missing".to_string(),
+            e => {
+                let t = e.to_string();
+                let prefix = format!("{}: ", path.display());
+                t.strip_prefix(&prefix).unwrap_or(&t).to_string()
+            }
+        };
+        let m = Manifest {
+            format: MANIFEST_FORMAT.into(),
+            version: MANIFEST_VERSION,
+            host: get(field("host")),
+            command: get(field("command")),
+            start_unix_ns: get(field("start_unix_ns")),
+            end_unix_ns: get(field("end_unix_ns")),
+            complete: false,
+            calibration: get(field("calibration")),
+            pool: get(field("pool")),
+            processes: Vec::new(),
+            totals: Totals::default(),
+            snapshot_unix_ns: get(field("snapshot_unix_ns")),
+        };
+        Ok((m, Some(why)))
+    }
+
     /// Parses and checks the bytes of a manifest file (`path` names it in errors).
     pub fn parse(path: &Path, text: &[u8]) -> Result<Manifest> {
         let path = path.to_path_buf();

@@ -49,18 +49,33 @@ pub fn summarize(trace: &TraceDir) -> Result<Summary> {
                 s.totals.salvaged += 1;
             }
             p.bytes += c.data.len() as u64;
-            p.lost += c.info.lost_before;
+            // A loss is counted once: by the `Lost` entries of the data, plus what only
+            // the header says (FORMAT.md §2); saturating, since the counts come from the
+            // files.
+            match bufpool::format::header_lost(c.info.lost_before, &c.data) {
+                Ok(n) => p.lost = p.lost.saturating_add(n),
+                Err(m) => trace.note_inconsistent(key, c.data_offset, m.to_string())?,
+            }
             for e in c.entries() {
-                let e = match e {
+                let e = match e.and_then(|e| {
+                    e.check().map_err(|err| crate::Error::Decode {
+                        path: c.path.as_ref().clone(),
+                        err,
+                    })?;
+                    Ok(e)
+                }) {
                     Ok(e) => e,
                     Err(err) => {
                         s.totals.undecodable += 1;
                         s.first_decode_error.get_or_insert_with(|| err.to_string());
+                        if let crate::Error::Decode { err, .. } = &err {
+                            trace.skip_undecodable(key, c.data_offset, c.data.len() as u64, err)?;
+                        }
                         break;
                     }
                 };
                 match e.kind {
-                    Kind::Lost => {}
+                    Kind::Lost => p.lost = p.lost.saturating_add(e.lost),
                     k if k.is_meta() => {
                         p.meta_records += 1;
                         if let Ok(Some(Meta::Proc(r))) = e.meta() {
@@ -95,7 +110,7 @@ pub fn summarize(trace: &TraceDir) -> Result<Summary> {
         s.totals.entries += p.entries;
         s.totals.meta_records += p.meta_records;
         s.totals.bytes += p.bytes;
-        s.totals.lost += p.lost;
+        s.totals.lost = s.totals.lost.saturating_add(p.lost);
     }
     s.totals.processes = procs.len() as u64;
     s.totals.duplicates = trace.duplicates();

@@ -47,6 +47,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+mod entries;
+mod stand_in;
+
 /// Identity of one traced thread: pid, process start time (so a recycled pid is another
 /// process) and tid. Ordered by pid, then start time, then tid.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -87,6 +90,10 @@ struct RecordLoc {
     /// The record failed a read (tolerant mode): it is skipped from then on, and was
     /// reported once. `Relaxed`: as `verified`.
     bad: AtomicBool,
+    /// Damage found in the record's entries (an entry that does not decode, a header that
+    /// disagrees with its data) was reported: it is reported once however many times the
+    /// record is decoded. `Relaxed`: as `verified`.
+    noted: AtomicBool,
 }
 
 /// Whether directories opened with default options are read strictly: the command
@@ -98,6 +105,12 @@ static STRICT_DEFAULT: AtomicBool = AtomicBool::new(false);
 /// Makes every later open with default options strict (`--strict`) or not.
 pub fn set_strict_default(strict: bool) {
     STRICT_DEFAULT.store(strict, Ordering::Relaxed);
+}
+
+/// Whether `--strict` was given ([`set_strict_default`]): for readers of hand-built
+/// traces, which have no [`TraceDir`] to ask.
+pub fn strict_default() -> bool {
+    STRICT_DEFAULT.load(Ordering::Relaxed)
 }
 
 /// How [`TraceDir::open_with`] opens a directory. The default is not lazy, not quiet,
@@ -245,6 +258,8 @@ pub struct TraceDir {
     damage: std::sync::Mutex<Vec<crate::damage::Damage>>,
     /// What a flight recorder rotated away ([`crate::rotated`]).
     rotated: Option<crate::rotated::Rotated>,
+    /// `manifest` stands in for a damaged or missing `manifest.json`.
+    stand_in: bool,
 }
 
 impl std::fmt::Debug for TraceDir {
@@ -399,6 +414,12 @@ pub fn count_subbufs<'a>(infos: impl IntoIterator<Item = &'a SubBufInfo>) -> u64
 
 /// Checks that `dir` is a directory and reads its manifest.
 fn open_manifest(dir: &Path) -> Result<Manifest> {
+    check_dir(dir)?;
+    Manifest::read(dir)
+}
+
+/// Checks that `dir` is a directory.
+fn check_dir(dir: &Path) -> Result<()> {
     match std::fs::metadata(dir) {
         Ok(m) if m.is_dir() => {}
         Ok(_) => {
@@ -409,7 +430,7 @@ fn open_manifest(dir: &Path) -> Result<Manifest> {
         }
         Err(e) => return Err(io(dir, "open trace directory")(e)),
     }
-    Manifest::read(dir)
+    Ok(())
 }
 
 impl TraceDir {
@@ -421,11 +442,24 @@ impl TraceDir {
         Self::open_with(dir, OpenOptions::default())
     }
 
-    /// Opens a trace directory as `opts` say.
+    /// Opens a trace directory as `opts` say. A damaged or missing `manifest.json` next
+    /// to chunk files is damage like any other (unless strict): the chunks are read
+    /// under a stand-in ([`Manifest::read_or_recover`]), whose calibration, if the
+    /// damaged file lost it, comes from the clock records of the chunks, with one
+    /// warning.
     pub fn open_with(dir: impl AsRef<Path>, opts: OpenOptions) -> Result<TraceDir> {
         let dir = dir.as_ref().to_path_buf();
-        let manifest = open_manifest(&dir)?;
-        Self::index_opts(dir, manifest, opts)
+        if opts.strict {
+            let manifest = open_manifest(&dir)?;
+            return Self::index_opts(dir, manifest, opts);
+        }
+        check_dir(&dir)?;
+        let (manifest, recovered) = Manifest::read_or_recover(&dir)?;
+        let mut t = Self::index_opts(dir, manifest, opts)?;
+        if let Some(why) = recovered {
+            t.adopt_recovered_manifest(why);
+        }
+        Ok(t)
     }
 
     /// Damaged and missing parts found so far, one per file (or per directory for
@@ -517,6 +551,7 @@ impl TraceDir {
                     info: *info,
                     verified: AtomicBool::new(verify == Verify::AtIndex),
                     bad: AtomicBool::new(false),
+                    noted: AtomicBool::new(false),
                 });
             };
             let found =
@@ -607,6 +642,7 @@ impl TraceDir {
             opts,
             damage: Default::default(),
             rotated,
+            stand_in: false,
         };
         for d in damage {
             t.note_damage(d);
@@ -694,7 +730,8 @@ impl TraceDir {
             })
     }
 
-    /// Every entry of one thread, in order. Errors name the file and offset.
+    /// Every entry of one thread, in order: a record whose entries stop decoding is read up
+    /// to the bad entry ([`TraceDir::entries`]). Errors name the file and offset.
     pub fn for_each_entry(
         &self,
         key: ThreadKey,
@@ -702,7 +739,7 @@ impl TraceDir {
     ) -> Result<()> {
         for c in self.chunks(key) {
             let c = c?;
-            for e in c.entries() {
+            for e in self.entries(key, &c) {
                 f(&c, e?)?;
             }
         }

@@ -195,10 +195,23 @@ fn a_fifo_named_chunk_does_not_hang_and_a_device_manifest_is_refused() {
     let m = dir.join("manifest.json");
     std::fs::remove_file(&m).unwrap();
     std::os::unix::fs::symlink("/dev/zero", &m).unwrap();
-    let e = TraceDir::open(&dir).unwrap_err().to_string();
+    // Never read, and damage like any other: the chunks are read without it (strict: an
+    // error).
+    let strict = OpenOptions {
+        strict: true,
+        ..quiet()
+    };
+    let e = TraceDir::open_with(&dir, strict).unwrap_err().to_string();
     assert!(
         e.contains("manifest.json") && e.contains("a character device, not a regular file"),
         "{e}"
+    );
+    let t = TraceDir::open_with(&dir, quiet()).unwrap();
+    let d = t.damage();
+    assert!(
+        d.iter()
+            .any(|d| d.path == m && d.why.contains("a character device, not a regular file")),
+        "{d:?}"
     );
 }
 
@@ -209,11 +222,19 @@ fn a_huge_manifest_is_refused_without_reading_it_all() {
     let m = dir.join("manifest.json");
     let f = std::fs::OpenOptions::new().write(true).open(&m).unwrap();
     f.set_len(reader::safefile::MAX_MANIFEST_BYTES + 1).unwrap();
-    let e = TraceDir::open(&dir).unwrap_err().to_string();
+    let strict = OpenOptions {
+        strict: true,
+        ..quiet()
+    };
+    let e = TraceDir::open_with(&dir, strict).unwrap_err().to_string();
     assert!(
         e.contains("manifest.json") && e.contains("larger than"),
         "{e}"
     );
+    // Not strict: damage, the chunks read without it.
+    let t = TraceDir::open_with(&dir, quiet()).unwrap();
+    assert_eq!(entries(&t), ENTRIES);
+    assert!(t.damage().iter().any(|d| d.why.contains("larger than")));
 }
 
 #[test]

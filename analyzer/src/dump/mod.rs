@@ -91,7 +91,7 @@ pub fn dump(
         let mut depth: u32 = 0;
         for c in trace.chunks(k) {
             let c = c.map_err(Error::from)?;
-            for e in c.entries() {
+            for e in trace.entries(k, &c) {
                 let e = e.map_err(Error::from)?;
                 // The tables of the program image the process ran then (it may have exec'd).
                 let symbols = Symbols {

@@ -423,13 +423,10 @@ pub fn analyze(
         series::build(log, &opts.server, opts.metric, step, opts.min_share)?
     };
     let mut warnings = Vec::new();
-    if let Some(why) = &log.tail.why {
+    if let Some(what) = log.tail.describe() {
         warnings.push(format!(
-            "{}: {} at byte {} ({} bytes ignored); the samples before it are used",
-            log.path.display(),
-            why,
-            log.tail.damaged_at.unwrap_or(0),
-            log.tail.ignored_bytes
+            "{}: {what}; the other samples are used",
+            log.path.display()
         ));
     }
     warnings.extend(log.notes.iter().cloned());

@@ -197,10 +197,14 @@ impl TraceBuilder {
         self.tid = tid;
     }
 
-    /// Marks `n` entries lost before the next chunk (cuts the current one).
+    /// Marks `n` entries lost before the next chunk (cuts the current one), as a writer
+    /// does (FORMAT.md §2): in the next chunk's `lost_before` and in a `Lost` entry that
+    /// starts it.
     pub fn lose(&mut self, n: u64) {
         self.cut();
         self.lost += n;
+        let m = format::encode_lost(self.tsc, self.lost);
+        self.cur.extend_from_slice(m.as_bytes());
     }
 
     /// The finished process trace.
@@ -246,10 +250,16 @@ pub fn write_trace_dir(dir: &Path, host: &str, processes: &[ProcessTrace]) -> Re
             };
             for (seq, c) in chunks.iter().enumerate() {
                 let mut last = first_tsc(&c.bytes);
-                let mut n = 0u64;
+                let (mut n, mut meta) = (0u64, 0u64);
                 for e in format::Decoder::new(&c.bytes).flatten() {
                     last = e.tsc;
-                    n += 1;
+                    // Counted as the reader counts them: metadata records apart, `Lost`
+                    // markers not at all.
+                    match e.kind {
+                        k if k.is_meta() => meta += 1,
+                        format::Kind::Lost => {}
+                        _ => n += 1,
+                    }
                 }
                 let info = bufpool::SubBufInfo {
                     magic: bufpool::layout::SUBBUF_MAGIC,
@@ -267,8 +277,9 @@ pub fn write_trace_dir(dir: &Path, host: &str, processes: &[ProcessTrace]) -> Re
                 w.append(&info, &c.bytes).map_err(io("write chunk"))?;
                 pinfo.subbufs += 1;
                 pinfo.entries += n;
+                pinfo.meta_records += meta;
                 pinfo.bytes += c.bytes.len() as u64;
-                pinfo.lost += c.lost_before;
+                pinfo.lost = pinfo.lost.saturating_add(c.lost_before);
             }
         }
         infos.push(pinfo);
@@ -285,8 +296,17 @@ pub fn write_trace_dir(dir: &Path, host: &str, processes: &[ProcessTrace]) -> Re
         complete: true,
         calibration: calib.into(),
         pool: Default::default(),
+        totals: reader::Totals {
+            processes: infos.len() as u64,
+            threads: infos.iter().map(|p| p.threads.len() as u64).sum(),
+            subbufs: infos.iter().map(|p| p.subbufs).sum(),
+            entries: infos.iter().map(|p| p.entries).sum(),
+            meta_records: infos.iter().map(|p| p.meta_records).sum(),
+            bytes: infos.iter().map(|p| p.bytes).sum(),
+            lost: infos.iter().fold(0u64, |a, p| a.saturating_add(p.lost)),
+            ..Default::default()
+        },
         processes: infos,
-        totals: Default::default(),
         snapshot_unix_ns: None,
     };
     m.write(dir).map_err(Error::Reader)

@@ -169,7 +169,8 @@ impl std::ops::AddAssign for DecodeStats {
     fn add_assign(&mut self, o: Self) {
         self.entries += o.entries;
         self.bytes += o.bytes;
-        self.lost += o.lost;
+        // Lost counts come from the trace: a damaged or hostile one must not wrap them.
+        self.lost = self.lost.saturating_add(o.lost);
     }
 }
 
@@ -195,40 +196,117 @@ impl ThreadTrace {
     /// Hands each chunk's bytes, in order, to `f` (one chunk loaded at a time), for
     /// decoders of their own; [`entry_error`] names what is wrong with an entry they
     /// cannot take.
+    ///
+    /// Damage inside a chunk costs only itself (`reader::damage`): when `f` stops at an
+    /// entry of the chunk that does not decode (an [`Error::Decode`] at an offset inside
+    /// it), the rest of the chunk is skipped and reported once as damage of its trace
+    /// directory, and the next chunk is handed over (an error only with `--strict`). A
+    /// chunk whose header's lost count disagrees with its leading `Lost` entry is reported
+    /// too; [`RawChunk::lost_before`] is the count the chunk's entries do not carry
+    /// ([`format::header_lost`]), so that a loss is counted once.
     pub fn raw_chunks(&self, mut f: impl FnMut(RawChunk<'_>) -> Result<()>) -> Result<()> {
         match &self.source {
             ThreadSource::Memory(chunks) => {
                 for c in chunks {
-                    f(RawChunk {
+                    let c = RawChunk {
                         path: &c.name,
                         base: 0,
                         lost_before: c.lost_before,
                         bytes: &c.bytes,
-                    })?;
+                    };
+                    tolerant(&mut f, c, &Sink::Memory)?;
                 }
             }
             ThreadSource::Loaded(l) => {
+                let sink = Sink::Dir(&l.dir, l.key);
                 for r in &l.records {
-                    f(RawChunk {
+                    let c = RawChunk {
                         path: &r.path,
                         base: r.data_offset,
                         lost_before: r.info.lost_before,
                         bytes: &l.bytes[r.at..r.at + r.info.bytes_used as usize],
-                    })?;
+                    };
+                    tolerant(&mut f, c, &sink)?;
                 }
             }
             ThreadSource::Dir { dir, key } => {
+                let sink = Sink::Dir(dir, *key);
                 dir.visit_chunks(*key, |c| {
-                    f(RawChunk {
+                    let c = RawChunk {
                         path: c.path,
                         base: c.data_offset,
                         lost_before: c.info.lost_before,
                         bytes: c.data,
-                    })
+                    };
+                    tolerant(&mut f, c, &sink)
                 })?;
             }
         }
         Ok(())
+    }
+}
+
+/// Where the damage found in a chunk's entries is reported.
+enum Sink<'a> {
+    /// The trace directory the chunk was read from (reports each record once).
+    Dir(&'a reader::TraceDir, reader::ThreadKey),
+    /// A hand-built chunk: a warning line (an error with `--strict`).
+    Memory,
+}
+
+impl Sink<'_> {
+    fn undecodable(&self, c: &RawChunk<'_>, err: format::DecodeError) -> Result<()> {
+        match self {
+            Sink::Dir(dir, key) => dir
+                .skip_undecodable(*key, c.base, c.bytes.len() as u64, &err)
+                .map_err(Error::Reader),
+            Sink::Memory if reader::tracedir::strict_default() => Err(entry_error(c.path, err)),
+            Sink::Memory => {
+                eprintln!(
+                    "culprit: warning: {}: an entry that does not decode ({err}): the rest \
+                     of its chunk is skipped",
+                    c.path.display()
+                );
+                Ok(())
+            }
+        }
+    }
+
+    fn inconsistent(&self, c: &RawChunk<'_>, why: String) -> Result<()> {
+        match self {
+            Sink::Dir(dir, key) => dir
+                .note_inconsistent(*key, c.base, why)
+                .map_err(Error::Reader),
+            Sink::Memory => {
+                eprintln!("culprit: warning: {}: {why}", c.path.display());
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Hands one chunk to `f` as [`ThreadTrace::raw_chunks`] says: its lost count checked,
+/// and an entry of it that does not decode costing only the rest of it.
+fn tolerant(
+    f: &mut impl FnMut(RawChunk<'_>) -> Result<()>,
+    c: RawChunk<'_>,
+    sink: &Sink<'_>,
+) -> Result<()> {
+    let lost_before = match format::header_lost(c.lost_before, c.bytes) {
+        Ok(n) => n,
+        Err(m) => {
+            sink.inconsistent(&c, m.to_string())?;
+            0
+        }
+    };
+    let c = RawChunk { lost_before, ..c };
+    match f(c) {
+        Err(Error::Decode { source, .. })
+            if source.offset >= c.base && source.offset < c.base + c.bytes.len() as u64 =>
+        {
+            sink.undecodable(&c, source)
+        }
+        r => r,
     }
 }
 
@@ -374,7 +452,7 @@ fn decode_chunk(
     v: &mut impl Visit,
 ) -> Result<()> {
     if lost_before > 0 {
-        st.lost += lost_before;
+        st.lost = st.lost.saturating_add(lost_before);
         v.other(Event::Lost {
             tsc: first_tsc(bytes),
             count: lost_before,
@@ -383,41 +461,40 @@ fn decode_chunk(
     st.bytes += bytes.len() as u64;
     let n = bytes.len();
     let mut p = 0usize;
-    // Counted here, added to `st` at the end (an error discards the counts).
+    // Counted here, added to `st` at the end or at an entry that does not decode (the
+    // entries before it were handed over: the rest of the chunk is skipped).
     let mut entries = 0u64;
-    while p < n {
-        let size = format::quick_visit(bytes, p, &mut Quick(&mut *v));
-        if size > 0 {
-            entries += 1;
-            p += size;
-            continue;
-        }
-        let mut d = format::Decoder::with_base(&bytes[p..], base + p as u64);
-        let Some(e) = d.next() else { break };
-        let e = e.map_err(|source| Error::Decode {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        // "Entries" as the manifest counts them: metadata records and Lost markers are not.
-        if !e.kind.is_meta() && e.kind != format::Kind::Lost {
-            entries += 1;
-        }
-        let ev = convert(&e).map_err(|source| Error::Decode {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        match ev {
-            Event::Lib(mut l) => v.lib(&mut l),
-            Event::Lost { count, .. } => {
-                st.lost += count;
-                v.other(ev)
+    let r = (|| {
+        while p < n {
+            let size = format::quick_visit(bytes, p, &mut Quick(&mut *v));
+            if size > 0 {
+                entries += 1;
+                p += size;
+                continue;
             }
-            ev => v.other(ev),
+            let mut d = format::Decoder::with_base(&bytes[p..], base + p as u64);
+            let Some(e) = d.next() else { break };
+            let e = e.map_err(|source| entry_error(path, source))?;
+            let ev = convert(&e).map_err(|source| entry_error(path, source))?;
+            // "Entries" as the manifest counts them: metadata records and Lost markers are
+            // not.
+            if !e.kind.is_meta() && e.kind != format::Kind::Lost {
+                entries += 1;
+            }
+            match ev {
+                Event::Lib(mut l) => v.lib(&mut l),
+                Event::Lost { count, .. } => {
+                    st.lost = st.lost.saturating_add(count);
+                    v.other(ev)
+                }
+                ev => v.other(ev),
+            }
+            p += e.size;
         }
-        p += e.size;
-    }
+        Ok(())
+    })();
     st.entries += entries;
-    Ok(())
+    r
 }
 
 pub(super) fn first_tsc(bytes: &[u8]) -> u64 {
@@ -491,7 +568,7 @@ mod tests {
     use crate::trace::builder::TraceBuilder;
 
     #[test]
-    fn round_trip_and_corrupt_input_names_offset() {
+    fn round_trip_and_an_undecodable_entry_costs_the_rest_of_its_chunk() {
         let mut t = TraceBuilder::new("h", 1, 1);
         t.enter(0x10, 0x20);
         t.lib(
@@ -505,12 +582,37 @@ mod tests {
         );
         t.exit(0x20);
         t.raw(&[0x7f; 12]);
+        t.lose(2);
+        t.enter(0x10, 0x20);
         let p = t.finish();
         let mut seen = Vec::new();
-        let err = p.threads[0]
+        let st = p.threads[0]
             .for_each(|e| seen.push(e.clone()))
-            .expect_err("corrupt tail");
-        assert_eq!(seen.len(), 4);
+            .expect("the bad tail of the first chunk is skipped");
+        // Four entries, then the next chunk: its `Lost` marker (counted once, not again
+        // for its header) and its entry.
+        assert_eq!(seen.len(), 6, "{seen:?}");
+        assert!(matches!(seen[4], Event::Lost { count: 2, .. }), "{seen:?}");
+        assert_eq!((st.entries, st.lost), (5, 2));
+        // A chunk as written by the reader, decoded alone, stops at the bad entry and
+        // names its offset.
+        let ThreadSource::Memory(chunks) = &p.threads[0].source else {
+            unreachable!()
+        };
+        let c = RawChunk {
+            path: &chunks[0].name,
+            base: 0,
+            lost_before: 0,
+            bytes: &chunks[0].bytes,
+        };
+        let mut at = 0;
+        let err = loop {
+            match entry_at(&c, at) {
+                Ok(Some(e)) => at += e.size,
+                Ok(None) => panic!("no error"),
+                Err(e) => break e,
+            }
+        };
         let msg = format!("{err}");
         assert!(msg.contains("<memory h:1/1 chunk 0>"), "{msg}");
         assert!(msg.contains("at byte offset 97"), "{msg}");

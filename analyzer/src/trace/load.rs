@@ -64,6 +64,10 @@ pub struct LoadedThread {
     pub(super) bytes: Vec<u8>,
     /// Where each record's data is in `bytes`, in order.
     pub(super) records: Vec<reader::LoadedRecord>,
+    /// The directory they were read from (damage found in them is reported there).
+    pub(super) dir: Arc<reader::TraceDir>,
+    /// The thread.
+    pub(super) key: reader::ThreadKey,
 }
 
 impl ProcessTrace {
@@ -90,7 +94,12 @@ impl ProcessTrace {
                 ThreadSource::Dir { dir, key } => {
                     let mut bytes = Vec::new();
                     let records = dir.load_thread(*key, &mut bytes).map_err(Error::Reader)?;
-                    ThreadSource::Loaded(Arc::new(LoadedThread { bytes, records }))
+                    ThreadSource::Loaded(Arc::new(LoadedThread {
+                        bytes,
+                        records,
+                        dir: dir.clone(),
+                        key: *key,
+                    }))
                 }
                 other => other.clone(),
             };
@@ -121,10 +130,10 @@ impl TraceSet {
     /// Opens trace directories (written by `culprit record` / `culprit reader`), one or
     /// many, from one host or several. Chunks are indexed by their record headers, their
     /// data not read: decoding streams them, and the first read of a record verifies its
-    /// checksum (`reader::TraceDir::open_lazy`), so a damaged record is the error of the
-    /// stage that first reads it, naming the chunk file and the record's offset. Every
-    /// stage reads its data through [`ThreadTrace::raw_chunks`], which goes through
-    /// that check.
+    /// checksum (`reader::TraceDir::open_lazy`). Every stage reads its data through
+    /// [`ThreadTrace::raw_chunks`], which goes through that check: a damaged record, or
+    /// the rest of a record from an entry that does not decode, is skipped with one
+    /// warning naming the chunk file and offset (an error with `--strict`).
     pub fn open(dirs: &[PathBuf]) -> Result<TraceSet> {
         Self::open_quiet(dirs, false)
     }

@@ -110,6 +110,23 @@ impl EntryRef<'_> {
             })
     }
 
+    /// Checks what a tool parses of the entry besides its fixed fields: the option block
+    /// of a library entry (read as scalars, or parsed whole when it holds more) and the
+    /// body of a metadata record. An entry that passes is one every tool can use; one that
+    /// fails is undecodable, as if the [`Decoder`] had refused it.
+    pub fn check(&self) -> Result<(), DecodeError> {
+        match self.kind {
+            Kind::LibEnter | Kind::LibExit => {
+                if super::ScalarOpts::parse(self.body).is_none() {
+                    self.opts()?;
+                }
+                Ok(())
+            }
+            k if k.is_meta() => self.meta().map(|_| ()),
+            _ => Ok(()),
+        }
+    }
+
     /// Converts to an owned [`Entry`] (parsing options and metadata).
     pub fn to_owned(&self) -> Result<Entry, DecodeError> {
         Ok(match self.kind {
@@ -346,6 +363,51 @@ impl<'a> Iterator for Decoder<'a> {
         e.size = size;
         self.pos += size;
         Some(Ok(e))
+    }
+}
+
+/// A sub-buffer header's `lost_before` that its data does not carry in a leading `Lost`
+/// entry (FORMAT.md §2: the two hold the same count).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "its header counts {header} entries lost before it, but its first entry {}",
+    match marker { Some(n) => format!("counts {n}"), None => "is no `Lost` marker".to_string() }
+)]
+pub struct LostMismatch {
+    /// The header's `lost_before`.
+    pub header: u64,
+    /// The count of the leading `Lost` entry, if the data starts with one.
+    pub marker: Option<u64>,
+}
+
+/// The entries lost before a sub-buffer that its data does not count itself, from its
+/// header's `lost_before` and its `data` (FORMAT.md §2: a writer that dropped entries
+/// writes the count twice, in `lost_before` and in a `Lost` entry that starts the data;
+/// count one). A tool counts the `Lost` entries of the data, plus this:
+///
+/// - 0 when `lost_before` is 0, or when the leading `Lost` entry carries the same count;
+/// - `lost_before` when the data is empty (the writer died before it committed the
+///   marker: the header is all that says it);
+/// - a [`LostMismatch`] when the header and the data disagree (the data's markers are
+///   counted, the header is not).
+pub fn header_lost(lost_before: u64, data: &[u8]) -> Result<u64, LostMismatch> {
+    if lost_before == 0 {
+        return Ok(0);
+    }
+    if data.is_empty() {
+        return Ok(lost_before);
+    }
+    let marker = match Decoder::new(data).next() {
+        Some(Ok(e)) if e.kind == Kind::Lost => Some(e.lost),
+        _ => None,
+    };
+    if marker == Some(lost_before) {
+        Ok(0)
+    } else {
+        Err(LostMismatch {
+            header: lost_before,
+            marker,
+        })
     }
 }
 

@@ -26,7 +26,9 @@ mod options;
 mod quick;
 mod scalars;
 
-pub use decode::{decode_all, DecodeError, DecodeErrorKind, Decoder, Entry, EntryRef};
+pub use decode::{
+    decode_all, header_lost, DecodeError, DecodeErrorKind, Decoder, Entry, EntryRef, LostMismatch,
+};
 pub use encode::{encode_fn, encode_lib, encode_lost, encode_meta, encode_ret, EntryBuf, META_BUF};
 pub use libfn::LibFn;
 pub use meta::{

@@ -37,7 +37,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             args.dir.display(),
             at.saturating_sub(trace.manifest().start_unix_ns) as f64 / 1e9
         );
-    } else if !trace.manifest().complete {
+    } else if !trace.manifest().complete && !trace.manifest_is_stand_in() {
         eprintln!(
             "culprit: warning: {}: the reader did not finish; the trace may be incomplete",
             args.dir.display()

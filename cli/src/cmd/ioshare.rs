@@ -106,13 +106,10 @@ pub struct Args {
 /// Runs `culprit ioshare`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let log = SampleLog::open(&args.file)?;
-    if let Some(why) = &log.tail.why {
+    if let Some(what) = log.tail.describe() {
         eprintln!(
-            "culprit ioshare: {}: {} at byte {}: {} bytes ignored, {} samples kept",
+            "culprit ioshare: {}: {what}, {} samples kept",
             args.file.display(),
-            why,
-            log.tail.damaged_at.unwrap_or(0),
-            log.tail.ignored_bytes,
             log.samples.len()
         );
     }

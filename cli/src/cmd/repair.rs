@@ -22,6 +22,14 @@ pub struct Args {
 /// Runs `culprit repair`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let rep = reader::repair_dir(&args.dir)?;
+    if let Some(who) = &rep.live {
+        eprintln!(
+            "culprit: {}: still being written ({who}): left as it is; repair it once the \
+             recording has ended",
+            args.dir.display()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
     for (p, len) in &rep.removed {
         eprintln!(
             "culprit: removed {} ({len} bytes, cut inside its file header: nothing in it)",
@@ -39,8 +47,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     match &rep.manifest {
         Some(m) => eprintln!(
-            "culprit: completed the manifest of {}: {} process(es), {} entries, {} lost",
+            "culprit: {} the manifest of {}{}: {} process(es), {} entries, {} lost",
+            if rep.rewritten_because.is_some() {
+                "rewrote"
+            } else {
+                "completed"
+            },
             args.dir.display(),
+            rep.rewritten_because
+                .as_ref()
+                .map_or(String::new(), |w| format!(" ({w})")),
             m.totals.processes,
             m.totals.entries,
             m.totals.lost

@@ -280,7 +280,7 @@ impl SampleLog {
                         {
                             let mut a = x.counters.to_array();
                             for (s, v) in a.iter_mut().zip(e.counters.to_array()) {
-                                *s += v;
+                                *s = s.saturating_add(v);
                             }
                             x.counters = Counters::from_array(a);
                         }

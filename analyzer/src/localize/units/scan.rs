@@ -373,57 +373,61 @@ impl ThreadScanner<'_> {
         let mut pending = Pending1::None;
         t.raw_chunks(|c: RawChunk<'_>| {
             if c.lost_before > 0 {
-                st.lost += c.lost_before;
+                st.lost = st.lost.saturating_add(c.lost_before);
                 self.flush1(&mut pending);
             }
             let bytes = c.bytes;
             st.bytes += bytes.len() as u64;
             let n = bytes.len();
             let mut p = 0usize;
-            // Counted here, added to `st` at the end (an error discards the counts).
+            // Counted here, added to `st` at the end or at an entry that does not decode
+            // (the entries before it were taken: the rest of the chunk is skipped).
             let mut entries = 0u64;
-            while p < n {
-                let size = quick_visit(
-                    bytes,
-                    p,
-                    &mut Lean {
-                        s: &mut *self,
-                        pending: &mut pending,
-                    },
-                );
-                if size > 0 {
-                    entries += 1;
-                    p += size;
-                    continue;
-                }
-                let Some(e) = entry_at(&c, p)? else { break };
-                // Metadata and Lost markers are not entries (as in the manifest).
-                if !e.kind.is_meta() && e.kind != bufpool::format::Kind::Lost {
-                    entries += 1;
-                }
-                let ev = crate::decode::convert(&e)
-                    .map_err(|source| crate::decode::entry_error(c.path, source))?;
-                p += e.size;
-                match ev {
-                    Event::Lib(l) => self.full_lib(&mut pending, l),
-                    // Injection records say nothing pass 1 reads.
-                    Event::Meta {
-                        meta: Meta::Inject(_),
-                        ..
-                    } => {}
-                    Event::Meta { .. } => self.event(&ev),
-                    Event::Lost { count, .. } => {
-                        st.lost += count;
-                        self.flush1(&mut pending);
+            let r = (|| {
+                while p < n {
+                    let size = quick_visit(
+                        bytes,
+                        p,
+                        &mut Lean {
+                            s: &mut *self,
+                            pending: &mut pending,
+                        },
+                    );
+                    if size > 0 {
+                        entries += 1;
+                        p += size;
+                        continue;
                     }
-                    other => {
-                        self.flush1(&mut pending);
-                        self.event(&other);
+                    let Some(e) = entry_at(&c, p)? else { break };
+                    let ev = crate::decode::convert(&e)
+                        .map_err(|source| crate::decode::entry_error(c.path, source))?;
+                    // Metadata and Lost markers are not entries (as in the manifest).
+                    if !e.kind.is_meta() && e.kind != bufpool::format::Kind::Lost {
+                        entries += 1;
+                    }
+                    p += e.size;
+                    match ev {
+                        Event::Lib(l) => self.full_lib(&mut pending, l),
+                        // Injection records say nothing pass 1 reads.
+                        Event::Meta {
+                            meta: Meta::Inject(_),
+                            ..
+                        } => {}
+                        Event::Meta { .. } => self.event(&ev),
+                        Event::Lost { count, .. } => {
+                            st.lost = st.lost.saturating_add(count);
+                            self.flush1(&mut pending);
+                        }
+                        other => {
+                            self.flush1(&mut pending);
+                            self.event(&other);
+                        }
                     }
                 }
-            }
+                Ok(())
+            })();
             st.entries += entries;
-            Ok(())
+            r
         })?;
         self.flush1(&mut pending);
         Ok(st)

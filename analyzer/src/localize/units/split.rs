@@ -446,7 +446,7 @@ impl PairSink for Splitter<'_> {
                     self.ctx.memo.set_named(raw);
                 }
             }
-            Event::Lost { count, .. } => self.head.lost += count,
+            Event::Lost { count, .. } => self.head.lost = self.head.lost.saturating_add(*count),
             Event::Meta {
                 meta: Meta::Inject(r),
                 ..
