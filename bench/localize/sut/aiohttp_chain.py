@@ -9,7 +9,7 @@ counts failures and goes on; its session reconnects by itself.
 
 import time
 
-from .common import LAUNCHER, PY, Daemons, log, ports, wait_port
+from .common import LAUNCHER, PY, WORKLOAD_S, Daemons, log, ports, wait_port
 
 
 def service(name):
@@ -60,10 +60,11 @@ async def _client(n, port):
 
     ok = errors = 0
     todo = list(range(n))
+    end = time.monotonic() + WORKLOAD_S
 
     async def worker(s):
         nonlocal ok, errors
-        while todo:
+        while todo and time.monotonic() < end:
             k = todo.pop(0)
             try:
                 async with s.get(f"http://127.0.0.1:{port}/item/{k}") as r:

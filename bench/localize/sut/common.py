@@ -36,6 +36,21 @@ SLOTS = {
 }
 
 
+# Every workload loop stops after this many seconds even if requests remain: a stopped or
+# killed daemon makes each request wait for its timeout, and a case must stay bounded.
+WORKLOAD_S = float(os.environ.get("LOCALIZE_WORKLOAD_S", "20"))
+
+
+def steps(n):
+    """range(n), cut short once WORKLOAD_S seconds have passed since the first step."""
+    end = time.monotonic() + WORKLOAD_S
+    for i in range(n):
+        if time.monotonic() > end:
+            log(f"workload deadline ({WORKLOAD_S:.0f} s) reached after {i} of {n} steps")
+            return
+        yield i
+
+
 def log(*a):
     print("systems:", *a, file=sys.stderr, flush=True)
 

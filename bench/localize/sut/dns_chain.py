@@ -11,7 +11,7 @@ go on, as a stub resolver does.
 import os
 import time
 
-from .common import LAUNCHER, PY, Daemons, log, ports, wait_port
+from .common import LAUNCHER, PY, Daemons, log, ports, steps, wait_port
 
 NAMES = 64
 
@@ -44,7 +44,7 @@ def _loop(n, tcp, who):
 
     port = ports("dns-chain")[1]
     ok = errors = 0
-    for i in range(n):
+    for i in steps(n):
         try:
             query(f"host{i % NAMES}.bench.test.", "A" if i % 3 else "TXT", port, tcp)
             ok += 1

@@ -10,7 +10,7 @@ import socket
 import struct
 import time
 
-from .common import Daemons, log, ports, wait_port
+from .common import Daemons, log, ports, steps, wait_port
 
 REQ, RES = b"\0REQ", b"\0RES"
 SUBMIT_JOB, JOB_CREATED, WORK_COMPLETE, WORK_FAIL, ERROR = 7, 8, 13, 14, 19
@@ -75,7 +75,7 @@ def run(tmp, n):
         c = GearmanClient(port)
         ok = 0
         jobs = max(1, n // 2)
-        for i in range(jobs):
+        for i in steps(jobs):
             data = f"job {i} " + "r" * (i % 30)
             out = c.job(b"rev", f"u{i}".encode(), data.encode())
             if out is not None and out.rstrip(b"\n") == data[::-1].encode():

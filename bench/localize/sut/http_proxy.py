@@ -2,7 +2,7 @@
 
 import os
 
-from .common import Daemons, log, ports, wait_port
+from .common import Daemons, log, ports, steps, wait_port
 
 
 def http_proxy(tmp, n):
@@ -43,7 +43,7 @@ def http_proxy(tmp, n):
         wait_port(front, p)
         ok = errors = 0
         conn = None
-        for i in range(n):
+        for i in steps(n):
             try:
                 if conn is None:
                     conn = http.client.HTTPConnection("127.0.0.1", front, timeout=2)

@@ -12,7 +12,7 @@ import os
 import socket
 import time
 
-from .common import LAUNCHER, PY, Daemons, log, ports, wait_port
+from .common import LAUNCHER, PY, Daemons, log, ports, steps, wait_port
 
 IDLE_S = 6.0
 
@@ -145,7 +145,7 @@ def run(tmp, n):
         time.sleep(1.0)
         s = IrcClient("sender", p1)
         ok = acks = 0
-        for i in range(n):
+        for i in steps(n):
 
             def post():
                 s.send(f"PRIVMSG #bench :message {i} " + "w" * (i % 30))

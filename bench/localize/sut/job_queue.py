@@ -3,7 +3,7 @@
 import subprocess
 import time
 
-from .common import LAUNCHER, PY, Daemons, LineClient, log, ports, wait_port
+from .common import LAUNCHER, PY, Daemons, LineClient, log, ports, steps, wait_port
 
 
 def beanstalk_worker(name):
@@ -50,7 +50,7 @@ def job_queue(tmp, n):
         workers = [d.start(f"worker{i}", [PY, LAUNCHER, "job-queue-worker", "--name", str(i)]) for i in (1, 2)]
         c = LineClient(port)
         ok = 0
-        for i in range(n):
+        for i in steps(n):
             body = f"job {i} " + "y" * (i % 40)
 
             def put(c):

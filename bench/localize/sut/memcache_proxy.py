@@ -2,7 +2,7 @@
 
 import os
 
-from .common import Daemons, LineClient, log, ports, wait_port
+from .common import Daemons, LineClient, log, ports, steps, wait_port
 
 
 def memcache_proxy(tmp, n):
@@ -24,7 +24,7 @@ def memcache_proxy(tmp, n):
         wait_port(front, p)
         c = LineClient(front)
         ok = 0
-        for i in range(n):
+        for i in steps(n):
             key, val = f"key:{i % 37}", f"value-{i}-" + "x" * (i % 50)
 
             def setget(c):

@@ -11,7 +11,7 @@ subscriber counts what it received and exits on a `bench/stop` message or when i
 import os
 import time
 
-from .common import LAUNCHER, PY, Daemons, log, ports, wait_port
+from .common import LAUNCHER, PY, Daemons, log, ports, steps, wait_port
 
 IDLE_S = 6.0
 
@@ -114,7 +114,7 @@ def run(tmp, n):
         time.sleep(1.0)  # the bridge connects and both subscriptions are in place
         pubs = [Publisher("pubA", pa), Publisher("pubB", pb)]
         ok = 0
-        for i in range(n):
+        for i in steps(n):
             p = pubs[i % 2]
             ok += p.publish(f"bench/t{i % 4}", f"msg {i} " + "z" * (i % 40))
             time.sleep(0.01)

@@ -3,7 +3,7 @@
 import os
 import time
 
-from .common import LAUNCHER, PY, Daemons, log, ports, wait_port
+from .common import LAUNCHER, PY, Daemons, log, ports, steps, wait_port
 
 
 def pyro_env():
@@ -59,7 +59,7 @@ def pyro_rpc(tmp, n):
         time.sleep(0.3)
         ok = errors = 0
         proxies = {}
-        for i in range(n):
+        for i in steps(n):
             name = f"bench.store{1 + i % 2}"
             try:
                 if name not in proxies:

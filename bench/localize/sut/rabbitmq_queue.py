@@ -11,7 +11,7 @@ message or when idle.
 import os
 import time
 
-from .common import LAUNCHER, PY, Daemons, log, ports, wait_port
+from .common import LAUNCHER, PY, Daemons, log, ports, steps, wait_port
 
 IDLE_S = 8.0
 QUEUE = "bench"
@@ -103,7 +103,7 @@ def run(tmp, n):
         consumers = [d.start(f"consumer{i}", [PY, LAUNCHER, "rabbit-consumer", "--name", str(i)]) for i in (1, 2)]
         ok = errors = 0
         ch = conn = None
-        for i in range(n + 2):
+        for i in steps(n + 2):
             body = b"stop" if i >= n else f"task {i} ".encode() + b"q" * (i % 40)
             try:
                 if ch is None:

@@ -11,7 +11,7 @@ fails is counted and the workload goes on.
 import os
 import time
 
-from .common import LAUNCHER, PY, Daemons, log, ports, wait_port
+from .common import LAUNCHER, PY, Daemons, log, ports, steps, wait_port
 
 CLASSPATH = "/etc/zookeeper/conf:/usr/share/java/zookeeper.jar"
 
@@ -88,7 +88,7 @@ def run(tmp, n):
         zk.ensure_path("/bench")
         reader = d.start("reader", [PY, LAUNCHER, "zk-client", "--name", "25"])
         ok = errors = 0
-        for i in range(n):
+        for i in steps(n):
             try:
                 path = f"/bench/n{i % 20}"
                 value = f"v{i}".encode()
