@@ -85,6 +85,7 @@ class IrcClient:
             self.errors += 1
             log(f"{self.base}: failed: {e!r}")
             self.close()
+            time.sleep(0.2)  # back off before reconnecting, as IRC clients do
             return None
 
 
@@ -141,9 +142,23 @@ def run(tmp, n):
             p = d.start(f"ngircd{i}", ["ngircd", "-n", "-f", conf])
             wait_port(port, p)
         time.sleep(1.5)  # server 2 links to server 1
-        listeners = [d.start(f"listener{i}", [PY, LAUNCHER, "irc-client", "--name", str(i)]) for i in (1, 2)]
-        time.sleep(1.0)
         s = IrcClient("sender", p1)
+        s.safely(lambda: None)  # connected and in #bench before the listeners come
+        listeners = [d.start(f"listener{i}", [PY, LAUNCHER, "irc-client", "--name", str(i)]) for i in (1, 2)]
+
+        def joined():  # both listeners' JOINs, seen within 15 s
+            seen, end = set(), time.monotonic() + 15
+            s.sock.settimeout(0.5)
+            while len(seen) < 2 and time.monotonic() < end:
+                try:
+                    cmd, (prefix, _, _) = s.read()
+                except socket.timeout:
+                    continue
+                if cmd == "JOIN" and prefix.startswith("listen"):
+                    seen.add(prefix.split("!")[0])
+            s.sock.settimeout(2.0)
+
+        s.safely(joined)
         ok = acks = 0
         for i in steps(n):
 
