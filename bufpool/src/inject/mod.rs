@@ -26,7 +26,7 @@
 //! let err = parse_spec("recv:shrt=3").unwrap_err();
 //! assert_eq!(err.column, 6);
 //! assert_eq!(err.to_string(), "column 6: expected an effect: short=N, errno=NAME, eof, \
-//!            corrupt=N, delay=DURATION or close, found `shrt`");
+//!            corrupt=N, delay=DURATION, close or kill=SIGNAL, found `shrt`");
 //! ```
 //!
 //! Rules are separated by newlines ([`RULE_SEPARATOR`]) because a newline is the one
