@@ -96,6 +96,8 @@ def _validation():
             ("broker-emfile", "exhaust", "accept|accept4:errno=EMFILE,exe=mosquitto,argv=brokerB.conf,nth=2,count=1"),
             ("subscriber-code", "code", "py:paho.mqtt.client:Client._handle_publish:raise=ValueError,nth=30,argv=mqtt-subscriber --name 2"),
             ("publisher-code", "code", "py:paho.mqtt.client:Client._packet_read:raise=ConnectionResetError,nth=40,argv=mqtt-bridge"),
+            ("broker-enospc", "exhaust", f"{SEND}:errno=ENOSPC,exe=mosquitto,local-port={MA},nth=70,count=1"),
+            ("subscriber-killed", "kill", f"{RECV}:kill=SIGKILL,argv=mqtt-subscriber --name 1,nth=60"),
         ],
         "irc-network": [
             ("server-reset", "reset", f"{RECV}:errno=ECONNRESET,exe=ngircd,local-port={I1},nth=80,count=1"),
@@ -109,6 +111,7 @@ def _validation():
             ("server-emfile", "exhaust", "accept|accept4:errno=EMFILE,exe=ngircd,argv=ngircd2.conf,nth=2,count=1"),
             ("listener-code", "code", "py:sut.irc_network:IrcClient.read:raise=ConnectionResetError,nth=50,argv=irc-client --name 1"),
             ("sender-code", "code", "py:sut.irc_network:IrcClient.send:raise=BrokenPipeError,nth=70,argv=irc-network"),
+            ("server-eagain-storm", "exhaust", f"{RECV}:errno=EAGAIN,exe=ngircd,argv=ngircd1.conf,after=50,count=30"),
         ],
         "dns-chain": [
             ("upstream-reset", "reset", f"{RECV}:errno=ECONNRESET,exe=unbound,peer-port={DN},nth=30,count=1"),
@@ -122,6 +125,7 @@ def _validation():
             ("eagain-storm", "exhaust", f"{RECV}:errno=EAGAIN,exe=unbound,after=40,count=40"),
             ("udp-client-code", "code", "py:dns.message:from_wire:raise=ValueError,nth=40,argv=dns-chain"),
             ("tcp-client-code", "code", "py:dns.query:tcp:raise=TimeoutError,nth=20,argv=dns-client"),
+            ("tcp-enospc", "exhaust", f"{SEND}:errno=ENOSPC,exe=unbound,local-port={DU},nth=15,count=1"),
         ],
         "gearman-jobs": [
             ("server-reset", "reset", f"{RECV}:errno=ECONNRESET,exe=gearmand,nth=60,count=1"),
@@ -134,6 +138,8 @@ def _validation():
             ("server-stopped", "stop", f"{RECV}:kill=SIGSTOP,exe=gearmand,nth=90"),
             ("server-emfile", "exhaust", "accept|accept4:errno=EMFILE,exe=gearmand,nth=3,count=1"),
             ("client-code", "code", "py:sut.gearman_jobs:GearmanClient.packet:raise=ConnectionResetError,nth=40,argv=gearman-jobs"),
+            ("server-eagain-storm", "exhaust", f"{RECV}:errno=EAGAIN,exe=gearmand,after=40,count=30"),
+            ("server-enospc", "exhaust", f"{SEND}:errno=ENOSPC,exe=gearmand,nth=40,count=1"),
         ],
         "aiohttp-chain": [
             ("backend-reset", "reset", f"{RECV}:errno=ECONNRESET,argv=aiohttp-service --name back,nth=40,count=1"),
@@ -147,6 +153,7 @@ def _validation():
             ("backend-emfile", "exhaust", "accept|accept4:errno=EMFILE,argv=aiohttp-service --name back,nth=1,count=1"),
             ("backend-code", "code", "py:aiohttp.web_protocol:RequestHandler.data_received:raise=ConnectionResetError,nth=30,argv=aiohttp-service --name back"),
             ("front-code", "code", "py:aiohttp.client_reqrep:ClientResponse.json:raise=TimeoutError,nth=30,argv=aiohttp-service --name front"),
+            ("backend-enospc", "exhaust", f"{SEND}:errno=ENOSPC,argv=aiohttp-service --name back,nth=40,count=1"),
         ],
         "zookeeper-ensemble": [
             ("client-port-reset", "reset", f"{RECV}:errno=ECONNRESET,exe=java,local-port={Z[0]},nth=60,count=1"),
@@ -160,6 +167,7 @@ def _validation():
             ("server-emfile", "exhaust", "accept|accept4:errno=EMFILE,exe=java,argv=zoo3.cfg,nth=3,count=1"),
             ("writer-code", "code", "py:kazoo.client:KazooClient.set:raise=TimeoutError,nth=40,argv=zookeeper-ensemble"),
             ("reader-code", "code", "py:kazoo.client:KazooClient.get_children:raise=ConnectionResetError,nth=30,argv=zk-client"),
+            ("client-enospc", "exhaust", f"{SEND}:errno=ENOSPC,exe=java,local-port={Z[0]},nth=50,count=1"),
         ],
         "rabbitmq-queue": [
             ("broker-reset", "reset", f"{RECV}:errno=ECONNRESET,exe=beam.smp,local-port={R},nth=200,count=1"),
@@ -172,6 +180,8 @@ def _validation():
             ("consumer-stopped", "stop", f"{RECV}:kill=SIGSTOP,argv=rabbit-consumer --name 2,nth=30"),
             ("broker-emfile", "exhaust", "accept|accept4:errno=EMFILE,exe=beam.smp,nth=3,count=1"),
             ("consumer-code", "code", "py:pika.adapters.blocking_connection:BlockingChannel.basic_ack:raise=ConnectionResetError,nth=20,argv=rabbit-consumer --name 1"),
+            ("broker-enospc", "exhaust", f"{SEND}:errno=ENOSPC,exe=beam.smp,local-port={R},nth=120,count=1"),
+            ("consumer-short", "short", f"{RECV}:short=5,argv=rabbit-consumer --name 1,peer-port={R},nth=25,count=1"),
         ],
     }
 

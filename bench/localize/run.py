@@ -251,6 +251,7 @@ def main():
     ap.add_argument("--run-timeout", type=float, default=75)
     ap.add_argument("--reuse", action="store_true", help="keep traces already recorded in --out")
     ap.add_argument("--json", help="write the per-system figures to this file")
+    ap.add_argument("--cases", help="comma-separated case names: only these (and the control)")
     ap.add_argument("--check", action="store_true", help="record and check the injections only (no ranking)")
     ap.add_argument("--no-setup", action="store_true")
     a = ap.parse_args()
@@ -272,6 +273,9 @@ def main():
     if not os.access(a.culprit, os.X_OK):
         sys.exit(f"run: {a.culprit} not built (cargo build --release -p cli -p tracer-preload)")
     table = faults.table()
+    if a.cases:
+        want = set(a.cases.split(","))
+        table = {s: [c for c in cs if c[0] in want] for s, cs in table.items()}
     cases = []
     t0 = time.monotonic()
     with ThreadPoolExecutor(max_workers=2) as pool:
