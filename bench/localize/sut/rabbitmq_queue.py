@@ -124,9 +124,10 @@ def run(tmp, n):
             time.sleep(0.01)
         if conn is not None:
             conn.close()
+        end = time.monotonic() + IDLE_S + 4  # one bounded wait for both
         for c in consumers:
             try:
-                c.wait(timeout=IDLE_S + 10)
+                c.wait(timeout=max(0.1, end - time.monotonic()))
             except Exception:
                 log("a consumer did not stop")
         log(f"rabbitmq-queue: {ok}/{n} publishes confirmed, {errors} failed")

@@ -22,6 +22,7 @@ def _kazoo(hosts):
 
     return KazooClient(
         hosts=hosts,
+        randomize_hosts=False,  # the first server of the list first: a fault on its port comes
         timeout=4.0,
         connection_retry=KazooRetry(max_tries=-1, delay=0.2, max_delay=1.0),
         command_retry=KazooRetry(max_tries=2, delay=0.1, max_delay=0.5),
