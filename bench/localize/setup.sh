@@ -22,9 +22,11 @@ have unbound || need+=(unbound)
 have nsd || need+=(nsd)
 have gearmand || need+=(gearman-job-server)
 have gearman || need+=(gearman-tools)
-[ -f /usr/share/zookeeper/bin/zkServer.sh ] || [ -d /usr/share/java ] && ls /usr/share/java/zookeeper*.jar >/dev/null 2>&1 || need+=(zookeeper)
+[ -f /usr/share/java/zookeeper.jar ] || need+=(zookeeper)
 have rabbitmq-server || need+=(rabbitmq-server)
 have java || need+=(default-jre-headless)
+have epmd || need+=(erlang-base)
+have rev || need+=(bsdextrautils)  # gearman-jobs' workers run `rev` per job
 if [ ${#need[@]} -gt 0 ]; then
     echo "localize setup: apt-get install ${need[*]}" >&2
     $SUDO apt-get update -qq
