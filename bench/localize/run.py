@@ -58,6 +58,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -74,12 +75,19 @@ BASELINES = ["paper", "rarest", "longest", "ochiai", "simplerca"]
 
 
 def sh(argv, timeout, log=None):
+    """Runs argv in its own session; after `timeout` seconds the whole session is killed
+    (a recording's daemons with it)."""
     t0 = time.monotonic()
     with open(log or os.devnull, "wb") as out:
+        p = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         try:
-            r = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, timeout=timeout)
-            rc = r.returncode
+            rc = p.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            p.wait()
             rc = "timeout"
     return rc, time.monotonic() - t0
 

@@ -69,6 +69,17 @@ def wait_port(port, proc=None, timeout=10.0):
     raise RuntimeError(f"nothing listens on 127.0.0.1:{port} after {timeout} s")
 
 
+def _die_with_parent():
+    """In a started daemon, before exec: SIGKILL when the launcher dies (prctl
+    PR_SET_PDEATHSIG), so that a launcher killed from outside leaves nothing behind."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
 class Daemons:
     """Started daemons, stopped in reverse order on exit."""
 
@@ -78,7 +89,8 @@ class Daemons:
 
     def start(self, name, argv, **kw):
         out = open(os.path.join(self.logdir, f"{name}.log"), "wb")
-        p = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, **kw)
+        p = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                             preexec_fn=_die_with_parent, **kw)
         self.procs.append((name, p))
         return p
 
