@@ -69,15 +69,25 @@ def wait_port(port, proc=None, timeout=10.0):
     raise RuntimeError(f"nothing listens on 127.0.0.1:{port} after {timeout} s")
 
 
-def _die_with_parent():
-    """In a started daemon, before exec: SIGKILL when the launcher dies (prctl
-    PR_SET_PDEATHSIG), so that a launcher killed from outside leaves nothing behind."""
+def _prctl():
     import ctypes
 
     try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)
+        return ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
-        pass
+        return None
+
+
+# Looked up once here: a forked child (with other threads in the parent) must not import.
+_PRCTL = _prctl()
+
+
+def _die_with_parent():
+    """In a started daemon, before exec: SIGKILL when the launcher dies (prctl
+    PR_SET_PDEATHSIG = 1), so that a launcher killed from outside leaves nothing behind.
+    One system call, nothing imported or allocated in the forked child."""
+    if _PRCTL is not None:
+        _PRCTL(1, 9, 0, 0, 0)
 
 
 class Daemons:
