@@ -1,24 +1,47 @@
 #!/usr/bin/env bash
 # Installs the third-party systems of the public fault suite (bench/localize/), only what
-# is missing: memcached, twemproxy (nutcracker), haproxy, nginx and beanstalkd from Debian,
-# Pyro5 from PyPI. Idempotent. Not run by scripts/setup.sh: the suite is not in the
-# default test run.
+# is missing. Idempotent. Not run by scripts/setup.sh: the suite is not in the default
+# test run.
+#   Debian: memcached, nutcracker (twemproxy), haproxy, nginx-light, beanstalkd  (tuning half)
+#           mosquitto, ngircd, unbound, nsd, gearman-job-server, gearman-tools,
+#           zookeeper, rabbitmq-server, default-jre-headless                     (validation half)
+#   PyPI:   Pyro5 (tuning); paho-mqtt, dnspython, aiohttp, kazoo, pika (validation clients)
 set -euo pipefail
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+have() { command -v "$1" >/dev/null || [ -x "/usr/sbin/$1" ] || [ -x "/sbin/$1" ]; }
 need=()
-command -v memcached >/dev/null || need+=(memcached)
-command -v nutcracker >/dev/null || [ -x /usr/sbin/nutcracker ] || need+=(nutcracker)
-command -v haproxy >/dev/null || [ -x /usr/sbin/haproxy ] || need+=(haproxy)
-command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || need+=(nginx-light)
-command -v beanstalkd >/dev/null || need+=(beanstalkd)
+have memcached || need+=(memcached)
+have nutcracker || need+=(nutcracker)
+have haproxy || need+=(haproxy)
+have nginx || need+=(nginx-light)
+have beanstalkd || need+=(beanstalkd)
+have mosquitto || need+=(mosquitto)
+have ngircd || need+=(ngircd)
+have unbound || need+=(unbound)
+have nsd || need+=(nsd)
+have gearmand || need+=(gearman-job-server)
+have gearman || need+=(gearman-tools)
+[ -f /usr/share/java/zookeeper.jar ] || need+=(zookeeper)
+have rabbitmq-server || need+=(rabbitmq-server)
+have java || need+=(default-jre-headless)
+have epmd || need+=(erlang-base)
+have rev || need+=(bsdextrautils)  # gearman-jobs' workers run `rev` per job
 if [ ${#need[@]} -gt 0 ]; then
     echo "localize setup: apt-get install ${need[*]}" >&2
     $SUDO apt-get update -qq
-    # Debian starts some of these as services on install; the suite runs its own copies.
+    # Debian starts some of these as services on install (where an init system runs); the
+    # suite runs its own copies on its own ports. policy-rc.d stops that where it is honoured.
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
-python3 -c 'import Pyro5' 2>/dev/null || {
-    echo "localize setup: pip install Pyro5" >&2
-    python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore Pyro5
-}
+pips=()
+python3 -c 'import Pyro5' 2>/dev/null || pips+=(Pyro5)
+python3 -c 'import paho.mqtt' 2>/dev/null || pips+=(paho-mqtt)
+python3 -c 'import dns.resolver' 2>/dev/null || pips+=(dnspython)
+python3 -c 'import aiohttp' 2>/dev/null || pips+=(aiohttp)
+python3 -c 'import kazoo' 2>/dev/null || pips+=(kazoo)
+python3 -c 'import pika' 2>/dev/null || pips+=(pika)
+if [ ${#pips[@]} -gt 0 ]; then
+    echo "localize setup: pip install ${pips[*]}" >&2
+    python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore "${pips[@]}"
+fi

@@ -120,6 +120,7 @@ def _prepare():
             _native.wrap_sys(sys)
         _hide_own_code()
         _backend = "native"
+        _inject_rules()
         return True
     from . import _fallback
     if not _fallback.available():
@@ -130,7 +131,20 @@ def _prepare():
                                             + (_native_error,)))
     _fallback.wrap_threads()
     _backend = "python"
+    _inject_rules()
     return True
+
+
+def _inject_rules():
+    """Applies the ``py:`` rules of ``CULPRIT_INJECT`` (code-level faults, ``_inject``)."""
+    if "py:" not in _os.environ.get("CULPRIT_INJECT", ""):
+        return
+    try:
+        from . import _inject
+        _inject.install()
+    except Exception as e:  # pragma: no cover - defensive: never stop the program
+        import sys
+        sys.stderr.write("culprit: --inject: py: rules not applied: %r\n" % (e,))
 
 
 def _wrap_joinable_threads(thread_mod, threading):

@@ -43,6 +43,10 @@ pub const FILES: &[Source] = &[
         "boot/culprit_trace/_fallback.py",
         "../culprit_trace/_fallback.py"
     ),
+    embed!(
+        "boot/culprit_trace/_inject.py",
+        "../culprit_trace/_inject.py"
+    ),
     embed!("src/native.c", "native.c"),
     embed!("src/culprit.h", "../../tracer-preload/include/culprit.h"),
 ];

@@ -1502,7 +1502,8 @@ fn a_malformed_inject_variable_warns_once_and_injects_nothing() {
         warnings,
         [
             "culprit: fault injection disabled: CULPRIT_INJECT: line 2, column 6: expected an \
-          effect: short=N, errno=NAME, eof, corrupt=N, delay=DURATION or close, found `shrt`"
+          effect: short=N, errno=NAME, eof, corrupt=N, delay=DURATION, close or kill=SIGNAL, \
+          found `shrt`"
         ],
         "{}",
         r.stderr

@@ -90,6 +90,12 @@ void culprit_emit_code(uint32_t index, uint8_t kind, uint32_t first_line,
                        const char *name, size_t name_len,
                        const char *file, size_t file_len);
 
+/* Records an injection made outside libc (a `py:` rule of CULPRIT_INJECT: the Python
+ * shim raised an exception from a Python function): a MetaInject record with func
+ * 0xffff, fd -1, results -1, errno 0 and the rule's text; then publishes the thread's
+ * sub-buffer. */
+void culprit_emit_inject(uint32_t rule, const char *spec, size_t spec_len);
+
 /* Publishes the calling thread's current sub-buffer now. */
 void culprit_flush_thread(void);
 

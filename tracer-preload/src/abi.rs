@@ -148,6 +148,31 @@ pub unsafe extern "C" fn culprit_emit_code(
     });
 }
 
+/// `culprit_emit_inject(rule, spec, spec_len)`: a `MetaInject` record for an injection
+/// made outside libc — the Python shim's `py:` rules — with `func` =
+/// [`bufpool::inject::PY_FUNC_ID`], fd -1, the call not made (original -1), result -1,
+/// errno 0, and the rule's text; then the thread's sub-buffer is published, so that the
+/// record survives a process that dies of the injected fault.
+///
+/// # Safety
+/// `spec` points to `spec_len` readable bytes (or is null).
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn culprit_emit_inject(rule: u32, spec: *const c_char, spec_len: usize) {
+    let spec = c_bytes(spec, spec_len);
+    with_thread(|t, pool| {
+        let mut m = MetaOut::<META_BUF>::new(Kind::MetaInject, rdtsc() & TSC_MASK);
+        m.u32(rule);
+        m.u16(bufpool::inject::PY_FUNC_ID);
+        m.u32(-1i32 as u32);
+        m.u64(-1i64 as u64);
+        m.u64(-1i64 as u64);
+        m.u32(0);
+        m.bytes(spec);
+        append(t, pool, m.finish());
+    });
+    crate::record::flush_thread(0);
+}
+
 /// `culprit_flush_thread()`: publish this thread's sub-buffer now.
 #[cfg_attr(not(test), no_mangle)]
 pub extern "C" fn culprit_flush_thread() {

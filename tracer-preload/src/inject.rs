@@ -23,6 +23,7 @@
 //! | `delay=D`   | sleeps D, then the real call (data calls sleep after `LibEnter` is recorded, so the traced call spans the delay) | the real result, D later |
 //! | `short=N`   | real call with `min(N, len)` bytes | at most N bytes moved; unread bytes stay in the socket, unsent ones are not sent |
 //! | `corrupt=N` | `after`: XOR 0xff            | the first `min(N, ret)` returned bytes inverted     |
+//! | `kill=SIG`  | `before`: recorded, published, then `kill(getpid(), SIG)` | SIGKILL: the process dies in the call; SIGSTOP: it hangs there until continued, then the real call is made |
 //!
 //! Every injection writes a `MetaInject` record ([`bufpool::format::InjectRecord`]) in the
 //! calling thread's trace: rule index, function, fd, the original result (what the real
@@ -254,6 +255,18 @@ pub fn before(call: &CallInfo) -> Option<Forced> {
             call.pending.set(Some(p));
             None
         }
+        Effect::Signal(sig) => {
+            // Recorded first (the record must be in the pool before SIGKILL), then
+            // published so that a process killed here leaves it to the drainer.
+            record(call, &p, -1, -1, 0);
+            crate::record::flush_thread(0);
+            let _e = bufpool::sys::ErrnoGuard::new();
+            // SAFETY: kill(getpid(), sig) with integer arguments; delivered to this process.
+            unsafe { libc::syscall(libc::SYS_kill, bufpool::sys::getpid() as libc::pid_t, sig) };
+            None
+        }
+        // `py:` rules have no libc functions, so `check` never returns them here.
+        Effect::Raise => None,
     }
 }
 

@@ -158,7 +158,7 @@ fn meta_json(o: &mut Map<String, Value>, m: &Meta) {
         Meta::Clock(c) => json!({"clock_tsc": c.tsc, "realtime_ns": c.realtime_ns,
             "monotonic_ns": c.monotonic_ns}),
         Meta::Inject(i) => json!({"rule": i.rule,
-            "func": LibFn::from_id(i.func as u64).map(|f| f.name()), "fd": i.fd,
+            "func": bufpool::inject::record_func_name(i.func), "fd": i.fd,
             "original_ret": i.original_ret, "forced_ret": i.forced_ret,
             "forced_errno": i.forced_errno, "spec": lossy(&i.spec)}),
         Meta::Filter(f) => json!({"depth_limit": f.depth_limit, "clock_mode": f.clock_mode,

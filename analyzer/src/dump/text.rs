@@ -136,6 +136,11 @@ fn meta_text(m: &Meta) -> String {
             c.first_line
         ),
         Meta::Clock(c) => format!("# clock tsc {} = {} ns", c.tsc, c.realtime_ns),
+        Meta::Inject(i) if i.func == bufpool::inject::PY_FUNC_ID => format!(
+            "# injected by rule {} ({}): the Python function raised instead of running",
+            i.rule,
+            lossy(&i.spec)
+        ),
         Meta::Inject(i) => format!(
             "# injected by rule {} ({}): fd {} returned {} instead of {}, errno {}",
             i.rule,

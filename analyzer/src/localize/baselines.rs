@@ -12,11 +12,20 @@
 //!   and `passed(n)` is the number of normal units in which the node appears (the product
 //!   of the coverage probabilities along its path, times the units learned): `1 / √(1 +
 //!   passed(n))`. A unit scores its most suspicious node.
+//! - *SimpleRCA* (a threshold rule in the manner of Fang et al., arXiv 2510.04711): a unit
+//!   is **suspect** (score 1, else 0; ties, as always, by time) when one of its timed calls
+//!   lasted longer than the normal threshold of its place in the class —
+//!   `max(p95, mean + 3σ)` of the normal durations there ([`crate::durations`]; the model
+//!   keeps call durations, not unit durations, so the rule is applied to the calls of the
+//!   unit as SimpleRCA applies it to the spans of a trace) — or when it holds a failed call
+//!   (an errno, end of stream, a short transfer) that the normal units of its class never
+//!   returned there.
 //!
 //! Units with no model score 1 under every baseline, as under the paper's score.
 
+use crate::durations::{bucket_high, Durations};
 use crate::model::TreeModel;
-use crate::trees::{CallTree, ROOT};
+use crate::trees::{CallTree, Outcome, ROOT};
 
 /// *Rarest call*: `1 − min p` over the unit's nodes (a node not in the model: 1).
 pub fn rarest(t: &CallTree, m: &TreeModel) -> f64 {
@@ -62,6 +71,50 @@ pub fn ochiai(t: &CallTree, m: &TreeModel) -> f64 {
         .fold(0.0, f64::max)
 }
 
+/// The SimpleRCA duration threshold of a node: `max(p95, mean + 3σ)` of its normal
+/// durations (each bucket of the histogram counted at its upper edge, capped at the longest
+/// call). `None` without samples.
+pub fn simple_threshold_ns(d: &Durations) -> Option<u64> {
+    let n = d.samples();
+    if n == 0 {
+        return None;
+    }
+    let mut sum = 0.0;
+    let mut sq = 0.0;
+    for &(b, c) in &d.hist {
+        let v = bucket_high(b).min(d.max_ns) as f64;
+        sum += v * c as f64;
+        sq += v * v * c as f64;
+    }
+    let mean = sum / n as f64;
+    let sigma = (sq / n as f64 - mean * mean).max(0.0).sqrt();
+    let three_sigma = (mean + 3.0 * sigma).min(u64::MAX as f64) as u64;
+    Some(d.quantile(0.95).max(three_sigma))
+}
+
+/// *SimpleRCA*: 1 when the unit is suspect (a call slower than its normal threshold, or a
+/// failure its class never returned at that place), else 0.
+pub fn simple_rca(t: &CallTree, m: &TreeModel) -> f64 {
+    let suspect = t.nodes.iter().any(|(id, n)| {
+        let failed = matches!(
+            n.key.outcome,
+            Outcome::Errno(_) | Outcome::Eof | Outcome::Short
+        );
+        if failed && m.get(*id).is_none() {
+            return true;
+        }
+        m.durations
+            .get(id)
+            .and_then(simple_threshold_ns)
+            .is_some_and(|limit| n.dur.ns() > limit)
+    });
+    if suspect {
+        1.0
+    } else {
+        0.0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -88,5 +141,55 @@ mod tests {
         assert_eq!(ochiai(&new, &m), 1.0);
         assert_eq!(rarest(&new, &m), 1.0);
         assert!(longest(2_000_000_000) > longest(1_000) && longest(-5) == 0.0);
+    }
+
+    #[test]
+    fn simple_rca_flags_slow_calls_and_new_failures_only() {
+        use crate::trees::{Dur, NodeKey, NodeKind};
+        let recv = |outcome| NodeKey {
+            kind: NodeKind::Lib,
+            site: 7,
+            callee: 8,
+            outcome,
+        };
+        // Forty normal units: a recv that returns in 1–2 ms.
+        let mut normal = Vec::new();
+        for i in 0..40u64 {
+            let mut t = CallTree::default();
+            let id = t.add(ROOT, recv(Outcome::Ok), 0);
+            t.nodes.get_mut(&id).unwrap().dur = Dur::from_ns(1_000_000 + 25_000 * i);
+            normal.push(t);
+        }
+        let mut m = TreeModel::from_trees(normal.iter());
+        let ok_id = recv(Outcome::Ok).child_of(ROOT);
+        if m.durations.is_empty() {
+            // The model learns durations only of timed nodes; give it this one's.
+            let mut d = Durations::default();
+            for i in 0..40u64 {
+                d.add(1_000_000 + 25_000 * i, 1);
+            }
+            m.durations.insert(ok_id, d);
+        }
+        let limit = simple_threshold_ns(&m.durations[&ok_id]).unwrap();
+        assert!((1_900_000..4_000_000).contains(&limit), "{limit}");
+        let with = |outcome, ns| {
+            let mut t = CallTree::default();
+            let id = t.add(ROOT, recv(outcome), 0);
+            t.nodes.get_mut(&id).unwrap().dur = Dur::from_ns(ns);
+            t
+        };
+        assert_eq!(simple_rca(&with(Outcome::Ok, 1_500_000), &m), 0.0);
+        assert_eq!(simple_rca(&with(Outcome::Ok, 50_000_000), &m), 1.0, "slow");
+        assert_eq!(
+            simple_rca(&with(Outcome::Errno(104), 1_000), &m),
+            1.0,
+            "new error"
+        );
+        // A failure the normal units did return there is not suspect.
+        let mut reset = normal.clone();
+        reset.push(with(Outcome::Eof, 1_000));
+        let m2 = TreeModel::from_trees(reset.iter());
+        assert_eq!(simple_rca(&with(Outcome::Eof, 1_000), &m2), 0.0);
+        assert_eq!(simple_threshold_ns(&Durations::default()), None);
     }
 }

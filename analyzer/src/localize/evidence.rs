@@ -63,16 +63,21 @@ pub enum ScoreKind {
     /// Baseline: spectrum-based fault localization, Ochiai over nodes (normal units
     /// passing, the trial failing); a unit scores its most suspicious node.
     Ochiai,
+    /// Baseline: a threshold rule in the manner of SimpleRCA — a unit is suspect (1) when
+    /// a call outlasts its normal `max(p95, mean + 3σ)` or fails in a way its class never
+    /// did there, else 0 ([`baselines::simple_rca`]).
+    SimpleRca,
 }
 
 impl ScoreKind {
     /// Every kind, the default first.
-    pub const ALL: [ScoreKind; 5] = [
+    pub const ALL: [ScoreKind; 6] = [
         ScoreKind::Evidence,
         ScoreKind::Paper,
         ScoreKind::Rarest,
         ScoreKind::Longest,
         ScoreKind::Ochiai,
+        ScoreKind::SimpleRca,
     ];
 
     /// The name `culprit rank --score` takes.
@@ -83,13 +88,14 @@ impl ScoreKind {
             ScoreKind::Rarest => "rarest",
             ScoreKind::Longest => "longest",
             ScoreKind::Ochiai => "ochiai",
+            ScoreKind::SimpleRca => "simplerca",
         }
     }
 
     /// Does the score of a unit depend on more than its tree and class (so that units of
     /// equal trees cannot share one score)?
     pub fn per_unit(self) -> bool {
-        self == ScoreKind::Longest
+        matches!(self, ScoreKind::Longest | ScoreKind::SimpleRca)
     }
 
     /// Are consequences filed under their root ([`crate::consequence`])?
@@ -312,6 +318,7 @@ pub fn rescore(
         (ScoreKind::Evidence, Some(m)) => evidence_score(&s, m),
         (ScoreKind::Rarest, Some(m)) => baselines::rarest(t, m),
         (ScoreKind::Ochiai, Some(m)) => baselines::ochiai(t, m),
+        (ScoreKind::SimpleRca, Some(m)) => baselines::simple_rca(t, m),
         (ScoreKind::Longest, _) => baselines::longest(facts.duration_ns),
         (_, None) => 1.0,
     };

@@ -26,7 +26,7 @@
 //! let err = parse_spec("recv:shrt=3").unwrap_err();
 //! assert_eq!(err.column, 6);
 //! assert_eq!(err.to_string(), "column 6: expected an effect: short=N, errno=NAME, eof, \
-//!            corrupt=N, delay=DURATION or close, found `shrt`");
+//!            corrupt=N, delay=DURATION, close or kill=SIGNAL, found `shrt`");
 //! ```
 //!
 //! Rules are separated by newlines ([`RULE_SEPARATOR`]) because a newline is the one
@@ -91,7 +91,14 @@
 //! (`short`, `close` to receives and sends; `eof`, `corrupt` to receives; `errno` and
 //! `delay` also to `socket`, `bind`, `listen`, `accept`, `accept4`, `connect` and the
 //! event waits `select`,
-//! `pselect`, `poll`, `ppoll`, `epoll_wait`, `epoll_pwait`; `delay` also to `close`).
+//! `pselect`, `poll`, `ppoll`, `epoll_wait`, `epoll_pwait`; `delay` and `kill` also to
+//! `close`; `kill` to all of these).
+//!
+//! A `py:` rule (`py:MODULE:QUALNAME:raise=EXCEPTION,…`) names a Python function instead
+//! of libc calls; its funcs are empty, so `libtrace.so` never matches it. The Python shim
+//! reads the same [`INJECT_ENV`] value, counts the function's calls per process with the
+//! same `nth`/`after`/`count`/`prob`/`seed` semantics, raises the exception from eligible
+//! calls, and records each such injection in the trace with `func` = [`PY_FUNC_ID`].
 
 mod errno;
 mod process;
@@ -101,7 +108,22 @@ pub mod spec;
 pub use errno::{errno_from_name, errno_name, ERRNO_NAMES};
 pub use process::{glob_match, ProcessInfo};
 pub use record::{corrupt_bytes, encode_inject, sleep_ns, InjectEvent};
-pub use spec::{parse_spec, Effect, FnSet, Spec, SpecError, KEYS, RECEIVE_FNS, SEND_FNS};
+pub use spec::{
+    parse_spec, Effect, FnSet, PyTarget, Spec, SpecError, KEYS, RECEIVE_FNS, SEND_FNS, SIGNAL_NAMES,
+};
+
+/// The `func` of an [`crate::format::InjectRecord`] written for a `py:` rule (no libc
+/// function: the Python shim raised an exception from a Python function).
+pub const PY_FUNC_ID: u16 = 0xffff;
+
+/// The name of an injection record's `func`: the libc name, `python` for a `py:` rule,
+/// `fn#N` for an id this build does not know.
+pub fn record_func_name(id: u16) -> String {
+    if id == PY_FUNC_ID {
+        return "python".to_string();
+    }
+    LibFn::from_id(id as u64).map_or_else(|| format!("fn#{id}"), |f| f.name().to_string())
+}
 
 use crate::format::LibFn;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -124,6 +146,12 @@ EFFECT  short=N        move at most N bytes (receives and sends; unread bytes
         delay=DURATION sleep, then make the call (e.g. 500us, 20ms, 1.5s)
         close          shut the connection down for real; the call fails with
                        ECONNRESET (receives and sends)
+        kill=SIGNAL    the tracer sends SIGNAL to its own process at the call
+                       (SIGKILL: dies there; SIGSTOP: hangs there, no error)
+Python  py:MODULE:QUALNAME:raise=EXCEPTION[,KEY=VALUE...]  the Python
+        function (Class.method ok) raises EXCEPTION (builtin name or
+        module.Name) instead of running, e.g.
+        py:pkg.module:Class.method:raise=TimeoutError,nth=5
 KEY     pid=PID        only in this process
         exe=GLOB       only if the executable's base name (or full path, if
                        GLOB has a '/') matches: exe=python3*

@@ -2,15 +2,22 @@
 //!
 //! ```text
 //! rule     = funcs ":" effect *( "," key "=" value )
+//!          | "py:" MODULE ":" QUALNAME ":raise=" EXCEPTION *( "," key "=" value )
 //! funcs    = func *( "|" func )                 ; libc names, e.g. recv|read
 //! effect   = "short=" N | "errno=" NAME | "eof" | "corrupt=" N
-//!          | "delay=" DURATION | "close"
+//!          | "delay=" DURATION | "close" | "kill=" SIGNAL
 //! key      = "pid" | "exe" | "argv" | "local-port" | "peer-port"
 //!          | "nth" | "after" | "count" | "prob" | "seed"
 //! N        = 1*DIGIT                            ; decimal
 //! DURATION = 1*DIGIT [ "." 1*DIGIT ] ( "ns" | "us" | "ms" | "s" )
 //! P        = 1*DIGIT [ "." 1*DIGIT ]            ; 0 ≤ P ≤ 1
 //! ```
+//!
+//! A `py:` rule concerns a Python function, not a libc call: `MODULE` is a dotted module
+//! name (`pkg.mod`), `QUALNAME` a dotted attribute path in it (`func`, `Class.method`),
+//! `EXCEPTION` a builtin exception name or a dotted `module.Name`. `libtrace.so` ignores
+//! it; the Python shim (`culprit_trace`) raises the exception from that function's
+//! eligible calls. Its keys are those of a libc rule without the port keys.
 //!
 //! No whitespace is allowed anywhere; values end at the next `,` (so they cannot contain
 //! one) and a rule cannot contain a newline (the rule separator of [`super::INJECT_ENV`]).
@@ -91,7 +98,40 @@ pub enum Effect {
     /// allocated, so the program's own later `close(fd)` succeeds and no other file can
     /// be mistaken for it.
     Close,
+    /// `kill=SIGNAL`: the tracer sends this signal to its own process (`kill(getpid(),
+    /// sig)`) at the matching call, after recording the injection: `SIGKILL` kills the
+    /// process there, `SIGSTOP` stops it (a hang with no error); for a signal the process
+    /// survives (stopped and continued, or handled), the real call is then made.
+    Signal(i32),
+    /// `raise=EXCEPTION` of a `py:` rule (the exception's name is [`PyTarget::exception`]):
+    /// the Python function raises it instead of running. Applies to no libc call.
+    Raise,
 }
+
+/// The Python function of a `py:` rule and the exception it raises.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PyTarget {
+    /// The dotted module name (`aiohttp.web_protocol`).
+    pub module: String,
+    /// The dotted attribute path in the module (`RequestHandler.data_received`).
+    pub qualname: String,
+    /// The exception: a builtin name (`TimeoutError`) or a dotted `module.Name`.
+    pub exception: String,
+}
+
+/// Signal names `kill=` accepts, with their numbers.
+pub const SIGNAL_NAMES: &[(&str, i32)] = &[
+    ("SIGKILL", libc::SIGKILL),
+    ("SIGSTOP", libc::SIGSTOP),
+    ("SIGTERM", libc::SIGTERM),
+    ("SIGINT", libc::SIGINT),
+    ("SIGQUIT", libc::SIGQUIT),
+    ("SIGABRT", libc::SIGABRT),
+    ("SIGSEGV", libc::SIGSEGV),
+    ("SIGHUP", libc::SIGHUP),
+    ("SIGUSR1", libc::SIGUSR1),
+    ("SIGUSR2", libc::SIGUSR2),
+];
 
 impl Effect {
     /// The effect's keyword as written in a SPEC.
@@ -103,6 +143,8 @@ impl Effect {
             Effect::Corrupt(_) => "corrupt",
             Effect::Delay(_) => "delay",
             Effect::Close => "close",
+            Effect::Signal(_) => "kill",
+            Effect::Raise => "raise",
         }
     }
 
@@ -117,12 +159,13 @@ impl Effect {
                 s.union_with(&fns(OTHER_FAILING_FNS));
                 s
             }
-            Effect::Delay(_) => {
+            Effect::Delay(_) | Effect::Signal(_) => {
                 let mut s = fns(DATA_FNS);
                 s.union_with(&fns(OTHER_FAILING_FNS));
                 s.insert(LibFn::Close);
                 s
             }
+            Effect::Raise => FnSet::EMPTY,
         }
     }
 }
@@ -215,6 +258,9 @@ pub struct Spec {
     pub prob_threshold: Option<u64>,
     /// `seed=`: seed of the per-call hash behind `prob` (default 0).
     pub seed: u64,
+    /// For a `py:` rule: the Python function and its exception (`funcs` is then empty and
+    /// `effect` is [`Effect::Raise`]).
+    pub py: Option<PyTarget>,
 }
 
 /// A SPEC that does not parse: where, what was expected, and what was there.
@@ -260,7 +306,7 @@ pub const KEYS: &[&str] = &[
 ];
 
 const EFFECTS_EXPECTED: &str =
-    "an effect: short=N, errno=NAME, eof, corrupt=N, delay=DURATION or close";
+    "an effect: short=N, errno=NAME, eof, corrupt=N, delay=DURATION, close or kill=SIGNAL";
 
 struct Cursor<'a> {
     s: &'a str,
@@ -379,6 +425,10 @@ impl<'a> Cursor<'a> {
 /// Parses one rule. `text` must be the whole rule (no surrounding whitespace).
 pub fn parse_spec(text: &str) -> Result<Spec, SpecError> {
     let mut c = Cursor { s: text, pos: 0 };
+    if let Some(rest) = text.strip_prefix("py:") {
+        c.pos = text.len() - rest.len();
+        return parse_py(c);
+    }
 
     // funcs
     let mut funcs: Vec<(usize, LibFn)> = Vec::new();
@@ -416,7 +466,7 @@ pub fn parse_spec(text: &str) -> Result<Spec, SpecError> {
     let effect = match kw {
         "eof" => Effect::Eof,
         "close" => Effect::Close,
-        "short" | "corrupt" | "errno" | "delay" => {
+        "short" | "corrupt" | "errno" | "delay" | "kill" => {
             if !c.eat('=') {
                 return Err(c.err_at(c.pos, format!("`=` after `{kw}`")));
             }
@@ -446,6 +496,22 @@ pub fn parse_spec(text: &str) -> Result<Spec, SpecError> {
                                     at,
                                     name,
                                     "an errno name (ECONNRESET, EAGAIN, EINTR, ECONNREFUSED, EPIPE, ETIMEDOUT, …) or a number from 1 to 4095",
+                                ));
+                            }
+                        },
+                    }
+                }
+                "kill" => {
+                    let (at, name) = c.take_while(|ch| ch.is_ascii_alphanumeric());
+                    match SIGNAL_NAMES.iter().find(|(n, _)| *n == name) {
+                        Some(&(_, v)) => Effect::Signal(v),
+                        None => match name.parse::<i32>() {
+                            Ok(v) if v > 0 && v < 65 => Effect::Signal(v),
+                            _ => {
+                                return Err(c.err_text(
+                                    at,
+                                    name,
+                                    "a signal name (SIGKILL, SIGSTOP, SIGTERM, SIGABRT, …) or a number from 1 to 64",
                                 ));
                             }
                         },
@@ -487,7 +553,90 @@ pub fn parse_spec(text: &str) -> Result<Spec, SpecError> {
         count: 0,
         prob_threshold: None,
         seed: 0,
+        py: None,
     };
+    parse_keys(&mut c, &mut spec)?;
+    Ok(spec)
+}
+
+/// The rest of a `py:` rule, after `py:`.
+fn parse_py(mut c: Cursor<'_>) -> Result<Spec, SpecError> {
+    let dotted = |ch: char| ch.is_alphanumeric() || ch == '_' || ch == '.';
+    let (at, module) = c.take_while(dotted);
+    if module.is_empty() || module.split('.').any(|p| !is_ident(p)) {
+        return Err(c.err_text(at, module, "a dotted module name (pkg.module)"));
+    }
+    if !c.eat(':') {
+        return Err(c.err_at(c.pos, "`:` and the function's name in its module"));
+    }
+    let (at, qualname) = c.take_while(dotted);
+    if qualname.is_empty() || qualname.split('.').any(|p| !is_ident(p)) {
+        return Err(c.err_text(
+            at,
+            qualname,
+            "a function's dotted name in its module (func, Class.method)",
+        ));
+    }
+    if !c.eat(':') {
+        return Err(c.err_at(c.pos, "`:` and an effect (raise=EXCEPTION)"));
+    }
+    let kat = c.pos;
+    let (_, kw) = c.take_while(|ch| ch.is_ascii_alphanumeric() || ch == '_');
+    if kw != "raise" || !c.eat('=') {
+        return Err(c.err_at(kat, "the effect of a py: rule, raise=EXCEPTION"));
+    }
+    let (at, exc) = c.take_while(dotted);
+    if exc.is_empty() || exc.split('.').any(|p| !is_ident(p)) {
+        return Err(c.err_text(
+            at,
+            exc,
+            "an exception: a builtin name (TimeoutError) or module.Name",
+        ));
+    }
+    c.expect_separator()?;
+    let mut spec = Spec {
+        text: c.s.to_string(),
+        funcs: Vec::new(),
+        effect: Effect::Raise,
+        pid: None,
+        exe: None,
+        argv: None,
+        local_port: None,
+        peer_port: None,
+        nth: None,
+        after: None,
+        count: 0,
+        prob_threshold: None,
+        seed: 0,
+        py: Some(PyTarget {
+            module: module.to_string(),
+            qualname: qualname.to_string(),
+            exception: exc.to_string(),
+        }),
+    };
+    let keys_at = c.pos;
+    parse_keys(&mut c, &mut spec)?;
+    if spec.local_port.is_some() || spec.peer_port.is_some() {
+        let at = c.s[keys_at..].find("-port=").map_or(keys_at, |i| {
+            let before = &c.s[..keys_at + i];
+            before.rfind(',').map_or(keys_at, |j| j + 1)
+        });
+        return Err(c.err_at(at, "a key of a py: rule (pid, exe, argv, nth, after, count, prob, seed): a Python function has no socket"));
+    }
+    Ok(spec)
+}
+
+/// A Python identifier (ASCII letters, digits, `_`, not starting with a digit; other
+/// Unicode letters allowed as Python allows them).
+fn is_ident(s: &str) -> bool {
+    let mut ch = s.chars();
+    matches!(ch.next(), Some(c) if c.is_alphabetic() || c == '_')
+        && ch.all(|c| c.is_alphanumeric() || c == '_')
+}
+
+/// `*( "," key "=" value )` to the end of the rule.
+fn parse_keys(c: &mut Cursor<'_>, spec: &mut Spec) -> Result<(), SpecError> {
+    let text = c.s;
     let mut seen: Vec<&str> = Vec::new();
 
     // keys
@@ -570,7 +719,7 @@ pub fn parse_spec(text: &str) -> Result<Spec, SpecError> {
     if c.pos != text.len() {
         return Err(c.err_at(c.pos, "`,` and a key, or the end of the rule"));
     }
-    Ok(spec)
+    Ok(())
 }
 
 /// Maps a probability to a threshold on a uniform 64-bit value: a call is injected when

@@ -692,6 +692,8 @@ fn help_names_every_function_effect_and_key_and_its_examples_parse() {
         "corrupt=N",
         "delay=DURATION",
         "close",
+        "kill=SIGNAL",
+        "py:MODULE:QUALNAME:raise=EXCEPTION",
     ] {
         assert!(HELP.contains(e), "{e}");
     }
@@ -717,4 +719,60 @@ fn help_names_every_function_effect_and_key_and_its_examples_parse() {
         ok(ex.trim());
     }
     assert!(HELP.lines().all(|l| l.chars().count() <= 80));
+}
+
+#[test]
+fn kill_parses_names_and_numbers_and_applies_to_every_seamed_call() {
+    assert_eq!(
+        ok("recv:kill=SIGKILL,nth=3").effect,
+        Effect::Signal(libc::SIGKILL)
+    );
+    assert_eq!(
+        ok("accept|close:kill=SIGSTOP").effect,
+        Effect::Signal(libc::SIGSTOP)
+    );
+    assert_eq!(ok("epoll_wait:kill=15").effect, Effect::Signal(15));
+    err_at("recv:kill=SIGFOO", 11, "a signal name", "`SIGFOO`");
+    err_at("recv:kill=0", 11, "a signal name", "`0`");
+    err_at("recv:kill", 10, "`=` after `kill`", "end of rule");
+    err_at(
+        "fork:kill=SIGKILL",
+        1,
+        "a function `kill` applies to",
+        "`fork`",
+    );
+}
+
+#[test]
+fn py_rules_parse_with_their_keys_and_match_no_libc_call() {
+    let s = ok("py:pkg.module:Class.method:raise=TimeoutError,nth=5");
+    assert!(s.funcs.is_empty());
+    assert_eq!(s.effect, Effect::Raise);
+    assert_eq!(s.nth, Some(5));
+    let t = s.py.as_ref().unwrap();
+    assert_eq!(
+        (t.module.as_str(), t.qualname.as_str(), t.exception.as_str()),
+        ("pkg.module", "Class.method", "TimeoutError")
+    );
+    let s =
+        ok("py:m:f:raise=socket.timeout,after=2,count=1,prob=0.5,seed=3,argv=srv.py,exe=python3*");
+    assert_eq!(s.py.unwrap().exception, "socket.timeout");
+    assert_eq!((s.after, s.count, s.seed), (Some(2), 1, 3));
+    err_at("py::f:raise=E", 4, "a dotted module name", "`:f`");
+    err_at("py:m.1x:f:raise=E", 4, "a dotted module name", "`m.1x`");
+    err_at("py:m:f:errno=EAGAIN", 8, "raise=EXCEPTION", "`errno`");
+    err_at("py:m:f", 7, "`:` and an effect", "end of rule");
+    err_at(
+        "py:m:f:raise=E,peer-port=80",
+        16,
+        "a Python function has no socket",
+        "`peer-port`",
+    );
+    err_at("py:m:f:raise=E,bogus=1", 16, "a key", "`bogus`");
+    // libtrace.so's matcher never fires a py: rule, and a lib rule after it keeps its index.
+    let r = set(&["py:m:f:raise=E", "recv:eof,nth=1"], 7);
+    let hit = r.check(LibFn::Recv, &mut NoPorts).unwrap();
+    assert_eq!(hit.rule, 1);
+    assert_eq!(record_func_name(PY_FUNC_ID), "python");
+    assert_eq!(record_func_name(LibFn::Recv.id() as u16), "recv");
 }

@@ -61,7 +61,9 @@ pub struct Args {
     /// The score units are ranked by: `evidence` (the strongest single piece of evidence
     /// in a unit, with consequences filed under their root; the default), `paper` (§3.1
     /// exactly: the mean over the effective nodes), or a baseline: `rarest` (the unit's
-    /// rarest call), `longest` (the longest unit), `ochiai` (spectrum-based, over nodes).
+    /// rarest call), `longest` (the longest unit), `ochiai` (spectrum-based, over nodes),
+    /// `simplerca` (suspect when a call outlasts its normal p95 / mean + 3σ or fails as its
+    /// class never did; ties by time).
     #[arg(long, value_name = "SCORE", default_value = "evidence")]
     pub score: analyzer::evidence::ScoreKind,
     /// Do not list under each unit where its messages came from and went (saves the

@@ -18,7 +18,7 @@ use crate::error::Result;
 use crate::hash::FxMap;
 use crate::symbolize::key_lib;
 use crate::trees::{child_id, NodeKey, NodeKind, Outcome, TreeBuf, TreeOptions, ROOT};
-use bufpool::format::{LibFn, Meta};
+use bufpool::format::Meta;
 use std::collections::BTreeSet;
 
 // ---------------------------------------------------------------- pass 2
@@ -338,8 +338,7 @@ impl Splitter<'_> {
     fn on_injection(&mut self, tsc: u64, r: &bufpool::format::InjectRecord) {
         let inj = Injection {
             unix_ns: self.unix(tsc),
-            func: LibFn::from_id(r.func as u64)
-                .map_or_else(|| format!("fn#{}", r.func), |f| f.name().to_string()),
+            func: bufpool::inject::record_func_name(r.func),
             fd: r.fd,
             forced_ret: r.forced_ret,
             forced_errno: r.forced_errno,

@@ -1,0 +1,193 @@
+"""The fault cases of the suite: per system, (case name, category, `--inject` SPEC).
+
+Categories (the issue's list):
+
+| category | what is injected | effect |
+|---|---|---|
+| `reset` | `errno=ECONNRESET` on a receive, or `close` (the connection shut down for real) | an error on one connection |
+| `corrupt` | `corrupt=N` on a receive | the bytes are garbled, the call returns normally: silent desynchronization |
+| `short` | `short=N` on a receive or send | a partial transfer (the rest stays queued / is not sent) |
+| `delay` | `delay=D` on a receive or send, past the peer's timeout | a timeout somewhere else |
+| `kill` | `kill=SIGKILL` at the n-th matching call | the process dies there, no error of its own |
+| `stop` | `kill=SIGSTOP` at the n-th matching call | the process hangs there: no error anywhere |
+| `exhaust` | `errno=EMFILE` on accept, `errno=ENOSPC` on a send/write, or a storm of `errno=EAGAIN` | resource exhaustion |
+| `code` | `py:MODULE:QUALNAME:raise=EXC,nth=N` | a Python function of a client or server raises on its n-th call |
+
+Every SPEC is narrowed to one process (`exe=`, `argv=`) and to one call (`nth=`, `count=`),
+mid-run. Ports come from `sut.common.ports`, so the SPECs follow `LOCALIZE_PORT_BASE`.
+"""
+
+from sut.common import ports
+
+RECV = "recv|read|recvfrom|recvmsg|readv"
+SEND = "send|write|sendto|sendmsg|writev"
+ANY = "recv|read|recvfrom|recvmsg|send|write|sendto|sendmsg|epoll_wait|poll|select"
+
+
+def _tuning():
+    F, M1, M2 = ports("memcache-proxy")[:3]
+    H, B1, B2 = ports("http-proxy")[:3]
+    return {
+        "memcache-proxy": [
+            ("reset", "reset", f"read:errno=ECONNRESET,exe=*nutcracker,peer-port={M1},nth=30,count=1"),
+            ("corrupt-reply", "corrupt", f"read:corrupt=4,exe=*nutcracker,peer-port={M1},nth=30,count=1"),
+            ("slow-backend", "delay", f"sendmsg:delay=1s,exe=*memcached,local-port={M1},nth=30,count=1"),
+            ("backend-drops", "reset", f"read:close,exe=*memcached,local-port={M2},nth=30,count=1"),
+            ("short-reply", "short", f"read:short=3,exe=*nutcracker,peer-port={M2},nth=40,count=1"),
+            ("backend-killed", "kill", f"read:kill=SIGKILL,exe=*memcached,local-port={M1},nth=40"),
+            ("backend-stopped", "stop", f"read:kill=SIGSTOP,exe=*memcached,local-port={M2},nth=30"),
+            ("proxy-emfile", "exhaust", "accept|accept4:errno=EMFILE,exe=*memcached,nth=1,count=1"),
+            ("client-code", "code", "py:sut.common:LineClient.line:raise=TimeoutError,nth=90,exe=python3*,argv=memcache-proxy"),
+        ],
+        "http-proxy": [
+            ("reset", "reset", f"recv:errno=ECONNRESET,exe=*haproxy,peer-port={B1},nth=20,count=1"),
+            ("corrupt-reply", "corrupt", f"recv:corrupt=6,exe=*haproxy,peer-port={B1},nth=20,count=1"),
+            ("slow-backend", "delay", f"recv:delay=1s,exe=*nginx,local-port={B2},nth=20,count=1"),
+            ("backend-drops", "reset", f"recv:close,exe=*nginx,local-port={B2},nth=20,count=1"),
+            ("short-reply", "short", f"recv:short=20,exe=*haproxy,peer-port={B2},nth=25,count=1"),
+            ("backend-killed", "kill", f"recv:kill=SIGKILL,exe=*nginx,local-port={B1},nth=25"),
+            ("proxy-stopped", "stop", f"recv:kill=SIGSTOP,exe=*haproxy,local-port={H},nth=40"),
+            ("send-enospc", "exhaust", f"{SEND}:errno=ENOSPC,exe=*nginx,local-port={B1},nth=15,count=1"),
+            ("client-code", "code", "py:http.client:HTTPResponse.read:raise=ConnectionResetError,nth=60,argv=http-proxy"),
+        ],
+        "job-queue": [
+            ("reset", "reset", "read:errno=ECONNRESET,exe=*beanstalkd,nth=100,count=1"),
+            ("corrupt-command", "corrupt", "read:corrupt=3,exe=*beanstalkd,nth=100,count=1"),
+            ("stall", "delay", "read:delay=3500ms,exe=*beanstalkd,nth=100,count=1"),
+            ("server-drops", "reset", "read:close,exe=*beanstalkd,nth=100,count=1"),
+            ("short-read", "short", "read:short=5,exe=*beanstalkd,nth=120,count=1"),
+            ("worker-killed", "kill", f"{RECV}:kill=SIGKILL,argv=job-queue-worker --name 1,nth=10"),
+            ("server-stopped", "stop", "read:kill=SIGSTOP,exe=*beanstalkd,nth=150"),
+            ("eagain-storm", "exhaust", "read:errno=EAGAIN,exe=*beanstalkd,after=80,count=30"),
+            ("worker-code", "code", "py:sut.common:LineClient.line:raise=TimeoutError,nth=60,argv=job-queue-worker --name 2"),
+        ],
+        "pyro-rpc": [
+            ("reset", "reset", "recv:errno=ECONNRESET,argv=*pyro-server --name 1*,nth=30,count=1"),
+            ("corrupt-header", "corrupt", "recv:corrupt=4,argv=*pyro-server --name 1*,nth=30,count=1"),
+            ("slow-reply", "delay", "send:delay=1500ms,argv=*pyro-server --name 2*,nth=20,count=1"),
+            ("server-drops", "reset", "recv:close,argv=*pyro-server --name 2*,nth=30,count=1"),
+            ("short-read", "short", "recv:short=5,argv=*pyro-server --name 2*,nth=25,count=1"),
+            ("server-killed", "kill", f"{RECV}:kill=SIGKILL,argv=*pyro-server --name 1*,nth=40"),
+            ("server-stopped", "stop", f"{RECV}:kill=SIGSTOP,argv=*pyro-server --name 2*,nth=30"),
+            ("server-emfile", "exhaust", "accept|accept4:errno=EMFILE,argv=*pyro-server --name 2*,nth=1,count=1"),
+            ("server-code", "code", "py:Pyro5.server:Daemon.handleRequest:raise=MemoryError,nth=25,argv=pyro-server --name 1"),
+        ],
+    }
+
+
+def _validation():
+    MA, MB = ports("mqtt-bridge")[:2]
+    I1, I2 = ports("irc-network")[:2]
+    DN, DU = ports("dns-chain")[:2]
+    G = ports("gearman-jobs")[0]
+    AF, AB = ports("aiohttp-chain")[:2]
+    Z = ports("zookeeper-ensemble")
+    R = ports("rabbitmq-queue")[0]
+    return {
+        "mqtt-bridge": [
+            ("broker-reset", "reset", f"{RECV}:errno=ECONNRESET,exe=mosquitto,local-port={MA},nth=60,count=1"),
+            ("bridge-reset", "reset", f"{RECV}:errno=ECONNRESET,exe=mosquitto,peer-port={MA},nth=40,count=1"),
+            ("bridge-corrupt", "corrupt", f"{RECV}:corrupt=2,exe=mosquitto,peer-port={MA},nth=40,count=1"),
+            ("broker-corrupt", "corrupt", f"{RECV}:corrupt=1,exe=mosquitto,local-port={MB},nth=50,count=1"),
+            ("broker-short-send", "short", f"{SEND}:short=3,exe=mosquitto,local-port={MB},nth=50,count=1"),
+            ("broker-slow", "delay", f"{SEND}:delay=3s,exe=mosquitto,local-port={MA},nth=60,count=1"),
+            ("bridge-killed", "kill", f"{RECV}:kill=SIGKILL,exe=mosquitto,argv=brokerB.conf,nth=80"),
+            ("broker-stopped", "stop", f"{RECV}:kill=SIGSTOP,exe=mosquitto,argv=brokerA.conf,nth=80"),
+            ("broker-emfile", "exhaust", "accept|accept4:errno=EMFILE,exe=mosquitto,argv=brokerB.conf,nth=2,count=1"),
+            ("subscriber-code", "code", "py:paho.mqtt.client:Client._handle_publish:raise=ValueError,nth=30,argv=mqtt-subscriber --name 2"),
+            ("publisher-code", "code", "py:paho.mqtt.client:Client._packet_read:raise=ConnectionResetError,nth=40,argv=mqtt-bridge"),
+            ("broker-enospc", "exhaust", f"{SEND}:errno=ENOSPC,exe=mosquitto,local-port={MA},nth=70,count=1"),
+            ("subscriber-killed", "kill", f"{RECV}:kill=SIGKILL,argv=mqtt-subscriber --name 1,nth=60"),
+        ],
+        "irc-network": [
+            ("server-reset", "reset", f"{RECV}:errno=ECONNRESET,exe=ngircd,local-port={I1},nth=80,count=1"),
+            ("link-reset", "reset", f"{RECV}:errno=ECONNRESET,exe=ngircd,peer-port={I1},nth=40,count=1"),
+            ("link-corrupt", "corrupt", f"{RECV}:corrupt=3,exe=ngircd,peer-port={I1},nth=40,count=1"),
+            ("client-corrupt", "corrupt", f"{RECV}:corrupt=2,exe=ngircd,local-port={I1},nth=60,count=1"),
+            ("link-short", "short", f"{SEND}:short=7,exe=ngircd,peer-port={I1},nth=8,count=1"),
+            ("link-slow", "delay", f"{SEND}:delay=3s,exe=ngircd,peer-port={I1},nth=8,count=1"),
+            ("server2-killed", "kill", f"{RECV}:kill=SIGKILL,exe=ngircd,argv=ngircd2.conf,nth=60"),
+            ("server1-stopped", "stop", f"{RECV}:kill=SIGSTOP,exe=ngircd,argv=ngircd1.conf,nth=90"),
+            ("server-emfile", "exhaust", "accept|accept4:errno=EMFILE,exe=ngircd,argv=ngircd2.conf,nth=2,count=1"),
+            ("listener-code", "code", "py:sut.irc_network:IrcClient.read:raise=ConnectionResetError,nth=50,argv=irc-client --name 1"),
+            ("sender-code", "code", "py:sut.irc_network:IrcClient.send:raise=BrokenPipeError,nth=70,argv=irc-network"),
+            ("server-eagain-storm", "exhaust", f"{RECV}:errno=EAGAIN,exe=ngircd,argv=ngircd1.conf,after=50,count=30"),
+        ],
+        "dns-chain": [
+            ("upstream-reset", "reset", f"{RECV}:errno=ECONNRESET,exe=unbound,peer-port={DN},nth=30,count=1"),
+            ("tcp-client-reset", "reset", f"{RECV}:errno=ECONNRESET,exe=unbound,local-port={DU},nth=40,count=1"),
+            ("upstream-corrupt", "corrupt", f"{RECV}:corrupt=2,exe=unbound,peer-port={DN},nth=30,count=1"),
+            ("query-corrupt", "corrupt", f"{RECV}:corrupt=12,exe=unbound,local-port={DU},nth=50,count=1"),
+            ("tcp-short", "short", f"{SEND}:short=5,exe=unbound,local-port={DU},nth=20,count=1"),
+            ("upstream-slow", "delay", f"{SEND}:delay=2s,exe=unbound,peer-port={DN},nth=30,count=1"),
+            ("resolver-killed", "kill", f"{RECV}:kill=SIGKILL,exe=unbound,nth=80"),
+            ("resolver-stopped", "stop", f"{RECV}:kill=SIGSTOP,exe=unbound,nth=60"),
+            ("eagain-storm", "exhaust", f"{RECV}:errno=EAGAIN,exe=unbound,after=40,count=40"),
+            ("udp-client-code", "code", "py:dns.message:from_wire:raise=ValueError,nth=40,argv=dns-chain"),
+            ("tcp-client-code", "code", "py:dns.query:tcp:raise=TimeoutError,nth=20,argv=dns-client"),
+            ("tcp-enospc", "exhaust", f"{SEND}:errno=ENOSPC,exe=unbound,local-port={DU},nth=15,count=1"),
+        ],
+        "gearman-jobs": [
+            ("server-reset", "reset", f"{RECV}:errno=ECONNRESET,exe=gearmand,nth=60,count=1"),
+            ("worker-reset", "reset", f"{RECV}:errno=ECONNRESET,exe=gearman,peer-port={G},nth=20,count=1"),
+            ("server-corrupt", "corrupt", f"{RECV}:corrupt=4,exe=gearmand,nth=60,count=1"),
+            ("worker-corrupt", "corrupt", f"{RECV}:corrupt=4,exe=gearman,peer-port={G},nth=20,count=1"),
+            ("server-short", "short", f"{SEND}:short=6,exe=gearmand,nth=50,count=1"),
+            ("server-slow", "delay", f"{SEND}:delay=3s,exe=gearmand,nth=50,count=1"),
+            ("server-killed", "kill", f"{RECV}:kill=SIGKILL,exe=gearmand,nth=70"),
+            ("server-stopped", "stop", f"{RECV}:kill=SIGSTOP,exe=gearmand,nth=90"),
+            ("server-emfile", "exhaust", "accept|accept4:errno=EMFILE,exe=gearmand,nth=3,count=1"),
+            ("client-code", "code", "py:sut.gearman_jobs:GearmanClient.packet:raise=ConnectionResetError,nth=40,argv=gearman-jobs"),
+            ("server-eagain-storm", "exhaust", f"{RECV}:errno=EAGAIN,exe=gearmand,after=40,count=30"),
+            ("server-enospc", "exhaust", f"{SEND}:errno=ENOSPC,exe=gearmand,nth=40,count=1"),
+        ],
+        "aiohttp-chain": [
+            ("backend-reset", "reset", f"{RECV}:errno=ECONNRESET,argv=aiohttp-service --name back,nth=40,count=1"),
+            ("front-reset", "reset", f"{RECV}:errno=ECONNRESET,argv=aiohttp-service --name front,peer-port={AB},nth=30,count=1"),
+            ("backend-corrupt", "corrupt", f"{RECV}:corrupt=3,argv=aiohttp-service --name back,nth=40,count=1"),
+            ("front-corrupt", "corrupt", f"{RECV}:corrupt=5,argv=aiohttp-service --name front,peer-port={AB},nth=30,count=1"),
+            ("backend-short", "short", f"{SEND}:short=20,argv=aiohttp-service --name back,nth=30,count=1"),
+            ("backend-slow", "delay", f"{SEND}:delay=2s,argv=aiohttp-service --name back,nth=30,count=1"),
+            ("backend-killed", "kill", f"{RECV}:kill=SIGKILL,argv=aiohttp-service --name back,nth=50"),
+            ("front-stopped", "stop", f"{RECV}:kill=SIGSTOP,argv=aiohttp-service --name front,local-port={AF},nth=40"),
+            ("backend-emfile", "exhaust", "accept|accept4:errno=EMFILE,argv=aiohttp-service --name back,nth=1,count=1"),
+            ("backend-code", "code", "py:aiohttp.web_protocol:RequestHandler.data_received:raise=ConnectionResetError,nth=30,argv=aiohttp-service --name back"),
+            ("front-code", "code", "py:aiohttp.client_reqrep:ClientResponse.json:raise=TimeoutError,nth=30,argv=aiohttp-service --name front"),
+            ("backend-enospc", "exhaust", f"{SEND}:errno=ENOSPC,argv=aiohttp-service --name back,nth=40,count=1"),
+        ],
+        "zookeeper-ensemble": [
+            ("client-port-reset", "reset", f"{RECV}:errno=ECONNRESET,exe=java,local-port={Z[0]},nth=60,count=1"),
+            ("quorum-reset", "reset", f"{RECV}:errno=ECONNRESET,exe=java,argv=zoo2.cfg,peer-port={Z[5]},nth=40,count=1"),
+            ("quorum-corrupt", "corrupt", f"{RECV}:corrupt=4,exe=java,argv=zoo1.cfg,peer-port={Z[5]},nth=50,count=1"),
+            ("client-corrupt", "corrupt", f"{RECV}:corrupt=4,exe=java,local-port={Z[0]},nth=60,count=1"),
+            ("client-short", "short", f"{SEND}:short=5,exe=java,local-port={Z[2]},nth=60,count=1"),
+            ("quorum-slow", "delay", f"{SEND}:delay=4s,exe=java,argv=zoo2.cfg,peer-port={Z[5]},nth=40,count=1"),
+            ("follower-killed", "kill", f"{RECV}:kill=SIGKILL,exe=java,argv=zoo3.cfg,nth=300"),
+            ("server-stopped", "stop", f"{RECV}:kill=SIGSTOP,exe=java,argv=zoo1.cfg,nth=300"),
+            ("server-emfile", "exhaust", "accept|accept4:errno=EMFILE,exe=java,argv=zoo3.cfg,nth=3,count=1"),
+            ("writer-code", "code", "py:kazoo.client:KazooClient.set:raise=TimeoutError,nth=40,argv=zookeeper-ensemble"),
+            ("reader-code", "code", "py:kazoo.client:KazooClient.get_children:raise=ConnectionResetError,nth=30,argv=zk-client"),
+            ("client-enospc", "exhaust", f"{SEND}:errno=ENOSPC,exe=java,local-port={Z[0]},nth=50,count=1"),
+        ],
+        "rabbitmq-queue": [
+            ("broker-reset", "reset", f"{RECV}:errno=ECONNRESET,exe=beam.smp,local-port={R},nth=200,count=1"),
+            ("consumer-reset", "reset", f"{RECV}:errno=ECONNRESET,argv=rabbit-consumer --name 1,peer-port={R},nth=20,count=1"),
+            ("broker-corrupt", "corrupt", f"{RECV}:corrupt=2,exe=beam.smp,local-port={R},nth=200,count=1"),
+            ("consumer-corrupt", "corrupt", f"{RECV}:corrupt=3,argv=rabbit-consumer --name 2,peer-port={R},nth=20,count=1"),
+            ("broker-short", "short", f"{SEND}:short=4,exe=beam.smp,local-port={R},nth=150,count=1"),
+            ("broker-slow", "delay", f"{SEND}:delay=4s,exe=beam.smp,local-port={R},nth=150,count=1"),
+            ("consumer-killed", "kill", f"{RECV}:kill=SIGKILL,argv=rabbit-consumer --name 1,nth=30"),
+            ("consumer-stopped", "stop", f"{RECV}:kill=SIGSTOP,argv=rabbit-consumer --name 2,nth=30"),
+            ("broker-emfile", "exhaust", "accept|accept4:errno=EMFILE,exe=beam.smp,nth=3,count=1"),
+            ("consumer-code", "code", "py:pika.adapters.blocking_connection:BlockingChannel.basic_ack:raise=ConnectionResetError,nth=20,argv=rabbit-consumer --name 1"),
+            ("broker-enospc", "exhaust", f"{SEND}:errno=ENOSPC,exe=beam.smp,local-port={R},nth=120,count=1"),
+            ("consumer-short", "short", f"{RECV}:short=5,argv=rabbit-consumer --name 1,peer-port={R},nth=25,count=1"),
+        ],
+    }
+
+
+def table():
+    """Every system's cases."""
+    t = _tuning()
+    t.update(_validation())
+    return t

@@ -1,0 +1,175 @@
+"""Shared helpers of the fault suite's systems: ports, daemons, a reconnecting client."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+BASE = int(os.environ.get("LOCALIZE_PORT_BASE", "23000"))
+# Debian puts daemons in /usr/sbin, which a user's PATH may lack.
+os.environ["PATH"] = os.environ.get("PATH", "/usr/bin:/bin") + ":/usr/sbin:/sbin"
+PY = sys.executable
+# The launcher (bench/localize/systems.py): helper processes of a system run it again.
+LAUNCHER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "systems.py")
+
+
+def ports(system):
+    """The fixed loopback ports of a system: ten from BASE + 10·slot."""
+    b = BASE + 10 * SLOTS[system]
+    return tuple(range(b, b + 10))
+
+
+SLOTS = {
+    "memcache-proxy": 0,
+    "http-proxy": 1,
+    "job-queue": 2,
+    "pyro-rpc": 3,
+    "mqtt-bridge": 4,
+    "irc-network": 5,
+    "dns-chain": 6,
+    "gearman-jobs": 7,
+    "aiohttp-chain": 8,
+    "zookeeper-ensemble": 9,
+    "rabbitmq-queue": 10,
+}
+
+
+# Every workload loop stops after this many seconds even if requests remain: a stopped or
+# killed daemon makes each request wait for its timeout, and a case must stay bounded.
+WORKLOAD_S = float(os.environ.get("LOCALIZE_WORKLOAD_S", "20"))
+
+
+def steps(n):
+    """range(n), cut short once WORKLOAD_S seconds have passed since the first step."""
+    end = time.monotonic() + WORKLOAD_S
+    for i in range(n):
+        if time.monotonic() > end:
+            log(f"workload deadline ({WORKLOAD_S:.0f} s) reached after {i} of {n} steps")
+            return
+        yield i
+
+
+def log(*a):
+    print("systems:", *a, file=sys.stderr, flush=True)
+
+
+def wait_port(port, proc=None, timeout=10.0):
+    """Waits until 127.0.0.1:port accepts connections (or the process died / time ran out)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"{proc.args[0]} exited with {proc.returncode} before listening on {port}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on 127.0.0.1:{port} after {timeout} s")
+
+
+def _prctl():
+    import ctypes
+
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+# Looked up once here: a forked child (with other threads in the parent) must not import.
+_PRCTL = _prctl()
+
+
+def _die_with_parent():
+    """In a started daemon, before exec: SIGKILL when the launcher dies (prctl
+    PR_SET_PDEATHSIG = 1), so that a launcher killed from outside leaves nothing behind.
+    One system call, nothing imported or allocated in the forked child."""
+    if _PRCTL is not None:
+        _PRCTL(1, 9, 0, 0, 0)
+
+
+class Daemons:
+    """Started daemons, stopped in reverse order on exit."""
+
+    def __init__(self, logdir):
+        self.procs = []
+        self.logdir = logdir
+
+    def start(self, name, argv, **kw):
+        out = open(os.path.join(self.logdir, f"{name}.log"), "wb")
+        p = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                             preexec_fn=_die_with_parent, **kw)
+        self.procs.append((name, p))
+        return p
+
+    def stop(self):
+        for _, p in reversed(self.procs):
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        end = time.monotonic() + 5
+        for name, p in reversed(self.procs):
+            try:
+                p.wait(timeout=max(0.1, end - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                log(f"{name} ignored SIGTERM: killed")
+                p.kill()
+                p.wait()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+class LineClient:
+    """A text-protocol client on one TCP connection that reconnects after any failure."""
+
+    def __init__(self, port, timeout=2.0):
+        self.port = port
+        self.timeout = timeout
+        self.sock = None
+        self.buf = b""
+        self.errors = 0
+
+    def connect(self):
+        self.close()
+        self.sock = socket.create_connection(("127.0.0.1", self.port), timeout=self.timeout)
+        self.buf = b""
+
+    def close(self):
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+
+    def line(self):
+        while b"\r\n" not in self.buf:
+            data = self.sock.recv(4096)
+            if not data:
+                raise ConnectionError("end of stream")
+            self.buf += data
+        line, self.buf = self.buf.split(b"\r\n", 1)
+        return line
+
+    def exact(self, n):
+        while len(self.buf) < n:
+            data = self.sock.recv(4096)
+            if not data:
+                raise ConnectionError("end of stream")
+            self.buf += data
+        out, self.buf = self.buf[:n], self.buf[n:]
+        return out
+
+    def request(self, fn):
+        """Runs fn(self) on a connected client; on failure counts it and reconnects."""
+        try:
+            if self.sock is None:
+                self.connect()
+            return fn(self)
+        except (OSError, ConnectionError, ValueError) as e:
+            self.errors += 1
+            log(f"request failed: {e!r}")
+            self.close()
+            return None
