@@ -213,9 +213,10 @@ mod tests {
     }
 
     fn log(processes: Vec<ProcSeries>) -> SampleLog {
-        let mut l = SampleLog::default();
-        l.processes = processes;
-        l
+        SampleLog {
+            processes,
+            ..Default::default()
+        }
     }
 
     #[test]
