@@ -3,17 +3,82 @@
 
 N client processes write, each at its own rate, part of their bytes to a local file and
 part to an FTP server (STOR on a passive data connection, written with os.write so the
-bytes show in the process's wchar like the local ones). Each client's share beta of bytes
+bytes show in the process's wchar like the local ones) or, with --proto http, to a WebDAV
+server (HTTP PUT, chunked, a new connection every 2 s). Each client's share beta of bytes
 sent to the server changes a few times during the run (piecewise constant, seeded; with
 --ramp it drifts linearly from each phase's value to the next one's instead); rates
 follow a common slow modulation (partly correlated clients) times a private one.
 
-usage: workload.py --port P --clients N --duration S --seed K --dir LOCALDIR [--rate BYTES/S] [--ramp]
+usage: workload.py --port P --clients N --duration S --seed K --dir LOCALDIR [--rate BYTES/S] [--ramp] [--proto ftp|http]
 Prints one JSON line per client at the end: {"pid", "sent", "local", "phases"}.
 """
-import argparse, ftplib, json, math, os, random, sys, time
+import argparse, ftplib, json, math, os, random, socket, sys, time
 
 TICK = 0.02
+
+
+class Ftp:
+    """Uploads by FTP: one control connection, a passive data connection per file (STOR)."""
+
+    def __init__(self, port, idx):
+        self.idx = idx
+        self.ftp = ftplib.FTP()
+        self.ftp.connect("127.0.0.1", port, timeout=10)
+        self.ftp.login()
+
+    def start(self, k):
+        return self.ftp.transfercmd(f"STOR up/c{self.idx}-{k}.bin")
+
+    def write(self, data, b):
+        return os.write(data.fileno(), b)
+
+    def finish(self, data):
+        data.close()
+        self.ftp.voidresp()
+
+    def quit(self):
+        self.ftp.quit()
+
+
+class HttpPut:
+    """Uploads by HTTP PUT (a WebDAV server): a connection per file, the body in chunks
+    (chunked transfer encoding), each chunk one os.write so that the bytes count in wchar."""
+
+    def __init__(self, port, idx):
+        self.port, self.idx = port, idx
+
+    def start(self, k):
+        s = socket.create_connection(("127.0.0.1", self.port), timeout=30)
+        head = (f"PUT /up/c{self.idx}-{k}.bin HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
+        self._all(s, head.encode())
+        return s
+
+    def _all(self, s, b):
+        v = memoryview(b)
+        while len(v):
+            v = v[os.write(s.fileno(), v):]
+
+    def write(self, s, b):
+        # The chunk's size line, its data and its end in one write: all of it reaches the
+        # server; `sent` counts the data.
+        self._all(s, b"%x\r\n" % len(b) + b + b"\r\n")
+        return len(b)
+
+    def finish(self, s):
+        self._all(s, b"0\r\n\r\n")
+        reply = b""
+        while True:
+            r = s.recv(4096)
+            if not r:
+                break
+            reply += r
+        s.close()
+        if not (reply.startswith(b"HTTP/1.1 201") or reply.startswith(b"HTTP/1.1 204")):
+            raise RuntimeError(f"PUT refused: {reply[:80]!r}")
+
+    def quit(self):
+        pass
 
 
 def client(idx, args, t0):
@@ -27,9 +92,7 @@ def client(idx, args, t0):
     period, phi = rng.uniform(3, 11), rng.uniform(0, 6.28)
     buf = os.urandom(1 << 16)
     local = os.open(os.path.join(args.dir, f"local-{idx}.bin"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-    ftp = ftplib.FTP()
-    ftp.connect("127.0.0.1", args.port, timeout=10)
-    ftp.login()
+    up = Ftp(args.port, idx) if args.proto == "ftp" else HttpPut(args.port, idx)
     data, opened, n_files = None, 0.0, 0
     sent = written = 0
     debt_s = debt_l = 0.0
@@ -53,13 +116,12 @@ def client(idx, args, t0):
         debt_l += amount * (1 - beta)
         if data is None or now - opened > 2.0:
             if data is not None:
-                data.close()
-                ftp.voidresp()
-            data = ftp.transfercmd(f"STOR up/c{idx}-{n_files}.bin")
+                up.finish(data)
+            data = up.start(n_files)
             n_files += 1
             opened = now
         while debt_s >= 4096:
-            n = os.write(data.fileno(), buf[: int(min(debt_s, len(buf)))])
+            n = up.write(data, buf[: int(min(debt_s, len(buf)))])
             sent += n
             debt_s -= n
         while debt_l >= 4096:
@@ -72,9 +134,8 @@ def client(idx, args, t0):
         next_t = t0 + k * TICK + idx * 0.001
         time.sleep(max(0.0, next_t - time.monotonic()))
     if data is not None:
-        data.close()
-        ftp.voidresp()
-    ftp.quit()
+        up.finish(data)
+    up.quit()
     os.close(local)
     # One write per line, whatever the buffering (PYTHONUNBUFFERED makes print() write the
     # line and its newline separately, and concurrent clients would interleave them).
@@ -93,6 +154,8 @@ def main():
     ap.add_argument("--phase-min", type=float, default=6)
     ap.add_argument("--phase-max", type=float, default=15)
     ap.add_argument("--ramp", action="store_true", help="shares drift linearly between phases")
+    ap.add_argument("--proto", choices=["ftp", "http"], default="ftp",
+                    help="upload by FTP (vsftpd: a process per session) or HTTP PUT (one server process)")
     args = ap.parse_args()
     t0 = time.monotonic() + 0.3
     pids = []

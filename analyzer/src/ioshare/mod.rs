@@ -6,6 +6,7 @@
 //!
 //! | stage | module | in → out |
 //! |---|---|---|
+//! | 0 clients | [`clients`] | which processes are candidate clients: connected to the server, or every one |
 //! | 1 series | [`series`] | [`reader::iosample::SampleLog`] → [`series::Series`] (y, X per interval) |
 //! | 2a regression | [`regression`] | sliding-window bounded least squares, lag, collinearity |
 //! | 2b single variation | [`single`] | the thesis's one-change-at-a-time estimator |
@@ -20,6 +21,7 @@
 
 pub mod breaks;
 pub mod bvls;
+pub mod clients;
 pub mod html;
 pub mod regression;
 pub mod report;

@@ -4,6 +4,7 @@
 //! the JSON document (`processes` — each `pid`, `exe`, `beta` as `[t_unix_ns, value]`
 //! pairs —, `server`, `residual`, …).
 
+use super::clients::{ClientChoice, Evidence, SelectedBy};
 use super::regression::{self, Collinearity, RegressionOptions};
 use super::segments::{self, SegmentOptions};
 use super::select::{self as cv, Choice};
@@ -88,6 +89,9 @@ pub struct IoShareOptions {
     /// change-point search and its windows, or the trend filter ([`trend`]); by default
     /// the filter from [`TREND_FROM`] client columns on.
     pub course: CourseChoice,
+    /// Which processes are candidate clients (default: those seen connected to the
+    /// server, every process when none was; [`super::clients`]).
+    pub clients: ClientChoice,
 }
 
 /// From this many client columns on, `CourseChoice::Auto` fits the trend filter rather
@@ -153,6 +157,7 @@ impl Default for IoShareOptions {
             segment_window: None,
             backlog: true,
             course: CourseChoice::Auto,
+            clients: ClientChoice::Auto,
         }
     }
 }
@@ -236,6 +241,23 @@ pub struct ProcessRow {
     /// The true overall share.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub truth_overall: Option<f64>,
+    /// Why it is a candidate client (`connected`, `given`, `everyone`).
+    pub candidate: Evidence,
+}
+
+/// Which processes were candidate clients, and the others.
+#[derive(Clone, Debug, Serialize)]
+pub struct ClientsInfo {
+    /// `connections`: the processes seen connected to the server; `all`: every process
+    /// that wrote (`--clients all`, or none seen connected); `given`: `--clients PID,…`.
+    pub by: SelectedBy,
+    /// The addresses the server listened on.
+    pub listen: Vec<String>,
+    /// The processes that wrote and are not candidates — share 0 —, largest first, with
+    /// why (`no_connection`, `never_listed`, `not_given`).
+    pub others: Vec<series::Other>,
+    /// Their bytes over the run.
+    pub others_bytes: f64,
 }
 
 /// The server side.
@@ -336,6 +358,8 @@ pub struct IoShareReport {
     pub segment_window: Option<WindowChoice>,
     /// How the primary estimate followed the shares' course: `windows`, `search`, `trend`.
     pub course: Course,
+    /// Which processes were candidate clients and why; the others.
+    pub clients: ClientsInfo,
     /// Warnings: damaged tail, taskstats off, permission denied…
     pub warnings: Vec<String>,
 }
@@ -415,12 +439,27 @@ pub fn analyze(
     truth: Option<&Truth>,
 ) -> Result<IoShareReport, series::SeriesError> {
     // Estimate at the sampling resolution, report per step.
-    let mut fine = series::build(log, &opts.server, opts.metric, 1, opts.min_share)?;
+    let (mut fine, chosen) = series::build_for(
+        log,
+        &opts.server,
+        opts.metric,
+        1,
+        opts.min_share,
+        &opts.clients,
+    )?;
     let step = opts.step.max(1);
     let mut s = if step == 1 {
         fine.clone()
     } else {
-        series::build(log, &opts.server, opts.metric, step, opts.min_share)?
+        series::build_for(
+            log,
+            &opts.server,
+            opts.metric,
+            step,
+            opts.min_share,
+            &opts.clients,
+        )?
+        .0
     };
     let mut warnings = Vec::new();
     if let Some(what) = log.tail.describe() {
@@ -430,6 +469,21 @@ pub fn analyze(
         ));
     }
     warnings.extend(log.notes.iter().cloned());
+    if chosen.by == SelectedBy::All && opts.clients == ClientChoice::Auto {
+        warnings.push(format!(
+            "no process was seen connected to the server (listening on {}): every process that wrote is a candidate client",
+            if chosen.listen.is_empty() { "no address seen".to_string() } else { chosen.listen.join(", ") }
+        ));
+    }
+    if let ClientChoice::Pids(p) = &opts.clients {
+        let missing: Vec<&u32> = p
+            .iter()
+            .filter(|p| !fine.columns.iter().any(|c| c.pid == **p))
+            .collect();
+        if !missing.is_empty() {
+            warnings.push(format!("--clients: {missing:?} wrote nothing, are server processes or are under the small-writer cut-off: not estimated"));
+        }
+    }
     let mut ests: Vec<Estimate> = Vec::new();
     let mut episodes = Vec::new();
     // Enough rows per window for the unknowns: at least three per column.
@@ -649,6 +703,7 @@ pub fn analyze(
             truth_overall: sent
                 .as_ref()
                 .and_then(|sent| (total > 0.0).then(|| sent.iter().sum::<f64>() / total)),
+            candidate: chosen.columns.get(c).cloned().unwrap_or(Evidence::Everyone),
         });
     }
     let residual = (0..s.y.len())
@@ -723,6 +778,12 @@ pub fn analyze(
         selection,
         segment_window,
         course,
+        clients: ClientsInfo {
+            by: chosen.by,
+            listen: chosen.listen,
+            others_bytes: chosen.others.iter().map(|o| o.total_bytes).sum(),
+            others: chosen.others,
+        },
         warnings,
     })
 }
@@ -774,6 +835,30 @@ impl IoShareReport {
                     .collect::<Vec<_>>()
                     .join(", ")
             );
+        }
+        match self.clients.by {
+            SelectedBy::Connections => {
+                let _ = writeln!(
+                    o,
+                    "clients: the {} process(es) seen connected to the server ({}); {} other process(es) wrote {} with no connection to it: share 0{}",
+                    self.processes.len(),
+                    self.clients.listen.join(", "),
+                    self.clients.others.len(),
+                    mb(self.clients.others_bytes),
+                    if self.clients.others.is_empty() { String::new() } else {
+                        format!(" (largest: {})", self.clients.others.iter().take(4).map(|p| format!("{} {} {}", p.pid, p.comm, mb(p.total_bytes))).collect::<Vec<_>>().join(", "))
+                    }
+                );
+            }
+            SelectedBy::Given => {
+                let _ = writeln!(
+                    o,
+                    "clients: the processes named by --clients; {} other process(es) wrote {}: share 0",
+                    self.clients.others.len(),
+                    mb(self.clients.others_bytes)
+                );
+            }
+            SelectedBy::All => {}
         }
         let names: Vec<&String> = self
             .processes

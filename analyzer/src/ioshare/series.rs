@@ -4,6 +4,7 @@
 //! cumulative; a process born during the run counts from zero, and one that exited counts
 //! its final (taskstats) counters in the interval it exited in.
 
+use super::clients::{self, ClientChoice, Evidence, SelectedBy};
 use reader::iosample::{Counters, ProcSeries, SampleLog};
 use std::collections::BTreeSet;
 
@@ -200,8 +201,37 @@ pub fn server_processes(log: &SampleLog, server: &str) -> BTreeSet<usize> {
     }
 }
 
-/// Builds the series. Client processes whose total is under `min_share` of all clients'
-/// bytes are summed into [`Series::small_bytes`] instead of being columns.
+/// A process that wrote during the run and is not a candidate client: its share is 0.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Other {
+    /// Process id.
+    pub pid: u32,
+    /// Executable path, or `comm`.
+    pub exe: String,
+    /// `comm`.
+    pub comm: String,
+    /// Bytes over the run (the metric).
+    pub total_bytes: f64,
+    /// Why it is not a candidate.
+    pub why: Evidence,
+}
+
+/// Which processes became columns, and why ([`super::clients`]).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Selection {
+    /// How the candidates were chosen.
+    pub by: SelectedBy,
+    /// The addresses the server listened on.
+    pub listen: Vec<String>,
+    /// Why each column is one (parallel to [`Series::columns`]).
+    pub columns: Vec<Evidence>,
+    /// The processes that wrote and are not candidates, largest first.
+    pub others: Vec<Other>,
+}
+
+/// Builds the series with every process that wrote a candidate client unless the sample
+/// file shows which were connected to the server ([`ClientChoice::Auto`]); see
+/// [`build_for`].
 pub fn build(
     log: &SampleLog,
     server: &str,
@@ -209,6 +239,21 @@ pub fn build(
     step: usize,
     min_share: f64,
 ) -> Result<Series, SeriesError> {
+    build_for(log, server, metric, step, min_share, &ClientChoice::Auto).map(|(s, _)| s)
+}
+
+/// Builds the series. The candidate clients are chosen by `choice`
+/// ([`super::clients::classify`]); the other processes that wrote are listed in the
+/// [`Selection`] with a share of 0. Candidates whose total is under `min_share` of all
+/// candidates' bytes are summed into [`Series::small_bytes`] instead of being columns.
+pub fn build_for(
+    log: &SampleLog,
+    server: &str,
+    metric: Metric,
+    step: usize,
+    min_share: f64,
+    choice: &ClientChoice,
+) -> Result<(Series, Selection), SeriesError> {
     let step = step.max(1);
     let file = log.path.display().to_string();
     let servers = server_processes(log, server);
@@ -274,7 +319,7 @@ pub fn build(
         .as_ref()
         .map_or(0.0, |b| b.iter().copied().fold(0.0, f64::max));
     let backlog = backlog.map(|b| b.windows(2).map(|w| w[1] - w[0]).collect());
-    let mut cols: Vec<(usize, Column)> = log
+    let cols: Vec<(usize, Column)> = log
         .processes
         .iter()
         .enumerate()
@@ -296,14 +341,39 @@ pub fn build(
         })
         .filter(|(_, c)| c.x.iter().any(|&v| v > 0.0))
         .collect();
+    let procs: Vec<usize> = cols.iter().map(|(i, _)| *i).collect();
+    let (evidence, by) = clients::classify(log, &servers, &procs, choice);
+    let mut others = Vec::new();
+    let mut why = Vec::new();
+    let mut kept = Vec::new();
+    for ((i, c), e) in cols.into_iter().zip(evidence) {
+        if e.is_client() {
+            kept.push((i, c));
+            why.push(e);
+        } else {
+            others.push(Other {
+                pid: c.pid,
+                exe: c.exe,
+                comm: c.comm,
+                total_bytes: c.x.iter().sum(),
+                why: e,
+            });
+        }
+    }
+    others.sort_by(|a, b| b.total_bytes.total_cmp(&a.total_bytes));
+    let mut cols = kept;
     let total: f64 = cols.iter().map(|(_, c)| c.x.iter().sum::<f64>()).sum();
     let mut small = 0.0;
+    let mut why = why.into_iter();
+    let mut column_why = Vec::new();
     cols.retain(|(_, c)| {
         let s: f64 = c.x.iter().sum();
+        let w = why.next();
         if s < min_share * total {
             small += s;
             false
         } else {
+            column_why.extend(w);
             true
         }
     });
@@ -320,7 +390,16 @@ pub fn build(
         }
     }
     let cols: Vec<Column> = cols.into_iter().map(|(_, c)| c).collect();
-    Ok(Series {
+    let selection = Selection {
+        by,
+        listen: clients::listen_addrs(log, &servers)
+            .iter()
+            .map(|a| a.to_string())
+            .collect(),
+        columns: column_why,
+        others,
+    };
+    let series = Series {
         t_start: bounds[..n]
             .iter()
             .map(|&j| log.samples[j].unix_ns)
@@ -340,5 +419,6 @@ pub fn build(
         backlog_max,
         backlog_added: false,
         unsure,
-    })
+    };
+    Ok((series, selection))
 }

@@ -142,18 +142,15 @@ impl Truth {
 /// Server addresses seen in the sample file: every IP a server process listened on (any
 /// port: FTP data connections, for one, go to ports opened per transfer).
 pub fn addrs_from_log(log: &reader::iosample::SampleLog, server: &str) -> Vec<ServerAddr> {
+    let servers = super::series::server_processes(log, server);
     let mut out: Vec<ServerAddr> = Vec::new();
-    for i in super::series::server_processes(log, server) {
-        for g in &log.processes[i].fds {
-            let Some(local) = g.place.strip_prefix("listen ") else {
-                continue;
-            };
-            if let Ok(mut a) = ServerAddr::parse(local) {
-                a.ports = None;
-                if !out.contains(&a) {
-                    out.push(a);
-                }
-            }
+    for a in super::clients::listen_addrs(log, &servers) {
+        let a = ServerAddr {
+            ip: a.ip(),
+            ports: None,
+        };
+        if !out.contains(&a) {
+            out.push(a);
         }
     }
     out

@@ -28,6 +28,11 @@
 //!
 //! ```text
 //! cargo build --release -p cli -p tracer-preload
+//! 4. **Among busy neighbours** (`--neighbours N`, issue 26; `ioshare_parts/busy.rs`): the
+//!    same workload against vsftpd (`--kind ftp`) or nginx WebDAV PUT (`--kind http`, one
+//!    process serving every client), sampled with `--all` while N unrelated processes
+//!    write (`bench/ioshare/neighbours.py`), estimated as `culprit ioshare` does, with
+//!    every process a candidate and told the client pids; `--seeds` lists the recordings.
 //! 3. **Estimation cost** (`--only estimate`): a synthetic 10-minute run at 10 Hz (6 000
 //!    intervals) of 16 processes whose shares change in steps every 8–19 s, and the same
 //!    with shares drifting between those values: the change-point search and the windowed
@@ -35,7 +40,11 @@
 //!    against the synthetic truth.
 //!
 //! cargo run --release -p bench --bin ioshare [-- --only cost|interfaces|accuracy|estimate] [--clients 2,5,8,16] [--duration 60] [--cost-seconds 60] [--seed K] [--ramp] [--server-nice N] [--keep DIR | --from DIR]
+//! cargo run --release -p bench --bin ioshare -- --only accuracy --neighbours 24 --kind ftp|http --clients 4,8 --seeds 0,1 [--keep DIR | --from DIR]
 //! ```
+
+#[path = "ioshare_parts/busy.rs"]
+mod busy;
 
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
@@ -616,6 +625,30 @@ fn main() -> Result<()> {
     }
     if only.as_deref().is_none_or(|o| o == "estimate") {
         estimation_cost();
+    }
+    if let (Some(nb), true) = (
+        get("--neighbours"),
+        only.as_deref().is_none_or(|o| o == "accuracy"),
+    ) {
+        let cfg = busy::Config {
+            kind: busy::Kind::parse(&get("--kind").unwrap_or_else(|| "ftp".into()))?,
+            neighbours: nb.parse()?,
+            duration,
+            ramp: args.iter().any(|a| a == "--ramp"),
+        };
+        let seeds: Vec<u64> = get("--seeds")
+            .or_else(|| get("--seed"))
+            .unwrap_or_else(|| "0".into())
+            .split(',')
+            .map(|s| s.parse())
+            .collect::<Result<_, _>>()?;
+        return busy::accuracy(
+            &cfg,
+            &clients,
+            &seeds,
+            get("--keep").as_deref().map(Path::new),
+            get("--from").as_deref().map(Path::new),
+        );
     }
     if only.as_deref().is_none_or(|o| o == "accuracy") {
         let seed: u64 = get("--seed").map_or(Ok(0), |s| s.parse())?;

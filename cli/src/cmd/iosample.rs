@@ -66,7 +66,8 @@ pub struct Args {
     /// Print the run's summary as JSON on stdout.
     #[arg(long)]
     pub json: bool,
-    /// Command to run and sample (with its whole process tree) until it exits.
+    /// Command to run and sample (with its whole process tree; with --all, every process)
+    /// until it exits.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<OsString>,
 }
@@ -89,26 +90,33 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         format!("pids {:?}", args.pids)
     };
+    // `-- CMD` runs the command and samples until it exits: its process tree, or with
+    // `--all` every process (a workload among its neighbours).
+    let mut pids = args.pids.clone();
+    if let Some((cmd, rest)) = args.command.split_first() {
+        let c = std::process::Command::new(cmd)
+            .args(rest)
+            .spawn()
+            .with_context(|| format!("cannot run {}", cmd.to_string_lossy()))?;
+        pids.push(c.id());
+        let what = format!(
+            "command {}",
+            args.command
+                .iter()
+                .map(|a| a.to_string_lossy())
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        selection_text = if args.all {
+            format!("all, until {what} exits")
+        } else {
+            what
+        };
+        child = Some(c);
+    }
     let selection = if args.all {
         Selection::All
     } else {
-        let mut pids = args.pids.clone();
-        if let Some((cmd, rest)) = args.command.split_first() {
-            let c = std::process::Command::new(cmd)
-                .args(rest)
-                .spawn()
-                .with_context(|| format!("cannot run {}", cmd.to_string_lossy()))?;
-            pids.push(c.id());
-            selection_text = format!(
-                "command {}",
-                args.command
-                    .iter()
-                    .map(|a| a.to_string_lossy())
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            );
-            child = Some(c);
-        }
         Selection::Pids(pids)
     };
     if !args.server.is_empty() {

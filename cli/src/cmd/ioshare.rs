@@ -85,6 +85,11 @@ pub struct Args {
     /// Single-variation threshold, as a fraction of the server's mean load per interval (0 to 1).
     #[arg(long, value_name = "F", default_value_t = 0.02, value_parser = super::outpath::parse_fraction)]
     pub threshold: f64,
+    /// Candidate clients: `auto` (the processes the sampler saw connected to an address
+    /// the server listened on; every process that wrote when none was), `all` (every
+    /// process that wrote), or PID,PID,… (those). The others get a share of 0.
+    #[arg(long, value_name = "auto|all|PIDS", default_value = "auto", value_parser = ioshare::clients::ClientChoice::parse)]
+    pub clients: ioshare::clients::ClientChoice,
     /// Trace directories of the same run (`culprit record`): compare with the true shares.
     #[arg(long, value_name = "DIR", num_args = 1..)]
     pub truth: Vec<PathBuf>,
@@ -140,6 +145,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .map(|d| ((d.as_nanos() as u64 / interval) as usize).max(2)),
         backlog: !args.no_backlog,
         course: args.course,
+        clients: args.clients.clone(),
         segment_penalty: args.segment_penalty.max(0.0),
         single: ioshare::single::SingleOptions {
             threshold: args.threshold,

@@ -71,6 +71,11 @@ pub struct ProcSeries {
     pub denied: bool,
     /// Open descriptors, as last listed.
     pub fds: Vec<FdGroup>,
+    /// Every descriptor group listed during the run (by kind and place; `count` the most
+    /// seen at once): a connection closed before the last listing is still here.
+    pub fds_seen: Vec<FdGroup>,
+    /// Its descriptors were listed at least once.
+    pub fds_listed: bool,
     /// A server process's backlog whenever it changed: (sample index, bytes received and
     /// not read, bytes unsent by local peers); see [`super::backlog`].
     pub backlog: Vec<(usize, u64, u64)>,
@@ -307,7 +312,19 @@ impl SampleLog {
                 }
                 Record::Fds(f) => {
                     if let Some(&i) = by_pid.get(&f.pid) {
-                        log.processes[i].fds = f.groups;
+                        let p = &mut log.processes[i];
+                        p.fds_listed = true;
+                        for g in &f.groups {
+                            match p
+                                .fds_seen
+                                .iter_mut()
+                                .find(|s| s.class == g.class && s.place == g.place)
+                            {
+                                Some(s) => s.count = s.count.max(g.count),
+                                None => p.fds_seen.push(g.clone()),
+                            }
+                        }
+                        p.fds = f.groups;
                     }
                 }
                 Record::Note(n) => {

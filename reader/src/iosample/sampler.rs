@@ -198,9 +198,19 @@ struct Tracked {
     /// The sample of the last read.
     read_at: u64,
     moved_since_fds: bool,
+    /// Listings of its descriptors so far; the first [`EARLY_LISTINGS`] are taken at the
+    /// sample its counters moved, not at the next round of `fd_every`.
+    listings: u8,
     fds: Vec<FdGroup>,
     gone_since: Option<u64>,
 }
+
+/// A process's descriptors are listed at its first sighting and at the first sample its
+/// counters then moved, whatever `fd_every` says: which processes hold a connection to
+/// the server is how `culprit ioshare` tells a server's clients from its neighbours, and a
+/// client that lives less than `fd_every` samples (an upload command, a short job) would
+/// otherwise never be listed. After that, every `fd_every` samples.
+const EARLY_LISTINGS: u8 = 2;
 
 struct State<'a> {
     opts: &'a SamplerOptions,
@@ -283,6 +293,7 @@ impl State<'_> {
                     seen: false,
                     read_at: 0,
                     moved_since_fds: true,
+                    listings: 0,
                     fds: Vec::new(),
                     gone_since: None,
                 }),
@@ -744,12 +755,15 @@ pub fn run(
         }
 
         // Descriptors.
-        if opts.fd_every > 0 && seq.is_multiple_of(opts.fd_every) {
-            mounts = if seq == 0 {
-                mounts
-            } else {
-                procfs::read_mounts()
-            };
+        let round = opts.fd_every > 0 && seq.is_multiple_of(opts.fd_every);
+        let early = opts.fd_every > 0
+            && st.known.values().any(|k| {
+                matches!(k, Known::Tracked { t, .. } if t.moved_since_fds && t.listings < EARLY_LISTINGS)
+            });
+        if round || early {
+            if round && seq != 0 {
+                mounts = procfs::read_mounts();
+            }
             // The TCP sockets by inode, read at most once per listing (one sock_diag dump),
             // when a descriptor first needs them.
             let mut tcp = None;
@@ -757,10 +771,11 @@ pub fn run(
                 let Known::Tracked { t, .. } = k else {
                     continue;
                 };
-                if !t.moved_since_fds {
+                if !t.moved_since_fds || !(round || t.listings < EARLY_LISTINGS) {
                     continue;
                 }
                 t.moved_since_fds = false;
+                t.listings = t.listings.saturating_add(1);
                 // A process that exec'd since it was first seen gets a new PROC record.
                 if let Some((stat, uid)) = procfs::read_stat(pid) {
                     if stat.comm != t.comm && stat.start_ticks == t.start_ticks {
