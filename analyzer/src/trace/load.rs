@@ -24,10 +24,24 @@ pub struct ProcessTrace {
     pub pid: u32,
     /// Start time in clock ticks (with `pid`, a pid-reuse-proof identity).
     pub start_ticks: u64,
-    /// TSC ↔ clock calibration of the pool it wrote into.
+    /// TSC ↔ clock calibration of its clock domain (`super::clock`: one for every
+    /// recording of one boot of one host).
     pub calib: Calibration,
+    /// The recording it came from.
+    pub recording: Arc<Recording>,
     /// Threads, in any order.
     pub threads: Vec<ThreadTrace>,
+}
+
+/// Where a process's trace was recorded (empty for hand-built traces).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Recording {
+    /// The trace directory.
+    pub dir: PathBuf,
+    /// The host's boot id ("" if not recorded).
+    pub boot_id: String,
+    /// The Slurm task that recorded it, `job.step.task`, if any.
+    pub task: Option<String>,
 }
 
 /// The chunks of one thread.
@@ -101,6 +115,7 @@ impl ProcessTrace {
             pid: self.pid,
             start_ticks: self.start_ticks,
             calib: self.calib,
+            recording: self.recording.clone(),
             threads,
         }))
     }
@@ -125,17 +140,33 @@ impl TraceSet {
     /// stage that first reads it, naming the chunk file and the record's offset. Every
     /// stage reads its data through [`ThreadTrace::raw_chunks`], which goes through
     /// that check.
+    ///
+    /// A directory that is not itself a trace is searched for the traces under it
+    /// (`super::discover`: a cluster recording's `DIR/<host>/<job.step.task>/`). Every
+    /// recording of one boot of one host is converted by one clock (`super::clock`).
     pub fn open(dirs: &[PathBuf]) -> Result<TraceSet> {
         let mut set = TraceSet::default();
-        for d in dirs {
-            let dir = Arc::new(reader::TraceDir::open_lazy(d).map_err(Error::Reader)?);
+        let mut opened = Vec::new();
+        for d in super::discover::trace_dirs(dirs)? {
+            opened.push((
+                Arc::new(reader::TraceDir::open_lazy(&d).map_err(Error::Reader)?),
+                d,
+            ));
+        }
+        let manifests: Vec<&reader::Manifest> = opened.iter().map(|(t, _)| t.manifest()).collect();
+        let clocks = super::clock::domain_calibrations(&manifests);
+        for ((dir, d), calib) in opened.iter().zip(clocks) {
             let m = dir.manifest();
             let host = if m.host.is_empty() {
                 d.display().to_string()
             } else {
                 m.host.clone()
             };
-            let calib = dir.calibration();
+            let recording = Arc::new(Recording {
+                dir: d.clone(),
+                boot_id: m.boot_id.clone(),
+                task: m.slurm.as_ref().map(|t| t.dir_name()),
+            });
             let mut by_proc: std::collections::BTreeMap<(u32, u64), Vec<ThreadTrace>> =
                 Default::default();
             for key in dir.threads() {
@@ -156,10 +187,64 @@ impl TraceSet {
                     pid,
                     start_ticks,
                     calib,
+                    recording: recording.clone(),
                     threads,
                 });
             }
         }
         Ok(set)
+    }
+
+    /// What the set holds, for a user: hosts, recordings, Slurm tasks and processes.
+    pub fn found(&self) -> Found {
+        let mut hosts = std::collections::BTreeSet::new();
+        let mut recordings = std::collections::BTreeSet::new();
+        let mut tasks = std::collections::BTreeSet::new();
+        for p in &self.processes {
+            hosts.insert(p.host.clone());
+            recordings.insert(p.recording.dir.clone());
+            if let Some(t) = &p.recording.task {
+                tasks.insert((p.host.clone(), t.clone()));
+            }
+        }
+        Found {
+            hosts: hosts.into_iter().collect(),
+            recordings: recordings.len(),
+            tasks: tasks.into_iter().map(|(h, t)| format!("{h}/{t}")).collect(),
+            processes: self.processes.len(),
+        }
+    }
+}
+
+/// What a [`TraceSet`] holds ([`TraceSet::found`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Found {
+    /// Host names, in order.
+    pub hosts: Vec<String>,
+    /// Trace directories.
+    pub recordings: usize,
+    /// Slurm tasks as `host/job.step.task`, in order.
+    pub tasks: Vec<String>,
+    /// Processes.
+    pub processes: usize,
+}
+
+impl std::fmt::Display for Found {
+    /// `3 processes in 2 recordings on 2 hosts (n1, n2); Slurm tasks: n1/7.0.0, n2/7.0.1`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let plural = |n: usize, w: &str| format!("{n} {w}{}", if n == 1 { "" } else { "s" });
+        let es = if self.processes == 1 { "" } else { "es" };
+        write!(
+            f,
+            "{} process{es} in {} on {} ({})",
+            self.processes,
+            plural(self.recordings, "recording"),
+            plural(self.hosts.len(), "host"),
+            self.hosts.join(", ")
+        )?;
+        if !self.tasks.is_empty() {
+            write!(f, "; Slurm tasks: {}", self.tasks.join(", "))?;
+        }
+        Ok(())
     }
 }

@@ -35,7 +35,8 @@ pub struct Args {
     /// The model (from `culprit learn` or `culprit merge`).
     #[arg(long, value_name = "MODEL")]
     pub model: PathBuf,
-    /// Trace directories of the run to examine.
+    /// Trace directories of the run to examine (or trees of them:
+    /// `DIR/<host>/<job.step.task>/`).
     #[arg(required = true, value_name = "DIR")]
     pub dirs: Vec<PathBuf>,
     /// Print the N highest-ranked units (default 20; with --json, all units unless given).
