@@ -950,7 +950,9 @@ mod tests {
         assert_eq!(m.units, 4);
         assert_eq!(m.get(a).unwrap().p(), 1.0);
         assert_eq!(m.get(b).unwrap().p(), 0.75);
-        assert!((m.get(c).unwrap().p() - 1.0 / 3.0).abs() < 1e-12);
+        // A multiple of 2⁻³² (`quantize_p`): within half of one of 1/3.
+        assert!((m.get(c).unwrap().p() - 1.0 / 3.0).abs() <= 0.5 / 4_294_967_296.0);
+        assert_eq!(m.get(c).unwrap().p(), quantize_p(1.0 / 3.0));
     }
 
     #[test]
