@@ -4,7 +4,8 @@
 //! and say which hosts and tasks they found; `rank --shard K/N -o part-K.json` for every K
 //! and `rank --merge part-*.json --json` print exactly what one `rank --json --no-messages`
 //! over the whole tree prints; `merge` of per-host models in two groupings gives
-//! byte-identical models, equal to the model learned at once.
+//! byte-identical models, equal to the model learned at once; `culprit cluster learn` and
+//! `culprit cluster rank` (their steps run here, `--local`) give that model and ranking.
 
 use analyzer::decode::write_trace_dir;
 use analyzer::synth::{ring, Fault, Functions, Ring};
@@ -157,4 +158,14 @@ fn shards_and_merges_give_the_whole_analysis() {
         ]);
         assert_eq!(top3.stdout, whole3.stdout);
     }
+    // The same steps as `culprit cluster` runs them (here: --local): the same model and
+    // ranking.
+    let cl = s(&t.join("cluster.model"));
+    let w = s(&t.join("work"));
+    let r = culprit(&["cluster", "learn", "--local", "--work", &w, "-o", &cl, &s(&normal)]);
+    assert!(r.stderr.contains("merge tree of depth 3"), "{}", r.stderr);
+    assert!(bytes(&cl) == bytes(&model), "cluster learn ≠ learn");
+    let r = culprit(&["cluster", "rank", "--local", "--work", &w, "--model", &cl, "--shards", "3", "--json", &s(&faulty)]);
+    assert!(r.stdout == whole.stdout, "cluster rank ≠ rank");
+    assert!(t.join("work/ranking.json").is_file());
 }
