@@ -59,6 +59,13 @@ pub fn boot_id() -> String {
         .unwrap_or_default()
 }
 
+/// This process's network namespace (`net:[N]`, "" if it cannot be read).
+pub fn net_ns() -> String {
+    std::fs::read_link("/proc/self/ns/net")
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
 /// The [`CLOCK_SKEW_ENV`] knob: readings moved by `offset_ns` and scaled by `1 + ppm·10⁻⁶`
 /// around the first reading of the process.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]

@@ -29,6 +29,10 @@ pub struct Manifest {
     /// id read one TSC ("" in traces made before it was recorded).
     #[serde(default)]
     pub boot_id: String,
+    /// The recorder's network namespace (`/proc/self/ns/net`, e.g. `net:[4026531840]`):
+    /// with the boot id, where loopback addresses and UNIX sockets are one ("" if unknown).
+    #[serde(default)]
+    pub net_ns: String,
     /// The Slurm task that recorded it (`SLURM_JOB_ID`, `SLURM_STEP_ID`, `SLURM_PROCID`), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slurm: Option<SlurmTask>,
@@ -235,6 +239,7 @@ impl Manifest {
             version: MANIFEST_VERSION,
             host: pool.hostname(),
             boot_id: crate::clocksnap::boot_id(),
+            net_ns: crate::clocksnap::net_ns(),
             slurm: SlurmTask::from_env(),
             command,
             start_unix_ns,

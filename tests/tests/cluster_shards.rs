@@ -162,10 +162,31 @@ fn shards_and_merges_give_the_whole_analysis() {
     // ranking.
     let cl = s(&t.join("cluster.model"));
     let w = s(&t.join("work"));
-    let r = culprit(&["cluster", "learn", "--local", "--work", &w, "-o", &cl, &s(&normal)]);
+    let r = culprit(&[
+        "cluster",
+        "learn",
+        "--local",
+        "--work",
+        &w,
+        "-o",
+        &cl,
+        &s(&normal),
+    ]);
     assert!(r.stderr.contains("merge tree of depth 3"), "{}", r.stderr);
     assert!(bytes(&cl) == bytes(&model), "cluster learn ≠ learn");
-    let r = culprit(&["cluster", "rank", "--local", "--work", &w, "--model", &cl, "--shards", "3", "--json", &s(&faulty)]);
+    let r = culprit(&[
+        "cluster",
+        "rank",
+        "--local",
+        "--work",
+        &w,
+        "--model",
+        &cl,
+        "--shards",
+        "3",
+        "--json",
+        &s(&faulty),
+    ]);
     assert!(r.stdout == whole.stdout, "cluster rank ≠ rank");
     assert!(t.join("work/ranking.json").is_file());
 }

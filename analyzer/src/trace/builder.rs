@@ -281,6 +281,7 @@ pub fn write_trace_dir(dir: &Path, host: &str, processes: &[ProcessTrace]) -> Re
         version: reader::manifest::MANIFEST_VERSION,
         host: host.into(),
         boot_id: String::new(),
+        net_ns: String::new(),
         slurm: None,
         command: vec!["(synthetic)".into()],
         start_unix_ns: start,

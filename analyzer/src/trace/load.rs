@@ -40,6 +40,8 @@ pub struct Recording {
     pub dir: PathBuf,
     /// The host's boot id ("" if not recorded).
     pub boot_id: String,
+    /// The recorder's network namespace ("" if not recorded).
+    pub net_ns: String,
     /// The Slurm task that recorded it, `job.step.task`, if any.
     pub task: Option<String>,
 }
@@ -81,6 +83,19 @@ pub struct LoadedThread {
 }
 
 impl ProcessTrace {
+    /// Where its loopback addresses and UNIX socket names mean the same socket: its boot
+    /// and network namespace when recorded (nodes that share a kernel and a network
+    /// namespace — containers, or Slurm nodes in UTS namespaces — talk over loopback),
+    /// else its host.
+    pub fn socket_scope(&self) -> String {
+        let r = &self.recording;
+        if r.boot_id.is_empty() || r.net_ns.is_empty() {
+            self.host.clone()
+        } else {
+            format!("{}/{}", r.boot_id, r.net_ns)
+        }
+    }
+
     /// This process with the records of its threads read from their trace directory into
     /// memory, each read and checked once, for a stage that goes over them more than once
     /// (the two passes of `units`): `None` if they come to more than `max_bytes` (such a
@@ -165,6 +180,7 @@ impl TraceSet {
             let recording = Arc::new(Recording {
                 dir: d.clone(),
                 boot_id: m.boot_id.clone(),
+                net_ns: m.net_ns.clone(),
                 task: m.slurm.as_ref().map(|t| t.dir_name()),
             });
             let mut by_proc: std::collections::BTreeMap<(u32, u64), Vec<ThreadTrace>> =
