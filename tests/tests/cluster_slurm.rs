@@ -2,12 +2,12 @@
 //! own UTS namespace, started by `scripts/setup.d/slurm.sh`). A ring of four Python
 //! processes, one per node, each listening on its node's loopback address (127.0.0.11–14),
 //! passes a token around with an acknowledgement per hop; `srun culprit record -o DIR`
-//! records it as `DIR/<host>/<job.step.task>/`, the recorder of task 2 (node n3) with its
-//! clock 50 ms behind on purpose (`CULPRIT_TEST_CLOCK_SKEW`). Then: `culprit cluster learn`
+//! records it as `DIR/<host>/<job.step.task>/`, the recorders of n2 and n3 with clocks
+//! ±50 ms off and ∓100 ppm drifting on purpose (`CULPRIT_TEST_CLOCK_SKEW`). Then: `culprit cluster learn`
 //! and `culprit cluster rank` as sbatch jobs give the model and ranking of `learn` and
 //! `rank` run here; `culprit messages` over the tree finds the four hosts and tasks,
-//! matches every byte across hosts, and places n3's clock 50 ms off within the
-//! uncertainty it reports.
+//! matches every byte across hosts, estimates each skewed clock's offset and drift within
+//! the uncertainty it reports, and, aligned, puts no receive before its send.
 
 #[path = "../e2e/common.rs"]
 mod common;
@@ -17,6 +17,10 @@ use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
+
+/// The clock skews put on purpose (`OFFSET_NS,PPM` from the recorder's first reading).
+const N2_SKEW: &str = "50000000,-100";
+const N3_SKEW: &str = "-50000000,100";
 
 const RING: &str = r#"
 import os, socket, sys, time
@@ -82,12 +86,14 @@ fn culprit_ok(args: &[&str]) -> tests::RunOutput {
     r
 }
 
-/// `srun` of the ring under `culprit record -o out`, task 2's clock skewed.
-fn record_ring(out: &Path, prog: &Path, base: u16) {
+/// `srun` of the ring (`hops` times around) under `culprit record -o out`, the clocks of
+/// task 1 (n2) 50 ms ahead and 100 ppm slow, of task 2 (n3) 50 ms behind and 100 ppm fast.
+fn record_ring(out: &Path, prog: &Path, hops: u32, base: u16) {
     let py = python();
     let script = format!(
-        "if [ \"$SLURM_PROCID\" = 2 ]; then export CULPRIT_TEST_CLOCK_SKEW=-50000000,0; fi; \
-         exec {} record -o {} -- {} {} 150 {base}",
+        "case $SLURM_PROCID in 1) export CULPRIT_TEST_CLOCK_SKEW={N2_SKEW};; \
+         2) export CULPRIT_TEST_CLOCK_SKEW={N3_SKEW};; esac; \
+         exec {} record -o {} -- {} {} {hops} {base}",
         tests::culprit().display(),
         out.display(),
         py.display(),
@@ -127,8 +133,8 @@ fn a_ring_across_four_slurm_nodes() {
     let prog = t.join("ring.py");
     std::fs::write(&prog, RING).unwrap();
     let (normal, run) = (t.join("normal"), t.join("run"));
-    record_ring(&normal, &prog, 30100);
-    record_ring(&run, &prog, 30110);
+    record_ring(&normal, &prog, 100, 30100);
+    record_ring(&run, &prog, 600, 30110);
     // DIR/<host>/<job.step.task>/: one per node.
     let hosts: Vec<String> = std::fs::read_dir(&run)
         .unwrap()
@@ -209,25 +215,50 @@ fn a_ring_across_four_slurm_nodes() {
             .find(|o| o["host"] == h)
             .unwrap_or_else(|| panic!("{h}: {offsets:#?}"))
     };
-    let n3 = of("n3");
-    let (est, unc) = (
-        n3["offset_ns"].as_f64().unwrap(),
-        n3["uncertainty_ns"].as_f64().unwrap_or(f64::INFINITY),
-    );
-    assert!(unc < 5e6, "n3's offset is not bounded on both sides: {n3}");
-    assert!(
-        (est - 50e6).abs() <= unc,
-        "n3 is 50 ms behind; estimated {est} ± {unc} ns"
-    );
-    for h in ["n2", "n4"] {
+    let f = |o: &Value, k: &str| o[k].as_f64().unwrap_or(f64::INFINITY);
+    for (h, skew) in [("n2", N2_SKEW), ("n3", N3_SKEW)] {
+        let (off, ppm) = skew.split_once(',').unwrap();
+        let (off, ppm): (f64, f64) = (off.parse().unwrap(), ppm.parse().unwrap());
         let o = of(h);
-        let (e, u) = (
-            o["offset_ns"].as_f64().unwrap(),
-            o["uncertainty_ns"].as_f64().unwrap_or(f64::INFINITY),
+        // The skewed clock reads t + off + ppm·(t − t0) from its first reading t0: the
+        // correction back is −off − ppm·(t − t0), drifting by −ppm.
+        let first = std::fs::read_dir(run.join(h))
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
+        let m: Value =
+            serde_json::from_str(&std::fs::read_to_string(first.join("manifest.json")).unwrap())
+                .unwrap();
+        let t0 = m["clock_snapshots"][0]["realtime_ns"].as_f64().unwrap() - off;
+        let at = f(o, "at_ns");
+        let want = -off - ppm * 1e-6 * (at - t0);
+        let (est, unc) = (f(o, "offset_ns"), f(o, "uncertainty_ns"));
+        let (d, d_unc) = (f(o, "drift_ppm"), f(o, "drift_uncertainty_ppm"));
+        eprintln!("{h}: offset {est:.0} ± {unc:.0} ns (want {want:.0}), drift {d:.2} ± {d_unc:.2} ppm (want {})", -ppm);
+        assert!(
+            unc < 2e6 && d_unc < 100.0,
+            "{h}'s clock is not bounded: {o}"
+        );
+        // 10 µs: the skewed clock's own time against the true one at `at` (100 ppm of 50 ms).
+        assert!(
+            (est - want).abs() <= unc + 10e3,
+            "{h}: offset {est} ± {unc}, want {want}"
         );
         assert!(
-            e.abs() <= u && u < 5e6,
-            "{h} shares the machine's clock: {o}"
+            (d + ppm).abs() <= d_unc,
+            "{h}: drift {d} ± {d_unc} ppm, want {}",
+            -ppm
         );
     }
+    let o = of("n4");
+    assert!(
+        f(o, "offset_ns").abs() <= f(o, "uncertainty_ns"),
+        "n4 shares n1's clock: {o}"
+    );
+    assert_eq!(
+        v["aligned_violations"], 0,
+        "receives before sends once aligned"
+    );
 }
