@@ -21,8 +21,9 @@
 //!    domain, converted by its pool's calibration.
 //! 4. **The choice is made once, when the traces are opened** ([`domain_calibrations`],
 //!    called by `TraceSet::open`), before any value is converted, and never changes after.
-//!    Corrections between hosts (offsets and drifts estimated from messages) are applied
-//!    by the views on top of these, never folded into them.
+//!    Corrections between hosts (offsets and drifts estimated from messages,
+//!    `crate::messages::offsets`) are applied by the views on top of these
+//!    (`HostOffset::correction_ns`), never folded into them.
 
 use bufpool::Calibration;
 use reader::manifest::{ClockSnapshot, Manifest};
