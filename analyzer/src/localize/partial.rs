@@ -4,11 +4,11 @@
 //! (without the messages pass: `--no-messages`).
 //!
 //! What is sharded is what costs: both passes over each process's trace and the scoring of
-//! its units ([`super::rank::score_processes`]). A part file holds, per process of its
+//! its units (`rank::score_processes`). A part file holds, per process of its
 //! shard, what that gives — the compact rows, the scores they share, the extras, the
 //! connections, the decoding counts, the names resolved, and the process's best units with
 //! their trees already annotated. The merge then does what needs every process at once
-//! ([`super::rank::assemble`], the same code `rank` runs): consequences filed across
+//! (`rank::assemble`, the same code `rank` runs): consequences filed across
 //! processes, the rows ordered, the first made whole.
 //!
 //! **Shards** ([`Shard::processes`]): the run's processes sorted by host, pid and start
