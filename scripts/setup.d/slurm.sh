@@ -100,6 +100,8 @@ for _ in $(seq 120); do
     scontrol update NodeName=n[1-4] State=RESUME >/dev/null 2>&1 || true
     sleep 0.5
 done
+# Not fatal to the rest of the set-up: tests/tests/cluster_slurm.rs says why it cannot run
+# (and fails under CI).
 echo "setup.d/slurm.sh: the four Slurm nodes did not come up; see $D/log/" >&2
 sinfo >&2 || true
-exit 1
+exit 0
