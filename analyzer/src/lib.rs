@@ -91,5 +91,5 @@ pub use localize::show::{show, Shown};
 pub use localize::{
     baselines, consequence, durations, evidence, model_check, narrative, sizes, weigh,
 };
-pub use localize::{connections, model, score, trees, units};
+pub use localize::{connections, model, partial, score, trees, units};
 pub use trace::{recorded, symbolize};

@@ -49,6 +49,8 @@ enum Command {
     Learn(cmd::learn::Args),
     /// Merge models learned on different nodes into one.
     Merge(cmd::merge::Args),
+    /// Learn or rank a whole job's traces as Slurm jobs (sbatch), or the same steps here.
+    Cluster(cmd::cluster::Args),
     /// Rank the execution units of a faulty run by how suspicious they are.
     Rank(cmd::rank::Args),
     /// Show one unit's call tree next to its model.
@@ -82,6 +84,7 @@ fn main() -> ExitCode {
         Command::Cc(a) => cmd::cc::run(a),
         Command::Learn(a) => cmd::learn::run(a),
         Command::Merge(a) => cmd::merge::run(a),
+        Command::Cluster(a) => cmd::cluster::run(a),
         Command::Rank(a) => cmd::rank::run(a),
         Command::Show(a) => cmd::show::run(a),
         Command::Messages(a) => cmd::messages::run(a),

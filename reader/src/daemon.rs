@@ -126,7 +126,12 @@ pub fn prepare_dir(
         if m.command.is_empty() {
             m.command = old.command;
         }
+        // An earlier reader of this boot read the same TSC: its snapshots still hold.
+        if old.boot_id == m.boot_id {
+            m.clock_snapshots = old.clock_snapshots;
+        }
     }
+    m.clock_snapshots.push(crate::clocksnap::take());
     m.write(dir)?;
     Ok((m, repaired))
 }
@@ -140,7 +145,8 @@ pub fn run(
     opts: &ReaderOptions,
     stop: &AtomicBool,
 ) -> Result<ReaderReport> {
-    let (manifest, repaired) = prepare_dir(pool, dir, &opts.command)?;
+    let (mut manifest, repaired) = prepare_dir(pool, dir, &opts.command)?;
+    let mut snapshots = Vec::new();
     // What a previous reader of this directory saved of sub-buffers still being filled.
     let live = LiveSaved::from_dir(dir)?;
     let live = &live;
@@ -205,6 +211,7 @@ pub fn run(
         let mut last_map_check = Instant::now();
         let mut last_salvage = Instant::now();
         let mut last_live = Instant::now();
+        let mut last_snapshot = Instant::now();
         let live_chunk = || new_chunk(dir, keeper, (pid, workers as u32 + 1, t0));
         let live_gate = match crate::keep::Gate::open(dir) {
             Ok(g) => g,
@@ -221,6 +228,10 @@ pub fn run(
             std::thread::sleep(tick);
             if stop.load(Ordering::Acquire) || finishing.load(Ordering::Acquire) {
                 break;
+            }
+            if last_snapshot.elapsed() >= crate::clocksnap::SNAPSHOT_INTERVAL {
+                last_snapshot = Instant::now();
+                snapshots.push(crate::clocksnap::take());
             }
             if last_salvage.elapsed() >= opts.salvage_interval {
                 last_salvage = Instant::now();
@@ -320,6 +331,9 @@ pub fn run(
     if let Some(k) = keeper {
         k.settle()?;
     }
+    snapshots.push(crate::clocksnap::take());
+    manifest.clock_snapshots.extend(snapshots);
+    manifest.clock_snapshots.sort_by_key(|s| s.tsc);
     let left_owned = pool.slots().census()[State::Owned as usize];
     let unreported = pool.shared().lost_unreported.load(Ordering::Relaxed);
     let mut rep = finish(

@@ -4,6 +4,7 @@
 //! - [`daemon`]: drain threads, the periodic repair pass, the final drain ([`run`]).
 //! - [`chunkfile`]: appending records to chunk files; cutting torn tails ([`repair`]).
 //! - [`live`]: saving the committed prefix of sub-buffers writers still fill (pieces).
+//! - [`clocksnap`]: clock snapshots (TSC against both clocks) and the host's boot id.
 //! - [`manifest`]: `manifest.json` — host, command, times, calibration, geometry,
 //!   processes, totals.
 //! - [`tracedir`]: [`TraceDir`] — every saved sub-buffer per thread, in order, once.
@@ -46,6 +47,7 @@
 #![deny(missing_docs)]
 
 pub mod chunkfile;
+pub mod clocksnap;
 pub mod cpustat;
 pub mod daemon;
 pub mod damage;

@@ -25,6 +25,17 @@ pub struct Manifest {
     pub version: u32,
     /// Host the pool was created on.
     pub host: String,
+    /// The boot of that host (`/proc/sys/kernel/random/boot_id`): recordings with one boot
+    /// id read one TSC ("" in traces made before it was recorded).
+    #[serde(default)]
+    pub boot_id: String,
+    /// The recorder's network namespace (`/proc/self/ns/net`, e.g. `net:[4026531840]`):
+    /// with the boot id, where loopback addresses and UNIX sockets are one ("" if unknown).
+    #[serde(default)]
+    pub net_ns: String,
+    /// The Slurm task that recorded it (`SLURM_JOB_ID`, `SLURM_STEP_ID`, `SLURM_PROCID`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm: Option<SlurmTask>,
     /// The recorded command (empty for a standalone reader).
     pub command: Vec<String>,
     /// When recording started (`CLOCK_REALTIME` ns).
@@ -35,6 +46,10 @@ pub struct Manifest {
     pub complete: bool,
     /// TSC ↔ clock calibration of the pool (converts entry timestamps to wall time).
     pub calibration: CalibrationJson,
+    /// TSC against both clocks at the start, every second and at the end of recording
+    /// (`crate::clocksnap`), in TSC order; empty in traces made before they were recorded.
+    #[serde(default)]
+    pub clock_snapshots: Vec<ClockSnapshot>,
     /// Geometry of the pool.
     pub pool: PoolGeometry,
     /// Every process seen in the trace, by pid then start time.
@@ -87,6 +102,47 @@ impl From<CalibrationJson> for Calibration {
             realtime1_ns: c.realtime1_ns,
             monotonic1_ns: c.monotonic1_ns,
         }
+    }
+}
+
+/// The TSC and both clocks read at one moment ([`crate::clocksnap::take`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClockSnapshot {
+    /// TSC (the middle of the two reads around the clock reads).
+    pub tsc: u64,
+    /// `CLOCK_REALTIME`, ns.
+    pub realtime_ns: u64,
+    /// `CLOCK_MONOTONIC`, ns.
+    pub monotonic_ns: u64,
+    /// TSC ticks between the two reads around the clock reads (the reading's uncertainty).
+    pub window_ticks: u64,
+}
+
+/// The Slurm task a recording was made by (from its `SLURM_*` environment).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SlurmTask {
+    /// `SLURM_JOB_ID`.
+    pub job: String,
+    /// `SLURM_STEP_ID` ("" outside a step).
+    pub step: String,
+    /// `SLURM_PROCID`, the task's rank in the step.
+    pub task: String,
+}
+
+impl SlurmTask {
+    /// The task of this process's environment, if it runs under Slurm.
+    pub fn from_env() -> Option<SlurmTask> {
+        let v = |k: &str| std::env::var(k).ok().filter(|s| !s.is_empty());
+        Some(SlurmTask {
+            job: v("SLURM_JOB_ID")?,
+            step: v("SLURM_STEP_ID").unwrap_or_default(),
+            task: v("SLURM_PROCID").unwrap_or_default(),
+        })
+    }
+
+    /// `job.step.task`, the name of the task's directory under its host's.
+    pub fn dir_name(&self) -> String {
+        format!("{}.{}.{}", self.job, self.step, self.task)
     }
 }
 
@@ -186,11 +242,15 @@ impl Manifest {
             format: MANIFEST_FORMAT.into(),
             version: MANIFEST_VERSION,
             host: pool.hostname(),
+            boot_id: crate::clocksnap::boot_id(),
+            net_ns: crate::clocksnap::net_ns(),
+            slurm: SlurmTask::from_env(),
             command,
             start_unix_ns,
             end_unix_ns: None,
             complete: false,
-            calibration: info.calib.into(),
+            calibration: crate::clocksnap::reported_calibration(info.calib).into(),
+            clock_snapshots: Vec::new(),
             pool: PoolGeometry {
                 path: pool.path().display().to_string(),
                 n_subbufs: info.n_subbufs - info.meta_subbufs,
@@ -279,6 +339,10 @@ impl Manifest {
             format: MANIFEST_FORMAT.into(),
             version: MANIFEST_VERSION,
             host: get(field("host")),
+            boot_id: get(field("boot_id")),
+            net_ns: get(field("net_ns")),
+            slurm: get(field("slurm")),
+            clock_snapshots: get(field("clock_snapshots")),
             command: get(field("command")),
             start_unix_ns: get(field("start_unix_ns")),
             end_unix_ns: get(field("end_unix_ns")),

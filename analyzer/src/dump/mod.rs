@@ -77,7 +77,7 @@ pub fn dump(
     out: &mut dyn Write,
 ) -> Result<(), DumpError> {
     check_pids(trace, &opts.pids)?;
-    let calib = trace.calibration();
+    let calib = crate::trace::clock::recording_calibration(trace.manifest());
     let syms = symbols::process_symbols(trace)?;
     let namer = Namer::default();
     for k in trace.threads().collect::<Vec<_>>() {

@@ -40,7 +40,7 @@ fn processes(trace: &Arc<TraceDir>) -> Vec<ProcessTrace> {
         h if h.is_empty() => trace.path().display().to_string(),
         h => h.clone(),
     };
-    let calib = trace.calibration();
+    let calib = crate::trace::clock::recording_calibration(trace.manifest());
     let mut by_proc: BTreeMap<(u32, u64), Vec<ThreadTrace>> = BTreeMap::new();
     for key in trace.threads() {
         let source = ThreadSource::Dir {
@@ -63,6 +63,7 @@ fn processes(trace: &Arc<TraceDir>) -> Vec<ProcessTrace> {
             pid,
             start_ticks,
             calib,
+            recording: Default::default(),
             threads,
         })
         .collect()

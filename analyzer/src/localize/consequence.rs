@@ -495,7 +495,7 @@ pub fn waited_by(tree: &crate::trees::CallTree, tsc: u64) -> bool {
 }
 
 /// What a unit's first anomaly did to its connection, as far as the unit tells.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum CloseRole {
     /// It acted: a fault was injected in it (the trace's record of a call the tracer forced
     /// — a connection it shut down, an errno it made up), or its first call never seen in

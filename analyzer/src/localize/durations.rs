@@ -197,7 +197,7 @@ impl Durations {
 
 /// A call of a faulty run that lasted longer than the rule allows at its node
 /// ([`Durations::too_long`]), with what normal runs did there.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SlowCall {
     /// The node.
     pub key: crate::trees::NodeKey,

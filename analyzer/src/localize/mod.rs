@@ -13,6 +13,7 @@ pub mod model;
 pub mod model_check;
 pub mod narrative;
 pub mod options;
+pub mod partial;
 mod pipeline;
 pub mod rank;
 pub(crate) mod ranking;

@@ -87,6 +87,16 @@ pub struct TreeModel {
     index: IdMap<usize>,
 }
 
+/// One process model's probability of a node, `p` in [0, 1], made a multiple of 2⁻³²
+/// (it moves by less than 1.2·10⁻¹⁰): sums of up to 2²¹ such values are exact in an
+/// `f64`, so `p_sum`, added up as models merge ([`TreeModel::merge`]), is the same whatever
+/// the order and grouping of the merges — `culprit merge` is associative and commutative
+/// bit for bit, and a model merged along any tree is byte-identical.
+pub fn quantize_p(p: f64) -> f64 {
+    const Q: f64 = 4_294_967_296.0;
+    (p.clamp(0.0, 1.0) * Q).round() / Q
+}
+
 impl TreeModel {
     /// Builds a process-level tree model from unit trees (coverage counts).
     pub fn from_trees<'a>(trees: impl IntoIterator<Item = &'a CallTree>) -> TreeModel {
@@ -100,7 +110,7 @@ impl TreeModel {
         d.model()
     }
 
-    /// A tree model from coverage counts.
+    /// A tree model from coverage counts (each node's probability [`quantize_p`]d).
     fn from_counts(units: u64, counts: &IdMap<(u64, NodeKey, u64)>) -> TreeModel {
         let mut nodes: Vec<ModelNode> = counts
             .iter()
@@ -114,7 +124,7 @@ impl TreeModel {
                     id,
                     parent,
                     key,
-                    p_sum: (n as f64 / np.max(1) as f64).min(1.0),
+                    p_sum: quantize_p(n as f64 / np.max(1) as f64),
                     models: 1,
                 }
             })
@@ -943,7 +953,9 @@ mod tests {
         assert_eq!(m.units, 4);
         assert_eq!(m.get(a).unwrap().p(), 1.0);
         assert_eq!(m.get(b).unwrap().p(), 0.75);
-        assert!((m.get(c).unwrap().p() - 1.0 / 3.0).abs() < 1e-12);
+        // A multiple of 2⁻³² (`quantize_p`): within half of one of 1/3.
+        assert!((m.get(c).unwrap().p() - 1.0 / 3.0).abs() <= 0.5 / 4_294_967_296.0);
+        assert_eq!(m.get(c).unwrap().p(), quantize_p(1.0 / 3.0));
     }
 
     #[test]

@@ -52,11 +52,30 @@ pub(crate) fn scan_and_split<T: Send>(
     stage: &str,
     split: impl Fn(usize, &ProcessTrace, &units::ProcessScan) -> Result<T> + Sync,
 ) -> Result<Vec<T>> {
-    opts.start(stage, procs.len());
+    let all = vec![true; procs.len()];
+    Ok(scan_and_split_some(procs, &all, opts, stage, split)?
+        .into_iter()
+        .flatten()
+        .collect())
+}
+
+/// [`scan_and_split`] for the processes `wanted` only (a shard of a ranking); the others
+/// are only scanned (pass 1: what their forked children inherit) and give `None`.
+pub(crate) fn scan_and_split_some<T: Send>(
+    procs: &[&ProcessTrace],
+    wanted: &[bool],
+    opts: &Options,
+    stage: &str,
+    split: impl Fn(usize, &ProcessTrace, &units::ProcessScan) -> Result<T> + Sync,
+) -> Result<Vec<Option<T>>> {
+    opts.start(stage, wanted.iter().filter(|&&w| w).count());
     let first: Vec<Result<(units::ProcessScan, Option<T>)>> = procs
         .par_iter()
         .enumerate()
         .map(|(i, p)| {
+            if !wanted[i] {
+                return Ok((units::scan_process(p)?, None));
+            }
             let loaded = p.load(LOAD_MAX_BYTES)?;
             let src = loaded.as_ref().unwrap_or(p);
             let scan = units::scan_process(src)?;
@@ -76,7 +95,9 @@ pub(crate) fn scan_and_split<T: Send>(
         done.push(t);
     }
     units::inherit(procs, &mut scans);
-    let waiting: Vec<usize> = (0..procs.len()).filter(|&i| done[i].is_none()).collect();
+    let waiting: Vec<usize> = (0..procs.len())
+        .filter(|&i| wanted[i] && done[i].is_none())
+        .collect();
     let later: Vec<Result<T>> = waiting
         .par_iter()
         .map(|&i| {
@@ -89,7 +110,7 @@ pub(crate) fn scan_and_split<T: Send>(
     for (i, t) in waiting.into_iter().zip(later) {
         done[i] = Some(t?);
     }
-    Ok(done.into_iter().flatten().collect())
+    Ok(done)
 }
 
 pub(crate) fn merge_names(books: &[&NameBook]) -> BTreeMap<u64, String> {

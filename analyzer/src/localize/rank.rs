@@ -2,38 +2,57 @@
 //! rows, the highest-ranked made whole.
 
 use super::options::Options;
-use super::pipeline::{merge_names, scan_and_split, sorted_processes};
+use super::pipeline::{merge_names, scan_and_split_some, sorted_processes};
 use super::{consequence, durations, evidence, ranking, sizes, weigh};
 use crate::decode::TraceSet;
 use crate::error::Result;
 use crate::model::Model;
 use crate::report::{self, ConnRow, Report, Row};
 use crate::trees::{self};
-use crate::units::{self, NameBook, ProcessUnits};
+use crate::units::{self, NameBook};
 use crate::{hash, model, score};
 
 /// A process's scored units, compact; the best also kept whole (trees) for annotation.
-struct ProcessRanking {
-    rows: Vec<Row>,
+pub(crate) struct ProcessRanking {
+    pub rows: Vec<Row>,
     /// Verdicts and effective nodes the rows share (`Row::shared`, local to the process).
-    shared: Vec<report::SharedScore>,
+    pub shared: Vec<report::SharedScore>,
     /// Lost entries and injected faults of the rows that have any.
-    extras: Vec<(u32, report::RowExtra)>,
-    group: Option<u32>,
+    pub extras: Vec<(u32, report::RowExtra)>,
+    pub group: Option<u32>,
     /// Connections the rows refer to (indices local to the process).
-    conns: Vec<ConnRow>,
-    heavy: Vec<Heavy>,
-    units: ProcessUnits,
-    unmatched: bool,
+    pub conns: Vec<ConnRow>,
+    pub heavy: Vec<Heavy>,
+    /// Counts of both passes.
+    pub stats: crate::decode::DecodeStats,
+    /// Names of key parts, resolved (in key order) or still to resolve.
+    pub names: ProcessNames,
+    pub unmatched: bool,
 }
 
-/// A unit among its process's best, kept with its tree.
-struct Heavy {
+/// The names of key parts a process's units use.
+pub(crate) enum ProcessNames {
+    /// As the process's units found them (C addresses resolved when the ranking is made).
+    Book(units::NameBook),
+    /// Resolved (by the shard that ranked the process).
+    Resolved(std::collections::BTreeMap<u64, String>),
+}
+
+/// A unit among its process's best, kept with its tree (or, read from a shard's part
+/// file, with its tree already annotated: [`super::partial`]).
+pub(crate) struct Heavy {
     /// Index of its row in its process's rows.
-    row: usize,
-    tree: trees::CallTree,
-    class: model::UnitClass,
-    score: score::UnitScore,
+    pub row: usize,
+    pub lines: HeavyLines,
+    pub score: score::UnitScore,
+}
+
+/// A kept unit's tree, to annotate if it is among the first `trees_kept`.
+pub(crate) enum HeavyLines {
+    /// The tree and its class, annotated against the model when needed.
+    Tree(trees::CallTree, model::UnitClass),
+    /// Annotated already (by the shard that ranked its process).
+    Done(Vec<report::TreeLine>),
 }
 
 /// Scores of distinct trees a process's ranker keeps for reuse.
@@ -445,10 +464,45 @@ pub(crate) fn sibling_of<T>(class: &units::UnitClass, other: Option<T>) -> Optio
 /// first [`Options::units_kept`] units of the ranking are then made whole.
 pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
     let procs = sorted_processes(std::slice::from_ref(set));
-    let keep = opts
-        .trees_kept
-        .min((opts.trees_kept * 4 / procs.len().max(1)).max(16));
-    let per = scan_and_split(&procs, opts, "scoring units", |pi, p, scan| {
+    let wanted = vec![true; procs.len()];
+    let per = score_processes(model, &procs, &wanted, procs.len(), opts, |i| i)?;
+    let ids = procs.iter().map(|p| (p.host.clone(), p.pid)).collect();
+    Ok(assemble(
+        model.groups.len(),
+        normal_processes(model),
+        &model.names,
+        Some(model),
+        ids,
+        per.into_iter().flatten().collect(),
+        opts,
+    ))
+}
+
+/// Processes the model was learned from (what backs "no process group matches").
+pub(crate) fn normal_processes(model: &Model) -> u64 {
+    model.groups.iter().map(|g| g.processes.len() as u64).sum()
+}
+
+/// How many units of each process keep their trees, among `processes` in all.
+pub(crate) fn trees_per_process(opts: &Options, processes: usize) -> usize {
+    opts.trees_kept
+        .min((opts.trees_kept * 4 / processes.max(1)).max(16))
+}
+
+/// Both passes over the processes `wanted` (by index in `procs`), each unit scored into
+/// a compact row naming its process by `global(index)`, its index among the `total`
+/// sorted processes of the whole run; the others are only scanned (what forked children
+/// inherit) and give `None`.
+pub(crate) fn score_processes(
+    model: &Model,
+    procs: &[&crate::decode::ProcessTrace],
+    wanted: &[bool],
+    total: usize,
+    opts: &Options,
+    global: impl Fn(usize) -> usize + Sync,
+) -> Result<Vec<Option<ProcessRanking>>> {
+    let keep = trees_per_process(opts, total);
+    scan_and_split_some(procs, wanted, opts, "scoring units", |pi, p, scan| {
         // Handler units start at socket receives and accepts (consecutive ones on one
         // descriptor make one unit): their count is a good guess of the rows (a few loop
         // units aside). Room reserved and not written costs no memory; rows moved by a
@@ -461,7 +515,7 @@ pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
         let mut r = Ranker {
             model,
             opts,
-            pi: pi as u32,
+            pi: global(pi) as u32,
             group: GroupMatch::Pending,
             cache: Default::default(),
             class_idx: Default::default(),
@@ -523,30 +577,45 @@ pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
                 };
                 Heavy {
                     row,
-                    tree,
-                    class,
+                    lines: HeavyLines::Tree(tree, class),
                     score: s,
                 }
             })
             .collect();
-        let conns = pu.conns.clone();
         Ok(ProcessRanking {
             rows: r.rows,
             shared: r.shared,
             extras: r.extras,
             group: gi.map(|g| g as u32),
-            conns,
+            conns: pu.conns,
             heavy,
-            units: pu,
+            stats: pu.stats,
+            names: ProcessNames::Book(pu.names),
             unmatched: gi.is_none(),
         })
-    })?;
+    })
+}
+
+/// The ranking of a whole run from every process's scored units (`per`, in the order of
+/// `procs`, the host and pid of each): consequences filed, rows ordered, the first made
+/// whole. `model` annotates the kept trees; without it (a merge of shards' part files,
+/// whose trees came annotated) `groups` and `model_names` stand for it.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn assemble(
+    groups: usize,
+    normal_processes: u64,
+    model_names: &std::collections::BTreeMap<u64, String>,
+    model: Option<&Model>,
+    procs: Vec<(String, u32)>,
+    per: Vec<ProcessRanking>,
+    opts: &Options,
+) -> Report {
     let mut rep = Report {
         processes: procs.len(),
-        groups: model.groups.len(),
+        groups,
         ..Default::default()
     };
-    rep.procs = procs.iter().map(|p| (p.host.clone(), p.pid)).collect();
+    rep.procs = procs;
     // Rows stay in their process's vector (never copied); the ranking is an order over
     // (process, index) pairs.
     let mut blocks: Vec<Vec<Row>> = Vec::with_capacity(per.len());
@@ -567,19 +636,33 @@ pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
         rep.extras
             .extend(pr.extras.into_iter().map(|(i, x)| ((b, i), x)));
         heavy.extend(pr.heavy.into_iter().map(|h| ((b, h.row as u32), h)));
-        rep.stats += pr.units.stats;
+        rep.stats += pr.stats;
         rep.unmatched_processes += pr.unmatched as usize;
-        books.push(pr.units.names);
+        books.push(pr.names);
     }
-    let mut names = model.names.clone();
-    let book_refs: Vec<&NameBook> = books.iter().collect();
-    for (k, v) in merge_names(&book_refs) {
+    let mut names = model_names.clone();
+    // The first process naming a key names it (as `merge_names` does over the books).
+    let book_refs: Vec<&NameBook> = books
+        .iter()
+        .filter_map(|b| match b {
+            ProcessNames::Book(b) => Some(b),
+            ProcessNames::Resolved(_) => None,
+        })
+        .collect();
+    let mut from_books = merge_names(&book_refs);
+    for b in &books {
+        if let ProcessNames::Resolved(r) = b {
+            for (k, v) in r {
+                from_books.entry(*k).or_insert_with(|| v.clone());
+            }
+        }
+    }
+    for (k, v) in from_books {
         names.entry(k).or_insert(v);
     }
     rep.score_kind = opts.score;
     if opts.score.groups_consequences() {
         // Evidence weighed over several units ([`weigh`]), then consequences filed.
-        let normal_processes = model.groups.iter().map(|g| g.processes.len() as u64).sum();
         let mut filed = weigh::unmatched_processes(
             &mut blocks,
             &mut rep.shared,
@@ -619,15 +702,20 @@ pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
         row.flags |= Row::EXTRA;
         let x = rep.extras.entry(r).or_default();
         if i < opts.trees_kept {
-            let m = rep.proc_groups[row.proc_ as usize]
-                .and_then(|g| model.groups[g as usize].class(&h.class));
-            x.annotated = Some(report::annotate(
-                &h.tree,
-                m,
-                &h.score.effective,
-                &names,
-                opts.tree_lines,
-            ));
+            x.annotated = match h.lines {
+                HeavyLines::Tree(tree, class) => {
+                    let m = rep.proc_groups[row.proc_ as usize]
+                        .and_then(|g| model.and_then(|m| m.groups.get(g as usize)?.class(&class)));
+                    Some(report::annotate(
+                        &tree,
+                        m,
+                        &h.score.effective,
+                        &names,
+                        opts.tree_lines,
+                    ))
+                }
+                HeavyLines::Done(lines) => Some(lines),
+            };
         }
         x.effective = Some(
             h.score
@@ -650,7 +738,7 @@ pub fn rank(model: &Model, set: &TraceSet, opts: &Options) -> Result<Report> {
         let w = rep.why_of(&rep.units[i]);
         rep.units[i].why = w;
     }
-    Ok(rep)
+    rep
 }
 
 #[cfg(test)]

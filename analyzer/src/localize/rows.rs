@@ -14,7 +14,7 @@ use crate::score::{Effective, Verdict};
 /// [`Report`]: crate::report::Report
 /// [`Report::extras`]: crate::report::Report::extras
 /// [`Report::unit`]: crate::report::Report::unit
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Row {
     pub score: f64,
     pub t_start_unix_ns: i64,
@@ -53,7 +53,7 @@ impl Row {
 
 /// A score with its verdict and light effective nodes, shared by the rows of equal trees
 /// (a row's `score` is its shared score's).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub(crate) struct SharedScore {
     pub score: f64,
     pub verdict: Verdict,

@@ -27,7 +27,7 @@ use crate::trees::{class_bytes, NodeKey, TreeNode};
 pub const MIN_UNITS: u64 = crate::durations::MIN_SAMPLES;
 
 /// The size classes of one model node's sends in the normal units.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SizeRange {
     /// Normal units with a sized send at the node.
     pub units: u64,
@@ -89,7 +89,7 @@ pub fn describe_classes(lo: u8, hi: u8) -> String {
 }
 
 /// A send of a faulty run whose size class lies outside the normal range at its node.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct OddSize {
     /// The node.
     pub key: NodeKey,

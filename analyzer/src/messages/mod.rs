@@ -40,6 +40,7 @@
 pub mod chrome;
 pub mod clocks;
 pub mod datagram;
+pub mod drift;
 pub mod export;
 pub mod links;
 pub mod offsets;
@@ -127,6 +128,9 @@ pub struct Messages {
     pub offsets: Vec<offsets::HostOffset>,
     /// One-host matched receives that end before their send began.
     pub violations: Vec<offsets::Violation>,
+    /// Matched cross-host receives that end before their send began once every host's
+    /// clock is corrected ([`offsets`]).
+    pub aligned_violations: u64,
     /// Entries decoded.
     pub entries: u64,
 }
@@ -394,7 +398,8 @@ pub fn analyze_ops(mut procs: Vec<ProcOps>) -> Messages {
     let lens: Vec<usize> = procs.iter().map(|p| p.ops.len()).collect();
     let edges = clocks::Edges::build(&lens, pairs);
     let (lamport, broken_edges) = clocks::lamport(&lens, &edges);
-    let (offsets, violations) = offsets::estimate(&procs, conns.iter().flat_map(|c| c.flows()));
+    let (offsets, violations, aligned_violations) =
+        offsets::estimate(&procs, conns.iter().flat_map(|c| c.flows()));
     Messages {
         procs,
         sockets: socks,
@@ -404,6 +409,7 @@ pub fn analyze_ops(mut procs: Vec<ProcOps>) -> Messages {
         broken_edges,
         offsets,
         violations,
+        aligned_violations,
         entries,
     }
 }

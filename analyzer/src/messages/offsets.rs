@@ -1,41 +1,70 @@
-//! Clock offsets between hosts, from matched messages, and the one-host causality check.
+//! Clock offsets and drifts between hosts, from matched messages, and the one-host
+//! causality check.
 //!
-//! A receive cannot end before the send it read from began. With `θ` the correction that
-//! turns host B's clock into host A's (`t_A = t_B + θ`), a message A → B gives
-//! `θ ≥ send_start_A − recv_end_B` and a message B → A gives
-//! `θ ≤ recv_end_A − send_start_B`. The tightest bounds over all matched messages give an
-//! interval `[lo, hi]`; the estimate is its middle and the uncertainty its half-width (an
-//! interval bounded on one side only has an infinite uncertainty; `lo > hi` means the
-//! clocks drifted or a message was wrongly matched, and is reported). Hosts are placed
-//! relative to a reference host (the first in name order) through a spanning tree of the
-//! host pairs with the narrowest intervals.
+//! A receive cannot end before the send it read from began. Between two hosts, the
+//! correction that turns host B's time into host A's is fitted as a line — an offset at a
+//! common origin (the middle of the run's cross-host messages, `at_ns`) and a drift — by
+//! [`super::drift::fit`]: the bounds of every matched message in both directions, a
+//! convex-hull linear program; the estimate is the middle of what they allow and the
+//! uncertainties half its ranges (infinite when messages went one way only; crossed bounds
+//! — clocks that did not drift linearly, or a wrong match — are reported as
+//! `inconsistent`). Hosts are placed relative to a reference host (the first in name order)
+//! along a spanning tree of the host pairs with the narrowest offset ranges, their lines
+//! composed along the tree's paths. `aligned_violations` counts the matched cross-host
+//! receives that still end before their send began once every host's time is corrected
+//! (0 when every pair's line fits its messages and the tree holds every constrained pair).
 //!
-//! On one host every process reads the same TSC, so the check is direct: a matched
-//! receive that ends before its send began is a **violation** (tests require none).
+//! On one host every process reads the same clock (`crate::trace::clock`), so the check is
+//! direct: a matched receive that ends before its send began is a **violation** (tests
+//! require none).
 
 use super::ops::ProcOps;
 use super::stream::Flow;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-/// The offset of one host.
+/// The clock correction of one host: add `offset_ns + drift · (t − at_ns)` to its time
+/// `t` to get the reference's ([`HostOffset::correction_ns`]).
 #[derive(Clone, Debug, Serialize)]
 pub struct HostOffset {
     /// Host.
     pub host: String,
     /// Relative to this host.
     pub reference: String,
-    /// Add this to the host's times to get the reference's, ns (middle of the interval).
+    /// The correction at `at_ns`, ns (middle of what the messages allow).
     pub offset_ns: f64,
-    /// Half-width of the interval, ns (infinite — `null` in JSON — if bounded on one side
-    /// only or not at all).
+    /// Half the range of corrections the messages allow at `at_ns`, ns (infinite — `null`
+    /// in JSON — if bounded on one side only or not at all).
     pub uncertainty_ns: f64,
-    /// Lower and upper bound (ns; ±inf when unbounded, `null` in JSON).
+    /// Lower and upper bound of the correction at `at_ns` (ns; ±inf when unbounded, `null`
+    /// in JSON).
     pub bounds_ns: (f64, f64),
+    /// The origin of the line: the middle of the run's cross-host messages (Unix ns).
+    pub at_ns: i64,
+    /// How much faster the reference's clock runs than this host's, parts per million (the
+    /// correction grows by this many ns per ms).
+    pub drift_ppm: f64,
+    /// Half the range of drifts the messages allow, ppm (infinite — `null` — when unknown).
+    pub drift_uncertainty_ppm: f64,
     /// Messages the bounds came from.
     pub messages: u64,
-    /// Bounds crossed (lo > hi).
+    /// Bounds crossed: no line fits every message of the pair.
     pub inconsistent: bool,
+}
+
+impl HostOffset {
+    /// The correction to add to this host's time `t_ns` (Unix ns) to get the reference's.
+    pub fn correction_ns(&self, t_ns: i64) -> i64 {
+        if !self.offset_ns.is_finite() {
+            return 0;
+        }
+        let d = if self.drift_ppm.is_finite() {
+            self.drift_ppm * 1e-6 * (t_ns - self.at_ns) as f64
+        } else {
+            0.0
+        };
+        (self.offset_ns + d) as i64
+    }
 }
 
 /// A matched receive that ended before its send began, on one host.
@@ -47,14 +76,49 @@ pub struct Violation {
     pub by_ns: i64,
 }
 
-/// Offsets of every host and the one-host violations.
+/// A host's line against the reference: `t_ref = t + a + b·(t − T0)`, with uncertainties.
+#[derive(Clone, Copy, Debug)]
+struct Line {
+    a: f64,
+    a_unc: f64,
+    b: f64,
+    b_unc: f64,
+}
+
+impl Line {
+    /// The inverse line (`t = t_ref + …`).
+    fn inverse(self) -> Line {
+        Line {
+            a: -self.a / (1.0 + self.b),
+            a_unc: self.a_unc,
+            b: -self.b / (1.0 + self.b),
+            b_unc: self.b_unc,
+        }
+    }
+
+    /// `outer ∘ self`: `self` takes a host to the middle one, `outer` the middle one on.
+    fn then(self, outer: Line) -> Line {
+        Line {
+            a: self.a + outer.a + outer.b * self.a,
+            a_unc: self.a_unc + outer.a_unc + outer.b.abs() * self.a_unc,
+            b: self.b + outer.b + outer.b * self.b,
+            b_unc: self.b_unc + outer.b_unc,
+        }
+    }
+}
+
+/// Offsets of every host, the one-host violations, and the cross-host receives still
+/// before their sends once corrected.
 pub fn estimate<'a>(
     procs: &[ProcOps],
     flows: impl Iterator<Item = &'a Flow>,
-) -> (Vec<HostOffset>, Vec<Violation>) {
-    // (host a, host b) with a < b → (lo, hi, n) for θ(b → a).
-    let mut b: BTreeMap<(&str, &str), (f64, f64, u64)> = BTreeMap::new();
+) -> (Vec<HostOffset>, Vec<Violation>, u64) {
+    // (host a, host b) with a < b → (lower points, upper points) for θ(b → a), absolute x.
+    #[allow(clippy::type_complexity)]
+    let mut pairs: BTreeMap<(&str, &str), (Vec<(f64, f64)>, Vec<(f64, f64)>)> = BTreeMap::new();
     let mut viol = Vec::new();
+    let mut cross: Vec<(&str, i64, &str, i64)> = Vec::new();
+    let (mut t_min, mut t_max) = (i64::MAX, i64::MIN);
     for f in flows {
         let (ps, pr) = (&procs[f.send.proc as usize], &procs[f.recv.proc as usize]);
         let s0 = ps.ns(ps.ops[f.send.idx as usize].start);
@@ -68,102 +132,111 @@ pub fn estimate<'a>(
             }
             continue;
         }
+        t_min = t_min.min(s0).min(r1);
+        t_max = t_max.max(s0).max(r1);
+        cross.push((ps.host.as_str(), s0, pr.host.as_str(), r1));
         // θ converts the larger-named host's clock into the smaller's.
-        let (a, bb) = if ps.host < pr.host {
-            (ps.host.as_str(), pr.host.as_str())
+        if ps.host < pr.host {
+            // A → B: θ(r1) ≥ s0 − r1.
+            let e = pairs
+                .entry((ps.host.as_str(), pr.host.as_str()))
+                .or_default();
+            e.0.push((r1 as f64, (s0 - r1) as f64));
         } else {
-            (pr.host.as_str(), ps.host.as_str())
-        };
-        let e = b
-            .entry((a, bb))
-            .or_insert((f64::NEG_INFINITY, f64::INFINITY, 0));
-        e.2 += 1;
-        if ps.host.as_str() == a {
-            // A → B: θ ≥ send_start_A − recv_end_B.
-            e.0 = e.0.max((s0 - r1) as f64);
-        } else {
-            // B → A: θ ≤ recv_end_A − send_start_B.
-            e.1 = e.1.min((r1 - s0) as f64);
+            // B → A: θ(s0) ≤ r1 − s0.
+            let e = pairs
+                .entry((pr.host.as_str(), ps.host.as_str()))
+                .or_default();
+            e.1.push((s0 as f64, (r1 - s0) as f64));
         }
     }
+    let t0 = if t_min <= t_max {
+        t_min + (t_max - t_min) / 2
+    } else {
+        0
+    };
+    let fits: BTreeMap<(&str, &str), (super::drift::LineFit, u64)> = pairs
+        .into_iter()
+        .map(|(k, (l, u))| {
+            let n = (l.len() + u.len()) as u64;
+            let rel = |v: Vec<(f64, f64)>| -> Vec<(f64, f64)> {
+                v.into_iter().map(|(x, y)| (x - t0 as f64, y)).collect()
+            };
+            (k, (super::drift::fit(rel(l), rel(u)), n))
+        })
+        .collect();
     let mut hosts: Vec<&str> = procs.iter().map(|p| p.host.as_str()).collect();
     hosts.sort_unstable();
     hosts.dedup();
     let mut out = Vec::new();
     let Some(&reference) = hosts.first() else {
-        return (out, viol);
+        return (out, viol, 0);
     };
-    out.push(HostOffset {
-        host: reference.to_string(),
+    let offset = |host: &str, l: Line, n: u64, bad: bool| HostOffset {
+        host: host.to_string(),
         reference: reference.to_string(),
-        offset_ns: 0.0,
-        uncertainty_ns: 0.0,
-        bounds_ns: (0.0, 0.0),
-        messages: 0,
-        inconsistent: false,
-    });
-    // Prim-like growth from the reference, narrowest interval first.
-    let mut placed: BTreeMap<&str, (f64, f64, f64)> = BTreeMap::new(); // host → (offset, lo, hi) to reference
-    placed.insert(reference, (0.0, 0.0, 0.0));
+        offset_ns: l.a,
+        uncertainty_ns: l.a_unc,
+        bounds_ns: (l.a - l.a_unc, l.a + l.a_unc),
+        at_ns: t0,
+        drift_ppm: l.b * 1e6,
+        drift_uncertainty_ppm: l.b_unc * 1e6,
+        messages: n,
+        inconsistent: bad,
+    };
+    let zero = Line {
+        a: 0.0,
+        a_unc: 0.0,
+        b: 0.0,
+        b_unc: 0.0,
+    };
+    out.push(offset(reference, zero, 0, false));
+    // Prim-like growth from the reference, narrowest offset range first.
+    let mut placed: BTreeMap<&str, Line> = BTreeMap::new();
+    placed.insert(reference, zero);
     loop {
-        // (width, host, (offset, lo, hi), messages, inconsistent)
-        #[allow(clippy::type_complexity)]
-        let mut best: Option<(f64, &str, (f64, f64, f64), u64, bool)> = None;
-        for (&(a, bb), &(lo, hi, n)) in &b {
-            // θ(bb → a) in [lo, hi].
+        let mut best: Option<(f64, &str, Line, u64, bool)> = None;
+        for (&(a, bb), &(f, n)) in &fits {
+            // The fit takes bb's time to a's.
+            let pair = Line {
+                a: f.a,
+                a_unc: f.a_unc,
+                b: f.b,
+                b_unc: f.b_unc,
+            };
             let cand = match (placed.get(a), placed.get(bb)) {
-                (Some(&(oa, la, ha)), None) => Some((bb, oa, la, ha, lo, hi)),
-                (None, Some(&(ob, lb, hb))) => Some((a, -ob, -hb, -lb, -hi, -lo)),
+                (Some(&la), None) => Some((bb, pair.then(la))),
+                (None, Some(&lb)) => Some((a, pair.inverse().then(lb))),
                 _ => None,
             };
-            let Some((h, o_known, l_known, h_known, lo2, hi2)) = cand else {
+            let Some((h, line)) = cand else {
                 continue;
             };
-            let (l, u) = (l_known + lo2, h_known + hi2);
-            let width = if l.is_finite() && u.is_finite() {
-                (u - l).abs()
-            } else {
-                f64::INFINITY
-            };
-            let mid = if l.is_finite() && u.is_finite() {
-                (l + u) / 2.0
-            } else if l.is_finite() {
-                l
-            } else if u.is_finite() {
-                u
-            } else {
-                o_known
-            };
-            if best.as_ref().is_none_or(|x| width < x.0) {
-                best = Some((width, h, (mid, l, u), n, l > u));
+            if best.as_ref().is_none_or(|x| line.a_unc < x.0) {
+                best = Some((line.a_unc, h, line, n, f.inconsistent));
             }
         }
-        let Some((width, h, (mid, l, u), n, bad)) = best else {
+        let Some((_, h, line, n, bad)) = best else {
             break;
         };
-        placed.insert(h, (mid, l, u));
-        out.push(HostOffset {
-            host: h.to_string(),
-            reference: reference.to_string(),
-            offset_ns: mid,
-            uncertainty_ns: width / 2.0,
-            bounds_ns: (l, u),
-            messages: n,
-            inconsistent: bad,
-        });
+        placed.insert(h, line);
+        out.push(offset(h, line, n, bad));
     }
     for h in hosts {
         if !placed.contains_key(h) {
-            out.push(HostOffset {
-                host: h.to_string(),
-                reference: reference.to_string(),
-                offset_ns: 0.0,
-                uncertainty_ns: f64::INFINITY,
-                bounds_ns: (f64::NEG_INFINITY, f64::INFINITY),
-                messages: 0,
-                inconsistent: false,
-            });
+            let mut o = offset(h, zero, 0, false);
+            o.uncertainty_ns = f64::INFINITY;
+            o.bounds_ns = (f64::NEG_INFINITY, f64::INFINITY);
+            o.drift_uncertainty_ppm = f64::INFINITY;
+            out.push(o);
         }
     }
-    (out, viol)
+    // Cross-host receives before their sends, every host corrected.
+    let by_host: BTreeMap<&str, &HostOffset> = out.iter().map(|o| (o.host.as_str(), o)).collect();
+    let corr = |h: &str, t: i64| t + by_host.get(h).map_or(0, |o| o.correction_ns(t));
+    let aligned = cross
+        .iter()
+        .filter(|&&(hs, s0, hr, r1)| corr(hr, r1) < corr(hs, s0))
+        .count() as u64;
+    (out, viol, aligned)
 }

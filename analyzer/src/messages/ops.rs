@@ -112,6 +112,8 @@ impl Op {
 pub struct ProcOps {
     /// Host.
     pub host: String,
+    /// Where its loopback and UNIX socket addresses are meant (`ProcessTrace::socket_scope`).
+    pub scope: String,
     /// Process id.
     pub pid: u32,
     /// Start ticks (identity with `pid`).
@@ -417,6 +419,7 @@ impl<'a> Collector<'a> {
 pub fn collect(p: &ProcessTrace) -> Result<ProcOps> {
     let mut out = ProcOps {
         host: p.host.clone(),
+        scope: p.socket_scope(),
         pid: p.pid,
         start_ticks: p.start_ticks,
         calib: p.calib,

@@ -460,9 +460,10 @@ fn replay_order(procs: &[ProcOps]) -> Vec<usize> {
     order
 }
 
-/// The key under which a stream socket of `host` meets its other end: the connecting
-/// end (origin [`Origin::Connect`]) and the accepted one of a connection have the same
-/// key. `None` for a socket that cannot be paired by address.
+/// The key under which a stream socket meets its other end: the connecting end (origin
+/// [`Origin::Connect`]) and the accepted one of a connection have the same key; loopback
+/// and UNIX addresses are meant within `host`, the socket scope of its process
+/// (`ProcessTrace::socket_scope`). `None` for a socket that cannot be paired by address.
 pub fn pair_key(
     host: &str,
     origin: Origin,
@@ -522,8 +523,8 @@ pub fn pair_streams(procs: &[ProcOps], socks: &mut [Socket]) {
         if !s.stream || s.partner.is_some() {
             continue;
         }
-        let host = &procs[s.proc as usize].host;
-        let Some(k) = pair_key(host, s.origin, s.local, s.peer) else {
+        let scope = &procs[s.proc as usize].scope;
+        let Some(k) = pair_key(scope, s.origin, s.local, s.peer) else {
             continue;
         };
         let g = groups.entry(k).or_default();

@@ -262,12 +262,13 @@ impl<F: FnMut(StreamFlow)> Matcher<'_, F> {
     }
 
     /// A stream end got its addresses: pairs it with a waiting other end, or waits.
-    fn pair(&mut self, s: u32, host: &str, now: i64) {
+    fn pair(&mut self, s: u32, now: i64) {
         let so = &self.socks[s as usize];
         if !so.stream || so.partner.is_some() {
             return;
         }
-        let Some(k) = pair_key(host, so.origin, so.local, so.peer) else {
+        let scope = self.set.processes[so.proc as usize].socket_scope();
+        let Some(k) = pair_key(&scope, so.origin, so.local, so.peer) else {
             return;
         };
         let origin = so.origin;
@@ -582,7 +583,7 @@ impl<F: FnMut(StreamFlow)> Matcher<'_, F> {
                 }
                 match (so.stream, so.peer) {
                     (false, Some(pe)) => self.register(s, pe.port),
-                    _ => self.pair(s, host, now),
+                    _ => self.pair(s, now),
                 }
             }
             OpKind::Accept if ok => {
@@ -591,7 +592,7 @@ impl<F: FnMut(StreamFlow)> Matcher<'_, F> {
                     self.socks[s as usize].local = l;
                     self.socks[s as usize].peer = pe;
                 }
-                self.pair(s, host, now);
+                self.pair(s, now);
             }
             OpKind::Dup if ok => {
                 if let Some(&s) = self.procs[pi].fds.get(&o.fd) {
@@ -622,7 +623,7 @@ impl<F: FnMut(StreamFlow)> Matcher<'_, F> {
                     // Offsets unknown: nothing through it can be aligned.
                     so.broken = true;
                 }
-                self.pair(s, host, now);
+                self.pair(s, now);
             }
             OpKind::Close => {
                 if let Some(s) = self.procs[pi].fds.remove(&o.fd) {

@@ -192,6 +192,9 @@ pub struct Summary {
     pub clock_offsets: Vec<super::offsets::HostOffset>,
     /// One-host causality violations.
     pub violations: u64,
+    /// Cross-host receives that end before their send began once every host's clock is
+    /// corrected (`clock_offsets`).
+    pub aligned_violations: u64,
     /// The first [`MAX_VIOLATIONS_LISTED`] violations in full.
     pub violating_flows: Vec<ViolationSummary>,
     /// Largest Lamport time.
@@ -283,6 +286,7 @@ pub fn summarize(m: &Messages) -> Summary {
         processes,
         clock_offsets: m.offsets.clone(),
         violations: m.violations.len() as u64,
+        aligned_violations: m.aligned_violations,
         violating_flows: m
             .violations
             .iter()
@@ -431,10 +435,12 @@ pub fn text(s: &Summary) -> String {
         for h in &s.clock_offsets {
             let _ = writeln!(
                 o,
-                "  {:<24} {:+.0} ns ± {:.0} ns (from {} messages{})",
+                "  {:<24} {:+.0} ns ± {:.0} ns, drift {:+.2} ppm ± {:.2} (from {} messages{})",
                 h.host,
                 h.offset_ns,
                 h.uncertainty_ns,
+                h.drift_ppm,
+                h.drift_uncertainty_ppm,
                 h.messages,
                 if h.inconsistent { ", inconsistent" } else { "" }
             );

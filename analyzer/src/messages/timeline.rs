@@ -91,22 +91,13 @@ pub fn write(
     window: Option<(f64, f64)>,
     path: &Path,
 ) -> Result<TimelineStats> {
-    // Host clock corrections.
-    let corr: std::collections::HashMap<&str, i64> = m
-        .offsets
-        .iter()
-        .map(|h| {
-            let o = if h.offset_ns.is_finite() {
-                h.offset_ns as i64
-            } else {
-                0
-            };
-            (h.host.as_str(), o)
-        })
-        .collect();
+    // Host clock corrections (offset and drift).
+    let corr: std::collections::HashMap<&str, &super::offsets::HostOffset> =
+        m.offsets.iter().map(|h| (h.host.as_str(), h)).collect();
     let pns = |p: usize, tsc: u64| {
         let pr = &m.procs[p];
-        pr.ns(tsc) + corr.get(pr.host.as_str()).copied().unwrap_or(0)
+        let t = pr.ns(tsc);
+        t + corr.get(pr.host.as_str()).map_or(0, |h| h.correction_ns(t))
     };
     // Lanes: (proc, tid) in process order, threads by first op.
     let mut lanes = Vec::new();

@@ -48,7 +48,7 @@ pub struct RankedUnit {
 }
 
 /// What only a few compact units have.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub(crate) struct RowExtra {
     pub lost: u64,
     pub injections: Vec<crate::units::Injection>,
@@ -203,7 +203,7 @@ pub fn why(s: &UnitScore, names: &BTreeMap<u64, String>, n: usize) -> Vec<String
 }
 
 /// One line of an annotated tree.
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct TreeLine {
     /// Depth (0 = child of the root).
     pub depth: usize,

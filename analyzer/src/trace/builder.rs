@@ -215,6 +215,7 @@ impl TraceBuilder {
             pid: self.pid,
             start_ticks: 0,
             calib: self.calib,
+            recording: Default::default(),
             threads: self.threads,
         }
     }
@@ -290,11 +291,15 @@ pub fn write_trace_dir(dir: &Path, host: &str, processes: &[ProcessTrace]) -> Re
         format: reader::manifest::MANIFEST_FORMAT.into(),
         version: reader::manifest::MANIFEST_VERSION,
         host: host.into(),
+        boot_id: String::new(),
+        net_ns: String::new(),
+        slurm: None,
         command: vec!["(synthetic)".into()],
         start_unix_ns: start,
         end_unix_ns: Some(start),
         complete: true,
         calibration: calib.into(),
+        clock_snapshots: Vec::new(),
         pool: Default::default(),
         totals: reader::Totals {
             processes: infos.len() as u64,

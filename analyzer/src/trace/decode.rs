@@ -154,7 +154,7 @@ impl Event {
 }
 
 /// Counts of one decoding pass.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct DecodeStats {
     /// Trace entries decoded (metadata records and `Lost` markers excluded, as in the
     /// manifest's `entries`).

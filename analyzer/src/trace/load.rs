@@ -24,10 +24,26 @@ pub struct ProcessTrace {
     pub pid: u32,
     /// Start time in clock ticks (with `pid`, a pid-reuse-proof identity).
     pub start_ticks: u64,
-    /// TSC ↔ clock calibration of the pool it wrote into.
+    /// TSC ↔ clock calibration of its clock domain (`super::clock`: one for every
+    /// recording of one boot of one host).
     pub calib: Calibration,
+    /// The recording it came from.
+    pub recording: Arc<Recording>,
     /// Threads, in any order.
     pub threads: Vec<ThreadTrace>,
+}
+
+/// Where a process's trace was recorded (empty for hand-built traces).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Recording {
+    /// The trace directory.
+    pub dir: PathBuf,
+    /// The host's boot id ("" if not recorded).
+    pub boot_id: String,
+    /// The recorder's network namespace ("" if not recorded).
+    pub net_ns: String,
+    /// The Slurm task that recorded it, `job.step.task`, if any.
+    pub task: Option<String>,
 }
 
 /// The chunks of one thread.
@@ -71,6 +87,19 @@ pub struct LoadedThread {
 }
 
 impl ProcessTrace {
+    /// Where its loopback addresses and UNIX socket names mean the same socket: its boot
+    /// and network namespace when recorded (nodes that share a kernel and a network
+    /// namespace — containers, or Slurm nodes in UTS namespaces — talk over loopback),
+    /// else its host.
+    pub fn socket_scope(&self) -> String {
+        let r = &self.recording;
+        if r.boot_id.is_empty() || r.net_ns.is_empty() {
+            self.host.clone()
+        } else {
+            format!("{}/{}", r.boot_id, r.net_ns)
+        }
+    }
+
     /// This process with the records of its threads read from their trace directory into
     /// memory, each read and checked once, for a stage that goes over them more than once
     /// (the two passes of `units`): `None` if they come to more than `max_bytes` (such a
@@ -110,6 +139,7 @@ impl ProcessTrace {
             pid: self.pid,
             start_ticks: self.start_ticks,
             calib: self.calib,
+            recording: self.recording.clone(),
             threads,
         }))
     }
@@ -134,6 +164,10 @@ impl TraceSet {
     /// [`ThreadTrace::raw_chunks`], which goes through that check: a damaged record, or
     /// the rest of a record from an entry that does not decode, is skipped with one
     /// warning naming the chunk file and offset (an error with `--strict`).
+    ///
+    /// A directory that is not itself a trace is searched for the traces under it
+    /// (`super::discover`: a cluster recording's `DIR/<host>/<job.step.task>/`). Every
+    /// recording of one boot of one host is converted by one clock (`super::clock`).
     pub fn open(dirs: &[PathBuf]) -> Result<TraceSet> {
         Self::open_quiet(dirs, false)
     }
@@ -143,20 +177,38 @@ impl TraceSet {
     /// written and has sub-buffers still in the pool).
     pub fn open_quiet(dirs: &[PathBuf], quiet: bool) -> Result<TraceSet> {
         let mut set = TraceSet::default();
-        for d in dirs {
-            let opts = reader::OpenOptions {
-                lazy: true,
-                quiet,
-                ..Default::default()
-            };
-            let dir = Arc::new(reader::TraceDir::open_with(d, opts).map_err(Error::Reader)?);
+        let mut opened = Vec::new();
+        for d in super::discover::trace_dirs(dirs)? {
+            opened.push((
+                Arc::new(
+                    reader::TraceDir::open_with(
+                        &d,
+                        reader::OpenOptions {
+                            lazy: true,
+                            quiet,
+                            ..Default::default()
+                        },
+                    )
+                    .map_err(Error::Reader)?,
+                ),
+                d,
+            ));
+        }
+        let manifests: Vec<&reader::Manifest> = opened.iter().map(|(t, _)| t.manifest()).collect();
+        let clocks = super::clock::domain_calibrations(&manifests);
+        for ((dir, d), calib) in opened.iter().zip(clocks) {
             let m = dir.manifest();
             let host = if m.host.is_empty() {
                 d.display().to_string()
             } else {
                 m.host.clone()
             };
-            let calib = dir.calibration();
+            let recording = Arc::new(Recording {
+                dir: d.clone(),
+                boot_id: m.boot_id.clone(),
+                net_ns: m.net_ns.clone(),
+                task: m.slurm.as_ref().map(|t| t.dir_name()),
+            });
             let mut by_proc: std::collections::BTreeMap<(u32, u64), Vec<ThreadTrace>> =
                 Default::default();
             for key in dir.threads() {
@@ -177,10 +229,64 @@ impl TraceSet {
                     pid,
                     start_ticks,
                     calib,
+                    recording: recording.clone(),
                     threads,
                 });
             }
         }
         Ok(set)
+    }
+
+    /// What the set holds, for a user: hosts, recordings, Slurm tasks and processes.
+    pub fn found(&self) -> Found {
+        let mut hosts = std::collections::BTreeSet::new();
+        let mut recordings = std::collections::BTreeSet::new();
+        let mut tasks = std::collections::BTreeSet::new();
+        for p in &self.processes {
+            hosts.insert(p.host.clone());
+            recordings.insert(p.recording.dir.clone());
+            if let Some(t) = &p.recording.task {
+                tasks.insert((p.host.clone(), t.clone()));
+            }
+        }
+        Found {
+            hosts: hosts.into_iter().collect(),
+            recordings: recordings.len(),
+            tasks: tasks.into_iter().map(|(h, t)| format!("{h}/{t}")).collect(),
+            processes: self.processes.len(),
+        }
+    }
+}
+
+/// What a [`TraceSet`] holds ([`TraceSet::found`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Found {
+    /// Host names, in order.
+    pub hosts: Vec<String>,
+    /// Trace directories.
+    pub recordings: usize,
+    /// Slurm tasks as `host/job.step.task`, in order.
+    pub tasks: Vec<String>,
+    /// Processes.
+    pub processes: usize,
+}
+
+impl std::fmt::Display for Found {
+    /// `3 processes in 2 recordings on 2 hosts (n1, n2); Slurm tasks: n1/7.0.0, n2/7.0.1`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let plural = |n: usize, w: &str| format!("{n} {w}{}", if n == 1 { "" } else { "s" });
+        let es = if self.processes == 1 { "" } else { "es" };
+        write!(
+            f,
+            "{} process{es} in {} on {} ({})",
+            self.processes,
+            plural(self.recordings, "recording"),
+            plural(self.hosts.len(), "host"),
+            self.hosts.join(", ")
+        )?;
+        if !self.tasks.is_empty() {
+            write!(f, "; Slurm tasks: {}", self.tasks.join(", "))?;
+        }
+        Ok(())
     }
 }

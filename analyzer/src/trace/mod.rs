@@ -4,7 +4,9 @@
 //! traces built by hand for tests and benchmarks ([`builder`]).
 
 pub mod builder;
+pub mod clock;
 pub mod decode;
+pub mod discover;
 pub mod load;
 pub mod recorded;
 pub mod symbolize;

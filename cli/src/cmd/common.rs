@@ -210,9 +210,10 @@ pub fn options() -> analyzer::Options {
     o
 }
 
-/// Opens trace directories.
+/// Opens trace directories, or the trees of them under the directories given
+/// (`DIR/<host>/<job.step.task>/`), and says on stderr what it found.
 pub fn open(dirs: &[PathBuf]) -> anyhow::Result<TraceSet> {
-    let set = TraceSet::open(dirs)?;
+    let set = open_any(dirs)?;
     if set.processes.is_empty() {
         anyhow::bail!(
             "no traced process in {}",
@@ -222,6 +223,14 @@ pub fn open(dirs: &[PathBuf]) -> anyhow::Result<TraceSet> {
                 .join(", ")
         );
     }
+    Ok(set)
+}
+
+/// Opens trace directories (or trees of them) and says on stderr what it found, even
+/// if that is no process.
+pub fn open_any(dirs: &[PathBuf]) -> anyhow::Result<TraceSet> {
+    let set = TraceSet::open(dirs)?;
+    eprintln!("culprit: found {}", set.found());
     Ok(set)
 }
 

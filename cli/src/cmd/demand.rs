@@ -200,7 +200,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             None => return Ok(ExitCode::SUCCESS),
         }
     } else {
-        let set = TraceSet::open(&args.dirs)?;
+        let set = super::common::open_any(&args.dirs)?;
         for d in &args.dirs {
             opts.cpu.extend(reader::cpustat::read_samples_or_warn(d));
         }

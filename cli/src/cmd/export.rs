@@ -1,7 +1,6 @@
 //! `culprit export`: write the traces, with every matched message as a flow, for Perfetto
 //! or for tools that read Chrome's JSON trace-event format.
 
-use analyzer::decode::TraceSet;
 use analyzer::messages::{self, export::Format};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -27,7 +26,7 @@ pub enum Fmt {
     process at a time): the calls on sockets are spilled to unnamed temporary files beside\n\
     FILE (about 55 bytes a call) while the export runs.")]
 pub struct Args {
-    /// Trace directories.
+    /// Trace directories, or trees of them (`DIR/<host>/<job.step.task>/`).
     #[arg(required = true, value_name = "DIR")]
     pub dirs: Vec<PathBuf>,
     /// Output format.
@@ -43,7 +42,7 @@ pub struct Args {
 
 /// Runs `culprit export`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let set = TraceSet::open(&args.dirs)?;
+    let set = super::common::open_any(&args.dirs)?;
     let format = match args.format {
         Fmt::Perfetto => Format::Perfetto,
         Fmt::Chrome => Format::Chrome,

@@ -14,7 +14,8 @@ use std::process::ExitCode;
     processes with the same signature (their bind/connect/listen/accept call stacks) are merged\n\
     into one process group by mean probability. The model file format is in analyzer/MODEL.md.")]
 pub struct Args {
-    /// Trace directories of normal runs (from one or several hosts).
+    /// Trace directories of normal runs (from one or several hosts), or trees of them
+    /// (`DIR/<host>/<job.step.task>/`).
     #[arg(required = true, value_name = "DIR")]
     pub dirs: Vec<PathBuf>,
     /// Where to write the model.

@@ -1,7 +1,6 @@
 //! `culprit messages`: who sent what to whom — every byte sent matched to where it was
 //! received, per connection, with waits per peer (analyzer::messages).
 
-use analyzer::decode::TraceSet;
 use analyzer::messages;
 use std::io::Write;
 use std::path::PathBuf;
@@ -19,7 +18,7 @@ use std::process::ExitCode;
     (peer_untraced, no_setup, lost_in_flight, not_received, gap, inconsistent,\n\
     datagram_lost, ambiguous, duplicated, no_address, before_trace, offsets_unknown).")]
 pub struct Args {
-    /// Trace directories (one per host or run).
+    /// Trace directories (one per host or run), or trees of them.
     #[arg(required = true, value_name = "DIR")]
     pub dirs: Vec<PathBuf>,
     /// Print JSON (`connections`, `totals`, `processes`, `clock_offsets`…).
@@ -29,7 +28,7 @@ pub struct Args {
 
 /// Runs `culprit messages`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let set = TraceSet::open(&args.dirs)?;
+    let set = super::common::open_any(&args.dirs)?;
     let m = messages::analyze(&set)?;
     let s = messages::summary::summarize(&m);
     let mut out = std::io::stdout().lock();

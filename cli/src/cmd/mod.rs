@@ -1,6 +1,7 @@
 //! One module per subcommand. Each defines `Args` (clap) and `run(Args) -> Result<ExitCode>`.
 
 pub mod cc;
+pub mod cluster;
 pub mod common;
 pub mod demand;
 pub mod dump;

@@ -11,7 +11,9 @@ use std::process::ExitCode;
 #[command(after_help = "Example:\n  \
     culprit rank --model ring.model faulty --top 10\n  \
     culprit rank --model ring.model faulty --json | jq '.[0]'\n  \
-    culprit rank --model ring.model faulty --html report.html\n\n\
+    culprit rank --model ring.model faulty --html report.html\n  \
+    culprit rank --model ring.model --shard 2/8 --json -o part-2.json job/   # on one node\n  \
+    culprit rank --merge part-*.json --top 10                                # all 8 parts\n\n\
     Each unit is compared with its model. The default score (evidence) is led by the unit's\n\
     strongest piece of evidence: a call never seen in the U normal units of its class\n\
     (0.05^(1/U): \"never in 4\" is weak, \"never in 634\" strong; a failure never seen counts\n\
@@ -41,11 +43,24 @@ use std::process::ExitCode;
     `culprit show` prints a unit's call tree next to the model.")]
 pub struct Args {
     /// The model (from `culprit learn` or `culprit merge`).
-    #[arg(long, value_name = "MODEL")]
-    pub model: PathBuf,
-    /// Trace directories of the run to examine.
-    #[arg(required = true, value_name = "DIR")]
+    #[arg(long, value_name = "MODEL", required_unless_present = "merge")]
+    pub model: Option<PathBuf>,
+    /// Trace directories of the run to examine (or trees of them:
+    /// `DIR/<host>/<job.step.task>/`).
+    #[arg(value_name = "DIR", required_unless_present = "merge")]
     pub dirs: Vec<PathBuf>,
+    /// Rank only shard K of N (1 ≤ K ≤ N) of the run's processes — sorted by host, then
+    /// process: whole hosts when N is at most the number of hosts — into a part file
+    /// (-o); `--merge` makes the whole ranking from the N part files.
+    #[arg(long, value_name = "K/N", requires = "output", conflicts_with_all = ["merge", "html"])]
+    pub shard: Option<analyzer::partial::Shard>,
+    /// The part file a `--shard` writes.
+    #[arg(short, long, value_name = "FILE", requires = "shard")]
+    pub output: Option<PathBuf>,
+    /// Make the ranking from the part files of `--shard K/N` (all N of them): exactly the
+    /// ranking of one `culprit rank --no-messages` over all the traces.
+    #[arg(long, value_name = "PART", num_args = 1.., conflicts_with_all = ["model", "dirs", "score"])]
+    pub merge: Vec<PathBuf>,
     /// Print the N highest-ranked units (default 20; with --json, all units unless given).
     #[arg(long, value_name = "N")]
     pub top: Option<usize>,
@@ -86,16 +101,44 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         super::outpath::check_output_file(h, "page (--html)")?;
     }
     set_threads(args.threads)?;
-    let model = Model::load(&args.model)?;
-    let set = open(&args.dirs)?;
     let mut opts = options();
     opts.score = args.score;
-    let rep = analyzer::rank(&model, &set, &opts)?;
-    let top = args.top.unwrap_or(if args.json { usize::MAX } else { 20 });
-    // Where each listed unit's received bytes came from and its sent bytes went.
-    let links = if args.no_messages {
-        Default::default()
+    let merged = !args.merge.is_empty();
+    let (rep, set) = if merged {
+        let mut parts = Vec::new();
+        for p in &args.merge {
+            parts.push((p.clone(), analyzer::partial::PartFile::load(p)?));
+        }
+        eprintln!(
+            "culprit: merging {} part files: {} processes",
+            parts.len(),
+            parts.first().map_or(0, |p| p.1.procs.len())
+        );
+        (analyzer::partial::merge_parts(parts, &opts)?, None)
     } else {
+        let Some(model_path) = &args.model else {
+            anyhow::bail!("--model is needed (unless --merge)");
+        };
+        let model = Model::load(model_path)?;
+        let set = open(&args.dirs)?;
+        if let (Some(shard), Some(out)) = (args.shard, &args.output) {
+            super::outpath::check_output_file(out, "part file (-o)")?;
+            let part = analyzer::partial::rank_shard(&model, &set, &opts, shard)?;
+            part.save(out)?;
+            eprintln!(
+                "culprit: shard {shard}: ranked {} of {} processes → {}",
+                part.processes.len(),
+                part.procs.len(),
+                out.display()
+            );
+            return Ok(ExitCode::SUCCESS);
+        }
+        (analyzer::rank(&model, &set, &opts)?, Some(set))
+    };
+    let top = args.top.unwrap_or(if args.json { usize::MAX } else { 20 });
+    // Where each listed unit's received bytes came from and its sent bytes went (not
+    // from part files: the messages pass needs every trace).
+    let links = if let (false, Some(set)) = (args.no_messages, &set) {
         // Every unit, so that the other end of a message is named even when unlisted; the
         // links of the listed ones (the first `top`, in ranked order) only.
         let spans: Vec<_> = rep
@@ -104,20 +147,22 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .collect();
         let listed = |i: usize| i < top;
         let tmp = std::env::temp_dir();
-        match analyzer::messages::links::unit_links_streamed(&set, &spans, &listed, &tmp) {
+        match analyzer::messages::links::unit_links_streamed(set, &spans, &listed, &tmp) {
             Ok(l) => l,
             // No temporary file can be made: the whole stage, in memory.
             Err(analyzer::Error::Io { path, .. }) if path == tmp => {
-                let m = analyzer::messages::analyze(&set)?;
+                let m = analyzer::messages::analyze(set)?;
                 analyzer::messages::links::unit_links_of(&m, &spans, &listed)
             }
             Err(e) => return Err(e.into()),
         }
+    } else {
+        Default::default()
     };
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     if args.json {
         let mut v = rep.json(top);
-        if !args.no_messages {
+        if !args.no_messages && !merged {
             analyzer::messages::links::annotate_json(&mut v, &links);
         }
         serde_json::to_writer_pretty(&mut out, &v)?;

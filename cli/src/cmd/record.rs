@@ -16,7 +16,10 @@ use std::process::ExitCode;
 #[derive(clap::Args, Debug)]
 #[command(override_usage = "culprit record [OPTIONS] -- CMD [ARGS]...")]
 pub struct Args {
-    /// Trace directory to write (default: `culprit-<command>-<unix time>`).
+    /// Trace directory to write (default: `culprit-<command>-<unix time>`). Under Slurm
+    /// (`srun culprit record -o DIR -- CMD`: `SLURM_JOB_ID` set) each task writes
+    /// `DIR/<host>/<job.step.task>/`, so every task of a job can share one `-o` (put it on
+    /// node-local storage) and the analyses take `DIR` whole.
     #[arg(short = 'o', long = "output", value_name = "DIR")]
     pub out: Option<PathBuf>,
     #[command(flatten)]
@@ -68,6 +71,18 @@ fn inject_value(specs: &[String]) -> anyhow::Result<Option<String>> {
     Ok(Some(bufpool::inject::encode_env(specs)?))
 }
 
+/// This host's name (as the pool records it).
+fn hostname() -> String {
+    let h = bufpool::sys::hostname();
+    let end = h.iter().position(|&b| b == 0).unwrap_or(h.len());
+    let name = String::from_utf8_lossy(&h[..end]).into_owned();
+    if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+        "localhost".into()
+    } else {
+        name
+    }
+}
+
 /// Runs `culprit record`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let inject = inject_value(&args.inject)?;
@@ -76,6 +91,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .out
         .clone()
         .unwrap_or_else(|| reader::session::default_out_dir(&args.cmd));
+    let out = match reader::manifest::SlurmTask::from_env() {
+        Some(task) => out.join(hostname()).join(task.dir_name()),
+        None => out,
+    };
     let mut session = Session::new(args.cmd.clone(), out);
     session.pool = args.pool.config();
     session.pool_path = args.pool.path();

@@ -17,9 +17,10 @@ pub struct Args {
     /// The model.
     #[arg(long, value_name = "MODEL")]
     pub model: PathBuf,
-    /// Trace directory holding the unit.
-    #[arg(value_name = "DIR")]
-    pub dir: PathBuf,
+    /// Trace directories of the run (or trees of them: `DIR/<host>/<job.step.task>/`);
+    /// the unit is in one of them.
+    #[arg(required = true, value_name = "DIR")]
+    pub dirs: Vec<PathBuf>,
     /// The unit id, as printed by `culprit rank` (host:pid:tid:index).
     #[arg(long, value_name = "ID")]
     pub unit: String,
@@ -39,7 +40,7 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     reader::tracedir::set_strict_default(args.strict);
     let model = Model::load(&args.model)?;
-    let set = open(std::slice::from_ref(&args.dir))?;
+    let set = open(&args.dirs)?;
     let mut opts = options();
     opts.score = args.score;
     let s = analyzer::show(&model, &set, &args.unit, &opts)?;

@@ -1,7 +1,6 @@
 //! `culprit timeline`: the time–process diagram and the process-state diagram of a run,
 //! as one HTML page (analyzer::messages::timeline).
 
-use analyzer::decode::TraceSet;
 use analyzer::messages::{self, links::UnitSpan, timeline::TimelineUnit};
 use analyzer::model::Model;
 use std::path::PathBuf;
@@ -16,7 +15,7 @@ use std::process::ExitCode;
     arrow per matched message, execution units as bars, injected faults as red marks. Wheel\n\
     to zoom, drag to pan, double-click to see everything again.")]
 pub struct Args {
-    /// Trace directories.
+    /// Trace directories, or trees of them (`DIR/<host>/<job.step.task>/`).
     #[arg(required = true, value_name = "DIR")]
     pub dirs: Vec<PathBuf>,
     /// Where to write the page.
@@ -35,7 +34,7 @@ pub struct Args {
 
 /// Runs `culprit timeline`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let set = TraceSet::open(&args.dirs)?;
+    let set = super::common::open_any(&args.dirs)?;
     let m = messages::analyze(&set)?;
     let units: Vec<TimelineUnit> = match &args.model {
         Some(path) => {

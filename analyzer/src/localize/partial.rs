@@ -1,0 +1,399 @@
+//! Ranking in shards: `culprit rank --shard K/N` ranks the K-th of N shards of a run's
+//! processes into a **part file**, and `culprit rank --merge` makes the whole ranking from
+//! the N part files — exactly the ranking one `culprit rank` over all the traces gives
+//! (without the messages pass: `--no-messages`).
+//!
+//! What is sharded is what costs: both passes over each process's trace and the scoring of
+//! its units (`rank::score_processes`). A part file holds, per process of its
+//! shard, what that gives — the compact rows, the scores they share, the extras, the
+//! connections, the decoding counts, the names resolved, and the process's best units with
+//! their trees already annotated. The merge then does what needs every process at once
+//! (`rank::assemble`, the same code `rank` runs): consequences filed across
+//! processes, the rows ordered, the first made whole.
+//!
+//! **Shards** ([`Shard::processes`]): the run's processes sorted by host, pid and start
+//! time; with no more shards than hosts, each shard is a run of whole hosts (host `h` of
+//! `H` in shard `⌊h·N/H⌋`); with more, each a run of `⌈P/N⌉` or `⌊P/N⌋` processes. A shard
+//! scans (pass 1) the other processes of its hosts too, since forked children inherit from
+//! their parents on the same host; every process is ranked by exactly one shard. Every
+//! shard opens every trace directory (only their manifests and record headers are read for
+//! the processes it does not rank) to number the processes alike.
+//!
+//! Part files are JSON ([`PART_FORMAT`], [`PART_VERSION`]); floats are written so that
+//! they read back bit for bit.
+
+use super::options::Options;
+use super::pipeline::{merge_names, sorted_processes};
+use super::rank::{assemble, score_processes, Heavy, HeavyLines, ProcessNames, ProcessRanking};
+use crate::decode::{DecodeStats, TraceSet};
+use crate::error::{Error, Result};
+use crate::model::Model;
+use crate::report::{self, ConnRow, Report, Row, RowExtra, SharedScore, TreeLine};
+use crate::score::UnitScore;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Value of [`PartFile::format`].
+pub const PART_FORMAT: &str = "culprit-rank-part";
+/// Value of [`PartFile::version`].
+pub const PART_VERSION: u32 = 1;
+
+/// Shard `k` (1 to `n`) of `n`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Shard {
+    /// Which, from 1.
+    pub k: usize,
+    /// Of how many.
+    pub n: usize,
+}
+
+impl std::str::FromStr for Shard {
+    type Err = String;
+    /// `K/N`, 1 ≤ K ≤ N.
+    fn from_str(s: &str) -> std::result::Result<Shard, String> {
+        let bad = || format!("{s:?} is not a shard K/N with 1 ≤ K ≤ N (e.g. 3/8)");
+        let (k, n) = s.split_once('/').ok_or_else(bad)?;
+        let (k, n): (usize, usize) = (
+            k.trim().parse().map_err(|_| bad())?,
+            n.trim().parse().map_err(|_| bad())?,
+        );
+        if k == 0 || k > n {
+            return Err(bad());
+        }
+        Ok(Shard { k, n })
+    }
+}
+
+impl std::fmt::Display for Shard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.k, self.n)
+    }
+}
+
+impl Shard {
+    /// Which of the processes (their hosts, in sorted order) this shard ranks.
+    pub fn processes(&self, hosts: &[&str]) -> Vec<bool> {
+        let p = hosts.len();
+        let mut host_of = Vec::with_capacity(p);
+        let mut h = 0usize;
+        for i in 0..p {
+            if i > 0 && hosts[i] != hosts[i - 1] {
+                h += 1;
+            }
+            host_of.push(h);
+        }
+        let n_hosts = if p == 0 { 0 } else { h + 1 };
+        let k = self.k - 1;
+        (0..p)
+            .map(|i| {
+                if self.n <= n_hosts {
+                    host_of[i] * self.n / n_hosts == k
+                } else {
+                    i * self.n / p == k
+                }
+            })
+            .collect()
+    }
+}
+
+/// A part file: one shard's scored processes.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct PartFile {
+    /// Always [`PART_FORMAT`].
+    pub format: String,
+    /// [`PART_VERSION`].
+    pub version: u32,
+    /// The shard.
+    pub shard: Shard,
+    /// The score (`--score`).
+    pub score: String,
+    /// Hash of the model's encoding: every part of one ranking used one model.
+    pub model_hash: u64,
+    /// Process groups of the model.
+    pub groups: usize,
+    /// Processes the model was learned from.
+    #[serde(default)]
+    pub normal_processes: u64,
+    /// The model's names of key parts.
+    pub model_names: BTreeMap<u64, String>,
+    /// Host and pid of every process of the run, in ranking order.
+    pub procs: Vec<(String, u32)>,
+    /// The processes this shard ranked.
+    pub processes: Vec<PartProcess>,
+}
+
+/// One process's scored units, as a part file holds them.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct PartProcess {
+    /// Index in [`PartFile::procs`].
+    pub index: u32,
+    rows: Vec<Row>,
+    shared: Vec<SharedScore>,
+    extras: Vec<(u32, RowExtra)>,
+    group: Option<u32>,
+    conns: Vec<ConnRow>,
+    heavy: Vec<PartHeavy>,
+    stats: DecodeStats,
+    names: BTreeMap<u64, String>,
+    unmatched: bool,
+}
+
+/// One of a process's best units: its tree annotated, its score.
+#[derive(Debug, Serialize, Deserialize)]
+struct PartHeavy {
+    row: usize,
+    lines: Vec<TreeLine>,
+    score: UnitScore,
+}
+
+/// Ranks shard `shard` of the processes of `set` against `model`.
+pub fn rank_shard(model: &Model, set: &TraceSet, opts: &Options, shard: Shard) -> Result<PartFile> {
+    let procs = sorted_processes(std::slice::from_ref(set));
+    let hosts: Vec<&str> = procs.iter().map(|p| p.host.as_str()).collect();
+    let wanted = shard.processes(&hosts);
+    // The shard's processes and the other processes of their hosts (pass 1 only).
+    let ours: std::collections::BTreeSet<&str> = hosts
+        .iter()
+        .zip(&wanted)
+        .filter(|(_, &w)| w)
+        .map(|(h, _)| *h)
+        .collect();
+    let keep: Vec<usize> = (0..procs.len())
+        .filter(|&i| ours.contains(hosts[i]))
+        .collect();
+    let sub: Vec<&crate::decode::ProcessTrace> = keep.iter().map(|&i| procs[i]).collect();
+    let sub_wanted: Vec<bool> = keep.iter().map(|&i| wanted[i]).collect();
+    let scored = score_processes(model, &sub, &sub_wanted, procs.len(), opts, |j| keep[j])?;
+    let mut processes = Vec::new();
+    for (j, pr) in scored.into_iter().enumerate() {
+        let Some(pr) = pr else { continue };
+        processes.push(part_process(model, keep[j] as u32, pr, opts));
+    }
+    Ok(PartFile {
+        format: PART_FORMAT.into(),
+        version: PART_VERSION,
+        shard,
+        score: opts.score.name().into(),
+        model_hash: crate::hash::str_hash(model.to_json().as_bytes()),
+        groups: model.groups.len(),
+        normal_processes: super::rank::normal_processes(model),
+        model_names: model.names.clone(),
+        procs: procs.iter().map(|p| (p.host.clone(), p.pid)).collect(),
+        processes,
+    })
+}
+
+/// A scored process as a part file holds it: names resolved, best trees annotated (with
+/// the model's names first, then the process's, as the whole ranking names them).
+fn part_process(model: &Model, index: u32, pr: ProcessRanking, opts: &Options) -> PartProcess {
+    let names = match pr.names {
+        ProcessNames::Book(b) => merge_names(&[&b]),
+        ProcessNames::Resolved(r) => r,
+    };
+    let mut all = model.names.clone();
+    for (k, v) in &names {
+        all.entry(*k).or_insert_with(|| v.clone());
+    }
+    let heavy = pr
+        .heavy
+        .into_iter()
+        .map(|h| {
+            let lines = match h.lines {
+                HeavyLines::Tree(tree, class) => {
+                    let m = pr
+                        .group
+                        .and_then(|g| model.groups.get(g as usize)?.class(&class));
+                    report::annotate(&tree, m, &h.score.effective, &all, opts.tree_lines)
+                }
+                HeavyLines::Done(l) => l,
+            };
+            PartHeavy {
+                row: h.row,
+                lines,
+                score: h.score,
+            }
+        })
+        .collect();
+    PartProcess {
+        index,
+        rows: pr.rows,
+        shared: pr.shared,
+        extras: pr.extras,
+        group: pr.group,
+        conns: pr.conns,
+        heavy,
+        stats: pr.stats,
+        names,
+        unmatched: pr.unmatched,
+    }
+}
+
+impl PartFile {
+    /// Writes the part file.
+    pub fn save(&self, path: &Path) -> Result<()> {
+        let text = serde_json::to_vec(self).map_err(|e| Error::BadTrace {
+            path: path.to_path_buf(),
+            why: format!("cannot encode the part file: {e}"),
+        })?;
+        std::fs::write(path, text).map_err(|source| Error::Io {
+            path: path.to_path_buf(),
+            what: "write part file",
+            source,
+        })
+    }
+
+    /// Reads and checks a part file.
+    pub fn load(path: &Path) -> Result<PartFile> {
+        let bad = |why: String| Error::BadTrace {
+            path: path.to_path_buf(),
+            why,
+        };
+        let bytes = std::fs::read(path).map_err(|source| Error::Io {
+            path: path.to_path_buf(),
+            what: "read part file",
+            source,
+        })?;
+        let p: PartFile = serde_json::from_slice(&bytes)
+            .map_err(|e| bad(format!("not a part file of `culprit rank --shard`: {e}")))?;
+        if p.format != PART_FORMAT || p.version != PART_VERSION {
+            return Err(bad(format!(
+                "format {:?} version {}, this culprit reads {PART_FORMAT:?} version {PART_VERSION}",
+                p.format, p.version
+            )));
+        }
+        let n = p.procs.len() as u32;
+        for q in &p.processes {
+            let rows = q.rows.len();
+            let bad_row = q.rows.iter().any(|r| {
+                r.proc_ != q.index
+                    || r.shared as usize >= q.shared.len()
+                    || r.conn as usize >= q.conns.len().max(1)
+            });
+            if q.index >= n
+                || bad_row
+                || q.extras.iter().any(|(i, _)| *i as usize >= rows)
+                || q.heavy.iter().any(|h| h.row >= rows)
+                || q.group.is_some_and(|g| g as usize >= p.groups)
+            {
+                return Err(bad(format!(
+                    "process {} of shard {}: indices out of range",
+                    q.index, p.shard
+                )));
+            }
+        }
+        Ok(p)
+    }
+}
+
+/// The whole ranking from the part files of every shard (each named by its path in
+/// errors): they must be the N shards of one run, ranked against one model with one score.
+pub fn merge_parts(parts: Vec<(PathBuf, PartFile)>, opts: &Options) -> Result<Report> {
+    let Some((first_path, first)) = parts.first() else {
+        return Err(Error::BadTrace {
+            path: PathBuf::from("--merge"),
+            why: "no part file given".into(),
+        });
+    };
+    let first_path = first_path.clone();
+    let (groups, normal_processes, model_names, procs) = (
+        first.groups,
+        first.normal_processes,
+        first.model_names.clone(),
+        first.procs.clone(),
+    );
+    let (model_hash, score_name) = (first.model_hash, first.score.clone());
+    let n = first.shard.n;
+    let mut seen = vec![false; n];
+    for (path, p) in &parts {
+        let bad = |why: String| Error::BadTrace {
+            path: path.clone(),
+            why,
+        };
+        if p.shard.n != n {
+            return Err(bad(format!(
+                "shard {} of {}, but {} is of {n}",
+                p.shard,
+                p.shard.n,
+                first_path.display()
+            )));
+        }
+        if p.model_hash != model_hash || p.score != score_name {
+            return Err(bad(format!(
+                "ranked against another model or score than {}",
+                first_path.display()
+            )));
+        }
+        if p.procs != procs {
+            return Err(bad(format!(
+                "a shard of another run than {}",
+                first_path.display()
+            )));
+        }
+        if std::mem::replace(&mut seen[p.shard.k - 1], true) {
+            return Err(bad(format!("shard {} given twice", p.shard)));
+        }
+    }
+    if let Some(k) = seen.iter().position(|s| !s) {
+        return Err(Error::BadTrace {
+            path: first_path.clone(),
+            why: format!("shard {}/{n} is missing", k + 1),
+        });
+    }
+    let score: crate::evidence::ScoreKind =
+        score_name.parse().map_err(|e: String| Error::BadTrace {
+            path: first_path.clone(),
+            why: e,
+        })?;
+    let mut per: Vec<Option<ProcessRanking>> = (0..procs.len()).map(|_| None).collect();
+    for (path, p) in parts {
+        for q in p.processes {
+            let i = q.index as usize;
+            if per[i].is_some() {
+                return Err(Error::BadTrace {
+                    path,
+                    why: format!("process {} is in two shards", i),
+                });
+            }
+            per[i] = Some(ProcessRanking {
+                rows: q.rows,
+                shared: q.shared,
+                extras: q.extras,
+                group: q.group,
+                conns: q.conns,
+                heavy: q
+                    .heavy
+                    .into_iter()
+                    .map(|h| Heavy {
+                        row: h.row,
+                        lines: HeavyLines::Done(h.lines),
+                        score: h.score,
+                    })
+                    .collect(),
+                stats: q.stats,
+                names: ProcessNames::Resolved(q.names),
+                unmatched: q.unmatched,
+            });
+        }
+    }
+    if let Some(i) = per.iter().position(|p| p.is_none()) {
+        return Err(Error::BadTrace {
+            path: first_path.clone(),
+            why: format!(
+                "no shard ranked process {} ({}:{})",
+                i, procs[i].0, procs[i].1
+            ),
+        });
+    }
+    let mut opts = opts.clone();
+    opts.score = score;
+    Ok(assemble(
+        groups,
+        normal_processes,
+        &model_names,
+        None,
+        procs,
+        per.into_iter().flatten().collect(),
+        &opts,
+    ))
+}

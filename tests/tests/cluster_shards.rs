@@ -1,0 +1,192 @@
+//! The cluster analysis as plain commands, on a tree of trace directories laid out as a
+//! Slurm job records them (`ROOT/<host>/<job.step.task>/`, written with the reader's
+//! on-disk format from a synthetic faulty ring): `learn` and `rank` take the tree's root
+//! and say which hosts and tasks they found; `rank --shard K/N -o part-K.json` for every K
+//! and `rank --merge part-*.json --json` print exactly what one `rank --json --no-messages`
+//! over the whole tree prints; `merge` of per-host models in two groupings gives
+//! byte-identical models, equal to the model learned at once; `culprit cluster learn` and
+//! `culprit cluster rank` (their steps run here, `--local`) give that model and ranking.
+
+use analyzer::decode::write_trace_dir;
+use analyzer::synth::{ring, Fault, Functions, Ring};
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+fn culprit(args: &[&str]) -> tests::RunOutput {
+    let mut c = Command::new(tests::culprit());
+    c.args(args);
+    let r = tests::run_with_deadline(&mut c, Duration::from_secs(120));
+    r.assert_success(&format!("culprit {}", args.join(" ")));
+    r
+}
+
+/// Writes the ring as `root/<host>/<job>.0.<rank>/` (host `node{i}`); returns each dir.
+fn write_job(root: &Path, job: u32, cfg: &Ring) -> Vec<String> {
+    ring(cfg)
+        .into_iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let dir = root.join(&p.host).join(format!("{job}.0.{i}"));
+            write_trace_dir(&dir, &p.host.clone(), &[p]).unwrap();
+            // As `srun culprit record` writes it: the task in the manifest.
+            let m = dir.join("manifest.json");
+            let mut v: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(&m).unwrap()).unwrap();
+            v["slurm"] =
+                serde_json::json!({"job": job.to_string(), "step": "0", "task": i.to_string()});
+            std::fs::write(&m, v.to_string()).unwrap();
+            dir.to_str().unwrap().to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn shards_and_merges_give_the_whole_analysis() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    let cfg = |iterations, fault, seed| Ring {
+        processes: 6,
+        iterations,
+        functions: Functions::C,
+        fault,
+        seed,
+    };
+    let normal = t.join("normal");
+    let per_task = write_job(&normal, 11, &cfg(40, None, 1));
+    let faulty = t.join("faulty");
+    write_job(
+        &faulty,
+        12,
+        &cfg(
+            50,
+            Some(Fault {
+                process: 2,
+                iteration: 25,
+            }),
+            7,
+        ),
+    );
+    // The whole tree at once: says what it found.
+    let model = s(&t.join("all.model"));
+    let r = culprit(&["learn", &s(&normal), "-o", &model]);
+    assert!(
+        r.stderr
+            .contains("found 6 processes in 6 recordings on 6 hosts"),
+        "{}",
+        r.stderr
+    );
+    // Per-task models merged in two groupings, and in one go: the same bytes.
+    let mut leaves = Vec::new();
+    for (i, d) in per_task.iter().enumerate() {
+        let m = s(&t.join(format!("task{i}.model")));
+        culprit(&["learn", d, "-o", &m]);
+        leaves.push(m);
+    }
+    let (a, b, c) = (
+        s(&t.join("a.model")),
+        s(&t.join("b.model")),
+        s(&t.join("c.model")),
+    );
+    culprit(&["merge", &leaves[0], &leaves[1], &leaves[2], "-o", &a]);
+    culprit(&["merge", &leaves[3], &leaves[4], &leaves[5], "-o", &b]);
+    culprit(&["merge", &b, &a, "-o", &c]);
+    let flat = s(&t.join("flat.model"));
+    let mut args = vec!["merge"];
+    args.extend(leaves.iter().rev().map(|l| l.as_str()));
+    args.extend(["-o", &flat]);
+    culprit(&args);
+    let bytes = |p: &str| std::fs::read(p).unwrap();
+    assert!(
+        bytes(&c) == bytes(&flat),
+        "two merge trees gave different models"
+    );
+    assert!(bytes(&c) == bytes(&model), "merged ≠ learned at once");
+    // One ranking over the tree, and the same from shards.
+    let whole = culprit(&[
+        "rank",
+        "--model",
+        &model,
+        &s(&faulty),
+        "--json",
+        "--no-messages",
+    ]);
+    assert!(
+        whole.stderr.contains("Slurm tasks: node0/12.0.0"),
+        "{}",
+        whole.stderr
+    );
+    for n in [1, 4, 6, 8] {
+        let mut parts = Vec::new();
+        for k in 1..=n {
+            let part = s(&t.join(format!("part-{k}-of-{n}.json")));
+            let shard = format!("{k}/{n}");
+            culprit(&[
+                "rank",
+                "--model",
+                &model,
+                "--shard",
+                &shard,
+                "--json",
+                "-o",
+                &part,
+                &s(&faulty),
+            ]);
+            parts.push(part);
+        }
+        let mut args = vec!["rank", "--merge"];
+        args.extend(parts.iter().map(|p| p.as_str()));
+        args.push("--json");
+        let merged = culprit(&args);
+        assert!(
+            merged.stdout == whole.stdout,
+            "{n} shards: the merged ranking differs"
+        );
+        let mut text = args.clone();
+        text.pop();
+        text.extend(["--top", "3"]);
+        let top3 = culprit(&text);
+        let whole3 = culprit(&[
+            "rank",
+            "--model",
+            &model,
+            &s(&faulty),
+            "--top",
+            "3",
+            "--no-messages",
+        ]);
+        assert_eq!(top3.stdout, whole3.stdout);
+    }
+    // The same steps as `culprit cluster` runs them (here: --local): the same model and
+    // ranking.
+    let cl = s(&t.join("cluster.model"));
+    let w = s(&t.join("work"));
+    let r = culprit(&[
+        "cluster",
+        "learn",
+        "--local",
+        "--work",
+        &w,
+        "-o",
+        &cl,
+        &s(&normal),
+    ]);
+    assert!(r.stderr.contains("merge tree of depth 3"), "{}", r.stderr);
+    assert!(bytes(&cl) == bytes(&model), "cluster learn ≠ learn");
+    let r = culprit(&[
+        "cluster",
+        "rank",
+        "--local",
+        "--work",
+        &w,
+        "--model",
+        &cl,
+        "--shards",
+        "3",
+        "--json",
+        &s(&faulty),
+    ]);
+    assert!(r.stdout == whole.stdout, "cluster rank ≠ rank");
+    assert!(t.join("work/ranking.json").is_file());
+}
