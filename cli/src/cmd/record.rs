@@ -35,13 +35,10 @@ pub struct Args {
     /// filling (ns, us, ms, s; `0` or `off` = never: only whole sub-buffers, when handed over).
     #[arg(long, value_name = "DUR", default_value = "100ms", value_parser = super::record::parse_live_interval)]
     pub live_interval: std::time::Duration,
-    /// The command to run, and its arguments.
-    #[arg(
-        required = true,
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "CMD"
-    )]
+    /// The command to run, and its arguments. Before `--`, whatever looks like an option
+    /// is parsed as one (an unknown one is an error, with clap's suggestion); the command
+    /// starts at `--` or at the first word that is not an option.
+    #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
     pub cmd: Vec<OsString>,
 }
 
