@@ -5,6 +5,7 @@
 
 pub mod builder;
 pub mod decode;
+pub mod elf;
 pub mod load;
 pub mod recorded;
 pub mod symbolize;
