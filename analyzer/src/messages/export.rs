@@ -70,7 +70,11 @@ pub fn export(set: &TraceSet, units: bool, format: Format, path: &Path) -> Resul
         std::env::temp_dir()
     };
     let mut flows = FlowEnds::build(set, &spill_dir)?;
-    let names = std::mem::take(&mut flows.names);
+    let mut names = std::mem::take(&mut flows.names);
+    // Processes named as they were started, with their ports.
+    for (n, l) in names.iter_mut().zip(crate::procname::labels(set)?) {
+        n.label = l.text();
+    }
     let out = std::io::BufWriter::with_capacity(1 << 20, file);
     let rewrap = |e: Error| match e {
         Error::Io { what, source, .. } => Error::Io {

@@ -7,5 +7,6 @@ pub mod builder;
 pub mod decode;
 pub mod elf;
 pub mod load;
+pub mod procname;
 pub mod recorded;
 pub mod symbolize;

@@ -104,9 +104,27 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             Err(e) => return Err(e.into()),
         }
     };
+    // Processes named as they were started, with their ports.
+    let labels: std::collections::HashMap<(String, u32), String> = set
+        .processes
+        .iter()
+        .zip(analyzer::procname::labels(&set)?)
+        .map(|(p, l)| ((p.host.clone(), p.pid), l.text()))
+        .collect();
+    let label = |host: &str, pid: u32| labels.get(&(host.to_string(), pid)).cloned();
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     if args.json {
         let mut v = rep.json(top);
+        if let Some(units) = v.as_array_mut() {
+            for u in units {
+                let (Some(h), Some(p)) = (u["host"].as_str(), u["pid"].as_u64()) else {
+                    continue;
+                };
+                if let Some(l) = label(h, p as u32) {
+                    u["process"] = serde_json::Value::String(l);
+                }
+            }
+        }
         if !args.no_messages {
             analyzer::messages::links::annotate_json(&mut v, &links);
         }
@@ -118,7 +136,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 .get(id)
                 .map_or_else(Vec::new, |l| analyzer::messages::links::lines(l, 3))
         };
-        write!(out, "{}", rep.text_with(top, args.mark_injections, &notes))?;
+        write!(
+            out,
+            "{}",
+            rep.text_labelled(top, args.mark_injections, &notes, &label)
+        )?;
     }
     out.flush()?;
     if let Some(h) = &args.html {
