@@ -281,11 +281,14 @@ impl ProcessSymbols {
     }
 
     /// The stable key of a C address: its file's name and its offset from the file's load
-    /// base. An address in no recorded mapping has one key for all (its value changes with
-    /// address-space randomization: a key made of it would match nothing in another run).
+    /// base. An address outside the recorded mappings has one key for all
+    /// ([`UNMAPPED_KEY`]: its value changes with address-space randomization, a key made
+    /// of it would match nothing in another run). Only an image with no mapping at all —
+    /// a hand-built trace — keys addresses by their value.
     pub fn key_c(&self, addr: u64) -> u64 {
         match self.module_of(addr) {
             Some(m) => mix(m.key, addr.wrapping_sub(m.base)),
+            None if self.maps.is_empty() => mix(0x00c0_ffee, addr),
             None => UNMAPPED_KEY,
         }
     }
