@@ -89,4 +89,4 @@ use localize::ranking;
 pub use localize::show::{show, Shown};
 pub use localize::{baselines, consequence, durations, evidence, model_check, narrative, sizes};
 pub use localize::{connections, model, score, trees, units};
-pub use trace::{procname, recorded, symbolize};
+pub use trace::{procname, recorded, symbolize, unseen};

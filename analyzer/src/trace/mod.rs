@@ -10,3 +10,4 @@ pub mod load;
 pub mod procname;
 pub mod recorded;
 pub mod symbolize;
+pub mod unseen;

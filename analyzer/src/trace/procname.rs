@@ -28,6 +28,8 @@ pub struct ProcLabel {
     pub listens: BTreeSet<u16>,
     /// Ports of the peers it connected to (its own listening ports excluded).
     pub connects: BTreeSet<u16>,
+    /// What of it is not recorded, and why ([`crate::unseen`]; only from [`labels`]).
+    pub unseen: Option<crate::unseen::Unseen>,
 }
 
 impl ProcLabel {
@@ -111,6 +113,7 @@ pub fn label_of(p: &ProcessTrace) -> Result<ProcLabel> {
     };
     for t in &p.threads {
         t.visit(&mut v)?;
+        v.exec.end_thread();
     }
     let argv0 = v.argv0.as_deref();
     let mut listens: BTreeSet<u16> = v
@@ -125,7 +128,27 @@ pub fn label_of(p: &ProcessTrace) -> Result<ProcLabel> {
         name: started_name(argv0, &v.exe, v.comm.as_deref()),
         listens,
         connects,
+        unseen: crate::unseen::Unseen::of(&v.exe, v.libc, v.exec.untraced_exec()),
     })
+}
+
+/// One line per process of `set` (labelled by [`labels`]) of which something is not
+/// recorded: `pid N (label): not recorded: why`. The analyses print them in their headers.
+pub fn unseen_notes(set: &TraceSet, labels: &[ProcLabel]) -> Vec<String> {
+    set.processes
+        .iter()
+        .zip(labels)
+        .filter_map(|(p, l)| {
+            let u = l.unseen.as_ref()?;
+            Some(format!(
+                "{}:{} ({}): not recorded: {}",
+                p.host,
+                p.pid,
+                l.text(),
+                u.why()
+            ))
+        })
+        .collect()
 }
 
 /// What one pass over a process's entries gathers.
@@ -140,6 +163,9 @@ struct Collect {
     listened: BTreeSet<i32>,
     accepted_on: BTreeSet<u16>,
     connects: BTreeSet<u16>,
+    /// Library calls (entries).
+    libc: u64,
+    exec: crate::unseen::ExecWatch,
 }
 
 /// The port of an internet address (none for other families, or port 0).
@@ -154,13 +180,16 @@ impl Visit for Collect {
     fn call(&mut self, _: u64, _: CallKind, _: u64, _: u64) {}
     fn ret(&mut self, _: u64, _: CallKind, _: u64) {}
     fn wants_opts(&self, func: LibFn) -> bool {
-        matches!(
-            func,
-            LibFn::Bind | LibFn::Listen | LibFn::Accept | LibFn::Accept4 | LibFn::Connect
-        )
+        func.is_exec()
+            || matches!(
+                func,
+                LibFn::Bind | LibFn::Listen | LibFn::Accept | LibFn::Accept4 | LibFn::Connect
+            )
     }
     fn lib(&mut self, l: &mut LibEvent) {
-        if !self.wants_opts(l.func) {
+        self.libc += u64::from(!l.exit);
+        self.exec.lib(l);
+        if !self.wants_opts(l.func) || l.func.is_exec() {
             return;
         }
         let ok = !l.exit || l.opts.ret.is_some_and(|r| r >= 0);
@@ -185,9 +214,10 @@ impl Visit for Collect {
         }
     }
     fn other(&mut self, e: Event) {
-        if let Event::Meta { meta, .. } = e {
+        if let Event::Meta { meta, tsc } = e {
             match meta {
                 Meta::Proc(r) if r.pid == self.main => {
+                    self.exec.proc_record(tsc, &r);
                     self.exe = String::from_utf8_lossy(&r.exe).into_owned();
                     self.argv0 = r
                         .argv
@@ -248,12 +278,14 @@ mod tests {
             name: "redis-server".into(),
             listens: [7401].into(),
             connects: [7400].into(),
+            ..Default::default()
         };
         assert_eq!(l.text(), "redis-server :7401 → :7400");
         let many = ProcLabel {
             name: "c".into(),
             listens: BTreeSet::new(),
             connects: [1, 2, 3, 4].into(),
+            ..Default::default()
         };
         assert_eq!(many.text(), "c → :1 :2 :3 …");
     }

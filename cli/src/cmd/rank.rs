@@ -104,16 +104,21 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             Err(e) => return Err(e.into()),
         }
     };
-    // Processes named as they were started, with their ports.
+    // Processes named as they were started, with their ports; what is not recorded of them.
+    let proc_labels = analyzer::procname::labels(&set)?;
+    let unseen = analyzer::procname::unseen_notes(&set, &proc_labels);
     let labels: std::collections::HashMap<(String, u32), String> = set
         .processes
         .iter()
-        .zip(analyzer::procname::labels(&set)?)
+        .zip(&proc_labels)
         .map(|(p, l)| ((p.host.clone(), p.pid), l.text()))
         .collect();
     let label = |host: &str, pid: u32| labels.get(&(host.to_string(), pid)).cloned();
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     if args.json {
+        for n in &unseen {
+            eprintln!("culprit: {n}");
+        }
         let mut v = rep.json(top);
         if let Some(units) = v.as_array_mut() {
             for u in units {
@@ -136,11 +141,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 .get(id)
                 .map_or_else(Vec::new, |l| analyzer::messages::links::lines(l, 3))
         };
-        write!(
-            out,
-            "{}",
-            rep.text_labelled(top, args.mark_injections, &notes, &label)
-        )?;
+        let text = rep.text_labelled(top, args.mark_injections, &notes, &label);
+        // The header line, then what the ranking cannot see.
+        let (head, rest) = text.split_once('\n').unwrap_or((&text, ""));
+        writeln!(out, "{head}")?;
+        for n in &unseen {
+            writeln!(out, "  {n}")?;
+        }
+        write!(out, "{rest}")?;
     }
     out.flush()?;
     if let Some(h) = &args.html {

@@ -86,6 +86,23 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // Per process, what was recorded: libc calls, C functions, Python functions.
     if let Some(t) = rec.traced.as_ref().filter(|t| t.report.is_ok()) {
         eprint!("{}", analyzer::recorded::summary(&t.out));
+        // The command itself may be one LD_PRELOAD cannot enter (its children are in the
+        // table above, with their own reasons).
+        use analyzer::unseen::{resolve, ExeKind, Unseen};
+        let cmd = args.cmd[0].to_string_lossy();
+        let why = match resolve(&cmd).as_deref().and_then(ExeKind::of) {
+            Some(ExeKind::Static) => Some(Unseen::Static.why()),
+            Some(ExeKind::Go { static_: true }) => Some(format!(
+                "a static Go program: {}",
+                Unseen::Static
+                    .why()
+                    .trim_start_matches("a static executable: ")
+            )),
+            _ => None,
+        };
+        if let Some(why) = why {
+            eprintln!("culprit: {cmd}: not recorded: {why}");
+        }
     }
     Ok(ExitCode::from(rec.status))
 }
