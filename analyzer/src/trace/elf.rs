@@ -6,7 +6,7 @@
 //! section. The nearest symbol below an address is not its function in a stripped program:
 //! Debian's `redis-server` keeps only its exported functions (`.dynsym`), and a call site in
 //! the static `connSocketRead` lies past the end of the exported function below it. Such
-//! an address gets no name from the symbols ([`ElfFile::resolve`] returns `None`, and the
+//! an address gets no name from the symbols (`ElfFile::resolve` finds no function, and the
 //! caller writes `file+0xoffset`).
 //!
 //! The symbols are the file's `.symtab` and `.dynsym` and those of its **separate debug
@@ -166,7 +166,7 @@ impl ElfFile {
         let debug_file = find_debug_file(path, &obj, &Roots::from_env());
         let mut dwarf_from = path.to_path_buf();
         if let Some(d) = &debug_file {
-            if let Some(dd) = std::fs::read(d).ok() {
+            if let Ok(dd) = std::fs::read(d) {
                 if let Ok(dobj) = object::File::parse(&*dd) {
                     SymTable::collect(&dobj, &mut raw);
                     dwarf_from = d.clone();
