@@ -133,7 +133,8 @@ fn record_daemon(cmd: &[&str], port: u16, client: impl FnOnce(u16), out: &Path) 
             .args(["record", "-o"])
             .arg(out)
             .arg("--")
-            .args(cmd),
+            .args(cmd)
+            .stdout(std::process::Stdio::null()),
     );
     assert!(
         wait_until(DEADLINE, || TcpStream::connect(("127.0.0.1", port)).is_ok()),

@@ -67,7 +67,8 @@ fn redis_master_and_replica_are_named_as_started_everywhere() {
         Command::new(culprit())
             .args(["record", "-o"])
             .arg(&trace)
-            .args(["--", "sh", "-c", &script]),
+            .args(["--", "sh", "-c", &script])
+            .stdout(std::process::Stdio::null()),
     );
     for port in [m, r] {
         assert!(
