@@ -12,6 +12,7 @@
 # Exits 0 when the story worked (the top-ranked unit is on node 2, whose connection broke,
 # or on node 1, its peer), 1 otherwise. Environment: CULPRIT_DEMO_NODES (5),
 # CULPRIT_DEMO_JOBS (20), CULPRIT_DEMO_SKIP_BUILD=1 to use the binaries already built,
+# CULPRIT_DEMO_PROFILE (demo; or release),
 # CULPRIT_DEMO_PYTHON to record through another interpreter command (`python3` for a
 # pyenv shim: its bash and helper processes are then traced too).
 set -euo pipefail
@@ -30,15 +31,34 @@ say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 [ -t 1 ] || say() { printf '\n== %s\n' "$*"; }
 fail() { echo "demo: FAILED: $*" >&2; exit 1; }
 
-say "Setting up (a C compiler, the Python tracing shim) and building Culprit in release mode"
-./scripts/setup.sh
-TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
-if [ "${CULPRIT_DEMO_SKIP_BUILD:-0}" != 1 ]; then
-    cargo build --release --quiet -p cli -p tracer-preload
+say "Setting up (a C compiler, the Python headers) and building Culprit (optimized: the demo profile)"
+# Only what the demo uses: a C compiler and libc headers (to link Culprit and build the
+# Python shim) and the interpreter's headers. The tests' browser, servers and Python
+# packages are installed by ./scripts/test.sh (scripts/setup.sh), not here.
+need_apt=()
+command -v cc >/dev/null || need_apt+=(gcc)
+[ -e "$(cc -print-file-name=crt1.o 2>/dev/null)" ] && [ "$(cc -print-file-name=crt1.o 2>/dev/null)" != crt1.o ] \
+    || need_apt+=(libc6-dev)
+command -v python3 >/dev/null || need_apt+=(python3)
+python3 -c 'import os, sysconfig, sys; sys.exit(not os.path.isfile(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
+    2>/dev/null || need_apt+=(python3-dev)
+if [ ${#need_apt[@]} -gt 0 ]; then
+    SUDO=""
+    [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    echo "demo: apt-get install ${need_apt[*]}" >&2
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
 fi
-CULPRIT=$TARGET/release/culprit
+TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
+# The `demo` profile (Cargo.toml): release code without debug information, in more codegen
+# units: a fresh clone builds faster. CULPRIT_DEMO_PROFILE=release uses the release build.
+PROFILE=${CULPRIT_DEMO_PROFILE:-demo}
+if [ "${CULPRIT_DEMO_SKIP_BUILD:-0}" != 1 ]; then
+    cargo build --profile "$PROFILE" --quiet -p cli -p tracer-preload
+fi
+CULPRIT=$TARGET/$PROFILE/culprit
 [ -x "$CULPRIT" ] || fail "$CULPRIT not built"
-[ -f "$TARGET/release/libtrace.so" ] || fail "$TARGET/release/libtrace.so not built"
+[ -f "$TARGET/$PROFILE/libtrace.so" ] || fail "$TARGET/$PROFILE/libtrace.so not built"
 # The real interpreter, not a wrapper script (a pyenv shim's shells would be traced too).
 PY=${CULPRIT_DEMO_PYTHON:-$(python3 -c 'import sys; print(sys.executable)')}
 # Nothing to install into it: `culprit record` brings the Python shim (python-hook).
@@ -110,6 +130,10 @@ case $verdict in
 OK*)
     echo
     echo "demo: the top unit is on node $BROKEN (which closed the connection) or node $PEER (its peer): found."
+    say "Next: your own program (a few normal runs, a model, then the run to explain)"
+    echo "   $CULPRIT record -o normal1 -- ./your-program ARGS    # again as normal2, normal3"
+    echo "   $CULPRIT learn normal1 normal2 normal3 -o normal.model"
+    echo "   $CULPRIT record -o bad -- ./your-program ARGS; $CULPRIT rank --model normal.model bad"
     ;;
 *) fail "the top unit is not on node $BROKEN or node $PEER" ;;
 esac

@@ -92,4 +92,4 @@ pub use localize::{
     baselines, consequence, durations, evidence, model_check, narrative, sizes, weigh,
 };
 pub use localize::{connections, model, partial, score, trees, units};
-pub use trace::{recorded, symbolize};
+pub use trace::{procname, recorded, symbolize, unseen};

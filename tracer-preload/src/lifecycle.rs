@@ -135,7 +135,7 @@ fn start(envp_ptr: *const *const c_char) {
     };
     with_thread(|t, pool| {
         if record::attach(t, pool, false) {
-            record::emit_proc(t, pool, reason);
+            record::emit_proc(t, pool, reason, None);
             record::emit_thread(t, pool);
             record::emit_clock(t, pool);
             record::emit_maps(t, pool);
@@ -186,7 +186,14 @@ pub fn after_fork_in_child() {
     record::reset_after_fork(unsafe { &mut *t });
     with_thread(|t, pool| {
         if record::attach(t, pool, false) {
-            record::emit_proc(t, pool, ProcReason::Fork);
+            // The parent is the process whose identity this one had until now, even if it
+            // exited already (a daemon's double fork: the middle process gone, this one
+            // re-parented to a subreaper). Then its maps, which this process shares, may
+            // never reach the trace: this process records them itself.
+            let kernel_ppid = record::emit_proc(t, pool, ProcReason::Fork, Some(old));
+            if kernel_ppid != old {
+                record::emit_maps(t, pool);
+            }
             record::emit_thread(t, pool);
             record::write_out_meta(t, pool);
         }

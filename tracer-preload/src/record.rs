@@ -101,10 +101,18 @@ pub fn emit_thread(t: &mut CulpritThread, pool: &Pool) {
     t.w.append_meta_later(pool, m.finish());
 }
 
-/// Records a process record (start, fork or exec) for this process.
-pub fn emit_proc(t: &mut CulpritThread, pool: &Pool, reason: ProcReason) {
+/// Records a process record (start, fork or exec) for this process. `parent` is the pid
+/// of the process that forked this one, when known (a forked child knows it: its parent's
+/// identity); otherwise the kernel's parent is recorded. Returns the kernel's parent.
+pub fn emit_proc(
+    t: &mut CulpritThread,
+    pool: &Pool,
+    reason: ProcReason,
+    parent: Option<u32>,
+) -> u32 {
     let (pid, ticks) = global::identity();
-    let ppid = bufpool::sys::proc_stat(pid).map_or(0, |s| s.1);
+    let kernel_ppid = bufpool::sys::proc_stat(pid).map_or(0, |s| s.1);
+    let ppid = parent.unwrap_or(kernel_ppid);
     let mut exe = [0u8; 1024];
     let ne = crate::procinfo::exe(&mut exe);
     let mut cmd = [0u8; 4096];
@@ -117,6 +125,7 @@ pub fn emit_proc(t: &mut CulpritThread, pool: &Pool, reason: ProcReason) {
     m.bytes(&exe[..ne]);
     m.argv(nul_split(&cmd[..nc]));
     append_later(t, pool, m.finish());
+    kernel_ppid
 }
 
 /// Records a TSC / clock sample.

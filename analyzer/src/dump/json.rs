@@ -55,6 +55,10 @@ impl Line<'_> {
                 );
                 if e.caller != 0 {
                     o.insert("caller_name".into(), json!(self.syms.c_name(e.caller)));
+                    if let Some((module, rel)) = self.syms.c_place(e.caller & ADDR_MASK) {
+                        o.insert("caller_module".into(), json!(module));
+                        o.insert("caller_offset".into(), json!(format!("0x{rel:x}")));
+                    }
                 }
                 lib_json(&mut o, e.lib_fn(), &opts);
             }

@@ -100,6 +100,13 @@ impl Symbols<'_> {
         n
     }
 
+    /// Where a C address is, whatever its name: `(mapped file, offset from its load
+    /// base)`, if it lies in a recorded mapping.
+    pub(crate) fn c_place(&self, addr: u64) -> Option<(String, u64)> {
+        let sym = self.ps?.name_c(addr);
+        Some((sym.module?.to_string(), sym.rel))
+    }
+
     fn code(&self, index: u64) -> Option<&bufpool::format::CodeRecord> {
         self.ps.and_then(|p| p.code(index as u32))
     }

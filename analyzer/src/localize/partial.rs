@@ -121,6 +121,12 @@ pub struct PartFile {
     pub procs: Vec<(String, u32)>,
     /// The processes this shard ranked.
     pub processes: Vec<PartProcess>,
+    /// Processes named as they were started (`crate::procname`): host, pid, label.
+    #[serde(default)]
+    pub labels: Vec<(String, u32, String)>,
+    /// What is not recorded of some processes (`crate::procname::unseen_notes`).
+    #[serde(default)]
+    pub unseen: Vec<String>,
 }
 
 /// One process's scored units, as a part file holds them.
@@ -181,6 +187,8 @@ pub fn rank_shard(model: &Model, set: &TraceSet, opts: &Options, shard: Shard) -
         model_names: model.names.clone(),
         procs: procs.iter().map(|p| (p.host.clone(), p.pid)).collect(),
         processes,
+        labels: Vec::new(),
+        unseen: Vec::new(),
     })
 }
 

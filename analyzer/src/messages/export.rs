@@ -19,7 +19,7 @@ pub enum Format {
 }
 
 /// What an export wrote.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Exported {
     /// Slices (library calls, function calls, units).
     pub slices: u64,
@@ -27,6 +27,9 @@ pub struct Exported {
     pub flows: u64,
     /// Bytes of the file.
     pub bytes: u64,
+    /// One line per process of which something is not recorded
+    /// ([`crate::procname::unseen_notes`]).
+    pub unseen: Vec<String>,
 }
 
 /// The execution units of every process (the analyzer's units stage, no model needed).
@@ -70,7 +73,12 @@ pub fn export(set: &TraceSet, units: bool, format: Format, path: &Path) -> Resul
         std::env::temp_dir()
     };
     let mut flows = FlowEnds::build(set, &spill_dir)?;
-    let names = std::mem::take(&mut flows.names);
+    let mut names = std::mem::take(&mut flows.names);
+    // Processes named as they were started, with their ports.
+    let labels = crate::procname::labels(set)?;
+    for (n, l) in names.iter_mut().zip(&labels) {
+        n.label = l.text();
+    }
     let out = std::io::BufWriter::with_capacity(1 << 20, file);
     let rewrap = |e: Error| match e {
         Error::Io { what, source, .. } => Error::Io {
@@ -101,5 +109,6 @@ pub fn export(set: &TraceSet, units: bool, format: Format, path: &Path) -> Resul
         slices,
         flows: flows.flows,
         bytes,
+        unseen: crate::procname::unseen_notes(set, &labels),
     })
 }

@@ -124,6 +124,8 @@ pub struct ProcOps {
     pub forked: bool,
     /// Executable.
     pub exe: String,
+    /// `argv[0]` of its last process record (see [`crate::procname::started_name`]).
+    pub argv0: Option<String>,
     /// TSC → wall clock.
     pub calib: bufpool::Calibration,
     /// The ops, by end TSC (then thread).
@@ -152,6 +154,46 @@ impl ProcOps {
     /// `host:pid`.
     pub fn name(&self) -> String {
         format!("{}:{}", self.host, self.pid)
+    }
+
+    /// How the process is named in the views: as it was started, with its listening and
+    /// connected ports ([`crate::procname`]), from its ops.
+    pub fn label(&self) -> crate::procname::ProcLabel {
+        use crate::procname::{inet_port, started_name, ProcLabel};
+        let comm = self
+            .threads
+            .iter()
+            .find(|(t, _)| *t == self.pid)
+            .map(|(_, n)| n.as_str());
+        let mut bound = FxMap::default();
+        let mut listened = std::collections::BTreeSet::new();
+        let mut l = ProcLabel {
+            name: started_name(self.argv0.as_deref(), &self.exe, comm),
+            ..Default::default()
+        };
+        for (i, op) in self.ops.iter().enumerate() {
+            let (local, peer) = self.addrs.get(&(i as u32)).copied().unwrap_or_default();
+            match (op.kind, op.func) {
+                (OpKind::Bind, LibFn::Bind) if op.ret >= 0 => {
+                    if let Some(p) = inet_port(local) {
+                        bound.insert(op.fd, p);
+                    }
+                }
+                (OpKind::Bind, LibFn::Listen) if op.ret >= 0 => {
+                    listened.insert(op.fd);
+                }
+                (OpKind::Accept, _) if op.ret >= 0 => l.listens.extend(inet_port(local)),
+                (OpKind::Connect, _) => l.connects.extend(inet_port(peer)),
+                _ => {}
+            }
+        }
+        for (fd, p) in bound {
+            if listened.contains(&fd) {
+                l.listens.insert(p);
+            }
+        }
+        l.connects = l.connects.difference(&l.listens).copied().collect();
+        l
     }
 }
 
@@ -503,6 +545,10 @@ pub fn collect(p: &ProcessTrace) -> Result<ProcOps> {
                     out.forked = true;
                 }
                 out.exe = String::from_utf8_lossy(&r.exe).into_owned();
+                out.argv0 = r
+                    .argv
+                    .first()
+                    .map(|a| String::from_utf8_lossy(a).into_owned());
             }
             Meta::Thread(t) => out
                 .threads

@@ -75,6 +75,8 @@ pub struct ProcNames {
     pub exe: String,
     /// Thread names.
     pub threads: Vec<(u32, String)>,
+    /// How the process is named ([`crate::procname::ProcLabel::text`]; empty: by `exe`).
+    pub label: String,
 }
 
 /// Streams every process of `set` (`names_of` in the same order)
@@ -99,7 +101,9 @@ pub fn walk(
             by_thread.entry(u.tid).or_default().push(u);
         }
         let ops = &names_of[pi];
-        let pname = if ops.exe.is_empty() {
+        let pname = if !ops.label.is_empty() {
+            format!("{}:{} {}", p.host, p.pid, ops.label)
+        } else if ops.exe.is_empty() {
             format!("{}:{}", p.host, p.pid)
         } else {
             format!(

@@ -115,14 +115,11 @@ pub fn write(
             t0 = t0.min(pns(pi, a.start.min(a.end)));
             t1 = t1.max(pns(pi, b.end));
         }
+        let label = format!("{} {}", p.name(), p.label().text());
         for (k, t) in tids.into_iter().enumerate() {
             lane_of.insert((pi, t), lanes.len());
             lanes.push(Lane {
-                proc: format!(
-                    "{} {}",
-                    p.name(),
-                    p.exe.rsplit('/').next().unwrap_or(&p.exe)
-                ),
+                proc: label.clone(),
                 tid: t,
                 first: k == 0,
             });

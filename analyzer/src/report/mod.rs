@@ -501,6 +501,18 @@ impl Report {
         mark_injections: bool,
         notes: &dyn Fn(&str) -> Vec<String>,
     ) -> String {
+        self.text_labelled(top, mark_injections, notes, &|_, _| None)
+    }
+
+    /// [`Report::text_with`], each unit's process named by `label` from its host and pid
+    /// (`culprit rank`: as it was started, with its ports, [`crate::procname`]).
+    pub fn text_labelled(
+        &self,
+        top: usize,
+        mark_injections: bool,
+        notes: &dyn Fn(&str) -> Vec<String>,
+        label: &dyn Fn(&str, u32) -> Option<String>,
+    ) -> String {
         let mut s = String::new();
         let _ = writeln!(
             s,
@@ -533,9 +545,10 @@ impl Report {
                 .caused_by
                 .as_deref()
                 .map_or(String::new(), |c| format!("  ↳ caused by {c}"));
+            let name = label(&i.host, i.pid).map_or(String::new(), |l| format!(" ({l})"));
             let _ = writeln!(
                 s,
-                "{:.3}  {}  {} pid {} tid {}  {}{}{}  {} +{:.3} ms{caused}",
+                "{:.3}  {}  {} pid {}{name} tid {}  {}{}{}  {} +{:.3} ms{caused}",
                 u.score,
                 i.id,
                 i.host,

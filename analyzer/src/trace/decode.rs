@@ -126,15 +126,18 @@ pub struct CallExtra {
     pub peer: Option<Addr>,
     /// Native call stack.
     pub stack: Vec<u64>,
+    /// The call's string argument, kept for `exec*` calls only: the program's path.
+    pub text: Vec<u8>,
 }
 
 impl CallExtra {
-    /// The addresses and stack of fully parsed options.
+    /// The addresses and stack of fully parsed options (and the path of an `exec*`).
     pub fn of(o: &LibOpts) -> CallExtra {
         CallExtra {
             local: o.local,
             peer: o.peer,
             stack: o.stack().to_vec(),
+            text: Vec::new(),
         }
     }
 }
@@ -372,6 +375,10 @@ pub trait Visit {
     /// copying it (a copy of a just-built event stalls on store forwarding).
     #[inline(always)]
     fn lib_scalars(&mut self, tsc: u64, exit: bool, site: u64, func: LibFn, body: &[u8]) -> bool {
+        if func.is_exec() && self.wants_opts(func) {
+            // The program's path is a string: the checking decoder keeps it (rare calls).
+            return false;
+        }
         let opts = if self.wants_opts(func) {
             match ScalarOpts::parse(body) {
                 Some(o) => o,
@@ -534,14 +541,23 @@ pub fn convert(e: &format::EntryRef<'_>) -> std::result::Result<Event, format::D
                 kind: format::DecodeErrorKind::UnknownLibFn(e.callee),
             })?;
             let tracked = crate::connections::is_tracked(func);
-            let (opts, extra) = match (tracked, ScalarOpts::parse(e.body)) {
+            let (opts, extra) = match (tracked || func.is_exec(), ScalarOpts::parse(e.body)) {
                 (false, Some(o)) => (o, None),
                 _ => {
                     let full = e.opts()?;
                     // Descriptor-creating calls, and data calls that carry an address (a
                     // datagram's destination or source).
-                    let keep = tracked || full.local.is_some() || full.peer.is_some();
-                    let extra = keep.then(|| Box::new(CallExtra::of(&full)));
+                    // And the path of an exec.
+                    let exec_path = func.is_exec().then(|| full.str_bytes()).flatten();
+                    let keep = tracked
+                        || full.local.is_some()
+                        || full.peer.is_some()
+                        || exec_path.is_some();
+                    let extra = keep.then(|| {
+                        let mut x = CallExtra::of(&full);
+                        x.text = exec_path.map(<[u8]>::to_vec).unwrap_or_default();
+                        Box::new(x)
+                    });
                     (ScalarOpts::of(&full), extra)
                 }
             };

@@ -23,6 +23,8 @@ pub struct ProcessCounts {
     pub python: u64,
     /// Calls of C functions from Python (builtins).
     pub builtins: u64,
+    /// What of it is not recorded, and why ([`crate::unseen`]).
+    pub unseen: Option<crate::unseen::Unseen>,
 }
 
 impl ProcessCounts {
@@ -38,7 +40,7 @@ impl ProcessCounts {
 }
 
 #[derive(Default)]
-struct Counter(ProcessCounts);
+struct Counter(ProcessCounts, crate::unseen::ExecWatch, String);
 
 impl Visit for Counter {
     fn call(&mut self, _tsc: u64, kind: CallKind, _site: u64, _callee: u64) {
@@ -53,21 +55,25 @@ impl Visit for Counter {
         if !l.exit {
             self.0.libc += 1;
         }
+        self.1.lib(l);
     }
     fn other(&mut self, e: Event) {
         if let Event::Meta {
             meta: Meta::Proc(p),
-            ..
+            tsc,
         } = e
         {
+            self.1.proc_record(tsc, &p);
+            self.2 = String::from_utf8_lossy(&p.exe).into_owned();
             self.0.command = std::iter::once(&p.exe)
                 .chain(p.argv.iter().skip(1))
                 .map(|s| String::from_utf8_lossy(s).into_owned())
                 .collect();
         }
     }
-    fn wants_opts(&self, _func: bufpool::format::LibFn) -> bool {
-        false
+    fn wants_opts(&self, func: bufpool::format::LibFn) -> bool {
+        // An exec's path (its string option) comes with the full decoding.
+        func.is_exec()
     }
 }
 
@@ -78,13 +84,19 @@ pub fn per_process(dir: &Path) -> crate::error::Result<Vec<ProcessCounts>> {
         .processes
         .par_iter()
         .map(|p| {
-            let mut c = Counter(ProcessCounts {
-                pid: p.pid,
-                ..Default::default()
-            });
+            let mut c = Counter(
+                ProcessCounts {
+                    pid: p.pid,
+                    ..Default::default()
+                },
+                Default::default(),
+                String::new(),
+            );
             for t in &p.threads {
                 t.visit(&mut c)?;
+                c.1.end_thread();
             }
+            c.0.unseen = crate::unseen::Unseen::of(&c.2, c.0.libc, c.1.untraced_exec());
             Ok(c.0)
         })
         .collect::<crate::error::Result<_>>()?;
@@ -136,7 +148,9 @@ pub fn render(procs: &[ProcessCounts]) -> String {
         if p.builtins > 0 {
             let _ = write!(s, " (+{} builtin calls)", p.builtins);
         }
-        if p.is_python() && p.python == 0 {
+        if let Some(u) = &p.unseen {
+            let _ = write!(s, "\n          ↳ not recorded: {}", u.why());
+        } else if p.is_python() && p.python == 0 {
             let _ = write!(
                 s,
                 "  <- no Python function: see the line it printed, or it ran with -S/-E/-I"

@@ -41,11 +41,15 @@
 //! assert_eq!(ElfResolver::default().resolve(&sym), "demo+0x1010");
 //! ```
 
+use super::elf::ElfFile;
 use crate::hash::{mix, str_hash, FxMap};
 use bufpool::format::{CodeKind, CodeRecord, LibFn, MapRecord, Meta, ProcReason};
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
+
+/// The key of every C address outside the recorded mappings ([`ProcessSymbols::key_c`]).
+pub const UNMAPPED_KEY: u64 = 0x756e_6d61_7070_6564;
 
 /// One file mapped in a process.
 #[derive(Clone, Debug)]
@@ -276,11 +280,16 @@ impl ProcessSymbols {
         }
     }
 
-    /// The stable key of a C address.
+    /// The stable key of a C address: its file's name and its offset from the file's load
+    /// base. An address outside the recorded mappings has one key for all
+    /// ([`UNMAPPED_KEY`]: its value changes with address-space randomization, a key made
+    /// of it would match nothing in another run). Only an image with no mapping at all —
+    /// a hand-built trace — keys addresses by their value.
     pub fn key_c(&self, addr: u64) -> u64 {
         match self.module_of(addr) {
             Some(m) => mix(m.key, addr.wrapping_sub(m.base)),
-            None => mix(0x00c0_ffee, addr),
+            None if self.maps.is_empty() => mix(0x00c0_ffee, addr),
+            None => UNMAPPED_KEY,
         }
     }
 
@@ -409,20 +418,19 @@ fn short_path(p: &str) -> &str {
 }
 
 /// Resolves [`CSym`]s to `function (file:line)` through ELF symbols and DWARF, caching one
-/// loader per file. A file that cannot be read gives `file+0xoffset`.
+/// loader per file. A function is named only if the address lies inside it (the symbol's
+/// extent, or DWARF's ranges), and debug information comes from the file itself or its
+/// separate debug file (`/usr/lib/debug/.build-id/…`, `.gnu_debuglink`, debuginfod's
+/// cache: see `trace::elf`, and `CULPRIT_DEBUG_ROOT` to search other roots). An address no
+/// function holds, or in a file that cannot be read, gives `file+0xoffset`.
 #[derive(Default)]
 pub struct ElfResolver {
     files: HashMap<Arc<str>, Option<ElfFile>>,
 }
 
-struct ElfFile {
-    loader: addr2line::Loader,
-    /// Added to a base-relative address to get an ELF virtual address.
-    vaddr_bias: u64,
-}
-
 impl ElfResolver {
-    /// `function (file:line)`, `function`, or `file+0xoffset`.
+    /// `function (file:line)`, `function`, `file+0xoffset (file:line)` or `file+0xoffset`
+    /// (the offset from the file's load base, as in [`CSym::rel`]).
     pub fn resolve(&mut self, s: &CSym) -> String {
         let Some(module) = &s.module else {
             return format!("0x{:x}", s.rel);
@@ -430,46 +438,25 @@ impl ElfResolver {
         let file = self
             .files
             .entry(module.clone())
-            .or_insert_with(|| open_elf(Path::new(&**module)));
+            .or_insert_with(|| ElfFile::open(Path::new(&**module)));
         let fallback = || format!("{}+0x{:x}", short_path(module), s.rel);
         let Some(f) = file else {
             return fallback();
         };
-        let probe = s.rel.wrapping_add(f.vaddr_bias);
-        let sym = f.loader.find_symbol(probe).map(|s| s.to_string());
-        let loc = f.loader.find_location(probe).ok().flatten().and_then(|l| {
-            Some(format!(
-                "{}:{}",
-                short_path(l.file?),
-                l.line.map(|n| n.to_string()).unwrap_or_default()
-            ))
-        });
-        match (sym, loc) {
+        let found = f.resolve(s.rel.wrapping_add(f.vaddr_bias));
+        match (found.function, found.location) {
             (Some(s), Some(l)) => format!("{s} ({l})"),
             (Some(s), None) => s,
             (None, Some(l)) => format!("{} ({l})", fallback()),
             (None, None) => fallback(),
         }
     }
-}
 
-fn open_elf(path: &Path) -> Option<ElfFile> {
-    use object::{Object, ObjectSegment};
-    let data = std::fs::read(path).ok()?;
-    let obj = object::File::parse(&*data).ok()?;
-    // Base-relative addresses count from the page of the lowest loaded segment.
-    let min = obj
-        .segments()
-        .filter(|s| s.size() > 0)
-        .map(|s| s.address())
-        .min()
-        .unwrap_or(0)
-        & !0xfff;
-    let loader = addr2line::Loader::new(PathBuf::from(path)).ok()?;
-    Some(ElfFile {
-        loader,
-        vaddr_bias: min,
-    })
+    /// The separate debug file found for `module` (after a [`ElfResolver::resolve`] of
+    /// one of its addresses), if any.
+    pub fn debug_file(&self, module: &str) -> Option<&Path> {
+        self.files.get(module)?.as_ref()?.debug_file.as_deref()
+    }
 }
 
 #[cfg(test)]

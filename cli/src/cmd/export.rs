@@ -55,5 +55,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         e.bytes as f64 / 1e6,
         args.output.display()
     );
+    for n in &e.unseen {
+        eprintln!("culprit: {n}");
+    }
     Ok(ExitCode::SUCCESS)
 }

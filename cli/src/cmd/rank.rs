@@ -104,10 +104,23 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut opts = options();
     opts.score = args.score;
     let merged = !args.merge.is_empty();
+    // Processes named as they were started, with their ports; what is not recorded of them.
+    let mut labels: std::collections::HashMap<(String, u32), String> = Default::default();
+    let mut unseen: Vec<String> = Vec::new();
     let (rep, set) = if merged {
         let mut parts = Vec::new();
         for p in &args.merge {
             parts.push((p.clone(), analyzer::partial::PartFile::load(p)?));
+        }
+        for (_, p) in &parts {
+            for (h, pid, l) in &p.labels {
+                labels.entry((h.clone(), *pid)).or_insert_with(|| l.clone());
+            }
+            for n in &p.unseen {
+                if !unseen.contains(n) {
+                    unseen.push(n.clone());
+                }
+            }
         }
         eprintln!(
             "culprit: merging {} part files: {} processes",
@@ -121,9 +134,26 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         };
         let model = Model::load(model_path)?;
         let set = open(&args.dirs)?;
+        let proc_labels = analyzer::procname::labels(&set)?;
+        unseen = analyzer::procname::unseen_notes(&set, &proc_labels);
+        labels = set
+            .processes
+            .iter()
+            .zip(&proc_labels)
+            .map(|(p, l)| ((p.host.clone(), p.pid), l.text()))
+            .collect();
         if let (Some(shard), Some(out)) = (args.shard, &args.output) {
             super::outpath::check_output_file(out, "part file (-o)")?;
-            let part = analyzer::partial::rank_shard(&model, &set, &opts, shard)?;
+            let mut part = analyzer::partial::rank_shard(&model, &set, &opts, shard)?;
+            // Every process's label (each shard opens every trace): a merge names the
+            // processes as one ranking does.
+            let mut named: Vec<_> = labels
+                .iter()
+                .map(|((h, pid), l)| (h.clone(), *pid, l.clone()))
+                .collect();
+            named.sort();
+            part.labels = named;
+            part.unseen = unseen.clone();
             part.save(out)?;
             eprintln!(
                 "culprit: shard {shard}: ranked {} of {} processes → {}",
@@ -159,9 +189,23 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         Default::default()
     };
+    let label = |host: &str, pid: u32| labels.get(&(host.to_string(), pid)).cloned();
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     if args.json {
+        for n in &unseen {
+            eprintln!("culprit: {n}");
+        }
         let mut v = rep.json(top);
+        if let Some(units) = v.as_array_mut() {
+            for u in units {
+                let (Some(h), Some(p)) = (u["host"].as_str(), u["pid"].as_u64()) else {
+                    continue;
+                };
+                if let Some(l) = label(h, p as u32) {
+                    u["process"] = serde_json::Value::String(l);
+                }
+            }
+        }
         if !args.no_messages && !merged {
             analyzer::messages::links::annotate_json(&mut v, &links);
         }
@@ -173,7 +217,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 .get(id)
                 .map_or_else(Vec::new, |l| analyzer::messages::links::lines(l, 3))
         };
-        write!(out, "{}", rep.text_with(top, args.mark_injections, &notes))?;
+        let text = rep.text_labelled(top, args.mark_injections, &notes, &label);
+        // The header line, then what the ranking cannot see.
+        let (head, rest) = text.split_once('\n').unwrap_or((&text, ""));
+        writeln!(out, "{head}")?;
+        for n in &unseen {
+            writeln!(out, "  {n}")?;
+        }
+        write!(out, "{rest}")?;
     }
     out.flush()?;
     if let Some(h) = &args.html {

@@ -40,13 +40,10 @@ pub struct Args {
     pub live_interval: std::time::Duration,
     #[command(flatten)]
     pub keep: KeepArgs,
-    /// The command to run, and its arguments.
-    #[arg(
-        required = true,
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "CMD"
-    )]
+    /// The command to run, and its arguments. Before `--`, whatever looks like an option
+    /// is parsed as one (an unknown one is an error, with clap's suggestion); the command
+    /// starts at `--` or at the first word that is not an option.
+    #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
     pub cmd: Vec<OsString>,
 }
 
@@ -112,6 +109,23 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // Per process, what was recorded: libc calls, C functions, Python functions.
     if let Some(t) = rec.traced.as_ref().filter(|t| t.report.is_ok()) {
         eprint!("{}", analyzer::recorded::summary(&t.out));
+        // The command itself may be one LD_PRELOAD cannot enter (its children are in the
+        // table above, with their own reasons).
+        use analyzer::unseen::{resolve, ExeKind, Unseen};
+        let cmd = args.cmd[0].to_string_lossy();
+        let why = match resolve(&cmd).as_deref().and_then(ExeKind::of) {
+            Some(ExeKind::Static) => Some(Unseen::Static.why()),
+            Some(ExeKind::Go { static_: true }) => Some(format!(
+                "a static Go program: {}",
+                Unseen::Static
+                    .why()
+                    .trim_start_matches("a static executable: ")
+            )),
+            _ => None,
+        };
+        if let Some(why) = why {
+            eprintln!("culprit: {cmd}: not recorded: {why}");
+        }
     }
     Ok(ExitCode::from(rec.status))
 }

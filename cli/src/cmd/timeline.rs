@@ -55,6 +55,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .collect(),
     };
     let st = messages::timeline::write(&m, &units, args.window, &args.output)?;
+    let labels = analyzer::procname::labels(&set)?;
+    for n in analyzer::procname::unseen_notes(&set, &labels) {
+        eprintln!("culprit: {n}");
+    }
     eprintln!(
         "timeline of {} threads, {} messages, {} units → {}",
         st.lanes,

@@ -162,6 +162,17 @@ impl Session {
             return Err(SessionError::NoCommand);
         }
         self.pool.validate()?;
+        // A command that cannot start leaves nothing behind: no directory, no pool.
+        if let Err(error) = supervise::findable(&self.command[0]) {
+            notice(Notice::CannotRun {
+                command: &self.command[0],
+                error,
+            });
+            return Ok(Recording {
+                status: 127,
+                traced: None,
+            });
+        }
         let lib = match &self.libtrace {
             Some(l) => l.clone(),
             None => find_libtrace()?,

@@ -38,6 +38,49 @@ pub fn spawn_error(cmd: &std::ffi::OsStr, e: &std::io::Error) -> String {
     }
 }
 
+/// Can `cmd` be started, as `execvp` would find it? A name with a `/` must be an
+/// executable file; another name must be one in a directory of `$PATH` (`execvp`'s default
+/// path when it is unset). The error is `NotFound` or `PermissionDenied`, as the spawn's
+/// would be ([`spawn_error`] words it). What passes may still fail to start (a bad
+/// interpreter line…): the spawn's own error is reported then.
+pub fn findable(cmd: &std::ffi::OsStr) -> Result<(), std::io::Error> {
+    use std::io::{Error, ErrorKind};
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &Path| -> Result<(), Error> {
+        let m = std::fs::metadata(p)?;
+        if m.is_file() && m.permissions().mode() & 0o111 != 0 {
+            Ok(())
+        } else {
+            Err(Error::from(ErrorKind::PermissionDenied))
+        }
+    };
+    if cmd.as_encoded_bytes().contains(&b'/') {
+        return executable(Path::new(cmd));
+    }
+    if cmd.is_empty() {
+        return Err(Error::from(ErrorKind::NotFound));
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/bin:/usr/bin".into());
+    let mut denied = false;
+    for dir in std::env::split_paths(&path) {
+        let dir = if dir.as_os_str().is_empty() {
+            ".".into()
+        } else {
+            dir
+        };
+        match executable(&dir.join(cmd)) {
+            Ok(()) => return Ok(()),
+            Err(e) if e.kind() == ErrorKind::PermissionDenied => denied = true,
+            Err(_) => {}
+        }
+    }
+    Err(Error::from(if denied {
+        ErrorKind::PermissionDenied
+    } else {
+        ErrorKind::NotFound
+    }))
+}
+
 /// Runs `cmd` without tracing, reaping its whole tree; its shell exit status.
 pub fn run_untraced(cmd: &[OsString]) -> Result<u8, SessionError> {
     crate::tree::become_subreaper().map_err(os("prctl(PR_SET_CHILD_SUBREAPER)"))?;
