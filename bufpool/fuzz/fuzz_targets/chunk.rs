@@ -78,6 +78,10 @@ fn write_trace(dir: &Path, mut data: &[u8]) {
         format: reader::manifest::MANIFEST_FORMAT.into(),
         version: reader::manifest::MANIFEST_VERSION,
         host: "fuzz".into(),
+        boot_id: String::new(),
+        net_ns: String::new(),
+        slurm: None,
+        clock_snapshots: Vec::new(),
         command: Vec::new(),
         start_unix_ns: 1,
         end_unix_ns: Some(2),
@@ -96,6 +100,7 @@ fn write_trace(dir: &Path, mut data: &[u8]) {
             subbufs,
             ..Default::default()
         },
+        snapshot_unix_ns: None,
     };
     // Written without `Manifest::write`'s fsync: a run is thousands of directories.
     std::fs::write(dir.join("manifest.json"), serde_json::to_vec(&m).unwrap()).unwrap();
