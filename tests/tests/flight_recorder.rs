@@ -70,7 +70,9 @@ fn a_flight_recorder_stays_within_its_budget_and_its_window_decodes() {
     let mut snapped = false;
     let status = loop {
         max = max.max(dir_bytes(&out));
-        if !snapped && max > BUDGET && t0.elapsed() > Duration::from_millis(500) {
+        // Half full: rotation starts a segment below the budget, so the directory may
+        // never pass it.
+        if !snapped && max > BUDGET / 2 && t0.elapsed() > Duration::from_millis(500) {
             // SAFETY: kill(2) on the recorder this test started.
             unsafe { libc::kill(child.pid() as i32, libc::SIGUSR1) };
             snapped = true;

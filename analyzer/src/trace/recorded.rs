@@ -148,13 +148,21 @@ pub fn render(procs: &[ProcessCounts]) -> String {
         if p.builtins > 0 {
             let _ = write!(s, " (+{} builtin calls)", p.builtins);
         }
-        if let Some(u) = &p.unseen {
-            let _ = write!(s, "\n          ↳ not recorded: {}", u.why());
-        } else if p.is_python() && p.python == 0 {
-            let _ = write!(
-                s,
-                "  <- no Python function: see the line it printed, or it ran with -S/-E/-I"
-            );
+        // A Python process without Python functions: the interpreter's own line (an
+        // interpreter too old, -S/-E/-I) explains it better than "no libc call" (it made
+        // no call Culprit wraps, such as a socket call, either).
+        let no_python = p.is_python() && p.python == 0;
+        match &p.unseen {
+            Some(super::unseen::Unseen::NoLibcCall) | None if no_python => {
+                let _ = write!(
+                    s,
+                    "  <- no Python function: see the line it printed, or it ran with -S/-E/-I"
+                );
+            }
+            Some(u) => {
+                let _ = write!(s, "\n          ↳ not recorded: {}", u.why());
+            }
+            None => {}
         }
         s.push('\n');
     }

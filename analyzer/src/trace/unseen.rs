@@ -9,7 +9,7 @@
 //! - a **static** executable (no program interpreter): the dynamic loader never runs, so
 //!   `LD_PRELOAD` does not apply and nothing of it is recorded — when a traced process
 //!   `exec`s one, nothing after the exec;
-//! - any process that **made no libc call** while it ran (raw system calls, or it only
+//! - any process that **made no call Culprit records** while it ran (raw system calls, or it only
 //!   waited).
 //!
 //! [`ExeKind::of`] tells the first two from the file; [`Unseen`] is the reason, and
@@ -68,7 +68,7 @@ pub enum Unseen {
         /// It is a Go program.
         go: bool,
     },
-    /// It made no libc call while it ran.
+    /// It made no call Culprit records (socket, poll, fork, exec through libc) while it ran.
     NoLibcCall,
 }
 
@@ -87,8 +87,9 @@ impl Unseen {
                  nothing after the exec is recorded",
                 if *go { "Go " } else { "" }
             ),
-            Unseen::NoLibcCall => "made no libc call while it ran (raw system calls, or it only \
-                                   waited): nothing of what it did is recorded"
+            Unseen::NoLibcCall => "made no call that Culprit records (no socket, select/poll, \
+                                   fork or exec through libc: it made raw system calls, only \
+                                   computed or wrote files, or waited)"
                 .into(),
         }
     }
