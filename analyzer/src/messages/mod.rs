@@ -48,6 +48,7 @@ pub mod ops;
 pub mod perfetto;
 pub mod slices;
 pub mod sockets;
+mod spill;
 pub mod stats;
 pub mod stream;
 pub mod streamed;
