@@ -1,0 +1,255 @@
+#!/usr/bin/env python3
+"""Always on (issue 30): a traced redis (master + 2 replicas) under redis-benchmark for a
+long time, recorded with a flight recorder (`culprit record --keep`) and watched
+(`culprit watch`), with one fault injected at a random moment.
+
+    python3 bench/soak/run.py --culprit target/release/culprit [--minutes 30] [--keep 256M]
+                              [--seed S] [--no-fault] [--out DIR] [--json F]
+
+Steps:
+1. untraced baseline: the same three servers and load, `--baseline-seconds` long:
+   requests per second (redis-benchmark's own figure);
+2. three short normal runs (`--learn-seconds` each) recorded and learned into a model;
+3. the soak: `culprit record --keep SIZE` of the three servers for `--minutes`, the load
+   for the whole time, `culprit watch --model M --json --keep-around 5s` on the directory,
+   and — unless `--no-fault` — a reset of the first replica's replication link
+   (`read:errno=ECONNRESET` on its n-th read of the master's port, n drawn at random so that
+   it falls inside the run). Every second: the directory's size.
+
+Printed (and written with --json): the directory's largest size against the budget
+(+ one sub-buffer per drain thread); entries recorded, rotated away and lost (the
+manifest's and rotated.json's counts: recorded = kept + rotated, lost counted apart);
+watch's reports — whether the first one holds the injection (ground truth: the unit whose
+`injections` is not empty, or a unit of the injected process that began at or after the
+injection), the delay from each unit's end to its report (p50, p99) —; watch's CPU time as
+a share of one core; and redis's throughput traced (with --keep and watch) over untraced,
+as a ratio from this one run.
+
+Loopback only, ports from SOAK_PORT_BASE (default 31000). Installs redis-server and
+redis-tools from Debian if missing. Not part of the default test run.
+"""
+
+import argparse
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+BASE = int(os.environ.get("SOAK_PORT_BASE", "31000"))
+PORTS = (BASE, BASE + 1, BASE + 2)
+
+
+def log(*a):
+    print("soak:", *a, file=sys.stderr, flush=True)
+
+
+def setup():
+    if shutil.which("redis-server") and shutil.which("redis-benchmark"):
+        return
+    log("apt-get install redis-server redis-tools")
+    subprocess.run(["apt-get", "update", "-qq"], check=True)
+    subprocess.run(["apt-get", "install", "-y", "-qq", "--no-install-recommends",
+                    "redis-server", "redis-tools"], check=True,
+                   env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
+
+
+def servers_script(tmp):
+    """A shell script that starts the master and two replicas and waits for them."""
+    lines = ["set -e", "trap 'kill $(jobs -p) 2>/dev/null; wait' TERM INT EXIT"]
+    for i, p in enumerate(PORTS):
+        args = [f"--port {p}", "--bind 127.0.0.1", "--save ''", "--appendonly no",
+                f"--dir {tmp}", f"--dbfilename d{i}.rdb", "--protected-mode no"]
+        if i > 0:
+            args.append(f"--replicaof 127.0.0.1 {PORTS[0]}")
+        lines.append("redis-server " + " ".join(args) + " &")
+    lines.append("wait")
+    path = os.path.join(tmp, "servers.sh")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return path
+
+
+def wait_ports(deadline=20):
+    import socket
+    end = time.monotonic() + deadline
+    for p in PORTS:
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", p), timeout=0.5).close()
+                break
+            except OSError:
+                if time.monotonic() > end:
+                    raise RuntimeError(f"redis on {p} did not start")
+                time.sleep(0.1)
+
+
+def load(seconds):
+    """redis-benchmark against the master for about `seconds`; returns requests/s."""
+    end = time.monotonic() + seconds
+    total, spent = 0, 0.0
+    while time.monotonic() < end:
+        t = time.monotonic()
+        out = subprocess.run(
+            ["redis-benchmark", "-p", str(PORTS[0]), "-c", "50", "-n", "200000",
+             "-t", "set,get", "-q", "--csv"],
+            capture_output=True, text=True, timeout=300).stdout
+        spent += time.monotonic() - t
+        total += 400000
+    return total / spent if spent else 0.0
+
+
+def run_servers(culprit, tmp, out=None, extra=()):
+    script = servers_script(tmp)
+    if out is None:
+        cmd = ["bash", script]
+    else:
+        cmd = [culprit, "record", "-o", out, *extra, "--", "bash", script]
+    p = subprocess.Popen(cmd, start_new_session=True, stderr=subprocess.PIPE, text=True)
+    wait_ports()
+    return p
+
+
+def stop(p, timeout=60):
+    try:
+        os.killpg(p.pid, signal.SIGTERM) if p.args[0] == "bash" else p.send_signal(signal.SIGINT)
+    except ProcessLookupError:
+        pass
+    try:
+        _, err = p.communicate(timeout=timeout)
+        return err or ""
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        return ""
+
+
+def dir_bytes(d):
+    n = 0
+    for root, _, files in os.walk(d):
+        for f in files:
+            try:
+                n += os.lstat(os.path.join(root, f)).st_size
+            except OSError:
+                pass
+    return n
+
+
+def cpu_seconds(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except OSError:
+        return None
+
+
+def pct(xs, q):
+    if not xs:
+        return None
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--culprit", required=True)
+    ap.add_argument("--minutes", type=float, default=30)
+    ap.add_argument("--keep", default="256M")
+    ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--no-fault", action="store_true")
+    ap.add_argument("--baseline-seconds", type=float, default=30)
+    ap.add_argument("--learn-seconds", type=float, default=20)
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--json", default=None)
+    a = ap.parse_args()
+    setup()
+    culprit = os.path.abspath(a.culprit)
+    out = a.out or tempfile.mkdtemp(prefix="culprit-soak-")
+    os.makedirs(out, exist_ok=True)
+    rng = random.Random(a.seed)
+    res = {"minutes": a.minutes, "keep": a.keep, "seed": a.seed}
+
+    log("untraced baseline")
+    with tempfile.TemporaryDirectory() as tmp:
+        p = run_servers(culprit, tmp)
+        res["untraced_rps"] = load(a.baseline_seconds)
+        stop(p)
+
+    log("three normal runs")
+    normals = []
+    for i in range(3):
+        d = os.path.join(out, f"normal{i}")
+        shutil.rmtree(d, ignore_errors=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            p = run_servers(culprit, tmp, d, ["--keep", a.keep])
+            load(a.learn_seconds)
+            stop(p)
+        normals.append(d)
+    model = os.path.join(out, "normal.cpm")
+    subprocess.run([culprit, "learn", *normals, "-o", model], check=True,
+                   stderr=subprocess.DEVNULL, timeout=1800)
+
+    soak = os.path.join(out, "soak")
+    shutil.rmtree(soak, ignore_errors=True)
+    extra = ["--keep", a.keep]
+    # A replica reads its master link a few hundred times a second under this load: draw
+    # the failing read so that it lands in the middle half of the run.
+    if not a.no_fault:
+        nth = rng.randint(int(a.minutes * 60 * 50), int(a.minutes * 60 * 150))
+        spec = (f"read:errno=ECONNRESET,argv=*--port {PORTS[1]}*,peer-port={PORTS[0]},"
+                f"nth={nth},count=1")
+        extra += ["--inject", spec]
+        res["inject"] = spec
+    log("soak:", " ".join(extra))
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.monotonic()
+        rec = run_servers(culprit, tmp, soak, extra)
+        watch = subprocess.Popen(
+            [culprit, "watch", "--model", model, "--json", "--keep-around", "5s",
+             "--snapshots", os.path.join(out, "snapshots"), soak],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        sizes = []
+        rps = []
+        while time.monotonic() - t0 < a.minutes * 60:
+            rps.append(load(min(10.0, a.minutes * 60 - (time.monotonic() - t0))))
+            sizes.append(dir_bytes(soak))
+        res["watch_cpu_s"] = cpu_seconds(watch.pid)
+        elapsed = time.monotonic() - t0
+        err = stop(rec, timeout=300)
+        reports, _ = watch.communicate(timeout=600)
+    res["traced_rps"] = sum(rps) / len(rps) if rps else 0
+    res["throughput_ratio"] = res["traced_rps"] / res["untraced_rps"] if res["untraced_rps"] else None
+    res["watch_core_share"] = (res["watch_cpu_s"] or 0) / elapsed
+    res["max_dir_bytes"] = max(sizes) if sizes else 0
+    m = re.search(r"(\d+)([KMG])", a.keep)
+    res["budget_bytes"] = int(m.group(1)) << {"K": 10, "M": 20, "G": 30}[m.group(2)]
+    res["record_stderr_tail"] = err.strip().splitlines()[-3:]
+    with open(os.path.join(soak, "manifest.json")) as f:
+        man = json.load(f)
+    rot = {}
+    if os.path.exists(os.path.join(soak, "rotated.json")):
+        with open(os.path.join(soak, "rotated.json")) as f:
+            rot = json.load(f)
+    res["entries_kept"] = man["totals"]["entries"]
+    res["entries_rotated"] = rot.get("entries", 0)
+    res["lost"] = man["totals"]["lost"]
+    reps = [json.loads(l) for l in reports.splitlines() if l.strip()]
+    res["reports"] = len(reps)
+    delays = [(r["reported_unix_ns"] - r["t_end_unix_ns"]) / 1e9 for r in reps]
+    res["report_delay_p50_s"] = pct(delays, 0.5)
+    res["report_delay_p99_s"] = pct(delays, 0.99)
+    res["first_report_holds_injection"] = bool(reps and reps[0].get("injections"))
+    res["first_report"] = {k: reps[0].get(k) for k in ("id", "score", "why")} if reps else None
+    print(json.dumps(res, indent=1))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(res, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
