@@ -4,39 +4,10 @@
 //! the process-wide `--shared-writers` setting, which would race with tests that create
 //! files in parallel.
 
-use bufpool::{layout, Pool, PoolConfig, PoolError};
-use std::path::{Path, PathBuf};
+mod pool_helpers;
 
-fn small() -> PoolConfig {
-    PoolConfig {
-        n_subbufs: 4,
-        subbuf_size: 8192,
-        calibration: std::time::Duration::from_millis(1),
-        ..Default::default()
-    }
-}
-
-/// A valid pool file at `dir/name`, closed again.
-fn valid(dir: &Path, name: &str) -> PathBuf {
-    let p = dir.join(name);
-    drop(Pool::create(&p, &small()).unwrap());
-    p
-}
-
-/// Opens `path`, expects an error, and checks that its text names the file and says `why`.
-fn refused(path: &Path, why: &str) -> PoolError {
-    let err = match Pool::open(path) {
-        Ok(_) => panic!("{} opened", path.display()),
-        Err(e) => e,
-    };
-    let text = err.to_string();
-    assert!(
-        text.contains(&path.display().to_string()),
-        "names the file: {text}"
-    );
-    assert!(text.contains(why), "says {why:?}: {text}");
-    err
-}
+use bufpool::{layout, Pool, PoolConfig};
+use pool_helpers::{refused, small, valid};
 
 /// Issue 27: a pool is created 0600 whatever the umask, never through a planted link,
 /// and only a pool nobody else could truncate is mapped (SIGBUS in the traced program).

@@ -1,45 +1,17 @@
 //! Opening files that are not valid pools: every case is a clear error naming the file,
 //! never a panic and never SIGBUS (the header is checked with `pread` before mapping).
 
+mod pool_helpers;
+
 use bufpool::{layout, Pool, PoolConfig, PoolError};
+use pool_helpers::{refused, small, valid};
 use std::io::{Seek, SeekFrom, Write};
-use std::path::{Path, PathBuf};
-
-fn small() -> PoolConfig {
-    PoolConfig {
-        n_subbufs: 4,
-        subbuf_size: 8192,
-        calibration: std::time::Duration::from_millis(1),
-        ..Default::default()
-    }
-}
-
-/// A valid pool file at `dir/name`, closed again.
-fn valid(dir: &Path, name: &str) -> PathBuf {
-    let p = dir.join(name);
-    drop(Pool::create(&p, &small()).unwrap());
-    p
-}
+use std::path::Path;
 
 fn patch(path: &Path, at: u64, bytes: &[u8]) {
     let mut f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
     f.seek(SeekFrom::Start(at)).unwrap();
     f.write_all(bytes).unwrap();
-}
-
-/// Opens `path`, expects an error, and checks that its text names the file and says `why`.
-fn refused(path: &Path, why: &str) -> PoolError {
-    let err = match Pool::open(path) {
-        Ok(_) => panic!("{} opened", path.display()),
-        Err(e) => e,
-    };
-    let text = err.to_string();
-    assert!(
-        text.contains(&path.display().to_string()),
-        "names the file: {text}"
-    );
-    assert!(text.contains(why), "says {why:?}: {text}");
-    err
 }
 
 #[test]

@@ -267,7 +267,7 @@ pub fn run(
                 }
             }
             if opts.snapshot_on_usr1 && crate::signals::take_snapshot_request() {
-                let out = snapshot_path(dir);
+                let out = crate::snapshot::new_path(dir, "snapshot", None);
                 match crate::snapshot::snapshot(dir, &out) {
                     Ok(r) => eprintln!(
                         "culprit: snapshot of {} in {} ({} file(s), {} bytes)",
@@ -507,22 +507,4 @@ fn new_chunk(
         Some(_) => ChunkWriter::create_segment(dir, pid, k),
         None => ChunkWriter::create(dir, pid, k, t0),
     }
-}
-
-/// Where a snapshot asked for by `SIGUSR1` goes: beside the directory.
-fn snapshot_path(dir: &Path) -> PathBuf {
-    let mut name = dir
-        .file_name()
-        .map(|n| n.to_os_string())
-        .unwrap_or_default();
-    name.push(format!(".snapshot-{}", now_ns() / 1_000_000_000));
-    let mut p = dir.with_file_name(name);
-    let mut i = 1;
-    while p.exists() {
-        let mut n = p.file_name().unwrap_or_default().to_os_string();
-        n.push(format!("-{i}"));
-        p = p.with_file_name(n);
-        i += 1;
-    }
-    p
 }

@@ -528,23 +528,3 @@ impl Drop for LockFile {
         unsafe { libc::flock(self.0.as_raw_fd(), libc::LOCK_UN) };
     }
 }
-
-/// Writes `DIR/name` atomically: a private temporary file, fsync, rename.
-pub fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let path = dir.join(name);
-    let tmp = dir.join(format!("{name}.{}.tmp", std::process::id()));
-    let _ = std::fs::remove_file(&tmp);
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(&tmp)
-        .map_err(io(&tmp, "create"))?;
-    f.write_all(bytes).map_err(io(&tmp, "write"))?;
-    f.sync_all().map_err(io(&tmp, "fsync"))?;
-    std::fs::rename(&tmp, &path).map_err(io(&path, "rename into place"))?;
-    Ok(())
-}

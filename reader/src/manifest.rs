@@ -6,7 +6,7 @@
 //! and totals computed from the chunk files themselves (deduplicated), so the numbers are
 //! right even when several readers, or a killed and restarted reader, wrote the directory.
 
-use crate::error::{io, Error, Result};
+use crate::error::{Error, Result};
 use bufpool::Calibration;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -383,25 +383,13 @@ impl Manifest {
 
     /// Writes `DIR/manifest.json` atomically (temporary file, fsync, rename).
     pub fn write(&self, dir: &Path) -> Result<()> {
-        use std::io::Write;
         let path = dir.join(bufpool::disk::MANIFEST_FILE);
-        let tmp = dir.join(format!(
-            "{}.{}.tmp",
-            bufpool::disk::MANIFEST_FILE,
-            std::process::id()
-        ));
         let mut text = serde_json::to_vec_pretty(self).map_err(|e| Error::Manifest {
             path: path.clone(),
             why: e.to_string(),
         })?;
         text.push(b'\n');
-        // Never written through a link planted at the temporary name: a stale one is
-        // unlinked, and the file created exclusively (crate::safefile::create_new).
-        let _ = std::fs::remove_file(&tmp);
-        let mut f = crate::safefile::create_new(&tmp).map_err(io(&tmp, "create"))?;
-        f.write_all(&text).map_err(io(&tmp, "write"))?;
-        f.sync_all().map_err(io(&tmp, "fsync"))?;
-        std::fs::rename(&tmp, &path).map_err(io(&path, "rename into place"))?;
-        Ok(())
+        // Never written through a link planted at the temporary name.
+        crate::safefile::write_atomic(dir, bufpool::disk::MANIFEST_FILE, &text)
     }
 }

@@ -139,7 +139,7 @@ impl Rotated {
             why: e.to_string(),
         })?;
         text.push(b'\n');
-        crate::keep::write_atomic(dir, ROTATED_FILE, &text)
+        crate::safefile::write_atomic(dir, ROTATED_FILE, &text)
     }
 
     /// Notes that a record of `thread` with key `k` was rotated away, holding `entries`

@@ -249,3 +249,17 @@ pub fn create_output(path: &Path) -> std::io::Result<File> {
     }
     Err(refuse("the name keeps changing under it".into()))
 }
+
+/// Writes `DIR/name` atomically: a temporary file made by [`create_new`] (a stale one, or a
+/// link planted at its name, is unlinked first), fsync, rename.
+pub fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    let path = dir.join(name);
+    let tmp = dir.join(format!("{name}.{}.tmp", std::process::id()));
+    let _ = std::fs::remove_file(&tmp);
+    let mut f = create_new(&tmp).map_err(io(&tmp, "create"))?;
+    f.write_all(bytes).map_err(io(&tmp, "write"))?;
+    f.sync_all().map_err(io(&tmp, "fsync"))?;
+    std::fs::rename(&tmp, &path).map_err(io(&path, "rename into place"))?;
+    Ok(())
+}

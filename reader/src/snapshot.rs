@@ -125,6 +125,27 @@ pub fn snapshot(dir: &Path, out: &Path) -> Result<SnapshotReport> {
     Ok(rep)
 }
 
+/// A path for a new snapshot of `dir` that does not exist yet: `DIR.<tag>-<unix s>` beside
+/// it (or, given `within`, in that directory), with `-1`, `-2`… added if taken.
+pub fn new_path(dir: &Path, tag: &str, within: Option<&Path>) -> std::path::PathBuf {
+    let secs = bufpool::sys::clock_ns(libc::CLOCK_REALTIME) / 1_000_000_000;
+    let name = format!(
+        "{}.{tag}-{secs}",
+        dir.file_name().unwrap_or_default().to_string_lossy()
+    );
+    let at = |n: &str| match within {
+        Some(w) => w.join(n),
+        None => dir.with_file_name(n),
+    };
+    let mut p = at(&name);
+    let mut i = 1;
+    while p.exists() {
+        p = at(&format!("{name}-{i}"));
+        i += 1;
+    }
+    p
+}
+
 /// Per thread, the key of its first record after a missing sequence number inside its
 /// window (threads without a hole have no entry).
 fn cuts(
@@ -165,14 +186,7 @@ fn cuts(
 
 fn write_new(path: &Path, bytes: &[u8]) -> Result<()> {
     use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)
-        .map_err(io(path, "create"))?;
+    let mut f = crate::safefile::create_new(path).map_err(io(path, "create"))?;
     f.write_all(bytes).map_err(io(path, "write"))?;
     Ok(())
 }

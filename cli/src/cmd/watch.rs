@@ -6,7 +6,7 @@ use super::common::set_threads;
 use analyzer::model::Model;
 use analyzer::watch::{WatchOptions, Watcher};
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -68,24 +68,6 @@ fn finished(dirs: &[PathBuf]) -> bool {
         .all(|d| reader::Manifest::read(d).is_ok_and(|m| m.complete))
 }
 
-fn snapshot_target(args: &Args, dir: &Path, t: i64) -> PathBuf {
-    let name = format!(
-        "{}.watch-{}",
-        dir.file_name().unwrap_or_default().to_string_lossy(),
-        t / 1_000_000_000
-    );
-    let mut p = match &args.snapshots {
-        Some(s) => s.join(&name),
-        None => dir.with_file_name(&name),
-    };
-    let mut i = 1;
-    while p.exists() {
-        p = p.with_file_name(format!("{name}-{i}"));
-        i += 1;
-    }
-    p
-}
-
 /// Runs `culprit watch`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     set_threads(args.threads)?;
@@ -143,7 +125,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         if due.iter().any(|&d| d <= now) || (done && !due.is_empty()) {
             due.clear();
             for d in &args.dirs {
-                let target = snapshot_target(&args, d, now);
+                let target = reader::snapshot::new_path(d, "watch", args.snapshots.as_deref());
                 match reader::snapshot::snapshot(d, &target) {
                     Ok(_) => eprintln!("culprit: watch: snapshot in {}", target.display()),
                     Err(e) => eprintln!("culprit: watch: snapshot of {} failed: {e}", d.display()),
