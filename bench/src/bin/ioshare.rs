@@ -32,7 +32,9 @@
 //!    same workload against vsftpd (`--kind ftp`) or nginx WebDAV PUT (`--kind http`, one
 //!    process serving every client), sampled with `--all` while N unrelated processes
 //!    write (`bench/ioshare/neighbours.py`), estimated as `culprit ioshare` does, with
-//!    every process a candidate and told the client pids; `--seeds` lists the recordings.
+//!    every process a candidate and told the client pids; `--seeds` lists the recordings;
+//!    `--body-buffer SIZE` sets nginx's `client_body_buffer_size` (the request-body bytes
+//!    it reads and holds before writing them: what makes its 8-client error larger).
 //! 3. **Estimation cost** (`--only estimate`): a synthetic 10-minute run at 10 Hz (6 000
 //!    intervals) of 16 processes whose shares change in steps every 8–19 s, and the same
 //!    with shares drifting between those values: the change-point search and the windowed
@@ -40,7 +42,7 @@
 //!    against the synthetic truth.
 //!
 //! cargo run --release -p bench --bin ioshare [-- --only cost|interfaces|accuracy|estimate] [--clients 2,5,8,16] [--duration 60] [--cost-seconds 60] [--seed K] [--ramp] [--server-nice N] [--keep DIR | --from DIR]
-//! cargo run --release -p bench --bin ioshare -- --only accuracy --neighbours 24 --kind ftp|http --clients 4,8 --seeds 0,1 [--keep DIR | --from DIR]
+//! cargo run --release -p bench --bin ioshare -- --only accuracy --neighbours 24 --kind ftp|http --clients 4,8 --seeds 0,1 [--body-buffer SIZE] [--keep DIR | --from DIR]
 //! ```
 
 #[path = "ioshare_parts/busy.rs"]
@@ -635,6 +637,7 @@ fn main() -> Result<()> {
             neighbours: nb.parse()?,
             duration,
             ramp: args.iter().any(|a| a == "--ramp"),
+            body_buffer: get("--body-buffer"),
         };
         let seeds: Vec<u64> = get("--seeds")
             .or_else(|| get("--seed"))

@@ -40,8 +40,11 @@ impl Kind {
     }
 }
 
-/// nginx in `dir` with one worker process (the master's child), WebDAV PUT under `/up/`.
-fn nginx(dir: &Path) -> Result<(Reaped, u16)> {
+/// nginx in `dir` with one worker process (the master's child), WebDAV PUT under `/up/`;
+/// `body_buffer`: its `client_body_buffer_size` (nginx's default, 16k on 64-bit, when
+/// `None`) — the bytes of a request body it reads and holds before writing them to the
+/// body's temporary file.
+fn nginx(dir: &Path, body_buffer: Option<&str>) -> Result<(Reaped, u16)> {
     let root = dir.join("root");
     std::fs::create_dir_all(root.join("up"))?;
     std::fs::create_dir_all(dir.join("tmp"))?;
@@ -59,9 +62,12 @@ fn nginx(dir: &Path) -> Result<(Reaped, u16)> {
              http {{\n  access_log {d}/access.log;\n  client_body_temp_path {d}/tmp/body;\n\
                proxy_temp_path {d}/tmp/proxy;\n  fastcgi_temp_path {d}/tmp/fastcgi;\n\
                uwsgi_temp_path {d}/tmp/uwsgi;\n  scgi_temp_path {d}/tmp/scgi;\n\
-               client_max_body_size 0;\n\
+               client_max_body_size 0;\n{}\
                server {{\n    listen 127.0.0.1:{port};\n    root {};\n\
                  location /up/ {{ dav_methods PUT; create_full_put_path on; }}\n  }}\n}}\n",
+            body_buffer.map_or(String::new(), |b| format!(
+                "  client_body_buffer_size {b};\n"
+            )),
             root.display()
         ),
     )?;
@@ -122,7 +128,7 @@ pub fn record(cfg: &Config, n: usize, seed: u64, dir: &Path) -> Result<()> {
     let workload = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/ioshare/workload.py");
     let (server, port) = match cfg.kind {
         Kind::Ftp => vsftpd(dir, 0)?,
-        Kind::Http => nginx(dir)?,
+        Kind::Http => nginx(dir, cfg.body_buffer.as_deref())?,
     };
     let server_pid = server.0[0].id().to_string();
     std::fs::write(dir.join("server.pid"), &server_pid)?;
@@ -171,6 +177,8 @@ pub struct Config {
     pub neighbours: usize,
     pub duration: u64,
     pub ramp: bool,
+    /// nginx's `client_body_buffer_size` (`--body-buffer`); its default when `None`.
+    pub body_buffer: Option<String>,
 }
 
 fn client_pids(dir: &Path) -> Result<Vec<u32>> {
