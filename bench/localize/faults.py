@@ -83,6 +83,11 @@ def _validation():
     AF, AB = ports("aiohttp-chain")[:2]
     Z = ports("zookeeper-ensemble")
     R = ports("rabbitmq-queue")[0]
+    return {**_validation_first(MA, MB, I1, I2, DN, DU, G, AF, AB, Z, R), **_validation_added()}
+
+
+def _validation_first(MA, MB, I1, I2, DN, DU, G, AF, AB, Z, R):
+    """The validation systems of the first validation run."""
     return {
         "mqtt-bridge": [
             ("broker-reset", "reset", f"{RECV}:errno=ECONNRESET,exe=mosquitto,local-port={MA},nth=60,count=1"),
@@ -182,6 +187,61 @@ def _validation():
             ("consumer-code", "code", "py:pika.adapters.blocking_connection:BlockingChannel.basic_ack:raise=ConnectionResetError,nth=20,argv=rabbit-consumer --name 1"),
             ("broker-enospc", "exhaust", f"{SEND}:errno=ENOSPC,exe=beam.smp,local-port={R},nth=120,count=1"),
             ("consumer-short", "short", f"{RECV}:short=5,argv=rabbit-consumer --name 1,peer-port={R},nth=25,count=1"),
+        ],
+    }
+
+
+def _validation_added():
+    """The validation systems added after the first validation run (nothing was tuned on
+    them, and no run of the method has seen them)."""
+    GF, GB = ports("grpc-chain")[:2]
+    LP, LC = ports("ldap-syncrepl")[:2]
+    TM = ports("tarantool-replicas")[0]
+    back, front = "argv=grpc-service --name back", "argv=grpc-service --name front"
+    prov, cons = "exe=slapd,argv=provider.conf", "exe=slapd,argv=consumer.conf"
+    master, replica = "exe=tarantool,argv=master.lua", "exe=tarantool,argv=replica.lua"
+    return {
+        "grpc-chain": [
+            ("backend-reset", "reset", f"{RECV}:errno=ECONNRESET,{back},local-port={GB},nth=40,count=1"),
+            ("front-reset", "reset", f"{RECV}:errno=ECONNRESET,{front},peer-port={GB},nth=30,count=1"),
+            ("backend-corrupt", "corrupt", f"{RECV}:corrupt=3,{back},local-port={GB},nth=40,count=1"),
+            ("front-corrupt", "corrupt", f"{RECV}:corrupt=5,{front},local-port={GF},nth=40,count=1"),
+            ("backend-short", "short", f"{SEND}:short=20,{back},local-port={GB},nth=30,count=1"),
+            ("backend-slow", "delay", f"{SEND}:delay=2s,{back},local-port={GB},nth=30,count=1"),
+            ("backend-killed", "kill", f"{RECV}:kill=SIGKILL,{back},local-port={GB},nth=50"),
+            ("front-stopped", "stop", f"{RECV}:kill=SIGSTOP,{front},local-port={GF},nth=40"),
+            ("backend-emfile", "exhaust", f"accept|accept4:errno=EMFILE,{back},nth=1,count=1"),
+            ("backend-enospc", "exhaust", f"{SEND}:errno=ENOSPC,{back},local-port={GB},nth=40,count=1"),
+            ("backend-code", "code", f"py:grpc._server:_call_behavior:raise=MemoryError,nth=30,{back}"),
+            ("front-code", "code", f"py:grpc._channel:_UnaryUnaryMultiCallable.__call__:raise=TimeoutError,nth=40,{front}"),
+        ],
+        "ldap-syncrepl": [
+            ("provider-reset", "reset", f"{RECV}:errno=ECONNRESET,{prov},local-port={LP},nth=60,count=1"),
+            ("link-reset", "reset", f"{RECV}:errno=ECONNRESET,{cons},peer-port={LP},nth=20,count=1"),
+            ("link-corrupt", "corrupt", f"{RECV}:corrupt=2,{cons},peer-port={LP},nth=20,count=1"),
+            ("writer-corrupt", "corrupt", f"{RECV}:corrupt=3,{prov},local-port={LP},nth=80,count=1"),
+            ("provider-short", "short", f"{SEND}:short=5,{prov},local-port={LP},nth=60,count=1"),
+            ("provider-slow", "delay", f"{SEND}:delay=3s,{prov},local-port={LP},nth=60,count=1"),
+            ("consumer-killed", "kill", f"{RECV}:kill=SIGKILL,{cons},local-port={LC},nth=80"),
+            ("provider-stopped", "stop", f"{RECV}:kill=SIGSTOP,{prov},local-port={LP},nth=120"),
+            ("provider-emfile", "exhaust", f"accept|accept4:errno=EMFILE,{prov},nth=3,count=1"),
+            ("provider-eagain-storm", "exhaust", f"{RECV}:errno=EAGAIN,{prov},local-port={LP},after=50,count=30"),
+            ("writer-code", "code", "py:ldap3.core.connection:Connection.add:raise=TimeoutError,nth=40,argv=ldap-syncrepl"),
+            ("reader-code", "code", "py:ldap3.strategy.sync:SyncStrategy.receiving:raise=ConnectionResetError,nth=50,argv=ldap-reader --name 1"),
+        ],
+        "tarantool-replicas": [
+            ("master-reset", "reset", f"{RECV}:errno=ECONNRESET,{master},local-port={TM},nth=80,count=1"),
+            ("link-reset", "reset", f"{RECV}:errno=ECONNRESET,{replica},peer-port={TM},nth=30,count=1"),
+            ("link-corrupt", "corrupt", f"{RECV}:corrupt=3,{replica},peer-port={TM},nth=30,count=1"),
+            ("client-corrupt", "corrupt", f"{RECV}:corrupt=2,{master},local-port={TM},nth=100,count=1"),
+            ("master-short", "short", f"{SEND}:short=7,{master},local-port={TM},nth=80,count=1"),
+            ("master-slow", "delay", f"{SEND}:delay=3s,{master},local-port={TM},nth=80,count=1"),
+            ("replica-killed", "kill", f"{RECV}:kill=SIGKILL,{replica},nth=100"),
+            ("master-stopped", "stop", f"{RECV}:kill=SIGSTOP,{master},local-port={TM},nth=150"),
+            ("master-emfile", "exhaust", f"accept|accept4:errno=EMFILE,{master},nth=3,count=1"),
+            ("master-enospc", "exhaust", f"{SEND}:errno=ENOSPC,{master},local-port={TM},nth=60,count=1"),
+            ("writer-code", "code", "py:tarantool.connection:Connection.replace:raise=TimeoutError,nth=50,argv=tarantool-replicas"),
+            ("reader-code", "code", "py:tarantool.connection:Connection._recv:raise=ConnectionResetError,nth=60,argv=tt-reader --name 1"),
         ],
     }
 

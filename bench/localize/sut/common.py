@@ -33,6 +33,9 @@ SLOTS = {
     "aiohttp-chain": 8,
     "zookeeper-ensemble": 9,
     "rabbitmq-queue": 10,
+    "grpc-chain": 11,
+    "ldap-syncrepl": 12,
+    "tarantool-replicas": 13,
 }
 
 
