@@ -197,12 +197,16 @@ def _validation_added():
     GF, GB = ports("grpc-chain")[:2]
     LP, LC = ports("ldap-syncrepl")[:2]
     TM = ports("tarantool-replicas")[0]
+    W = ports("php-fastcgi")[0]
     back, front = "argv=grpc-service --name back", "argv=grpc-service --name front"
     prov, cons = "exe=slapd,argv=provider.conf", "exe=slapd,argv=consumer.conf"
     master, replica = "exe=tarantool,argv=master.lua", "exe=tarantool,argv=replica.lua"
+    # lighttpd's worker is the only php-cgi process that reads and writes (its master waits);
+    # a respawned worker counts its calls from zero, so its n-th call comes late or never.
+    php = "exe=php-cgi*"
     return {
         "grpc-chain": [
-            ("backend-reset", "reset", f"{RECV}:errno=ECONNRESET,{back},local-port={GB},nth=40,count=1"),
+            ("backend-drops", "reset", f"{RECV}:close,{back},local-port={GB},nth=41,count=1"),
             ("front-reset", "reset", f"{RECV}:errno=ECONNRESET,{front},peer-port={GB},nth=30,count=1"),
             ("backend-corrupt", "corrupt", f"{RECV}:corrupt=3,{back},local-port={GB},nth=40,count=1"),
             ("front-corrupt", "corrupt", f"{RECV}:corrupt=5,{front},local-port={GF},nth=40,count=1"),
@@ -242,6 +246,20 @@ def _validation_added():
             ("master-enospc", "exhaust", f"{SEND}:errno=ENOSPC,{master},local-port={TM},nth=60,count=1"),
             ("writer-code", "code", "py:tarantool.connection:Connection.replace:raise=TimeoutError,nth=50,argv=tarantool-replicas"),
             ("reader-code", "code", "py:tarantool.connection:Connection._recv:raise=ConnectionResetError,nth=60,argv=tt-reader --name 1"),
+        ],
+        "php-fastcgi": [
+            ("client-reset", "reset", f"{RECV}:errno=ECONNRESET,exe=lighttpd,local-port={W},nth=60,count=1"),
+            ("worker-reset", "reset", f"read:errno=ECONNRESET,{php},nth=200,count=1"),
+            ("request-corrupt", "corrupt", f"{RECV}:corrupt=4,exe=lighttpd,local-port={W},nth=50,count=1"),
+            ("worker-corrupt", "corrupt", f"read:corrupt=3,{php},nth=200,count=1"),
+            ("worker-short", "short", f"write:short=9,{php},nth=50,count=1"),
+            ("worker-slow", "delay", f"write:delay=3s,{php},nth=50,count=1"),
+            ("worker-killed", "kill", f"read:kill=SIGKILL,{php},nth=500"),
+            ("worker-stopped", "stop", f"read:kill=SIGSTOP,{php},nth=500"),
+            ("server-emfile", "exhaust", "accept|accept4:errno=EMFILE,exe=lighttpd,nth=4,count=1"),
+            ("server-enospc", "exhaust", f"{SEND}:errno=ENOSPC,exe=lighttpd,local-port={W},nth=40,count=1"),
+            ("client-code", "code", "py:http.client:HTTPConnection.getresponse:raise=TimeoutError,nth=40,argv=php-fastcgi"),
+            ("counter-code", "code", "py:json:loads:raise=ValueError,nth=20,argv=php-client"),
         ],
     }
 

@@ -5,7 +5,7 @@
 #   Debian: memcached, nutcracker (twemproxy), haproxy, nginx-light, beanstalkd  (tuning half)
 #           mosquitto, ngircd, unbound, nsd, gearman-job-server, gearman-tools,
 #           zookeeper, rabbitmq-server, default-jre-headless,
-#           slapd, tarantool                                                      (validation half)
+#           slapd, tarantool, lighttpd, php-cgi                                   (validation half)
 #   PyPI:   Pyro5 (tuning); paho-mqtt, dnspython, aiohttp, kazoo, pika, grpcio, ldap3,
 #           tarantool (validation)
 # Installs (only when something is missing) run under the machine's install lock
@@ -42,6 +42,8 @@ have rev || need+=(bsdextrautils)  # gearman-jobs' workers run `rev` per job
 have slapd || need+=(slapd)
 [ -f /usr/lib/ldap/syncprov.so ] || need+=(slapd)  # ldap-syncrepl's provider overlay
 have tarantool || need+=(tarantool)
+have lighttpd || need+=(lighttpd)
+have php-cgi || need+=(php-cgi)
 if [ ${#need[@]} -gt 0 ]; then
     lock
     echo "localize setup: apt-get install ${need[*]}" >&2

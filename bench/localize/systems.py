@@ -29,6 +29,7 @@ bounded, and the launcher stops its daemons (SIGTERM, then SIGKILL) on every exi
 | `grpc-chain` | validation | grpcio front → grpcio backend + unary client and streaming client | RPC over HTTP/2 (gRPC C-core, CPython) |
 | `ldap-syncrepl` | validation | OpenLDAP provider → syncrepl consumer + ldap3 writer and 2 readers | a directory with replication (C, LDAP/BER) |
 | `tarantool-replicas` | validation | Tarantool master → read-only replica + writer and 2 readers | an in-memory database with replication (C + LuaJIT, iproto/MessagePack) |
+| `php-fastcgi` | validation | lighttpd → php-cgi master + worker (FastCGI on a UNIX socket) + 2 HTTP clients | a web server and PHP (C, Zend) |
 """
 
 import argparse
@@ -55,6 +56,7 @@ SYSTEMS = {
     "grpc-chain": ("grpc_chain", "run"),
     "ldap-syncrepl": ("ldap_syncrepl", "run"),
     "tarantool-replicas": ("tarantool_replicas", "run"),
+    "php-fastcgi": ("php_fastcgi", "run"),
 }
 HELPERS = {
     "job-queue-worker": ("job_queue", "beanstalk_worker"),
@@ -69,6 +71,7 @@ HELPERS = {
     "grpc-lister": ("grpc_chain", "lister"),
     "ldap-reader": ("ldap_syncrepl", "reader"),
     "tt-reader": ("tarantool_replicas", "reader"),
+    "php-client": ("php_fastcgi", "client"),
 }
 
 

@@ -36,6 +36,7 @@ SLOTS = {
     "grpc-chain": 11,
     "ldap-syncrepl": 12,
     "tarantool-replicas": 13,
+    "php-fastcgi": 14,
 }
 
 
