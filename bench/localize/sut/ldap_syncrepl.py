@@ -86,7 +86,7 @@ def reader(name):
                     got, missed, i, since = got + found, missed + (not found), i + 1, time.monotonic()
                 else:
                     stop = bool(c.search(PEOPLE, "(cn=stop)") and c.entries)
-                    time.sleep(0.02)
+                    time.sleep(0.05)
             else:
                 if c.search(PEOPLE, f"(&(objectClass=inetOrgPerson)(mail=u{i % 50}*))", attributes=["cn", "mail"]):
                     got += 1

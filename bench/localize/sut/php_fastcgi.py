@@ -11,6 +11,7 @@ timeout, checks the answer, counts a failure, opens a new connection and goes on
 import http.client
 import json
 import os
+import signal
 import time
 
 from .common import LAUNCHER, PY, Daemons, log, ports, steps, wait_port
@@ -86,6 +87,25 @@ def client(name):
     log(f"php client {name}: {ok}/{COUNTS} counts ok, {c.errors} failed")
 
 
+def _descendants(pid):
+    """The processes below pid (from /proc), deepest last."""
+    children = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(d))
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
 def run(tmp, n):
     port = ports("php-fastcgi")[0]
     www = os.path.join(tmp, "www")
@@ -95,21 +115,39 @@ def run(tmp, n):
             f.write(text)
     with open(os.path.join(tmp, "lighttpd.conf"), "w") as f:
         f.write(CONF.format(www=www, port=port, tmp=tmp))
-    with Daemons(tmp) as d:
-        p = d.start("lighttpd", ["lighttpd", "-D", "-f", os.path.join(tmp, "lighttpd.conf")])
-        wait_port(port, p, timeout=20)
-        helper = d.start("client2", [PY, LAUNCHER, "php-client", "--name", "2"])
-        c = Http(port)
-        ok = 0
-        for i in steps(n):
-            r = c.call("GET", f"/item.php?k={i}")
-            if r is not None and r.get("k") == i and len(r.get("value", "")) == i % 50:
-                ok += 1
-            elif r is not None:
-                log(f"item {i}: wrong answer {r!r:.60}")
-            time.sleep(0.02)
-        try:
-            helper.wait(timeout=25)
-        except Exception:
-            log("the second client did not stop")
-        log(f"php-fastcgi: {ok}/{n} requests ok, {c.errors} failed")
+    php = []
+    try:
+        with Daemons(tmp) as d:
+            p = d.start("lighttpd", ["lighttpd", "-D", "-f", os.path.join(tmp, "lighttpd.conf")])
+            wait_port(port, p, timeout=20)
+            try:
+                _workload(port, n, d)
+            finally:
+                php = _descendants(p.pid)
+    finally:
+        # lighttpd puts php-cgi in a session of its own, and a worker stopped by SIGSTOP
+        # never takes the SIGTERM that stops the others: whatever is left is killed.
+        for pid in php:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def _workload(port, n, d):
+    """The two clients; the launcher's is this process."""
+    helper = d.start("client2", [PY, LAUNCHER, "php-client", "--name", "2"])
+    c = Http(port)
+    ok = 0
+    for i in steps(n):
+        r = c.call("GET", f"/item.php?k={i}")
+        if r is not None and r.get("k") == i and len(r.get("value", "")) == i % 50:
+            ok += 1
+        elif r is not None:
+            log(f"item {i}: wrong answer {r!r:.60}")
+        time.sleep(0.02)
+    try:
+        helper.wait(timeout=25)
+    except Exception:
+        log("the second client did not stop")
+    log(f"php-fastcgi: {ok}/{n} requests ok, {c.errors} failed")
