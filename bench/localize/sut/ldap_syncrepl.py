@@ -14,7 +14,7 @@ goes on; the consumer retries its replication connection every second.
 import os
 import time
 
-from .common import LAUNCHER, PY, WORKLOAD_S, Daemons, log, ports, steps, wait_port
+from .common import LAUNCHER, PY, WORKLOAD_S, Daemons, log, ports, steps, terminated, wait_port
 
 SUFFIX = "dc=bench"
 PEOPLE = "ou=people," + SUFFIX
@@ -75,7 +75,8 @@ def reader(name):
     c, got, missed, failed, i, stop = None, 0, 0, 0, 0, False
     end = time.monotonic() + WORKLOAD_S + 5
     since = time.monotonic()
-    while not stop and time.monotonic() < end:
+    term = terminated()
+    while not stop and not term.is_set() and time.monotonic() < end:
         try:
             if c is None:
                 c = _conn(port)
@@ -102,7 +103,7 @@ def reader(name):
             c = None
             time.sleep(0.2)
     _close(c)
-    log(f"ldap reader {name}: {got} reads, {missed} entries never seen, {failed} failed, stop={stop}")
+    log(f"ldap reader {name}: {got} reads, {missed} entries never seen, {failed} failed, stop={stop}{' (told to stop)' if term.is_set() else ''}")
 
 
 def _write(c, i):

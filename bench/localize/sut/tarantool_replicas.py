@@ -13,7 +13,7 @@ socket timeout, counts a failed request, makes a new connection and goes on.
 import os
 import time
 
-from .common import LAUNCHER, PY, WORKLOAD_S, Daemons, log, ports, steps, wait_port
+from .common import LAUNCHER, PY, WORKLOAD_S, Daemons, log, ports, steps, terminated, wait_port
 
 SPACE = "kv"
 ITERATOR_GE = 5  # tarantool.const.ITERATOR_GE
@@ -62,7 +62,8 @@ def reader(name):
     c, got, missed, failed, i, stop = None, 0, 0, 0, 0, False
     end = time.monotonic() + WORKLOAD_S + 5
     since = time.monotonic()
-    while not stop and time.monotonic() < end:
+    term = terminated()
+    while not stop and not term.is_set() and time.monotonic() < end:
         try:
             if c is None:
                 c = _connect(port)
@@ -90,7 +91,7 @@ def reader(name):
                 pass
             c = None
             time.sleep(0.2)
-    log(f"tarantool reader {name}: {got} reads, {missed} keys never seen, {failed} failed, stop={stop}")
+    log(f"tarantool reader {name}: {got} reads, {missed} keys never seen, {failed} failed, stop={stop}{' (told to stop)' if term.is_set() else ''}")
 
 
 def run(tmp, n):
