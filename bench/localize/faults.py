@@ -196,7 +196,7 @@ def _validation_added():
     them, and no run of the method has seen them)."""
     GF, GB = ports("grpc-chain")[:2]
     LP, LC = ports("ldap-syncrepl")[:2]
-    TM = ports("tarantool-replicas")[0]
+    TM, TR = ports("tarantool-replicas")[:2]
     W = ports("php-fastcgi")[0]
     back, front = "argv=grpc-service --name back", "argv=grpc-service --name front"
     # gRPC's connections are idle between calls, and a channel reconnects by itself: a
@@ -208,7 +208,8 @@ def _validation_added():
     # run, so one killed at its 700th is not killed again.
     php = "exe=php-cgi*"
     # The master's first ~520 sends are the replica's initial join (before the workload):
-    # its send faults come later.
+    # its send faults come later; the replica reads the join in a few to a few dozen reads
+    # (as the master's sends come), of ~340 in a run: its link faults come at the 120th.
     return {
         "grpc-chain": [
             ("backend-drops", "reset", f"{SEND}:close,{back},local-port={GB},nth=30,count=1"),
@@ -240,9 +241,9 @@ def _validation_added():
         ],
         "tarantool-replicas": [
             ("master-reset", "reset", f"{RECV}:errno=ECONNRESET,{master},local-port={TM},nth=80,count=1"),
-            ("link-reset", "reset", f"{RECV}:errno=ECONNRESET,{replica},peer-port={TM},nth=30,count=1"),
-            ("link-corrupt", "corrupt", f"{RECV}:corrupt=3,{replica},peer-port={TM},nth=30,count=1"),
-            ("client-corrupt", "corrupt", f"{RECV}:corrupt=2,{master},local-port={TM},nth=100,count=1"),
+            ("link-reset", "reset", f"{RECV}:errno=ECONNRESET,{replica},peer-port={TM},nth=120,count=1"),
+            ("link-corrupt", "corrupt", f"{RECV}:corrupt=3,{replica},peer-port={TM},nth=120,count=1"),
+            ("reader-corrupt", "corrupt", f"{RECV}:corrupt=2,{replica},local-port={TR},nth=100,count=1"),
             ("master-short", "short", f"{SEND}:short=7,{master},local-port={TM},nth=650,count=1"),
             ("master-slow", "delay", f"{SEND}:delay=3s,{master},local-port={TM},nth=700,count=1"),
             ("replica-killed", "kill", f"{RECV}:kill=SIGKILL,{replica},nth=100"),
