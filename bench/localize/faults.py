@@ -198,18 +198,19 @@ def _validation_added():
     LP, LC = ports("ldap-syncrepl")[:2]
     TM, TR = ports("tarantool-replicas")[:2]
     W = ports("php-fastcgi")[0]
-    back, front = "argv=grpc-service --name back", "argv=grpc-service --name front"
     # gRPC's connections are idle between calls, and a channel reconnects by itself: a
     # receive that fails there is absorbed, a send that fails loses the call it carried.
+    back, front = "argv=grpc-service --name back", "argv=grpc-service --name front"
     prov, cons = "exe=slapd,argv=provider.conf", "exe=slapd,argv=consumer.conf"
+    # Tarantool's master makes its first ~520 sends for the replica's initial join (before
+    # the workload): its send faults come later; the replica reads the join in a few to a
+    # few dozen reads (as the master's sends come), of ~340 in a run: its link faults come
+    # at the 120th.
     master, replica = "exe=tarantool,argv=master.lua", "exe=tarantool,argv=replica.lua"
     # lighttpd's worker is the only php-cgi process that reads and writes (its master waits);
     # a respawned worker counts its calls from zero: a worker makes about 1 000 reads in a
     # run, so one killed at its 700th is not killed again.
     php = "exe=php-cgi*"
-    # The master's first ~520 sends are the replica's initial join (before the workload):
-    # its send faults come later; the replica reads the join in a few to a few dozen reads
-    # (as the master's sends come), of ~340 in a run: its link faults come at the 120th.
     return {
         "grpc-chain": [
             ("backend-drops", "reset", f"{SEND}:close,{back},local-port={GB},nth=30,count=1"),
