@@ -83,6 +83,11 @@ def _validation():
     AF, AB = ports("aiohttp-chain")[:2]
     Z = ports("zookeeper-ensemble")
     R = ports("rabbitmq-queue")[0]
+    return {**_validation_first(MA, MB, I1, I2, DN, DU, G, AF, AB, Z, R), **_validation_added()}
+
+
+def _validation_first(MA, MB, I1, I2, DN, DU, G, AF, AB, Z, R):
+    """The validation systems of the first validation run."""
     return {
         "mqtt-bridge": [
             ("broker-reset", "reset", f"{RECV}:errno=ECONNRESET,exe=mosquitto,local-port={MA},nth=60,count=1"),
@@ -182,6 +187,86 @@ def _validation():
             ("consumer-code", "code", "py:pika.adapters.blocking_connection:BlockingChannel.basic_ack:raise=ConnectionResetError,nth=20,argv=rabbit-consumer --name 1"),
             ("broker-enospc", "exhaust", f"{SEND}:errno=ENOSPC,exe=beam.smp,local-port={R},nth=120,count=1"),
             ("consumer-short", "short", f"{RECV}:short=5,argv=rabbit-consumer --name 1,peer-port={R},nth=25,count=1"),
+        ],
+    }
+
+
+def _validation_added():
+    """The validation systems added after the first validation run (nothing was tuned on
+    them, and no run of the method has seen them)."""
+    GF, GB = ports("grpc-chain")[:2]
+    LP, LC = ports("ldap-syncrepl")[:2]
+    TM, TR = ports("tarantool-replicas")[:2]
+    W = ports("php-fastcgi")[0]
+    # gRPC's connections are idle between calls, and a channel reconnects by itself: a
+    # receive that fails there is absorbed, a send that fails loses the call it carried.
+    back, front = "argv=grpc-service --name back", "argv=grpc-service --name front"
+    prov, cons = "exe=slapd,argv=provider.conf", "exe=slapd,argv=consumer.conf"
+    # Tarantool's master makes its first ~520 sends for the replica's initial join (before
+    # the workload): its send faults come later; the replica reads the join in a few to a
+    # few dozen reads (as the master's sends come), of ~340 in a run: its link faults come
+    # at the 120th.
+    master, replica = "exe=tarantool,argv=master.lua", "exe=tarantool,argv=replica.lua"
+    # lighttpd's worker is the only php-cgi process that reads and writes (its master waits);
+    # a respawned worker counts its calls from zero: a worker makes about 1 000 reads in a
+    # run, so one killed at its 700th is not killed again.
+    php = "exe=php-cgi*"
+    return {
+        "grpc-chain": [
+            ("backend-drops", "reset", f"{SEND}:close,{back},local-port={GB},nth=30,count=1"),
+            ("front-reset", "reset", f"{SEND}:errno=ECONNRESET,{front},peer-port={GB},nth=30,count=1"),
+            ("backend-corrupt", "corrupt", f"{RECV}:corrupt=3,{back},local-port={GB},nth=40,count=1"),
+            ("front-corrupt", "corrupt", f"{RECV}:corrupt=5,{front},local-port={GF},nth=40,count=1"),
+            ("backend-short", "short", f"{SEND}:short=20,{back},local-port={GB},nth=30,count=1"),
+            ("backend-slow", "delay", f"{SEND}:delay=2s,{back},local-port={GB},nth=30,count=1"),
+            ("backend-killed", "kill", f"{RECV}:kill=SIGKILL,{back},local-port={GB},nth=50"),
+            ("front-stopped", "stop", f"{RECV}:kill=SIGSTOP,{front},local-port={GF},nth=40"),
+            ("backend-emfile", "exhaust", f"accept|accept4:errno=EMFILE,{back},nth=1,count=1"),
+            ("backend-enospc", "exhaust", f"{SEND}:errno=ENOSPC,{back},local-port={GB},nth=40,count=1"),
+            ("backend-code", "code", f"py:grpc._server:_call_behavior:raise=MemoryError,nth=30,{back}"),
+            ("front-code", "code", f"py:grpc._channel:_UnaryUnaryMultiCallable.__call__:raise=TimeoutError,nth=40,{front}"),
+        ],
+        "ldap-syncrepl": [
+            ("provider-reset", "reset", f"{RECV}:errno=ECONNRESET,{prov},local-port={LP},nth=60,count=1"),
+            ("link-reset", "reset", f"{RECV}:errno=ECONNRESET,{cons},peer-port={LP},nth=20,count=1"),
+            ("link-corrupt", "corrupt", f"{RECV}:corrupt=2,{cons},peer-port={LP},nth=20,count=1"),
+            ("writer-corrupt", "corrupt", f"{RECV}:corrupt=3,{prov},local-port={LP},nth=80,count=1"),
+            ("provider-short", "short", f"{SEND}:short=5,{prov},local-port={LP},nth=60,count=1"),
+            ("provider-slow", "delay", f"{SEND}:delay=3s,{prov},local-port={LP},nth=60,count=1"),
+            ("consumer-killed", "kill", f"{RECV}:kill=SIGKILL,{cons},local-port={LC},nth=80"),
+            ("provider-stopped", "stop", f"{RECV}:kill=SIGSTOP,{prov},local-port={LP},nth=120"),
+            ("provider-emfile", "exhaust", f"accept|accept4:errno=EMFILE,{prov},nth=3,count=1"),
+            ("provider-eagain-storm", "exhaust", f"{RECV}:errno=EAGAIN,{prov},local-port={LP},after=50,count=30"),
+            ("writer-code", "code", "py:ldap3.core.connection:Connection.add:raise=TimeoutError,nth=40,argv=ldap-syncrepl"),
+            ("reader-code", "code", "py:ldap3.strategy.sync:SyncStrategy.receiving:raise=ConnectionResetError,nth=50,argv=ldap-reader --name 1"),
+        ],
+        "tarantool-replicas": [
+            ("master-reset", "reset", f"{RECV}:errno=ECONNRESET,{master},local-port={TM},nth=80,count=1"),
+            ("link-reset", "reset", f"{RECV}:errno=ECONNRESET,{replica},peer-port={TM},nth=120,count=1"),
+            ("link-corrupt", "corrupt", f"{RECV}:corrupt=3,{replica},peer-port={TM},nth=120,count=1"),
+            ("reader-corrupt", "corrupt", f"{RECV}:corrupt=2,{replica},local-port={TR},nth=100,count=1"),
+            ("master-short", "short", f"{SEND}:short=7,{master},local-port={TM},nth=650,count=1"),
+            ("master-slow", "delay", f"{SEND}:delay=3s,{master},local-port={TM},nth=700,count=1"),
+            ("replica-killed", "kill", f"{RECV}:kill=SIGKILL,{replica},nth=100"),
+            ("master-stopped", "stop", f"{RECV}:kill=SIGSTOP,{master},local-port={TM},nth=150"),
+            ("master-emfile", "exhaust", f"accept|accept4:errno=EMFILE,{master},nth=3,count=1"),
+            ("master-enospc", "exhaust", f"{SEND}:errno=ENOSPC,{master},local-port={TM},nth=600,count=1"),
+            ("writer-code", "code", "py:tarantool.connection:Connection.replace:raise=TimeoutError,nth=50,argv=tarantool-replicas"),
+            ("reader-code", "code", "py:tarantool.connection:Connection._recv:raise=ConnectionResetError,nth=60,argv=tt-reader --name 1"),
+        ],
+        "php-fastcgi": [
+            ("client-reset", "reset", f"{RECV}:errno=ECONNRESET,exe=lighttpd,local-port={W},nth=60,count=1"),
+            ("worker-reset", "reset", f"read:errno=ECONNRESET,{php},nth=200,count=1"),
+            ("request-corrupt", "corrupt", f"{RECV}:corrupt=4,exe=lighttpd,local-port={W},nth=51,count=1"),
+            ("worker-corrupt", "corrupt", f"read:corrupt=3,{php},nth=200,count=1"),
+            ("worker-short", "short", f"write:short=9,{php},nth=50,count=1"),
+            ("worker-slow", "delay", f"write:delay=3s,{php},nth=50,count=1"),
+            ("worker-killed", "kill", f"read:kill=SIGKILL,{php},nth=700"),
+            ("worker-stopped", "stop", f"read:kill=SIGSTOP,{php},nth=700"),
+            ("server-emfile", "exhaust", "accept|accept4:errno=EMFILE,exe=lighttpd,nth=4,count=1"),
+            ("server-enospc", "exhaust", f"{SEND}:errno=ENOSPC,exe=lighttpd,local-port={W},nth=40,count=1"),
+            ("client-code", "code", "py:http.client:HTTPConnection.getresponse:raise=TimeoutError,nth=40,argv=php-fastcgi"),
+            ("counter-code", "code", "py:json:loads:raise=ValueError,nth=20,argv=php-client"),
         ],
     }
 

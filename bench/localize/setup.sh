@@ -4,9 +4,21 @@
 # test run.
 #   Debian: memcached, nutcracker (twemproxy), haproxy, nginx-light, beanstalkd  (tuning half)
 #           mosquitto, ngircd, unbound, nsd, gearman-job-server, gearman-tools,
-#           zookeeper, rabbitmq-server, default-jre-headless                     (validation half)
-#   PyPI:   Pyro5 (tuning); paho-mqtt, dnspython, aiohttp, kazoo, pika (validation clients)
+#           zookeeper, rabbitmq-server, default-jre-headless,
+#           slapd, tarantool, lighttpd, php-cgi                                   (validation half)
+#   PyPI:   Pyro5 (tuning); paho-mqtt, dnspython, aiohttp, kazoo, pika, grpcio, ldap3,
+#           tarantool (validation)
+# Installs (only when something is missing) run under the machine's install lock
+# (/tmp/culprit-apt.lock, at most 15 minutes' wait), so that two runs, or other installs that
+# take the same lock, do not collide; apt also waits for dpkg's own lock.
 set -euo pipefail
+locked=""
+lock() {
+    [ -n "$locked" ] && return
+    exec 9>/tmp/culprit-apt.lock
+    flock -w 900 9 || { echo "localize setup: /tmp/culprit-apt.lock held for 15 minutes" >&2; exit 1; }
+    locked=1
+}
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 have() { command -v "$1" >/dev/null || [ -x "/usr/sbin/$1" ] || [ -x "/sbin/$1" ]; }
@@ -27,12 +39,19 @@ have rabbitmq-server || need+=(rabbitmq-server)
 have java || need+=(default-jre-headless)
 have epmd || need+=(erlang-base)
 have rev || need+=(bsdextrautils)  # gearman-jobs' workers run `rev` per job
+have slapd || need+=(slapd)
+[ -f /usr/lib/ldap/syncprov.so ] || need+=(slapd)  # ldap-syncrepl's provider overlay
+have tarantool || need+=(tarantool)
+have lighttpd || need+=(lighttpd)
+have php-cgi || need+=(php-cgi)
 if [ ${#need[@]} -gt 0 ]; then
+    lock
     echo "localize setup: apt-get install ${need[*]}" >&2
+    mapfile -t need < <(printf '%s\n' "${need[@]}" | sort -u)
     $SUDO apt-get update -qq
     # Debian starts some of these as services on install (where an init system runs); the
     # suite runs its own copies on its own ports. policy-rc.d stops that where it is honoured.
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 pips=()
 python3 -c 'import Pyro5' 2>/dev/null || pips+=(Pyro5)
@@ -41,7 +60,11 @@ python3 -c 'import dns.resolver' 2>/dev/null || pips+=(dnspython)
 python3 -c 'import aiohttp' 2>/dev/null || pips+=(aiohttp)
 python3 -c 'import kazoo' 2>/dev/null || pips+=(kazoo)
 python3 -c 'import pika' 2>/dev/null || pips+=(pika)
+python3 -c 'import grpc' 2>/dev/null || pips+=(grpcio)
+python3 -c 'import ldap3' 2>/dev/null || pips+=(ldap3)
+python3 -c 'import tarantool' 2>/dev/null || pips+=(tarantool)
 if [ ${#pips[@]} -gt 0 ]; then
+    lock
     echo "localize setup: pip install ${pips[*]}" >&2
     python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore "${pips[@]}"
 fi

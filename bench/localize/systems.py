@@ -26,6 +26,10 @@ bounded, and the launcher stops its daemons (SIGTERM, then SIGKILL) on every exi
 | `aiohttp-chain` | validation | aiohttp front → aiohttp backend + asyncio client | async HTTP services (CPython asyncio) |
 | `zookeeper-ensemble` | validation | 3 ZooKeeper servers + kazoo clients | consensus (JVM) |
 | `rabbitmq-queue` | validation | RabbitMQ broker + pika producer and 2 consumers | a message broker (Erlang/BEAM) |
+| `grpc-chain` | validation | grpcio front → grpcio backend + unary client and streaming client | RPC over HTTP/2 (gRPC C-core, CPython) |
+| `ldap-syncrepl` | validation | OpenLDAP provider → syncrepl consumer + ldap3 writer and 2 readers | a directory with replication (C, LDAP/BER) |
+| `tarantool-replicas` | validation | Tarantool master → read-only replica + writer and 2 readers | an in-memory database with replication (C + LuaJIT, iproto/MessagePack) |
+| `php-fastcgi` | validation | lighttpd → php-cgi master + worker (FastCGI on a UNIX socket) + 2 HTTP clients | a web server and PHP (C, Zend) |
 """
 
 import argparse
@@ -49,6 +53,10 @@ SYSTEMS = {
     "aiohttp-chain": ("aiohttp_chain", "run"),
     "zookeeper-ensemble": ("zookeeper_ensemble", "run"),
     "rabbitmq-queue": ("rabbitmq_queue", "run"),
+    "grpc-chain": ("grpc_chain", "run"),
+    "ldap-syncrepl": ("ldap_syncrepl", "run"),
+    "tarantool-replicas": ("tarantool_replicas", "run"),
+    "php-fastcgi": ("php_fastcgi", "run"),
 }
 HELPERS = {
     "job-queue-worker": ("job_queue", "beanstalk_worker"),
@@ -59,6 +67,11 @@ HELPERS = {
     "aiohttp-service": ("aiohttp_chain", "service"),
     "zk-client": ("zookeeper_ensemble", "client"),
     "rabbit-consumer": ("rabbitmq_queue", "consumer"),
+    "grpc-service": ("grpc_chain", "service"),
+    "grpc-lister": ("grpc_chain", "lister"),
+    "ldap-reader": ("ldap_syncrepl", "reader"),
+    "tt-reader": ("tarantool_replicas", "reader"),
+    "php-client": ("php_fastcgi", "client"),
 }
 
 

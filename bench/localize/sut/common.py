@@ -33,6 +33,10 @@ SLOTS = {
     "aiohttp-chain": 8,
     "zookeeper-ensemble": 9,
     "rabbitmq-queue": 10,
+    "grpc-chain": 11,
+    "ldap-syncrepl": 12,
+    "tarantool-replicas": 13,
+    "php-fastcgi": 14,
 }
 
 
@@ -49,6 +53,16 @@ def steps(n):
             log(f"workload deadline ({WORKLOAD_S:.0f} s) reached after {i} of {n} steps")
             return
         yield i
+
+
+def terminated():
+    """A flag that SIGTERM sets: a helper told to stop ends its loop (within one timeout)
+    and still says what it saw, instead of dying silently."""
+    import threading
+
+    flag = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: flag.set())
+    return flag
 
 
 def log(*a):
