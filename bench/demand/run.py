@@ -40,7 +40,11 @@ FAULTS = {
     "webapp-cache-db": ["index"],
     "haproxy-apps": ["hog", "heavy"],
     "job-queue": ["lock", "slow"],
+    "api-pool-pg": ["index", "lock", "slow"],
 }
+# Systems with tiers running as another user (PostgreSQL runs as postgres): the pool must
+# be writable by them.
+SHARED_WRITERS = {"api-pool-pg"}
 INTERVAL_S = 1.0
 
 
@@ -62,7 +66,7 @@ def record(culprit, system, fault, seconds, out, port_base):
     os.makedirs(work)
     truth = trace + ".truth.json"
     cmd = [
-        culprit, "record", "-o", trace, "--",
+        culprit, "record", *(["--shared-writers"] if system in SHARED_WRITERS else []), "-o", trace, "--",
         sys.executable, os.path.join(HERE, "systems.py"), "run", system,
         "--seconds", str(seconds), "--fault", fault, "--fault-at", str(0.75 * seconds),
         "--truth", truth, "--workdir", work, "--port-base", str(port_base),
@@ -79,6 +83,17 @@ def record(culprit, system, fault, seconds, out, port_base):
         if os.path.exists(p):
             with open(p) as f:
                 measured[name] = json.load(f)
+        # A pool's workers: sums and counts per worker (api-PID.json), pooled.
+        sums = {}
+        for fn in sorted(os.listdir(work)):
+            if fn.startswith(name + "-") and fn.endswith(".json"):
+                with open(os.path.join(work, fn)) as f:
+                    for kind, (s, n) in json.load(f).items():
+                        e = sums.setdefault(kind, [0.0, 0])
+                        e[0] += s
+                        e[1] += n
+        if sums:
+            measured[name] = {k: (s / n if n else None) for k, (s, n) in sums.items()}
     if measured:
         t["measured_cpu_s"] = measured
         with open(truth, "w") as f:
@@ -133,18 +148,18 @@ def evaluate(report, truth):
         for t in f["tiers"]:
             late += [x for x in by_tier.get(t, {"alarms": []})["alarms"] if x < t0]
         out["faulty_tier_alarms_before_fault"] = len(late)
-    known = truth.get("cpu_demand_s", {}).get("app")
-    if known:
-        errs = []
+    errs = []
+    for prefix, known in truth.get("cpu_demand_s", {}).items():
         for p in report["processes"]:
             t = tier_of(truth, p["pid"]) or ""
-            if not t.startswith("app"):
+            if not t.startswith(prefix):
                 continue
             for s in p["services"]:
                 name = s.get("name") or s["id"]
-                kind = "heavy" if "heavy" in name else "light" if "light" in name else None
-                if kind is None:
+                kinds = [k for k in known if k in name]
+                if len(kinds) != 1:
                     continue
+                kind = kinds[0]
                 truth_s = known[kind]
                 row = {"tier": t, "type": kind, "name": name, "requests": s["requests"],
                        "demand_s": s["demand_s"], "busy_err": abs(s["demand_s"] - truth_s) / truth_s}
@@ -158,6 +173,7 @@ def evaluate(report, truth):
                     if m:
                         row["cpu_err_measured"] = abs(s["cpu_demand_s"] - m) / m
                 errs.append(row)
+    if errs:
         out["demand_errors"] = errs
     return out
 
@@ -175,6 +191,8 @@ def main():
     ap.add_argument("--no-setup", action="store_true")
     ap.add_argument("--reuse", action="store_true",
                     help="analyse the recordings already in --out instead of recording again")
+    ap.add_argument("--record-only", action="store_true",
+                    help="record, do not analyse (analyse later with --reuse, e.g. on a frozen method)")
     a = ap.parse_args()
     if not a.no_setup:
         subprocess.run(["bash", os.path.join(HERE, "setup.sh")], check=True)
@@ -199,6 +217,10 @@ def main():
                     truth = json.load(f)
             else:
                 trace, truth = record(culprit, system, fault, seconds, a.out, a.port_base + 10 * k)
+            if a.record_only:
+                print(json.dumps({"system": system, "fault": fault, "recorded": trace,
+                                  "seconds": round(time.time() - t, 1)}), flush=True)
+                continue
             rep = demand(culprit, trace)
             ev = evaluate(rep, truth)
             ev["port_mode"] = evaluate(demand(culprit, trace, ["--services", "port"]), truth)["alarms"]

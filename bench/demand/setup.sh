@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
-# Installs what the demand suite (bench/demand/) needs, only what is missing: memcached and
-# haproxy from Debian (sqlite3 is Python's own module). Idempotent. Not run by
-# scripts/setup.sh: the suite is not in the default test run.
+# Installs what the demand suite (bench/demand/) needs, only what is missing: memcached,
+# haproxy, nginx and PostgreSQL from Debian (sqlite3 is Python's own module), gunicorn and
+# psycopg2 from PyPI. Idempotent. Not run by scripts/setup.sh: the suite is not in the
+# default test run.
 set -euo pipefail
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 need=()
 command -v memcached >/dev/null || [ -x /usr/bin/memcached ] || need+=(memcached)
 command -v haproxy >/dev/null || [ -x /usr/sbin/haproxy ] || need+=(haproxy)
+command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || need+=(nginx)
+command -v postgres >/dev/null || ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || need+=(postgresql)
 if [ ${#need[@]} -gt 0 ]; then
     echo "demand setup: apt-get install ${need[*]}" >&2
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 python3 -c 'import sqlite3' || { echo "demand setup: this Python has no sqlite3 module" >&2; exit 1; }
+python3 -c 'import gunicorn, psycopg2' 2>/dev/null || python3 -m pip install -q gunicorn psycopg2-binary
+id postgres >/dev/null 2>&1 || { echo "demand setup: no postgres user (the postgresql package makes it)" >&2; exit 1; }

@@ -10,6 +10,8 @@ Systems (bench/demand/split.json):
   request type (light 1 ms, heavy 6 ms of thread CPU time).
 - job-queue: a Python broker dispatching jobs to 2 Python workers that compute and write
   each result to a sqlite3 file (fsync per commit).
+- api-pool-pg: nginx -> gunicorn (a pool of 3 sync workers on one port, `pgapp.py`,
+  burning a known CPU time per request type) -> PostgreSQL (one backend per worker).
 
 `run` writes a truth file (JSON): the pids of each tier, the phases, the fault (which
 tiers, when) and the known CPU demands. Loopback only; every process is bounded by the
@@ -22,6 +24,7 @@ import http.server
 import json
 import os
 import random
+import shutil
 import signal
 import socket
 import socketserver
@@ -365,11 +368,99 @@ def locker(path, hold_s, gap_s):
         time.sleep(gap_s)
 
 
+def pg_sql(port, sql):
+    import psycopg2
+    c = psycopg2.connect(host="127.0.0.1", port=port, user="postgres", dbname="postgres")
+    c.autocommit = True
+    c.cursor().execute(sql)
+    c.close()
+
+
 def hog(cpu):
     os.sched_setaffinity(0, {cpu})
     x = 0
     while True:
         x += 1
+
+
+# ---------------------------------------------------------------- api-pool-pg tiers
+
+def pg_bin():
+    for p in ("/usr/local/bin/postgres", "/usr/lib/postgresql/15/bin/postgres"):
+        if os.path.exists(p):
+            return os.path.dirname(os.path.realpath(p))
+    found = sorted(__import__("glob").glob("/usr/lib/postgresql/*/bin/postgres"))
+    if not found:
+        raise SystemExit("no PostgreSQL: bench/demand/setup.sh")
+    return os.path.dirname(found[-1])
+
+
+def as_postgres():
+    """Popen keywords that run a command as the postgres user when this is root."""
+    return {"user": "postgres", "group": "postgres", "extra_groups": []} if os.getuid() == 0 else {}
+
+
+def pg_start(tmp, port):
+    """A fresh PostgreSQL cluster in tmp/pg, started on `port`: the postmaster's Popen."""
+    data = os.path.join(tmp, "pg")
+    shutil.rmtree(data, ignore_errors=True)
+    os.makedirs(data, mode=0o700)
+    if os.getuid() == 0:
+        shutil.chown(data, "postgres", "postgres")
+    b = pg_bin()
+    subprocess.run([os.path.join(b, "initdb"), "-D", data, "-A", "trust", "-U", "postgres"],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, **as_postgres())
+    p = spawn([os.path.join(b, "postgres"), "-D", data, "-p", str(port), "-k", data,
+               "-c", "listen_addresses=127.0.0.1", "-c", "autovacuum=off", "-c", "fsync=off"],
+              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **as_postgres())
+    end = time.time() + 60
+    while True:
+        try:
+            import psycopg2
+            c = psycopg2.connect(host="127.0.0.1", port=port, user="postgres", dbname="postgres")
+            break
+        except Exception:
+            if time.time() > end:
+                raise
+            time.sleep(0.2)
+    c.autocommit = True
+    cur = c.cursor()
+    cur.execute("CREATE TABLE orders (id serial PRIMARY KEY, customer int, amount int, note text)")
+    cur.execute("INSERT INTO orders(customer, amount, note) SELECT g % 10000, g % 500, "
+                "repeat('x', 40) FROM generate_series(1, 300000) g")
+    cur.execute("CREATE INDEX orders_customer ON orders(customer)")
+    cur.execute("ANALYZE orders")
+    c.close()
+    return p
+
+
+def pg_locker(port, hold_s, gap_s):
+    """Lock contention: holds an exclusive lock on the orders table `hold_s` of every
+    `hold_s+gap_s` (every query of the application waits for it)."""
+    import psycopg2
+    c = psycopg2.connect(host="127.0.0.1", port=port, user="postgres", dbname="postgres")
+    cur = c.cursor()
+    while True:
+        cur.execute("LOCK TABLE orders IN ACCESS EXCLUSIVE MODE")
+        time.sleep(hold_s)
+        c.commit()
+        time.sleep(gap_s)
+
+
+def nginx_cfg(tmp, port, upstream):
+    path = os.path.join(tmp, "nginx.conf")
+    with open(path, "w") as f:
+        f.write(
+            "daemon off;\nmaster_process on;\nworker_processes 1;\n%s"
+            "error_log %s/nginx.err;\npid %s/nginx.pid;\nevents { worker_connections 256; }\n"
+            "http {\n  access_log off;\n  client_body_temp_path %s/ngx_body;\n"
+            "  proxy_temp_path %s/ngx_proxy;\n  fastcgi_temp_path %s/ngx_fcgi;\n"
+            "  uwsgi_temp_path %s/ngx_uwsgi;\n  scgi_temp_path %s/ngx_scgi;\n"
+            "  server {\n    listen 127.0.0.1:%d;\n"
+            "    location / { proxy_pass http://127.0.0.1:%d; }\n  }\n}\n"
+            % (("user root;\n" if os.getuid() == 0 else ""), tmp, tmp, tmp, tmp, tmp, tmp, tmp, port, upstream)
+        )
+    return path
 
 
 # ---------------------------------------------------------------- the run
@@ -534,6 +625,32 @@ def run_system(a, procs, extra):
             fault_tiers = ["worker0", "worker1"]
         elif a.fault == "slow":
             fault_tiers = ["worker0"]
+    elif a.system == "api-pool-pg":
+        procs["database"] = [pg_start(tmp, base + 2)]
+        env = dict(os.environ, PGPORT=str(base + 2), PGAPP_STATS=tmp)
+        procs["api"] = [spawn([sys.executable, "-m", "gunicorn", "-w", "3", "-b", "127.0.0.1:%d" % (base + 1),
+                               "--control-socket", os.path.join(tmp, "gunicorn.ctl"),
+                               "--chdir", HERE, "-c", "python:pgapp", "pgapp:app"],
+                              env=env, cwd=HERE, stdout=subprocess.DEVNULL,
+                              stderr=open(os.path.join(tmp, "gunicorn.log"), "w"))]
+        wait_port(base + 1, 60)
+        procs["nginx"] = [spawn(["nginx", "-c", nginx_cfg(tmp, base, base + 1)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+        wait_port(base)
+        # Every worker has its database connection before the load begins.
+        for k in range(12):
+            http_get(base, "/lookup/%d" % k)
+
+        def send(first, k):
+            if first:
+                http_get(base, "/lookup/%d" % k)
+            elif k % 3:
+                http_get(base, "/report/%d" % k)
+            else:
+                http_get(base, "/order/%d" % k)
+
+        truth["cpu_demand_s"] = {"api": {"lookup": 0.001, "report": 0.005, "order": 0.0005}}
+        fault_tiers = {"index": ["database"], "lock": ["database"], "slow": ["api"]}.get(a.fault, [])
     else:
         raise SystemExit("unknown system %s" % a.system)
 
@@ -545,17 +662,23 @@ def run_system(a, procs, extra):
     if a.fault != "none":
         time.sleep(max(0.0, t_start + a.fault_at - time.time()))
         t_fault = time.time_ns()
-        if a.fault == "index":
+        if a.fault == "index" and a.system == "api-pool-pg":
+            pg_sql(base + 2, "DROP INDEX orders_customer")
+        elif a.fault == "index":
             procs["database"][0].send_signal(signal.SIGUSR1)
         elif a.fault == "hog":
             for _ in range(3):
                 extra.append(spawn(py + ["hog", "--cpu", "0"]))
         elif a.fault == "heavy":
             procs["app1"][0].send_signal(signal.SIGUSR1)
+        elif a.fault == "lock" and a.system == "api-pool-pg":
+            extra.append(spawn(py + ["pglocker", "--port", str(base + 2)]))
         elif a.fault == "lock":
             extra.append(spawn(py + ["locker", "--file", os.path.join(tmp, "results.db")]))
-        elif a.fault == "slow":
+        elif a.fault == "slow" and a.system == "job-queue":
             procs["worker0"][0].send_signal(signal.SIGUSR1)
+        elif a.fault == "slow":
+            open(os.path.join(tmp, "slow"), "w").close()
         truth["fault"] = {"kind": a.fault, "tiers": fault_tiers, "t_unix_ns": t_fault}
     lt.join()
     stop.set()
@@ -564,11 +687,13 @@ def run_system(a, procs, extra):
     tiers = {}
     for name, ps in procs.items():
         pids = []
-        for p in ps:
-            pids.append(p.pid)
+        todo = [p.pid for p in ps]
+        while todo:
+            pid = todo.pop()
+            pids.append(pid)
             try:
-                with open("/proc/%d/task/%d/children" % (p.pid, p.pid)) as f:
-                    pids += [int(x) for x in f.read().split()]
+                with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+                    todo += [int(x) for x in f.read().split()]
             except OSError:
                 pass
         tiers[name] = pids
@@ -608,6 +733,8 @@ def main():
     b.add_argument("--workers")
     lk = sub.add_parser("locker")
     lk.add_argument("--file")
+    pl = sub.add_parser("pglocker")
+    pl.add_argument("--port", type=int)
     h = sub.add_parser("hog")
     h.add_argument("--cpu", type=int)
     a = ap.parse_args()
@@ -625,6 +752,8 @@ def main():
         broker(a.port, [int(x) for x in a.workers.split(",")])
     elif a.cmd == "locker":
         locker(a.file, 0.03, 0.01)
+    elif a.cmd == "pglocker":
+        pg_locker(a.port, 0.02, 0.06)
     elif a.cmd == "hog":
         hog(a.cpu)
 

@@ -12,14 +12,18 @@
 //! The file is text, one sample per line, tab-separated, after a header line:
 //!
 //! ```text
-//! t_unix_ns  pid  start_ticks  stat_cpu_ns  sched_cpu_ns  threads  sched_wait_ns   (one tab between fields)
-//! 1763948400123456789  4242  1234567  120000000  118734512  3  2301245
+//! t_unix_ns  pid  start_ticks  stat_cpu_ns  sched_cpu_ns  threads  sched_wait_ns  sched_slices
+//! 1763948400123456789  4242  1234567  120000000  118734512  3  2301245  5120
 //! ```
+//!
+//! (one tab between fields).
 //!
 //! `stat_cpu_ns` is `(utime + stime) × 10⁹ / CLK_TCK`; `sched_cpu_ns` and `sched_wait_ns`
 //! (runnable but waiting for a CPU: what a process loses on a shared machine) are sums over
-//! the live threads (0 if `schedstat` is not readable). Files written before the wait
-//! column existed have six fields; their wait reads as 0. Lines are appended and flushed once per
+//! the live threads (0 if `schedstat` is not readable); `sched_slices` is the sum of their
+//! timeslices (`schedstat`'s third field: how many times a thread was put on a CPU), so
+//! that a wait can be told per wakeup. Files written before the wait column existed have
+//! six fields, their wait reads as 0; before the slices column, seven, their slices 0. Lines are appended and flushed once per
 //! tick; a reader killed mid-line leaves a torn last line, which [`read_samples`] skips.
 
 use crate::error::{io, Result};
@@ -33,7 +37,7 @@ use std::time::{Duration, Instant};
 pub const CPU_FILE: &str = "cpu.tsv";
 
 const HEADER: &str =
-    "t_unix_ns\tpid\tstart_ticks\tstat_cpu_ns\tsched_cpu_ns\tthreads\tsched_wait_ns";
+    "t_unix_ns\tpid\tstart_ticks\tstat_cpu_ns\tsched_cpu_ns\tthreads\tsched_wait_ns\tsched_slices";
 
 /// One sample of one process.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,6 +56,8 @@ pub struct CpuSample {
     pub threads: u32,
     /// Sum of the live threads' time waiting on a run queue (ns), 0 if unknown.
     pub sched_wait_ns: u64,
+    /// Sum of the live threads' timeslices (times put on a CPU), 0 if unknown.
+    pub sched_slices: u64,
 }
 
 /// Samples the CPU time of the processes mapping a pool file into a trace directory.
@@ -119,14 +125,15 @@ impl CpuSampler {
                     s.t_unix_ns = now;
                     writeln!(
                         self.out,
-                        "{}\t{}\t{}\t{}\t{}\t{}\t{}",
+                        "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
                         s.t_unix_ns,
                         s.pid,
                         s.start_ticks,
                         s.stat_cpu_ns,
                         s.sched_cpu_ns,
                         s.threads,
-                        s.sched_wait_ns
+                        s.sched_wait_ns,
+                        s.sched_slices
                     )
                     .map_err(io(&self.path, "write CPU sample file"))?;
                     self.samples += 1;
@@ -194,7 +201,7 @@ fn sample(pid: u32, tick_ns: f64) -> Option<CpuSample> {
     let utime: u64 = f.get(11)?.parse().ok()?;
     let stime: u64 = f.get(12)?.parse().ok()?;
     let start: u64 = f.get(19)?.parse().ok()?;
-    let (mut sched, mut wait, mut threads) = (0u64, 0u64, 0u32);
+    let (mut sched, mut wait, mut slices, mut threads) = (0u64, 0u64, 0u64, 0u32);
     if let Ok(rd) = std::fs::read_dir(format!("/proc/{pid}/task")) {
         for ent in rd.flatten() {
             let mut p = ent.path();
@@ -204,6 +211,7 @@ fn sample(pid: u32, tick_ns: f64) -> Option<CpuSample> {
                 if let Some(Some(ns)) = f.next() {
                     sched += ns;
                     wait += f.next().flatten().unwrap_or(0);
+                    slices += f.next().flatten().unwrap_or(0);
                     threads += 1;
                 }
             }
@@ -217,6 +225,7 @@ fn sample(pid: u32, tick_ns: f64) -> Option<CpuSample> {
         sched_cpu_ns: sched,
         threads,
         sched_wait_ns: wait,
+        sched_slices: slices,
     })
 }
 
@@ -263,15 +272,17 @@ fn parse_line(l: &str) -> Option<CpuSample> {
         sched_cpu_ns: f.next()?.parse().ok()?,
         threads: f.next()?.parse().ok()?,
         sched_wait_ns: 0,
+        sched_slices: 0,
     };
     let mut s = s;
-    match f.next() {
-        None => Some(s),
-        Some(w) => {
-            s.sched_wait_ns = w.parse().ok()?;
-            f.next().is_none().then_some(s)
+    // Older files end after `threads` (six fields) or after the wait (seven).
+    if let Some(w) = f.next() {
+        s.sched_wait_ns = w.parse().ok()?;
+        if let Some(n) = f.next() {
+            s.sched_slices = n.parse().ok()?;
         }
     }
+    f.next().is_none().then_some(s)
 }
 
 /// Runs a sampler every `every` until `stop` says so (the reader's sampling thread).
@@ -331,7 +342,9 @@ mod tests {
         assert!(v[1].sched_cpu_ns > v[0].sched_cpu_ns);
         assert!(v[1].stat_cpu_ns >= v[0].stat_cpu_ns);
         assert!(v[1].threads >= 1);
-        // A file of the six-field format reads with no wait.
+        assert!(v[1].sched_slices >= v[0].sched_slices && v[1].sched_slices > 0);
+        // A file of the six-field format reads with no wait, of the seven-field one with
+        // no slices; a ninth field is an error.
         let old = tempfile::tempdir().unwrap();
         std::fs::write(
             old.path().join(CPU_FILE),
@@ -340,6 +353,13 @@ mod tests {
         .unwrap();
         let o = read_samples(old.path()).unwrap();
         assert_eq!((o.len(), o[0].threads, o[0].sched_wait_ns), (1, 6, 0));
+        let seven = parse_line("1\t2\t3\t4\t5\t6\t7").unwrap();
+        assert_eq!((seven.sched_wait_ns, seven.sched_slices), (7, 0));
+        assert_eq!(
+            parse_line("1\t2\t3\t4\t5\t6\t7\t8").unwrap().sched_slices,
+            8
+        );
+        assert_eq!(parse_line("1\t2\t3\t4\t5\t6\t7\t8\t9"), None);
         // A torn line is skipped.
         std::fs::OpenOptions::new()
             .append(true)

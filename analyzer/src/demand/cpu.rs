@@ -29,6 +29,26 @@ pub fn wait_per_interval(
     integrate(&s, grid, first, n, |x| x.sched_wait_ns as f64)
 }
 
+/// Timeslices (times a thread was put on a CPU: its wakeups and preemptions) per interval
+/// (`None` where no samples cover it, or the file has no slices column, or the sum over
+/// live threads went back: a thread ended).
+pub fn slices_per_interval(
+    samples: &[CpuSample],
+    grid: Grid,
+    first: i64,
+    n: usize,
+) -> Vec<Option<f64>> {
+    let mut s: Vec<&CpuSample> = samples.iter().collect();
+    s.sort_by_key(|x| x.t_unix_ns);
+    let ok = s.len() >= 2
+        && s.iter().any(|x| x.sched_slices > 0)
+        && s.windows(2).all(|w| w[1].sched_slices >= w[0].sched_slices);
+    if !ok {
+        return vec![None; n];
+    }
+    integrate(&s, grid, first, n, |x| x.sched_slices as f64)
+}
+
 /// CPU seconds per interval (`None` where no samples cover it).
 pub fn per_interval(samples: &[CpuSample], grid: Grid, first: i64, n: usize) -> Vec<Option<f64>> {
     let mut s: Vec<&CpuSample> = samples.iter().collect();

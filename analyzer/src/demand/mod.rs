@@ -288,6 +288,26 @@ fn prepare(set: &TraceSet, opts: &Options, src: &dyn TransactionSource) -> Resul
     };
     let mut types = std::collections::HashMap::new();
     if opts.services == ServiceMode::Auto {
+        // The executable serving each port (where one does), for pools of peers.
+        let mut serving: std::collections::HashMap<String, Option<String>> = Default::default();
+        for (_, pt) in procs.iter() {
+            for t in &pt.transactions {
+                if t.role == transactions::Role::Served {
+                    if let Some(port) = t.service.strip_prefix("port:") {
+                        let e = serving
+                            .entry(format!("peer:{port}"))
+                            .or_insert_with(|| Some(pt.exe.clone()));
+                        if e.as_deref() != Some(pt.exe.as_str()) {
+                            *e = None;
+                        }
+                    }
+                }
+            }
+        }
+        let peer_exe: std::collections::HashMap<String, String> = serving
+            .into_iter()
+            .filter_map(|(p, e)| Some((p, e?)))
+            .collect();
         // One set of types per program: the processes running one executable.
         let mut by_exe: std::collections::BTreeMap<String, Vec<&mut ProcessTransactions>> =
             Default::default();
@@ -295,7 +315,7 @@ fn prepare(set: &TraceSet, opts: &Options, src: &dyn TransactionSource) -> Resul
             by_exe.entry(pt.exe.clone()).or_default().push(pt);
         }
         for (_, mut group) in by_exe {
-            types.extend(types::assign(&mut group, grid));
+            types.extend(types::assign(&mut group, grid, &peer_exe));
         }
     }
     Ok(Prepared {
@@ -518,9 +538,14 @@ pub fn analyze_with(
             .collect();
         let cpu_iv = cpu::per_interval(&own_cpu, grid, first, n);
         let wait_iv = cpu::wait_per_interval(&own_cpu, grid, first, n);
+        let slices_iv = cpu::slices_per_interval(&own_cpu, grid, first, n);
+        let sched = starve::Sched {
+            wait: &wait_iv,
+            slices: &slices_iv,
+        };
         // Slower or starved: CPU demands fitted on this run's training window.
         let cpu_fit = if baseline.is_none() && train_active >= need {
-            starve::fit_cpu(&rows, &cpu_iv, &wait_iv, monitor_from)
+            starve::fit_cpu(&rows, &cpu_iv, sched, monitor_from)
         } else {
             None
         };
@@ -529,7 +554,7 @@ pub fn analyze_with(
             let mut kept = Vec::new();
             for mut a in std::mem::take(&mut ch.alarms) {
                 let j0 = ((a.first_violation_unix_ns - start(0)) / grid.len_ns).max(0) as usize;
-                starve::classify(&mut a, j0, &rows, &ch.residual_s, &cpu_iv, &wait_iv, f);
+                starve::classify(&mut a, j0, &rows, &ch.residual_s, &cpu_iv, sched, f);
                 if a.kind.as_deref() == Some("run-queue") {
                     starved.push(a);
                 } else {

@@ -39,6 +39,10 @@ pub struct Shape {
     pub req_bytes: u64,
     /// Bytes of the reply.
     pub reply_bytes: u64,
+    /// The serving thread turned to another connection's request while this one was
+    /// received and not yet answered (an event loop): what it ran is not this request's
+    /// alone.
+    pub interleaved: bool,
 }
 
 impl Shape {

@@ -7,9 +7,14 @@
 //!   3σ̂ limit in at least two of the three violating intervals, on the same side): it got
 //!   slower;
 //! - **run-queue** — CPU per request as in training, and the wait on a run queue beyond
-//!   what training's wait per CPU second predicts accounts for at least half the busy
-//!   residual: it was **starved** of CPU by other processes. Such alarms are not raised as
-//!   a slowdown of the process: the report lists them apart ([`super::ProcessDemand::starved`]);
+//!   what training predicts accounts for at least half the busy residual: it was
+//!   **starved** of CPU by other processes. Training predicts the wait twice, from its
+//!   wait per CPU second and (where the reader counted timeslices) from its wait per
+//!   timeslice, and the smaller excess counts: starved means each wakeup waited longer
+//!   for a CPU. A process that waits on a lock or sleeps in a retry loop wakes up more
+//!   often for the same work: its wait per CPU second rises with its wakeups, its wait per
+//!   wakeup does not, and it is not starved but slower. Such alarms are not raised as a
+//!   slowdown of the process: the report lists them apart ([`super::ProcessDemand::starved`]);
 //! - **off-cpu** — neither: it waited off the CPU (a disk, a lock, a process not traced)
 //!   more per request than in training: a slowdown it did not burn CPU on.
 //!
@@ -33,16 +38,23 @@ pub struct CpuFit {
     pub sigma_s: f64,
     /// Run-queue wait per CPU second in training.
     pub wait_per_cpu: Option<f64>,
+    /// Run-queue wait per timeslice in training, where the reader counted timeslices.
+    pub wait_per_slice: Option<f64>,
+}
+
+/// The run-queue samples of one process per interval: wait (s), timeslices.
+#[derive(Clone, Copy, Debug)]
+pub struct Sched<'a> {
+    /// Run-queue wait seconds per interval.
+    pub wait: &'a [Option<f64>],
+    /// Timeslices per interval.
+    pub slices: &'a [Option<f64>],
 }
 
 /// Fits CPU time per request type on the training intervals `0..train_end` of `rows`
 /// that have a CPU value; `None` with fewer than three.
-pub fn fit_cpu(
-    rows: &Rows,
-    cpu: &[Option<f64>],
-    wait: &[Option<f64>],
-    train_end: usize,
-) -> Option<CpuFit> {
+pub fn fit_cpu(rows: &Rows, cpu: &[Option<f64>], sched: Sched, train_end: usize) -> Option<CpuFit> {
+    let wait = sched.wait;
     let idx: Vec<usize> = (0..train_end.min(rows.b.len()))
         .filter(|&j| is_active(&rows.a[j], rows.b[j]) && cpu[j].is_some())
         .collect();
@@ -80,10 +92,21 @@ pub fn fit_cpu(
             0.0
         }
     });
+    let per_slice: Vec<(f64, f64)> = idx
+        .iter()
+        .filter_map(|&j| Some((wait[j]?, sched.slices.get(j).copied().flatten()?)))
+        .collect();
+    let wait_per_slice = (!per_slice.is_empty()).then(|| {
+        let (w, n) = per_slice
+            .iter()
+            .fold((0.0, 0.0), |s, x| (s.0 + x.0, s.1 + x.1));
+        (n > 0.0).then(|| w / n)
+    });
     Some(CpuFit {
         sigma_s: f.sigma_s.max(1e-3 * mean).max(1e-6),
         demand_s: f.demand_s,
         wait_per_cpu,
+        wait_per_slice: wait_per_slice.flatten(),
     })
 }
 
@@ -95,9 +118,10 @@ pub fn classify(
     rows: &Rows,
     busy_res: &[Option<f64>],
     cpu: &[Option<f64>],
-    wait: &[Option<f64>],
+    sched: Sched,
     f: &CpuFit,
 ) {
+    let wait = sched.wait;
     let js: Vec<usize> = (j0..j0 + 3).filter(|&j| j < rows.b.len()).collect();
     if js.len() < 3 || js.iter().any(|&j| cpu[j].is_none()) {
         return;
@@ -107,6 +131,7 @@ pub fn classify(
     let mut over = 0;
     let mut busy = 0.0;
     let mut excess: Option<f64> = f.wait_per_cpu.map(|_| 0.0);
+    let mut slice_excess: Option<f64> = f.wait_per_slice.map(|_| 0.0);
     for &j in &js {
         let c = cpu[j].unwrap_or(0.0);
         let pred: f64 = rows.a[j].iter().zip(&f.demand_s).map(|(a, d)| a * d).sum();
@@ -121,6 +146,18 @@ pub fn classify(
         } else {
             excess = None;
         }
+        let slices = sched.slices.get(j).copied().flatten();
+        if let (Some(e), Some(w), Some(n), Some(k)) =
+            (slice_excess.as_mut(), wait[j], slices, f.wait_per_slice)
+        {
+            *e += w - k * n;
+        } else {
+            slice_excess = None;
+        }
+    }
+    // Starved only if each wakeup waited longer too (see the module documentation).
+    if let (Some(e), Some(s)) = (excess.as_mut(), slice_excess) {
+        *e = e.min(s);
     }
     alarm.cpu_residual_s = Some(cpu_res);
     alarm.wait_excess_s = excess;
@@ -218,7 +255,18 @@ mod tests {
         let r = rows(30);
         let cpu0: Vec<Option<f64>> = r.a.iter().map(|a| Some(a[0] * 0.008)).collect();
         let wait0: Vec<Option<f64>> = cpu0.iter().map(|c| Some(c.unwrap() / 8.0)).collect();
-        let f = fit_cpu(&r, &cpu0, &wait0, 20).unwrap();
+        let none = vec![None; 30];
+        let f = fit_cpu(
+            &r,
+            &cpu0,
+            Sched {
+                wait: &wait0,
+                slices: &none,
+            },
+            20,
+        )
+        .unwrap();
+        assert_eq!(f.wait_per_slice, None);
         assert!((f.demand_s[0] - 0.008).abs() < 1e-4, "{f:?}");
         let busy_res: Vec<Option<f64>> = (0..30).map(|j| (j >= 20).then_some(0.1)).collect();
         // More CPU per request in 20..23.
@@ -227,7 +275,18 @@ mod tests {
             *c = Some(c.unwrap() + 0.08);
         }
         let mut a = alarm();
-        classify(&mut a, 20, &r, &busy_res, &cpu, &wait0, &f);
+        classify(
+            &mut a,
+            20,
+            &r,
+            &busy_res,
+            &cpu,
+            Sched {
+                wait: &wait0,
+                slices: &none,
+            },
+            &f,
+        );
         assert_eq!(a.kind.as_deref(), Some("cpu"));
         // Same CPU, 0.1 s more run-queue wait per interval: starved.
         let mut wait = wait0.clone();
@@ -235,17 +294,50 @@ mod tests {
             *w = Some(w.unwrap() + 0.1);
         }
         let mut a = alarm();
-        classify(&mut a, 20, &r, &busy_res, &cpu0, &wait, &f);
+        classify(
+            &mut a,
+            20,
+            &r,
+            &busy_res,
+            &cpu0,
+            Sched {
+                wait: &wait,
+                slices: &none,
+            },
+            &f,
+        );
         assert_eq!(a.kind.as_deref(), Some("run-queue"));
         // Same CPU, same wait: it waited off the CPU.
         let mut a = alarm();
-        classify(&mut a, 20, &r, &busy_res, &cpu0, &wait0, &f);
+        classify(
+            &mut a,
+            20,
+            &r,
+            &busy_res,
+            &cpu0,
+            Sched {
+                wait: &wait0,
+                slices: &none,
+            },
+            &f,
+        );
         assert_eq!(a.kind.as_deref(), Some("off-cpu"));
         // No samples there: no kind.
-        let mut none = cpu0.clone();
-        none[21] = None;
+        let mut nocpu = cpu0.clone();
+        nocpu[21] = None;
         let mut a = alarm();
-        classify(&mut a, 20, &r, &busy_res, &none, &wait0, &f);
+        classify(
+            &mut a,
+            20,
+            &r,
+            &busy_res,
+            &nocpu,
+            Sched {
+                wait: &wait0,
+                slices: &none,
+            },
+            &f,
+        );
         assert_eq!(a.kind, None);
         // The CPU chart alarms on the extra CPU from interval 20 on (once per run of
         // violations), unless a busy-time alarm covers it.
@@ -261,5 +353,94 @@ mod tests {
         busy.t_unix_ns = 23_000;
         assert!(cpu_alarms(&r, &cpu, &f, 20, start, 1000, &[&busy]).is_empty());
         assert!(cpu_alarms(&r, &cpu0, &f, 20, start, 1000, &[]).is_empty());
+    }
+
+    #[test]
+    fn more_wakeups_for_the_same_work_is_not_starvation() {
+        // 8 ms CPU per request; 1 ms of run-queue wait per timeslice, 4 slices per request.
+        let r = rows(30);
+        let cpu: Vec<Option<f64>> = r.a.iter().map(|a| Some(a[0] * 0.008)).collect();
+        let slices0: Vec<Option<f64>> = r.a.iter().map(|a| Some(a[0] * 4.0)).collect();
+        let wait0: Vec<Option<f64>> = slices0.iter().map(|n| Some(n.unwrap() * 0.001)).collect();
+        let f = fit_cpu(
+            &r,
+            &cpu,
+            Sched {
+                wait: &wait0,
+                slices: &slices0,
+            },
+            20,
+        )
+        .unwrap();
+        assert!((f.wait_per_slice.unwrap() - 0.001).abs() < 1e-9, "{f:?}");
+        let busy_res: Vec<Option<f64>> = (0..30).map(|j| (j >= 20).then_some(0.1)).collect();
+        // Lock contention: a retry loop wakes up 60 more times per interval, each wakeup
+        // waiting as long as in training: the wait per CPU second rises, the wait per
+        // wakeup does not. Slower (off the CPU), not starved.
+        let mut slices = slices0.clone();
+        let mut wait = wait0.clone();
+        for j in 20..30 {
+            slices[j] = Some(slices0[j].unwrap() + 60.0);
+            wait[j] = Some(slices[j].unwrap() * 0.001);
+        }
+        let mut a = alarm();
+        classify(
+            &mut a,
+            20,
+            &r,
+            &busy_res,
+            &cpu,
+            Sched {
+                wait: &wait,
+                slices: &slices,
+            },
+            &f,
+        );
+        assert_eq!(a.kind.as_deref(), Some("off-cpu"), "{a:?}");
+        // Without the slices, the same wait reads as starvation.
+        let none = vec![None; 30];
+        let g = fit_cpu(
+            &r,
+            &cpu,
+            Sched {
+                wait: &wait0,
+                slices: &none,
+            },
+            20,
+        )
+        .unwrap();
+        let mut a = alarm();
+        classify(
+            &mut a,
+            20,
+            &r,
+            &busy_res,
+            &cpu,
+            Sched {
+                wait: &wait,
+                slices: &none,
+            },
+            &g,
+        );
+        assert_eq!(a.kind.as_deref(), Some("run-queue"), "{a:?}");
+        // Starved: as many wakeups as in training, each waiting 3 ms longer.
+        let mut wait = wait0.clone();
+        for j in 20..30 {
+            wait[j] = Some(slices0[j].unwrap() * 0.004);
+        }
+        let mut a = alarm();
+        classify(
+            &mut a,
+            20,
+            &r,
+            &busy_res,
+            &cpu,
+            Sched {
+                wait: &wait,
+                slices: &slices0,
+            },
+            &f,
+        );
+        assert_eq!(a.kind.as_deref(), Some("run-queue"), "{a:?}");
     }
 }

@@ -189,3 +189,161 @@ fn a_slower_type_alarms_with_types_found_from_behaviour() {
         assert!(first >= r.t0_unix_ns + 39_000_000_000, "{first}");
     }
 }
+
+/// A broker: two threads serve requests (port 9000) and share one connection to a worker
+/// (port 7000). The second request arrives while the first one's call is out and waits
+/// for the connection. Request 1 works 1 ms before and after its call, request 2 1 ms
+/// after.
+fn broker() -> crate::decode::ProcessTrace {
+    let mut t = TraceBuilder::new("h", 200, 200);
+    let exe = b"/usr/bin/broker".to_vec();
+    t.meta(&Meta::Proc(ProcRecord {
+        reason: ProcReason::Start,
+        pid: 200,
+        ppid: 1,
+        start_ticks: 0,
+        exe: exe.clone(),
+        argv: vec![exe],
+    }));
+    let local = Some(Addr::new(2, 9000, &[127, 0, 0, 1]));
+    let worker = Some(Addr::new(2, 7000, &[127, 0, 0, 1]));
+    t.lib(
+        0x10,
+        LibFn::Connect,
+        LibOpts {
+            peer: worker,
+            ..o(5, 0)
+        },
+    );
+    t.lib(0x20, LibFn::Accept, LibOpts { local, ..o(3, 4) });
+    t.lib(0x20, LibFn::Accept, LibOpts { local, ..o(3, 6) });
+    // Thread 200: request 1 arrives at 0, calls at 1 ms.
+    t.lib(0x30, LibFn::Recv, o(4, 100));
+    t.wait(MS);
+    t.lib(0x40, LibFn::Send, o(5, 50));
+    // Thread 201: request 2 arrives at 1.1 ms; the connection is out.
+    t.thread(201);
+    t.wait(MS / 10);
+    t.lib(0x30, LibFn::Recv, o(6, 100));
+    // Thread 200: the reply at 10 ms, 1 ms of work, the answer.
+    t.thread(200);
+    t.wait(9 * MS);
+    t.lib(0x50, LibFn::Recv, o(5, 60));
+    t.wait(MS);
+    t.lib(0x60, LibFn::Send, o(4, 80));
+    // Thread 201 gets the connection at 11.5 ms; its reply at 20.5, the answer at 21.5.
+    t.thread(201);
+    t.wait(MS / 2);
+    t.lib(0x40, LibFn::Send, o(5, 50));
+    t.wait(9 * MS);
+    t.lib(0x50, LibFn::Recv, o(5, 60));
+    t.wait(MS);
+    t.lib(0x60, LibFn::Send, o(6, 80));
+    t.finish()
+}
+
+#[test]
+fn waiting_for_a_shared_connection_to_a_slow_tier_is_not_busy() {
+    use transactions::Role;
+    let p = broker();
+    let pt = ByteFlow.transactions(&p, ServiceMode::Port).unwrap();
+    let served = pt
+        .transactions
+        .iter()
+        .filter(|t| t.role == Role::Served)
+        .count();
+    assert_eq!(served, 2, "{:?}", pt.transactions);
+    let waits: Vec<&transactions::Transaction> = pt
+        .transactions
+        .iter()
+        .filter(|t| t.service.starts_with("wait "))
+        .collect();
+    assert_eq!(waits.len(), 1, "{:?}", pt.transactions);
+    assert_eq!(waits[0].service, "wait peer:7000");
+    // From request 2's arrival to its call: 10.4 ms (and a few entries' ticks).
+    let w = (waits[0].end_ns - waits[0].start_ns) as f64 / MS as f64;
+    assert!((w - 10.4).abs() < 0.2, "{w} ms");
+    let span = pt.span_ns.unwrap();
+    let grid = busy::Grid {
+        t0_ns: span.0,
+        len_ns: 1_000_000_000,
+    };
+    let iv = busy::intervals(grid, span, &pt.transactions);
+    // Own work only: 3 ms (12.4 ms counting the wait).
+    let b: f64 = iv.busy_s.iter().sum::<f64>() * 1e3;
+    assert!((b - 3.0).abs() < 0.2, "busy {b} ms");
+}
+
+/// An event loop of `/usr/sbin/lb` on one thread (no program functions recorded), two
+/// connections open at once every time: a short request answered with 100 B and one
+/// answered with 5 000 B; a file write falls between them in every third round,
+/// attributed to whichever request the thread last read.
+fn event_loop(seconds: usize) -> crate::decode::ProcessTrace {
+    let mut t = TraceBuilder::new("h", 300, 300);
+    let exe = b"/usr/sbin/lb".to_vec();
+    t.meta(&Meta::Proc(ProcRecord {
+        reason: ProcReason::Start,
+        pid: 300,
+        ppid: 1,
+        start_ticks: 0,
+        exe: exe.clone(),
+        argv: vec![exe],
+    }));
+    let local = Some(Addr::new(2, 8080, &[127, 0, 0, 1]));
+    let file = LibOpts {
+        is_socket: Some(false),
+        ..o(9, 40)
+    };
+    for j in 0..seconds {
+        let start = t.now();
+        for i in 0..10 {
+            t.lib(0x20, LibFn::Accept, LibOpts { local, ..o(3, 4) });
+            t.lib(0x20, LibFn::Accept, LibOpts { local, ..o(3, 6) });
+            t.lib(0x30, LibFn::Recv, o(4, 100));
+            t.lib(0x30, LibFn::Recv, o(6, 100));
+            t.wait(MS);
+            if (i + j) % 3 == 0 {
+                t.lib(0x70, LibFn::Write, file);
+            }
+            t.lib(0x40, LibFn::Send, o(4, 100));
+            t.wait(2 * MS);
+            t.lib(0x40, LibFn::Send, o(6, 5000));
+            t.lib(0x50, LibFn::Close, o(4, 0));
+            t.lib(0x50, LibFn::Close, o(6, 0));
+            t.wait(MS);
+        }
+        let used = t.now() - start;
+        t.wait(1_000 * MS - used);
+    }
+    t.finish()
+}
+
+#[test]
+fn an_event_loops_requests_are_typed_by_calls_and_sizes_not_by_what_the_thread_ran() {
+    let p = event_loop(20);
+    let pt = ByteFlow.transactions(&p, ServiceMode::Auto).unwrap();
+    let shapes: Vec<&shape::Shape> = pt
+        .transactions
+        .iter()
+        .filter_map(|t| t.shape.as_deref())
+        .collect();
+    assert_eq!(shapes.len(), 400);
+    assert!(shapes.iter().all(|s| s.interleaved));
+    let set = TraceSet { processes: vec![p] };
+    let r = analyze(&set, &Options::default()).unwrap();
+    let names: Vec<&str> = r.processes[0]
+        .services
+        .iter()
+        .map(|s| s.name.as_deref().unwrap())
+        .collect();
+    // Two types, told apart by their replies' sizes; the write does not make more.
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert!(names.iter().all(|n| !n.contains("write")), "{names:?}");
+    assert!(
+        r.processes[0]
+            .services
+            .iter()
+            .all(|s| s.merged_signatures.is_none()),
+        "{names:?}"
+    );
+}

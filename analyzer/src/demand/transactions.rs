@@ -17,6 +17,14 @@
 //! - **called** (a connected, client-side connection): a call leaves with the last send of
 //!   a burst of bytes sent after the process last received on that connection, and its
 //!   reply arrives with the first receive after it.
+//! - **waiting for a connection**: a connection carries one call at a time. When a call
+//!   on it is made for a request that arrived while the connection's previous call, made
+//!   for another request, was still out (a pool of connections to a downstream tier
+//!   shared by the threads of a broker or a server), that request waited for the
+//!   downstream: from its arrival (or the previous call's departure, if later) to its own
+//!   call, it is in the count as a call ([`Role::Called`], service `wait peer:…`), not busy
+//!   (003: time waiting on a child is not the process's own). A queue in front of a slow
+//!   tier does not make the queue's process slower.
 //!
 //! Only successful transfers count (a result > 0); a receive of 0 bytes ends the
 //! connection's current exchange. A descriptor the process did not accept or connect
@@ -179,6 +187,10 @@ struct Conn {
     shape: Option<OpenShape>,
     /// Called: the served connection whose request made the current call.
     parent: Option<i32>,
+    /// Called: the arrival of that request (with `parent`, the request's identity).
+    parent_open: Option<i64>,
+    /// Called: when the reply of the current call began arriving.
+    answered_at: Option<i64>,
 }
 
 impl Conn {
@@ -198,6 +210,8 @@ impl Conn {
             answered: false,
             shape: None,
             parent: None,
+            parent_open: None,
+            answered_at: None,
         }
     }
 }
@@ -389,6 +403,8 @@ impl TransactionSource for ByteFlow {
                             answered: false,
                             shape: None,
                             parent: None,
+                            parent_open: None,
+                            answered_at: None,
                         },
                     );
                 }
@@ -407,6 +423,8 @@ impl TransactionSource for ByteFlow {
                             answered: false,
                             shape: None,
                             parent: None,
+                            parent_open: None,
+                            answered_at: None,
                         },
                     );
                 }
@@ -430,7 +448,22 @@ impl TransactionSource for ByteFlow {
                         if let Some(sh) = c.shape.as_mut() {
                             sh.shape.req_bytes += *n as u64;
                         }
-                        serving.insert(s.tid, *fd);
+                        let before = serving.insert(s.tid, *fd);
+                        if let Some(b) = before.filter(|b| b != fd) {
+                            // Two requests open on one thread at once: both interleaved.
+                            let waiting = conns
+                                .get(&b)
+                                .is_some_and(|o| o.open.is_some() && o.last_send.is_none());
+                            if waiting {
+                                for f in [b, *fd] {
+                                    if let Some(sh) =
+                                        conns.get_mut(&f).and_then(|o| o.shape.as_mut())
+                                    {
+                                        sh.shape.interleaved = true;
+                                    }
+                                }
+                            }
+                        }
                         continue;
                     }
                     // A reply to a call: its bytes go to the request that made it.
@@ -439,6 +472,7 @@ impl TransactionSource for ByteFlow {
                     if first {
                         // The first bytes of the reply: the call is over.
                         c.answered = true;
+                        c.answered_at = Some(t);
                         fin.tx.push(Transaction {
                             role: Role::Called,
                             service: c.service.clone(),
@@ -465,6 +499,7 @@ impl TransactionSource for ByteFlow {
                         .get(&s.tid)
                         .copied()
                         .filter(|p| conns.get(p).is_some_and(|c| c.open.is_some()));
+                    let parent_open = parent.and_then(|p| conns.get(&p)).and_then(|c| c.open);
                     let Some(c) = conns.get_mut(fd) else { continue };
                     if c.served {
                         if c.open.is_some() {
@@ -475,9 +510,13 @@ impl TransactionSource for ByteFlow {
                         }
                     } else {
                         if c.answered || c.open.is_none() {
+                            if let Some(w) = queued(c, parent, parent_open, t) {
+                                fin.tx.push(w);
+                            }
                             c.open = Some(t);
                             c.answered = false;
                             c.parent = parent;
+                            c.parent_open = parent_open;
                         }
                         c.last_send = Some(t);
                     }
@@ -516,6 +555,28 @@ impl TransactionSource for ByteFlow {
         }
         Ok(out)
     }
+}
+
+/// The wait of the request (`parent`, arrived at `parent_open`) that makes a call on `c` at
+/// `t` for the connection, if it waited for it: `c`'s previous call was made for another
+/// request and its reply began only after this request arrived (see the module
+/// documentation). The wait runs from the later of the arrival and the previous call's
+/// departure to `t`.
+fn queued(c: &Conn, parent: Option<i32>, parent_open: Option<i64>, t: i64) -> Option<Transaction> {
+    let (p, arrived) = (parent?, parent_open?);
+    let (prev_left, prev_answered) = (c.open?, c.answered_at?);
+    let same = c.parent == Some(p) && c.parent_open == Some(arrived);
+    if same || prev_answered <= arrived {
+        return None;
+    }
+    let start = arrived.max(prev_left);
+    (start < t).then(|| Transaction {
+        role: Role::Called,
+        service: format!("wait {}", c.service),
+        start_ns: start,
+        end_ns: t,
+        shape: None,
+    })
 }
 
 /// Where finished transactions go, and the stable keys of the functions their shapes hold.

@@ -7,8 +7,13 @@
 //!
 //! 1. **Signature**: the port (or socket path) the request came in on, the set of program
 //!    functions the serving thread ran (C or Python; the set of libc calls for a program
-//!    that recorded none), and the downstream calls by peer (1, 2, 3, 4 calls exactly;
-//!    more on a log₂ scale).
+//!    that recorded none; none for an event loop, whose threads juggle several requests
+//!    at once, so that what a thread ran is not one request's), and the downstream calls by peer (1, 2, 3, 4 calls exactly;
+//!    more on a log₂ scale). Peers the program uses **interchangeably** are one peer, a
+//!    pool (`pools`): where requests alike in every other part of their signature call
+//!    different peers served by processes running one executable (a proxy's round-robin
+//!    over its backends, a broker's free worker), which member answered does not make
+//!    another type.
 //! 2. **Size classes**, per signature: request sizes sorted on a log scale and cut where
 //!    two neighbours differ by more than a factor of two (a gap no size lies in); then the
 //!    reply sizes within each request class, the same way. A class is named by its median's
@@ -137,9 +142,103 @@ fn bytes(label: i32) -> String {
     }
 }
 
+/// Which peers one program uses interchangeably. `sigs` are the signatures of its served
+/// requests with calls counted exactly (`(peer, calls)`, sorted by peer), `peer_exe` the
+/// executable serving each peer (`peer:PORT`) where a recorded process serves it.
+///
+/// Two peers are one pool when both are served by one executable and two signatures that
+/// are the same once each peer is replaced by its executable call them at the same place;
+/// pools are closed under that (union–find). Each member maps to the pool's label
+/// `pool(peer:A, peer:B…)`; peers in no pool are not in the map.
+fn pools(sigs: &[Sig], peer_exe: &HashMap<String, String>) -> HashMap<String, String> {
+    // (signature with executables for peers, executable) -> the peers met there.
+    let mut seen: BTreeMap<(Sig, String), Vec<String>> = BTreeMap::new();
+    for s in sigs {
+        let mut abs = s.clone();
+        for c in abs.calls.iter_mut() {
+            if let Some(e) = peer_exe.get(&c.0) {
+                c.0 = format!("exe:{e}");
+            }
+        }
+        abs.calls.sort();
+        for c in &s.calls {
+            if let Some(e) = peer_exe.get(&c.0) {
+                seen.entry((abs.clone(), e.clone()))
+                    .or_default()
+                    .push(c.0.clone());
+            }
+        }
+    }
+    let mut parent: HashMap<String, String> = HashMap::new();
+    fn root(parent: &mut HashMap<String, String>, p: &str) -> String {
+        let mut r = p.to_string();
+        while let Some(q) = parent.get(&r).filter(|q| **q != r) {
+            r = q.clone();
+        }
+        parent.insert(p.to_string(), r.clone());
+        r
+    }
+    for peers in seen.values() {
+        let mut ps = peers.clone();
+        ps.sort();
+        ps.dedup();
+        if ps.len() < 2 {
+            continue;
+        }
+        let r0 = root(&mut parent, &ps[0]);
+        for p in &ps[1..] {
+            let r = root(&mut parent, p);
+            if r != r0 {
+                parent.insert(r, r0.clone());
+            }
+        }
+    }
+    let members: Vec<String> = parent.keys().cloned().collect();
+    let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for m in members {
+        let r = root(&mut parent, &m);
+        groups.entry(r).or_default().push(m);
+    }
+    let mut out = HashMap::new();
+    for (_, mut g) in groups {
+        if g.len() < 2 {
+            continue;
+        }
+        g.sort();
+        let label = format!("pool({})", g.join(", "));
+        for m in g {
+            out.insert(m, label.clone());
+        }
+    }
+    out
+}
+
+/// The calls of a shape with pool members as their pool, calls to one pool added up,
+/// sorted by peer: (peer, calls, reply bytes).
+fn pooled(calls: &[(String, u32, u64)], pool: &HashMap<String, String>) -> Vec<(String, u32, u64)> {
+    let mut out: Vec<(String, u32, u64)> = Vec::new();
+    for (p, n, b) in calls {
+        let p = pool.get(p).unwrap_or(p);
+        match out.iter_mut().find(|c| &c.0 == p) {
+            Some(c) => {
+                c.1 += n;
+                c.2 += b;
+            }
+            None => out.push((p.clone(), *n, *b)),
+        }
+    }
+    out.sort();
+    out
+}
+
 /// Gives every served request of `procs` (the processes running one program) its type,
-/// and returns what the report says about each type, by id.
-pub fn assign(procs: &mut [&mut ProcessTransactions], grid: Grid) -> HashMap<String, TypeInfo> {
+/// and returns what the report says about each type, by id. `peer_exe`: the executable
+/// serving each peer (`peer:PORT`), for `pools`.
+pub fn assign(
+    procs: &mut [&mut ProcessTransactions],
+    grid: Grid,
+    peer_exe: &HashMap<String, String>,
+) -> HashMap<String, TypeInfo> {
     // Program functions where the program recorded any, else libc calls.
     let program = procs.iter().any(|p| {
         p.transactions
@@ -162,23 +261,40 @@ pub fn assign(procs: &mut [&mut ProcessTransactions], grid: Grid) -> HashMap<Str
     }
     let shape =
         |&(i, k): &(usize, usize)| -> &Shape { procs[i].transactions[k].shape.as_deref().unwrap() };
+    // An event loop (a thread with several requests open at once): what a thread ran
+    // between two socket calls belongs to whichever requests it was juggling, so its
+    // requests are told apart by their calls and sizes only.
+    let event_loop = served.iter().any(|r| shape(r).interleaved);
+    let no_funcs: std::sync::Arc<[u64]> = std::sync::Arc::from(Vec::new());
+    let exact = |r: &(usize, usize), pool: &HashMap<String, String>| -> Sig {
+        let s = shape(r);
+        Sig {
+            port: procs[r.0].transactions[r.1].service.clone(),
+            funcs: if event_loop {
+                no_funcs.clone()
+            } else if program {
+                s.funcs.clone()
+            } else {
+                s.libs.clone()
+            },
+            calls: pooled(&s.calls, pool)
+                .into_iter()
+                .map(|c| (c.0, c.1))
+                .collect(),
+        }
+    };
+    let none = HashMap::new();
+    let exact_sigs: Vec<Sig> = served.iter().map(|r| exact(r, &none)).collect();
+    let pool = pools(&exact_sigs, peer_exe);
+    drop(exact_sigs);
     let sigs: Vec<Sig> = served
         .iter()
         .map(|r| {
-            let s = shape(r);
-            Sig {
-                port: procs[r.0].transactions[r.1].service.clone(),
-                funcs: if program {
-                    s.funcs.clone()
-                } else {
-                    s.libs.clone()
-                },
-                calls: s
-                    .calls
-                    .iter()
-                    .map(|c| (c.0.clone(), count_class(c.1)))
-                    .collect(),
+            let mut s = exact(r, &pool);
+            for c in s.calls.iter_mut() {
+                c.1 = count_class(c.1);
             }
+            s
         })
         .collect();
     // Size classes per signature: requests, then replies within each request class.
@@ -275,7 +391,9 @@ pub fn assign(procs: &mut [&mut ProcessTransactions], grid: Grid) -> HashMap<Str
             .iter()
             .filter(|o| o.sig.port == k.sig.port && *o != k)
             .collect();
-        infos[t].name = describe(k, &others, &names, &mut elf, program, &served, &keys, procs);
+        infos[t].name = describe(
+            k, &others, &names, &mut elf, program, &served, &keys, procs, &pool,
+        );
     }
     for (n, k) in keys.iter().enumerate() {
         let (i, t) = served[n];
@@ -306,6 +424,7 @@ fn describe(
     served: &[(usize, usize)],
     keys: &[Key],
     procs: &[&mut ProcessTransactions],
+    pool: &HashMap<String, String>,
 ) -> String {
     let mut parts = Vec::new();
     // Functions of this type missing from the most other types.
@@ -357,15 +476,15 @@ fn describe(
         ));
     }
     // Downstream calls, with the mean reply size of those of this key.
-    let mut reply_bytes: HashMap<&str, (u64, u64)> = HashMap::new();
+    let mut reply_bytes: HashMap<String, (u64, u64)> = HashMap::new();
     for (n, key) in keys.iter().enumerate() {
         if key != k {
             continue;
         }
         let (i, t) = served[n];
         if let Some(s) = procs[i].transactions[t].shape.as_deref() {
-            for c in &s.calls {
-                let e = reply_bytes.entry(c.0.as_str()).or_default();
+            for c in pooled(&s.calls, pool) {
+                let e = reply_bytes.entry(c.0).or_default();
                 e.0 += c.2;
                 e.1 += c.1 as u64;
             }
@@ -400,6 +519,59 @@ fn describe(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn sig(port: &str, funcs: &[u64], calls: &[(&str, u32)]) -> Sig {
+        Sig {
+            port: port.into(),
+            funcs: funcs.into(),
+            calls: calls.iter().map(|c| (c.0.to_string(), c.1)).collect(),
+        }
+    }
+
+    #[test]
+    fn peers_used_interchangeably_by_one_executable_are_one_pool() {
+        let exe: HashMap<String, String> = [
+            ("peer:1", "app"),
+            ("peer:2", "app"),
+            ("peer:3", "app"),
+            ("peer:7", "app"),
+            ("peer:5", "db"),
+            ("peer:6", "cache"),
+        ]
+        .iter()
+        .map(|(p, e)| (p.to_string(), e.to_string()))
+        .collect();
+        let sigs = vec![
+            // Round-robin: the same request to 1, 2 or 3; a heavier one to 1 or 2 only.
+            sig("port:80", &[1], &[("peer:1", 1)]),
+            sig("port:80", &[1], &[("peer:2", 1)]),
+            sig("port:80", &[2], &[("peer:3", 1)]),
+            sig("port:80", &[2], &[("peer:1", 1)]),
+            // One database and one cache: different executables, never a pool.
+            sig("port:80", &[3], &[("peer:5", 1)]),
+            sig("port:80", &[3], &[("peer:6", 1)]),
+            // 7 runs the same executable but is never called in another's place.
+            sig("port:80", &[4], &[("peer:7", 2)]),
+            sig("port:80", &[5], &[("peer:1", 2)]),
+        ];
+        let p = pools(&sigs, &exe);
+        let pool = "pool(peer:1, peer:2, peer:3)";
+        for m in ["peer:1", "peer:2", "peer:3"] {
+            assert_eq!(p.get(m).map(String::as_str), Some(pool), "{p:?}");
+        }
+        assert!(!p.contains_key("peer:5") && !p.contains_key("peer:6"));
+        assert!(!p.contains_key("peer:7"), "{p:?}");
+        // Calls to members of one pool add up.
+        let c = pooled(
+            &[
+                ("peer:1".into(), 1, 10),
+                ("peer:2".into(), 2, 30),
+                ("peer:5".into(), 1, 5),
+            ],
+            &p,
+        );
+        assert_eq!(c, vec![("peer:5".into(), 1, 5), (pool.into(), 3, 40)]);
+    }
 
     #[test]
     fn sizes_are_cut_at_gaps_of_more_than_a_factor_two() {
