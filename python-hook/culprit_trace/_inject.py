@@ -11,7 +11,11 @@ function's calls (a forked child starts again at zero); ``nth=N`` only the N-th 
 processes. ``culprit record`` has validated the rules; ``libtrace.so`` ignores them.
 
 The function is replaced when its module is imported (at once if it already is), by a
-wrapper whose frames are not recorded. Each injection is recorded in the calling thread's
+wrapper whose own frames are not recorded (``_native.pass_through``: the function it calls
+is recorded as called by the program, so the calls that do not raise look as they did
+without the rule); an injected call runs a stand-in with the function's name, file and
+first line that raises, so the trace shows the function raising the exception, as a
+fault inside it would. Each injection is recorded in the calling thread's
 trace like every injection — a ``MetaInject`` record with the rule's index and text
 (``culprit_emit_inject`` of libtrace's C ABI) — before the exception is raised. A rule that
 cannot be applied (module or function not found, not a Python function, no recording in
@@ -163,24 +167,72 @@ def _hide_module():
             _hide_code(f.__code__)
 
 
+def _pass_through(code):
+    """Frames of this code are not recorded, but the frames it calls are, as called from
+    its caller: the wrapper of an injected function is invisible in the trace, and the
+    function it calls is recorded as the program called it (hiding the wrapper as the
+    shim's own code would hide the function under it too, on every call: every unit that
+    calls it would depart from normal)."""
+    try:
+        from . import _native
+        if _native is not None and hasattr(_native, "pass_through"):
+            _native.pass_through(code)
+            return
+    except Exception:
+        pass
+    _hide_code(code)
+
+
+def _stand_in(fn, is_async):
+    """A function a trace cannot tell from ``fn`` — the same module (its globals), name,
+    qualified name, file and first line, which are what key a Python frame in a trace —
+    whose body raises the exception it is given: an injected call is recorded as a call
+    of ``fn`` that raised, as a fault inside ``fn`` would be. None if it cannot be made
+    (the exception is then raised by the wrapper, recorded in the caller)."""
+    import types
+    if is_async:
+        async def raiser(_culprit_exc):
+            raise _culprit_exc
+    else:
+        def raiser(_culprit_exc):
+            raise _culprit_exc
+    try:
+        code = fn.__code__
+        same = {"co_name": code.co_name, "co_filename": code.co_filename,
+                "co_firstlineno": code.co_firstlineno}
+        if hasattr(code, "co_qualname"):
+            same["co_qualname"] = code.co_qualname
+        out = types.FunctionType(raiser.__code__.replace(**same), fn.__globals__, fn.__name__)
+        out.__qualname__ = fn.__qualname__
+        return out
+    except Exception:
+        return None
+
+
 def _wrap(fn, rule):
     import functools
     import inspect
-    if inspect.iscoroutinefunction(fn):
+    is_async = inspect.iscoroutinefunction(fn)
+    stand_in = _stand_in(fn, is_async)
+    if is_async:
         async def culprit_injected(*args, **kwargs):
             if rule.decide():
                 exc = rule.fire()
                 if exc is not None:
-                    raise exc
+                    if stand_in is None:
+                        raise exc
+                    await stand_in(exc)
             return await fn(*args, **kwargs)
     else:
         def culprit_injected(*args, **kwargs):
             if rule.decide():
                 exc = rule.fire()
                 if exc is not None:
-                    raise exc
+                    if stand_in is None:
+                        raise exc
+                    stand_in(exc)
             return fn(*args, **kwargs)
-    _hide_code(culprit_injected.__code__)
+    _pass_through(culprit_injected.__code__)
     out = functools.wraps(fn)(culprit_injected)
     out._culprit_rule = rule.index
     return out

@@ -35,6 +35,12 @@
  * ("unknown") — getting it would need PyEval_SetTrace, whose per-line cost and clash
  * with debuggers and coverage tools this shim avoids. Frames mode (below) records it.
  *
+ * Hidden and pass-through code. The shim's own functions are hidden (hide(): their frames
+ * and everything they call are not recorded). The wrapper of a function a `py:` injection
+ * rule targets is pass-through (pass_through(): its own frame is not recorded, the frames
+ * it calls are, with the wrapper's caller as their call site), so the wrapped function's
+ * calls are recorded as the program made them.
+ *
  * Layout of this file: libtrace symbols; per-thread state; the inline append; the index
  * table (code objects, builtins); the profile callback (profile mode, the default);
  * exception types and the frame-evaluation function (frames mode, CULPRIT_PY_MODE=frames);
@@ -353,6 +359,8 @@ typedef struct {
     pid_t recorded_pid; /* process whose trace holds the code record; 0 = none yet */
     uint8_t kind;
     uint8_t hidden;     /* the shim's own code: its frames are not recorded */
+    uint8_t transparent; /* an injection wrapper: its own frame is not recorded, but the
+                          * frames it calls are, as called from the wrapper's caller */
     char *name;
     size_t name_len;
     char *file;
@@ -360,6 +368,7 @@ typedef struct {
 } CodeInfo;
 
 static uint32_t g_next_index = 1; /* 0 is reserved: "unknown" */
+static int g_any_transparent;      /* some code is transparent (see CodeInfo) */
 static Py_ssize_t g_extra_index = -1;
 static pid_t g_pid;
 static uint64_t g_codes_recorded;
@@ -608,6 +617,14 @@ static inline int frame_incomplete(_PyInterpreterFrame *f) {
     return f->owner != FRAME_OWNED_BY_GENERATOR && f->prev_instr < _PyCode_CODE(f->f_code) + f->f_code->_co_firsttraceable;
 }
 
+/* Is `f` a frame of transparent code (an injection wrapper)? Its callees' site is its
+ * caller's. One load while no code is transparent. */
+static inline int frame_transparent(_PyInterpreterFrame *f) {
+    if (__builtin_expect(!g_any_transparent, 1)) return 0;
+    CodeInfo *ci = code_info_peek(f->f_code);
+    return ci != NULL && ci->transparent;
+}
+
 /* py_site of an interpreter frame: its code index and the offset (2-byte units) of the
  * instruction it is executing. */
 static inline uint64_t site_of(_PyInterpreterFrame *f) {
@@ -678,10 +695,10 @@ static inline int record_event(ThreadState *st, PyFrameObject *frame, int what, 
         uint64_t site = 0;
 #if CULPRIT_PY311
         CodeInfo *ci = code_info(f->f_code, f->f_globals);
-        if (ci != NULL && ci->hidden) return 0;
+        if (ci != NULL && (ci->hidden || ci->transparent)) return 0;
         uint32_t callee = ci != NULL ? ci->index : 0;
         _PyInterpreterFrame *p = f->previous;
-        while (p != NULL && frame_incomplete(p)) p = p->previous;
+        while (p != NULL && (frame_incomplete(p) || frame_transparent(p))) p = p->previous;
         if (p != NULL && (const void *)p != st->boundary) site = site_of(p);
 #else
         PyCodeObject *co = PyFrame_GetCode(frame);
@@ -707,7 +724,7 @@ static inline int record_event(ThreadState *st, PyFrameObject *frame, int what, 
         if (st->depth <= 0) return 0; /* its call was not recorded */
 #if CULPRIT_PY311
         CodeInfo *ci = code_info(f->f_code, f->f_globals);
-        if (ci != NULL && ci->hidden) return 0;
+        if (ci != NULL && (ci->hidden || ci->transparent)) return 0;
         uint32_t callee = ci != NULL ? ci->index : 0;
         uint32_t exc_type = 0;
         st->depth--;
@@ -877,10 +894,11 @@ static PyObject *eval_hook(PyThreadState *ts, _PyInterpreterFrame *f, int throwf
         t_suppress--;
         return r;
     }
+    if (ci->transparent) return eval_next(ts, f, throwflag);
     uint32_t callee = ci->index;
     uint64_t site = 0;
     _PyInterpreterFrame *p = ts->cframe ? ts->cframe->current_frame : NULL;
-    while (p != NULL && frame_incomplete(p)) p = p->previous;
+    while (p != NULL && (frame_incomplete(p) || frame_transparent(p))) p = p->previous;
     if (p != NULL && (const void *)p != g_boundary) site = site_of(p);
     struct culprit_thread *t = lt.thread_state ? lt.thread_state() : NULL;
     emit_call(t, K_PYCALL, site, callee);
@@ -975,11 +993,19 @@ static inline PyCodeObject *iframe_code(_PyInterpreterFrame *f) {
 #endif
 }
 
+static inline int mframe_transparent(_PyInterpreterFrame *p) {
+    if (__builtin_expect(!g_any_transparent, 1)) return 0;
+    CodeInfo *ci = code_info_peek(iframe_code(p));
+    return ci != NULL && ci->transparent;
+}
+
 /* The frame a Python frame was called from: entry frames (the interpreter's marks for a
- * call from C) and frames not yet started are skipped; NULL at the bottom. */
+ * call from C), frames not yet started and transparent frames (injection wrappers) are
+ * skipped; NULL at the bottom. */
 static inline _PyInterpreterFrame *caller_iframe(_PyInterpreterFrame *f) {
     _PyInterpreterFrame *p = f ? f->previous : NULL;
-    while (p != NULL && (p->owner == FRAME_OWNED_BY_CSTACK || !PyCode_Check(iframe_code(p)) || _PyFrame_IsIncomplete(p)))
+    while (p != NULL && (p->owner == FRAME_OWNED_BY_CSTACK || !PyCode_Check(iframe_code(p)) || _PyFrame_IsIncomplete(p) ||
+                         mframe_transparent(p)))
         p = p->previous;
     return p;
 }
@@ -1005,6 +1031,7 @@ static PyObject *mon_start(PyObject *self, PyObject *const *args, Py_ssize_t nar
         m->hidden++;
         Py_RETURN_NONE;
     }
+    if (ci != NULL && ci->transparent) Py_RETURN_NONE;
     if (!mrecording(m)) Py_RETURN_NONE;
     _PyInterpreterFrame *f = current_iframe(PyThreadState_Get());
     if (f != NULL && iframe_code(f) != co) f = NULL;
@@ -1026,6 +1053,7 @@ static inline uint32_t mon_leave(MonThread *m, PyObject *code) {
         if (m->hidden > 0) m->hidden--;
         return 0;
     }
+    if (ci != NULL && ci->transparent) return 0;
     if (m->depth <= 0 || !mrecording(m)) return 0;
     m->depth--;
     if (ci == NULL || ci->recorded_pid != g_pid) ci = code_info_slow((PyCodeObject *)code, NULL, ci);
@@ -1244,6 +1272,23 @@ static PyObject *m_stop_frames(PyObject *self, PyObject *noargs) {
 #if CULPRIT_PY311
     frames_stop();
 #endif
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(pass_through_doc,
+             "pass_through(code)\n\nNever records frames of this code object (an injection wrapper), but records "
+             "the frames it calls as called from its caller.");
+static PyObject *m_pass_through(PyObject *self, PyObject *arg) {
+    if (!PyCode_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "pass_through() needs a code object");
+        return NULL;
+    }
+    if (ensure_ready() < 0) return NULL;
+    CodeInfo *ci = code_info_peek((PyCodeObject *)arg);
+    if (ci == NULL) ci = code_info_create((PyCodeObject *)arg, NULL);
+    if (ci == NULL) return PyErr_NoMemory();
+    ci->transparent = 1;
+    g_any_transparent = 1;
     Py_RETURN_NONE;
 }
 
@@ -1600,6 +1645,7 @@ static PyMethodDef methods[] = {
     {"start_monitor", m_start_monitor, METH_VARARGS, start_monitor_doc},
     {"stop_monitor", m_stop_monitor, METH_NOARGS, stop_monitor_doc},
     {"hide", m_hide, METH_O, hide_doc},
+    {"pass_through", m_pass_through, METH_O, pass_through_doc},
     {"wrap_sys", m_wrap_sys, METH_O, wrap_sys_doc},
     {NULL, NULL, 0, NULL},
 };

@@ -214,7 +214,7 @@ impl Splitter<'_> {
     fn start(&mut self, kind: UnitKind, tsc: u64, fd: Option<i32>) {
         let index = self.head.index + 1;
         let next = self.new_head(kind, tsc, index);
-        let old = std::mem::replace(&mut self.head, next);
+        let mut old = std::mem::replace(&mut self.head, next);
         std::mem::swap(&mut self.tree, &mut self.spare);
         // A handler takes from the loop unit before it the calls that led to its first
         // receive: the frames under the loop frame entered during that loop unit (e.g.
@@ -231,6 +231,18 @@ impl Splitter<'_> {
                 .find(|f| f.unit == old.index && f.node)
             {
                 self.spare.take_subtree_into(f.rel, &mut moved);
+            }
+            // And the code-level injections made since those frames were entered (a Python
+            // function made to raise in them): they go with the calls they disturbed. (A
+            // libc injection stays with the unit of its call.)
+            if let (Some(&(_, n)), false) = (moved.first(), old.injections.is_empty()) {
+                let since = self.unix(n.first_tsc);
+                let py = bufpool::inject::record_func_name(bufpool::inject::PY_FUNC_ID);
+                let (went, stay) = std::mem::take(&mut old.injections)
+                    .into_iter()
+                    .partition(|i| i.func == py && i.unix_ns >= since);
+                old.injections = stay;
+                self.head.injections = went;
             }
         }
         self.close_spare(old, tsc);

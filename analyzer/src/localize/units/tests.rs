@@ -377,6 +377,56 @@ fn injection_records_belong_to_the_call_they_describe() {
     }
 }
 
+/// A code-level injection (a Python function made to raise) recorded after the loop unit
+/// entered the frame that goes on to start a handler: it goes with that frame to the
+/// handler (it used to stay in the loop unit, which lost its tree and was dropped — the
+/// injection with it).
+#[test]
+fn a_code_injection_goes_with_the_frames_a_handler_takes_from_the_loop_unit() {
+    use bufpool::format::InjectRecord;
+    let (main, run, handle) = (0x1000, 0x1200, 0x1300);
+    let mut t = TraceBuilder::new("h", 5, 5);
+    t.enter(0, main);
+    t.enter(main + 8, run);
+    for i in 0..10 {
+        t.lib(run + 4, LibFn::Select, o(-1, 1, 0));
+        t.enter(run + 8, handle);
+        if i == 6 {
+            t.meta(&Meta::Inject(InjectRecord {
+                rule: 0,
+                func: bufpool::inject::PY_FUNC_ID,
+                fd: -1,
+                original_ret: 0,
+                forced_ret: 0,
+                forced_errno: 0,
+                spec: b"py:m:f:raise=TimeoutError,nth=7".to_vec(),
+            }));
+        }
+        t.lib(handle + 4, LibFn::Recv, o(4, 8, 8));
+        t.exit(handle);
+    }
+    let p = t.finish();
+    let u = process_units(&p, &TreeOptions::default()).unwrap();
+    let handlers: Vec<&Unit> = u
+        .units
+        .iter()
+        .filter(|u| u.info.kind == UnitKind::Handler)
+        .collect();
+    assert_eq!(handlers.len(), 10);
+    let with: Vec<usize> = handlers
+        .iter()
+        .enumerate()
+        .filter(|(_, u)| !u.info.injections.is_empty())
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(with, vec![6], "{:?}", kinds(&u));
+    assert!(u
+        .units
+        .iter()
+        .filter(|u| u.info.kind != UnitKind::Handler)
+        .all(|u| u.info.injections.is_empty()));
+}
+
 /// redis-like: the loop frame is `aeMain`; handlers are anchored at `aeProcessEvents`,
 /// so the replies and closes deferred to `beforeSleep` form a loop unit of their own.
 #[test]
