@@ -137,6 +137,7 @@ fn streamed_flows_agree(set: &TraceSet, m: &Messages) {
             recv: key(f.recv),
             offset: f.offset,
             bytes: f.bytes,
+            recv_end_ns: m.op_ns(f.recv).1,
         })
         .collect();
     let gaps = m

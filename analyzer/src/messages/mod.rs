@@ -37,6 +37,7 @@
 //! or [`chrome`] writers, with the flows of [`streamed`], in memory that does not grow
 //! with the trace) and [`timeline`] (the HTML time–process diagram).
 
+pub mod align;
 pub mod chrome;
 pub mod clocks;
 pub mod datagram;
