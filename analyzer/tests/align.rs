@@ -78,7 +78,12 @@ fn consequences_are_filed_on_aligned_clocks() {
     // The synthetic ring's ends do not pair (its traces carry no matched messages to fit
     // the lines to: `tests/tests/clocks_hosts.rs` checks the fit on real recordings), so
     // the corrections are the skews' inverses, as the fit reports them.
-    let skewed_calib = off.processes.iter().find(|p| p.host == hosts[0]).unwrap().calib;
+    let skewed_calib = off
+        .processes
+        .iter()
+        .find(|p| p.host == hosts[0])
+        .unwrap()
+        .calib;
     let b = 100e-6;
     let offsets: Vec<HostOffset> = hosts
         .iter()

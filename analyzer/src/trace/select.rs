@@ -42,7 +42,7 @@ pub struct Selected {
 }
 
 enum Source {
-    Named(reader::Manifest),
+    Named(Box<reader::Manifest>),
     Open(Arc<reader::TraceDir>),
 }
 
@@ -69,7 +69,7 @@ impl TraceSet {
         let mut sources = Vec::with_capacity(found.len());
         for d in &found {
             sources.push(match reader::Manifest::read(d) {
-                Ok(m) if m.complete || m.snapshot_unix_ns.is_some() => Source::Named(m),
+                Ok(m) if m.complete || m.snapshot_unix_ns.is_some() => Source::Named(Box::new(m)),
                 _ => Source::Open(Arc::new(open_dir(d, quiet)?)),
             });
         }
