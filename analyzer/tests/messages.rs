@@ -137,6 +137,7 @@ fn streamed_flows_agree(set: &TraceSet, m: &Messages) {
             recv: key(f.recv),
             offset: f.offset,
             bytes: f.bytes,
+            recv_end_ns: m.op_ns(f.recv).1,
         })
         .collect();
     let gaps = m
@@ -359,6 +360,64 @@ fn clock_offsets_across_hosts_are_bounded_by_messages() {
         "{b:?}"
     );
     assert!(b.uncertainty_ns < 100_000.0, "{b:?}");
+}
+
+#[test]
+fn receives_the_line_leaves_before_their_sends_are_moved_by_the_logical_clock() {
+    // Host b's clock is 1 ms ahead, then steps 0.4 ms further (no line fits both halves);
+    // messages take 50 µs one way.
+    let mut c = P::new("a", 10);
+    let mut s = P::new("b", 20);
+    let ca = Addr::new(2, 40000, &[10, 0, 0, 1]);
+    let sa = Addr::new(2, 7000, &[10, 0, 0, 2]);
+    let skew = |k: u64| if k < 5 { 1_000_000u64 } else { 1_400_000 };
+    c.at(2_000_000).connect(3, ca, sa);
+    s.at(2_050_000 + skew(0)).accept(5, 6, sa, ca);
+    for k in 0..10u64 {
+        let t = 3_000_000 + k * 1_000_000;
+        c.at(t).send(3, 10);
+        s.at(t + 50_000 + skew(k)).recv(6, 10);
+        s.at(t + 60_000 + skew(k)).send(6, 10);
+        c.at(t + 110_000).recv(3, 10);
+    }
+    let m = run(vec![c, s]);
+    let b = m.offsets.iter().find(|h| h.host == "b").unwrap();
+    assert!(b.inconsistent, "{b:?}");
+    assert!(m.aligned_violations > 0, "the line leaves violations");
+    let lc = &m.logical;
+    assert_eq!(lc.violations_before, m.aligned_violations, "{lc:?}");
+    assert_eq!(lc.violations_after, 0, "{lc:?}");
+    assert!(lc.moved > 0 && lc.max_shift_ns > 0, "{lc:?}");
+    // No more than the step (and the least latency) is ever added.
+    assert!(lc.max_shift_ns <= 400_000 + lc.min_latency_ns, "{lc:?}");
+    // Each process's ops keep their order, and at least KEEP of every interval.
+    let corr = |h: &str, t: i64| {
+        t + m
+            .offsets
+            .iter()
+            .find(|o| o.host == h)
+            .map_or(0, |o| o.correction_ns(t))
+    };
+    for (pi, p) in m.procs.iter().enumerate() {
+        let ends: Vec<i64> = p
+            .ops
+            .iter()
+            .enumerate()
+            .map(|(i, o)| corr(&p.host, p.ns(o.end)) + lc.shift_ns[pi][i])
+            .collect();
+        for (i, w) in ends.windows(2).enumerate() {
+            let gap = corr(&p.host, p.ns(p.ops[i + 1].end)) - corr(&p.host, p.ns(p.ops[i].end));
+            let kept = (messages::logical::KEEP * gap as f64) as i64 - 1;
+            assert!(w[1] - w[0] >= kept, "{}: op {i}: {w:?}", p.host);
+        }
+    }
+    // Said in the summary.
+    let sm = summary::summarize(&m);
+    let text = summary::text(&sm);
+    assert!(text.contains("logical clock:"), "{text}");
+    let j = serde_json::to_value(&sm).unwrap();
+    assert_eq!(j["logical_clock"]["violations_after"], 0, "{j:#}");
+    assert!(j["logical_clock"]["moved"].as_u64().unwrap() > 0);
 }
 
 #[test]

@@ -15,9 +15,11 @@
 //! time; with no more shards than hosts, each shard is a run of whole hosts (host `h` of
 //! `H` in shard `⌊h·N/H⌋`); with more, each a run of `⌈P/N⌉` or `⌊P/N⌋` processes. A shard
 //! scans (pass 1) the other processes of its hosts too, since forked children inherit from
-//! their parents on the same host; every process is ranked by exactly one shard. Every
-//! shard opens every trace directory (only their manifests and record headers are read for
-//! the processes it does not rank) to number the processes alike.
+//! their parents on the same host; every process is ranked by exactly one shard. A shard
+//! opens only its hosts' trace directories ([`crate::decode::TraceSet::open_selected`]):
+//! the other processes of the run are numbered from their manifests, and the merge checks
+//! that every part numbered them alike. The processes' labels and what is not recorded of
+//! them come from the shard that ranked them.
 //!
 //! Part files are JSON ([`PART_FORMAT`], [`PART_VERSION`]); floats are written so that
 //! they read back bit for bit.
@@ -37,7 +39,7 @@ use std::path::{Path, PathBuf};
 /// Value of [`PartFile::format`].
 pub const PART_FORMAT: &str = "culprit-rank-part";
 /// Value of [`PartFile::version`].
-pub const PART_VERSION: u32 = 1;
+pub const PART_VERSION: u32 = 2;
 
 /// Shard `k` (1 to `n`) of `n`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -72,6 +74,20 @@ impl std::fmt::Display for Shard {
 }
 
 impl Shard {
+    /// The hosts whose trace directories this shard opens, of the run's processes `all`
+    /// (any order): those of the processes it ranks.
+    pub fn hosts(&self, all: &[crate::decode::ProcId]) -> std::collections::BTreeSet<String> {
+        let mut sorted: Vec<&crate::decode::ProcId> = all.iter().collect();
+        sorted.sort();
+        let hosts: Vec<&str> = sorted.iter().map(|p| p.host.as_str()).collect();
+        hosts
+            .iter()
+            .zip(self.processes(&hosts))
+            .filter(|(_, w)| *w)
+            .map(|(h, _)| h.to_string())
+            .collect()
+    }
+
     /// Which of the processes (their hosts, in sorted order) this shard ranks.
     pub fn processes(&self, hosts: &[&str]) -> Vec<bool> {
         let p = hosts.len();
@@ -124,9 +140,11 @@ pub struct PartFile {
     /// Processes named as they were started (`crate::procname`): host, pid, label.
     #[serde(default)]
     pub labels: Vec<(String, u32, String)>,
-    /// What is not recorded of some processes (`crate::procname::unseen_notes`).
+    /// What is not recorded of some of the processes it ranked
+    /// (`crate::procname::unseen_notes`), each with its process's place in the order
+    /// one `TraceSet::open` lists the run's processes (the merge says them in that order).
     #[serde(default)]
-    pub unseen: Vec<String>,
+    pub unseen: Vec<(u64, String)>,
 }
 
 /// One process's scored units, as a part file holds them.
@@ -155,8 +173,30 @@ struct PartHeavy {
 
 /// Ranks shard `shard` of the processes of `set` against `model`.
 pub fn rank_shard(model: &Model, set: &TraceSet, opts: &Options, shard: Shard) -> Result<PartFile> {
-    let procs = sorted_processes(std::slice::from_ref(set));
-    let hosts: Vec<&str> = procs.iter().map(|p| p.host.as_str()).collect();
+    let all: Vec<crate::decode::ProcId> = set
+        .processes
+        .iter()
+        .map(|p| crate::decode::ProcId {
+            host: p.host.clone(),
+            pid: p.pid,
+            start_ticks: p.start_ticks,
+        })
+        .collect();
+    rank_shard_of(model, set, &all, opts, shard)
+}
+
+/// Ranks shard `shard` of the run whose processes are `all` (any order), of which `set`
+/// holds at least those of the shard's hosts ([`Shard::hosts`]; any others are not read).
+pub fn rank_shard_of(
+    model: &Model,
+    set: &TraceSet,
+    all: &[crate::decode::ProcId],
+    opts: &Options,
+    shard: Shard,
+) -> Result<PartFile> {
+    let mut all: Vec<&crate::decode::ProcId> = all.iter().collect();
+    all.sort();
+    let hosts: Vec<&str> = all.iter().map(|p| p.host.as_str()).collect();
     let wanted = shard.processes(&hosts);
     // The shard's processes and the other processes of their hosts (pass 1 only).
     let ours: std::collections::BTreeSet<&str> = hosts
@@ -165,12 +205,32 @@ pub fn rank_shard(model: &Model, set: &TraceSet, opts: &Options, shard: Shard) -
         .filter(|(_, &w)| w)
         .map(|(h, _)| *h)
         .collect();
-    let keep: Vec<usize> = (0..procs.len())
+    let keep: Vec<usize> = (0..all.len())
         .filter(|&i| ours.contains(hosts[i]))
         .collect();
-    let sub: Vec<&crate::decode::ProcessTrace> = keep.iter().map(|&i| procs[i]).collect();
+    let sub: Vec<&crate::decode::ProcessTrace> = sorted_processes(std::slice::from_ref(set))
+        .into_iter()
+        .filter(|p| ours.contains(p.host.as_str()))
+        .collect();
+    let same = sub.len() == keep.len()
+        && sub.iter().zip(&keep).all(|(p, &i)| {
+            let q = all[i];
+            (p.host.as_str(), p.pid, p.start_ticks) == (q.host.as_str(), q.pid, q.start_ticks)
+        });
+    if !same {
+        return Err(Error::BadTrace {
+            path: sub
+                .first()
+                .map_or_else(|| PathBuf::from("--shard"), |p| p.recording.dir.clone()),
+            why: format!(
+                "shard {shard}: the traces of its hosts hold {} processes, the run's list names {}",
+                sub.len(),
+                keep.len()
+            ),
+        });
+    }
     let sub_wanted: Vec<bool> = keep.iter().map(|&i| wanted[i]).collect();
-    let scored = score_processes(model, &sub, &sub_wanted, procs.len(), opts, |j| keep[j])?;
+    let scored = score_processes(model, &sub, &sub_wanted, all.len(), opts, |j| keep[j])?;
     let mut processes = Vec::new();
     for (j, pr) in scored.into_iter().enumerate() {
         let Some(pr) = pr else { continue };
@@ -185,7 +245,7 @@ pub fn rank_shard(model: &Model, set: &TraceSet, opts: &Options, shard: Shard) -
         groups: model.groups.len(),
         normal_processes: super::rank::normal_processes(model),
         model_names: model.names.clone(),
-        procs: procs.iter().map(|p| (p.host.clone(), p.pid)).collect(),
+        procs: all.iter().map(|p| (p.host.clone(), p.pid)).collect(),
         processes,
         labels: Vec::new(),
         unseen: Vec::new(),

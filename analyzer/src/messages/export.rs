@@ -30,6 +30,8 @@ pub struct Exported {
     /// One line per process of which something is not recorded
     /// ([`crate::procname::unseen_notes`]).
     pub unseen: Vec<String>,
+    /// The hosts' clock corrections applied ([`super::align`]; empty on one host).
+    pub offsets: Vec<super::offsets::HostOffset>,
 }
 
 /// The execution units of every process (the analyzer's units stage, no model needed).
@@ -53,6 +55,8 @@ pub fn process_units(p: &ProcessTrace) -> Result<Vec<UnitSpan>> {
 /// [`super::streamed`] (its sorted runs spilled beside `path`), then every thread is
 /// decoded again and streamed to the writer with the flow ids read back in order, with
 /// its process's execution units when `units` is set (computed one process at a time).
+/// With several hosts, every host's times are corrected to the reference host's clock
+/// ([`super::align`], from the flows between hosts).
 pub fn export(set: &TraceSet, units: bool, format: Format, path: &Path) -> Result<Exported> {
     let io = |what| {
         move |source| Error::Io {
@@ -73,6 +77,14 @@ pub fn export(set: &TraceSet, units: bool, format: Format, path: &Path) -> Resul
         std::env::temp_dir()
     };
     let mut flows = FlowEnds::build(set, &spill_dir)?;
+    // Every host on the reference host's clock (the flows are keyed by TSC: unchanged).
+    let aligned;
+    let set = if flows.offsets.is_empty() {
+        set
+    } else {
+        aligned = super::align::corrected(set, &flows.offsets);
+        &aligned
+    };
     let mut names = std::mem::take(&mut flows.names);
     // Processes named as they were started, with their ports.
     let labels = crate::procname::labels(set)?;
@@ -110,5 +122,6 @@ pub fn export(set: &TraceSet, units: bool, format: Format, path: &Path) -> Resul
         flows: flows.flows,
         bytes,
         unseen: crate::procname::unseen_notes(set, &labels),
+        offsets: flows.offsets,
     })
 }

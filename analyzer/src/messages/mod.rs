@@ -12,6 +12,7 @@
 //! | datagrams | [`datagram`] | datagram sockets → flows by (source, destination, size, order) |
 //! | causality | [`clocks`] | flows + connects + forks → Lamport times, vector clocks, happens-before |
 //! | clocks | [`offsets`] | flows across hosts → each host's clock offset ± uncertainty; one-host violations |
+//! | logical clock | [`logical`] | receives still before their sends → moved forward, the jump amortised (CLC) |
 //! | statistics | [`stats`] | request/response latencies, waits per peer, process states |
 //! | summary | [`summary`] | the `culprit messages` text and JSON |
 //! | units | [`links`] | execution units → where what each received came from and where what it sent went |
@@ -37,12 +38,14 @@
 //! or [`chrome`] writers, with the flows of [`streamed`], in memory that does not grow
 //! with the trace) and [`timeline`] (the HTML time–process diagram).
 
+pub mod align;
 pub mod chrome;
 pub mod clocks;
 pub mod datagram;
 pub mod drift;
 pub mod export;
 pub mod links;
+pub mod logical;
 pub mod offsets;
 pub mod ops;
 pub mod perfetto;
@@ -132,6 +135,8 @@ pub struct Messages {
     /// Matched cross-host receives that end before their send began once every host's
     /// clock is corrected ([`offsets`]).
     pub aligned_violations: u64,
+    /// The controlled logical clock pass over the corrected times ([`logical`]).
+    pub logical: logical::LogicalClock,
     /// Entries decoded.
     pub entries: u64,
 }
@@ -401,6 +406,12 @@ pub fn analyze_ops(mut procs: Vec<ProcOps>) -> Messages {
     let (lamport, broken_edges) = clocks::lamport(&lens, &edges);
     let (offsets, violations, aligned_violations) =
         offsets::estimate(&procs, conns.iter().flat_map(|c| c.flows()));
+    let logical = logical::controlled(
+        &procs,
+        conns.iter().flat_map(|c| c.flows()),
+        &lamport,
+        &offsets,
+    );
     Messages {
         procs,
         sockets: socks,
@@ -411,6 +422,7 @@ pub fn analyze_ops(mut procs: Vec<ProcOps>) -> Messages {
         offsets,
         violations,
         aligned_violations,
+        logical,
         entries,
     }
 }

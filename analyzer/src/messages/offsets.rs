@@ -113,12 +113,8 @@ pub fn estimate<'a>(
     procs: &[ProcOps],
     flows: impl Iterator<Item = &'a Flow>,
 ) -> (Vec<HostOffset>, Vec<Violation>, u64) {
-    // (host a, host b) with a < b → (lower points, upper points) for θ(b → a), absolute x.
-    #[allow(clippy::type_complexity)]
-    let mut pairs: BTreeMap<(&str, &str), (Vec<(f64, f64)>, Vec<(f64, f64)>)> = BTreeMap::new();
     let mut viol = Vec::new();
     let mut cross: Vec<(&str, i64, &str, i64)> = Vec::new();
-    let (mut t_min, mut t_max) = (i64::MAX, i64::MIN);
     for f in flows {
         let (ps, pr) = (&procs[f.send.proc as usize], &procs[f.recv.proc as usize]);
         let s0 = ps.ns(ps.ops[f.send.idx as usize].start);
@@ -132,22 +128,42 @@ pub fn estimate<'a>(
             }
             continue;
         }
+        cross.push((ps.host.as_str(), s0, pr.host.as_str(), r1));
+    }
+    let (out, aligned) = fit_hosts(procs.iter().map(|p| p.host.as_str()), &cross);
+    (out, viol, aligned)
+}
+
+/// Every host's correction (see the [module docs](self)) from the messages between hosts
+/// — `(sender's host, send start, receiver's host, receive end)`, each time on its own
+/// host's clock, Unix ns — and how many of them still end before their send began once
+/// corrected.
+pub fn fit_hosts<'a>(
+    hosts: impl Iterator<Item = &'a str>,
+    cross: &[(&'a str, i64, &'a str, i64)],
+) -> (Vec<HostOffset>, u64) {
+    // (host a, host b) with a < b → (lower points, upper points) for θ(b → a), absolute x.
+    #[allow(clippy::type_complexity)]
+    let mut pairs: BTreeMap<(&str, &str), (Vec<(f64, f64)>, Vec<(f64, f64)>)> = BTreeMap::new();
+    let (mut t_min, mut t_max) = (i64::MAX, i64::MIN);
+    for &(hs, s0, hr, r1) in cross {
         t_min = t_min.min(s0).min(r1);
         t_max = t_max.max(s0).max(r1);
-        cross.push((ps.host.as_str(), s0, pr.host.as_str(), r1));
         // θ converts the larger-named host's clock into the smaller's.
-        if ps.host < pr.host {
+        if hs < hr {
             // A → B: θ(r1) ≥ s0 − r1.
-            let e = pairs
-                .entry((ps.host.as_str(), pr.host.as_str()))
-                .or_default();
-            e.0.push((r1 as f64, (s0 - r1) as f64));
+            pairs
+                .entry((hs, hr))
+                .or_default()
+                .0
+                .push((r1 as f64, (s0 - r1) as f64));
         } else {
             // B → A: θ(s0) ≤ r1 − s0.
-            let e = pairs
-                .entry((pr.host.as_str(), ps.host.as_str()))
-                .or_default();
-            e.1.push((s0 as f64, (r1 - s0) as f64));
+            pairs
+                .entry((hr, hs))
+                .or_default()
+                .1
+                .push((s0 as f64, (r1 - s0) as f64));
         }
     }
     let t0 = if t_min <= t_max {
@@ -165,12 +181,12 @@ pub fn estimate<'a>(
             (k, (super::drift::fit(rel(l), rel(u)), n))
         })
         .collect();
-    let mut hosts: Vec<&str> = procs.iter().map(|p| p.host.as_str()).collect();
+    let mut hosts: Vec<&str> = hosts.collect();
     hosts.sort_unstable();
     hosts.dedup();
     let mut out = Vec::new();
     let Some(&reference) = hosts.first() else {
-        return (out, viol, 0);
+        return (out, 0);
     };
     let offset = |host: &str, l: Line, n: u64, bad: bool| HostOffset {
         host: host.to_string(),
@@ -238,5 +254,5 @@ pub fn estimate<'a>(
         .iter()
         .filter(|&&(hs, s0, hr, r1)| corr(hr, r1) < corr(hs, s0))
         .count() as u64;
-    (out, viol, aligned)
+    (out, aligned)
 }

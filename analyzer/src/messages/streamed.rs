@@ -84,6 +84,9 @@ pub struct StreamFlow {
     pub offset: u64,
     /// Bytes.
     pub bytes: u64,
+    /// When the receive ended, on its process's clock (Unix ns, uncorrected): with the
+    /// send's start, the bound the message puts on the two clocks (`super::align`).
+    pub recv_end_ns: i64,
 }
 
 struct Range {
@@ -422,6 +425,7 @@ impl<F: FnMut(StreamFlow)> Matcher<'_, F> {
                     recv: y.call,
                     offset: lo,
                     bytes: hi - lo,
+                    recv_end_ns: y.end_ns,
                 });
             }
             let (xh, yh) = (x.hi, y.hi);
@@ -521,6 +525,7 @@ impl<F: FnMut(StreamFlow)> Matcher<'_, F> {
                     recv: call,
                     offset: 0,
                     bytes: n,
+                    recv_end_ns: end,
                 });
             }
         }
@@ -848,6 +853,9 @@ pub struct FlowEnds {
     pub flows: u64,
     /// Processes' names.
     pub names: Vec<ProcNames>,
+    /// The hosts' clock corrections, from the flows between hosts
+    /// ([`super::align::estimate`]; empty on one host).
+    pub offsets: Vec<super::offsets::HostOffset>,
 }
 
 impl FlowEnds {
@@ -865,6 +873,7 @@ impl FlowEnds {
         let mut files = Vec::new();
         let mut err = None;
         let mut id = 0u64;
+        let mut cross = super::align::Crossings::new(set);
         let spill = |buf: &mut Vec<End>| -> std::io::Result<std::fs::File> {
             buf.sort_unstable();
             let f = tempfile::tempfile_in(spill_dir)?;
@@ -878,6 +887,7 @@ impl FlowEnds {
             Ok(f)
         };
         let names = stream_flows(set, spill_dir, |fl| {
+            cross.add(&fl);
             id += 1;
             buf.push((fl.send, id, true));
             buf.push((fl.recv, id, false));
@@ -898,6 +908,7 @@ impl FlowEnds {
             heap: BinaryHeap::new(),
             flows: id,
             names,
+            offsets: cross.fit(),
         };
         for f in files {
             let mut r = BufReader::with_capacity(1 << 15, f);

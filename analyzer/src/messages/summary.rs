@@ -195,6 +195,10 @@ pub struct Summary {
     /// Cross-host receives that end before their send began once every host's clock is
     /// corrected (`clock_offsets`).
     pub aligned_violations: u64,
+    /// The controlled logical clock pass run where the corrections leave receives before
+    /// their sends ([`super::logical`]): how many, how many ops it moved and by how much
+    /// at most.
+    pub logical_clock: super::logical::LogicalClock,
     /// The first [`MAX_VIOLATIONS_LISTED`] violations in full.
     pub violating_flows: Vec<ViolationSummary>,
     /// Largest Lamport time.
@@ -287,6 +291,7 @@ pub fn summarize(m: &Messages) -> Summary {
         clock_offsets: m.offsets.clone(),
         violations: m.violations.len() as u64,
         aligned_violations: m.aligned_violations,
+        logical_clock: m.logical.clone(),
         violating_flows: m
             .violations
             .iter()
@@ -451,6 +456,14 @@ pub fn text(s: &Summary) -> String {
         "\ncausality: Lamport times up to {}; {} one-host violations; {} edges ignored",
         s.lamport_max, s.violations, s.broken_edges
     );
+    let lc = &s.logical_clock;
+    if lc.violations_before > 0 {
+        let _ = writeln!(
+            o,
+            "logical clock: {} receives before their sends once the clocks were corrected;              {} ops moved forward, at most {} ns (receives held to {} ns after their send);              {} left",
+            lc.violations_before, lc.moved, lc.max_shift_ns, lc.min_latency_ns, lc.violations_after
+        );
+    }
     let call = |c: &CallRef| {
         format!(
             "{}:{}/{} {}(fd {}) [{} .. {}] ns",

@@ -179,62 +179,41 @@ impl TraceSet {
         let mut set = TraceSet::default();
         let mut opened = Vec::new();
         for d in super::discover::trace_dirs(dirs)? {
-            opened.push((
-                Arc::new(
-                    reader::TraceDir::open_with(
-                        &d,
-                        reader::OpenOptions {
-                            lazy: true,
-                            quiet,
-                            ..Default::default()
-                        },
-                    )
-                    .map_err(Error::Reader)?,
-                ),
-                d,
-            ));
+            opened.push((Arc::new(open_dir(&d, quiet)?), d));
         }
         let manifests: Vec<&reader::Manifest> = opened.iter().map(|(t, _)| t.manifest()).collect();
         let clocks = super::clock::domain_calibrations(&manifests);
         for ((dir, d), calib) in opened.iter().zip(clocks) {
-            let m = dir.manifest();
-            let host = if m.host.is_empty() {
-                d.display().to_string()
-            } else {
-                m.host.clone()
-            };
-            let recording = Arc::new(Recording {
-                dir: d.clone(),
-                boot_id: m.boot_id.clone(),
-                net_ns: m.net_ns.clone(),
-                task: m.slurm.as_ref().map(|t| t.dir_name()),
-            });
-            let mut by_proc: std::collections::BTreeMap<(u32, u64), Vec<ThreadTrace>> =
-                Default::default();
-            for key in dir.threads() {
-                by_proc
-                    .entry((key.pid, key.start_ticks))
-                    .or_default()
-                    .push(ThreadTrace {
-                        tid: key.tid,
-                        source: ThreadSource::Dir {
-                            dir: dir.clone(),
-                            key,
-                        },
-                    });
-            }
-            for ((pid, start_ticks), threads) in by_proc {
-                set.processes.push(ProcessTrace {
-                    host: host.clone(),
-                    pid,
-                    start_ticks,
-                    calib,
-                    recording: recording.clone(),
-                    threads,
-                });
-            }
+            set.add_recording(dir, d, calib);
         }
         Ok(set)
+    }
+
+    /// Adds the processes of an opened trace directory `d`, converted by `calib`.
+    pub(super) fn add_recording(
+        &mut self,
+        dir: &Arc<reader::TraceDir>,
+        d: &std::path::Path,
+        calib: Calibration,
+    ) {
+        let m = dir.manifest();
+        let recording = Arc::new(Recording {
+            dir: d.to_path_buf(),
+            boot_id: m.boot_id.clone(),
+            net_ns: m.net_ns.clone(),
+            task: m.slurm.as_ref().map(|t| t.dir_name()),
+        });
+        let host = host_of(m, d);
+        for ((pid, start_ticks), threads) in process_threads(dir) {
+            self.processes.push(ProcessTrace {
+                host: host.clone(),
+                pid,
+                start_ticks,
+                calib,
+                recording: recording.clone(),
+                threads,
+            });
+        }
     }
 
     /// What the set holds, for a user: hosts, recordings, Slurm tasks and processes.
@@ -256,6 +235,48 @@ impl TraceSet {
             processes: self.processes.len(),
         }
     }
+}
+
+/// Opens one trace directory lazily (record headers indexed, data read when decoded).
+pub(super) fn open_dir(d: &std::path::Path, quiet: bool) -> Result<reader::TraceDir> {
+    reader::TraceDir::open_with(
+        d,
+        reader::OpenOptions {
+            lazy: true,
+            quiet,
+            ..Default::default()
+        },
+    )
+    .map_err(Error::Reader)
+}
+
+/// The host a recording names (its directory's path when it names none).
+pub(super) fn host_of(m: &reader::Manifest, d: &std::path::Path) -> String {
+    if m.host.is_empty() {
+        d.display().to_string()
+    } else {
+        m.host.clone()
+    }
+}
+
+/// The threads of an opened directory by process (pid, start time), in that order.
+pub(super) fn process_threads(
+    dir: &Arc<reader::TraceDir>,
+) -> std::collections::BTreeMap<(u32, u64), Vec<ThreadTrace>> {
+    let mut by_proc: std::collections::BTreeMap<(u32, u64), Vec<ThreadTrace>> = Default::default();
+    for key in dir.threads() {
+        by_proc
+            .entry((key.pid, key.start_ticks))
+            .or_default()
+            .push(ThreadTrace {
+                tid: key.tid,
+                source: ThreadSource::Dir {
+                    dir: dir.clone(),
+                    key,
+                },
+            });
+    }
+    by_proc
 }
 
 /// What a [`TraceSet`] holds ([`TraceSet::found`]).

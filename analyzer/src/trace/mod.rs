@@ -11,5 +11,6 @@ pub mod elf;
 pub mod load;
 pub mod procname;
 pub mod recorded;
+pub mod select;
 pub mod symbolize;
 pub mod unseen;

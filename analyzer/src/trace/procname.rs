@@ -138,17 +138,20 @@ pub fn unseen_notes(set: &TraceSet, labels: &[ProcLabel]) -> Vec<String> {
     set.processes
         .iter()
         .zip(labels)
-        .filter_map(|(p, l)| {
-            let u = l.unseen.as_ref()?;
-            Some(format!(
-                "{}:{} ({}): not recorded: {}",
-                p.host,
-                p.pid,
-                l.text(),
-                u.why()
-            ))
-        })
+        .filter_map(|(p, l)| unseen_note(p, l))
         .collect()
+}
+
+/// [`unseen_notes`]'s line for one process and its label, if something is not recorded.
+pub fn unseen_note(p: &ProcessTrace, l: &ProcLabel) -> Option<String> {
+    let u = l.unseen.as_ref()?;
+    Some(format!(
+        "{}:{} ({}): not recorded: {}",
+        p.host,
+        p.pid,
+        l.text(),
+        u.why()
+    ))
 }
 
 /// What one pass over a process's entries gathers.

@@ -261,6 +261,7 @@ fn main() -> anyhow::Result<()> {
         rank1.wall, rank1.cpu, rank1.rss_mb
     );
     let mut fits = Vec::new();
+    let mut breakdown = Vec::new();
     for &n in &shard_counts {
         let mut parts = Vec::new();
         let mut shard = Vec::new();
@@ -301,6 +302,19 @@ fn main() -> anyhow::Result<()> {
             merge.wall
         );
         fits.push((n as f64, mean_wall, merge.wall));
+        let shard_cpu: f64 = shard.iter().map(|c| c.cpu).sum();
+        let least = shard.iter().map(|c| c.cpu).fold(f64::INFINITY, f64::min);
+        breakdown.push(format!(
+            "- {n} shards: the shards' CPU {shard_cpu:.2} s ({:.3} s a shard on average, {least:.3} s the least), the merge's {:.2} s",
+            shard_cpu / n as f64,
+            merge.cpu
+        ));
+    }
+    if !breakdown.is_empty() {
+        println!(
+            "\nCPU of the sharded path by step:\n{}",
+            breakdown.join("\n")
+        );
     }
     if !fits.is_empty() {
         // The single process is the 1-shard point of the shard model.

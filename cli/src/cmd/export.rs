@@ -21,7 +21,9 @@ pub enum Fmt {
     culprit export host-a/ host-b/ --format chrome -o run.json\n\n\
     Processes and threads are tracks; library calls and function calls are slices, execution\n\
     units slices on a `units` track per thread; every matched message (see `culprit messages`)\n\
-    is a flow from its send to its receive; injected faults are instant events.\n\n\
+    is a flow from its send to its receive; injected faults are instant events. Traces of\n\
+    several hosts are put on the first host's clock (offset and drift per host, fitted to\n\
+    the messages between hosts, as `culprit messages` reports them).\n\n\
     Memory does not grow with the trace's length (with --no-units; the units are computed one\n\
     process at a time): the calls on sockets are spilled to unnamed temporary files beside\n\
     FILE (about 55 bytes a call) while the export runs.")]
@@ -55,6 +57,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         e.bytes as f64 / 1e6,
         args.output.display()
     );
+    for l in messages::align::describe(&e.offsets) {
+        eprintln!("culprit: clock of {l}");
+    }
     for n in &e.unseen {
         eprintln!("culprit: {n}");
     }

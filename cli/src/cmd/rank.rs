@@ -82,7 +82,8 @@ pub struct Args {
     #[arg(long, value_name = "SCORE", default_value = "evidence")]
     pub score: analyzer::evidence::ScoreKind,
     /// Do not list under each unit where its messages came from and went (saves the
-    /// messages pass over the traces).
+    /// messages passes over the traces). Traces of several hosts are then ordered by their
+    /// clocks as recorded, not aligned by the messages between hosts (as `--shard` ranks).
     #[arg(long)]
     pub no_messages: bool,
     /// Worker threads, 1 to 1024 (default: one per core). Results do not depend on it.
@@ -116,10 +117,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             for (h, pid, l) in &p.labels {
                 labels.entry((h.clone(), *pid)).or_insert_with(|| l.clone());
             }
-            for n in &p.unseen {
-                if !unseen.contains(n) {
-                    unseen.push(n.clone());
-                }
+        }
+        // In the order one ranking says them.
+        let mut notes: Vec<&(u64, String)> = parts.iter().flat_map(|p| &p.1.unseen).collect();
+        notes.sort();
+        for (_, n) in notes {
+            if !unseen.contains(n) {
+                unseen.push(n.clone());
             }
         }
         eprintln!(
@@ -133,27 +137,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             anyhow::bail!("--model is needed (unless --merge)");
         };
         let model = Model::load(model_path)?;
-        let set = open(&args.dirs)?;
-        let proc_labels = analyzer::procname::labels(&set)?;
-        unseen = analyzer::procname::unseen_notes(&set, &proc_labels);
-        labels = set
-            .processes
-            .iter()
-            .zip(&proc_labels)
-            .map(|(p, l)| ((p.host.clone(), p.pid), l.text()))
-            .collect();
         if let (Some(shard), Some(out)) = (args.shard, &args.output) {
             super::outpath::check_output_file(out, "part file (-o)")?;
-            let mut part = analyzer::partial::rank_shard(&model, &set, &opts, shard)?;
-            // Every process's label (each shard opens every trace): a merge names the
-            // processes as one ranking does.
-            let mut named: Vec<_> = labels
-                .iter()
-                .map(|((h, pid), l)| (h.clone(), *pid, l.clone()))
-                .collect();
-            named.sort();
-            part.labels = named;
-            part.unseen = unseen.clone();
+            let part = rank_shard(&model, &args.dirs, &opts, shard)?;
             part.save(out)?;
             eprintln!(
                 "culprit: shard {shard}: ranked {} of {} processes → {}",
@@ -163,6 +149,25 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             );
             return Ok(ExitCode::SUCCESS);
         }
+        let set = open(&args.dirs)?;
+        // Several hosts: each on the first one's clock, from the messages between them.
+        let set = if args.no_messages {
+            set
+        } else {
+            let offsets = analyzer::messages::align::estimate(&set, &std::env::temp_dir())?;
+            for l in analyzer::messages::align::describe(&offsets) {
+                eprintln!("culprit: clock of {l}");
+            }
+            analyzer::messages::align::corrected(&set, &offsets)
+        };
+        let proc_labels = analyzer::procname::labels(&set)?;
+        unseen = analyzer::procname::unseen_notes(&set, &proc_labels);
+        labels = set
+            .processes
+            .iter()
+            .zip(&proc_labels)
+            .map(|(p, l)| ((p.host.clone(), p.pid), l.text()))
+            .collect();
         (analyzer::rank(&model, &set, &opts)?, Some(set))
     };
     let top = args.top.unwrap_or(if args.json { usize::MAX } else { 20 });
@@ -233,4 +238,84 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         eprintln!("wrote {}", h.display());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Shard `shard` of the run under `dirs` as a part file: only the shard's hosts' trace
+/// directories opened (the other processes named from their manifests), the labels of the
+/// processes it ranks and what is not recorded of them.
+fn rank_shard(
+    model: &Model,
+    dirs: &[PathBuf],
+    opts: &analyzer::Options,
+    shard: analyzer::partial::Shard,
+) -> anyhow::Result<analyzer::partial::PartFile> {
+    let sel = analyzer::decode::TraceSet::open_selected(dirs, false, |all| shard.hosts(all))?;
+    if sel.all.is_empty() {
+        anyhow::bail!(
+            "no traced process in {}",
+            dirs.iter()
+                .map(|d| d.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    let hosts: std::collections::BTreeSet<&str> = sel.all.iter().map(|p| p.host.as_str()).collect();
+    eprintln!(
+        "culprit: found {} processes in {} recordings on {} hosts; shard {shard} opens {} of the recordings ({} processes)",
+        sel.all.len(),
+        sel.recordings,
+        hosts.len(),
+        sel.opened,
+        sel.set.processes.len()
+    );
+    let mut part = analyzer::partial::rank_shard_of(model, &sel.set, &sel.all, opts, shard)?;
+    // Where each process is in the order one ranking lists them (its notes' order).
+    let place: std::collections::HashMap<&analyzer::decode::ProcId, usize> = sel
+        .all
+        .iter()
+        .enumerate()
+        .rev()
+        .map(|(i, p)| (p, i))
+        .collect();
+    let mut sorted: Vec<&analyzer::decode::ProcId> = sel.all.iter().collect();
+    sorted.sort();
+    let ranked: std::collections::HashSet<&analyzer::decode::ProcId> = part
+        .processes
+        .iter()
+        .map(|q| sorted[q.index as usize])
+        .collect();
+    let mine: Vec<&analyzer::decode::ProcessTrace> = sel
+        .set
+        .processes
+        .iter()
+        .filter(|p| {
+            ranked.contains(&analyzer::decode::ProcId {
+                host: p.host.clone(),
+                pid: p.pid,
+                start_ticks: p.start_ticks,
+            })
+        })
+        .collect();
+    use rayon::prelude::*;
+    let labels: Vec<analyzer::procname::ProcLabel> = mine
+        .par_iter()
+        .map(|p| analyzer::procname::label_of(p))
+        .collect::<analyzer::Result<_>>()?;
+    let mut named = Vec::new();
+    for (p, l) in mine.iter().zip(&labels) {
+        named.push((p.host.clone(), p.pid, l.text()));
+        if let Some(note) = analyzer::procname::unseen_note(p, l) {
+            let id = analyzer::decode::ProcId {
+                host: p.host.clone(),
+                pid: p.pid,
+                start_ticks: p.start_ticks,
+            };
+            let at = place.get(&id).copied().unwrap_or(usize::MAX) as u64;
+            part.unseen.push((at, note));
+        }
+    }
+    named.sort();
+    part.labels = named;
+    part.unseen.sort();
+    Ok(part)
 }

@@ -1,0 +1,187 @@
+//! Opening only some hosts of a run: what a shard of `culprit rank --shard K/N` needs.
+//!
+//! Every process of the run is **named** — host, pid, start time — from its trace
+//! directory's manifest, which lists them (`reader::summary`, written when the recording
+//! ended); only the directories of the hosts chosen from those names are **opened** (their
+//! record headers indexed). A directory whose manifest is missing, damaged or not final
+//! (`complete: false`, and not a snapshot) is opened to name its processes, as
+//! [`TraceSet::open`] would. The clock of every recording is chosen from all the manifests
+//! (`super::clock`), as one `TraceSet::open` over every directory chooses it, so the
+//! processes opened are converted exactly alike.
+
+use super::load::{host_of, open_dir, process_threads, TraceSet};
+use crate::error::{Error, Result};
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// A process of a run, as its manifest names it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ProcId {
+    /// Host name (the directory's path when the recording names none).
+    pub host: String,
+    /// Process id.
+    pub pid: u32,
+    /// Start time in clock ticks.
+    pub start_ticks: u64,
+}
+
+/// A run with every process named and some hosts' directories opened
+/// ([`TraceSet::open_selected`]).
+#[derive(Debug, Default)]
+pub struct Selected {
+    /// The processes of the directories opened.
+    pub set: TraceSet,
+    /// Every process of the run, in the order [`TraceSet::open`] lists them (directories
+    /// in discovery order, then pid and start time).
+    pub all: Vec<ProcId>,
+    /// Trace directories found.
+    pub recordings: usize,
+    /// Of them, opened.
+    pub opened: usize,
+}
+
+enum Source {
+    Named(Box<reader::Manifest>),
+    Open(Arc<reader::TraceDir>),
+}
+
+impl Source {
+    fn manifest(&self) -> &reader::Manifest {
+        match self {
+            Source::Named(m) => m,
+            Source::Open(t) => t.manifest(),
+        }
+    }
+}
+
+impl TraceSet {
+    /// Names every process under `dirs` from the manifests and opens the directories of
+    /// the hosts `choose` picks from those names (see the [module docs](self)). A
+    /// directory opened whose records hold other processes than its manifest lists is an
+    /// error naming it (shards must agree on the run's processes).
+    pub fn open_selected(
+        dirs: &[PathBuf],
+        quiet: bool,
+        choose: impl FnOnce(&[ProcId]) -> BTreeSet<String>,
+    ) -> Result<Selected> {
+        let found = super::discover::trace_dirs(dirs)?;
+        let mut sources = Vec::with_capacity(found.len());
+        for d in &found {
+            sources.push(match reader::Manifest::read(d) {
+                Ok(m) if m.complete || m.snapshot_unix_ns.is_some() => Source::Named(Box::new(m)),
+                _ => Source::Open(Arc::new(open_dir(d, quiet)?)),
+            });
+        }
+        let manifests: Vec<&reader::Manifest> = sources.iter().map(Source::manifest).collect();
+        let clocks = super::clock::domain_calibrations(&manifests);
+        let mut all = Vec::new();
+        let mut named: Vec<Vec<(u32, u64)>> = Vec::with_capacity(found.len());
+        for (s, d) in sources.iter().zip(&found) {
+            let ids: Vec<(u32, u64)> = match s {
+                Source::Named(m) => {
+                    let ids: BTreeSet<(u32, u64)> =
+                        m.processes.iter().map(|p| (p.pid, p.start_ticks)).collect();
+                    ids.into_iter().collect()
+                }
+                Source::Open(t) => process_threads(t).into_keys().collect(),
+            };
+            let host = host_of(s.manifest(), d);
+            all.extend(ids.iter().map(|&(pid, start_ticks)| ProcId {
+                host: host.clone(),
+                pid,
+                start_ticks,
+            }));
+            named.push(ids);
+        }
+        let hosts = choose(&all);
+        let mut set = TraceSet::default();
+        let mut opened = 0;
+        for (((s, d), calib), ids) in sources.iter().zip(&found).zip(clocks).zip(&named) {
+            if !hosts.contains(&host_of(s.manifest(), d)) {
+                continue;
+            }
+            let dir = match s {
+                Source::Open(t) => t.clone(),
+                Source::Named(_) => Arc::new(open_dir(d, quiet)?),
+            };
+            let got: Vec<(u32, u64)> = process_threads(&dir).into_keys().collect();
+            if &got != ids {
+                return Err(Error::BadTrace {
+                    path: d.clone(),
+                    why: format!(
+                        "its records hold {} processes, its manifest lists {} others: \
+                         `culprit repair` it, or rank without --shard",
+                        got.len(),
+                        ids.len()
+                    ),
+                });
+            }
+            set.add_recording(&dir, d, calib);
+            opened += 1;
+        }
+        Ok(Selected {
+            set,
+            all,
+            recordings: found.len(),
+            opened,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::synth::{ring, Functions, Ring};
+
+    #[test]
+    fn only_the_chosen_hosts_are_opened_and_every_process_is_named() {
+        let tmp = tempfile::tempdir().unwrap();
+        let procs = ring(&Ring {
+            processes: 6,
+            iterations: 3,
+            functions: Functions::C,
+            fault: None,
+            seed: 1,
+        });
+        for (i, p) in procs.iter().enumerate() {
+            let host = format!("h{}", i % 3);
+            let dir = tmp.path().join(&host).join(format!("1.0.{i}"));
+            crate::decode::write_trace_dir(&dir, &host, std::slice::from_ref(p)).unwrap();
+        }
+        let root = vec![tmp.path().to_path_buf()];
+        let whole = TraceSet::open(&root).unwrap();
+        let sel = TraceSet::open_selected(&root, true, |all| {
+            assert_eq!(all.len(), 6);
+            ["h1".to_string()].into_iter().collect()
+        })
+        .unwrap();
+        let ids = |s: &TraceSet| -> Vec<ProcId> {
+            s.processes
+                .iter()
+                .map(|p| ProcId {
+                    host: p.host.clone(),
+                    pid: p.pid,
+                    start_ticks: p.start_ticks,
+                })
+                .collect()
+        };
+        // Named in the order one open lists them; opened: h1's two directories only.
+        assert_eq!(sel.all, ids(&whole));
+        assert_eq!((sel.recordings, sel.opened), (6, 2));
+        let want: Vec<ProcId> = ids(&whole).into_iter().filter(|p| p.host == "h1").collect();
+        assert_eq!(ids(&sel.set), want);
+        // Converted alike.
+        for p in &sel.set.processes {
+            let q = whole.processes.iter().find(|q| q.pid == p.pid).unwrap();
+            assert_eq!(p.calib, q.calib);
+        }
+        // A manifest that lists another process than the records hold: an error naming it.
+        let d = tmp.path().join("h1/1.0.1");
+        let mut m = reader::Manifest::read(&d).unwrap();
+        m.processes[0].pid += 1000;
+        m.write(&d).unwrap();
+        let e = TraceSet::open_selected(&root, true, |_| ["h1".to_string()].into()).unwrap_err();
+        assert!(e.to_string().contains("1.0.1"), "{e}");
+    }
+}
