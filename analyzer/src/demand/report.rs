@@ -113,7 +113,11 @@ pub fn text(r: &DemandReport) -> String {
         let _ = writeln!(o);
     }
     for s in &socket_users {
-        let _ = writeln!(o, "left out: {} pid {} {}: {}", s.host, s.pid, s.process, s.why);
+        let _ = writeln!(
+            o,
+            "left out: {} pid {} {}: {}",
+            s.host, s.pid, s.process, s.why
+        );
     }
     if !quiet.is_empty() {
         let _ = writeln!(

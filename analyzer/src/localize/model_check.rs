@@ -77,9 +77,7 @@ pub fn check_header(
     }
     let (magic, version) = match serde_json::from_slice::<Header>(bytes) {
         Ok(h) => (h.magic, h.version),
-        Err(e) if e.is_syntax() || e.is_eof() || e.is_io() => {
-            return Err(format!("not JSON: {e}"))
-        }
+        Err(e) if e.is_syntax() || e.is_eof() || e.is_io() => return Err(format!("not JSON: {e}")),
         // JSON, but not an object (or a field twice).
         Err(_) => (None, None),
     };

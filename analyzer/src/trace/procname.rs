@@ -310,7 +310,11 @@ mod tests {
             "python3 (mpd) [python3.11]"
         );
         assert_eq!(
-            n(Some("redis-server"), "/usr/bin/redis-check-rdb", Some("redis-server")),
+            n(
+                Some("redis-server"),
+                "/usr/bin/redis-check-rdb",
+                Some("redis-server")
+            ),
             "redis-server [redis-check-rdb]"
         );
         assert_eq!(
@@ -321,7 +325,10 @@ mod tests {
             ),
             "nginx: worker process"
         );
-        assert_eq!(n(Some("worker"), "/usr/bin/foo", Some("foo")), "worker [foo]");
+        assert_eq!(
+            n(Some("worker"), "/usr/bin/foo", Some("foo")),
+            "worker [foo]"
+        );
         // The kernel keeps 15 bytes of a name.
         assert_eq!(
             n(
