@@ -149,6 +149,7 @@ fn start(envp_ptr: *const *const c_char) {
 }
 
 extern "C" fn fini() {
+    record::record_rename();
     record::flush_thread(FLAG_PROCESS_EXIT);
 }
 

@@ -90,10 +90,25 @@ pub fn attach(t: &mut CulpritThread, pool: &Pool, announce: bool) -> bool {
     true
 }
 
+/// FNV-1a of the main thread's name as last recorded (0: none yet): a process that renamed
+/// itself since is recorded again as it exits ([`record_rename`]).
+static MAIN_NAME_HASH: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+fn name_hash(name: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in name {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    h | 1
+}
+
 /// Records the thread-start record of the calling thread.
 pub fn emit_thread(t: &mut CulpritThread, pool: &Pool) {
     let mut name = [0u8; 32];
     let n = crate::procinfo::thread_name(&mut name);
+    if t.w.tid == t.w.pid {
+        MAIN_NAME_HASH.store(name_hash(&name[..n]), std::sync::atomic::Ordering::Relaxed);
+    }
     let mut m = MetaOut::<64>::new(Kind::MetaThread, rdtsc() & TSC_MASK);
     m.u32(t.w.tid);
     m.u32(t.w.pid);
@@ -245,6 +260,26 @@ pub fn flush_thread(flags: u32) {
     with_thread(|t, pool| {
         if t.status == STATUS_ATTACHED {
             t.w.flush(pool, flags);
+        }
+    });
+}
+
+/// At process exit, on the main thread: if the process renamed itself since its name was
+/// recorded (`prctl(PR_SET_NAME)`, `/proc/self/comm`, `setproctitle`), records its name
+/// again, so that the views name it as it named itself (the last record of a thread wins).
+/// Two reads of `/proc/thread-self/comm` into a stack buffer; nothing when unchanged.
+pub fn record_rename() {
+    with_thread(|t, pool| {
+        if t.status != STATUS_ATTACHED || t.w.tid != t.w.pid {
+            return;
+        }
+        let _e = ErrnoGuard::new();
+        let mut name = [0u8; 32];
+        let n = crate::procinfo::thread_name(&mut name);
+        let was = MAIN_NAME_HASH.load(std::sync::atomic::Ordering::Relaxed);
+        if n > 0 && was != 0 && name_hash(&name[..n]) != was {
+            emit_thread(t, pool);
+            write_out_meta(t, pool);
         }
     });
 }

@@ -37,6 +37,8 @@ pub struct LiveAlarm {
     pub pid: u32,
     /// Executable.
     pub exe: String,
+    /// How the process is named in every view ([`crate::procname::ProcLabel::text`]).
+    pub process: String,
     /// The alarm.
     #[serde(flatten)]
     pub alarm: super::chart::Alarm,
@@ -80,6 +82,7 @@ pub fn follow(
                                 host: p.host.clone(),
                                 pid: p.pid,
                                 exe: p.exe.clone(),
+                                process: p.process.clone(),
                                 alarm: a.clone(),
                                 found_unix_ns: now_unix_ns(),
                             });

@@ -144,6 +144,8 @@ pub struct Skipped {
     pub host: String,
     /// Executable.
     pub exe: String,
+    /// How the process is named in every view ([`crate::procname::ProcLabel::text`]).
+    pub process: String,
     /// Why.
     pub why: String,
 }
@@ -201,6 +203,8 @@ pub struct ProcessDemand {
     pub host: String,
     /// Executable.
     pub exe: String,
+    /// How the process is named in every view ([`crate::procname::ProcLabel::text`]).
+    pub process: String,
     /// Services, by id.
     pub services: Vec<ServiceDemand>,
     /// σ̂ of the training residuals (s).
@@ -405,6 +409,8 @@ pub fn analyze_with(
         })
         .unwrap_or_default();
     let mut used_base = vec![false; base_ivs.len()];
+    // Processes named as every view names them.
+    let labels = crate::procname::labels(set)?;
     let mut order: Vec<&(usize, ProcessTransactions)> = prep.procs.iter().collect();
     order.sort_by_key(|(i, pt)| {
         let p = &set.processes[*i];
@@ -417,10 +423,12 @@ pub fn analyze_with(
     });
     for (i, pt) in order {
         let p: &ProcessTrace = &set.processes[*i];
+        let process = labels[*i].text();
         let skip = |why: String| Skipped {
             pid: p.pid,
             host: p.host.clone(),
             exe: pt.exe.clone(),
+            process: process.clone(),
             why,
         };
         let Some(span) = pt.span_ns else {
@@ -615,6 +623,7 @@ pub fn analyze_with(
             pid: p.pid,
             host: p.host.clone(),
             exe: pt.exe.clone(),
+            process,
             services,
             sigma_s: ch.sigma_s,
             limit_s: 3.0 * ch.sigma_s,

@@ -35,7 +35,7 @@ pub fn text(r: &DemandReport) -> String {
     );
     for p in &r.processes {
         let _ = writeln!(o);
-        let _ = writeln!(o, "{} pid {} {}", p.host, p.pid, p.exe);
+        let _ = writeln!(o, "{} pid {} {}", p.host, p.pid, p.process);
         let _ = writeln!(
             o,
             "  {:<28} {:>9} {:>24} {:>12}",
@@ -113,7 +113,11 @@ pub fn text(r: &DemandReport) -> String {
         let _ = writeln!(o);
     }
     for s in &socket_users {
-        let _ = writeln!(o, "left out: {} pid {} {}: {}", s.host, s.pid, s.exe, s.why);
+        let _ = writeln!(
+            o,
+            "left out: {} pid {} {}: {}",
+            s.host, s.pid, s.process, s.why
+        );
     }
     if !quiet.is_empty() {
         let _ = writeln!(
@@ -143,7 +147,7 @@ pub fn text(r: &DemandReport) -> String {
                 o,
                 "  {:>9.1}  {:<28} residual {}, run-queue wait +{}",
                 rel(r, a.t_unix_ns),
-                format!("{}:{} {}", p.host, p.pid, short(&p.exe)),
+                format!("{}:{} {}", p.host, p.pid, p.process),
                 secs(a.residual_s),
                 secs(a.wait_excess_s.unwrap_or(0.0))
             );
@@ -173,7 +177,7 @@ pub fn text(r: &DemandReport) -> String {
                 o,
                 "  {:>9.1}  {:<28} {:>12} {:>12}  {}",
                 rel(r, a.t_unix_ns),
-                format!("{}:{} {}", p.host, p.pid, short(&p.exe)),
+                format!("{}:{} {}", p.host, p.pid, p.process),
                 secs(a.residual_s),
                 format!("±{}", secs(a.limit_s)),
                 why
@@ -181,10 +185,6 @@ pub fn text(r: &DemandReport) -> String {
         }
     }
     o
-}
-
-fn short(exe: &str) -> &str {
-    exe.rsplit('/').next().unwrap_or(exe)
 }
 
 fn esc(s: &str) -> String {
@@ -304,7 +304,7 @@ pub fn html(r: &DemandReport) -> String {
                 "<li>{} pid {} {}: {}</li>",
                 esc(&s.host),
                 s.pid,
-                esc(&s.exe),
+                esc(&s.process),
                 esc(&s.why)
             );
         }
@@ -321,7 +321,7 @@ fn process_html(o: &mut String, r: &DemandReport, p: &ProcessDemand) {
         p.pid,
         esc(&p.host),
         p.pid,
-        esc(&p.exe)
+        esc(&p.process)
     );
     for s in &p.services {
         let _ = write!(

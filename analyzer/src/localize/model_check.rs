@@ -24,25 +24,120 @@ use crate::model::Model;
 /// The largest model file read (a model of a very large system is tens of megabytes).
 pub const MAX_MODEL_BYTES: u64 = 1 << 31;
 
-/// Checks the `keys` array of a parsed model file: strictly ascending numbers.
-pub fn check_keys(v: &serde_json::Value) -> Result<(), String> {
-    let Some(keys) = v.get("keys").and_then(|k| k.as_array()) else {
-        return Ok(()); // the schema check reports a missing field
-    };
-    let mut prev: Option<u64> = None;
-    for (i, k) in keys.iter().enumerate() {
-        let Some(k) = k.as_u64() else {
-            return Err(format!("keys[{i}] is not an unsigned 64-bit integer"));
-        };
-        if prev.is_some_and(|p| p >= k) {
+/// Checks the `keys` array of a model file: strictly ascending.
+pub fn check_keys(keys: &[u64]) -> Result<(), String> {
+    for (i, w) in keys.windows(2).enumerate() {
+        if w[0] >= w[1] {
             return Err(format!(
-                "keys[{i}] = {k} is not greater than keys[{}]: keys must be strictly ascending",
-                i - 1
+                "keys[{}] = {} is not greater than keys[{i}]: keys must be strictly ascending",
+                i + 1,
+                w[1]
             ));
         }
-        prev = Some(k);
     }
     Ok(())
+}
+
+/// Checks the `magic` and `version` fields of a model file (`None`: absent, or not a string
+/// or an unsigned integer).
+pub fn check_magic_version(
+    magic: Option<&str>,
+    version: Option<u64>,
+    want: &str,
+    read: std::ops::RangeInclusive<u32>,
+) -> Result<(), String> {
+    if magic != Some(want) {
+        return Err(format!("the \"magic\" field is not \"{want}\""));
+    }
+    match version {
+        Some(x) if (u64::from(*read.start())..=u64::from(*read.end())).contains(&x) => Ok(()),
+        Some(x) => Err(format!(
+            "format version {x}, this culprit reads versions {} to {} (learn the model again \
+             with this culprit)",
+            read.start(),
+            read.end()
+        )),
+        None => Err("no \"version\" field".into()),
+    }
+}
+
+/// Checks what a file that did not parse as a model says it is: JSON at all, then its
+/// `magic` and `version` ([`check_magic_version`]). One pass over the text that keeps only
+/// those two fields (everything else is skipped, not stored: bounded memory whatever the
+/// file holds). `Ok` when the header is that of a model this culprit reads.
+pub fn check_header(
+    bytes: &[u8],
+    want: &str,
+    read: std::ops::RangeInclusive<u32>,
+) -> Result<(), String> {
+    #[derive(serde::Deserialize)]
+    struct Header {
+        magic: Option<Scalar>,
+        version: Option<Scalar>,
+    }
+    let (magic, version) = match serde_json::from_slice::<Header>(bytes) {
+        Ok(h) => (h.magic, h.version),
+        Err(e) if e.is_syntax() || e.is_eof() || e.is_io() => return Err(format!("not JSON: {e}")),
+        // JSON, but not an object (or a field twice).
+        Err(_) => (None, None),
+    };
+    let magic = match &magic {
+        Some(Scalar::Str(s)) => Some(s.as_str()),
+        _ => None,
+    };
+    let version = match version {
+        Some(Scalar::U64(v)) => Some(v),
+        _ => None,
+    };
+    check_magic_version(magic, version, want, read)
+}
+
+/// A JSON value kept when it is a string or an unsigned integer, skipped (not stored)
+/// otherwise.
+enum Scalar {
+    Str(String),
+    U64(u64),
+    Other,
+}
+
+impl<'de> serde::Deserialize<'de> for Scalar {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Scalar;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_str<E>(self, s: &str) -> Result<Scalar, E> {
+                Ok(Scalar::Str(s.to_string()))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<Scalar, E> {
+                Ok(Scalar::U64(v))
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Scalar, E> {
+                Ok(Scalar::Other)
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Scalar, E> {
+                Ok(Scalar::Other)
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Scalar, E> {
+                Ok(Scalar::Other)
+            }
+            fn visit_unit<E>(self) -> Result<Scalar, E> {
+                Ok(Scalar::Other)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Scalar, A::Error> {
+                while a.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Scalar::Other)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Scalar, A::Error> {
+                while a.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(Scalar::Other)
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 /// Checks a model read from a file (groups sorted by signature, classes by class).

@@ -159,12 +159,8 @@ impl ProcOps {
     /// How the process is named in the views: as it was started, with its listening and
     /// connected ports ([`crate::procname`]), from its ops.
     pub fn label(&self) -> crate::procname::ProcLabel {
-        use crate::procname::{inet_port, started_name, ProcLabel};
-        let comm = self
-            .threads
-            .iter()
-            .find(|(t, _)| *t == self.pid)
-            .map(|(_, n)| n.as_str());
+        use crate::procname::{inet_port, main_comm, started_name, ProcLabel};
+        let comm = main_comm(self.pid, &self.threads);
         let mut bound = FxMap::default();
         let mut listened = std::collections::BTreeSet::new();
         let mut l = ProcLabel {

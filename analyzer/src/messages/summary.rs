@@ -112,6 +112,9 @@ pub struct ProcSummary {
     pub pid: u32,
     /// Executable.
     pub exe: String,
+    /// How the process is named in every view: as it was started, with its ports
+    /// ([`crate::procname::ProcLabel::text`]).
+    pub process: String,
     /// Events (ops).
     pub events: u64,
     /// Waits by peer.
@@ -278,6 +281,7 @@ pub fn summarize(m: &Messages) -> Summary {
                 host: pr.host.clone(),
                 pid: pr.pid,
                 exe: pr.exe.clone(),
+                process: pr.label().text(),
                 events: pr.ops.len() as u64,
                 waits: stats::waits(m, p),
                 threads: stats::states(m, p),
@@ -420,7 +424,7 @@ pub fn text(s: &Summary) -> String {
         if p.waits.is_empty() {
             continue;
         }
-        let _ = writeln!(o, "  {}:{} {}", p.host, p.pid, p.exe);
+        let _ = writeln!(o, "  {}:{} {}", p.host, p.pid, p.process);
         for (peer, w) in &p.waits {
             let _ = writeln!(
                 o,

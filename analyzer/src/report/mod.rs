@@ -588,6 +588,13 @@ impl Report {
     /// group), each point opening that unit's annotated call tree. Inline SVG and a little
     /// script; no external assets.
     pub fn html(&self) -> String {
+        self.html_labelled(&|_, _| None)
+    }
+
+    /// [`Report::html`], each unit's process named by `label` from its host and pid (the
+    /// label `culprit rank` prints: [`crate::procname::ProcLabel::text`]) in its point's
+    /// title and its details.
+    pub fn html_labelled(&self, label: &dyn Fn(&str, u32) -> Option<String>) -> String {
         // The units are ranked: plotting the first HTML_UNITS keeps every interesting point
         // and the page small enough for a browser.
         let shown: Vec<std::borrow::Cow<'_, RankedUnit>> = self.iter().take(HTML_UNITS).collect();
@@ -639,7 +646,7 @@ impl Report {
             };
             let _ = write!(
                 svg,
-                r#"<circle cx="{:.1}" cy="{:.1}" r="{}" fill="{}" fill-opacity="0.7" onclick="show({})"><title>{} {:.3} {}</title></circle>"#,
+                r#"<circle cx="{:.1}" cy="{:.1}" r="{}" fill="{}" fill-opacity="0.7" onclick="show({})"><title>{} {:.3} {}{}</title></circle>"#,
                 x(u.info.t_start_unix_ns),
                 y(u.score),
                 if u.annotated.is_some() { 4.0 } else { 2.5 },
@@ -647,7 +654,9 @@ impl Report {
                 i,
                 esc(&u.info.id),
                 u.score,
-                u.info.kind.name()
+                u.info.kind.name(),
+                label(&u.info.host, u.info.pid)
+                    .map_or(String::new(), |l| format!(" ({})", esc(&l)))
             );
         }
         svg.push_str("</svg>");
@@ -656,6 +665,9 @@ impl Report {
             .map(|u| {
                 let mut v = self.unit_json(u);
                 v["tree"] = serde_json::to_value(&u.annotated).unwrap_or_default();
+                if let Some(l) = label(&u.info.host, u.info.pid) {
+                    v["process"] = serde_json::Value::String(l);
+                }
                 v
             })
             .collect();
@@ -684,6 +696,7 @@ function show(i) {{
   const u = U[i];
   let h = '<h3>' + esc(u.id) + ' — ' + u.kind + ' — score ' + u.score.toFixed(3) + '</h3>';
   h += '<table><tr><td>host</td><td>' + esc(u.host) + '</td></tr><tr><td>pid / tid</td><td>' + u.pid + ' / ' + u.tid + '</td></tr>';
+  if (u.process) h += '<tr><td>process</td><td class="process">' + esc(u.process) + '</td></tr>';
   h += '<tr><td>fd</td><td>' + (u.fd ?? '') + '</td></tr><tr><td>local ⇄ peer</td><td>' + esc(u.local ?? '?') + ' ⇄ ' + esc(u.peer ?? '?') + '</td></tr>';
   h += '<tr><td>start</td><td>' + new Date(u.t_start_unix_ns / 1e6).toISOString() + ' (+' + (u.duration_ns / 1e6).toFixed(3) + ' ms)</td></tr></table>';
   if (u.caused_by) {{ const r = U.findIndex(v => v.id === u.caused_by); h += '<p class="caused">caused by ' + (r >= 0 ? '<a class="go" onclick="show(' + r + ')">' + esc(u.caused_by) + '</a>' : esc(u.caused_by)) + '</p>'; }}

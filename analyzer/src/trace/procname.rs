@@ -4,8 +4,8 @@
 //! master and its replica are told apart: `redis-server [redis-check-rdb] :7401 → :7400`.
 //!
 //! [`labels`] reads them from the traces: the process's last process record (its command
-//! line and executable after any exec), its main thread's name (`comm`, used when the
-//! command line is empty), the local port of every socket it bound and listened on or
+//! line and executable after any exec), its main thread's last recorded name (`comm`,
+//! shown where it differs: a process that renamed itself), the local port of every socket it bound and listened on or
 //! accepted a connection on, and the peer port of every connection it made. Every view
 //! that names processes (`timeline`, `export`, `rank`) writes [`ProcLabel::text`].
 
@@ -58,24 +58,39 @@ fn base(p: &str) -> &str {
     p.rsplit('/').next().unwrap_or(p)
 }
 
-/// The name a process was started as. `argv0` as the program set it: a path (its base
+/// The longest `comm` the kernel keeps (`TASK_COMM_LEN` − 1 bytes): a longer name is cut.
+const COMM_LEN: usize = 15;
+
+/// Whether `comm` (as the kernel keeps it, cut to [`COMM_LEN`] bytes) names `name`.
+fn comm_names(comm: &str, name: &str) -> bool {
+    comm == name || (comm.len() == COMM_LEN && name.starts_with(comm))
+}
+
+/// The name a process was started as: the one function every view that names a process
+/// goes through ([`ProcLabel::name`]). `argv0` as the program set it: a path (its base
 /// name), or a title the program wrote over it (`nginx: worker process`: kept up to its
-/// first word with a `/`). Without one, `comm`, else the executable's base name. Where the
-/// executable's base name differs from what `argv[0]` names, it follows in brackets:
-/// `redis-server [redis-check-rdb]`.
+/// first word with a `/`). Without one, `comm`, else the executable's base name. Then, where
+/// they differ from it:
+///
+/// - `comm` in parentheses, the name the process gave itself (`prctl(PR_SET_NAME)`,
+///   `/proc/self/comm`, `setproctitle`): `python3 (mpd)`; not when it is the executable's
+///   base name, which follows anyway;
+/// - the executable's base name in brackets: `redis-server [redis-check-rdb]` (Debian's
+///   `redis-server` is a symbolic link to `redis-check-rdb`).
 pub fn started_name(argv0: Option<&str>, exe: &str, comm: Option<&str>) -> String {
     let exe_base = base(exe);
+    let comm = comm.map(str::trim).filter(|c| !c.is_empty());
     let argv0 = argv0.map(str::trim).filter(|a| !a.is_empty());
     let Some(a) = argv0 else {
-        return match comm.filter(|c| !c.is_empty()) {
-            Some(c) if !exe_base.is_empty() && !exe_base.starts_with(c) => {
+        return match comm {
+            Some(c) if !exe_base.is_empty() && !comm_names(c, exe_base) => {
                 format!("{c} [{exe_base}]")
             }
             Some(c) => c.to_string(),
             None => exe_base.to_string(),
         };
     };
-    let started = if a.contains(char::is_whitespace) {
+    let mut started = if a.contains(char::is_whitespace) {
         // A title: its words up to the first path after the first word.
         let mut words = a.split_whitespace();
         let mut t = base(words.next().unwrap_or_default()).to_string();
@@ -91,12 +106,31 @@ pub fn started_name(argv0: Option<&str>, exe: &str, comm: Option<&str>) -> Strin
         .split_whitespace()
         .next()
         .unwrap_or_default()
-        .trim_end_matches(':');
+        .trim_end_matches(':')
+        .to_string();
+    if let Some(c) = comm {
+        if !comm_names(c, &first) && !comm_names(c, &started) && !comm_names(c, exe_base) {
+            started.push_str(&format!(" ({c})"));
+        }
+    }
     if exe_base.is_empty() || first == exe_base {
         started
     } else {
         format!("{started} [{exe_base}]")
     }
+}
+
+/// The `comm` of a process from its thread records: the last name recorded for its main
+/// thread (the thread whose id is the process id; a later record follows a rename).
+pub fn main_comm<'a, S: AsRef<str> + 'a>(
+    pid: u32,
+    threads: impl IntoIterator<Item = &'a (u32, S)>,
+) -> Option<&'a str> {
+    threads
+        .into_iter()
+        .filter(|(t, _)| *t == pid)
+        .last()
+        .map(|(_, n)| n.as_ref())
 }
 
 /// The labels of every process of `set`, in `set.processes` order (one decoding pass per
@@ -273,6 +307,44 @@ mod tests {
             "mpd [python3.11]"
         );
         assert_eq!(n(Some(""), "/bin/true", None), "true");
+        // comm where the process renamed itself, not where it only repeats a name.
+        assert_eq!(
+            n(Some("/usr/bin/python3"), "/usr/bin/python3.11", Some("mpd")),
+            "python3 (mpd) [python3.11]"
+        );
+        assert_eq!(
+            n(
+                Some("redis-server"),
+                "/usr/bin/redis-check-rdb",
+                Some("redis-server")
+            ),
+            "redis-server [redis-check-rdb]"
+        );
+        assert_eq!(
+            n(
+                Some("nginx: worker process"),
+                "/usr/sbin/nginx",
+                Some("nginx")
+            ),
+            "nginx: worker process"
+        );
+        assert_eq!(
+            n(Some("worker"), "/usr/bin/foo", Some("foo")),
+            "worker [foo]"
+        );
+        // The kernel keeps 15 bytes of a name.
+        assert_eq!(
+            n(
+                Some("/opt/a-very-long-daemon-name"),
+                "/opt/a-very-long-daemon-name",
+                Some("a-very-long-dae")
+            ),
+            "a-very-long-daemon-name"
+        );
+        assert_eq!(
+            n(Some("./srv"), "/tmp/srv", Some("srv: conn 4")),
+            "srv (srv: conn 4)"
+        );
     }
 
     #[test]

@@ -15,6 +15,9 @@ pub struct ProcessCounts {
     pub pid: u32,
     /// Its program and arguments, from its process record (the last one: after `exec`).
     pub command: Vec<String>,
+    /// The name it was started as ([`crate::procname::started_name`]), as every view
+    /// names it.
+    pub name: String,
     /// Calls of wrapped libc functions (`libtrace.so`).
     pub libc: u64,
     /// Calls of C functions (`-finstrument-functions`).
@@ -39,8 +42,15 @@ impl ProcessCounts {
     }
 }
 
+/// Counts, exec watch, executable, `argv[0]`, main thread's last name.
 #[derive(Default)]
-struct Counter(ProcessCounts, crate::unseen::ExecWatch, String);
+struct Counter(
+    ProcessCounts,
+    crate::unseen::ExecWatch,
+    String,
+    Option<String>,
+    Option<String>,
+);
 
 impl Visit for Counter {
     fn call(&mut self, _tsc: u64, kind: CallKind, _site: u64, _callee: u64) {
@@ -58,17 +68,29 @@ impl Visit for Counter {
         self.1.lib(l);
     }
     fn other(&mut self, e: Event) {
-        if let Event::Meta {
-            meta: Meta::Proc(p),
-            tsc,
-        } = e
-        {
-            self.1.proc_record(tsc, &p);
-            self.2 = String::from_utf8_lossy(&p.exe).into_owned();
-            self.0.command = std::iter::once(&p.exe)
-                .chain(p.argv.iter().skip(1))
-                .map(|s| String::from_utf8_lossy(s).into_owned())
-                .collect();
+        match e {
+            Event::Meta {
+                meta: Meta::Proc(p),
+                tsc,
+            } => {
+                self.1.proc_record(tsc, &p);
+                self.2 = String::from_utf8_lossy(&p.exe).into_owned();
+                self.3 = p
+                    .argv
+                    .first()
+                    .map(|a| String::from_utf8_lossy(a).into_owned());
+                self.0.command = std::iter::once(&p.exe)
+                    .chain(p.argv.iter().skip(1))
+                    .map(|s| String::from_utf8_lossy(s).into_owned())
+                    .collect();
+            }
+            Event::Meta {
+                meta: Meta::Thread(t),
+                ..
+            } if t.tid == self.0.pid => {
+                self.4 = Some(String::from_utf8_lossy(&t.name).into_owned());
+            }
+            _ => {}
         }
     }
     fn wants_opts(&self, func: bufpool::format::LibFn) -> bool {
@@ -91,12 +113,15 @@ pub fn per_process(dir: &Path) -> crate::error::Result<Vec<ProcessCounts>> {
                 },
                 Default::default(),
                 String::new(),
+                None,
+                None,
             );
             for t in &p.threads {
                 t.visit(&mut c)?;
                 c.1.end_thread();
             }
             c.0.unseen = crate::unseen::Unseen::of(&c.2, c.0.libc, c.1.untraced_exec());
+            c.0.name = crate::procname::started_name(c.3.as_deref(), &c.2, c.4.as_deref());
             Ok(c.0)
         })
         .collect::<crate::error::Result<_>>()?;
@@ -128,13 +153,18 @@ pub fn render(procs: &[ProcessCounts]) -> String {
         "culprit: recorded per process (libc calls / C functions / Python functions):"
     );
     for p in procs.iter().take(MAX_LINES) {
-        // The program by its file name (the path is in the trace), then its arguments.
+        // The program as it was started (its name in every view), then its arguments; by
+        // its executable's file name when no name could be made (the path is in the trace).
         let mut words = p.command.iter().map(String::as_str);
-        let prog = words.next().map(|p| {
-            Path::new(p)
-                .file_name()
-                .and_then(|n| n.to_str())
-                .unwrap_or(p)
+        let prog = words.next().map(|e| {
+            if p.name.is_empty() {
+                Path::new(e)
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .unwrap_or(e)
+            } else {
+                p.name.as_str()
+            }
         });
         let mut cmd = prog.into_iter().chain(words).collect::<Vec<_>>().join(" ");
         if cmd.chars().count() > 60 {

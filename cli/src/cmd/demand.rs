@@ -186,7 +186,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                     "ALARM {}:{} {}: residual {} beyond ±{} (3 intervals from {} ns, raised at {} ns)",
                     a.host,
                     a.pid,
-                    a.exe,
+                    a.process,
                     demand::report::secs(a.alarm.residual_s),
                     demand::report::secs(a.alarm.limit_s),
                     a.alarm.first_violation_unix_ns,

@@ -233,7 +233,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     out.flush()?;
     if let Some(h) = &args.html {
-        super::outpath::write_output(h, rep.html())
+        super::outpath::write_output(h, rep.html_labelled(&label))
             .map_err(|e| anyhow::anyhow!("{}: cannot write: {e}", h.display()))?;
         eprintln!("wrote {}", h.display());
     }

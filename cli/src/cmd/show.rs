@@ -63,9 +63,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         };
         l.remove(&args.unit).unwrap_or_default()
     };
+    // The unit's process named as every view names it (`culprit rank`'s "process").
+    let process = match set
+        .processes
+        .iter()
+        .find(|p| p.host == s.unit.info.host && p.pid == s.unit.info.pid)
+    {
+        Some(p) => analyzer::procname::label_of(p)?.text(),
+        None => String::new(),
+    };
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     if args.json {
         let mut v = s.unit.to_json();
+        v["process"] = serde_json::Value::String(process);
         v["tree"] = serde_json::to_value(&s.lines)?;
         v["received_from"] = serde_json::to_value(&links.received_from)?;
         v["sent_to"] = serde_json::to_value(&links.sent_to)?;
@@ -77,7 +87,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let u = &s.unit;
     writeln!(
         out,
-        "unit {}  {}  score {:.3} ({:?})  {} pid {} tid {}{}",
+        "unit {}  {}  score {:.3} ({:?})  {} pid {} ({process}) tid {}{}",
         u.info.id,
         u.info.kind.name(),
         u.score,
