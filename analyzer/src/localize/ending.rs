@@ -9,15 +9,18 @@
 //!   loop (no finalizer: no `exit` and no return from the loop — killed by a signal, as
 //!   daemons SIGTERMed at the end of every run are), their units, and how early at most a
 //!   normal process of the group fell silent: the **silent share**, the share of the rest
-//!   of its run's units that started after its last event ([`silent_share`]). A daemon
-//!   stopped at the end of every run falls silent after nearly everything else
-//!   (share ≈ 0); a name server consulted once at start-up falls silent early in every
-//!   run (share ≈ 1): that is how it is, not evidence.
-//! - **Ranked** ([`weigh_endings`]): a process of the trial whose trace ended inside its
-//!   event loop (its last unit cut: no finalizer) with a silent share `s` above its
-//!   group's normal `s₀` missed, by the group's normal pace, about
-//!   `m = (units per normal process) · (s − s₀)` units of its own while the others went
-//!   on: its ending is evidence [`backing_f`]`(m)` ("never silent across `m` of its units
+//!   of its run's units that started after its last event ([`silent_share`]), and the
+//!   **silent time**, the share of the run's time after it ([`silent_time`]). A daemon
+//!   stopped at the end of every run falls silent after nearly everything else (≈ 0); a
+//!   name server consulted once at start-up falls silent early in every run (≈ 1): that
+//!   is how it is, not evidence.
+//! - **Ranked** (`weigh_endings`): a process of the trial whose trace ended inside its
+//!   event loop (its last unit cut: no finalizer), silent for a share `s` of the others'
+//!   units and `τ` of the run's time, beyond its group's normal `s₀` and `τ₀`, missed by
+//!   the group's normal pace about `m = (units per normal process) · max(s − s₀, τ − τ₀)`
+//!   units of its own (killed while the others work on, it shows in units; stopped while
+//!   they wait for it, in time) while the others went on: its ending is evidence
+//!   [`backing_f`]`(m)` ("never silent across `m` of its units
 //!   in normal runs", as a node never seen in `m` units is), given to its **last unit**
 //!   (the one that was running when it died or stopped) as a call too long raises its unit
 //!   (`0.8 · evidence + 0.2 · score`). When that makes the unit an anomaly
@@ -25,8 +28,9 @@
 //!   connected to it that ended after it fell silent and reached [`ROOT_MIN`], on a
 //!   connection to it (their peer address is one of its local addresses) or on none (the
 //!   event loop handling what a connection to it told): an end of stream, a reset, a
-//!   reply that never came, a reconnection refused — are its **consequences**: each one's incident (its root and everything filed
-//!   under it) is filed under the last unit, whose evidence becomes the incident's,
+//!   reply that never came, a reconnection refused — are its **consequences**: each
+//!   one's incident (its root and everything filed under it) is filed under the last
+//!   unit, whose evidence becomes the incident's,
 //!   `1 − (1 − e)(1 − e_peer)` with `e_peer` the strongest peer anomaly (an anomaly with the
 //!   anomalies it caused across processes is stronger evidence than either alone). A peer
 //!   incident whose root ended before the process fell silent is not its consequence.
@@ -140,9 +144,27 @@ pub fn silent_time(last: i64, start: i64, end: i64) -> f64 {
     }
 }
 
-/// How many of `starts` (sorted) are after `t`.
-pub fn count_after(starts: &[i64], t: i64) -> usize {
-    starts.len() - starts.partition_point(|&s| s <= t)
+/// For each of `thresholds`, how many of `starts` are after it: one pass over the starts
+/// (a binary search among the few thresholds each), no sort of the many starts.
+pub fn counts_after(starts: impl Iterator<Item = i64>, thresholds: &[i64]) -> Vec<usize> {
+    let mut sorted: Vec<i64> = thresholds.to_vec();
+    sorted.sort_unstable();
+    // A start counts for the thresholds below it: sorted[..k]. Counted once per k.
+    let mut below = vec![0usize; sorted.len() + 1];
+    for s in starts {
+        below[sorted.partition_point(|&t| t < s)] += 1;
+    }
+    // After sorted[j]: the starts whose k > j.
+    let mut after = vec![0usize; sorted.len()];
+    let mut acc = 0usize;
+    for j in (0..sorted.len()).rev() {
+        acc += below[j + 1];
+        after[j] = acc;
+    }
+    thresholds
+        .iter()
+        .map(|t| after[sorted.partition_point(|x| x < t)])
+        .collect()
 }
 
 /// What a trial process's ending told, kept with its last unit (`rank --json`: `ending`).
@@ -256,24 +278,19 @@ pub(crate) fn weigh_endings(
     if cands.is_empty() {
         return;
     }
-    let mut starts: Vec<i64> = blocks.iter().flatten().map(|r| r.t_start_unix_ns).collect();
-    starts.sort_unstable();
-    let total = starts.len();
+    let rows = || blocks.iter().flatten();
+    let total = rows().count();
     let (start, end) = (
-        starts.first().copied().unwrap_or(0),
-        blocks
-            .iter()
-            .flatten()
-            .map(|r| r.t_end_unix_ns)
-            .max()
-            .unwrap_or(0),
+        rows().map(|r| r.t_start_unix_ns).min().unwrap_or(0),
+        rows().map(|r| r.t_end_unix_ns).max().unwrap_or(0),
     );
-    for c in &mut cands {
+    let lasts: Vec<i64> = cands.iter().map(|c| c.last_ns).collect();
+    let afters = counts_after(rows().map(|r| r.t_start_unix_ns), &lasts);
+    for (c, after) in cands.iter_mut().zip(afters) {
         let m = models[c.block as usize]
             .as_ref()
             .expect("candidates have a model");
         let own = blocks[c.block as usize].len();
-        let after = count_after(&starts, c.last_ns);
         let share = silent_share(after, total - own);
         let time = silent_time(c.last_ns, start, end);
         let e = m.evidence(share, time);
@@ -498,18 +515,19 @@ pub fn learn_endings(ends: &[ProcessEnd], groups: usize) -> Vec<EndingModel> {
     let sets = ends.iter().map(|e| e.set + 1).max().unwrap_or(0);
     for set in 0..sets {
         let mine: Vec<&ProcessEnd> = ends.iter().filter(|e| e.set == set).collect();
-        let mut starts: Vec<i64> = mine.iter().flat_map(|e| e.starts.iter().copied()).collect();
-        starts.sort_unstable();
-        let start = starts.first().copied().unwrap_or(0);
+        let starts = || mine.iter().flat_map(|e| e.starts.iter().copied());
+        let total: usize = mine.iter().map(|e| e.starts.len()).sum();
+        let start = starts().min().unwrap_or(0);
         let end = mine.iter().map(|e| e.last_ns).max().unwrap_or(0);
-        for e in mine {
+        let lasts: Vec<i64> = mine.iter().map(|e| e.last_ns).collect();
+        let afters = counts_after(starts(), &lasts);
+        for (e, after) in mine.iter().zip(afters) {
             // A process alone in what was learned (a per-process or per-host model of a
             // one-process run) tells nothing of how it ended against the rest of its run.
-            if e.starts.is_empty() || e.group >= groups || starts.len() == e.starts.len() {
+            if e.starts.is_empty() || e.group >= groups || total == e.starts.len() {
                 continue;
             }
-            let after = count_after(&starts, e.last_ns);
-            let share = silent_share(after, starts.len() - e.starts.len());
+            let share = silent_share(after, total - e.starts.len());
             let time = silent_time(e.last_ns, start, end);
             out[e.group].merge(&EndingModel::of(
                 e.starts.len() as u64,
@@ -680,6 +698,19 @@ mod tests {
         assert!(n.evidence(0.5, 0.0) > 0.9);
         assert!((n.missed_units(0.5, 0.0) - 48.0).abs() < 1e-9);
         assert!((n.missed_units(0.03, 0.9) - 88.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn counts_after_each_threshold_match_a_plain_count() {
+        let starts: Vec<i64> = (0..50).map(|i| (i * 37) % 101).collect();
+        let thresholds = [50, -1, 100, 50, 3, 200];
+        let got = counts_after(starts.iter().copied(), &thresholds);
+        let want: Vec<usize> = thresholds
+            .iter()
+            .map(|&t| starts.iter().filter(|&&s| s > t).count())
+            .collect();
+        assert_eq!(got, want);
+        assert!(counts_after(starts.iter().copied(), &[]).is_empty());
     }
 
     #[test]
