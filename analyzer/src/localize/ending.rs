@@ -217,11 +217,12 @@ impl Ending {
             self.missed_units,
         );
         if self.peer_units > 0 {
+            let n =
+                |k: u64, one: &str, many: &str| format!("{k} {}", if k == 1 { one } else { many });
             s += &format!(
-                "; then {} units of {} other processes on connections to it went wrong ({}), \
-                 filed under it",
-                self.peer_units,
-                self.peer_processes,
+                "; then {} of {} on connections to it went wrong ({}), filed under it",
+                n(self.peer_units, "unit", "units"),
+                n(self.peer_processes, "other process", "other processes"),
                 if self.peers_saw.is_empty() {
                     "anomalies".to_string()
                 } else {
@@ -626,7 +627,13 @@ mod tests {
             &|_| Some("`recv` → end of stream".into()),
         );
         for ((b, i), x) in &extras {
-            assert!(x.ending.is_some());
+            let e = x.ending.as_ref().expect("an ending");
+            let why = e.sentence();
+            assert!(why.contains("with no exit (killed or stopped)"), "{why}");
+            if e.peer_units == 1 {
+                assert!(why.contains("then 1 unit of 1 other process on"), "{why}");
+            }
+            assert_eq!(e.to_json()["kind"], "no_exit_in_loop");
             assert!(blocks[*b as usize][*i as usize].flags & Row::EXTRA != 0);
         }
         caused_by
