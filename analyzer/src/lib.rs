@@ -90,7 +90,7 @@ pub use localize::rank::rank;
 use localize::ranking;
 pub use localize::show::{show, Shown};
 pub use localize::{
-    baselines, consequence, durations, evidence, model_check, narrative, sizes, weigh,
+    baselines, consequence, durations, ending, evidence, model_check, narrative, sizes, weigh,
 };
 pub use localize::{connections, model, partial, score, trees, units};
 pub use trace::{procname, recorded, symbolize, unseen};

@@ -1,5 +1,6 @@
 //! `learn`: process models from normal runs, merged into the global model (§4–5).
 
+use super::ending;
 use super::options::Options;
 use super::pipeline::{merge_names, scan_and_split, sorted_processes};
 use crate::decode::{DecodeStats, TraceSet};
@@ -40,14 +41,48 @@ pub fn learn(sets: &[TraceSet], opts: &Options) -> Result<Learned> {
     let procs = sorted_processes(sets);
     let per_ok = scan_and_split(&procs, opts, "learning process models", |_, p, scan| {
         let mut b = model::ProcessModelBuilder::default();
-        let u = units::split_process_each(p, scan, &opts.tree, |u| b.add_view(&u))?;
+        let mut end = ending::ProcessEnd::default();
+        let u = units::split_process_each(p, scan, &opts.tree, |u| {
+            b.add_view(&u);
+            end.starts.push(u.head.t_start_unix_ns);
+            end.last_ns = end.last_ns.max(u.head.t_end_unix_ns);
+            end.exited |= u.head.kind == units::UnitKind::Finalizer;
+        })?;
         let m = b.finish(&u);
-        Ok(LearnedProcess { model: m, units: u })
+        Ok(LearnedProcess {
+            model: m,
+            units: u,
+            end,
+        })
     })?;
     let mut m = Model::new(opts.tree);
     let mut stats = DecodeStats::default();
     for lp in &per_ok {
         m.add_group(&lp.model);
+    }
+    // How the groups' processes ended, each against the rest of its run ([`ending`]): the
+    // runs learned from are the sets given, each told apart by time (`culprit learn` reads
+    // every directory given into one set).
+    let set_of = |p: &crate::decode::ProcessTrace| {
+        sets.iter()
+            .position(|s| s.processes.iter().any(|q| std::ptr::eq(q, p)))
+            .unwrap_or(0)
+    };
+    let mut ends: Vec<ending::ProcessEnd> = per_ok
+        .iter()
+        .zip(&procs)
+        .filter_map(|(lp, p)| {
+            Some(ending::ProcessEnd {
+                set: set_of(p),
+                group: m.group_index(&lp.model.signature)?,
+                ..lp.end.clone()
+            })
+        })
+        .collect();
+    ending::assign_runs(&mut ends);
+    let learned = ending::learn_endings(&ends, m.groups.len());
+    for (g, e) in m.groups.iter_mut().zip(learned) {
+        g.ending = (e.processes > 0).then_some(e);
     }
     let books: Vec<&NameBook> = per_ok.iter().map(|lp| &lp.units.names).collect();
     m.names = merge_names(&books);
@@ -84,4 +119,6 @@ pub fn learn(sets: &[TraceSet], opts: &Options) -> Result<Learned> {
 struct LearnedProcess {
     model: GroupModel,
     units: ProcessUnits,
+    /// How it ended ([`ending::ProcessEnd`]; its run and group are set later).
+    end: ending::ProcessEnd,
 }

@@ -7,6 +7,7 @@ pub mod baselines;
 pub mod connections;
 pub mod consequence;
 pub mod durations;
+pub mod ending;
 pub mod evidence;
 pub mod learn;
 pub mod model;

@@ -221,6 +221,9 @@ pub struct GroupModel {
     pub exes: Vec<String>,
     /// Models by unit class, sorted by class.
     pub classes: Vec<(UnitClass, TreeModel)>,
+    /// How the group's normal processes ended ([`crate::ending`]; None in a process's own
+    /// model and in models learned before it was recorded).
+    pub ending: Option<crate::ending::EndingModel>,
 }
 
 impl GroupModel {
@@ -239,6 +242,11 @@ impl GroupModel {
         self.exes.extend(o.exes.iter().cloned());
         self.exes.sort();
         self.exes.dedup();
+        match (&mut self.ending, &o.ending) {
+            (Some(a), Some(b)) => a.merge(b),
+            (a @ None, Some(b)) => *a = Some(b.clone()),
+            _ => {}
+        }
         let mut map: BTreeMap<UnitClass, TreeModel> =
             std::mem::take(&mut self.classes).into_iter().collect();
         for (c, t) in &o.classes {
@@ -428,6 +436,7 @@ impl ProcessModelBuilder {
                 .into_iter()
                 .map(|(c, s)| (c, std::mem::take(&mut classes[s]).model()))
                 .collect(),
+            ending: None,
         }
     }
 }
@@ -648,6 +657,9 @@ mod wire {
         processes: Cow<'a, [String]>,
         exes: Cow<'a, [String]>,
         classes: Vec<(Cow<'a, UnitClass>, Tree)>,
+        /// How the group's normal processes ended (optional: absent in older models).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ending: Option<Cow<'a, crate::ending::EndingModel>>,
     }
 
     #[derive(Serialize, Deserialize)]
@@ -710,6 +722,7 @@ mod wire {
                         .iter()
                         .map(|(c, t)| (Cow::Borrowed(c), Tree::from_tree(t, &at)))
                         .collect(),
+                    ending: g.ending.as_ref().map(Cow::Borrowed),
                 })
                 .collect();
             Model {
@@ -750,6 +763,7 @@ mod wire {
                     processes: g.processes.into_owned(),
                     exes: g.exes.into_owned(),
                     classes,
+                    ending: g.ending.map(Cow::into_owned),
                 });
             }
             Ok(super::Model {
@@ -1068,6 +1082,7 @@ mod tests {
             processes: vec!["h:1".into(), "h:2".into()],
             exes: vec!["/bin/x".into()],
             classes: Vec::new(),
+            ending: None,
         };
         let mut trees = Vec::new();
         for i in 0..2 {

@@ -149,6 +149,9 @@ pub fn check_model(m: &Model) -> Result<(), String> {
                 gi - 1
             ));
         }
+        if let Some(e) = &g.ending {
+            e.check().map_err(|e| format!("group {gi}: {e}"))?;
+        }
         for (ci, (c, t)) in g.classes.iter().enumerate() {
             let at = || format!("group {gi}, class {ci} ({:?} unit)", c.kind);
             if ci > 0 && g.classes[ci - 1].0 == *c {

@@ -161,6 +161,9 @@ pub struct PartProcess {
     stats: DecodeStats,
     names: BTreeMap<u64, String>,
     unmatched: bool,
+    /// How its group's normal processes ended ([`crate::ending`]).
+    #[serde(default)]
+    ending: Option<crate::ending::EndingModel>,
 }
 
 /// One of a process's best units: its tree annotated, its score.
@@ -294,6 +297,7 @@ fn part_process(model: &Model, index: u32, pr: ProcessRanking, opts: &Options) -
         stats: pr.stats,
         names,
         unmatched: pr.unmatched,
+        ending: pr.ending,
     }
 }
 
@@ -441,6 +445,7 @@ pub fn merge_parts(parts: Vec<(PathBuf, PartFile)>, opts: &Options) -> Result<Re
                 stats: q.stats,
                 names: ProcessNames::Resolved(q.names),
                 unmatched: q.unmatched,
+                ending: q.ending,
             });
         }
     }

@@ -3,7 +3,7 @@
 
 use super::options::Options;
 use super::pipeline::{merge_names, scan_and_split_some, sorted_processes};
-use super::{consequence, durations, evidence, ranking, sizes, weigh};
+use super::{consequence, durations, ending, evidence, ranking, sizes, weigh};
 use crate::decode::TraceSet;
 use crate::error::Result;
 use crate::model::Model;
@@ -28,6 +28,8 @@ pub(crate) struct ProcessRanking {
     /// Names of key parts, resolved (in key order) or still to resolve.
     pub names: ProcessNames,
     pub unmatched: bool,
+    /// How its group's normal processes ended ([`super::ending`]).
+    pub ending: Option<super::ending::EndingModel>,
 }
 
 /// The names of key parts a process's units use.
@@ -592,6 +594,7 @@ pub(crate) fn score_processes(
             stats: pu.stats,
             names: ProcessNames::Book(pu.names),
             unmatched: gi.is_none(),
+            ending: g.and_then(|g| g.ending.clone()),
         })
     })
 }
@@ -621,6 +624,7 @@ pub(crate) fn assemble(
     let mut blocks: Vec<Vec<Row>> = Vec::with_capacity(per.len());
     let mut heavy = Vec::new();
     let mut books = Vec::new();
+    let mut endings = Vec::with_capacity(per.len());
     for pr in per {
         let b = blocks.len() as u32;
         let (conn0, shared0) = (rep.conns.len() as u32, rep.shared.len() as u32);
@@ -639,6 +643,7 @@ pub(crate) fn assemble(
         rep.stats += pr.stats;
         rep.unmatched_processes += pr.unmatched as usize;
         books.push(pr.names);
+        endings.push(pr.ending);
     }
     let mut names = model_names.clone();
     // The first process naming a key names it (as `merge_names` does over the books).
@@ -686,6 +691,19 @@ pub(crate) fn assemble(
         for (unit, root) in filed {
             rep.caused_by.entry(unit).or_insert(root);
         }
+        let describe = |s: &report::SharedScore| {
+            let e = s.effective.first()?;
+            Some(format!("`{}`", report::node_name(&e.key, &names)))
+        };
+        ending::weigh_endings(
+            &mut blocks,
+            &mut rep.shared,
+            &mut rep.extras,
+            &rep.conns,
+            &endings,
+            &mut rep.caused_by,
+            &describe,
+        );
         weigh::count_incidents(&mut blocks, &rep.caused_by);
     }
     let ids = ranking::IdOrder::new(&rep.procs);

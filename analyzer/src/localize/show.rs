@@ -151,6 +151,7 @@ pub fn show(model: &Model, set: &TraceSet, id: &str, opts: &Options) -> Result<S
             model_units,
             slow,
             odd_size: odd,
+            ending: None,
             incident: 0,
         },
         lines,

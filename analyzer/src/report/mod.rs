@@ -45,6 +45,8 @@ pub struct RankedUnit {
     /// For the root of an incident: the other processes whose units were filed under it
     /// ([`crate::consequence`], [`crate::weigh`]).
     pub incident: u16,
+    /// For the last unit of a process that ended abnormally: how ([`crate::ending`]).
+    pub ending: Option<crate::ending::Ending>,
 }
 
 /// What only a few compact units have.
@@ -68,6 +70,9 @@ pub(crate) struct RowExtra {
     /// Whether its first anomaly closed its connection or saw the peer close it
     /// ([`crate::consequence::close_role`]).
     pub close: Option<crate::consequence::CloseRole>,
+    /// Its process ended abnormally while it ran ([`crate::ending`]).
+    #[serde(default)]
+    pub ending: Option<crate::ending::Ending>,
 }
 
 pub(crate) use crate::localize::rows::{Row, RowRef, SharedScore};
@@ -402,6 +407,7 @@ impl Report {
             slow: extra.and_then(|x| x.slow.clone()),
             odd_size: extra.and_then(|x| x.odd.clone()),
             incident: row.incident,
+            ending: extra.and_then(|x| x.ending.clone()),
         }
     }
 }
@@ -469,6 +475,9 @@ impl Report {
         if let Some(slow) = &u.slow {
             w.insert(0, slow.sentence(&self.names));
         }
+        if let Some(e) = &u.ending {
+            w.insert(0, e.sentence());
+        }
         w
     }
 
@@ -483,6 +492,9 @@ impl Report {
         }
         if let Some(odd) = &u.odd_size {
             v["odd_size"] = odd.to_json(&self.names);
+        }
+        if let Some(e) = &u.ending {
+            v["ending"] = e.to_json();
         }
         v
     }
