@@ -61,6 +61,7 @@ pub fn big_model(bytes: usize) -> Model {
             },
             TreeModel::from_nodes(64, 1, nodes),
         )],
+        ending: None,
     });
     m
 }
