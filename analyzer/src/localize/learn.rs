@@ -40,7 +40,13 @@ pub fn learn(sets: &[TraceSet], opts: &Options) -> Result<Learned> {
     let procs = sorted_processes(sets);
     let per_ok = scan_and_split(&procs, opts, "learning process models", |_, p, scan| {
         let mut b = model::ProcessModelBuilder::default();
-        let u = units::split_process_each(p, scan, &opts.tree, |u| b.add_view(&u))?;
+        // A unit whose beginning a flight recorder rotated away is not what its class
+        // looks like: it is not learned.
+        let u = units::split_process_each(p, scan, &opts.tree, |u| {
+            if !u.head.cut_at_start {
+                b.add_view(&u)
+            }
+        })?;
         let m = b.finish(&u);
         Ok(LearnedProcess { model: m, units: u })
     })?;
