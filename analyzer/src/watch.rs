@@ -17,10 +17,9 @@
 //! ([`reader::tracedir::kept_entries`]) — and hands it to the ranking before the suffix
 //! ([`crate::decode::ThreadSource::Suffix`]); the first unit of a suffix is cut at its
 //! start and not scored (it was scored whole on the poll before). A poll so costs what
-//! was written since the last one plus a sub-buffer per thread, not the whole window. A
-//! unit's `id` numbers it among the units of its thread that the poll read (as `rank`
-//! numbers units from a flight recorder's window): what identifies a unit across polls
-//! and rankings is its host, pid, tid and start (`t_start_unix_ns`).
+//! was written since the last one plus a sub-buffer per thread, not the whole window.
+//! Units keep the numbers (`id`) a reading of the whole directory gives them: each suffix
+//! is numbered from a unit the previous poll numbered ([`Watcher::number`]).
 
 use crate::localize::options::Options;
 use crate::model::Model;
@@ -76,7 +75,21 @@ pub struct Watcher {
     reported: HashSet<(String, u32, u32, u64)>,
     /// Per trace directory and thread, what earlier polls read.
     threads: HashMap<(PathBuf, ThreadKey), ThreadState>,
+    /// Per host, pid and thread: how its units are numbered.
+    numbers: HashMap<(String, u32, u32), Numbering>,
 }
+
+/// How the units of a thread read from a suffix are numbered (see [`Watcher::number`]).
+#[derive(Default)]
+struct Numbering {
+    /// Added to the index within the suffix.
+    offset: i64,
+    /// The number of each unit of the last poll, by its start (TSC).
+    at: BTreeMap<u64, u32>,
+}
+
+/// Per host, pid and thread: its units as (index, start TSC, cut at start), in order.
+type ThreadUnits = HashMap<(String, u32, u32), Vec<(u32, u64, bool)>>;
 
 /// What a watch keeps of one thread between polls.
 #[derive(Default)]
@@ -104,6 +117,7 @@ impl Watcher {
             opts,
             reported: HashSet::new(),
             threads: HashMap::new(),
+            numbers: HashMap::new(),
         }
     }
 
@@ -131,6 +145,16 @@ impl Watcher {
             processes,
             ..Default::default()
         };
+        // Per host, pid and thread: its units (index, start, cut at start), in order.
+        let mut threads: ThreadUnits = HashMap::new();
+        for u in rep.iter() {
+            let i = &u.info;
+            threads
+                .entry((i.host.clone(), i.pid, i.tid))
+                .or_default()
+                .push((i.index, i.tsc_start, i.cut_at_start));
+        }
+        self.number(&set, &mut threads);
         let reported_unix_ns = now_ns();
         for u in rep.iter() {
             if u.score < self.opts.threshold {
@@ -151,10 +175,21 @@ impl Watcher {
             }
             let mut json = rep.unit_json(&u);
             json["reported_unix_ns"] = serde_json::json!(reported_unix_ns);
+            let offset = self
+                .numbers
+                .get(&(u.info.host.clone(), u.info.pid, u.info.tid))
+                .map_or(0, |n| n.offset);
+            let id = crate::units::unit_id(
+                &u.info.host,
+                u.info.pid,
+                u.info.tid,
+                (i64::from(u.info.index) + offset).max(0) as u32,
+            );
+            json["id"] = serde_json::json!(id);
             let text = format!(
                 "{:.3} {} {} {}",
                 u.score,
-                u.info.id,
+                id,
                 u.info.kind.name(),
                 u.why.first().map(String::as_str).unwrap_or("")
             );
@@ -166,21 +201,50 @@ impl Watcher {
             });
         }
         if self.opts.incremental {
-            self.advance(&set, &rep)?;
+            self.advance(&set, &threads)?;
         }
         Ok(poll)
     }
 
+    /// Numbers the units of each thread the watch reads a suffix of as a reading of the
+    /// whole thread would: the first unit after the suffix's first (cut at its start)
+    /// began where a unit of the previous poll began, whose number is known.
+    fn number(&mut self, set: &TraceSet, threads: &mut ThreadUnits) {
+        for p in &set.processes {
+            for t in &p.threads {
+                let key = (p.host.clone(), p.pid, t.tid);
+                let Some(units) = threads.get_mut(&key) else {
+                    continue;
+                };
+                units.sort_unstable();
+                let n = self.numbers.entry(key).or_default();
+                if matches!(t.source, ThreadSource::Suffix { .. }) {
+                    if let Some(off) = units
+                        .iter()
+                        .filter(|u| !u.2)
+                        .find_map(|u| n.at.get(&u.1).map(|&i| i64::from(i) - i64::from(u.0)))
+                    {
+                        n.offset = off;
+                    }
+                } else {
+                    n.offset = 0;
+                }
+                n.at = units
+                    .iter()
+                    .map(|u| (u.1, (i64::from(u.0) + n.offset).max(0) as u32))
+                    .collect();
+            }
+        }
+    }
+
     /// Moves each thread's suffix up to the sub-buffer before the one where its last unit
     /// began, keeping what the records left out say.
-    fn advance(&mut self, set: &TraceSet, rep: &crate::report::Report) -> Result<()> {
+    fn advance(&mut self, set: &TraceSet, threads: &ThreadUnits) -> Result<()> {
         // Per host, pid and thread: where its last unit began.
-        let mut last: HashMap<(String, u32, u32), u64> = HashMap::new();
-        for u in rep.iter() {
-            let i = &u.info;
-            let e = last.entry((i.host.clone(), i.pid, i.tid)).or_insert(0);
-            *e = (*e).max(i.tsc_start);
-        }
+        let last: HashMap<&(String, u32, u32), u64> = threads
+            .iter()
+            .filter_map(|(k, v)| v.iter().map(|u| u.1).max().map(|m| (k, m)))
+            .collect();
         for p in &set.processes {
             for t in &p.threads {
                 let (dir, key) = match &t.source {
