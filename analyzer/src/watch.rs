@@ -19,7 +19,7 @@
 //! start and not scored (it was scored whole on the poll before). A poll so costs what
 //! was written since the last one plus a sub-buffer per thread, not the whole window.
 //! Units keep the numbers (`id`) a reading of the whole directory gives them: each suffix
-//! is numbered from a unit the previous poll numbered ([`Watcher::number`]).
+//! is numbered from a unit the previous poll numbered.
 
 use crate::localize::options::Options;
 use crate::model::Model;
