@@ -226,6 +226,15 @@ def main():
         # The directory's size, every second, from a thread of its own.
         import threading
         done = threading.Event()
+        # watch's reports, read as they come: a pipe left unread fills (64 KiB) and
+        # stops the watch in its next write.
+        out_lines = []
+
+        def drain():
+            for line in watch.stdout:
+                out_lines.append(line)
+        drainer = threading.Thread(target=drain, daemon=True)
+        drainer.start()
 
         def sample():
             while not done.wait(1.0):
@@ -242,7 +251,9 @@ def main():
         res["record_stop_s"] = time.monotonic() - t_stop
         done.set()
         sampler.join()
-        reports, _ = watch.communicate(timeout=600)
+        watch.wait(timeout=600)
+        drainer.join(timeout=60)
+        reports = "".join(out_lines)
     res["traced_loadavg_mean"] = sum(loads) / len(loads) if loads else None
     res["traced_rps"] = sum(rps) / len(rps) if rps else 0
     res["throughput_ratio"] = res["traced_rps"] / res["untraced_rps"] if res["untraced_rps"] else None
