@@ -7,15 +7,29 @@
 //! by the end of what is on disk), score at or above the threshold, and were not reported
 //! before. A unit's identity is its host, process (pid and start time), thread and first
 //! timestamp: indices within a thread move when a flight recorder rotates the oldest units
-//! away. Each poll costs a ranking of what the directory holds: bounded by the flight
-//! recorder's budget (`--keep`), not by how long the recording has run.
+//! away.
+//!
+//! Each poll reads only the end of each thread (incremental): from the sub-buffer before
+//! the one where the thread's last unit of the previous poll began (that unit may have
+//! gone on; the sub-buffer before it lets the splitter find the event loop again). The
+//! records left out were read on an earlier poll, which kept what later entries need
+//! from them — metadata and the calls that say what each descriptor is
+//! ([`reader::tracedir::kept_entries`]) — and hands it to the ranking before the suffix
+//! ([`crate::decode::ThreadSource::Suffix`]); the first unit of a suffix is cut at its
+//! start and not scored (it was scored whole on the poll before). A poll so costs what
+//! was written since the last one plus a sub-buffer per thread, not the whole window.
+//! Units keep the numbers (`id`) a reading of the whole directory gives them: each suffix
+//! is numbered from a unit the previous poll numbered.
 
 use crate::localize::options::Options;
 use crate::model::Model;
-use crate::trace::load::TraceSet;
+use crate::trace::load::{Chunk, Contexts, ThreadSource, TraceSet};
 use crate::Result;
-use std::collections::HashSet;
+use reader::rotated::RecordKey;
+use reader::ThreadKey;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// How `culprit watch` reports.
 #[derive(Clone)]
@@ -24,6 +38,9 @@ pub struct WatchOptions {
     pub threshold: f64,
     /// The ranking's options (score kind, threads).
     pub rank: Options,
+    /// Read each thread's end only (see the [module documentation](self)); `false`
+    /// ranks the whole directory on every poll.
+    pub incremental: bool,
 }
 
 /// One report: a unit of `culprit rank --json`'s shape, and when it was reported.
@@ -56,6 +73,33 @@ pub struct Watcher {
     dirs: Vec<PathBuf>,
     opts: WatchOptions,
     reported: HashSet<(String, u32, u32, u64)>,
+    /// Per trace directory and thread, what earlier polls read.
+    threads: HashMap<(PathBuf, ThreadKey), ThreadState>,
+    /// Per host, pid and thread: how its units are numbered.
+    numbers: HashMap<(String, u32, u32), Numbering>,
+}
+
+/// How the units of a thread read from a suffix are numbered (see [`Watcher::number`]).
+#[derive(Default)]
+struct Numbering {
+    /// Added to the index within the suffix.
+    offset: i64,
+    /// The number of each unit of the last poll, by its start (TSC).
+    at: BTreeMap<u64, u32>,
+}
+
+/// Per host, pid and thread: its units as (index, start TSC, cut at start), in order.
+type ThreadUnits = HashMap<(String, u32, u32), Vec<(u32, u64, bool)>>;
+
+/// What a watch keeps of one thread between polls.
+#[derive(Default)]
+struct ThreadState {
+    /// Its records at or before this key were read on an earlier poll.
+    after: Option<RecordKey>,
+    /// What they said that later entries need, per record.
+    context: BTreeMap<RecordKey, Vec<u8>>,
+    /// `context` as one chunk, made again when it changes.
+    chunk: Option<Arc<Chunk>>,
 }
 
 fn now_ns() -> i64 {
@@ -72,6 +116,8 @@ impl Watcher {
             dirs,
             opts,
             reported: HashSet::new(),
+            threads: HashMap::new(),
+            numbers: HashMap::new(),
         }
     }
 
@@ -83,7 +129,12 @@ impl Watcher {
     /// Ranks what the directories hold now and returns the units not reported before.
     /// A directory that is not (yet) a trace is an error the caller may wait out.
     pub fn poll(&mut self) -> Result<Poll> {
-        let set = TraceSet::open_quiet(&self.dirs, true)?;
+        let threads = &mut self.threads;
+        let set = if self.opts.incremental {
+            TraceSet::open_suffixes(&self.dirs, true, &mut |d, t| suffixes(threads, d, t))?
+        } else {
+            TraceSet::open_quiet(&self.dirs, true)?
+        };
         let processes = set.processes.len();
         if processes == 0 {
             return Ok(Poll::default());
@@ -94,6 +145,16 @@ impl Watcher {
             processes,
             ..Default::default()
         };
+        // Per host, pid and thread: its units (index, start, cut at start), in order.
+        let mut threads: ThreadUnits = HashMap::new();
+        for u in rep.iter() {
+            let i = &u.info;
+            threads
+                .entry((i.host.clone(), i.pid, i.tid))
+                .or_default()
+                .push((i.index, i.tsc_start, i.cut_at_start));
+        }
+        self.number(&set, &mut threads);
         let reported_unix_ns = now_ns();
         for u in rep.iter() {
             if u.score < self.opts.threshold {
@@ -114,10 +175,21 @@ impl Watcher {
             }
             let mut json = rep.unit_json(&u);
             json["reported_unix_ns"] = serde_json::json!(reported_unix_ns);
+            let offset = self
+                .numbers
+                .get(&(u.info.host.clone(), u.info.pid, u.info.tid))
+                .map_or(0, |n| n.offset);
+            let id = crate::units::unit_id(
+                &u.info.host,
+                u.info.pid,
+                u.info.tid,
+                (i64::from(u.info.index) + offset).max(0) as u32,
+            );
+            json["id"] = serde_json::json!(id);
             let text = format!(
                 "{:.3} {} {} {}",
                 u.score,
-                u.info.id,
+                id,
                 u.info.kind.name(),
                 u.why.first().map(String::as_str).unwrap_or("")
             );
@@ -128,6 +200,189 @@ impl Watcher {
                 reported_unix_ns,
             });
         }
+        if self.opts.incremental {
+            self.advance(&set, &threads)?;
+        }
         Ok(poll)
+    }
+
+    /// Numbers the units of each thread the watch reads a suffix of as a reading of the
+    /// whole thread would: the first unit after the suffix's first (cut at its start)
+    /// began where a unit of the previous poll began, whose number is known.
+    fn number(&mut self, set: &TraceSet, threads: &mut ThreadUnits) {
+        for p in &set.processes {
+            for t in &p.threads {
+                let key = (p.host.clone(), p.pid, t.tid);
+                let Some(units) = threads.get_mut(&key) else {
+                    continue;
+                };
+                units.sort_unstable();
+                let n = self.numbers.entry(key).or_default();
+                if matches!(t.source, ThreadSource::Suffix { .. }) {
+                    if let Some(off) = units
+                        .iter()
+                        .filter(|u| !u.2)
+                        .find_map(|u| n.at.get(&u.1).map(|&i| i64::from(i) - i64::from(u.0)))
+                    {
+                        n.offset = off;
+                    }
+                } else {
+                    n.offset = 0;
+                }
+                n.at = units
+                    .iter()
+                    .map(|u| (u.1, (i64::from(u.0) + n.offset).max(0) as u32))
+                    .collect();
+            }
+        }
+    }
+
+    /// Moves each thread's suffix up to the sub-buffer before the one where its last unit
+    /// began, keeping what the records left out say.
+    fn advance(&mut self, set: &TraceSet, threads: &ThreadUnits) -> Result<()> {
+        // Per host, pid and thread: where its last unit began.
+        let last: HashMap<&(String, u32, u32), u64> = threads
+            .iter()
+            .filter_map(|(k, v)| v.iter().map(|u| u.1).max().map(|m| (k, m)))
+            .collect();
+        for p in &set.processes {
+            for t in &p.threads {
+                let (dir, key) = match &t.source {
+                    ThreadSource::Dir { dir, key } | ThreadSource::Suffix { dir, key, .. } => {
+                        (dir, *key)
+                    }
+                    _ => continue,
+                };
+                let Some(&start) = last.get(&(p.host.clone(), p.pid, t.tid)) else {
+                    continue;
+                };
+                let Some(after) = suffix_start(&dir.record_ids(key), start) else {
+                    continue;
+                };
+                let st = self
+                    .threads
+                    .entry((dir.path().to_path_buf(), key))
+                    .or_default();
+                if st.after.is_some_and(|a| a >= after) {
+                    continue;
+                }
+                let (from, context) = (st.after, &mut st.context);
+                dir.visit_chunks_where(
+                    key,
+                    |info, piece| {
+                        let k = reader::rotated::record_key(info, piece);
+                        info.flags & bufpool::layout::FLAG_COMPACTED == 0
+                            && k <= after
+                            && from.is_none_or(|f| k > f)
+                    },
+                    |c| {
+                        let mut kept = Vec::new();
+                        reader::tracedir::kept_entries(c.data, c.info.first_tsc, false, &mut kept);
+                        if !kept.is_empty() {
+                            context.insert(reader::rotated::record_key(c.info, c.piece), kept);
+                        }
+                        Ok::<(), reader::Error>(())
+                    },
+                )
+                .map_err(crate::Error::Reader)?;
+                st.after = Some(after);
+                st.chunk = None;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The key up to which a thread's records (`ids`, in order) can be left out when its
+/// last unit began at `start`: the record before the sub-buffer that precedes the one
+/// holding `start` (`None`: nothing to leave out).
+fn suffix_start(ids: &[reader::tracedir::RecordId], start: u64) -> Option<RecordKey> {
+    let recs: Vec<RecordKey> = ids.iter().filter(|r| !r.compacted).map(|r| r.key).collect();
+    let i = recs.iter().rposition(|k| k.0 <= start)?;
+    // The first piece of the sub-buffer (first TSC, seq) of record `j`.
+    let first_of = |mut j: usize| {
+        while j > 0 && (recs[j - 1].0, recs[j - 1].1) == (recs[j].0, recs[j].1) {
+            j -= 1;
+        }
+        j
+    };
+    let j = first_of(i);
+    let k = first_of(j.checked_sub(1)?);
+    Some(recs[k.checked_sub(1)?])
+}
+
+/// Restricts directory `t` (at `d`) to each thread's suffix and gives each restricted
+/// thread what its left-out records said. What a flight recorder rotated away since is in
+/// its compacted records now: dropped from what the watch keeps.
+fn suffixes(
+    threads: &mut HashMap<(PathBuf, ThreadKey), ThreadState>,
+    d: &std::path::Path,
+    t: &mut reader::TraceDir,
+) -> Contexts {
+    let windows = t.rotated().map(|r| r.windows()).unwrap_or_default();
+    let mut after = BTreeMap::new();
+    let mut contexts = Contexts::new();
+    for ((dir, key), st) in threads.iter_mut() {
+        if dir != d {
+            continue;
+        }
+        let Some(a) = st.after else { continue };
+        if let Some(until) = windows.get(key) {
+            let before = st.context.len();
+            st.context.retain(|k, _| k > until);
+            if st.context.len() != before {
+                st.chunk = None;
+            }
+        }
+        after.insert(*key, a);
+        let chunk = st.chunk.get_or_insert_with(|| {
+            Arc::new(Chunk {
+                lost_before: 0,
+                name: Arc::new(d.join("(what culprit watch read before)")),
+                bytes: Arc::new(st.context.values().flatten().copied().collect()),
+            })
+        });
+        contexts.insert(*key, chunk.clone());
+    }
+    t.restrict(&after);
+    contexts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::suffix_start;
+    use reader::tracedir::RecordId;
+
+    fn ids(keys: &[(u64, u64, u32)]) -> Vec<RecordId> {
+        keys.iter()
+            .map(|&key| RecordId {
+                key,
+                compacted: false,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_suffix_keeps_the_sub_buffer_before_the_last_units() {
+        // Sub-buffers (first TSC, seq): (10,1), (20,2) in two pieces, (30,3), (40,4).
+        let r = ids(&[(10, 1, 0), (20, 2, 0), (20, 2, 512), (30, 3, 0), (40, 4, 0)]);
+        // The last unit began in sub-buffer 4: keep 3 and 4, leave out up to 2.
+        assert_eq!(suffix_start(&r, 45), Some((20, 2, 512)));
+        // In sub-buffer 3: keep the two pieces of 2, leave out 1.
+        assert_eq!(suffix_start(&r, 35), Some((10, 1, 0)));
+        // In sub-buffer 2 (its second piece): nothing before 1 to leave out.
+        assert_eq!(suffix_start(&r, 25), None);
+        assert_eq!(suffix_start(&r, 5), None);
+        // Compacted records (a flight recorder's) are never the boundary.
+        let mut c = r.clone();
+        c.insert(
+            0,
+            RecordId {
+                key: (1, 0, 0),
+                compacted: true,
+            },
+        );
+        assert_eq!(suffix_start(&c, 45), Some((20, 2, 512)));
+        assert_eq!(suffix_start(&c, 25), None);
     }
 }

@@ -9,7 +9,9 @@ long time, recorded with a flight recorder (`culprit record --keep`) and watched
 Steps:
 1. untraced baseline: the same three servers and load, `--baseline-seconds` long:
    requests per second (redis-benchmark's own figure);
-2. three short normal runs (`--learn-seconds` each) recorded and learned into a model;
+2. three short normal runs (`--learn-seconds` each) recorded whole (no `--keep`: the model
+   needs every unit from its beginning; a flight recorder's first unit of each thread is
+   cut at its start and not learned) and learned into a model;
 3. the soak: `culprit record --keep SIZE` of the three servers for `--minutes`, the load
    for the whole time, `culprit watch --model M --json --keep-around 5s` on the directory,
    and — unless `--no-fault` — a reset of the first replica's replication link
@@ -17,13 +19,15 @@ Steps:
    it falls inside the run). Every second: the directory's size.
 
 Printed (and written with --json): the directory's largest size against the budget
-(+ one sub-buffer per drain thread); entries recorded, rotated away and lost (the
-manifest's and rotated.json's counts: recorded = kept + rotated, lost counted apart);
-watch's reports — whether the first one holds the injection (ground truth: the unit whose
-`injections` is not empty, or a unit of the injected process that began at or after the
-injection), the delay from each unit's end to its report (p50, p99) —; watch's CPU time as
-a share of one core; and redis's throughput traced (with --keep and watch) over untraced,
-as a ratio from this one run.
+(+ one sub-buffer per drain thread and the live copier); entries recorded, rotated away
+and lost (the manifest's and rotated.json's counts: recorded = kept + rotated, lost
+counted apart; the warnings of a reading of the final directory, which would name any
+sequence gap); watch's reports — whether the first one holds the injection (its
+`injections` is not empty), the delay from each unit's end to its report (p50, p99) —,
+the snapshots taken and whether one holds the injected unit (ranked again); watch's CPU
+time as a share of one core; and redis's throughput traced (with --keep and watch) over
+untraced, as a ratio from this one run, with the load averages of both phases (the
+machine is shared).
 
 Loopback only, ports from SOAK_PORT_BASE (default 31000). Installs redis-server and
 redis-tools from Debian if missing. Not part of the default test run.
@@ -178,6 +182,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         p = run_servers(culprit, tmp)
         res["untraced_rps"] = load(a.baseline_seconds)
+        res["untraced_loadavg"] = os.getloadavg()
         stop(p)
 
     log("three normal runs")
@@ -186,9 +191,11 @@ def main():
         d = os.path.join(out, f"normal{i}")
         shutil.rmtree(d, ignore_errors=True)
         with tempfile.TemporaryDirectory() as tmp:
-            p = run_servers(culprit, tmp, d, ["--keep", a.keep])
+            p = run_servers(culprit, tmp, d)
             load(a.learn_seconds)
-            stop(p)
+            err = stop(p)
+            if "culprit: recorded" not in err:
+                log(f"normal run {i}: culprit record did not end cleanly: {err[-500:]}")
         normals.append(d)
     model = os.path.join(out, "normal.cpm")
     subprocess.run([culprit, "learn", *normals, "-o", model], check=True,
@@ -215,19 +222,49 @@ def main():
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         sizes = []
         rps = []
+        loads = []
+        # The directory's size, every second, from a thread of its own.
+        import threading
+        done = threading.Event()
+        # watch's reports, read as they come: a pipe left unread fills (64 KiB) and
+        # stops the watch in its next write.
+        out_lines = []
+
+        def drain():
+            for line in watch.stdout:
+                out_lines.append(line)
+        drainer = threading.Thread(target=drain, daemon=True)
+        drainer.start()
+
+        def sample():
+            while not done.wait(1.0):
+                sizes.append(dir_bytes(soak))
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
         while time.monotonic() - t0 < a.minutes * 60:
             rps.append(load(min(10.0, a.minutes * 60 - (time.monotonic() - t0))))
-            sizes.append(dir_bytes(soak))
+            loads.append(os.getloadavg()[0])
         res["watch_cpu_s"] = cpu_seconds(watch.pid)
         elapsed = time.monotonic() - t0
+        t_stop = time.monotonic()
         err = stop(rec, timeout=300)
-        reports, _ = watch.communicate(timeout=600)
+        res["record_stop_s"] = time.monotonic() - t_stop
+        done.set()
+        sampler.join()
+        watch.wait(timeout=600)
+        drainer.join(timeout=60)
+        reports = "".join(out_lines)
+    res["traced_loadavg_mean"] = sum(loads) / len(loads) if loads else None
     res["traced_rps"] = sum(rps) / len(rps) if rps else 0
     res["throughput_ratio"] = res["traced_rps"] / res["untraced_rps"] if res["untraced_rps"] else None
     res["watch_core_share"] = (res["watch_cpu_s"] or 0) / elapsed
     res["max_dir_bytes"] = max(sizes) if sizes else 0
+    res["size_samples"] = len(sizes)
     m = re.search(r"(\d+)([KMG])", a.keep)
     res["budget_bytes"] = int(m.group(1)) << {"K": 10, "M": 20, "G": 30}[m.group(2)]
+    # Two drain threads (culprit record's default) and the live copier, 256 KiB sub-buffers.
+    res["budget_allowance_bytes"] = res["budget_bytes"] + 3 * (256 << 10)
+    res["within_budget"] = res["max_dir_bytes"] <= res["budget_allowance_bytes"]
     res["record_stderr_tail"] = err.strip().splitlines()[-3:]
     with open(os.path.join(soak, "manifest.json")) as f:
         man = json.load(f)
@@ -245,6 +282,34 @@ def main():
     res["report_delay_p99_s"] = pct(delays, 0.99)
     res["first_report_holds_injection"] = bool(reps and reps[0].get("injections"))
     res["first_report"] = {k: reps[0].get(k) for k in ("id", "score", "why")} if reps else None
+    res["reports_with_injection"] = sum(1 for r in reps if r.get("injections"))
+    res["reports_head"] = [{k: r.get(k) for k in ("id", "score", "kind", "t_end_unix_ns",
+                                                  "reported_unix_ns", "injections", "why")}
+                           for r in reps[:5]]
+    # A reading of the final directory: any sequence gap (entries lost unaccounted) or
+    # damage is a warning.
+    chk = subprocess.run([culprit, "rank", "--model", model, "--top", "3", soak],
+                         capture_output=True, text=True, timeout=1800)
+    res["final_read_warnings"] = [l for l in chk.stderr.splitlines() if "warning" in l]
+    # The snapshots watch took, and whether one holds the injected unit.
+    snaps = sorted(os.path.join(out, "snapshots", s)
+                   for s in os.listdir(os.path.join(out, "snapshots"))) \
+        if os.path.isdir(os.path.join(out, "snapshots")) else []
+    res["snapshots"] = snaps
+    res["snapshot_holding_injection"] = None
+    for s in snaps:
+        r = subprocess.run([culprit, "rank", "--model", model, "--json", "--top", "1000000", s],
+                           capture_output=True, text=True, timeout=1800)
+        try:
+            units = json.loads(r.stdout)
+        except ValueError:
+            continue
+        hit = [u for u in units if u.get("injections")]
+        if hit:
+            res["snapshot_holding_injection"] = {"snapshot": s, "unit": hit[0]["id"],
+                                                 "score": hit[0]["score"],
+                                                 "rank": units.index(hit[0]) + 1}
+            break
     print(json.dumps(res, indent=1))
     if a.json:
         with open(a.json, "w") as f:

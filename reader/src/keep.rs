@@ -8,14 +8,16 @@
 //!  rotation of S:   every record of S
 //!                     the newest of its thread (nothing later saved) → carried whole
 //!                         into a new segment
-//!                     else → its metadata records and Lost marker, same identity,
+//!                     else → its metadata records, Lost marker and descriptor calls
+//!                         (socket, bind, connect, accept, dup, close…), same identity,
 //!                         FLAG_COMPACTED, appended to the keep file (never rotated);
 //!                         its entries counted in rotated.json
 //!                   fsync both, then delete S, then rewrite rotated.json
 //! ```
 //!
 //! What remains decodes: process, thread, map, code, clock, injection and filter records
-//! are never rotated away, and [`crate::rotated`] makes every reader see each thread's
+//! are never rotated away, nor the calls that say what each descriptor is (a handler of
+//! a connection accepted long before the window still belongs to that connection), and [`crate::rotated`] makes every reader see each thread's
 //! records as a suffix (its *window*). The budget counts every file of the directory
 //! (chunks, the keep file, `manifest.json`, `cpu.tsv`, `rotated.json`). Rotation starts one
 //! segment below the budget, the room a rotation needs while it writes what it keeps
@@ -34,7 +36,6 @@ use crate::error::{io, Result};
 use crate::rotated::{record_key, RecordKey, Rotated};
 use crate::tracedir::ThreadKey;
 use bufpool::disk;
-use bufpool::format::{Decoder, Kind};
 use bufpool::layout::{SubBufInfo, FLAG_COMPACTED};
 use std::collections::HashMap;
 use std::os::unix::fs::PermissionsExt;
@@ -345,17 +346,14 @@ impl Keeper {
                     meta.extend_from_slice(rec.data);
                 } else {
                     meta.clear();
-                    let (mut entries, mut last_tsc) = (0u64, rec.info.first_tsc);
-                    for e in Decoder::new(rec.data) {
-                        let Ok(e) = e else { break };
-                        if e.kind.is_meta() || e.kind == Kind::Lost {
-                            let at = e.offset as usize;
-                            meta.extend_from_slice(&rec.data[at..at + e.size]);
-                        } else {
-                            entries += 1;
-                            last_tsc = last_tsc.max(e.tsc);
-                        }
-                    }
+                    // What later entries need to be read right: metadata, the loss
+                    // marker, and the calls that say what each descriptor is.
+                    let (entries, last_tsc) = crate::tracedir::kept_entries(
+                        rec.data,
+                        rec.info.first_tsc,
+                        true,
+                        &mut meta,
+                    );
                     rotated.note(thread, k, entries, last_tsc);
                     rotated.records += 1;
                     rotated.entries += entries;

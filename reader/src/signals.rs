@@ -4,24 +4,45 @@
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
 static STOP: AtomicBool = AtomicBool::new(false);
+/// The last signal received, with [`FROM_TERMINAL`] or'ed in when the kernel sent it on a
+/// terminal's behalf.
 static PENDING: AtomicI32 = AtomicI32::new(0);
+const FROM_TERMINAL: i32 = 1 << 16;
 
-extern "C" fn on_signal(sig: libc::c_int) {
-    PENDING.store(sig, Ordering::SeqCst);
+/// A signal as the handler saw it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Received {
+    /// The signal number.
+    pub sig: libc::c_int,
+    /// Sent by the kernel (`si_code == SI_KERNEL`): a terminal's Ctrl-C, Ctrl-\ or hang-up,
+    /// which went to the whole foreground process group. Otherwise a process sent it with
+    /// `kill(2)`, to this process alone or to a group: which one cannot be told.
+    pub from_terminal: bool,
+}
+
+extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
+    // SAFETY: the kernel passes a valid siginfo_t to an SA_SIGINFO handler; reading its
+    // code is async-signal-safe.
+    let kernel = !info.is_null() && unsafe { (*info).si_code } == libc::SI_KERNEL;
+    PENDING.store(
+        sig | if kernel { FROM_TERMINAL } else { 0 },
+        Ordering::SeqCst,
+    );
     STOP.store(true, Ordering::SeqCst);
 }
 
 /// Installs the handler for `signals`. Without `SA_RESTART`, so a blocking `waitpid`
 /// returns `EINTR` and the caller sees the signal at once.
 pub fn install(signals: &[libc::c_int]) -> std::io::Result<()> {
+    type Handler = extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void);
     for &s in signals {
         // SAFETY: a zeroed sigaction is a valid starting point; the handler only stores
         // to atomics, which is async-signal-safe; sigemptyset initializes the mask.
         unsafe {
             let mut sa: libc::sigaction = core::mem::zeroed();
-            sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+            sa.sa_sigaction = on_signal as Handler as libc::sighandler_t;
             libc::sigemptyset(&mut sa.sa_mask);
-            sa.sa_flags = 0;
+            sa.sa_flags = libc::SA_SIGINFO;
             if libc::sigaction(s, &sa, core::ptr::null_mut()) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
@@ -36,10 +57,13 @@ pub fn stop_flag() -> &'static AtomicBool {
 }
 
 /// The last signal received since the previous call, if any.
-pub fn take_pending() -> Option<libc::c_int> {
+pub fn take_pending() -> Option<Received> {
     match PENDING.swap(0, Ordering::SeqCst) {
         0 => None,
-        s => Some(s),
+        s => Some(Received {
+            sig: s & !FROM_TERMINAL,
+            from_terminal: s & FROM_TERMINAL != 0,
+        }),
     }
 }
 

@@ -49,6 +49,8 @@ use std::sync::Arc;
 
 mod entries;
 mod stand_in;
+mod suffix;
+pub use suffix::{kept_entries, RecordId};
 
 /// Identity of one traced thread: pid, process start time (so a recycled pid is another
 /// process) and tid. Ordered by pid, then start time, then tid.
@@ -260,6 +262,8 @@ pub struct TraceDir {
     rotated: Option<crate::rotated::Rotated>,
     /// `manifest` stands in for a damaged or missing `manifest.json`.
     stand_in: bool,
+    /// Threads whose records before a key were left out by [`TraceDir::restrict`].
+    restricted: std::collections::BTreeSet<ThreadKey>,
 }
 
 impl std::fmt::Debug for TraceDir {
@@ -643,6 +647,7 @@ impl TraceDir {
             damage: Default::default(),
             rotated,
             stand_in: false,
+            restricted: Default::default(),
         };
         for d in damage {
             t.note_damage(d);
@@ -753,29 +758,9 @@ impl TraceDir {
     pub fn visit_chunks<E: From<Error>>(
         &self,
         key: ThreadKey,
-        mut f: impl FnMut(ChunkRef<'_>) -> std::result::Result<(), E>,
+        f: impl FnMut(ChunkRef<'_>) -> std::result::Result<(), E>,
     ) -> std::result::Result<(), E> {
-        let mut buf = Vec::new();
-        for loc in self.threads.get(&key).into_iter().flatten() {
-            if loc.bad.load(Ordering::Relaxed) {
-                continue;
-            }
-            let data_offset = match self.read_into(loc, &mut buf) {
-                Ok(o) => o,
-                Err(e) => {
-                    self.skip_bad(loc, e)?;
-                    continue;
-                }
-            };
-            f(ChunkRef {
-                info: &loc.info,
-                piece: loc.piece,
-                data: &buf[RECORD_FIXED_SIZE..],
-                path: &self.files[loc.file as usize].0,
-                data_offset,
-            })?;
-        }
-        Ok(())
+        self.visit_chunks_where(key, |_, _| true, f)
     }
 
     /// Bytes [`TraceDir::load_thread`] reads for one thread: its records, fixed parts

@@ -55,7 +55,10 @@ pub struct TreeEnd {
 /// Reaps every child (and, as a subreaper, every orphaned descendant) until none is
 /// left. `on_signal` is called with each signal that interrupted the wait (see
 /// [`crate::signals`]).
-pub fn wait_tree(main: u32, mut on_signal: impl FnMut(libc::c_int)) -> io::Result<TreeEnd> {
+pub fn wait_tree(
+    main: u32,
+    mut on_signal: impl FnMut(crate::signals::Received),
+) -> io::Result<TreeEnd> {
     let mut main_exit = None;
     let mut reaped = 0;
     loop {

@@ -196,3 +196,71 @@ fn bad_input_gets_clear_messages() {
     assert_eq!(r.status.code(), Some(2));
     assert!(r.stderr.contains("--train"), "{}", r.stderr);
 }
+
+/// `--follow`'s alarms freeze a snapshot of the directory, as `culprit watch`'s reports
+/// do (`--keep-around`, `--snapshots`): the snapshot reads back with the same alarm.
+/// Without --follow the two flags are refused.
+#[test]
+fn follow_alarms_freeze_a_snapshot_around_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("trace");
+    let noisy = |j: usize| 10_000_000 + (j as u64 % 3) * 200_000;
+    server(&dir, 30, |j| if j < 20 { noisy(j) } else { 40_000_000 });
+    let snaps = tmp.path().join("snaps");
+    let r = culprit(&[
+        "demand",
+        dir.to_str().unwrap(),
+        "--follow",
+        "--keep-around",
+        "0",
+        "--snapshots",
+        snaps.to_str().unwrap(),
+    ]);
+    r.assert_success("culprit demand --follow --keep-around 0");
+    assert_eq!(r.stdout.matches("ALARM h:100").count(), 1, "{}", r.stdout);
+    let taken: Vec<_> = std::fs::read_dir(&snaps)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(taken.len(), 1, "{taken:?}\n{}", r.stderr);
+    assert!(
+        taken[0]
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("trace.demand-"),
+        "{taken:?}"
+    );
+    assert!(
+        r.stderr.contains("culprit: demand: snapshot in"),
+        "{}",
+        r.stderr
+    );
+    let again = culprit(&["demand", taken[0].to_str().unwrap(), "--follow"]);
+    again.assert_success("culprit demand --follow of the snapshot");
+    assert_eq!(
+        again.stdout.matches("ALARM h:100").count(),
+        1,
+        "{}",
+        again.stdout
+    );
+    // No alarm, no snapshot.
+    let calm = tmp.path().join("calm");
+    server(&calm, 30, noisy);
+    let calm_snaps = tmp.path().join("calm-snaps");
+    culprit(&[
+        "demand",
+        calm.to_str().unwrap(),
+        "--follow",
+        "--keep-around",
+        "0",
+        "--snapshots",
+        calm_snaps.to_str().unwrap(),
+    ])
+    .assert_success("culprit demand --follow (no alarm)");
+    assert_eq!(std::fs::read_dir(&calm_snaps).unwrap().count(), 0);
+    let r = culprit(&["demand", dir.to_str().unwrap(), "--keep-around", "1s"]);
+    assert!(!r.status.success());
+    assert!(r.stderr.contains("go with --follow"), "{}", r.stderr);
+}

@@ -127,3 +127,121 @@ fn a_flight_recorder_stays_within_its_budget_and_its_window_decodes() {
     assert!(!err.contains("warning"), "{err}");
     assert!(dump.stdout.contains("send"));
 }
+
+/// An event loop: `poll` a socket pair's end, then `recv` what the other end sent,
+/// `argv[1]` times.
+const LOOPING: &str = r#"
+#include <poll.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+int main(int argc, char **argv) {
+    int sv[2];
+    if (argc < 2 || socketpair(AF_UNIX, SOCK_STREAM, 0, sv)) return 2;
+    long n = atol(argv[1]);
+    char buf[64] = {0};
+    for (long i = 0; i < n; i++) {
+        if (send(sv[0], buf, sizeof buf, 0) != (ssize_t)sizeof buf) return 3;
+        struct pollfd p = {.fd = sv[1], .events = POLLIN};
+        if (poll(&p, 1, 1000) != 1) return 4;
+        if (recv(sv[1], buf, sizeof buf, 0) != (ssize_t)sizeof buf) return 5;
+    }
+    return 0;
+}
+"#;
+
+/// A recording whose beginning the flight recorder rotated away: the first unit of the
+/// thread (its beginning is not in the trace) is listed, marked `cut_at_start`, with the
+/// verdict `began_before_window` and score 0 — never ranked as an anomaly — and the
+/// text says so; every other unit is scored against its model as usual: the socket pair
+/// its handlers receive on, created long before the window, is still known (the calls
+/// that say what a descriptor is survive rotation).
+#[test]
+fn units_cut_at_the_windows_start_are_marked_not_scored() {
+    if libtrace_or_skip("units_cut_at_the_windows_start").is_none() {
+        return;
+    }
+    let prog = compile_c("looping", LOOPING, &[]);
+    let tmp = tempfile::tempdir().unwrap();
+    let normal = tmp.path().join("normal");
+    let rec = run_with_deadline(
+        Command::new(culprit())
+            .args(["record", "-o"])
+            .arg(&normal)
+            .arg("--")
+            .arg(&prog.path)
+            .arg("3000"),
+        Duration::from_secs(120),
+    );
+    rec.assert_success("culprit record (normal)");
+    let model = tmp.path().join("m.cpm");
+    run_with_deadline(
+        Command::new(culprit())
+            .arg("learn")
+            .arg(&normal)
+            .arg("-o")
+            .arg(&model),
+        Duration::from_secs(120),
+    )
+    .assert_success("culprit learn");
+    let kept = tmp.path().join("kept");
+    run_with_deadline(
+        Command::new(culprit())
+            .args(["record", "--keep", "2M", "-o"])
+            .arg(&kept)
+            .arg("--")
+            .arg(&prog.path)
+            .arg("200000"),
+        Duration::from_secs(300),
+    )
+    .assert_success("culprit record --keep 2M");
+    let rotated: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(kept.join("rotated.json")).unwrap()).unwrap();
+    assert!(rotated["entries"].as_u64().unwrap() > 0, "{rotated}");
+    let rank = |extra: &[&str]| {
+        let r = run_with_deadline(
+            Command::new(culprit())
+                .args(["rank", "--model"])
+                .arg(&model)
+                .args(extra)
+                .arg(&kept),
+            Duration::from_secs(120),
+        );
+        r.assert_success("culprit rank");
+        r.stdout
+    };
+    let units: Vec<serde_json::Value> =
+        serde_json::from_str(&rank(&["--json", "--top", "1000000"])).unwrap();
+    assert!(units.len() > 10, "{} units", units.len());
+    let cut: Vec<_> = units.iter().filter(|u| u["cut_at_start"] == true).collect();
+    assert_eq!(
+        cut.len(),
+        1,
+        "one thread, one unit cut at its start: {cut:?}"
+    );
+    let c = cut[0];
+    assert_eq!(c["score"], 0.0, "{c}");
+    assert_eq!(c["verdict"], "began_before_window", "{c}");
+    let first_start = units
+        .iter()
+        .map(|u| u["t_start_unix_ns"].as_i64().unwrap())
+        .min()
+        .unwrap();
+    assert_eq!(c["t_start_unix_ns"].as_i64().unwrap(), first_start, "{c}");
+    let unscored: Vec<_> = units
+        .iter()
+        .filter(|u| u["cut_at_start"] == false && u["verdict"] != "scored")
+        .take(3)
+        .collect();
+    assert!(
+        unscored.is_empty(),
+        "units not compared with a model: {unscored:?}"
+    );
+    let text = rank(&["--top", "1000000"]);
+    assert!(
+        text.contains("1 units began before the trace's window"),
+        "{}",
+        &text[..text.len().min(2000)]
+    );
+}

@@ -427,6 +427,41 @@ fn sigint_stops_the_tree_including_daemons_then_the_trace_is_drained() {
     assert_eq!(manifest(&out)["complete"], true);
 }
 
+/// A SIGINT sent to `culprit record` alone (`kill PID`, a script's or a supervisor's stop,
+/// not a terminal's Ctrl-C to the whole group) stops the traced command too: it used to go
+/// only to daemons, so a command in culprit's own group never heard of it and the
+/// recording went on (the soak of issue 30 waited 60 s for it, then killed it).
+#[test]
+fn a_sigint_sent_to_culprit_alone_stops_the_command_in_its_group() {
+    if libtrace_or_skip("a_sigint_sent_to_culprit_alone").is_none() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("t");
+    let ready = tmp.path().join("ready");
+    let script = format!("echo > {}; exec sleep 60", ready.display());
+    let mut rec = Guarded::spawn(
+        Command::new(culprit())
+            .args(["record", "-o"])
+            .arg(&out)
+            .args(["--keep", "4M", "--", "sh", "-c", &script])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped()),
+    );
+    assert!(wait_until(Duration::from_secs(30), || ready.exists()));
+    std::thread::sleep(Duration::from_millis(200));
+    // SAFETY: kill(2) on our own child, culprit record alone.
+    unsafe { libc::kill(rec.pid() as i32, libc::SIGINT) };
+    let st = rec
+        .wait_for(Duration::from_secs(30))
+        .expect("culprit record ends well before the 60 s sleep");
+    assert_eq!(st.code(), Some(128 + libc::SIGINT), "{st}");
+    let mut err = String::new();
+    std::io::Read::read_to_string(rec.child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(err.contains("culprit: recorded"), "{err}");
+    assert_eq!(manifest(&out)["complete"], true);
+}
+
 #[test]
 fn an_injected_short_read_is_recorded_with_its_rule() {
     let prog = compile_c("tcp_pair", TCP_PAIR, &[]);

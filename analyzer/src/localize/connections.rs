@@ -63,8 +63,7 @@ pub struct SetupCall {
 
 /// Is this call replayed by [`FdTable`]?
 pub fn is_tracked(f: LibFn) -> bool {
-    use LibFn::*;
-    f.is_connection_setup() || matches!(f, Socket | Socketpair | Close | Dup | Dup2 | Dup3 | Fcntl)
+    f.describes_descriptor()
 }
 
 /// Does this call count as a connection-establishing call (its stack joins the key)?

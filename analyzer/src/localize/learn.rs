@@ -42,8 +42,12 @@ pub fn learn(sets: &[TraceSet], opts: &Options) -> Result<Learned> {
     let per_ok = scan_and_split(&procs, opts, "learning process models", |_, p, scan| {
         let mut b = model::ProcessModelBuilder::default();
         let mut end = ending::ProcessEnd::default();
+        // A unit whose beginning a flight recorder rotated away is not what its class
+        // looks like: it is not learned.
         let u = units::split_process_each(p, scan, &opts.tree, |u| {
-            b.add_view(&u);
+            if !u.head.cut_at_start {
+                b.add_view(&u);
+            }
             end.starts.push(u.head.t_start_unix_ns);
             end.last_ns = end.last_ns.max(u.head.t_end_unix_ns);
             end.exited |= u.head.kind == units::UnitKind::Finalizer;

@@ -165,6 +165,10 @@ impl Ranker<'_> {
     }
 
     fn unit(&mut self, u: &units::UnitView<'_>) {
+        if u.head.cut_at_start {
+            self.not_scored(u.head);
+            return;
+        }
         let g = self.group.index().map(|i| &self.model.groups[i]);
         let (class, sibling) = *self
             .class_idx
@@ -389,6 +393,53 @@ impl Ranker<'_> {
                 | flag(h.cut, Row::CUT)
                 | flag(h.fd.is_some(), Row::FD)
                 | flag(extra, Row::EXTRA),
+            incident: 0,
+        });
+    }
+}
+
+impl Ranker<'_> {
+    /// A unit whose beginning a flight recorder rotated away: a row of score 0 and verdict
+    /// [`score::Verdict::BeganBeforeWindow`], never among the best (nothing of it is
+    /// compared with the model: its first calls are missing, not absent).
+    fn not_scored(&mut self, h: &units::UnitHead) {
+        let s = score::not_scored();
+        self.shared.push(report::SharedScore {
+            score: s.score,
+            verdict: s.verdict,
+            effective: Box::new([]),
+            model_units: 0,
+        });
+        let flag = |on: bool, f: u8| if on { f } else { 0 };
+        let extra = h.lost > 0 || !h.injections.is_empty();
+        if extra {
+            self.extras.push((
+                self.rows.len() as u32,
+                report::RowExtra {
+                    lost: h.lost,
+                    injections: h.injections.clone(),
+                    ..Default::default()
+                },
+            ));
+        }
+        self.rows.push(Row {
+            score: s.score,
+            t_start_unix_ns: h.t_start_unix_ns,
+            t_end_unix_ns: h.t_end_unix_ns,
+            tsc_start: h.tsc_start,
+            tsc_end: h.tsc_end,
+            proc_: self.pi,
+            conn: h.conn,
+            tid: h.tid,
+            index: h.index,
+            shared: self.shared.len() as u32 - 1,
+            fd: h.fd.unwrap_or(0),
+            kind: h.kind,
+            flags: flag(h.main_thread, Row::MAIN_THREAD)
+                | flag(h.cut, Row::CUT)
+                | flag(h.fd.is_some(), Row::FD)
+                | flag(extra, Row::EXTRA)
+                | Row::CUT_AT_START,
             incident: 0,
         });
     }

@@ -32,7 +32,8 @@ pub(crate) struct Row {
     /// Descriptor (if [`Row::FD`] is set).
     pub fd: i32,
     pub kind: crate::units::UnitKind,
-    /// [`Row::MAIN_THREAD`], [`Row::CUT`], [`Row::FD`], [`Row::EXTRA`].
+    /// [`Row::MAIN_THREAD`], [`Row::CUT`], [`Row::FD`], [`Row::EXTRA`],
+    /// [`Row::CUT_AT_START`].
     pub flags: u8,
     /// For the root of an incident: the other processes whose units were filed under it
     /// ([`crate::consequence`]); ties of score are ordered by it
@@ -49,6 +50,8 @@ impl Row {
     pub const FD: u8 = 4;
     /// The unit has an entry in [`Report::extras`](crate::report::Report::extras).
     pub const EXTRA: u8 = 8;
+    /// See [`crate::units::UnitHead::cut_at_start`].
+    pub const CUT_AT_START: u8 = 16;
 }
 
 /// A score with its verdict and light effective nodes, shared by the rows of equal trees

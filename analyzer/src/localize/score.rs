@@ -26,6 +26,9 @@ pub enum Verdict {
     NoProcessGroup,
     /// No model for the unit's class (e.g. an unknown connection): score 1.
     NoUnitModel,
+    /// The unit began before the trace's window (a flight recorder rotated its beginning
+    /// away, [`crate::units::UnitHead::cut_at_start`]): not scored, score 0.
+    BeganBeforeWindow,
 }
 
 /// Where an effective node is.
@@ -219,6 +222,9 @@ pub fn class_of(u: &Unit) -> UnitClass {
 
 /// Scores a unit against its process group (None: no group matched).
 pub fn score_unit(u: &Unit, group: Option<&GroupModel>) -> UnitScore {
+    if u.info.cut_at_start {
+        return not_scored();
+    }
     let Some(g) = group else {
         return unmodelled(&u.tree, Verdict::NoProcessGroup);
     };
@@ -236,6 +242,16 @@ pub fn unmodelled(t: &CallTree, verdict: Verdict) -> UnitScore {
         score: 1.0,
         verdict,
         effective: score_tree(t, &TreeModel::default()).effective,
+    }
+}
+
+/// The score of a unit that began before the trace's window: 0, with no effective node
+/// ([`Verdict::BeganBeforeWindow`]).
+pub fn not_scored() -> UnitScore {
+    UnitScore {
+        score: 0.0,
+        verdict: Verdict::BeganBeforeWindow,
+        effective: Vec::new(),
     }
 }
 

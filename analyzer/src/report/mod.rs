@@ -195,6 +195,10 @@ pub fn why(s: &UnitScore, names: &BTreeMap<u64, String>, n: usize) -> Vec<String
         Verdict::NoUnitModel => {
             vec!["no model for this unit: units of this kind on this connection never occurred in normal runs".to_string()]
         }
+        Verdict::BeganBeforeWindow => vec![
+            "began before the trace's window (a flight recorder rotated its beginning away): not scored"
+                .to_string(),
+        ],
         Verdict::Scored => Vec::new(),
     };
     out.extend(
@@ -343,6 +347,7 @@ impl RankedUnit {
             "why": self.why,
             "lost": self.info.lost,
             "cut": self.info.cut,
+            "cut_at_start": self.info.cut_at_start,
             "injections": self.info.injections,
             "support": self.model_units,
             "incident": self.incident,
@@ -389,6 +394,7 @@ impl Report {
                 lost: extra.map_or(0, |x| x.lost),
                 injections: extra.map(|x| x.injections.clone()).unwrap_or_default(),
                 cut: row.flags & Row::CUT != 0,
+                cut_at_start: row.flags & Row::CUT_AT_START != 0,
             },
             score: row.score,
             verdict: *verdict,
@@ -428,6 +434,22 @@ impl Report {
             order.drain(..self.units.len().min(order.len()));
             order
         })
+    }
+
+    /// Units that began before their trace's window (a flight recorder rotated their
+    /// beginning away): listed, not scored ([`Verdict::BeganBeforeWindow`]).
+    pub fn cut_at_start(&self) -> usize {
+        let rows = self
+            .rest
+            .iter()
+            .flatten()
+            .filter(|r| r.flags & Row::CUT_AT_START != 0)
+            .count();
+        if self.rest.iter().all(Vec::is_empty) {
+            self.units.iter().filter(|u| u.info.cut_at_start).count()
+        } else {
+            rows
+        }
     }
 
     /// True if no unit was ranked.
@@ -542,6 +564,14 @@ impl Report {
                 String::new()
             }
         );
+        let began_before = self.cut_at_start();
+        if began_before > 0 {
+            let _ = writeln!(
+                s,
+                "{began_before} units began before the trace's window (a flight recorder \
+                 rotated their beginning away): listed with score 0, not scored"
+            );
+        }
         for u in self.iter().take(top) {
             let u = &*u;
             let i = &u.info;

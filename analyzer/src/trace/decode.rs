@@ -244,6 +244,41 @@ impl ThreadTrace {
                     tolerant(&mut f, c, &sink)
                 })?;
             }
+            ThreadSource::Suffix { dir, key, context } => {
+                let sink = Sink::Dir(dir, *key);
+                let mut context = Some(context);
+                dir.visit_chunks(*key, |c| {
+                    // The context follows the flight recorder's compacted records (what
+                    // precedes every window) and precedes the suffix.
+                    if c.info.flags & bufpool::layout::FLAG_COMPACTED == 0 {
+                        if let Some(x) = context.take() {
+                            let x = RawChunk {
+                                path: &x.name,
+                                base: 0,
+                                lost_before: 0,
+                                bytes: &x.bytes,
+                            };
+                            tolerant(&mut f, x, &Sink::Memory)?;
+                        }
+                    }
+                    let c = RawChunk {
+                        path: c.path,
+                        base: c.data_offset,
+                        lost_before: c.info.lost_before,
+                        bytes: c.data,
+                    };
+                    tolerant(&mut f, c, &sink)
+                })?;
+                if let Some(x) = context {
+                    let x = RawChunk {
+                        path: &x.name,
+                        base: 0,
+                        lost_before: 0,
+                        bytes: &x.bytes,
+                    };
+                    tolerant(&mut f, x, &Sink::Memory)?;
+                }
+            }
         }
         Ok(())
     }

@@ -5,7 +5,7 @@
 
 use crate::error::{Error, Result};
 use bufpool::Calibration;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// All the traces one analysis looks at (one or many directories, from several hosts).
@@ -71,6 +71,18 @@ pub enum ThreadSource {
     /// Read from a trace directory into memory, every record at once (see
     /// [`ProcessTrace::load`]).
     Loaded(Arc<LoadedThread>),
+    /// The end of a thread in a trace directory ([`reader::TraceDir::restrict`]), after
+    /// `context`: what the records left out said about the process and its descriptors
+    /// (`culprit watch`, [`reader::tracedir::kept_entries`]), read before the first record
+    /// that is not a flight recorder's compacted one.
+    Suffix {
+        /// The open (restricted) directory.
+        dir: Arc<reader::TraceDir>,
+        /// The thread.
+        key: reader::ThreadKey,
+        /// Entries kept from the records left out.
+        context: Arc<Chunk>,
+    },
 }
 
 /// A thread's records, read into one buffer ([`ProcessTrace::load`]).
@@ -84,6 +96,21 @@ pub struct LoadedThread {
     pub(super) dir: Arc<reader::TraceDir>,
     /// The thread.
     pub(super) key: reader::ThreadKey,
+}
+
+impl ThreadTrace {
+    /// True if a flight recorder rotated entries of this thread away (`rotated.json`):
+    /// its trace begins mid-run, at its window ([`reader::rotated`]).
+    /// (or `culprit watch` read the records before its suffix on an earlier poll).
+    pub fn begins_mid_run(&self) -> bool {
+        match &self.source {
+            ThreadSource::Dir { dir, key } | ThreadSource::Suffix { dir, key, .. } => {
+                dir.begins_mid_run(*key)
+            }
+            ThreadSource::Loaded(l) => l.dir.begins_mid_run(l.key),
+            ThreadSource::Memory(_) => false,
+        }
+    }
 }
 
 impl ProcessTrace {
@@ -145,6 +172,9 @@ impl ProcessTrace {
     }
 }
 
+/// Per thread, what the records a suffix leaves out said ([`TraceSet::open_suffixes`]).
+pub type Contexts = std::collections::HashMap<reader::ThreadKey, Arc<Chunk>>;
+
 /// One hand-built chunk.
 #[derive(Clone, Debug)]
 pub struct Chunk {
@@ -176,15 +206,29 @@ impl TraceSet {
     /// being written, opened again and again by `culprit watch`, ends in a record being
     /// written and has sub-buffers still in the pool).
     pub fn open_quiet(dirs: &[PathBuf], quiet: bool) -> Result<TraceSet> {
+        Self::open_suffixes(dirs, quiet, &mut |_, _| Default::default())
+    }
+
+    /// [`TraceSet::open_quiet`], each directory handed to `suffix` before it is read: it
+    /// may [restrict](reader::TraceDir::restrict) threads to their end and give, per
+    /// thread, what the records left out said ([`ThreadSource::Suffix`]).
+    pub fn open_suffixes(
+        dirs: &[PathBuf],
+        quiet: bool,
+        suffix: &mut dyn FnMut(&Path, &mut reader::TraceDir) -> Contexts,
+    ) -> Result<TraceSet> {
         let mut set = TraceSet::default();
         let mut opened = Vec::new();
+        let mut contexts = Vec::new();
         for d in super::discover::trace_dirs(dirs)? {
-            opened.push((Arc::new(open_dir(&d, quiet)?), d));
+            let mut t = open_dir(&d, quiet)?;
+            contexts.push(suffix(&d, &mut t));
+            opened.push((Arc::new(t), d));
         }
         let manifests: Vec<&reader::Manifest> = opened.iter().map(|(t, _)| t.manifest()).collect();
         let clocks = super::clock::domain_calibrations(&manifests);
-        for ((dir, d), calib) in opened.iter().zip(clocks) {
-            set.add_recording(dir, d, calib);
+        for (((dir, d), calib), context) in opened.iter().zip(clocks).zip(contexts) {
+            set.add_recording_with(dir, d, calib, &context);
         }
         Ok(set)
     }
@@ -196,6 +240,18 @@ impl TraceSet {
         d: &std::path::Path,
         calib: Calibration,
     ) {
+        self.add_recording_with(dir, d, calib, &Contexts::default())
+    }
+
+    /// [`TraceSet::add_recording`], the threads `context` names read as suffixes
+    /// ([`ThreadSource::Suffix`]).
+    pub(super) fn add_recording_with(
+        &mut self,
+        dir: &Arc<reader::TraceDir>,
+        d: &std::path::Path,
+        calib: Calibration,
+        context: &Contexts,
+    ) {
         let m = dir.manifest();
         let recording = Arc::new(Recording {
             dir: d.to_path_buf(),
@@ -204,7 +260,7 @@ impl TraceSet {
             task: m.slurm.as_ref().map(|t| t.dir_name()),
         });
         let host = host_of(m, d);
-        for ((pid, start_ticks), threads) in process_threads(dir) {
+        for ((pid, start_ticks), threads) in process_threads(dir, context) {
             self.processes.push(ProcessTrace {
                 host: host.clone(),
                 pid,
@@ -262,6 +318,7 @@ pub(super) fn host_of(m: &reader::Manifest, d: &std::path::Path) -> String {
 /// The threads of an opened directory by process (pid, start time), in that order.
 pub(super) fn process_threads(
     dir: &Arc<reader::TraceDir>,
+    context: &Contexts,
 ) -> std::collections::BTreeMap<(u32, u64), Vec<ThreadTrace>> {
     let mut by_proc: std::collections::BTreeMap<(u32, u64), Vec<ThreadTrace>> = Default::default();
     for key in dir.threads() {
@@ -270,9 +327,16 @@ pub(super) fn process_threads(
             .or_default()
             .push(ThreadTrace {
                 tid: key.tid,
-                source: ThreadSource::Dir {
-                    dir: dir.clone(),
-                    key,
+                source: match context.get(&key) {
+                    Some(c) => ThreadSource::Suffix {
+                        dir: dir.clone(),
+                        key,
+                        context: c.clone(),
+                    },
+                    None => ThreadSource::Dir {
+                        dir: dir.clone(),
+                        key,
+                    },
                 },
             });
     }

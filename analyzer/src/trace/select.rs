@@ -84,7 +84,9 @@ impl TraceSet {
                         m.processes.iter().map(|p| (p.pid, p.start_ticks)).collect();
                     ids.into_iter().collect()
                 }
-                Source::Open(t) => process_threads(t).into_keys().collect(),
+                Source::Open(t) => process_threads(t, &Default::default())
+                    .into_keys()
+                    .collect(),
             };
             let host = host_of(s.manifest(), d);
             all.extend(ids.iter().map(|&(pid, start_ticks)| ProcId {
@@ -105,7 +107,9 @@ impl TraceSet {
                 Source::Open(t) => t.clone(),
                 Source::Named(_) => Arc::new(open_dir(d, quiet)?),
             };
-            let got: Vec<(u32, u64)> = process_threads(&dir).into_keys().collect();
+            let got: Vec<(u32, u64)> = process_threads(&dir, &Default::default())
+                .into_keys()
+                .collect();
             if &got != ids {
                 return Err(Error::BadTrace {
                     path: d.clone(),

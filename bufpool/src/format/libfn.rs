@@ -123,6 +123,18 @@ impl LibFn {
         matches!(self, Bind | Connect | Listen | Accept | Accept4)
     }
 
+    /// Calls that say what a descriptor is (a socket, its addresses, the code that set it
+    /// up, a copy, its end): replayed to know each descriptor's connection, and kept by a
+    /// flight recorder when it rotates the rest of a record away.
+    pub fn describes_descriptor(self) -> bool {
+        use LibFn::*;
+        self.is_connection_setup()
+            || matches!(
+                self,
+                Socket | Socketpair | Close | Dup | Dup2 | Dup3 | Fcntl
+            )
+    }
+
     /// Calls that accept a connection.
     pub fn is_accept(self) -> bool {
         matches!(self, LibFn::Accept | LibFn::Accept4)

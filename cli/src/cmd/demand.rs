@@ -73,6 +73,10 @@ pub struct Args {
     /// the recording ends or on Ctrl-C.
     #[arg(long)]
     pub follow: bool,
+    /// With --follow: --keep-around (after each alarm's third violating interval) and
+    /// --snapshots, as `culprit watch` takes them.
+    #[command(flatten)]
+    pub around: super::aroundsnap::AroundArgs,
 }
 
 /// Parses `1s`, `250ms`, `2.5` (seconds) into ns.
@@ -169,33 +173,34 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         opts.train = Train::Seconds(10.0 * opts.interval_ns as f64 * 1e-9);
         opts.widen = false;
     }
+    if !args.follow && (args.around.keep_around.is_some() || args.around.snapshots.is_some()) {
+        bail!("--keep-around and --snapshots go with --follow");
+    }
     let report = if args.follow {
         let stop = reader::signals::stop_flag();
         reader::signals::install(&[libc::SIGINT, libc::SIGTERM])
             .context("installing signal handlers")?;
         let json = args.json;
-        let last = demand::follow::follow(&args.dirs, &opts, stop, |a| {
-            let mut out = std::io::stdout().lock();
-            let _ = if json {
-                serde_json::to_writer(&mut out, a)
-                    .map_err(std::io::Error::from)
-                    .and_then(|_| writeln!(out))
-            } else {
-                writeln!(
-                    out,
-                    "ALARM {}:{} {}: residual {} beyond ±{} (3 intervals from {} ns, raised at {} ns)",
-                    a.host,
-                    a.pid,
-                    a.process,
-                    demand::report::secs(a.alarm.residual_s),
-                    demand::report::secs(a.alarm.limit_s),
-                    a.alarm.first_violation_unix_ns,
-                    a.alarm.t_unix_ns
-                )
-            };
-            let _ = out.flush();
-        })?;
-        match last {
+        let around = std::sync::Mutex::new(super::aroundsnap::Around::new(
+            &args.dirs,
+            &args.around,
+            "demand",
+        )?);
+        let followed = std::sync::atomic::AtomicBool::new(false);
+        // Snapshots fall due between alarms: a thread takes them on time.
+        let last = std::thread::scope(|s| {
+            s.spawn(|| {
+                while !followed.load(std::sync::atomic::Ordering::Acquire) {
+                    around.lock().unwrap_or_else(|p| p.into_inner()).tick(false);
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+            });
+            let r = follow_alarms(&args, &opts, stop, json, &around);
+            followed.store(true, std::sync::atomic::Ordering::Release);
+            r
+        });
+        around.lock().unwrap_or_else(|p| p.into_inner()).tick(true);
+        match last? {
             Some(r) => r,
             None => return Ok(ExitCode::SUCCESS),
         }
@@ -220,4 +225,39 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         eprintln!("wrote {}", h.display());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--follow`: prints each alarm as it is raised and asks `around` for a snapshot after it.
+fn follow_alarms(
+    args: &Args,
+    opts: &Options,
+    stop: &std::sync::atomic::AtomicBool,
+    json: bool,
+    around: &std::sync::Mutex<super::aroundsnap::Around>,
+) -> anyhow::Result<Option<demand::DemandReport>> {
+    Ok(demand::follow::follow(&args.dirs, opts, stop, |a| {
+        around
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .request(a.alarm.t_unix_ns);
+        let mut out = std::io::stdout().lock();
+        let _ = if json {
+            serde_json::to_writer(&mut out, a)
+                .map_err(std::io::Error::from)
+                .and_then(|_| writeln!(out))
+        } else {
+            writeln!(
+                out,
+                "ALARM {}:{} {}: residual {} beyond ±{} (3 intervals from {} ns, raised at {} ns)",
+                a.host,
+                a.pid,
+                a.process,
+                demand::report::secs(a.alarm.residual_s),
+                demand::report::secs(a.alarm.limit_s),
+                a.alarm.first_violation_unix_ns,
+                a.alarm.t_unix_ns
+            )
+        };
+        let _ = out.flush();
+    })?)
 }

@@ -1,5 +1,6 @@
 //! One module per subcommand. Each defines `Args` (clap) and `run(Args) -> Result<ExitCode>`.
 
+pub mod aroundsnap;
 pub mod cc;
 pub mod cluster;
 pub mod common;

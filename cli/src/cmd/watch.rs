@@ -37,16 +37,16 @@ pub struct Args {
     /// `reported_unix_ns`) instead of text.
     #[arg(long)]
     pub json: bool,
-    /// Freeze a snapshot of each directory this long after each reported unit ended
-    /// (e.g. 5s; `0` = at once), into --snapshots.
-    #[arg(long, value_name = "DUR", value_parser = reader::iosample::parse_duration)]
-    pub keep_around: Option<Duration>,
-    /// Where snapshots go (default: beside each directory, `DIR.watch-<unix s>`).
-    #[arg(long, value_name = "DIR")]
-    pub snapshots: Option<PathBuf>,
+    /// --keep-around (after each reported unit's end) and --snapshots.
+    #[command(flatten)]
+    pub around: super::aroundsnap::AroundArgs,
     /// Keep watching after the recording finished (by default the watch ends with it).
     #[arg(long)]
     pub forever: bool,
+    /// Rank everything the directories hold on every poll, instead of what was written
+    /// since the last one (plus a sub-buffer per thread): slower, for comparison.
+    #[arg(long)]
+    pub whole: bool,
     /// The score units are ranked by (see `culprit rank --score`).
     #[arg(long, value_name = "SCORE", default_value = "evidence")]
     pub score: analyzer::evidence::ScoreKind,
@@ -71,10 +71,7 @@ fn finished(dirs: &[PathBuf]) -> bool {
 /// Runs `culprit watch`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     set_threads(args.threads)?;
-    if let Some(s) = &args.snapshots {
-        std::fs::create_dir_all(s)
-            .map_err(|e| anyhow::anyhow!("{}: cannot create: {e}", s.display()))?;
-    }
+    let mut around = super::aroundsnap::Around::new(&args.dirs, &args.around, "watch")?;
     let model = Model::load(&args.model)?;
     let rank = analyzer::Options {
         score: args.score,
@@ -86,14 +83,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         WatchOptions {
             threshold: args.threshold,
             rank,
+            incremental: !args.whole,
         },
     );
     reader::signals::install(&[libc::SIGINT, libc::SIGTERM])
         .map_err(|e| anyhow::anyhow!("installing signal handlers: {e}"))?;
     let stop = reader::signals::stop_flag();
     let mut out = std::io::stdout().lock();
-    // Snapshots due: when (unit end + --keep-around, ns) .
-    let mut due: Vec<i64> = Vec::new();
     let mut waiting_said = false;
     loop {
         let t = Instant::now();
@@ -106,9 +102,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                     } else {
                         writeln!(out, "{}", a.text)?;
                     }
-                    if let Some(k) = args.keep_around {
-                        due.push(a.end_unix_ns + k.as_nanos() as i64);
-                    }
+                    around.request(a.end_unix_ns);
                 }
                 out.flush()?;
             }
@@ -118,20 +112,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
             Err(_) => {}
         }
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as i64);
-        // One snapshot serves every unit due by now.
-        if due.iter().any(|&d| d <= now) || (done && !due.is_empty()) {
-            due.clear();
-            for d in &args.dirs {
-                let target = reader::snapshot::new_path(d, "watch", args.snapshots.as_deref());
-                match reader::snapshot::snapshot(d, &target) {
-                    Ok(_) => eprintln!("culprit: watch: snapshot in {}", target.display()),
-                    Err(e) => eprintln!("culprit: watch: snapshot of {} failed: {e}", d.display()),
-                }
-            }
-        }
+        around.tick(done);
         if stop.load(Ordering::Acquire) || (done && !args.forever) {
             break;
         }

@@ -168,11 +168,12 @@ pub fn record(
     })
 }
 
-/// Passes a signal on to the traced tree. The terminal already sent SIGINT to the
-/// foreground group (which includes the main process), so SIGINT only goes to
-/// descendants that left the group (daemons); other signals go to every process. A
-/// second signal (`count` ≥ 2) kills the whole tree.
-pub fn forward(sig: libc::c_int, count: u32, notice: &mut dyn FnMut(Notice<'_>)) {
+/// Passes a signal on to the traced tree (see the [module documentation](self)): a
+/// terminal's SIGINT went to the foreground group (which includes the main process)
+/// already, so it only goes (as SIGTERM) to descendants that left the group (daemons); a
+/// SIGINT sent by a process also goes, as SIGINT, to the descendants in the group; other
+/// signals go to every process. A second signal (`count` ≥ 2) kills the whole tree.
+pub fn forward(sig: crate::signals::Received, count: u32, notice: &mut dyn FnMut(Notice<'_>)) {
     let all = crate::tree::descendants(std::process::id());
     if count >= 2 {
         notice(Notice::Killing {
@@ -181,20 +182,18 @@ pub fn forward(sig: libc::c_int, count: u32, notice: &mut dyn FnMut(Notice<'_>))
         crate::tree::signal_all(&all, libc::SIGKILL);
         return;
     }
+    if sig.sig != libc::SIGINT {
+        crate::tree::signal_all(&all, sig.sig);
+        return;
+    }
     // SAFETY: getpgrp has no arguments and cannot fail.
     let my_group = unsafe { libc::getpgrp() };
-    let targets: Vec<u32> = if sig == libc::SIGINT {
-        all.into_iter()
-            // SAFETY: getpgid only reads the process table.
-            .filter(|&p| unsafe { libc::getpgid(p as libc::pid_t) } != my_group)
-            .collect()
-    } else {
-        all
-    };
-    let sent = if sig == libc::SIGINT {
-        libc::SIGTERM
-    } else {
-        sig
-    };
-    crate::tree::signal_all(&targets, sent);
+    // SAFETY: getpgid only reads the process table.
+    let (in_group, daemons): (Vec<u32>, Vec<u32>) = all
+        .into_iter()
+        .partition(|&p| unsafe { libc::getpgid(p as libc::pid_t) } == my_group);
+    if !sig.from_terminal {
+        crate::tree::signal_all(&in_group, libc::SIGINT);
+    }
+    crate::tree::signal_all(&daemons, libc::SIGTERM);
 }

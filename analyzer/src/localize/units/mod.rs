@@ -236,6 +236,10 @@ pub struct UnitInfo {
     /// Cut short by the end of the trace (see [`UnitHead::cut`]).
     #[serde(default)]
     pub cut: bool,
+    /// Began before the trace's window: its beginning was rotated away (see
+    /// [`UnitHead::cut_at_start`]); not scored.
+    #[serde(default)]
+    pub cut_at_start: bool,
 }
 
 /// One execution unit.

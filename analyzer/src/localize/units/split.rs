@@ -173,6 +173,7 @@ impl Splitter<'_> {
             lost: 0,
             injections: Vec::new(),
             cut: false,
+            cut_at_start: false,
         }
     }
 
@@ -637,6 +638,7 @@ pub fn split_process_each(
                 lost: 0,
                 injections: Vec::new(),
                 cut: false,
+                cut_at_start: false,
             },
             tree: TreeBuf::default(),
             spare: TreeBuf::default(),
@@ -650,6 +652,9 @@ pub fn split_process_each(
             last_thread: i + 1 == n_threads,
         };
         s.head = s.new_head(UnitKind::Initializer, 0, 0);
+        // A flight recorder rotated the thread's beginning away: its first unit starts at
+        // the window, not where it began.
+        s.head.cut_at_start = t.begins_mid_run();
         for_each_paired(t, &mut s)?;
         let end = s.last_tsc;
         let placeholder = s.new_head(UnitKind::Loop, end, 0);

@@ -69,6 +69,10 @@ pub struct UnitHead {
     /// timeout — or recording stopped). It is scored on what it did
     /// ([`crate::score::score_tree_as`]).
     pub cut: bool,
+    /// Cut at the start of the trace: the first unit of a thread whose earlier records a
+    /// flight recorder rotated away (`culprit record --keep`), so that its beginning is
+    /// not in the trace. It is not scored ([`crate::score::Verdict::BeganBeforeWindow`]).
+    pub cut_at_start: bool,
 }
 
 /// A closed unit, lent to the callback of [`split_process_each`](super::split::split_process_each) (its tree is a buffer
@@ -152,6 +156,7 @@ impl UnitView<'_> {
             lost: h.lost,
             injections: h.injections.clone(),
             cut: h.cut,
+            cut_at_start: h.cut_at_start,
         }
     }
 

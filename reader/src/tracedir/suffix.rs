@@ -1,0 +1,125 @@
+//! Reading only the end of each thread: what `culprit watch` needs on each poll, having
+//! read what came before on an earlier one.
+//!
+//! [`TraceDir::restrict`] leaves out each named thread's records up to a key, as a flight
+//! recorder's window does (its `COMPACTED` records stay: they precede every window);
+//! [`TraceDir::begins_mid_run`] then says the thread's trace starts mid-run, so its first
+//! unit is marked cut at its start. What the left-out records said about descriptors and
+//! the process — metadata, loss markers, the calls that say what a descriptor is — is
+//! kept by the caller ([`kept_entries`] on each record once, [`TraceDir::visit_chunks_where`]).
+
+use super::{ChunkRef, ThreadKey, TraceDir};
+use crate::error::Error;
+use crate::rotated::{record_key, RecordKey};
+use bufpool::format::{Decoder, Kind, LibFn};
+use bufpool::layout::FLAG_COMPACTED;
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+
+/// One record of a thread: its key, its `seq` and whether it is `COMPACTED`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordId {
+    /// First TSC, seq, piece.
+    pub key: RecordKey,
+    /// A flight recorder's compacted record (metadata only).
+    pub compacted: bool,
+}
+
+/// Copies onto `out` the entries of `data` (one record's entries) that later entries need
+/// to be read right: metadata records, the entry and exit of the calls that say what a
+/// descriptor is ([`LibFn::describes_descriptor`]) and, if `lost`, `Lost` markers. Returns
+/// the count of the other entries and the TSC of the last of them (`first_tsc` when
+/// none). Stops at the first entry that does not decode.
+pub fn kept_entries(data: &[u8], first_tsc: u64, lost: bool, out: &mut Vec<u8>) -> (u64, u64) {
+    let (mut others, mut last_tsc) = (0u64, first_tsc);
+    for e in Decoder::new(data) {
+        let Ok(e) = e else { break };
+        if e.kind == Kind::Lost && !lost {
+            continue;
+        }
+        let keep = e.kind.is_meta()
+            || e.kind == Kind::Lost
+            || e.lib_fn().is_some_and(LibFn::describes_descriptor);
+        if keep {
+            let at = e.offset as usize;
+            out.extend_from_slice(&data[at..at + e.size]);
+        } else {
+            others += 1;
+            last_tsc = last_tsc.max(e.tsc);
+        }
+    }
+    (others, last_tsc)
+}
+
+impl TraceDir {
+    /// Leaves out, for each thread of `after`, its records at or before the key given
+    /// (`COMPACTED` records excepted); such a thread [begins mid-run](Self::begins_mid_run)
+    /// if any record was left out.
+    pub fn restrict(&mut self, after: &BTreeMap<ThreadKey, RecordKey>) {
+        for (k, until) in after {
+            if let Some(list) = self.threads.get_mut(k) {
+                let before = list.len();
+                list.retain(|l| {
+                    l.info.flags & FLAG_COMPACTED != 0 || record_key(&l.info, l.piece) > *until
+                });
+                if list.len() < before {
+                    self.restricted.insert(*k);
+                }
+            }
+        }
+    }
+
+    /// True if the trace of thread `key` begins mid-run: a flight recorder rotated some of
+    /// its entries away, or [`TraceDir::restrict`] left some of its records out.
+    pub fn begins_mid_run(&self, key: ThreadKey) -> bool {
+        self.restricted.contains(&key)
+            || self
+                .rotated
+                .as_ref()
+                .is_some_and(|r| r.threads.iter().any(|t| t.key() == key && t.entries > 0))
+    }
+
+    /// The records of thread `key`, in order (no data read).
+    pub fn record_ids(&self, key: ThreadKey) -> Vec<RecordId> {
+        self.threads
+            .get(&key)
+            .into_iter()
+            .flatten()
+            .map(|l| RecordId {
+                key: record_key(&l.info, l.piece),
+                compacted: l.info.flags & FLAG_COMPACTED != 0,
+            })
+            .collect()
+    }
+
+    /// [`TraceDir::visit_chunks`] for the records of `key` that `wanted` picks (by their
+    /// header and piece offset); the others are not read.
+    pub fn visit_chunks_where<E: From<Error>>(
+        &self,
+        key: ThreadKey,
+        wanted: impl Fn(&bufpool::SubBufInfo, u32) -> bool,
+        mut f: impl FnMut(ChunkRef<'_>) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
+        let mut buf = Vec::new();
+        for loc in self.threads.get(&key).into_iter().flatten() {
+            if loc.bad.load(Ordering::Relaxed) || !wanted(&loc.info, loc.piece) {
+                continue;
+            }
+            let data_offset = match self.read_into(loc, &mut buf) {
+                Ok(o) => o,
+                Err(e) => {
+                    self.skip_bad(loc, e)?;
+                    continue;
+                }
+            };
+            f(ChunkRef {
+                info: &loc.info,
+                piece: loc.piece,
+                data: &buf[bufpool::disk::RECORD_FIXED_SIZE..],
+                path: &self.files[loc.file as usize].0,
+                data_offset,
+            })?;
+        }
+        Ok(())
+    }
+}
