@@ -2,9 +2,13 @@
 //! report: each report asks for a snapshot of every watched directory `--keep-around`
 //! after the moment it is about (a unit's end, an alarm's third interval); one snapshot
 //! serves every request due by the time it is taken, and requests still pending when the
-//! recording ends are served then.
+//! recording ends are served then. Snapshots are taken on a thread of their own
+//! ([`with_ticker`]): copying a window of hundreds of megabytes must not hold back the
+//! reports that come after it.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
 
 /// The `--keep-around` / `--snapshots` options, shared by both commands.
@@ -28,6 +32,7 @@ fn parse_around(s: &str) -> Result<Duration, String> {
 }
 
 /// Snapshots due, by time.
+#[derive(Clone)]
 pub struct Around {
     dirs: Vec<PathBuf>,
     args: AroundArgs,
@@ -68,20 +73,25 @@ impl Around {
         }
     }
 
-    /// Takes one snapshot of each directory if a request is due by now, or if any is
-    /// pending and the recording `ended`.
-    pub fn tick(&mut self, ended: bool) {
+    /// True if a request is due by now, or if any is pending and the recording `ended`;
+    /// the requests it serves are forgotten.
+    fn due(&mut self, ended: bool) -> bool {
         let now = now_ns();
         if !(self.due.iter().any(|&d| d <= now) || (ended && !self.due.is_empty())) {
-            return;
+            return false;
         }
         self.due.clear();
-        for d in self.dirs.clone() {
-            self.take(&d);
+        true
+    }
+
+    /// Takes one snapshot of each directory.
+    fn take_all(&self) {
+        for d in &self.dirs {
+            self.take(d);
         }
     }
 
-    fn take(&mut self, d: &Path) {
+    fn take(&self, d: &Path) {
         let target = reader::snapshot::new_path(d, self.what, self.args.snapshots.as_deref());
         match reader::snapshot::snapshot(d, &target) {
             Ok(_) => eprintln!("culprit: {}: snapshot in {}", self.what, target.display()),
@@ -92,4 +102,36 @@ impl Around {
             ),
         }
     }
+}
+
+/// Runs `body`, which reports and [requests](Around::request) snapshots through the
+/// mutex, while a thread of its own takes each snapshot as it falls due (polled every
+/// 50 ms; the mutex is never held while a snapshot is copied); then serves what is still
+/// pending, as at the recording's end.
+pub fn with_ticker<T>(around: Around, body: impl FnOnce(&Mutex<Around>) -> T) -> T {
+    let taker = around.clone();
+    let around = Mutex::new(around);
+    let finished = AtomicBool::new(false);
+    let r = std::thread::scope(|s| {
+        s.spawn(|| {
+            while !finished.load(Ordering::Acquire) {
+                let go = around.lock().unwrap_or_else(|p| p.into_inner()).due(false);
+                if go {
+                    taker.take_all();
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        });
+        let r = body(&around);
+        finished.store(true, Ordering::Release);
+        r
+    });
+    if around
+        .into_inner()
+        .unwrap_or_else(|p| p.into_inner())
+        .due(true)
+    {
+        taker.take_all();
+    }
+    r
 }

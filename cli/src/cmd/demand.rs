@@ -181,25 +181,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         reader::signals::install(&[libc::SIGINT, libc::SIGTERM])
             .context("installing signal handlers")?;
         let json = args.json;
-        let around = std::sync::Mutex::new(super::aroundsnap::Around::new(
-            &args.dirs,
-            &args.around,
-            "demand",
-        )?);
-        let followed = std::sync::atomic::AtomicBool::new(false);
-        // Snapshots fall due between alarms: a thread takes them on time.
-        let last = std::thread::scope(|s| {
-            s.spawn(|| {
-                while !followed.load(std::sync::atomic::Ordering::Acquire) {
-                    around.lock().unwrap_or_else(|p| p.into_inner()).tick(false);
-                    std::thread::sleep(std::time::Duration::from_millis(50));
-                }
-            });
-            let r = follow_alarms(&args, &opts, stop, json, &around);
-            followed.store(true, std::sync::atomic::Ordering::Release);
-            r
+        let around = super::aroundsnap::Around::new(&args.dirs, &args.around, "demand")?;
+        let last = super::aroundsnap::with_ticker(around, |around| {
+            follow_alarms(&args, &opts, stop, json, around)
         });
-        around.lock().unwrap_or_else(|p| p.into_inner()).tick(true);
         match last? {
             Some(r) => r,
             None => return Ok(ExitCode::SUCCESS),

@@ -71,7 +71,7 @@ fn finished(dirs: &[PathBuf]) -> bool {
 /// Runs `culprit watch`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     set_threads(args.threads)?;
-    let mut around = super::aroundsnap::Around::new(&args.dirs, &args.around, "watch")?;
+    let around = super::aroundsnap::Around::new(&args.dirs, &args.around, "watch")?;
     let model = Model::load(&args.model)?;
     let rank = analyzer::Options {
         score: args.score,
@@ -89,35 +89,40 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     reader::signals::install(&[libc::SIGINT, libc::SIGTERM])
         .map_err(|e| anyhow::anyhow!("installing signal handlers: {e}"))?;
     let stop = reader::signals::stop_flag();
-    let mut out = std::io::stdout().lock();
-    let mut waiting_said = false;
-    loop {
-        let t = Instant::now();
-        let done = finished(&args.dirs);
-        match w.poll() {
-            Ok(p) => {
-                for a in &p.alerts {
-                    if args.json {
-                        writeln!(out, "{}", serde_json::to_string(&a.json)?)?;
-                    } else {
-                        writeln!(out, "{}", a.text)?;
+    // Snapshots are taken on a thread of their own: a report never waits for one.
+    super::aroundsnap::with_ticker(around, |around| -> anyhow::Result<()> {
+        let mut out = std::io::stdout().lock();
+        let mut waiting_said = false;
+        loop {
+            let t = Instant::now();
+            let done = finished(&args.dirs);
+            match w.poll() {
+                Ok(p) => {
+                    for a in &p.alerts {
+                        if args.json {
+                            writeln!(out, "{}", serde_json::to_string(&a.json)?)?;
+                        } else {
+                            writeln!(out, "{}", a.text)?;
+                        }
+                        around
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .request(a.end_unix_ns);
                     }
-                    around.request(a.end_unix_ns);
+                    out.flush()?;
                 }
-                out.flush()?;
+                Err(e) if !waiting_said => {
+                    eprintln!("culprit: watch: waiting for the recording ({e})");
+                    waiting_said = true;
+                }
+                Err(_) => {}
             }
-            Err(e) if !waiting_said => {
-                eprintln!("culprit: watch: waiting for the recording ({e})");
-                waiting_said = true;
+            if stop.load(Ordering::Acquire) || (done && !args.forever) {
+                return Ok(());
             }
-            Err(_) => {}
+            std::thread::sleep(args.interval.saturating_sub(t.elapsed()));
         }
-        around.tick(done);
-        if stop.load(Ordering::Acquire) || (done && !args.forever) {
-            break;
-        }
-        std::thread::sleep(args.interval.saturating_sub(t.elapsed()));
-    }
+    })?;
     eprintln!("culprit: watch: {} unit(s) reported", w.reported());
     Ok(ExitCode::SUCCESS)
 }
