@@ -112,7 +112,16 @@ fn a_dead_thread_of_a_live_process_is_salvaged() {
     let mut live = WriterState::new();
     live.attach(&pool, pid, start, sys::gettid());
     live.append(&pool, entry(7).as_bytes());
-    assert!(!sys::thread_alive(pid, tid));
+    // `join` returns when the thread's tid word is cleared, which the kernel does before
+    // the task has left /proc: wait (bounded) until it has.
+    let gone = (0..500).any(|_| {
+        let alive = sys::thread_alive(pid, tid);
+        if alive {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        !alive
+    });
+    assert!(gone, "thread {tid} still in /proc after 5 s");
     let rep = salvage(&pool, other(), &ProcOracle);
     assert_eq!((rep.published, rep.freed), (1, 0), "{rep:?}");
     let c = Consumer::new(&pool);
