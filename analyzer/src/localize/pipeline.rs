@@ -155,7 +155,7 @@ mod tests {
     fn both_passes_read_a_process_once_and_forked_children_wait_for_their_parent() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("h");
-        let (procs, _) = units::tests::parent_and_forked_child();
+        let (procs, _) = units::tests_groups::parent_and_forked_child();
         decode::write_trace_dir(&dir, "h", &procs).unwrap();
         let set = TraceSet::open(&[dir]).unwrap();
         let procs = sorted_processes(std::slice::from_ref(&set));

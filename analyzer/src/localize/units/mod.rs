@@ -51,6 +51,8 @@ mod scan;
 mod split;
 #[cfg(test)]
 pub(crate) mod tests;
+#[cfg(test)]
+pub(crate) mod tests_groups;
 mod view;
 
 pub use inherit::{inherit, inherits};
