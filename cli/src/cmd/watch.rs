@@ -43,10 +43,14 @@ pub struct Args {
     /// Keep watching after the recording finished (by default the watch ends with it).
     #[arg(long)]
     pub forever: bool,
-    /// Rank everything the directories hold on every poll, instead of what was written
-    /// since the last one (plus a sub-buffer per thread): slower, for comparison.
+    /// Rank everything the directories hold on every poll (the default).
     #[arg(long)]
     pub whole: bool,
+    /// Rank only what was written since the last poll (plus a sub-buffer per thread):
+    /// cheaper, but its unit numbering can still differ from a whole reading's (an open
+    /// defect), so it is off by default.
+    #[arg(long, conflicts_with = "whole")]
+    pub incremental: bool,
     /// The score units are ranked by (see `culprit rank --score`).
     #[arg(long, value_name = "SCORE", default_value = "evidence")]
     pub score: analyzer::evidence::ScoreKind,
@@ -83,7 +87,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         WatchOptions {
             threshold: args.threshold,
             rank,
-            incremental: !args.whole,
+            incremental: args.incremental && !args.whole,
         },
     );
     reader::signals::install(&[libc::SIGINT, libc::SIGTERM])
