@@ -114,8 +114,16 @@ impl EndingModel {
     /// beyond the group's normal silence: the larger of the two (a process killed while
     /// the others work on shows in units; one stopped while the others wait for it, in
     /// time).
+    ///
+    /// "Beyond" is beyond the group's bound as its `n` normal processes back it: the largest
+    /// of `n` silences is extended by the mean gap between them, `max · (n + 1) / n` (the
+    /// unbiased estimate of the upper end of a uniform spread from its `n` draws' maximum).
+    /// Four normal processes leave a quarter of their largest silence to chance — a run
+    /// whose teardown took a little longer on a loaded machine is within it —; forty leave a
+    /// fortieth.
     pub fn missed_units(&self, share: f64, time: f64) -> f64 {
-        let beyond = (share - self.silent_share).max(time - self.silent_time);
+        let bound = |x: f64| x * (self.processes as f64 + 1.0) / self.processes.max(1) as f64;
+        let beyond = (share - bound(self.silent_share)).max(time - bound(self.silent_time));
         self.units_per_process() * beyond.max(0.0)
     }
 
@@ -693,6 +701,33 @@ mod tests {
     }
 
     #[test]
+    fn a_silence_a_little_beyond_a_bound_few_processes_back_is_no_evidence() {
+        // A fault-free run on a loaded machine: its teardown took 3 % of the run longer
+        // than the longest of the group's four normal endings (23 %).
+        let mut few = EndingModel::of(300, true, 0.004, 0.232);
+        for _ in 0..3 {
+            few.merge(&EndingModel::of(300, true, 0.004, 0.2));
+        }
+        assert_eq!(few.evidence(0.004, 0.262), 0.0);
+        // The same margin beyond a bound forty processes back is evidence; a process
+        // stopped for half the run is evidence either way.
+        let mut many = few.clone();
+        for _ in 0..36 {
+            many.merge(&EndingModel::of(300, true, 0.004, 0.2));
+        }
+        assert!(
+            many.evidence(0.004, 0.262) > 0.5,
+            "{}",
+            many.evidence(0.004, 0.262)
+        );
+        assert!(
+            few.evidence(0.004, 0.6) > 0.9,
+            "{}",
+            few.evidence(0.004, 0.6)
+        );
+    }
+
+    #[test]
     fn a_group_that_falls_silent_early_in_normal_runs_gives_no_evidence() {
         // A name server consulted once at start-up: silent for 70 % of every normal run.
         let m = EndingModel::of(10, true, 0.7, 0.8);
@@ -703,8 +738,10 @@ mod tests {
         let n = normal();
         assert!(n.evidence(0.1, 0.0) < n.evidence(0.5, 0.0));
         assert!(n.evidence(0.5, 0.0) > 0.9);
-        assert!((n.missed_units(0.5, 0.0) - 48.0).abs() < 1e-9);
-        assert!((n.missed_units(0.03, 0.9) - 88.0).abs() < 1e-9);
+        // Three processes back a bound of 2 % · 4/3.
+        let bound = 0.02 * 4.0 / 3.0;
+        assert!((n.missed_units(0.5, 0.0) - 100.0 * (0.5 - bound)).abs() < 1e-9);
+        assert!((n.missed_units(0.03, 0.9) - 100.0 * (0.9 - bound)).abs() < 1e-9);
     }
 
     #[test]
