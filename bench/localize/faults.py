@@ -271,8 +271,59 @@ def _validation_added():
     }
 
 
+def _validation_fresh():
+    """Validation systems added for the frozen run of 2026-11-28 (branch loc-fresh): no
+    developer of the method has seen them."""
+    P, R = ports("mariadb-replication")[:2]
+    # The replica's IO thread reads the binlog from the primary (peer-port P); its client
+    # port R serves reader 1 only. Every client query is one receive on port P or R.
+    pri, rep = "exe=mariadbd,argv=primary.cnf", "exe=mariadbd,argv=replica.cnf"
+    return {
+        "mariadb-replication": [
+            ("primary-reset", "reset", f"{RECV}:errno=ECONNRESET,{pri},local-port={P},nth=150,count=1"),
+            ("link-reset", "reset", f"{RECV}:errno=ECONNRESET,{rep},peer-port={P},nth=60,count=1"),
+            ("link-corrupt", "corrupt", f"{RECV}:corrupt=3,{rep},peer-port={P},nth=60,count=1"),
+            ("query-corrupt", "corrupt", f"{RECV}:corrupt=3,{pri},local-port={P},nth=150,count=1"),
+            ("primary-short", "short", f"{SEND}:short=5,{pri},local-port={P},nth=150,count=1"),
+            ("primary-slow", "delay", f"{SEND}:delay=3s,{pri},local-port={P},nth=150,count=1"),
+            ("replica-killed", "kill", f"{RECV}:kill=SIGKILL,{rep},local-port={R},nth=100"),
+            ("primary-stopped", "stop", f"{RECV}:kill=SIGSTOP,{pri},local-port={P},nth=200"),
+            ("primary-emfile", "exhaust", f"accept|accept4:errno=EMFILE,{pri},nth=3,count=1"),
+            ("primary-enospc", "exhaust", f"{SEND}:errno=ENOSPC,{pri},local-port={P},nth=120,count=1"),
+            ("writer-code", "code", "py:pymysql.cursors:Cursor.execute:raise=TimeoutError,nth=60,argv=mariadb-replication"),
+            ("reader-code", "code", "py:pymysql.connections:Connection._read_packet:raise=ConnectionResetError,nth=100,argv=mdb-reader --name 1"),
+        ],
+        "rsyslog-relay": _rsyslog(),
+    }
+
+
+def _rsyslog():
+    T, L = ports("rsyslog-relay")[:2]
+    # The relay reads the senders' lines on T and RELP acknowledgements from the central
+    # daemon (peer-port L); the central daemon reads RELP frames on L and writes the file
+    # (the tracer sees no write to a regular file there: ENOSPC goes on the relay's RELP send).
+    relay, central = "exe=rsyslogd,argv=relay.conf", "exe=rsyslogd,argv=central.conf"
+    return [
+        ("input-reset", "reset", f"{RECV}:errno=ECONNRESET,{relay},local-port={T},nth=60,count=1"),
+        ("link-reset", "reset", f"{RECV}:errno=ECONNRESET,{relay},peer-port={L},nth=20,count=1"),
+        ("central-reset", "reset", f"{RECV}:errno=ECONNRESET,{central},local-port={L},nth=30,count=1"),
+        ("input-corrupt", "corrupt", f"{RECV}:corrupt=2,{relay},local-port={T},nth=60,count=1"),
+        ("link-corrupt", "corrupt", f"{RECV}:corrupt=3,{relay},peer-port={L},nth=20,count=1"),
+        ("central-corrupt", "corrupt", f"{RECV}:corrupt=4,{central},local-port={L},nth=30,count=1"),
+        ("central-short", "short", f"{RECV}:short=5,{central},local-port={L},nth=30,count=1"),
+        ("central-slow", "delay", f"{SEND}:delay=3s,{central},local-port={L},nth=30,count=1"),
+        ("central-killed", "kill", f"{RECV}:kill=SIGKILL,{central},local-port={L},nth=40"),
+        ("relay-stopped", "stop", f"{RECV}:kill=SIGSTOP,{relay},local-port={T},nth=100"),
+        ("relay-emfile", "exhaust", f"accept|accept4:errno=EMFILE,{relay},nth=2,count=1"),
+        ("relay-enospc", "exhaust", f"{SEND}:errno=ENOSPC,{relay},peer-port={L},nth=50,count=1"),
+        ("sender-code", "code", "py:sut.rsyslog_relay:Sender.send:raise=BrokenPipeError,nth=50,argv=rsyslog-relay"),
+        ("tailer-code", "code", "py:sut.rsyslog_relay:Tailer.poll:raise=OSError,nth=80,argv=syslog-tailer"),
+    ]
+
+
 def table():
     """Every system's cases."""
     t = _tuning()
     t.update(_validation())
+    t.update(_validation_fresh())
     return t
