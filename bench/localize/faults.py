@@ -294,7 +294,35 @@ def _validation_fresh():
             ("reader-code", "code", "py:pymysql.connections:Connection._read_packet:raise=ConnectionResetError,nth=100,argv=mdb-reader --name 1"),
         ],
         "rsyslog-relay": _rsyslog(),
+        "imap-mailstore": _imap(),
     }
+
+
+def _imap():
+    W, R1, R2 = ports("imap-mailstore")[:3]
+    # One imap-login process accepts every connection and reads each client's CAPABILITY
+    # and LOGIN, then hands the connection to an imap process of its own (one per session,
+    # as nobody). The writer, reader 1 and reader 2 each connect to a port of their own;
+    # in a run their sessions read about 580-650, 600 and 250 times (a read that finds
+    # nothing, EAGAIN, counts too: the count depends on timing). A client whose command
+    # fails logs in again, to a new session that counts its calls from zero: a fault comes
+    # at about 2/3 of a session's reads, so that the new session does not reach it too
+    # (at the 320th of the writer's, about half, it did).
+    login, imap = "exe=imap-login", "exe=imap"
+    return [
+        ("writer-session-reset", "reset", f"{RECV}:errno=ECONNRESET,{imap},local-port={W},nth=420,count=1"),
+        ("login-reset", "reset", f"{RECV}:errno=ECONNRESET,{login},local-port={R2},nth=2,count=1"),
+        ("append-corrupt", "corrupt", f"{RECV}:corrupt=3,{imap},local-port={W},nth=420,count=1"),
+        ("login-corrupt", "corrupt", f"{RECV}:corrupt=4,{login},local-port={R1},nth=2,count=1"),
+        ("reader-session-short", "short", f"{SEND}:short=9,{imap},local-port={R1},nth=420,count=1"),
+        ("reader-session-slow", "delay", f"{SEND}:delay=3s,{imap},local-port={R2},nth=150,count=1"),
+        ("reader-session-killed", "kill", f"{RECV}:kill=SIGKILL,{imap},local-port={R1},nth=450"),
+        ("writer-session-stopped", "stop", f"{RECV}:kill=SIGSTOP,{imap},local-port={W},nth=420"),
+        ("login-emfile", "exhaust", f"accept|accept4:errno=EMFILE,{login},nth=3,count=1"),
+        ("reader-session-enospc", "exhaust", f"{SEND}:errno=ENOSPC,{imap},local-port={R1},nth=420,count=1"),
+        ("writer-code", "code", "py:imaplib:IMAP4.append:raise=TimeoutError,nth=40,argv=imap-mailstore"),
+        ("reader-code", "code", "py:imaplib:IMAP4._get_response:raise=ConnectionResetError,nth=300,argv=imap-reader --name 1"),
+    ]
 
 
 def _rsyslog():

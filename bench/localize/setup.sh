@@ -6,7 +6,7 @@
 #           mosquitto, ngircd, unbound, nsd, gearman-job-server, gearman-tools,
 #           zookeeper, rabbitmq-server, default-jre-headless,
 #           slapd, tarantool, lighttpd, php-cgi, mariadb-server, rsyslog,
-#           rsyslog-relp                                                         (validation half)
+#           rsyslog-relp, dovecot-imapd                                          (validation half)
 #   PyPI:   Pyro5 (tuning); paho-mqtt, dnspython, aiohttp, kazoo, pika, grpcio, ldap3,
 #           tarantool, pymysql (validation)
 # Installs (only when something is missing) run under the machine's install lock
@@ -48,6 +48,8 @@ have php-cgi || need+=(php-cgi)
 have mariadbd || need+=(mariadb-server)
 have rsyslogd || need+=(rsyslog)
 compgen -G '/usr/lib/*/rsyslog/omrelp.so' >/dev/null || need+=(rsyslog-relp)
+have dovecot || need+=(dovecot-imapd)
+[ -x /usr/lib/dovecot/imap ] || need+=(dovecot-imapd)
 if [ ${#need[@]} -gt 0 ]; then
     lock
     echo "localize setup: apt-get install ${need[*]}" >&2

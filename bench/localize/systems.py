@@ -32,6 +32,7 @@ bounded, and the launcher stops its daemons (SIGTERM, then SIGKILL) on every exi
 | `php-fastcgi` | validation | lighttpd → php-cgi master + worker (FastCGI on a UNIX socket) + 2 HTTP clients | a web server and PHP (C, Zend) |
 | `mariadb-replication` | validation | MariaDB primary → replica + PyMySQL writer and 2 readers | a SQL database with binlog replication (C++) |
 | `rsyslog-relay` | validation | rsyslog relay → rsyslog central over RELP + 2 syslog senders and a file tailer | log shipping (C) |
+| `imap-mailstore` | validation | Dovecot (master, imap-login, auth, imap per session, …) + imaplib writer and 2 readers | a mail store (C, IMAP) |
 """
 
 import argparse
@@ -61,6 +62,7 @@ SYSTEMS = {
     "php-fastcgi": ("php_fastcgi", "run"),
     "mariadb-replication": ("mariadb_replication", "run"),
     "rsyslog-relay": ("rsyslog_relay", "run"),
+    "imap-mailstore": ("imap_mailstore", "run"),
 }
 HELPERS = {
     "job-queue-worker": ("job_queue", "beanstalk_worker"),
@@ -79,6 +81,7 @@ HELPERS = {
     "mdb-reader": ("mariadb_replication", "reader"),
     "syslog-sender": ("rsyslog_relay", "sender"),
     "syslog-tailer": ("rsyslog_relay", "tailer"),
+    "imap-reader": ("imap_mailstore", "reader"),
 }
 
 

@@ -40,6 +40,7 @@ SLOTS = {
     # Slots 20 and up: systems added by the helper branch loc-fresh (others append below 20).
     "mariadb-replication": 20,
     "rsyslog-relay": 21,
+    "imap-mailstore": 22,
 }
 
 
