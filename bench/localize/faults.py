@@ -271,8 +271,87 @@ def _validation_added():
     }
 
 
+def _validation_fresh():
+    """Validation systems added for the frozen run of 2026-11-28 (branch loc-fresh): no
+    developer of the method has seen them."""
+    P, R = ports("mariadb-replication")[:2]
+    # The replica's IO thread reads the binlog from the primary (peer-port P); its client
+    # port R serves reader 1 only. Every client query is one receive on port P or R.
+    pri, rep = "exe=mariadbd,argv=primary.cnf", "exe=mariadbd,argv=replica.cnf"
+    return {
+        "mariadb-replication": [
+            ("primary-reset", "reset", f"{RECV}:errno=ECONNRESET,{pri},local-port={P},nth=150,count=1"),
+            ("link-reset", "reset", f"{RECV}:errno=ECONNRESET,{rep},peer-port={P},nth=60,count=1"),
+            ("link-corrupt", "corrupt", f"{RECV}:corrupt=3,{rep},peer-port={P},nth=60,count=1"),
+            ("query-corrupt", "corrupt", f"{RECV}:corrupt=3,{pri},local-port={P},nth=150,count=1"),
+            ("primary-short", "short", f"{SEND}:short=5,{pri},local-port={P},nth=150,count=1"),
+            ("primary-slow", "delay", f"{SEND}:delay=3s,{pri},local-port={P},nth=150,count=1"),
+            ("replica-killed", "kill", f"{RECV}:kill=SIGKILL,{rep},local-port={R},nth=100"),
+            ("primary-stopped", "stop", f"{RECV}:kill=SIGSTOP,{pri},local-port={P},nth=200"),
+            ("primary-emfile", "exhaust", f"accept|accept4:errno=EMFILE,{pri},nth=3,count=1"),
+            ("primary-enospc", "exhaust", f"{SEND}:errno=ENOSPC,{pri},local-port={P},nth=120,count=1"),
+            ("writer-code", "code", "py:pymysql.cursors:Cursor.execute:raise=TimeoutError,nth=60,argv=mariadb-replication"),
+            ("reader-code", "code", "py:pymysql.connections:Connection._read_packet:raise=ConnectionResetError,nth=100,argv=mdb-reader --name 1"),
+        ],
+        "rsyslog-relay": _rsyslog(),
+        "imap-mailstore": _imap(),
+    }
+
+
+def _imap():
+    W, R1, R2 = ports("imap-mailstore")[:3]
+    # One imap-login process accepts every connection and reads each client's CAPABILITY
+    # and LOGIN, then hands the connection to an imap process of its own (one per session,
+    # as nobody). The writer, reader 1 and reader 2 each connect to a port of their own;
+    # in a run their sessions read about 580-650, 600 and 250 times (a read that finds
+    # nothing, EAGAIN, counts too: the count depends on timing). A client whose command
+    # fails logs in again, to a new session that counts its calls from zero: a fault comes
+    # at about 2/3 of a session's reads, so that the new session does not reach it too
+    # (at the 320th of the writer's, about half, it did).
+    login, imap = "exe=imap-login", "exe=imap"
+    return [
+        ("writer-session-reset", "reset", f"{RECV}:errno=ECONNRESET,{imap},local-port={W},nth=420,count=1"),
+        ("login-reset", "reset", f"{RECV}:errno=ECONNRESET,{login},local-port={R2},nth=2,count=1"),
+        ("append-corrupt", "corrupt", f"{RECV}:corrupt=3,{imap},local-port={W},nth=420,count=1"),
+        ("login-corrupt", "corrupt", f"{RECV}:corrupt=4,{login},local-port={R1},nth=2,count=1"),
+        ("reader-session-short", "short", f"{SEND}:short=9,{imap},local-port={R1},nth=420,count=1"),
+        ("reader-session-slow", "delay", f"{SEND}:delay=3s,{imap},local-port={R2},nth=150,count=1"),
+        ("reader-session-killed", "kill", f"{RECV}:kill=SIGKILL,{imap},local-port={R1},nth=450"),
+        ("writer-session-stopped", "stop", f"{RECV}:kill=SIGSTOP,{imap},local-port={W},nth=420"),
+        ("login-emfile", "exhaust", f"accept|accept4:errno=EMFILE,{login},nth=3,count=1"),
+        ("reader-session-enospc", "exhaust", f"{SEND}:errno=ENOSPC,{imap},local-port={R1},nth=420,count=1"),
+        ("writer-code", "code", "py:imaplib:IMAP4.append:raise=TimeoutError,nth=40,argv=imap-mailstore"),
+        ("reader-code", "code", "py:imaplib:IMAP4._get_response:raise=ConnectionResetError,nth=300,argv=imap-reader --name 1"),
+    ]
+
+
+def _rsyslog():
+    T, L = ports("rsyslog-relay")[:2]
+    # The relay reads the senders' lines on T and RELP acknowledgements from the central
+    # daemon (peer-port L); the central daemon reads RELP frames on L and writes the file
+    # (the tracer sees no write to a regular file there: ENOSPC goes on the relay's RELP send).
+    relay, central = "exe=rsyslogd,argv=relay.conf", "exe=rsyslogd,argv=central.conf"
+    return [
+        ("input-reset", "reset", f"{RECV}:errno=ECONNRESET,{relay},local-port={T},nth=60,count=1"),
+        ("link-reset", "reset", f"{RECV}:errno=ECONNRESET,{relay},peer-port={L},nth=20,count=1"),
+        ("central-reset", "reset", f"{RECV}:errno=ECONNRESET,{central},local-port={L},nth=30,count=1"),
+        ("input-corrupt", "corrupt", f"{RECV}:corrupt=2,{relay},local-port={T},nth=60,count=1"),
+        ("link-corrupt", "corrupt", f"{RECV}:corrupt=3,{relay},peer-port={L},nth=20,count=1"),
+        ("central-corrupt", "corrupt", f"{RECV}:corrupt=4,{central},local-port={L},nth=30,count=1"),
+        ("central-short", "short", f"{RECV}:short=5,{central},local-port={L},nth=30,count=1"),
+        ("central-slow", "delay", f"{SEND}:delay=3s,{central},local-port={L},nth=30,count=1"),
+        ("central-killed", "kill", f"{RECV}:kill=SIGKILL,{central},local-port={L},nth=40"),
+        ("relay-stopped", "stop", f"{RECV}:kill=SIGSTOP,{relay},local-port={T},nth=100"),
+        ("relay-emfile", "exhaust", f"accept|accept4:errno=EMFILE,{relay},nth=2,count=1"),
+        ("relay-enospc", "exhaust", f"{SEND}:errno=ENOSPC,{relay},peer-port={L},nth=50,count=1"),
+        ("sender-code", "code", "py:sut.rsyslog_relay:Sender.send:raise=BrokenPipeError,nth=50,argv=rsyslog-relay"),
+        ("tailer-code", "code", "py:sut.rsyslog_relay:Tailer.poll:raise=OSError,nth=80,argv=syslog-tailer"),
+    ]
+
+
 def table():
     """Every system's cases."""
     t = _tuning()
     t.update(_validation())
+    t.update(_validation_fresh())
     return t

@@ -5,9 +5,10 @@
 #   Debian: memcached, nutcracker (twemproxy), haproxy, nginx-light, beanstalkd  (tuning half)
 #           mosquitto, ngircd, unbound, nsd, gearman-job-server, gearman-tools,
 #           zookeeper, rabbitmq-server, default-jre-headless,
-#           slapd, tarantool, lighttpd, php-cgi                                   (validation half)
+#           slapd, tarantool, lighttpd, php-cgi, mariadb-server, rsyslog,
+#           rsyslog-relp, dovecot-imapd                                          (validation half)
 #   PyPI:   Pyro5 (tuning); paho-mqtt, dnspython, aiohttp, kazoo, pika, grpcio, ldap3,
-#           tarantool (validation)
+#           tarantool, pymysql (validation)
 # Installs (only when something is missing) run under the machine's install lock
 # (/tmp/culprit-apt.lock, at most 15 minutes' wait), so that two runs, or other installs that
 # take the same lock, do not collide; apt also waits for dpkg's own lock.
@@ -44,6 +45,11 @@ have slapd || need+=(slapd)
 have tarantool || need+=(tarantool)
 have lighttpd || need+=(lighttpd)
 have php-cgi || need+=(php-cgi)
+have mariadbd || need+=(mariadb-server)
+have rsyslogd || need+=(rsyslog)
+compgen -G '/usr/lib/*/rsyslog/omrelp.so' >/dev/null || need+=(rsyslog-relp)
+have dovecot || need+=(dovecot-imapd)
+[ -x /usr/lib/dovecot/imap ] || need+=(dovecot-imapd)
 if [ ${#need[@]} -gt 0 ]; then
     lock
     echo "localize setup: apt-get install ${need[*]}" >&2
@@ -63,8 +69,12 @@ python3 -c 'import pika' 2>/dev/null || pips+=(pika)
 python3 -c 'import grpc' 2>/dev/null || pips+=(grpcio)
 python3 -c 'import ldap3' 2>/dev/null || pips+=(ldap3)
 python3 -c 'import tarantool' 2>/dev/null || pips+=(tarantool)
+python3 -c 'import pymysql' 2>/dev/null || pips+=(pymysql)
 if [ ${#pips[@]} -gt 0 ]; then
     lock
     echo "localize setup: pip install ${pips[*]}" >&2
     python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore "${pips[@]}"
 fi
+# mariadb-replication starts both servers from one data directory made here, once, outside
+# every recording (mariadb-install-db bootstraps for seconds).
+(cd "$(dirname "$0")" && python3 -c 'from sut.mariadb_replication import template; template()')

@@ -30,6 +30,9 @@ bounded, and the launcher stops its daemons (SIGTERM, then SIGKILL) on every exi
 | `ldap-syncrepl` | validation | OpenLDAP provider → syncrepl consumer + ldap3 writer and 2 readers | a directory with replication (C, LDAP/BER) |
 | `tarantool-replicas` | validation | Tarantool master → read-only replica + writer and 2 readers | an in-memory database with replication (C + LuaJIT, iproto/MessagePack) |
 | `php-fastcgi` | validation | lighttpd → php-cgi master + worker (FastCGI on a UNIX socket) + 2 HTTP clients | a web server and PHP (C, Zend) |
+| `mariadb-replication` | validation | MariaDB primary → replica + PyMySQL writer and 2 readers | a SQL database with binlog replication (C++) |
+| `rsyslog-relay` | validation | rsyslog relay → rsyslog central over RELP + 2 syslog senders and a file tailer | log shipping (C) |
+| `imap-mailstore` | validation | Dovecot (master, imap-login, auth, imap per session, …) + imaplib writer and 2 readers | a mail store (C, IMAP) |
 """
 
 import argparse
@@ -57,6 +60,9 @@ SYSTEMS = {
     "ldap-syncrepl": ("ldap_syncrepl", "run"),
     "tarantool-replicas": ("tarantool_replicas", "run"),
     "php-fastcgi": ("php_fastcgi", "run"),
+    "mariadb-replication": ("mariadb_replication", "run"),
+    "rsyslog-relay": ("rsyslog_relay", "run"),
+    "imap-mailstore": ("imap_mailstore", "run"),
 }
 HELPERS = {
     "job-queue-worker": ("job_queue", "beanstalk_worker"),
@@ -72,6 +78,10 @@ HELPERS = {
     "ldap-reader": ("ldap_syncrepl", "reader"),
     "tt-reader": ("tarantool_replicas", "reader"),
     "php-client": ("php_fastcgi", "client"),
+    "mdb-reader": ("mariadb_replication", "reader"),
+    "syslog-sender": ("rsyslog_relay", "sender"),
+    "syslog-tailer": ("rsyslog_relay", "tailer"),
+    "imap-reader": ("imap_mailstore", "reader"),
 }
 
 
