@@ -349,9 +349,45 @@ def _rsyslog():
     ]
 
 
+def _validation_new():
+    """Validation systems added for the frozen run of 2026-11-28 (branch loc-new): no
+    developer of the method has seen them."""
+    return {"zmq-pipeline": _zmq()}
+
+
+def _zmq():
+    T, S, L = ports("zmq-pipeline")[:3]
+    # libzmq's I/O thread makes every socket call; its eventfd mailbox is no socket, so a
+    # port narrows a rule to TCP. In a run each worker reads its task connection (peer-port
+    # T) about 66 times, the sink its two result connections (local-port S) about 124
+    # times, the lookup service its REQ connections (local-port L) about 133 times and
+    # writes them about 126 times, the ventilator writes its task connections about 126.
+    w1, w2, sink, look = "argv=zmq-worker --name 1", "argv=zmq-worker --name 2", "argv=zmq-sink", "argv=zmq-lookup"
+    vent = "argv=zmq-pipeline"  # only the launcher's command line names the system
+    return [
+        ("worker-reset", "reset", f"{RECV}:errno=ECONNRESET,{w1},peer-port={T},nth=30,count=1"),
+        ("sink-reset", "reset", f"{RECV}:errno=ECONNRESET,{sink},local-port={S},nth=60,count=1"),
+        ("lookup-drops", "reset", f"{RECV}:close,{look},local-port={L},nth=60,count=1"),
+        ("task-corrupt", "corrupt", f"{RECV}:corrupt=3,{w2},peer-port={T},nth=30,count=1"),
+        ("result-corrupt", "corrupt", f"{RECV}:corrupt=2,{sink},local-port={S},nth=60,count=1"),
+        ("lookup-short", "short", f"{SEND}:short=4,{look},local-port={L},nth=60,count=1"),
+        ("lookup-slow", "delay", f"{SEND}:delay=3s,{look},local-port={L},nth=60,count=1"),
+        ("worker-killed", "kill", f"{RECV}:kill=SIGKILL,{w1},peer-port={T},nth=40"),
+        ("lookup-stopped", "stop", f"{RECV}:kill=SIGSTOP,{look},local-port={L},nth=80"),
+        ("sink-emfile", "exhaust", f"accept|accept4:errno=EMFILE,{sink},nth=1,count=1"),
+        ("ventilator-enospc", "exhaust", f"{SEND}:errno=ENOSPC,{vent},local-port={T},nth=60,count=1"),
+        ("worker-code", "code", f"py:zmq.sugar.socket:Socket.recv_json:raise=ValueError,nth=30,{w2}"),
+        ("sink-code", "code", f"py:zmq.sugar.socket:Socket.recv_multipart:raise=ValueError,nth=50,{sink}"),
+        ("lookup-code", "code", f"py:sut.zmq_pipeline:value:raise=MemoryError,nth=50,{look}"),
+    ]
+
+
+
+
 def table():
     """Every system's cases."""
     t = _tuning()
     t.update(_validation())
     t.update(_validation_fresh())
+    t.update(_validation_new())
     return t

@@ -33,6 +33,7 @@ bounded, and the launcher stops its daemons (SIGTERM, then SIGKILL) on every exi
 | `mariadb-replication` | validation | MariaDB primary → replica + PyMySQL writer and 2 readers | a SQL database with binlog replication (C++) |
 | `rsyslog-relay` | validation | rsyslog relay → rsyslog central over RELP + 2 syslog senders and a file tailer | log shipping (C) |
 | `imap-mailstore` | validation | Dovecot (master, imap-login, auth, imap per session, …) + imaplib writer and 2 readers | a mail store (C, IMAP) |
+| `zmq-pipeline` | validation | pyzmq ventilator → 2 workers (each asking a lookup service over REQ → ROUTER) → sink | a ZeroMQ task pipeline (CPython on libzmq, C++) |
 """
 
 import argparse
@@ -63,6 +64,7 @@ SYSTEMS = {
     "mariadb-replication": ("mariadb_replication", "run"),
     "rsyslog-relay": ("rsyslog_relay", "run"),
     "imap-mailstore": ("imap_mailstore", "run"),
+    "zmq-pipeline": ("zmq_pipeline", "run"),
 }
 HELPERS = {
     "job-queue-worker": ("job_queue", "beanstalk_worker"),
@@ -82,6 +84,9 @@ HELPERS = {
     "syslog-sender": ("rsyslog_relay", "sender"),
     "syslog-tailer": ("rsyslog_relay", "tailer"),
     "imap-reader": ("imap_mailstore", "reader"),
+    "zmq-worker": ("zmq_pipeline", "worker"),
+    "zmq-sink": ("zmq_pipeline", "sink"),
+    "zmq-lookup": ("zmq_pipeline", "lookup"),
 }
 
 
