@@ -352,7 +352,7 @@ def _rsyslog():
 def _validation_new():
     """Validation systems added for the frozen run of 2026-11-28 (branch loc-new): no
     developer of the method has seen them."""
-    return {"zmq-pipeline": _zmq()}
+    return {"zmq-pipeline": _zmq(), "xmpp-chat": _xmpp()}
 
 
 def _zmq():
@@ -381,6 +381,28 @@ def _zmq():
         ("lookup-code", "code", f"py:sut.zmq_pipeline:value:raise=MemoryError,nth=50,{look}"),
     ]
 
+
+def _xmpp():
+    C, K = ports("xmpp-chat")[:2]
+    # prosody (one Lua thread on epoll) reads its two client connections (local-port C)
+    # about 750 times in a run (a read that finds nothing counts too) and writes them about
+    # 375 times; it reads the component's link (local-port K) about 250 times and writes it
+    # about 120. The component reads and writes its link (peer-port K) about 123 times.
+    pro, calc, peer = "exe=lua*,argv=prosody.cfg.lua", "argv=xmpp-calc", "argv=xmpp-peer"
+    return [
+        ("c2s-reset", "reset", f"{RECV}:errno=ECONNRESET,{pro},local-port={C},nth=300,count=1"),
+        ("component-reset", "reset", f"{RECV}:errno=ECONNRESET,{pro},local-port={K},nth=120,count=1"),
+        ("stanza-corrupt", "corrupt", f"{RECV}:corrupt=3,{pro},local-port={C},nth=300,count=1"),
+        ("component-corrupt", "corrupt", f"{RECV}:corrupt=2,{calc},peer-port={K},nth=60,count=1"),
+        ("c2s-short", "short", f"{SEND}:short=7,{pro},local-port={C},nth=200,count=1"),
+        ("component-slow", "delay", f"{SEND}:delay=3s,{pro},local-port={K},nth=60,count=1"),
+        ("component-killed", "kill", f"{RECV}:kill=SIGKILL,{calc},peer-port={K},nth=60"),
+        ("server-stopped", "stop", f"{RECV}:kill=SIGSTOP,{pro},local-port={C},nth=400"),
+        ("server-emfile", "exhaust", f"accept|accept4:errno=EMFILE,{pro},nth=4,count=1"),
+        ("server-enospc", "exhaust", f"{SEND}:errno=ENOSPC,{pro},local-port={C},nth=250,count=1"),
+        ("component-code", "code", f"py:slixmpp.xmlstream.xmlstream:XMLStream.data_received:raise=ConnectionResetError,nth=60,{calc}"),
+        ("peer-code", "code", f"py:slixmpp.stanza.message:Message.reply:raise=ValueError,nth=50,{peer}"),
+    ]
 
 
 

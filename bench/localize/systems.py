@@ -34,6 +34,7 @@ bounded, and the launcher stops its daemons (SIGTERM, then SIGKILL) on every exi
 | `rsyslog-relay` | validation | rsyslog relay → rsyslog central over RELP + 2 syslog senders and a file tailer | log shipping (C) |
 | `imap-mailstore` | validation | Dovecot (master, imap-login, auth, imap per session, …) + imaplib writer and 2 readers | a mail store (C, IMAP) |
 | `zmq-pipeline` | validation | pyzmq ventilator → 2 workers (each asking a lookup service over REQ → ROUTER) → sink | a ZeroMQ task pipeline (CPython on libzmq, C++) |
+| `xmpp-chat` | validation | prosody + an external component and 2 clients on slixmpp | an XMPP server with a component (Lua, CPython asyncio) |
 """
 
 import argparse
@@ -65,6 +66,7 @@ SYSTEMS = {
     "rsyslog-relay": ("rsyslog_relay", "run"),
     "imap-mailstore": ("imap_mailstore", "run"),
     "zmq-pipeline": ("zmq_pipeline", "run"),
+    "xmpp-chat": ("xmpp_chat", "run"),
 }
 HELPERS = {
     "job-queue-worker": ("job_queue", "beanstalk_worker"),
@@ -87,6 +89,8 @@ HELPERS = {
     "zmq-worker": ("zmq_pipeline", "worker"),
     "zmq-sink": ("zmq_pipeline", "sink"),
     "zmq-lookup": ("zmq_pipeline", "lookup"),
+    "xmpp-calc": ("xmpp_chat", "calc"),
+    "xmpp-peer": ("xmpp_chat", "peer"),
 }
 
 
