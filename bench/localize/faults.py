@@ -352,7 +352,7 @@ def _rsyslog():
 def _validation_new():
     """Validation systems added for the frozen run of 2026-11-28 (branch loc-new): no
     developer of the method has seen them."""
-    return {"zmq-pipeline": _zmq(), "xmpp-chat": _xmpp()}
+    return {"zmq-pipeline": _zmq(), "xmpp-chat": _xmpp(), "squid-cache": _squid()}
 
 
 def _zmq():
@@ -404,6 +404,30 @@ def _xmpp():
         ("peer-code", "code", f"py:slixmpp.stanza.message:Message.reply:raise=ValueError,nth=50,{peer}"),
     ]
 
+
+def _squid():
+    P, O = ports("squid-cache")[:2]
+    # squid (one process) reads its two clients' connections (local-port P) about 290
+    # times in a run and writes them about 380 times; it reads the origin's connections
+    # (peer-port O, short-lived: a few calls each) about 300 times. The origin
+    # (http.server, a thread per connection) reads about 250 times and writes about 390.
+    # Squid gives up on the origin after 2 s: a 3 s delay of the origin's write was
+    # absorbed (no client saw it), 5 s truncates the reply squid had begun to forward.
+    squid, origin, client2 = "exe=squid", "argv=squid-origin", "argv=squid-client --name 2"
+    return [
+        ("origin-reset", "reset", f"{RECV}:errno=ECONNRESET,{squid},peer-port={O},nth=60,count=1"),
+        ("client-reset", "reset", f"{RECV}:errno=ECONNRESET,{squid},local-port={P},nth=150,count=1"),
+        ("origin-corrupt", "corrupt", f"{RECV}:corrupt=4,{squid},peer-port={O},nth=60,count=1"),
+        ("request-corrupt", "corrupt", f"{RECV}:corrupt=3,{squid},local-port={P},nth=150,count=1"),
+        ("proxy-short", "short", f"{SEND}:short=9,{squid},local-port={P},nth=150,count=1"),
+        ("origin-slow", "delay", f"{SEND}:delay=5s,{origin},local-port={O},nth=100,count=1"),
+        ("origin-killed", "kill", f"{RECV}:kill=SIGKILL,{origin},local-port={O},nth=150"),
+        ("proxy-stopped", "stop", f"{RECV}:kill=SIGSTOP,{squid},local-port={P},nth=200"),
+        ("proxy-emfile", "exhaust", f"accept|accept4:errno=EMFILE,{squid},nth=2,count=1"),
+        ("proxy-enospc", "exhaust", f"{SEND}:errno=ENOSPC,{squid},local-port={P},nth=150,count=1"),
+        ("client-code", "code", f"py:http.client:HTTPConnection.request:raise=BrokenPipeError,nth=80,{client2}"),
+        ("origin-code", "code", f"py:http.server:BaseHTTPRequestHandler.parse_request:raise=ConnectionResetError,nth=100,{origin}"),
+    ]
 
 
 def table():

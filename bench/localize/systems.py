@@ -35,6 +35,7 @@ bounded, and the launcher stops its daemons (SIGTERM, then SIGKILL) on every exi
 | `imap-mailstore` | validation | Dovecot (master, imap-login, auth, imap per session, …) + imaplib writer and 2 readers | a mail store (C, IMAP) |
 | `zmq-pipeline` | validation | pyzmq ventilator → 2 workers (each asking a lookup service over REQ → ROUTER) → sink | a ZeroMQ task pipeline (CPython on libzmq, C++) |
 | `xmpp-chat` | validation | prosody + an external component and 2 clients on slixmpp | an XMPP server with a component (Lua, CPython asyncio) |
+| `squid-cache` | validation | squid → an http.server origin + 2 http.client clients | a caching HTTP proxy (C++) |
 """
 
 import argparse
@@ -67,6 +68,7 @@ SYSTEMS = {
     "imap-mailstore": ("imap_mailstore", "run"),
     "zmq-pipeline": ("zmq_pipeline", "run"),
     "xmpp-chat": ("xmpp_chat", "run"),
+    "squid-cache": ("squid_cache", "run"),
 }
 HELPERS = {
     "job-queue-worker": ("job_queue", "beanstalk_worker"),
@@ -91,6 +93,8 @@ HELPERS = {
     "zmq-lookup": ("zmq_pipeline", "lookup"),
     "xmpp-calc": ("xmpp_chat", "calc"),
     "xmpp-peer": ("xmpp_chat", "peer"),
+    "squid-origin": ("squid_cache", "origin"),
+    "squid-client": ("squid_cache", "client"),
 }
 
 

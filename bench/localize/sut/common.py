@@ -40,6 +40,7 @@ SLOTS = {
     # Slots 15-19: systems added by the helper branch loc-new.
     "zmq-pipeline": 15,
     "xmpp-chat": 16,
+    "squid-cache": 17,
     # Slots 20 and up: systems added by the helper branch loc-fresh (others append below 20).
     "mariadb-replication": 20,
     "rsyslog-relay": 21,
