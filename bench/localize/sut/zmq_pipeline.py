@@ -17,7 +17,6 @@ the launcher waits for it (bounded), then stops everyone, and every process says
 """
 
 import hashlib
-import json
 import time
 
 from .common import LAUNCHER, PY, WORKLOAD_S, Daemons, log, ports, steps, terminated
