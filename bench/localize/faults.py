@@ -349,9 +349,91 @@ def _rsyslog():
     ]
 
 
+def _validation_new():
+    """Validation systems added for the frozen run of 2026-11-28 (branch loc-new): no
+    developer of the method has seen them."""
+    return {"zmq-pipeline": _zmq(), "xmpp-chat": _xmpp(), "squid-cache": _squid()}
+
+
+def _zmq():
+    T, S, L = ports("zmq-pipeline")[:3]
+    # libzmq's I/O thread makes every socket call; its eventfd mailbox is no socket, so a
+    # port narrows a rule to TCP. In a run each worker reads its task connection (peer-port
+    # T) about 66 times, the sink its two result connections (local-port S) about 124
+    # times, the lookup service its REQ connections (local-port L) about 133 times and
+    # writes them about 126 times, the ventilator writes its task connections about 126.
+    w1, w2, sink, look = "argv=zmq-worker --name 1", "argv=zmq-worker --name 2", "argv=zmq-sink", "argv=zmq-lookup"
+    vent = "argv=zmq-pipeline"  # only the launcher's command line names the system
+    return [
+        ("worker-reset", "reset", f"{RECV}:errno=ECONNRESET,{w1},peer-port={T},nth=30,count=1"),
+        ("sink-reset", "reset", f"{RECV}:errno=ECONNRESET,{sink},local-port={S},nth=60,count=1"),
+        ("lookup-drops", "reset", f"{RECV}:close,{look},local-port={L},nth=60,count=1"),
+        ("task-corrupt", "corrupt", f"{RECV}:corrupt=3,{w2},peer-port={T},nth=30,count=1"),
+        ("result-corrupt", "corrupt", f"{RECV}:corrupt=2,{sink},local-port={S},nth=60,count=1"),
+        ("lookup-short", "short", f"{SEND}:short=4,{look},local-port={L},nth=60,count=1"),
+        ("lookup-slow", "delay", f"{SEND}:delay=3s,{look},local-port={L},nth=60,count=1"),
+        ("worker-killed", "kill", f"{RECV}:kill=SIGKILL,{w1},peer-port={T},nth=40"),
+        ("lookup-stopped", "stop", f"{RECV}:kill=SIGSTOP,{look},local-port={L},nth=80"),
+        ("sink-emfile", "exhaust", f"accept|accept4:errno=EMFILE,{sink},nth=1,count=1"),
+        ("ventilator-enospc", "exhaust", f"{SEND}:errno=ENOSPC,{vent},local-port={T},nth=60,count=1"),
+        ("worker-code", "code", f"py:zmq.sugar.socket:Socket.recv_json:raise=ValueError,nth=30,{w2}"),
+        ("sink-code", "code", f"py:zmq.sugar.socket:Socket.recv_multipart:raise=ValueError,nth=50,{sink}"),
+        ("lookup-code", "code", f"py:sut.zmq_pipeline:value:raise=MemoryError,nth=50,{look}"),
+    ]
+
+
+def _xmpp():
+    C, K = ports("xmpp-chat")[:2]
+    # prosody (one Lua thread on epoll) reads its two client connections (local-port C)
+    # about 750 times in a run (a read that finds nothing counts too) and writes them about
+    # 375 times; it reads the component's link (local-port K) about 250 times and writes it
+    # about 120. The component reads and writes its link (peer-port K) about 123 times.
+    pro, calc, peer = "exe=lua*,argv=prosody.cfg.lua", "argv=xmpp-calc", "argv=xmpp-peer"
+    return [
+        ("c2s-reset", "reset", f"{RECV}:errno=ECONNRESET,{pro},local-port={C},nth=300,count=1"),
+        ("component-reset", "reset", f"{RECV}:errno=ECONNRESET,{pro},local-port={K},nth=120,count=1"),
+        ("stanza-corrupt", "corrupt", f"{RECV}:corrupt=3,{pro},local-port={C},nth=300,count=1"),
+        ("component-corrupt", "corrupt", f"{RECV}:corrupt=2,{calc},peer-port={K},nth=60,count=1"),
+        ("c2s-short", "short", f"{SEND}:short=7,{pro},local-port={C},nth=200,count=1"),
+        ("component-slow", "delay", f"{SEND}:delay=3s,{pro},local-port={K},nth=60,count=1"),
+        ("component-killed", "kill", f"{RECV}:kill=SIGKILL,{calc},peer-port={K},nth=60"),
+        ("server-stopped", "stop", f"{RECV}:kill=SIGSTOP,{pro},local-port={C},nth=400"),
+        ("server-emfile", "exhaust", f"accept|accept4:errno=EMFILE,{pro},nth=4,count=1"),
+        ("server-enospc", "exhaust", f"{SEND}:errno=ENOSPC,{pro},local-port={C},nth=250,count=1"),
+        ("component-code", "code", f"py:slixmpp.xmlstream.xmlstream:XMLStream.data_received:raise=ConnectionResetError,nth=60,{calc}"),
+        ("peer-code", "code", f"py:slixmpp.stanza.message:Message.reply:raise=ValueError,nth=50,{peer}"),
+    ]
+
+
+def _squid():
+    P, O = ports("squid-cache")[:2]
+    # squid (one process) reads its two clients' connections (local-port P) about 290
+    # times in a run and writes them about 380 times; it reads the origin's connections
+    # (peer-port O, short-lived: a few calls each) about 300 times. The origin
+    # (http.server, a thread per connection) reads about 250 times and writes about 390.
+    # Squid gives up on the origin after 2 s: a 3 s delay of the origin's write was
+    # absorbed (no client saw it), 5 s truncates the reply squid had begun to forward.
+    squid, origin, client2 = "exe=squid", "argv=squid-origin", "argv=squid-client --name 2"
+    return [
+        ("origin-reset", "reset", f"{RECV}:errno=ECONNRESET,{squid},peer-port={O},nth=60,count=1"),
+        ("client-reset", "reset", f"{RECV}:errno=ECONNRESET,{squid},local-port={P},nth=150,count=1"),
+        ("origin-corrupt", "corrupt", f"{RECV}:corrupt=4,{squid},peer-port={O},nth=60,count=1"),
+        ("request-corrupt", "corrupt", f"{RECV}:corrupt=3,{squid},local-port={P},nth=150,count=1"),
+        ("proxy-short", "short", f"{SEND}:short=9,{squid},local-port={P},nth=150,count=1"),
+        ("origin-slow", "delay", f"{SEND}:delay=5s,{origin},local-port={O},nth=100,count=1"),
+        ("origin-killed", "kill", f"{RECV}:kill=SIGKILL,{origin},local-port={O},nth=150"),
+        ("proxy-stopped", "stop", f"{RECV}:kill=SIGSTOP,{squid},local-port={P},nth=200"),
+        ("proxy-emfile", "exhaust", f"accept|accept4:errno=EMFILE,{squid},nth=2,count=1"),
+        ("proxy-enospc", "exhaust", f"{SEND}:errno=ENOSPC,{squid},local-port={P},nth=150,count=1"),
+        ("client-code", "code", f"py:http.client:HTTPConnection.request:raise=BrokenPipeError,nth=80,{client2}"),
+        ("origin-code", "code", f"py:http.server:BaseHTTPRequestHandler.parse_request:raise=ConnectionResetError,nth=100,{origin}"),
+    ]
+
+
 def table():
     """Every system's cases."""
     t = _tuning()
     t.update(_validation())
     t.update(_validation_fresh())
+    t.update(_validation_new())
     return t

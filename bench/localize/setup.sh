@@ -6,9 +6,9 @@
 #           mosquitto, ngircd, unbound, nsd, gearman-job-server, gearman-tools,
 #           zookeeper, rabbitmq-server, default-jre-headless,
 #           slapd, tarantool, lighttpd, php-cgi, mariadb-server, rsyslog,
-#           rsyslog-relp, dovecot-imapd                                          (validation half)
+#           rsyslog-relp, dovecot-imapd, prosody, squid                          (validation half)
 #   PyPI:   Pyro5 (tuning); paho-mqtt, dnspython, aiohttp, kazoo, pika, grpcio, ldap3,
-#           tarantool, pymysql (validation)
+#           tarantool, pymysql, pyzmq, slixmpp (validation)
 # Installs (only when something is missing) run under the machine's install lock
 # (/tmp/culprit-apt.lock, at most 15 minutes' wait), so that two runs, or other installs that
 # take the same lock, do not collide; apt also waits for dpkg's own lock.
@@ -50,6 +50,8 @@ have rsyslogd || need+=(rsyslog)
 compgen -G '/usr/lib/*/rsyslog/omrelp.so' >/dev/null || need+=(rsyslog-relp)
 have dovecot || need+=(dovecot-imapd)
 [ -x /usr/lib/dovecot/imap ] || need+=(dovecot-imapd)
+have prosody || need+=(prosody)
+have squid || need+=(squid)
 if [ ${#need[@]} -gt 0 ]; then
     lock
     echo "localize setup: apt-get install ${need[*]}" >&2
@@ -70,6 +72,8 @@ python3 -c 'import grpc' 2>/dev/null || pips+=(grpcio)
 python3 -c 'import ldap3' 2>/dev/null || pips+=(ldap3)
 python3 -c 'import tarantool' 2>/dev/null || pips+=(tarantool)
 python3 -c 'import pymysql' 2>/dev/null || pips+=(pymysql)
+python3 -c 'import zmq' 2>/dev/null || pips+=(pyzmq)
+python3 -c 'import slixmpp' 2>/dev/null || pips+=(slixmpp)
 if [ ${#pips[@]} -gt 0 ]; then
     lock
     echo "localize setup: pip install ${pips[*]}" >&2

@@ -33,6 +33,9 @@ bounded, and the launcher stops its daemons (SIGTERM, then SIGKILL) on every exi
 | `mariadb-replication` | validation | MariaDB primary → replica + PyMySQL writer and 2 readers | a SQL database with binlog replication (C++) |
 | `rsyslog-relay` | validation | rsyslog relay → rsyslog central over RELP + 2 syslog senders and a file tailer | log shipping (C) |
 | `imap-mailstore` | validation | Dovecot (master, imap-login, auth, imap per session, …) + imaplib writer and 2 readers | a mail store (C, IMAP) |
+| `zmq-pipeline` | validation | pyzmq ventilator → 2 workers (each asking a lookup service over REQ → ROUTER) → sink | a ZeroMQ task pipeline (CPython on libzmq, C++) |
+| `xmpp-chat` | validation | prosody + an external component and 2 clients on slixmpp | an XMPP server with a component (Lua, CPython asyncio) |
+| `squid-cache` | validation | squid → an http.server origin + 2 http.client clients | a caching HTTP proxy (C++) |
 """
 
 import argparse
@@ -63,6 +66,9 @@ SYSTEMS = {
     "mariadb-replication": ("mariadb_replication", "run"),
     "rsyslog-relay": ("rsyslog_relay", "run"),
     "imap-mailstore": ("imap_mailstore", "run"),
+    "zmq-pipeline": ("zmq_pipeline", "run"),
+    "xmpp-chat": ("xmpp_chat", "run"),
+    "squid-cache": ("squid_cache", "run"),
 }
 HELPERS = {
     "job-queue-worker": ("job_queue", "beanstalk_worker"),
@@ -82,6 +88,13 @@ HELPERS = {
     "syslog-sender": ("rsyslog_relay", "sender"),
     "syslog-tailer": ("rsyslog_relay", "tailer"),
     "imap-reader": ("imap_mailstore", "reader"),
+    "zmq-worker": ("zmq_pipeline", "worker"),
+    "zmq-sink": ("zmq_pipeline", "sink"),
+    "zmq-lookup": ("zmq_pipeline", "lookup"),
+    "xmpp-calc": ("xmpp_chat", "calc"),
+    "xmpp-peer": ("xmpp_chat", "peer"),
+    "squid-origin": ("squid_cache", "origin"),
+    "squid-client": ("squid_cache", "client"),
 }
 
 

@@ -37,6 +37,10 @@ SLOTS = {
     "ldap-syncrepl": 12,
     "tarantool-replicas": 13,
     "php-fastcgi": 14,
+    # Slots 15-19: systems added by the helper branch loc-new.
+    "zmq-pipeline": 15,
+    "xmpp-chat": 16,
+    "squid-cache": 17,
     # Slots 20 and up: systems added by the helper branch loc-fresh (others append below 20).
     "mariadb-replication": 20,
     "rsyslog-relay": 21,
