@@ -97,21 +97,35 @@ pub fn match_calls(procs: &[(&str, &ProcessTransactions)]) -> HashMap<TxRef, TxR
             }
         }
     }
-    // Timing, per served connection without ports.
-    let candidates: Vec<(&(usize, u32), &Calls)> = by_conn
+    // Timing, per served connection without ports: candidates by their first departure,
+    // with their last reply and the port they called (where known).
+    let mut candidates: Vec<(i64, i64, usize, Option<u16>, &Calls)> = by_conn
         .iter()
         .filter(|(k, _)| !matched_conns.contains(k))
+        .map(|(k, calls)| {
+            let last = calls.iter().map(|c| c.1).max().unwrap_or(i64::MIN);
+            let t = &procs[k.0].1.transactions[calls[0].2 .1];
+            (calls[0].0, last, k.0, t.link.ports.map(|p| p.1), calls)
+        })
         .collect();
-    for ((i, _), reqs) in unported {
+    candidates.sort_by_key(|c| (c.0, c.1, c.2));
+    for ((i, _), mut reqs) in unported {
+        reqs.sort_unstable();
         let host = procs[i].0;
+        let port = procs[reqs[0].1 .0].1.transactions[reqs[0].1 .1]
+            .link
+            .ports
+            .map(|p| p.0);
         let (lo, hi) = (reqs[0].0, reqs[reqs.len() - 1].0);
         let mut best: Option<(usize, &Calls)> = None;
         let mut second = 0;
-        for (key, calls) in &candidates {
-            if key.0 == i || procs[key.0].0 != host {
+        let upto = candidates.partition_point(|c| c.0 <= hi);
+        for &(_, last, j, peer, calls) in &candidates[..upto] {
+            if j == i || procs[j].0 != host || last < lo {
                 continue;
             }
-            if calls[0].0 > hi || calls.iter().map(|c| c.1).max().unwrap_or(i64::MIN) < lo {
+            // Both ends know their ports: the call went to another port.
+            if matches!((port, peer), (Some(a), Some(b)) if a != b) {
                 continue;
             }
             let hits = reqs
