@@ -122,7 +122,7 @@ fn a_demand_jump_raises_alarms_drawn_on_the_page() {
     let r = culprit(&["demand", dir.to_str().unwrap()]);
     r.assert_success("culprit demand (text)");
     assert!(
-        r.stdout.contains("port:8080") && r.stdout.contains("alarms (|residual|"),
+        r.stdout.contains("port:8080") && r.stdout.contains("alarms (residual > 3σ̂"),
         "{}",
         r.stdout
     );

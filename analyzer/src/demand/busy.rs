@@ -227,6 +227,7 @@ mod tests {
             start_ns: a,
             end_ns: b,
             shape: None,
+            link: Default::default(),
         }
     }
 

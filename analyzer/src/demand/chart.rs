@@ -1,6 +1,10 @@
 //! **Control chart**: demands fitted on a training window, the residual of every later
-//! interval against them, and 003's alarm — `|r| > 3σ̂` on 3 consecutive intervals
+//! interval against them, and 003's alarm — `r > 3σ̂` on 3 consecutive intervals
 //! (Shewhart) — plus the demands re-estimated over a sliding window, to watch both.
+//!
+//! The alarm is one-sided: it says the process got **slower** (more busy time than its
+//! demands predict). An interval below the demands (a disk that synced faster, a cache
+//! that hit more) is no slowdown of the process, and ends a run of violations.
 //!
 //! Intervals in which the process neither completed a request nor was busy carry no
 //! information: they are left out of the training fit (they would shrink σ̂ toward zero)
@@ -153,7 +157,7 @@ pub fn chart(
         let pred: f64 = rows.a[j].iter().zip(&f.demand_s).map(|(a, d)| a * d).sum();
         let r = rows.b[j] - pred;
         residual_s[j] = Some(r);
-        if r.abs() > limit && is_active(&rows.a[j], rows.b[j]) {
+        if r > limit && is_active(&rows.a[j], rows.b[j]) {
             run += 1;
             if run == 3 {
                 alarms.push(Alarm {
@@ -220,5 +224,20 @@ mod tests {
         assert_eq!(c.alarms[0].first_violation_unix_ns, 20_000);
         assert!(c.residual_s[..10].iter().all(|r| r.is_none()));
         assert!(c.series[9].is_some() && c.series[8].is_none());
+        // The same run faster instead of slower: no alarm.
+        for j in 20..26 {
+            rows.b[j] -= 0.1;
+        }
+        let c = chart(
+            &rows,
+            &train,
+            10,
+            10,
+            Estimator::Nnls,
+            |j| j as i64 * 1000,
+            1000,
+        );
+        assert!(c.alarms.is_empty(), "{:?}", c.alarms);
+        assert!(c.residual_s[20].unwrap() < -0.04, "{:?}", c.residual_s[20]);
     }
 }

@@ -26,7 +26,7 @@ pub fn wait_per_interval(
     if !ok {
         return vec![None; n];
     }
-    integrate(&s, grid, first, n, |x| x.sched_wait_ns as f64)
+    integrate(&s, grid, first, n, |x| x.sched_wait_ns as f64, None)
 }
 
 /// Timeslices (times a thread was put on a CPU: its wakeups and preemptions) per interval
@@ -46,11 +46,35 @@ pub fn slices_per_interval(
     if !ok {
         return vec![None; n];
     }
-    integrate(&s, grid, first, n, |x| x.sched_slices as f64)
+    integrate(&s, grid, first, n, |x| x.sched_slices as f64, None)
 }
 
 /// CPU seconds per interval (`None` where no samples cover it).
 pub fn per_interval(samples: &[CpuSample], grid: Grid, first: i64, n: usize) -> Vec<Option<f64>> {
+    cpu_seconds(samples, grid, first, n, None)
+}
+
+/// [`per_interval`], measured: `None` also where a boundary of the interval lies between
+/// two samples more than an interval apart (the reader waited for a CPU on a loaded
+/// machine). Interpolation spreads such a gap's time evenly over the intervals it spans —
+/// good enough to tell starved from slower over three intervals, but not a value of one
+/// interval to raise the CPU chart's alarm on.
+pub fn measured_per_interval(
+    samples: &[CpuSample],
+    grid: Grid,
+    first: i64,
+    n: usize,
+) -> Vec<Option<f64>> {
+    cpu_seconds(samples, grid, first, n, Some(grid.len_ns))
+}
+
+fn cpu_seconds(
+    samples: &[CpuSample],
+    grid: Grid,
+    first: i64,
+    n: usize,
+    max_gap: Option<i64>,
+) -> Vec<Option<f64>> {
     let mut s: Vec<&CpuSample> = samples.iter().collect();
     s.sort_by_key(|x| x.t_unix_ns);
     if s.len() < 2 {
@@ -65,7 +89,7 @@ pub fn per_interval(samples: &[CpuSample], grid: Grid, first: i64, n: usize) -> 
             x.stat_cpu_ns as f64
         }
     };
-    integrate(&s, grid, first, n, cum)
+    integrate(&s, grid, first, n, cum, max_gap)
 }
 
 /// The increase per interval of a cumulative counter, interpolated linearly between samples
@@ -76,6 +100,7 @@ fn integrate(
     first: i64,
     n: usize,
     cum: impl Fn(&CpuSample) -> f64,
+    max_gap: Option<i64>,
 ) -> Vec<Option<f64>> {
     let at = |t: i64| -> Option<f64> {
         let t = u64::try_from(t).ok()?;
@@ -84,6 +109,9 @@ fn integrate(
             return None;
         }
         let (a, b) = (s[k - 1], s[k]);
+        if max_gap.is_some_and(|g| (b.t_unix_ns - a.t_unix_ns) as i64 > g) {
+            return None;
+        }
         let f = (t - a.t_unix_ns) as f64 / (b.t_unix_ns - a.t_unix_ns).max(1) as f64;
         Some(cum(a) + f * (cum(b) - cum(a)))
     };

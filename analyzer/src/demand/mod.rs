@@ -6,6 +6,7 @@
 //! | step | module | input → output |
 //! |------|--------|----------------|
 //! | transactions | [`transactions`] | a process's events → served requests and calls ([`transactions::Transaction`]) |
+//! | callers | [`callers`] | served requests of every process → the call of another process that sent each |
 //! | busy time | [`busy`] | transactions → busy time and request counts per interval ([`busy::Intervals`]) |
 //! | CPU time | [`cpu`] | the reader's `cpu.tsv` → CPU time per interval, agreement with busy time |
 //! | estimation | [`estimate`] | counts, busy time → demands per service ([`estimate::Fit`]) |
@@ -19,6 +20,7 @@
 //! (`conn`).
 
 pub mod busy;
+pub mod callers;
 pub mod chart;
 pub mod classes;
 pub mod cpu;
@@ -312,15 +314,7 @@ fn prepare(set: &TraceSet, opts: &Options, src: &dyn TransactionSource) -> Resul
             .into_iter()
             .filter_map(|(p, e)| Some((p, e?)))
             .collect();
-        // One set of types per program: the processes running one executable.
-        let mut by_exe: std::collections::BTreeMap<String, Vec<&mut ProcessTransactions>> =
-            Default::default();
-        for (_, pt) in procs.iter_mut() {
-            by_exe.entry(pt.exe.clone()).or_default().push(pt);
-        }
-        for (_, mut group) in by_exe {
-            types.extend(types::assign(&mut group, grid, &peer_exe));
-        }
+        types = assign_types(set, &mut procs, grid, &peer_exe);
     }
     Ok(Prepared {
         procs,
@@ -328,6 +322,128 @@ fn prepare(set: &TraceSet, opts: &Options, src: &dyn TransactionSource) -> Resul
         n,
         types,
     })
+}
+
+/// `--services auto`: one set of types per program (the processes running one
+/// executable and serving the same ports), programs typed after the programs whose requests call them, so that a
+/// served request can take the type of the request that sent it ([`callers`]).
+fn assign_types(
+    set: &TraceSet,
+    procs: &mut [(usize, ProcessTransactions)],
+    grid: Grid,
+    peer_exe: &std::collections::HashMap<String, String>,
+) -> std::collections::HashMap<String, types::TypeInfo> {
+    use std::collections::{BTreeMap, BTreeSet, HashMap};
+    let hosts: Vec<&str> = procs
+        .iter()
+        .map(|(i, _)| set.processes[*i].host.as_str())
+        .collect();
+    let matched = {
+        let view: Vec<(&str, &ProcessTransactions)> = hosts
+            .iter()
+            .zip(procs.iter())
+            .map(|(h, p)| (*h, &p.1))
+            .collect();
+        callers::match_calls(&view)
+    };
+    // Each call's parent request and which of the parent's calls to its peer it was.
+    let mut parent_of: HashMap<(usize, usize), ((usize, usize), usize)> = HashMap::new();
+    for (j, (_, pt)) in procs.iter().enumerate() {
+        let served: HashMap<(u32, i64), usize> = pt
+            .transactions
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.role == transactions::Role::Served)
+            .map(|(k, t)| ((t.link.conn, t.start_ns), k))
+            .collect();
+        let mut by_parent: BTreeMap<(usize, &str), Vec<(i64, usize)>> = BTreeMap::new();
+        for (m, t) in pt.transactions.iter().enumerate() {
+            if let Some(k) = t.link.parent.and_then(|p| served.get(&p)) {
+                by_parent
+                    .entry((*k, t.service.as_str()))
+                    .or_default()
+                    .push((t.start_ns, m));
+            }
+        }
+        for ((k, _), mut calls) in by_parent {
+            calls.sort();
+            for (n, (_, m)) in calls.into_iter().enumerate() {
+                parent_of.insert((j, m), ((j, k), n));
+            }
+        }
+    }
+    // Served request -> (its caller's parent request, ordinal).
+    let caller_of: HashMap<(usize, usize), ((usize, usize), usize)> = matched
+        .iter()
+        .filter_map(|(r, c)| Some((*r, *parent_of.get(c)?)))
+        .collect();
+    // A program: an executable and the ports it serves (an interpreter runs several).
+    let exe_of: Vec<String> = procs
+        .iter()
+        .map(|p| {
+            let ports: BTreeSet<&str> =
+                p.1.transactions
+                    .iter()
+                    .filter(|t| t.role == transactions::Role::Served)
+                    .map(|t| t.service.as_str())
+                    .collect();
+            let ports: Vec<&str> = ports.into_iter().collect();
+            format!("{} {}", p.1.exe, ports.join(","))
+        })
+        .collect();
+    // Programs and the programs calling them.
+    let mut deps: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for e in &exe_of {
+        deps.entry(e.as_str()).or_default();
+    }
+    for (r, (p, _)) in &caller_of {
+        let (a, b) = (exe_of[r.0].as_str(), exe_of[p.0].as_str());
+        if a != b {
+            deps.entry(a).or_default().insert(b);
+        }
+    }
+    let mut done: BTreeSet<String> = BTreeSet::new();
+    let mut out = HashMap::new();
+    while done.len() < deps.len() {
+        let mut ready: Vec<&str> = deps
+            .iter()
+            .filter(|(e, d)| !done.contains(**e) && d.iter().all(|x| done.contains(*x)))
+            .map(|(e, _)| *e)
+            .collect();
+        if ready.is_empty() {
+            // Programs calling each other: typed together, callers where typed already.
+            ready = deps
+                .keys()
+                .filter(|e| !done.contains(**e))
+                .copied()
+                .collect();
+        }
+        for exe in ready {
+            // Caller keys of the program's served requests, from typed callers.
+            let keys: Vec<((usize, usize), String)> = caller_of
+                .iter()
+                .filter(|(r, (p, _))| {
+                    exe_of[r.0] == exe && exe_of[p.0] != exe && done.contains(&exe_of[p.0])
+                })
+                .map(|(r, (p, n))| {
+                    let t = &procs[p.0].1.transactions[p.1];
+                    (*r, format!("{}/{n}", t.service))
+                })
+                .collect();
+            for (r, key) in keys {
+                procs[r.0].1.transactions[r.1].link.caller = Some(key);
+            }
+            let mut group: Vec<&mut ProcessTransactions> = procs
+                .iter_mut()
+                .zip(&exe_of)
+                .filter(|(_, e)| e.as_str() == exe)
+                .map(|(p, _)| &mut p.1)
+                .collect();
+            out.extend(types::assign(&mut group, grid, peer_exe));
+            done.insert(exe.to_string());
+        }
+    }
+    out
 }
 
 fn rows_of(iv: &Intervals) -> Rows {
@@ -545,6 +661,7 @@ pub fn analyze_with(
             .copied()
             .collect();
         let cpu_iv = cpu::per_interval(&own_cpu, grid, first, n);
+        let cpu_measured = cpu::measured_per_interval(&own_cpu, grid, first, n);
         let wait_iv = cpu::wait_per_interval(&own_cpu, grid, first, n);
         let slices_iv = cpu::slices_per_interval(&own_cpu, grid, first, n);
         let sched = starve::Sched {
@@ -570,8 +687,15 @@ pub fn analyze_with(
                 }
             }
             let busy: Vec<&chart::Alarm> = kept.iter().chain(&starved).collect();
-            let more =
-                starve::cpu_alarms(&rows, &cpu_iv, f, monitor_from, start, grid.len_ns, &busy);
+            let more = starve::cpu_alarms(
+                &rows,
+                &cpu_measured,
+                f,
+                monitor_from,
+                start,
+                grid.len_ns,
+                &busy,
+            );
             kept.extend(more);
             kept.sort_by_key(|a| a.t_unix_ns);
             ch.alarms = kept;

@@ -157,7 +157,10 @@ pub fn text(r: &DemandReport) -> String {
     if alarms.is_empty() {
         let _ = writeln!(o, "no alarms");
     } else {
-        let _ = writeln!(o, "alarms (|residual| > 3σ̂ on 3 consecutive intervals):");
+        let _ = writeln!(
+            o,
+            "alarms (residual > 3σ̂ on 3 consecutive intervals: slower):"
+        );
         let _ = writeln!(
             o,
             "  {:>9}  {:<28} {:>12} {:>12}  why (where CPU was sampled)",

@@ -24,7 +24,9 @@
 //! law with CPU seconds for busy time, the same 3σ̂ limit on three intervals in a row. A
 //! process that burns more CPU per request while its busy time is noisy (a disk's fsync in
 //! some requests widens the busy chart's limit) is seen there; its alarms have kind `cpu`
-//! and `chart: "cpu"`, and one that overlaps a busy-time alarm is not raised twice.
+//! and `chart: "cpu"`, and one that overlaps a busy-time alarm is not raised twice. It
+//! runs on measured intervals only ([`super::cpu::measured_per_interval`]): an interval
+//! whose CPU time the reader's sampling gaps spread over it ends a run of violations.
 
 use super::chart::{is_active, Alarm, Rows};
 use super::estimate::{fit, Estimator, Prior};
@@ -197,7 +199,8 @@ pub fn cpu_alarms(
                 .sum::<f64>()
         });
         match r {
-            Some(r) if r.abs() > limit && is_active(&rows.a[j], rows.b[j]) => run.push(r),
+            // One-sided, as the busy chart: more CPU per request than the demands.
+            Some(r) if r > limit && is_active(&rows.a[j], rows.b[j]) => run.push(r),
             _ => run.clear(),
         }
         if run.len() == 3 {

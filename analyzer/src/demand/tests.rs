@@ -347,3 +347,143 @@ fn an_event_loops_requests_are_typed_by_calls_and_sizes_not_by_what_the_thread_r
         "{names:?}"
     );
 }
+
+/// A front (`/usr/bin/app`, port 8080) and its database (`/usr/bin/db`, port 5432) on one
+/// connection: the front's `list` and `save` handlers each send one query of 80 B and get
+/// 300 B back, but the database spends 1 ms on a list's query and 6 ms on a save's — by its
+/// own bytes and calls it has one type. The mix changes every 15 s.
+fn front_and_db(seconds: usize) -> Vec<crate::decode::ProcessTrace> {
+    let proc_meta = |t: &mut TraceBuilder, pid: u32, exe: &[u8]| {
+        t.meta(&Meta::Proc(ProcRecord {
+            reason: ProcReason::Start,
+            pid,
+            ppid: 1,
+            start_ticks: 0,
+            exe: exe.to_vec(),
+            argv: vec![exe.to_vec()],
+        }));
+        t.meta(&Meta::Map(MapRecord {
+            start: 0x40_0000,
+            end: 0x41_0000,
+            offset: 0,
+            prot: 5,
+            path: exe.to_vec(),
+        }));
+    };
+    let (mut f, mut d) = (
+        TraceBuilder::new("h", 200, 200),
+        TraceBuilder::new("h", 300, 300),
+    );
+    proc_meta(&mut f, 200, b"/usr/bin/app");
+    proc_meta(&mut d, 300, b"/usr/bin/db");
+    let addr = |port| Some(Addr::new(2, port, &[127, 0, 0, 1]));
+    f.lib(
+        0x40_0010,
+        LibFn::Accept,
+        LibOpts {
+            local: addr(8080),
+            ..o(3, 4)
+        },
+    );
+    f.lib(
+        0x40_0020,
+        LibFn::Connect,
+        LibOpts {
+            local: addr(40000),
+            peer: addr(5432),
+            ..o(5, 0)
+        },
+    );
+    d.lib(
+        0x40_0010,
+        LibFn::Accept,
+        LibOpts {
+            local: addr(5432),
+            peer: addr(40000),
+            ..o(3, 4)
+        },
+    );
+    let until = |t: &mut TraceBuilder, at: u64| {
+        let now = t.now();
+        t.wait(at.saturating_sub(now));
+    };
+    for j in 0..seconds {
+        let start = f.now();
+        let n = 10 + (j * 7) % 9;
+        for i in 0..n {
+            let list = (((i * 37 + j * 11) % 100) as u64) < share_a(j);
+            let jitter = |x: u64| x + x * (i as u64 % 3) / 10 - x / 10;
+            let (func, req) = if list {
+                (FN_LIST, 100)
+            } else {
+                (FN_SAVE, 2000)
+            };
+            f.lib(0x40_0030, LibFn::Recv, o(4, req));
+            f.enter(0x40_0040, func);
+            f.wait(MS);
+            f.lib(0x40_0070, LibFn::Send, o(5, 80));
+            until(&mut d, f.now() + 20_000);
+            d.lib(0x40_0030, LibFn::Recv, o(4, 80));
+            d.wait(jitter(if list { MS } else { 6 * MS }));
+            d.lib(0x40_0050, LibFn::Send, o(4, 300));
+            until(&mut f, d.now() + 20_000);
+            f.lib(0x40_0080, LibFn::Recv, o(5, 300));
+            f.wait(MS);
+            f.exit(func);
+            f.lib(0x40_0050, LibFn::Send, o(4, 500));
+            f.wait(MS);
+        }
+        let used = f.now() - start;
+        f.wait(1_000 * MS - used);
+    }
+    vec![f.finish(), d.finish()]
+}
+
+#[test]
+fn a_tiers_requests_take_the_types_of_the_requests_that_sent_them() {
+    let set = TraceSet {
+        processes: front_and_db(60),
+    };
+    let r = analyze(&set, &Options::default()).unwrap();
+    let db = r
+        .processes
+        .iter()
+        .find(|p| p.pid == 300)
+        .expect("the database");
+    let front = r
+        .processes
+        .iter()
+        .find(|p| p.pid == 200)
+        .expect("the front");
+    // One type per calling handler, named by the caller's type.
+    assert_eq!(db.services.len(), 2, "{:?}", db.services);
+    for s in &db.services {
+        let name = s.name.as_deref().unwrap();
+        assert!(name.contains("call 1 of a `port:8080#"), "{name}");
+        let caller = front
+            .services
+            .iter()
+            .find(|c| name.contains(&format!("`{}`", c.id)))
+            .unwrap_or_else(|| panic!("{name}: no such front type"));
+        // As many queries as the calling type had requests; the demand its handler costs
+        // there, whatever the mix.
+        assert_eq!(s.requests, caller.requests, "{name}");
+        let cname = caller.name.as_deref().unwrap();
+        let truth = if cname.contains("request ~2.0 KB") {
+            0.006
+        } else {
+            0.001
+        };
+        let err = (s.demand_s - truth).abs() / truth;
+        assert!(err < 0.10, "{name}: {} s against {truth} s", s.demand_s);
+    }
+    assert!(db.alarms.is_empty(), "{:?}", db.alarms);
+    // By port, the database has one service, whose demand moves with the mix.
+    let opts = Options {
+        services: ServiceMode::Port,
+        ..Default::default()
+    };
+    let r = analyze(&set, &opts).unwrap();
+    let db = r.processes.iter().find(|p| p.pid == 300).unwrap();
+    assert_eq!(db.services.len(), 1, "{:?}", db.services);
+}

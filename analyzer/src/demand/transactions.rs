@@ -68,6 +68,24 @@ pub struct Transaction {
     pub end_ns: i64,
     /// Served, with `--services auto`: what serving it involved ([`shape`]).
     pub shape: Option<Box<Shape>>,
+    /// Which connection it went over and which request made it, for matching a served
+    /// request with the call of another process that sent it ([`super::callers`]).
+    pub link: Link,
+}
+
+/// Where a transaction sits among the process's connections and requests.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Link {
+    /// The connection's (local, peer) ports, where the tracer recorded both (TCP).
+    pub ports: Option<(u16, u16)>,
+    /// The connection, numbered in the process (0: none).
+    pub conn: u32,
+    /// Called: the served request that made the call, as (its connection, its arrival).
+    pub parent: Option<(u32, i64)>,
+    /// Served: the type of the request of another process whose call this request
+    /// answers, and which of that request's calls to this peer it was
+    /// (`port:80#1a2b3c4d/0`), once the caller's program has its types.
+    pub caller: Option<String>,
 }
 
 /// What one process did, as the demand stage needs it.
@@ -118,10 +136,21 @@ enum StepKind {
         listen_fd: i32,
         fd: i32,
         local: Option<Addr>,
+        peer: Option<Addr>,
         site: u64,
     },
-    /// `connect` on `fd` to `peer`.
-    Connected { fd: i32, peer: Option<Addr> },
+    /// `connect` on `fd` to `peer` (from `local`).
+    Connected {
+        fd: i32,
+        local: Option<Addr>,
+        peer: Option<Addr>,
+    },
+    /// The tracer described `fd`, met already open (inherited), on its first use.
+    Seen {
+        fd: i32,
+        local: Option<Addr>,
+        peer: Option<Addr>,
+    },
     /// `fd` received `n` bytes (0: end of stream).
     Recv { fd: i32, n: i64 },
     /// `fd` sent `n` bytes.
@@ -191,6 +220,12 @@ struct Conn {
     parent_open: Option<i64>,
     /// Called: when the reply of the current call began arriving.
     answered_at: Option<i64>,
+    /// (local, peer) ports, where recorded.
+    ports: Option<(u16, u16)>,
+    /// The connection's number in the process.
+    id: u32,
+    /// Called: the parent request's connection number.
+    parent_id: Option<u32>,
 }
 
 impl Conn {
@@ -212,8 +247,25 @@ impl Conn {
             parent: None,
             parent_open: None,
             answered_at: None,
+            ports: None,
+            id: 0,
+            parent_id: None,
         }
     }
+}
+
+/// The (local, peer) ports of a TCP connection, where both addresses were recorded.
+fn ports_of(local: &Option<Addr>, peer: &Option<Addr>) -> Option<(u16, u16)> {
+    const AF_INET: u16 = 2;
+    const AF_INET6: u16 = 10;
+    let (l, p) = (local.as_ref()?, peer.as_ref()?);
+    let inet = |a: &Addr| (a.family == AF_INET || a.family == AF_INET6) && a.port != 0;
+    (inet(l) && inet(p)).then_some((l.port, p.port))
+}
+
+fn next_id(n: &mut u32) -> u32 {
+    *n += 1;
+    *n
 }
 
 /// The service of requests on a connection the process inherited.
@@ -264,6 +316,26 @@ impl TransactionSource for ByteFlow {
                     } if !r.exe.is_empty() => {
                         out.exe = String::from_utf8_lossy(&r.exe).into_owned();
                     }
+                    // The tracer's first sight of a descriptor it did not see made
+                    // (inherited): its addresses, on the entry of its first call.
+                    Event::Lib(l)
+                        if !l.exit
+                            && l.opts.is_socket == Some(true)
+                            && l.local().is_some()
+                            && l.peer().is_some() =>
+                    {
+                        if let Some(fd) = l.opts.fd {
+                            steps.push(Step {
+                                tsc,
+                                tid,
+                                what: StepKind::Seen {
+                                    fd,
+                                    local: l.local(),
+                                    peer: l.peer(),
+                                },
+                            });
+                        }
+                    }
                     Event::Lib(l) if l.exit => {
                         let o = &l.opts;
                         let ok = o.ret.is_some_and(|r| r >= 0);
@@ -284,6 +356,7 @@ impl TransactionSource for ByteFlow {
                                         listen_fd: lfd,
                                         fd: fd as i32,
                                         local: l.local(),
+                                        peer: l.peer(),
                                         site: l.site,
                                     }),
                                     _ => None,
@@ -292,7 +365,11 @@ impl TransactionSource for ByteFlow {
                             // A non-blocking connect fails with EINPROGRESS and connects.
                             LibFn::Connect => {
                                 out.sockets = true;
-                                o.fd.map(|fd| StepKind::Connected { fd, peer: l.peer() })
+                                o.fd.map(|fd| StepKind::Connected {
+                                    fd,
+                                    local: l.local(),
+                                    peer: l.peer(),
+                                })
                             }
                             f if is_recv(f) && o.is_socket != Some(false) => match (o.fd, o.ret) {
                                 (Some(fd), Some(n)) if n >= 0 => Some(StepKind::Recv { fd, n }),
@@ -344,6 +421,9 @@ impl TransactionSource for ByteFlow {
         };
         let mut listeners: HashMap<i32, String> = HashMap::new();
         let mut conns: HashMap<i32, Conn> = HashMap::new();
+        // Addresses the tracer gave of inherited descriptors, and the connections' numbers.
+        let mut seen: HashMap<i32, Option<(u16, u16)>> = HashMap::new();
+        let mut conn_no = 0u32;
         // The served connection each thread last received a request on.
         let mut serving: HashMap<u32, i32> = HashMap::new();
         let mut tx = Vec::new();
@@ -378,6 +458,7 @@ impl TransactionSource for ByteFlow {
                     listen_fd,
                     fd,
                     local,
+                    peer,
                     site,
                 } => {
                     let service = match listeners.get(listen_fd) {
@@ -405,10 +486,19 @@ impl TransactionSource for ByteFlow {
                             parent: None,
                             parent_open: None,
                             answered_at: None,
+                            ports: ports_of(local, peer),
+                            id: next_id(&mut conn_no),
+                            parent_id: None,
                         },
                     );
                 }
-                StepKind::Connected { fd, peer } => {
+                StepKind::Seen { fd, local, peer } => {
+                    seen.insert(*fd, ports_of(local, peer));
+                    if let Some(c) = conns.get_mut(fd).filter(|c| c.ports.is_none()) {
+                        c.ports = ports_of(local, peer);
+                    }
+                }
+                StepKind::Connected { fd, local, peer } => {
                     fin.close(&mut conns, *fd);
                     let service = addr_name(peer)
                         .map(|n| n.replacen("port:", "peer:", 1))
@@ -425,12 +515,18 @@ impl TransactionSource for ByteFlow {
                             parent: None,
                             parent_open: None,
                             answered_at: None,
+                            ports: ports_of(local, peer),
+                            id: next_id(&mut conn_no),
+                            parent_id: None,
                         },
                     );
                 }
                 StepKind::Recv { fd, n } => {
                     if *n > 0 && !conns.contains_key(fd) && !listeners.contains_key(fd) {
-                        conns.insert(*fd, Conn::inherited(true));
+                        let mut c = Conn::inherited(true);
+                        c.ports = seen.get(fd).copied().flatten();
+                        c.id = next_id(&mut conn_no);
+                        conns.insert(*fd, c);
                     }
                     let Some(c) = conns.get_mut(fd) else { continue };
                     if *n == 0 {
@@ -479,6 +575,12 @@ impl TransactionSource for ByteFlow {
                             start_ns: c.last_send.unwrap_or(t),
                             end_ns: t,
                             shape: None,
+                            link: Link {
+                                ports: c.ports,
+                                conn: c.id,
+                                parent: c.parent_id.zip(c.parent_open),
+                                caller: None,
+                            },
                         });
                     }
                     if let Some(sh) = parent
@@ -493,13 +595,17 @@ impl TransactionSource for ByteFlow {
                 }
                 StepKind::Sent { fd, n } => {
                     if !conns.contains_key(fd) && !listeners.contains_key(fd) {
-                        conns.insert(*fd, Conn::inherited(false));
+                        let mut c = Conn::inherited(false);
+                        c.ports = seen.get(fd).copied().flatten();
+                        c.id = next_id(&mut conn_no);
+                        conns.insert(*fd, c);
                     }
                     let parent = serving
                         .get(&s.tid)
                         .copied()
                         .filter(|p| conns.get(p).is_some_and(|c| c.open.is_some()));
                     let parent_open = parent.and_then(|p| conns.get(&p)).and_then(|c| c.open);
+                    let parent_id = parent.and_then(|p| conns.get(&p)).map(|c| c.id);
                     let Some(c) = conns.get_mut(fd) else { continue };
                     if c.served {
                         if c.open.is_some() {
@@ -517,12 +623,14 @@ impl TransactionSource for ByteFlow {
                             c.answered = false;
                             c.parent = parent;
                             c.parent_open = parent_open;
+                            c.parent_id = parent_id;
                         }
                         c.last_send = Some(t);
                     }
                 }
                 StepKind::Closed { fd } => {
                     fin.close(&mut conns, *fd);
+                    seen.remove(fd);
                     listeners.remove(fd);
                 }
                 StepKind::Dup { fd, fd2 } => {
@@ -576,6 +684,7 @@ fn queued(c: &Conn, parent: Option<i32>, parent_open: Option<i64>, t: i64) -> Op
         start_ns: start,
         end_ns: t,
         shape: None,
+        link: Link::default(),
     })
 }
 
@@ -599,6 +708,12 @@ impl Finish<'_> {
                     start_ns: start,
                     end_ns: end.max(start),
                     shape: shape.map(|s| Box::new(s.finish(self.keys, &mut self.intern))),
+                    link: Link {
+                        ports: c.ports,
+                        conn: c.id,
+                        parent: None,
+                        caller: None,
+                    },
                 });
             }
         }

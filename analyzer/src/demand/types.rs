@@ -14,6 +14,11 @@
 //!    different peers served by processes running one executable (a proxy's round-robin
 //!    over its backends, a broker's free worker), which member answered does not make
 //!    another type.
+//!    Where the request was sent by a traced request of another program
+//!    ([`super::callers`]), the signature holds that request's type and which of its calls
+//!    to this port it was, and programs are typed callers first: a tier's types follow the
+//!    front tier's. The libc calls made are then left out (they stand in for functions a
+//!    program did not record; the caller's type says more).
 //! 2. **Size classes**, per signature: request sizes sorted on a log scale and cut where
 //!    two neighbours differ by more than a factor of two (a gap no size lies in); then the
 //!    reply sizes within each request class, the same way. A class is named by its median's
@@ -58,6 +63,9 @@ pub struct TypeInfo {
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 struct Sig {
     port: String,
+    /// The type of the traced request whose call this request answers, and which of its
+    /// calls to this port it was ([`super::callers`]).
+    caller: Option<String>,
     funcs: std::sync::Arc<[u64]>,
     calls: Vec<(String, u32)>,
 }
@@ -128,7 +136,12 @@ fn distance(a: &Key, b: &Key) -> f64 {
         calls += (ca - cb).abs() / ca.max(cb);
     }
     let port = if a.sig.port == b.sig.port { 0.0 } else { 100.0 };
-    port + jac + calls + 0.25 * ((a.req - b.req).abs() + (a.reply - b.reply).abs()) as f64
+    let caller = if a.sig.caller == b.sig.caller {
+        0.0
+    } else {
+        1.0
+    };
+    port + caller + jac + calls + 0.25 * ((a.req - b.req).abs() + (a.reply - b.reply).abs()) as f64
 }
 
 fn bytes(label: i32) -> String {
@@ -268,15 +281,20 @@ pub fn assign(
     let no_funcs: std::sync::Arc<[u64]> = std::sync::Arc::from(Vec::new());
     let exact = |r: &(usize, usize), pool: &HashMap<String, String>| -> Sig {
         let s = shape(r);
+        let t = &procs[r.0].transactions[r.1];
+        let caller = t.link.caller.clone();
         Sig {
-            port: procs[r.0].transactions[r.1].service.clone(),
-            funcs: if event_loop {
+            port: t.service.clone(),
+            // The libc calls a request made are a stand-in for the program's functions;
+            // the type of the request that sent it, where known, is a better one.
+            funcs: if event_loop || (!program && caller.is_some()) {
                 no_funcs.clone()
             } else if program {
                 s.funcs.clone()
             } else {
                 s.libs.clone()
             },
+            caller,
             calls: pooled(&s.calls, pool)
                 .into_iter()
                 .map(|c| (c.0, c.1))
@@ -404,6 +422,9 @@ pub fn assign(
 
 fn type_id(k: &Key) -> String {
     let mut h = str_hash(k.sig.port.as_bytes());
+    if let Some(c) = &k.sig.caller {
+        h = mix(h, str_hash(c.as_bytes()));
+    }
     for f in k.sig.funcs.iter() {
         h = mix(h, *f);
     }
@@ -427,6 +448,16 @@ fn describe(
     pool: &HashMap<String, String>,
 ) -> String {
     let mut parts = Vec::new();
+    if let Some(c) = k
+        .sig
+        .caller
+        .as_deref()
+        .filter(|_| others.iter().any(|o| o.sig.caller != k.sig.caller))
+    {
+        let (ty, n) = c.rsplit_once('/').unwrap_or((c, "0"));
+        let n: usize = n.parse().unwrap_or(0);
+        parts.push(format!("call {} of a `{ty}` request", n + 1));
+    }
     // Functions of this type missing from the most other types.
     let mut own: Vec<(usize, u64)> = k
         .sig
@@ -523,6 +554,7 @@ mod tests {
     fn sig(port: &str, funcs: &[u64], calls: &[(&str, u32)]) -> Sig {
         Sig {
             port: port.into(),
+            caller: None,
             funcs: funcs.into(),
             calls: calls.iter().map(|c| (c.0.to_string(), c.1)).collect(),
         }
