@@ -13,7 +13,11 @@
 //! 2. **Consequences in the process.** A later unit of the same process that reached
 //!    [`ROOT_MIN`] too (but not more than [`STRONGER`] above the process's root), or that has no model (its class never occurred in normal runs) and
 //!    is on a connection whose first unit started after the root began (a reconnect, a new
-//!    client retrying), is a consequence of the root.
+//!    client retrying), is a consequence of the root. A root that is a **call too long**
+//!    acts through time only: its later anomalies are its consequences when on its own
+//!    connection, while the call lasted, or on a connection whose other end had an anomaly
+//!    after the call began (a peer that timed out) — not an anomaly on another connection
+//!    after the call returned, from a peer that met nothing (`delay_reached`).
 //! 3. **Consequences across processes**, by **happens-before**. An anomaly is filed under
 //!    an earlier one only when the earlier one could have reached it: a unit of the later
 //!    process on a TCP connection to the earlier one (its peer address is a local address
@@ -358,6 +362,21 @@ pub(crate) fn file_consequences(
         .enumerate()
         .map(|(b, r)| r.map_or(0.0, |(i, _)| blocks[b][i as usize].score))
         .collect();
+    // Each root that holds a call too long: when the call began and ended, and the root's
+    // connection.
+    let delays: Vec<Option<(i64, i64, u32)>> = roots
+        .iter()
+        .enumerate()
+        .map(|(b, r)| {
+            let (i, _) = (*r)?;
+            let row = &blocks[b][i as usize];
+            let x = (row.flags & Row::EXTRA != 0)
+                .then(|| extras.get(&(b as u32, i)))
+                .flatten()?;
+            let s = x.slow.as_ref()?;
+            Some((s.began_ns, s.began_ns + s.dur_ns as i64, row.conn))
+        })
+        .collect();
     // (shared score, consequence score) → the shared score of such consequences.
     let mut demoted: FxMap<(u32, u64), u32> = FxMap::default();
     for (b, rows) in blocks.iter_mut().enumerate() {
@@ -374,10 +393,12 @@ pub(crate) fn file_consequences(
                 continue;
             }
             let v = shared[r.shared as usize].verdict;
+            let at = when(b, i, r);
             let later_anomaly = r.score >= ROOT_MIN
                 && roots[b].is_none_or(|_| r.score <= root_score[b].max(root_score[t]) + STRONGER)
                 && v == Verdict::Scored
-                && when(b, i, r) >= t0;
+                && at >= t0
+                && (b != t || delay_reached(delays[t], r, at, conns, &by_addr, &roots));
             let new_class = (v == Verdict::NoUnitModel
                 && r.t_start_unix_ns >= t0
                 && first_class.get(&class_key(r)).is_some_and(|&f| f >= t0))
@@ -414,6 +435,41 @@ pub(crate) fn file_consequences(
         }
     }
     caused_by
+}
+
+/// Can the root of a process, when it is a call too long (`delay`: when the call began
+/// and ended, and the root's connection), have caused a later anomaly `r` of the same
+/// process at `at`? A delay acts through time: on its own connection (what came after
+/// the withheld reply), on what ran while it lasted, and through the peers that waited
+/// for it — a later anomaly on a connection whose other end had an anomaly of its own
+/// after the delay began (a client that timed out, then closed or resent). A structural
+/// anomaly on another connection, after the call returned, from a peer that met nothing,
+/// is not the delay's doing: a `write` slowed 40 ms by a loaded machine does not make a
+/// later request on another connection arrive short. A root that is not a delay may
+/// have caused any later anomaly of its process (`delay` None).
+fn delay_reached(
+    delay: Option<(i64, i64, u32)>,
+    r: &Row,
+    at: i64,
+    conns: &[ConnRow],
+    by_addr: &FxMap<(&str, &str), Vec<usize>>,
+    roots: &[Option<Root>],
+) -> bool {
+    let Some((began, ended, conn)) = delay else {
+        return true;
+    };
+    let on_conn = |c: u32| matches!(conns.get(c as usize), Some((_, Some(_), Some(_))));
+    if (r.conn == conn && on_conn(conn)) || at <= ended {
+        return true;
+    }
+    match conns.get(r.conn as usize) {
+        Some((_, Some(l), Some(p))) => by_addr
+            .get(&(p.as_str(), l.as_str()))
+            .into_iter()
+            .flatten()
+            .any(|&a| roots[a].is_some_and(|(_, ta)| ta >= began && ta <= at)),
+        _ => false,
+    }
 }
 
 /// The happens-before links of step 2 of [`file_consequences`]: (a, b) when a unit of
@@ -922,6 +978,72 @@ mod tests {
         // STRONGER above the server's slow read (0.7995), which began before it.
         let c = timed_out_client_scoring(true, 0.9, 0.7995);
         assert_eq!(c.get(&(0, 0)), Some(&(1, 0)));
+    }
+
+    /// A server (process 0, a:1) whose first anomaly is a call too long (t 10 to 15) on
+    /// its connection to b:2, then anomalies on its connections to b:3 (a peer that met
+    /// nothing: process 1) at t 12 and t 100, to b:2 at t 120, and to b:4 (a peer that
+    /// timed out at t 50: process 2) at t 100. `slow`: is the root a delay?
+    fn after_a_delay(slow: bool) -> FxMap<RowRef, RowRef> {
+        let c = |l: &str, p: &str| (Default::default(), Some(l.to_string()), Some(p.to_string()));
+        let conns: Vec<ConnRow> = vec![
+            (Default::default(), None, None),
+            c("a:1", "b:2"),
+            c("a:1", "b:3"),
+            c("a:1", "b:4"),
+            c("b:3", "a:1"),
+            c("b:4", "a:1"),
+        ];
+        let mut sh = scored(&[0.1, 0.8]);
+        let mut blocks = vec![
+            vec![
+                row(0, 0, 10, 1, 0.8, 1),
+                row(0, 1, 100, 2, 0.8, 1),
+                row(0, 2, 120, 1, 0.8, 1),
+                row(0, 3, 12, 2, 0.8, 1),
+                row(0, 4, 100, 3, 0.8, 1),
+            ],
+            vec![row(1, 0, 5, 4, 0.1, 0), row(1, 1, 90, 4, 0.1, 0)],
+            vec![row(2, 0, 5, 5, 0.1, 0), row(2, 1, 50, 5, 0.8, 1)],
+        ];
+        blocks[0][0].flags |= Row::EXTRA;
+        let mut extras = FxMap::default();
+        let delay = crate::durations::SlowCall {
+            key: NodeKey {
+                kind: NodeKind::Lib,
+                site: 1,
+                callee: key_lib(LibFn::Write),
+                outcome: Outcome::Ok,
+            },
+            dur_ns: 5,
+            began_ns: 10,
+            normal_max_ns: 1,
+            normal_calls: 100,
+            normal_units: 100,
+        };
+        extras.insert(
+            (0, 0),
+            RowExtra {
+                slow: slow.then_some(delay),
+                ..Default::default()
+            },
+        );
+        let procs: Vec<(String, u32)> = (1..=3).map(|p| ("h".to_string(), p)).collect();
+        file_consequences(&mut blocks, &mut sh, &extras, &procs, &conns, None)
+    }
+
+    #[test]
+    fn a_delay_causes_in_its_process_only_what_it_could_reach() {
+        let c = after_a_delay(true);
+        // Another connection, after the call returned, from a peer that met nothing.
+        assert_eq!(c.get(&(0, 1)), None);
+        // Its own connection; what ran while it lasted; a peer that timed out since.
+        assert_eq!(c.get(&(0, 2)), Some(&(0, 0)));
+        assert_eq!(c.get(&(0, 3)), Some(&(0, 0)));
+        assert_eq!(c.get(&(0, 4)), Some(&(0, 0)));
+        // A root that is not a delay may have caused any later anomaly of its process.
+        let c = after_a_delay(false);
+        assert_eq!(c.get(&(0, 1)), Some(&(0, 0)));
     }
 
     #[test]

@@ -35,10 +35,17 @@
 //!   anomalies it caused across processes is stronger evidence than either alone). A peer
 //!   incident whose root ended before the process fell silent is not its consequence.
 //!
+//! - **Ended of an earlier incident**: a process that had already reacted to an anomaly
+//!   of another process before it fell silent — one of its units filed under that
+//!   anomaly's root by [`crate::consequence`] (a message from it, the very connection it
+//!   broke) — ended of that incident (a client giving up after the reset it met): its last
+//!   unit is filed under that root, unless its ending is clearly stronger evidence
+//!   ([`STRONGER`] above the root: an early, weak anomaly does not explain a kill).
+//!
 //! The trace alone cannot tell a process killed from one stopped (both end inside a call
 //! that never returns); the report says "killed or stopped" and names what the peers met.
 
-use super::consequence::{CONSEQUENCE_FACTOR, ROOT_MIN};
+use super::consequence::{CONSEQUENCE_FACTOR, ROOT_MIN, STRONGER};
 use super::evidence::backing_f;
 use crate::hash::{FxMap, FxSet};
 use crate::report::{ConnRow, Row, RowExtra, RowRef, SharedScore};
@@ -328,6 +335,21 @@ pub(crate) fn weigh_endings(
             // Its last unit was already explained by an earlier incident.
             continue;
         }
+        if let Some(root) = reacted_to(blocks, caused_by, &c) {
+            // It had already reacted to an earlier incident before it fell silent: it
+            // ended of that incident (a client giving up), not the other way round.
+            let under = blocks[root.0 as usize][root.1 as usize].score * CONSEQUENCE_FACTOR;
+            caused_by.insert(l, root);
+            let row = &mut blocks[c.block as usize][c.last as usize];
+            if under > row.score {
+                let mut own = shared[row.shared as usize].clone();
+                own.score = under;
+                shared.push(own);
+                row.shared = shared.len() as u32 - 1;
+                row.score = under;
+            }
+            continue;
+        }
         // Its local addresses: where its peers' connections to it lead.
         let locals = addresses(&blocks[c.block as usize], conns, |cr| cr.1.as_deref());
         let its_peers = addresses(&blocks[c.block as usize], conns, |cr| cr.2.as_deref());
@@ -421,6 +443,28 @@ pub(crate) fn weigh_endings(
         row.flags |= Row::EXTRA;
         extras.entry(l).or_default().ending = Some(ending);
     }
+}
+
+/// The root of the earliest incident in another process that the candidate's process had
+/// already reacted to before it fell silent — one of its units filed under that root
+/// ([`crate::consequence`]: by happens-before, or on the very connection the root broke) —
+/// unless its ending is clearly stronger evidence than that root ([`STRONGER`]: an early,
+/// weak anomaly that a unit of it was filed under does not explain a process killed later).
+fn reacted_to(
+    blocks: &[Vec<Row>],
+    caused_by: &FxMap<RowRef, RowRef>,
+    c: &Candidate,
+) -> Option<RowRef> {
+    let row = |r: &RowRef| &blocks[r.0 as usize][r.1 as usize];
+    caused_by
+        .iter()
+        .filter(|(u, root)| u.0 == c.block && root.0 != c.block)
+        .map(|(_, root)| *root)
+        .filter(|root| {
+            let r = row(root);
+            r.t_start_unix_ns <= c.last_ns && r.score + STRONGER >= c.base
+        })
+        .min_by_key(|root| (row(root).t_start_unix_ns, *root))
 }
 
 /// The addresses `which` picks (local or peer) of the connections of `rows`.
@@ -670,6 +714,46 @@ mod tests {
             "{last} {failed}"
         );
         assert_eq!(caused_by.get(&(1, 41)), Some(&(0, 39)));
+    }
+
+    /// [`weigh_endings`] on the run of [`run`]`(40, true)` after the consequence step filed
+    /// the server's unit 35 under an anomaly of the client (unit 30) scoring `root`.
+    fn reacted(root: f64) -> (Vec<Vec<Row>>, FxMap<RowRef, RowRef>) {
+        let (mut blocks, mut shared) = run(40, true);
+        shared.push(sh(root));
+        blocks[1][30].score = root;
+        blocks[1][30].shared = 2;
+        blocks[0][35].score = root * CONSEQUENCE_FACTOR;
+        let mut caused_by: FxMap<RowRef, RowRef> = FxMap::default();
+        caused_by.insert((0, 35), (1, 30));
+        weigh_endings(
+            &mut blocks,
+            &mut shared,
+            &mut FxMap::default(),
+            &conns(),
+            &[Some(normal()), None],
+            &mut caused_by,
+            &|_| None,
+        );
+        (blocks, caused_by)
+    }
+
+    #[test]
+    fn a_process_that_reacted_to_an_earlier_incident_ended_of_it() {
+        // The server met the client's anomaly (filed under it) and then fell silent: its
+        // ending goes with that incident, right after its root, and takes no peer's
+        // later failure.
+        let (blocks, caused_by) = reacted(0.97);
+        assert_eq!(caused_by.get(&(0, 39)), Some(&(1, 30)));
+        assert_eq!(blocks[0][39].score, 0.97 * CONSEQUENCE_FACTOR);
+        assert_eq!(caused_by.get(&(1, 41)), None);
+        assert_eq!(blocks[1][41].score, 0.99);
+        // An earlier anomaly clearly weaker than the ending does not explain it: the
+        // ending is weighed as before, and the client's later failure is filed under it.
+        let (blocks, caused_by) = reacted(0.5);
+        assert_eq!(caused_by.get(&(0, 39)), None);
+        assert_eq!(caused_by.get(&(1, 41)), Some(&(0, 39)));
+        assert!(blocks[0][39].score > 0.99, "{}", blocks[0][39].score);
     }
 
     #[test]

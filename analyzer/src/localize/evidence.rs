@@ -33,9 +33,15 @@
 //!
 //! The unit's score is `0.8 · max + 0.2 · mean`: the strongest evidence decides, the
 //! paper's mean breaks ties between units with equal evidence (more wrong → higher). It
-//! stays in [0, 1]; units with no process group or no model still score 1 (and are then
-//! looked at by [`crate::consequence`], which files the ones caused by an earlier anomaly
-//! under it).
+//! stays in [0, 1]. A unit whose class has **no model** (a kind of unit, on a kind of
+//! connection, that no normal process of its group showed) is itself one thing never
+//! seen, and what backs that is the group's normal *processes*, not units: classes are
+//! made per process (a connection is set up once and carries many units), so "never in 3
+//! normal processes" is weak however many units those made — it scores
+//! [`unseen_class`]`(P)` = [`backing`]`(P)` (3 processes: 0.37; 12: 0.78; 60: 0.95). Units of
+//! a process that matches no group still score 1 ([`crate::weigh`] makes that one piece of
+//! evidence). Both are then looked at by [`crate::consequence`], which files the ones caused
+//! by an earlier anomaly under it.
 //!
 //! [`ScoreKind`] names every score `culprit rank --score` offers: the evidence score, the
 //! paper's score exactly, and the baselines of [`crate::baselines`].
@@ -145,6 +151,15 @@ pub fn backing_f(units: f64) -> f64 {
     } else {
         0.05f64.powf(1.0 / units)
     }
+}
+
+/// The evidence score of a unit whose class has no model in a group learned from
+/// `processes` normal processes: [`backing`]`(processes)` — a class is set up per process
+/// (a connection, a thread kind), so the processes are the sample "never seen" rests on
+/// (see the module's documentation). A reconnect's new connection in a system learned from
+/// three runs (0.37) no longer outranks a call failing as it never did in hundreds of units.
+pub fn unseen_class(processes: usize) -> f64 {
+    backing(processes as u64)
 }
 
 /// Is this outcome a failure (errno, end of stream, short transfer)?
@@ -437,6 +452,25 @@ mod tests {
         let own = TreeModel::from_trees(std::iter::repeat_n(&starter, 100));
         let s = score_tree(&other, &own);
         assert!(evidence_score(&s, &own) > 0.8);
+    }
+
+    #[test]
+    fn a_class_never_seen_is_backed_by_the_processes_not_the_units() {
+        use crate::consequence::ROOT_MIN;
+        // A reconnect's new connection in a group of 3 normal processes (one per normal
+        // run): weak, not an anomaly, below a call failing as it never did in 634 units.
+        let (t, m) = wide(10, 634, Outcome::Errno(104));
+        let failing = evidence_score(&score_tree(&t, &m), &m);
+        assert!(unseen_class(3) < ROOT_MIN, "{}", unseen_class(3));
+        assert!(
+            unseen_class(3) < failing,
+            "{} vs {failing}",
+            unseen_class(3)
+        );
+        // The same class never seen among 60 normal processes is an anomaly.
+        assert!(unseen_class(60) > ROOT_MIN && unseen_class(60) < 1.0);
+        // More processes, more backing; no process, none.
+        assert!(unseen_class(12) > unseen_class(3) && unseen_class(0) == 0.0);
     }
 
     #[test]

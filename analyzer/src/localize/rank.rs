@@ -234,7 +234,10 @@ impl Ranker<'_> {
                     duration_ns: u.head.t_end_unix_ns - u.head.t_start_unix_ns,
                 };
                 let (paper, effective) = (s.score, s.effective.len() as u32);
-                let s = evidence::rescore(self.opts.score, s, &tree, m, facts);
+                let mut s = evidence::rescore(self.opts.score, s, &tree, m, facts);
+                if let (Some(g), None, evidence::ScoreKind::Evidence) = (g, m, self.opts.score) {
+                    s.score = evidence::unseen_class(g.processes.len());
+                }
                 // Also against the same class on the other thread kind: the lesser counts.
                 let (s, class, m, paper, effective) = match (g, sibling) {
                     (Some(g), Some(j)) if s.score > 0.0 => {

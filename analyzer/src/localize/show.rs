@@ -69,7 +69,10 @@ pub fn show(model: &Model, set: &TraceSet, id: &str, opts: &Options) -> Result<S
         duration_ns: u.info.t_end_unix_ns - u.info.t_start_unix_ns,
     };
     let (paper, effective) = (s.score, s.effective.len());
-    let s = evidence::rescore(opts.score, s, &u.tree, m, facts);
+    let mut s = evidence::rescore(opts.score, s, &u.tree, m, facts);
+    if let (Some(g), None, evidence::ScoreKind::Evidence) = (g, m, opts.score) {
+        s.score = evidence::unseen_class(g.processes.len());
+    }
     // A unit of the event loop is also scored against its class on the other thread kind;
     // the lesser counts (as the ranking does, `rank::sibling_of`).
     let sibling = g
