@@ -275,7 +275,7 @@ pub fn rank_shard_of(
 
 /// The identity of a run of processes `all` (sorted): what every part of it carries.
 fn run_hash(all: &[&crate::decode::ProcId]) -> u64 {
-    let mut h = crate::hash::mix(0x7275_6e, all.len() as u64);
+    let mut h = crate::hash::mix(0x0072_756e, all.len() as u64);
     for p in all {
         h = crate::hash::mix(h, crate::hash::str_hash(p.host.as_bytes()));
         h = crate::hash::mix(h, p.pid as u64);

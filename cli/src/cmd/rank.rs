@@ -65,7 +65,8 @@ pub struct Args {
     /// Write the run's index to FILE and stop: every trace directory under DIR…, its
     /// host, its processes and the clock its times are converted by (chosen from every
     /// recording's snapshots, as one `culprit rank` chooses it). Made once, read by every
-    /// `--shard` (`--index`), so that no shard reads the whole run's manifests.
+    /// `--shard` (`--index`), so that no shard reads the whole run's manifests. The
+    /// directories are named as given: give absolute paths when the shards run elsewhere.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["model", "shard", "merge", "html", "json", "index"])]
     pub write_index: Option<PathBuf>,
     /// The run's index (from `--write-index`) a `--shard` reads instead of DIR…: it opens
