@@ -93,4 +93,4 @@ pub use localize::{
     baselines, consequence, durations, ending, evidence, model_check, narrative, sizes, weigh,
 };
 pub use localize::{connections, model, partial, score, trees, units};
-pub use trace::{procname, recorded, symbolize, unseen};
+pub use trace::{procname, recorded, runindex, symbolize, unseen};

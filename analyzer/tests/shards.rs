@@ -2,7 +2,7 @@
 //! ranking over every process: for synthetic faulty rings of 3–9 processes on 1–4 hosts,
 //! every shard count from 1 to one more than the processes (whole hosts per shard, then
 //! processes), both the default score (consequences filed across processes) and the
-//! paper's, part files going through their JSON encoding. Also: a missing or repeated
+//! paper's, part files going through their binary encoding. Also: a missing or repeated
 //! shard, or a part of another run, is an error naming the file.
 
 use analyzer::decode::TraceSet;
@@ -41,9 +41,11 @@ fn parts(
     (1..=n)
         .map(|k| {
             let p = rank_shard(model, trial, opts, Shard { k, n }).unwrap();
-            // Through the file's encoding, as `--merge` reads it.
-            let bytes = serde_json::to_vec(&p).unwrap();
-            let back: PartFile = serde_json::from_slice(&bytes).unwrap();
+            // Through the file's binary encoding, as `--merge` reads it.
+            let dir = tempfile::tempdir().unwrap();
+            let file = dir.path().join(format!("part-{k}"));
+            p.save(&file).unwrap();
+            let back = PartFile::load(&file).unwrap();
             (PathBuf::from(format!("part-{k}.json")), back)
         })
         .collect()

@@ -1,9 +1,11 @@
 //! The cluster analysis as plain commands, on a tree of trace directories laid out as a
 //! Slurm job records them (`ROOT/<host>/<job.step.task>/`, written with the reader's
 //! on-disk format from a synthetic faulty ring): `learn` and `rank` take the tree's root
-//! and say which hosts and tasks they found; `rank --shard K/N -o part-K.json` for every K
-//! and `rank --merge part-*.json --json` print exactly what one `rank --json --no-messages`
-//! over the whole tree prints; `merge` of per-host models in two groupings gives
+//! and say which hosts and tasks they found; `rank --shard K/N -o part-K` for every K
+//! (naming the run's processes from the trace directories, or from the run's index of
+//! `rank --write-index`) and `rank --merge part-* --json` print exactly what one `rank
+//! --json --no-messages` over the whole tree prints; a damaged index, one that no longer
+//! matches the traces and parts of two runs are refused, naming the file; `merge` of per-host models in two groupings gives
 //! byte-identical models, equal to the model learned at once; `culprit cluster learn` and
 //! `culprit cluster rank` (their steps run here, `--local`) give that model and ranking.
 
@@ -120,22 +122,36 @@ fn shards_and_merges_give_the_whole_analysis() {
         "{}",
         whole.stderr
     );
+    // The run's index, written once.
+    let index = s(&t.join("run.index"));
+    let r = culprit(&["rank", "--write-index", &index, &s(&faulty)]);
+    assert!(
+        r.stderr
+            .contains("indexed 6 processes in 6 recordings on 6 hosts"),
+        "{}",
+        r.stderr
+    );
     for n in [1, 4, 6, 8] {
         let mut parts = Vec::new();
         for k in 1..=n {
-            let part = s(&t.join(format!("part-{k}-of-{n}.json")));
+            let part = s(&t.join(format!("part-{k}-of-{n}")));
             let shard = format!("{k}/{n}");
-            culprit(&[
-                "rank",
-                "--model",
-                &model,
-                "--shard",
-                &shard,
-                "--json",
-                "-o",
-                &part,
-                &s(&faulty),
-            ]);
+            let mut a = vec!["rank", "--model", &model, "--shard", &shard, "-o", &part];
+            // Odd shards from the index, even ones from the directories: parts of one run
+            // either way.
+            if k % 2 == 1 {
+                a.extend(["--index", &index]);
+            } else {
+                a.push(faulty.to_str().unwrap());
+            }
+            let r = culprit(&a);
+            if k % 2 == 1 {
+                assert!(
+                    r.stderr.contains("found 6 processes in 6 recordings"),
+                    "{}",
+                    r.stderr
+                );
+            }
             parts.push(part);
         }
         let mut args = vec!["rank", "--merge"];
@@ -161,6 +177,7 @@ fn shards_and_merges_give_the_whole_analysis() {
         ]);
         assert_eq!(top3.stdout, whole3.stdout);
     }
+    refused_inputs(t, &model, &index, &faulty);
     // The same steps as `culprit cluster` runs them (here: --local): the same model and
     // ranking.
     let cl = s(&t.join("cluster.model"));
@@ -195,6 +212,101 @@ fn shards_and_merges_give_the_whole_analysis() {
     ]);
     assert!(r.stdout == whole.stdout, "cluster rank ≠ rank");
     assert!(t.join("work/ranking.json").is_file());
+}
+
+/// Runs `culprit ARGS`, which must fail; its standard error.
+fn culprit_fails(args: &[&str]) -> String {
+    let mut c = Command::new(tests::culprit());
+    c.args(args);
+    let r = tests::run_with_deadline(&mut c, Duration::from_secs(120));
+    assert!(
+        !r.status.success() && !r.timed_out,
+        "culprit {} succeeded",
+        args.join(" ")
+    );
+    r.stderr
+}
+
+/// Copies the directory `from` to `to`, with everything under it.
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for f in std::fs::read_dir(from).unwrap() {
+        let f = f.unwrap().path();
+        let dest = to.join(f.file_name().unwrap());
+        if f.is_dir() {
+            copy_tree(&f, &dest);
+        } else {
+            std::fs::copy(&f, dest).unwrap();
+        }
+    }
+}
+
+/// A damaged index, one that no longer matches the traces and parts of two runs: refused
+/// with an error naming the file.
+fn refused_inputs(t: &Path, model: &str, index: &str, faulty: &Path) {
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    let shard = |index: &str, part: &str| {
+        culprit_fails(&[
+            "rank", "--model", model, "--index", index, "--shard", "1/2", "-o", part,
+        ])
+    };
+    let part = s(&t.join("refused-part"));
+    let mut bytes = std::fs::read(index).unwrap();
+    let bad = s(&t.join("damaged.index"));
+    let n = bytes.len();
+    bytes[n / 2] ^= 0x40;
+    std::fs::write(&bad, &bytes).unwrap();
+    let e = shard(&bad, &part);
+    assert!(e.contains("damaged.index") && e.contains("checksum"), "{e}");
+    std::fs::write(&bad, b"not an index").unwrap();
+    let e = shard(&bad, &part);
+    assert!(e.contains("damaged.index") && e.contains("CULPRIDX"), "{e}");
+    // A copy of the run with one process left out: the index of the whole run no longer
+    // matches it.
+    let copy = t.join("copy");
+    let mut dirs = vec![];
+    for h in std::fs::read_dir(faulty).unwrap() {
+        let h = h.unwrap().path();
+        for d in std::fs::read_dir(&h).unwrap() {
+            dirs.push(d.unwrap().path());
+        }
+    }
+    dirs.sort();
+    for d in &dirs[1..] {
+        copy_tree(d, &copy.join(d.strip_prefix(faulty).unwrap()));
+    }
+    let other = s(&t.join("copy.index"));
+    culprit(&["rank", "--write-index", &other, &s(&copy)]);
+    // The copy's index, its directories then replaced by the whole run's: refused.
+    let moved = t.join("faulty-moved");
+    std::fs::rename(&copy, &moved).unwrap();
+    std::fs::create_dir_all(&copy).unwrap();
+    for d in &dirs {
+        copy_tree(d, &copy.join(d.strip_prefix(faulty).unwrap()));
+    }
+    std::fs::remove_dir_all(copy.join(dirs[2].strip_prefix(faulty).unwrap())).unwrap();
+    let e = culprit_fails(&[
+        "rank", "--model", model, "--index", &other, "--shard", "1/1", "-o", &part,
+    ]);
+    assert!(
+        e.contains("copy.index") && e.contains("does not match"),
+        "{e}"
+    );
+    // Parts of two runs (the whole run's and the copy's): refused by the merge.
+    std::fs::remove_dir_all(&copy).unwrap();
+    std::fs::rename(&moved, &copy).unwrap();
+    let (a, b) = (s(&t.join("two-1")), s(&t.join("two-2")));
+    culprit(&[
+        "rank", "--model", model, "--index", index, "--shard", "1/2", "-o", &a,
+    ]);
+    culprit(&[
+        "rank", "--model", model, "--index", &other, "--shard", "2/2", "-o", &b,
+    ]);
+    let e = culprit_fails(&["rank", "--merge", &a, &b, "--json"]);
+    assert!(e.contains("two-2") && e.contains("another run"), "{e}");
+    // A part file that is not one.
+    let e = culprit_fails(&["rank", "--merge", index, "--json"]);
+    assert!(e.contains("run.index") && e.contains("CULPRPRT"), "{e}");
 }
 
 /// A model file's JSON with the groups' `ending` left out: how a group's processes ended is

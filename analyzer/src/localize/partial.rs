@@ -21,8 +21,15 @@
 //! that every part numbered them alike. The processes' labels and what is not recorded of
 //! them come from the shard that ranked them.
 //!
-//! Part files are JSON ([`PART_FORMAT`], [`PART_VERSION`]); floats are written so that
-//! they read back bit for bit.
+//! A shard names the run's processes either from every manifest of the run or from the
+//! run's index (`culprit rank --write-index`, [`crate::runindex`]), made once for every
+//! shard. A part file carries only its own processes (their place in the run, host and
+//! pid) and the run's identity (a hash of every process), which the merge checks.
+//!
+//! Part files are binary: [`PART_MAGIC`], the version [`PART_VERSION`] (`u32`,
+//! little-endian), the body's length (`u64`), the body — the [`PartFile`] in `bincode`'s
+//! variable-length integer encoding, floats bit for bit — and [`crate::hash::str_hash`]
+//! of the body (`u64`).
 
 use super::options::Options;
 use super::pipeline::{merge_names, sorted_processes};
@@ -39,7 +46,9 @@ use std::path::{Path, PathBuf};
 /// Value of [`PartFile::format`].
 pub const PART_FORMAT: &str = "culprit-rank-part";
 /// Value of [`PartFile::version`].
-pub const PART_VERSION: u32 = 2;
+pub const PART_VERSION: u32 = 3;
+/// The magic bytes a part file begins with.
+pub const PART_MAGIC: &[u8; 8] = b"CULPRPRT";
 
 /// Shard `k` (1 to `n`) of `n`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -133,8 +142,11 @@ pub struct PartFile {
     pub normal_processes: u64,
     /// The model's names of key parts.
     pub model_names: BTreeMap<u64, String>,
-    /// Host and pid of every process of the run, in ranking order.
-    pub procs: Vec<(String, u32)>,
+    /// The run: a hash of every process of it (host, pid, start time, in ranking order);
+    /// the merge refuses parts of two runs.
+    pub run: u64,
+    /// The run's processes.
+    pub total: u32,
     /// The processes this shard ranked.
     pub processes: Vec<PartProcess>,
     /// Processes named as they were started (`crate::procname`): host, pid, label.
@@ -150,8 +162,12 @@ pub struct PartFile {
 /// One process's scored units, as a part file holds them.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct PartProcess {
-    /// Index in [`PartFile::procs`].
+    /// Its place among the run's processes, in ranking order (sorted by host, pid, start).
     pub index: u32,
+    /// Its host.
+    pub host: String,
+    /// Its pid.
+    pub pid: u32,
     rows: Vec<Row>,
     shared: Vec<SharedScore>,
     extras: Vec<(u32, RowExtra)>,
@@ -237,7 +253,8 @@ pub fn rank_shard_of(
     let mut processes = Vec::new();
     for (j, pr) in scored.into_iter().enumerate() {
         let Some(pr) = pr else { continue };
-        processes.push(part_process(model, keep[j] as u32, pr, opts));
+        let p = all[keep[j]];
+        processes.push(part_process(model, (keep[j] as u32, p), pr, opts));
     }
     Ok(PartFile {
         format: PART_FORMAT.into(),
@@ -248,16 +265,33 @@ pub fn rank_shard_of(
         groups: model.groups.len(),
         normal_processes: super::rank::normal_processes(model),
         model_names: model.names.clone(),
-        procs: all.iter().map(|p| (p.host.clone(), p.pid)).collect(),
+        run: run_hash(&all),
+        total: all.len() as u32,
         processes,
         labels: Vec::new(),
         unseen: Vec::new(),
     })
 }
 
+/// The identity of a run of processes `all` (sorted): what every part of it carries.
+fn run_hash(all: &[&crate::decode::ProcId]) -> u64 {
+    let mut h = crate::hash::mix(0x0072_756e, all.len() as u64);
+    for p in all {
+        h = crate::hash::mix(h, crate::hash::str_hash(p.host.as_bytes()));
+        h = crate::hash::mix(h, p.pid as u64);
+        h = crate::hash::mix(h, p.start_ticks);
+    }
+    h
+}
+
 /// A scored process as a part file holds it: names resolved, best trees annotated (with
 /// the model's names first, then the process's, as the whole ranking names them).
-fn part_process(model: &Model, index: u32, pr: ProcessRanking, opts: &Options) -> PartProcess {
+fn part_process(
+    model: &Model,
+    (index, id): (u32, &crate::decode::ProcId),
+    pr: ProcessRanking,
+    opts: &Options,
+) -> PartProcess {
     let names = match pr.names {
         ProcessNames::Book(b) => merge_names(&[&b]),
         ProcessNames::Resolved(r) => r,
@@ -288,6 +322,8 @@ fn part_process(model: &Model, index: u32, pr: ProcessRanking, opts: &Options) -
         .collect();
     PartProcess {
         index,
+        host: id.host.clone(),
+        pid: id.pid,
         rows: pr.rows,
         shared: pr.shared,
         extras: pr.extras,
@@ -304,11 +340,20 @@ fn part_process(model: &Model, index: u32, pr: ProcessRanking, opts: &Options) -
 impl PartFile {
     /// Writes the part file.
     pub fn save(&self, path: &Path) -> Result<()> {
-        let text = serde_json::to_vec(self).map_err(|e| Error::BadTrace {
-            path: path.to_path_buf(),
-            why: format!("cannot encode the part file: {e}"),
-        })?;
-        std::fs::write(path, text).map_err(|source| Error::Io {
+        use bincode::Options as _;
+        let body = bincode::options()
+            .serialize(self)
+            .map_err(|e| Error::BadTrace {
+                path: path.to_path_buf(),
+                why: format!("cannot encode the part file: {e}"),
+            })?;
+        let mut out = Vec::with_capacity(body.len() + 28);
+        out.extend_from_slice(PART_MAGIC);
+        out.extend_from_slice(&PART_VERSION.to_le_bytes());
+        out.extend_from_slice(&(body.len() as u64).to_le_bytes());
+        out.extend_from_slice(&body);
+        out.extend_from_slice(&crate::hash::str_hash(&body).to_le_bytes());
+        std::fs::write(path, out).map_err(|source| Error::Io {
             path: path.to_path_buf(),
             what: "write part file",
             source,
@@ -326,15 +371,23 @@ impl PartFile {
             what: "read part file",
             source,
         })?;
-        let p: PartFile = serde_json::from_slice(&bytes)
-            .map_err(|e| bad(format!("not a part file of `culprit rank --shard`: {e}")))?;
+        let body = part_body(&bytes).map_err(|why| {
+            bad(format!(
+                "not a usable part file of `culprit rank --shard`: {why}"
+            ))
+        })?;
+        use bincode::Options as _;
+        let p: PartFile = bincode::options()
+            .with_limit(body.len() as u64)
+            .deserialize(body)
+            .map_err(|e| bad(format!("a part file whose contents do not decode: {e}")))?;
         if p.format != PART_FORMAT || p.version != PART_VERSION {
             return Err(bad(format!(
                 "format {:?} version {}, this culprit reads {PART_FORMAT:?} version {PART_VERSION}",
                 p.format, p.version
             )));
         }
-        let n = p.procs.len() as u32;
+        let n = p.total;
         for q in &p.processes {
             let rows = q.rows.len();
             let bad_row = q.rows.iter().any(|r| {
@@ -358,6 +411,37 @@ impl PartFile {
     }
 }
 
+/// The body of a part file's bytes, its header and checksum checked.
+fn part_body(bytes: &[u8]) -> std::result::Result<&[u8], String> {
+    if bytes.len() < 28 || &bytes[..8] != PART_MAGIC {
+        return Err("it does not begin with CULPRPRT".into());
+    }
+    let word = |at: usize, n: usize| {
+        let mut b = [0u8; 8];
+        b[..n].copy_from_slice(&bytes[at..at + n]);
+        u64::from_le_bytes(b)
+    };
+    let version = word(8, 4) as u32;
+    if version != PART_VERSION {
+        return Err(format!(
+            "version {version}, this culprit reads version {PART_VERSION}"
+        ));
+    }
+    let len = word(12, 8);
+    if (bytes.len() - 20) as u64 != len.saturating_add(8) {
+        return Err(format!(
+            "its body is said to be {len} bytes, the file holds {} after the header \
+             (cut short or appended to)",
+            bytes.len() - 20
+        ));
+    }
+    let body = &bytes[20..20 + len as usize];
+    if word(20 + len as usize, 8) != crate::hash::str_hash(body) {
+        return Err("its checksum does not match its contents (damaged)".into());
+    }
+    Ok(body)
+}
+
 /// The whole ranking from the part files of every shard (each named by its path in
 /// errors): they must be the N shards of one run, ranked against one model with one score.
 pub fn merge_parts(parts: Vec<(PathBuf, PartFile)>, opts: &Options) -> Result<Report> {
@@ -368,11 +452,12 @@ pub fn merge_parts(parts: Vec<(PathBuf, PartFile)>, opts: &Options) -> Result<Re
         });
     };
     let first_path = first_path.clone();
-    let (groups, normal_processes, model_names, procs) = (
+    let (groups, normal_processes, model_names, run, total) = (
         first.groups,
         first.normal_processes,
         first.model_names.clone(),
-        first.procs.clone(),
+        first.run,
+        first.total,
     );
     let (model_hash, score_name) = (first.model_hash, first.score.clone());
     let n = first.shard.n;
@@ -396,7 +481,7 @@ pub fn merge_parts(parts: Vec<(PathBuf, PartFile)>, opts: &Options) -> Result<Re
                 first_path.display()
             )));
         }
-        if p.procs != procs {
+        if p.run != run || p.total != total {
             return Err(bad(format!(
                 "a shard of another run than {}",
                 first_path.display()
@@ -417,10 +502,12 @@ pub fn merge_parts(parts: Vec<(PathBuf, PartFile)>, opts: &Options) -> Result<Re
             path: first_path.clone(),
             why: e,
         })?;
-    let mut per: Vec<Option<ProcessRanking>> = (0..procs.len()).map(|_| None).collect();
+    let mut per: Vec<Option<ProcessRanking>> = (0..total).map(|_| None).collect();
+    let mut procs: Vec<(String, u32)> = vec![(String::new(), 0); total as usize];
     for (path, p) in parts {
         for q in p.processes {
             let i = q.index as usize;
+            procs[i] = (q.host, q.pid);
             if per[i].is_some() {
                 return Err(Error::BadTrace {
                     path,
@@ -452,10 +539,7 @@ pub fn merge_parts(parts: Vec<(PathBuf, PartFile)>, opts: &Options) -> Result<Re
     if let Some(i) = per.iter().position(|p| p.is_none()) {
         return Err(Error::BadTrace {
             path: first_path.clone(),
-            why: format!(
-                "no shard ranked process {} ({}:{})",
-                i, procs[i].0, procs[i].1
-            ),
+            why: format!("no shard ranked process {i} of {total}"),
         });
     }
     let mut opts = opts.clone();

@@ -11,6 +11,7 @@ pub mod elf;
 pub mod load;
 pub mod procname;
 pub mod recorded;
+pub mod runindex;
 pub mod select;
 pub mod symbolize;
 pub mod unseen;

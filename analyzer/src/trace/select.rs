@@ -11,6 +11,7 @@
 
 use super::load::{host_of, open_dir, process_threads, TraceSet};
 use crate::error::{Error, Result};
+use bufpool::Calibration;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -55,16 +56,23 @@ impl Source {
     }
 }
 
-impl TraceSet {
-    /// Names every process under `dirs` from the manifests and opens the directories of
-    /// the hosts `choose` picks from those names (see the [module docs](self)). A
-    /// directory opened whose records hold other processes than its manifest lists is an
-    /// error naming it (shards must agree on the run's processes).
-    pub fn open_selected(
-        dirs: &[PathBuf],
-        quiet: bool,
-        choose: impl FnOnce(&[ProcId]) -> BTreeSet<String>,
-    ) -> Result<Selected> {
+/// Every trace directory under some roots, with what its manifest names: the run's
+/// processes without opening their directories (but those whose manifest cannot name them).
+pub(super) struct Named {
+    /// The trace directories, in discovery order.
+    pub found: Vec<PathBuf>,
+    sources: Vec<Source>,
+    /// Each directory's clock, chosen from all the manifests.
+    pub clocks: Vec<Calibration>,
+    /// Each directory's host.
+    pub hosts: Vec<String>,
+    /// Each directory's processes (pid, start time), sorted.
+    pub ids: Vec<Vec<(u32, u64)>>,
+}
+
+impl Named {
+    /// Finds the trace directories under `dirs` and names their processes.
+    pub fn find(dirs: &[PathBuf], quiet: bool) -> Result<Named> {
         let found = super::discover::trace_dirs(dirs)?;
         let mut sources = Vec::with_capacity(found.len());
         for d in &found {
@@ -75,10 +83,10 @@ impl TraceSet {
         }
         let manifests: Vec<&reader::Manifest> = sources.iter().map(Source::manifest).collect();
         let clocks = super::clock::domain_calibrations(&manifests);
-        let mut all = Vec::new();
-        let mut named: Vec<Vec<(u32, u64)>> = Vec::with_capacity(found.len());
+        let mut hosts = Vec::with_capacity(found.len());
+        let mut ids = Vec::with_capacity(found.len());
         for (s, d) in sources.iter().zip(&found) {
-            let ids: Vec<(u32, u64)> = match s {
+            ids.push(match s {
                 Source::Named(m) => {
                     let ids: BTreeSet<(u32, u64)> =
                         m.processes.iter().map(|p| (p.pid, p.start_ticks)).collect();
@@ -87,47 +95,71 @@ impl TraceSet {
                 Source::Open(t) => process_threads(t, &Default::default())
                     .into_keys()
                     .collect(),
-            };
-            let host = host_of(s.manifest(), d);
+            });
+            hosts.push(host_of(s.manifest(), d));
+        }
+        Ok(Named {
+            found,
+            sources,
+            clocks,
+            hosts,
+            ids,
+        })
+    }
+}
+
+impl TraceSet {
+    /// Names every process under `dirs` from the manifests and opens the directories of
+    /// the hosts `choose` picks from those names (see the [module docs](self)). A
+    /// directory opened whose records hold other processes than its manifest lists is an
+    /// error naming it (shards must agree on the run's processes).
+    pub fn open_selected(
+        dirs: &[PathBuf],
+        quiet: bool,
+        choose: impl FnOnce(&[ProcId]) -> BTreeSet<String>,
+    ) -> Result<Selected> {
+        let named = Named::find(dirs, quiet)?;
+        let mut all = Vec::new();
+        for (host, ids) in named.hosts.iter().zip(&named.ids) {
             all.extend(ids.iter().map(|&(pid, start_ticks)| ProcId {
                 host: host.clone(),
                 pid,
                 start_ticks,
             }));
-            named.push(ids);
         }
-        let hosts = choose(&all);
+        let chosen = choose(&all);
         let mut set = TraceSet::default();
         let mut opened = 0;
-        for (((s, d), calib), ids) in sources.iter().zip(&found).zip(clocks).zip(&named) {
-            if !hosts.contains(&host_of(s.manifest(), d)) {
+        for i in 0..named.found.len() {
+            if !chosen.contains(&named.hosts[i]) {
                 continue;
             }
-            let dir = match s {
+            let d = &named.found[i];
+            let dir = match &named.sources[i] {
                 Source::Open(t) => t.clone(),
                 Source::Named(_) => Arc::new(open_dir(d, quiet)?),
             };
             let got: Vec<(u32, u64)> = process_threads(&dir, &Default::default())
                 .into_keys()
                 .collect();
-            if &got != ids {
+            if got != named.ids[i] {
                 return Err(Error::BadTrace {
                     path: d.clone(),
                     why: format!(
                         "its records hold {} processes, its manifest lists {} others: \
                          `culprit repair` it, or rank without --shard",
                         got.len(),
-                        ids.len()
+                        named.ids[i].len()
                     ),
                 });
             }
-            set.add_recording(&dir, d, calib);
+            set.add_recording(&dir, d, named.clocks[i]);
             opened += 1;
         }
         Ok(Selected {
             set,
             all,
-            recordings: found.len(),
+            recordings: named.found.len(),
             opened,
         })
     }

@@ -6,7 +6,11 @@
 //! after another, as N nodes would run them at once. Also: merging P per-process models
 //! (learned in this process) along a binary tree, in this process.
 //!
-//! `cargo run --release -p bench --bin cluster [-- --processes 10000 --hosts 100 --iterations 6 --shards 10,100 --culprit target/release/culprit]`
+//! `cargo run --release -p bench --bin cluster [-- --processes 10000 --hosts 100 --iterations 6 --shards 10,100 --culprit target/release/culprit --root DIR]`
+//!
+//! The sharded rank is measured both ways a shard can name the run's processes: from the
+//! run's index (`rank --write-index` once, its cost counted, then `--index` in every
+//! shard) and from the trace directories (every shard reads every manifest).
 //!
 //! Prints a Markdown report: per-shard peak memory, CPU of the sharded path against the
 //! single process, merge-tree depth and times, identical results, and a wall-time model
@@ -102,8 +106,12 @@ fn main() -> anyhow::Result<()> {
         "{}: build it first (cargo build --release -p cli)",
         culprit.display()
     );
+    // --root DIR: write the traces there and keep them (else a temporary directory).
     let tmp = tempfile::tempdir()?;
-    let root = tmp.path();
+    let kept = std::env::args()
+        .any(|a| a == "--root")
+        .then(|| PathBuf::from(arg("--root", "")));
+    let root = kept.as_deref().unwrap_or(tmp.path());
     let cfg = |fault, seed| Ring {
         processes: procs,
         iterations,
@@ -263,52 +271,84 @@ fn main() -> anyhow::Result<()> {
     let mut fits = Vec::new();
     let mut breakdown = Vec::new();
     for &n in &shard_counts {
-        let mut parts = Vec::new();
-        let mut shard = Vec::new();
-        for k in 1..=n {
-            let part = root.join(format!("part-{k}-{n}.json"));
-            shard.push(run(
-                &culprit,
-                &[
+        for indexed in [true, false] {
+            // With the run's index: written once, read by every shard.
+            let index_file = root.join(format!("run-{n}.index"));
+            let index = if indexed {
+                Some(run(
+                    &culprit,
+                    &[
+                        "rank".into(),
+                        "--write-index".into(),
+                        s(&index_file),
+                        faulty.clone(),
+                    ],
+                    None,
+                )?)
+            } else {
+                None
+            };
+            let mut parts = Vec::new();
+            let mut shard = Vec::new();
+            for k in 1..=n {
+                let part = root.join(format!("part-{k}-{n}-{indexed}"));
+                let mut a: Vec<String> = vec![
                     "rank".into(),
                     "--model".into(),
                     m.clone(),
                     "--shard".into(),
                     format!("{k}/{n}"),
-                    "--json".into(),
                     "-o".into(),
                     s(&part),
-                    faulty.clone(),
-                ],
-                None,
-            )?);
-            parts.push(s(&part));
+                ];
+                if indexed {
+                    a.extend(["--index".into(), s(&index_file)]);
+                } else {
+                    a.push(faulty.clone());
+                }
+                shard.push(run(&culprit, &a, None)?);
+                parts.push(s(&part));
+            }
+            let merged_json = root.join(format!("merged-{n}-{indexed}.json"));
+            let mut a = vec!["rank".to_string(), "--merge".into()];
+            a.extend(parts);
+            a.push("--json".into());
+            let merge = run(&culprit, &a, Some(&merged_json))?;
+            let same = std::fs::read(&merged_json)? == std::fs::read(&single_json)?;
+            let idx = index.unwrap_or_default();
+            let cpu: f64 = idx.cpu + shard.iter().map(|c| c.cpu).sum::<f64>() + merge.cpu;
+            let rss = shard.iter().map(|c| c.rss_mb).fold(0.0, f64::max);
+            let mean_wall = shard.iter().map(|c| c.wall).sum::<f64>() / n as f64;
+            let max_wall = shard.iter().map(|c| c.wall).fold(0.0, f64::max);
+            let what = if indexed {
+                "`--index` (index + slowest shard + merge)"
+            } else {
+                "DIR… (slowest shard + merge)"
+            };
+            println!(
+                "| {n} shards, {what} | {:.2} | {cpu:.2} | {:.2} | {rss:.0} (merge {:.0}) | {:.2} | {same} |",
+                idx.wall + max_wall + merge.wall,
+                cpu / rank1.cpu,
+                merge.rss_mb,
+                merge.wall
+            );
+            if indexed {
+                fits.push((n as f64, mean_wall, merge.wall));
+            }
+            let shard_cpu: f64 = shard.iter().map(|c| c.cpu).sum();
+            let least = shard.iter().map(|c| c.cpu).fold(f64::INFINITY, f64::min);
+            breakdown.push(format!(
+                "- {n} shards, {}: {}the shards' CPU {shard_cpu:.2} s ({:.3} s a shard on average, {least:.3} s the least), the merge's {:.2} s",
+                if indexed { "`--index`" } else { "DIR…" },
+                if indexed {
+                    format!("the index {:.2} s (wall {:.2} s), ", idx.cpu, idx.wall)
+                } else {
+                    String::new()
+                },
+                shard_cpu / n as f64,
+                merge.cpu
+            ));
         }
-        let merged_json = root.join(format!("merged-{n}.json"));
-        let mut a = vec!["rank".to_string(), "--merge".into()];
-        a.extend(parts);
-        a.push("--json".into());
-        let merge = run(&culprit, &a, Some(&merged_json))?;
-        let same = std::fs::read(&merged_json)? == std::fs::read(&single_json)?;
-        let cpu: f64 = shard.iter().map(|c| c.cpu).sum::<f64>() + merge.cpu;
-        let rss = shard.iter().map(|c| c.rss_mb).fold(0.0, f64::max);
-        let mean_wall = shard.iter().map(|c| c.wall).sum::<f64>() / n as f64;
-        let max_wall = shard.iter().map(|c| c.wall).fold(0.0, f64::max);
-        println!(
-            "| {n} shards (slowest shard + merge) | {:.2} | {cpu:.2} | {:.2} | {rss:.0} (merge {:.0}) | {:.2} | {same} |",
-            max_wall + merge.wall,
-            cpu / rank1.cpu,
-            merge.rss_mb,
-            merge.wall
-        );
-        fits.push((n as f64, mean_wall, merge.wall));
-        let shard_cpu: f64 = shard.iter().map(|c| c.cpu).sum();
-        let least = shard.iter().map(|c| c.cpu).fold(f64::INFINITY, f64::min);
-        breakdown.push(format!(
-            "- {n} shards: the shards' CPU {shard_cpu:.2} s ({:.3} s a shard on average, {least:.3} s the least), the merge's {:.2} s",
-            shard_cpu / n as f64,
-            merge.cpu
-        ));
     }
     if !breakdown.is_empty() {
         println!(

@@ -7,9 +7,10 @@
 //!   per-host models merged pairwise along a binary tree (`culprit merge`, associative bit
 //!   for bit: any tree gives the model one `culprit learn` over everything gives), the root
 //!   written to `-o`.
-//! - rank: `culprit rank --shard K/N` for every K, then `culprit rank --merge` of the N part
-//!   files into `WORK/ranking.json` (or `.txt`): the ranking one `culprit rank
-//!   --no-messages` over every trace gives.
+//! - rank: `culprit rank --write-index WORK/run.index` once (the run's processes and
+//!   clocks), `culprit rank --index WORK/run.index --shard K/N` for every K, then `culprit
+//!   rank --merge` of the N part files into `WORK/ranking.json` (or `.txt`): the ranking one
+//!   `culprit rank --no-messages` over every trace gives.
 //!
 //! Every step reads the traces under the directories given: with Slurm, they must be on
 //! storage the compute nodes share (a job that records on node-local storage copies its
@@ -31,7 +32,8 @@ pub struct Args {
 pub enum What {
     /// Learn a model: `culprit learn` per host, models merged along a binary tree.
     Learn(LearnArgs),
-    /// Rank a run: `culprit rank --shard K/N` for every K, then `--merge`.
+    /// Rank a run: `culprit rank --write-index`, `culprit rank --shard K/N` for every K,
+    /// then `--merge`.
     Rank(RankArgs),
 }
 
@@ -205,19 +207,26 @@ fn rank(a: RankArgs) -> anyhow::Result<ExitCode> {
         .iter()
         .map(|d| std::path::absolute(d).map(|p| s(&p)))
         .collect::<Result<_, _>>()?;
+    // The run's processes and clocks, worked out once for every shard.
+    let index = work.join("run.index");
+    let mut args = vec!["rank".to_string(), "--write-index".into(), s(&index)];
+    args.extend(dirs.iter().cloned());
+    let write_index = Step { args, stdout: None };
     let mut shards = Vec::new();
     let mut parts = Vec::new();
     for k in 1..=n {
-        let part = work.join(format!("part-{k}.json"));
-        let mut args = vec![
+        let part = work.join(format!("part-{k}"));
+        let args = vec![
             "rank".into(),
             "--model".into(),
             s(&model),
+            "--index".into(),
+            s(&index),
             "--shard".into(),
             format!("{k}/{n}"),
+            "-o".into(),
+            s(&part),
         ];
-        args.extend(["--json".into(), "-o".into(), s(&part)]);
-        args.extend(dirs.iter().cloned());
         shards.push(Step { args, stdout: None });
         parts.push(s(&part));
     }
@@ -239,7 +248,12 @@ fn rank(a: RankArgs) -> anyhow::Result<ExitCode> {
         stdout: Some(result.clone()),
     };
     eprintln!("culprit: {} hosts, {n} shards", hosts.len());
-    execute(&vec![shards, vec![merge]], &a.run, "rank", &result)
+    execute(
+        &vec![vec![write_index], shards, vec![merge]],
+        &a.run,
+        "rank",
+        &result,
+    )
 }
 
 fn prepare_work(w: &Path) -> anyhow::Result<PathBuf> {

@@ -12,8 +12,9 @@ use std::process::ExitCode;
     culprit rank --model ring.model faulty --top 10\n  \
     culprit rank --model ring.model faulty --json | jq '.[0]'\n  \
     culprit rank --model ring.model faulty --html report.html\n  \
-    culprit rank --model ring.model --shard 2/8 --json -o part-2.json job/   # on one node\n  \
-    culprit rank --merge part-*.json --top 10                                # all 8 parts\n\n\
+    culprit rank --write-index run.index job/                                # once\n  \
+    culprit rank --model ring.model --index run.index --shard 2/8 -o part-2  # on one node\n  \
+    culprit rank --merge part-* --top 10                                     # all 8 parts\n\n\
     Each unit is compared with its model. The default score (evidence) is led by the unit's\n\
     strongest piece of evidence: a call never seen in the U normal units of its class\n\
     (0.05^(1/U): \"never in 4\" is weak, \"never in 634\" strong; a failure never seen counts\n\
@@ -43,11 +44,15 @@ use std::process::ExitCode;
     `culprit show` prints a unit's call tree next to the model.")]
 pub struct Args {
     /// The model (from `culprit learn` or `culprit merge`).
-    #[arg(long, value_name = "MODEL", required_unless_present = "merge")]
+    #[arg(
+        long,
+        value_name = "MODEL",
+        required_unless_present_any = ["merge", "write_index"]
+    )]
     pub model: Option<PathBuf>,
     /// Trace directories of the run to examine (or trees of them:
     /// `DIR/<host>/<job.step.task>/`).
-    #[arg(value_name = "DIR", required_unless_present = "merge")]
+    #[arg(value_name = "DIR", required_unless_present_any = ["merge", "index"])]
     pub dirs: Vec<PathBuf>,
     /// Rank only shard K of N (1 ≤ K ≤ N) of the run's processes — sorted by host, then
     /// process: whole hosts when N is at most the number of hosts — into a part file
@@ -57,6 +62,17 @@ pub struct Args {
     /// The part file a `--shard` writes.
     #[arg(short, long, value_name = "FILE", requires = "shard")]
     pub output: Option<PathBuf>,
+    /// Write the run's index to FILE and stop: every trace directory under DIR…, its
+    /// host, its processes and the clock its times are converted by (chosen from every
+    /// recording's snapshots, as one `culprit rank` chooses it). Made once, read by every
+    /// `--shard` (`--index`), so that no shard reads the whole run's manifests. The
+    /// directories are named as given: give absolute paths when the shards run elsewhere.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["model", "shard", "merge", "html", "json", "index"])]
+    pub write_index: Option<PathBuf>,
+    /// The run's index (from `--write-index`) a `--shard` reads instead of DIR…: it opens
+    /// only its hosts' directories, named there.
+    #[arg(long, value_name = "FILE", requires = "shard", conflicts_with = "dirs")]
+    pub index: Option<PathBuf>,
     /// Make the ranking from the part files of `--shard K/N` (all N of them): exactly the
     /// ranking of one `culprit rank --no-messages` over all the traces.
     #[arg(long, value_name = "PART", num_args = 1.., conflicts_with_all = ["model", "dirs", "score"])]
@@ -104,6 +120,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     set_threads(args.threads)?;
     let mut opts = options();
     opts.score = args.score;
+    if let Some(out) = &args.write_index {
+        return write_index(&args.dirs, out);
+    }
     let merged = !args.merge.is_empty();
     // Processes named as they were started, with their ports; what is not recorded of them.
     let mut labels: std::collections::HashMap<(String, u32), String> = Default::default();
@@ -129,7 +148,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         eprintln!(
             "culprit: merging {} part files: {} processes",
             parts.len(),
-            parts.first().map_or(0, |p| p.1.procs.len())
+            parts.first().map_or(0, |p| p.1.total)
         );
         (analyzer::partial::merge_parts(parts, &opts)?, None)
     } else {
@@ -139,12 +158,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let model = Model::load(model_path)?;
         if let (Some(shard), Some(out)) = (args.shard, &args.output) {
             super::outpath::check_output_file(out, "part file (-o)")?;
-            let part = rank_shard(&model, &args.dirs, &opts, shard)?;
+            let part = rank_shard(&model, &args.dirs, args.index.as_deref(), &opts, shard)?;
             part.save(out)?;
             eprintln!(
                 "culprit: shard {shard}: ranked {} of {} processes → {}",
                 part.processes.len(),
-                part.procs.len(),
+                part.total,
                 out.display()
             );
             return Ok(ExitCode::SUCCESS);
@@ -246,18 +265,25 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 fn rank_shard(
     model: &Model,
     dirs: &[PathBuf],
+    index: Option<&std::path::Path>,
     opts: &analyzer::Options,
     shard: analyzer::partial::Shard,
 ) -> anyhow::Result<analyzer::partial::PartFile> {
-    let sel = analyzer::decode::TraceSet::open_selected(dirs, false, |all| shard.hosts(all))?;
+    let sel = match index {
+        Some(f) => analyzer::runindex::RunIndex::load(f)?
+            .open_selected(f, false, |all| shard.hosts(all))?,
+        None => analyzer::decode::TraceSet::open_selected(dirs, false, |all| shard.hosts(all))?,
+    };
     if sel.all.is_empty() {
-        anyhow::bail!(
-            "no traced process in {}",
-            dirs.iter()
+        let what = match index {
+            Some(f) => format!("the run index {}", f.display()),
+            None => dirs
+                .iter()
                 .map(|d| d.display().to_string())
                 .collect::<Vec<_>>()
-                .join(", ")
-        );
+                .join(", "),
+        };
+        anyhow::bail!("no traced process in {what}");
     }
     let hosts: std::collections::BTreeSet<&str> = sel.all.iter().map(|p| p.host.as_str()).collect();
     eprintln!(
@@ -318,4 +344,30 @@ fn rank_shard(
     part.labels = named;
     part.unseen.sort();
     Ok(part)
+}
+
+/// `culprit rank --write-index FILE DIR…`: the run's index, made once for every shard.
+fn write_index(dirs: &[PathBuf], out: &std::path::Path) -> anyhow::Result<ExitCode> {
+    super::outpath::check_output_file(out, "run index (--write-index)")?;
+    let index = analyzer::runindex::RunIndex::build(dirs, false)?;
+    let processes: usize = index.recordings.iter().map(|r| r.processes.len()).sum();
+    if processes == 0 {
+        anyhow::bail!(
+            "no traced process in {}",
+            dirs.iter()
+                .map(|d| d.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    let hosts: std::collections::BTreeSet<&str> =
+        index.recordings.iter().map(|r| r.host.as_str()).collect();
+    index.save(out)?;
+    eprintln!(
+        "culprit: indexed {processes} processes in {} recordings on {} hosts → {}",
+        index.recordings.len(),
+        hosts.len(),
+        out.display()
+    );
+    Ok(ExitCode::SUCCESS)
 }
