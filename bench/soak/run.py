@@ -256,8 +256,11 @@ def main():
         out_lines = []
 
         def drain():
-            for line in watch.stdout:
-                out_lines.append(line)
+            with open(os.path.join(out, "watch.jsonl"), "w") as f:
+                for line in watch.stdout:
+                    out_lines.append(line)
+                    f.write(line)
+                    f.flush()
         drainer = threading.Thread(target=drain, daemon=True)
         drainer.start()
 
