@@ -20,6 +20,16 @@
 //! was written since the last one plus a sub-buffer per thread, not the whole window.
 //! Units keep the numbers (`id`) a reading of the whole directory gives them: each suffix
 //! is numbered from a unit the previous poll numbered.
+//!
+//! A directory being written has *holes* ([`reader::TraceDir::holes`]): the drain
+//! threads and the live copier save a thread's sub-buffers in no common order, so a poll
+//! may find a sub-buffer on disk while one before it (or the rest of one before it) is
+//! still in flight. Every poll, whole or incremental, reads each thread only up to its
+//! first hole (for up to [`HOLE_PATIENCE`]; a hole that lasts longer is a loss, read
+//! past). Read past, a unit that spans a hole would be scored without the entries in
+//! flight, and an incremental poll would number the units after it from a count that
+//! lacks the hole's units and move its suffix past the hole for good, so that the units
+//! it reported kept numbers a whole reading does not give them.
 
 use crate::localize::options::Options;
 use crate::model::Model;
@@ -28,8 +38,15 @@ use crate::Result;
 use reader::rotated::RecordKey;
 use reader::ThreadKey;
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long a poll waits for a hole in a thread's records to be filled: a sub-buffer in
+/// flight reaches the disk within a drain (milliseconds, seconds on a loaded machine); a
+/// hole that lasts longer is a loss (a chunk file damaged or deleted), read past as a
+/// whole reading does.
+pub const HOLE_PATIENCE: Duration = Duration::from_secs(10);
 
 /// How `culprit watch` reports.
 #[derive(Clone)]
@@ -77,7 +94,13 @@ pub struct Watcher {
     threads: HashMap<(PathBuf, ThreadKey), ThreadState>,
     /// Per host, pid and thread: how its units are numbered.
     numbers: HashMap<(String, u32, u32), Numbering>,
+    /// Holes seen (directory, thread, the record after the hole) and when first seen.
+    holes: Holes,
 }
+
+/// Holes in threads' records, by directory, thread and the first record after the hole,
+/// and when each was first seen.
+type Holes = HashMap<(PathBuf, ThreadKey, RecordKey), Instant>;
 
 /// How the units of a thread read from a suffix are numbered (see [`Watcher::number`]).
 #[derive(Default)]
@@ -118,6 +141,7 @@ impl Watcher {
             reported: HashSet::new(),
             threads: HashMap::new(),
             numbers: HashMap::new(),
+            holes: HashMap::new(),
         }
     }
 
@@ -129,12 +153,22 @@ impl Watcher {
     /// Ranks what the directories hold now and returns the units not reported before.
     /// A directory that is not (yet) a trace is an error the caller may wait out.
     pub fn poll(&mut self) -> Result<Poll> {
-        let threads = &mut self.threads;
-        let set = if self.opts.incremental {
-            TraceSet::open_suffixes(&self.dirs, true, &mut |d, t| suffixes(threads, d, t))?
-        } else {
-            TraceSet::open_quiet(&self.dirs, true)?
-        };
+        let (threads, holes) = (&mut self.threads, &mut self.holes);
+        let incremental = self.opts.incremental;
+        let now = Instant::now();
+        let mut seen = HashSet::new();
+        let set = TraceSet::open_suffixes(&self.dirs, true, &mut |d, t| {
+            let contexts = if incremental {
+                suffixes(threads, d, t)
+            } else {
+                Default::default()
+            };
+            cut_holes(holes, &mut seen, now, d, t);
+            contexts
+        });
+        // Holes not seen this time were filled (or rotated away).
+        holes.retain(|k, _| seen.contains(k));
+        let set = set?;
         let processes = set.processes.len();
         if processes == 0 {
             return Ok(Poll::default());
@@ -311,12 +345,40 @@ fn suffix_start(ids: &[reader::tracedir::RecordId], start: u64) -> Option<Record
     Some(recs[k.checked_sub(1)?])
 }
 
+/// Leaves out of directory `t` (at `d`), unless its recording finished, what follows
+/// each thread's first hole that was first seen less than [`HOLE_PATIENCE`] before `now`
+/// (older holes are losses, read past). Notes in `seen` the holes found.
+fn cut_holes(
+    holes: &mut Holes,
+    seen: &mut HashSet<(PathBuf, ThreadKey, RecordKey)>,
+    now: Instant,
+    d: &Path,
+    t: &mut reader::TraceDir,
+) {
+    if t.manifest().complete {
+        return;
+    }
+    let mut cut = BTreeMap::new();
+    let keys: Vec<ThreadKey> = t.threads().collect();
+    for key in keys {
+        for at in t.holes(key) {
+            let id = (d.to_path_buf(), key, at);
+            let since = *holes.entry(id.clone()).or_insert(now);
+            seen.insert(id);
+            if now.duration_since(since) < HOLE_PATIENCE {
+                cut.entry(key).or_insert(at);
+            }
+        }
+    }
+    t.cut_from(&cut);
+}
+
 /// Restricts directory `t` (at `d`) to each thread's suffix and gives each restricted
 /// thread what its left-out records said. What a flight recorder rotated away since is in
 /// its compacted records now: dropped from what the watch keeps.
 fn suffixes(
     threads: &mut HashMap<(PathBuf, ThreadKey), ThreadState>,
-    d: &std::path::Path,
+    d: &Path,
     t: &mut reader::TraceDir,
 ) -> Contexts {
     let windows = t.rotated().map(|r| r.windows()).unwrap_or_default();

@@ -5,6 +5,7 @@ long time, recorded with a flight recorder (`culprit record --keep`) and watched
 
     python3 bench/soak/run.py --culprit target/release/culprit [--minutes 30] [--keep 256M]
                               [--seed S] [--no-fault] [--out DIR] [--json F]
+                              [--watch-arg ARG]... [--interleave ROUNDS] [--model M]
 
 Steps:
 1. untraced baseline: the same three servers and load, `--baseline-seconds` long:
@@ -28,6 +29,13 @@ the snapshots taken and whether one holds the injected unit (ranked again); watc
 time as a share of one core; and redis's throughput traced (with --keep and watch) over
 untraced, as a ratio from this one run, with the load averages of both phases (the
 machine is shared).
+
+`--model M` uses the model an earlier run learned (its `normal.cpm`) instead of step 2.
+With `--interleave ROUNDS` the run measures overhead instead of soaking: after learning
+(step 2), ROUNDS times in turn an untraced segment and a traced one (`record --keep` and
+`watch`), `--segment-seconds` of load each: the throughput ratio is traced over untraced
+summed over the rounds, so both sides see the same (shared) machine; watch's CPU time
+over the traced segments' time; the load average after every segment.
 
 Loopback only, ports from SOAK_PORT_BASE (default 31000). Installs redis-server and
 redis-tools from Debian if missing. Not part of the default test run.
@@ -170,24 +178,36 @@ def main():
     ap.add_argument("--learn-seconds", type=float, default=20)
     ap.add_argument("--out", default=None)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--watch-arg", action="append", default=[],
+                    help="one more argument for culprit watch (repeatable)")
+    ap.add_argument("--interleave", type=int, default=0, metavar="ROUNDS",
+                    help="measure overhead: ROUNDS untraced/traced segment pairs, no soak")
+    ap.add_argument("--segment-seconds", type=float, default=20)
+    ap.add_argument("--model", default=None,
+                    help="a model learned by an earlier run (its normal.cpm): no learning")
     a = ap.parse_args()
     setup()
     culprit = os.path.abspath(a.culprit)
     out = a.out or tempfile.mkdtemp(prefix="culprit-soak-")
     os.makedirs(out, exist_ok=True)
     rng = random.Random(a.seed)
-    res = {"minutes": a.minutes, "keep": a.keep, "seed": a.seed}
+    res = {"minutes": a.minutes, "keep": a.keep, "seed": a.seed, "watch_args": a.watch_arg,
+           "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+           "loadavg_at_start": os.getloadavg()}
 
-    log("untraced baseline")
-    with tempfile.TemporaryDirectory() as tmp:
-        p = run_servers(culprit, tmp)
-        res["untraced_rps"] = load(a.baseline_seconds)
-        res["untraced_loadavg"] = os.getloadavg()
-        stop(p)
+    if not a.interleave:
+        log("untraced baseline")
+        with tempfile.TemporaryDirectory() as tmp:
+            p = run_servers(culprit, tmp)
+            res["untraced_rps"] = load(a.baseline_seconds)
+            res["untraced_loadavg"] = os.getloadavg()
+            stop(p)
 
-    log("three normal runs")
+    model = os.path.abspath(a.model) if a.model else os.path.join(out, "normal.cpm")
+    res["model"] = model
+    log("three normal runs" if not a.model else f"model {model}")
     normals = []
-    for i in range(3):
+    for i in range(3 if not a.model else 0):
         d = os.path.join(out, f"normal{i}")
         shutil.rmtree(d, ignore_errors=True)
         with tempfile.TemporaryDirectory() as tmp:
@@ -197,9 +217,14 @@ def main():
             if "culprit: recorded" not in err:
                 log(f"normal run {i}: culprit record did not end cleanly: {err[-500:]}")
         normals.append(d)
-    model = os.path.join(out, "normal.cpm")
-    subprocess.run([culprit, "learn", *normals, "-o", model], check=True,
-                   stderr=subprocess.DEVNULL, timeout=1800)
+    if not a.model:
+        subprocess.run([culprit, "learn", *normals, "-o", model], check=True,
+                       stderr=subprocess.DEVNULL, timeout=1800)
+        res["learn_seconds"] = a.learn_seconds
+
+    if a.interleave:
+        interleave(a, culprit, out, model, res)
+        return
 
     soak = os.path.join(out, "soak")
     shutil.rmtree(soak, ignore_errors=True)
@@ -218,7 +243,7 @@ def main():
         rec = run_servers(culprit, tmp, soak, extra)
         watch = subprocess.Popen(
             [culprit, "watch", "--model", model, "--json", "--keep-around", "5s",
-             "--snapshots", os.path.join(out, "snapshots"), soak],
+             *a.watch_arg, "--snapshots", os.path.join(out, "snapshots"), soak],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         sizes = []
         rps = []
@@ -231,8 +256,11 @@ def main():
         out_lines = []
 
         def drain():
-            for line in watch.stdout:
-                out_lines.append(line)
+            with open(os.path.join(out, "watch.jsonl"), "w") as f:
+                for line in watch.stdout:
+                    out_lines.append(line)
+                    f.write(line)
+                    f.flush()
         drainer = threading.Thread(target=drain, daemon=True)
         drainer.start()
 
@@ -297,7 +325,7 @@ def main():
         if os.path.isdir(os.path.join(out, "snapshots")) else []
     res["snapshots"] = snaps
     res["snapshot_holding_injection"] = None
-    for s in snaps:
+    for s in snaps if not a.no_fault else []:
         r = subprocess.run([culprit, "rank", "--model", model, "--json", "--top", "1000000", s],
                            capture_output=True, text=True, timeout=1800)
         try:
@@ -310,10 +338,67 @@ def main():
                                                  "score": hit[0]["score"],
                                                  "rank": units.index(hit[0]) + 1}
             break
+    res["ended_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    emit(a, res)
+
+
+def emit(a, res):
     print(json.dumps(res, indent=1))
     if a.json:
         with open(a.json, "w") as f:
             json.dump(res, f, indent=1)
+
+
+def interleave(a, culprit, out, model, res):
+    """Untraced and traced (`record --keep` + `watch`) segments in turn: the overhead."""
+    rounds = []
+    for r in range(a.interleave):
+        row = {}
+        log(f"round {r + 1}/{a.interleave}: untraced")
+        with tempfile.TemporaryDirectory() as tmp:
+            p = run_servers(culprit, tmp)
+            t = time.monotonic()
+            row["untraced_rps"] = load(a.segment_seconds)
+            row["untraced_s"] = time.monotonic() - t
+            row["untraced_loadavg"] = os.getloadavg()[0]
+            stop(p)
+        log(f"round {r + 1}/{a.interleave}: traced")
+        d = os.path.join(out, f"traced{r}")
+        shutil.rmtree(d, ignore_errors=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            rec = run_servers(culprit, tmp, d, ["--keep", a.keep])
+            watch = subprocess.Popen(
+                [culprit, "watch", "--model", model, "--json", *a.watch_arg, d],
+                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            lines = []
+            import threading
+            drainer = threading.Thread(target=lambda: lines.extend(watch.stdout), daemon=True)
+            drainer.start()
+            t = time.monotonic()
+            row["traced_rps"] = load(a.segment_seconds)
+            row["traced_s"] = time.monotonic() - t
+            row["watch_cpu_s"] = cpu_seconds(watch.pid)
+            row["traced_loadavg"] = os.getloadavg()[0]
+            stop(rec)
+            watch.wait(timeout=600)
+            drainer.join(timeout=60)
+            row["watch_reports"] = len([l for l in lines if l.strip()])
+        shutil.rmtree(d, ignore_errors=True)
+        log(f"round {r + 1}: {row}")
+        rounds.append(row)
+    res["rounds"] = rounds
+    un = sum(r["untraced_rps"] * r["untraced_s"] for r in rounds)
+    tr = sum(r["traced_rps"] * r["traced_s"] for r in rounds)
+    un_s = sum(r["untraced_s"] for r in rounds)
+    tr_s = sum(r["traced_s"] for r in rounds)
+    res["untraced_rps"] = un / un_s
+    res["traced_rps"] = tr / tr_s
+    res["throughput_ratio"] = res["traced_rps"] / res["untraced_rps"]
+    res["watch_core_share"] = sum(r["watch_cpu_s"] or 0 for r in rounds) / tr_s
+    res["untraced_loadavg_mean"] = sum(r["untraced_loadavg"] for r in rounds) / len(rounds)
+    res["traced_loadavg_mean"] = sum(r["traced_loadavg"] for r in rounds) / len(rounds)
+    res["ended_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    emit(a, res)
 
 
 if __name__ == "__main__":

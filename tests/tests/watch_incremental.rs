@@ -54,7 +54,6 @@ fn ids(reports: &[serde_json::Value]) -> Vec<String> {
 }
 
 #[test]
-#[ignore = "open defect: about 1 run in 5 the incremental watch numbers or picks a unit differently from a whole reading; `--incremental` is off by default until it is fixed"]
 fn an_incremental_watch_reports_what_a_whole_ranking_does() {
     if libtrace_or_skip("an_incremental_watch").is_none() {
         return;

@@ -43,12 +43,12 @@ pub struct Args {
     /// Keep watching after the recording finished (by default the watch ends with it).
     #[arg(long)]
     pub forever: bool,
-    /// Rank everything the directories hold on every poll (the default).
+    /// Rank everything the directories hold on every poll, instead of what was written
+    /// since the last one (plus a sub-buffer per thread): slower, for comparison.
     #[arg(long)]
     pub whole: bool,
-    /// Rank only what was written since the last poll (plus a sub-buffer per thread):
-    /// cheaper, but its unit numbering can still differ from a whole reading's (an open
-    /// defect), so it is off by default.
+    /// Rank only what was written since the last poll (the default; kept for scripts
+    /// written when it was not).
     #[arg(long, conflicts_with = "whole")]
     pub incremental: bool,
     /// The score units are ranked by (see `culprit rank --score`).
@@ -87,7 +87,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         WatchOptions {
             threshold: args.threshold,
             rank,
-            incremental: args.incremental && !args.whole,
+            incremental: !args.whole,
         },
     );
     reader::signals::install(&[libc::SIGINT, libc::SIGTERM])

@@ -69,6 +69,69 @@ impl TraceDir {
         }
     }
 
+    /// The *holes* in thread `key`'s records, in a directory still being written, in
+    /// order: the key of each (non-`COMPACTED`) record that does not follow the one before
+    /// it — its seq is not the next one (the sub-buffers between are in flight: two drain
+    /// threads and the live copier write them in no common order), the sub-buffer before
+    /// it was saved only in [`FLAG_LIVE`](bufpool::layout::FLAG_LIVE) pieces (its rest is
+    /// in flight), or it is a piece that does not begin where the pieces before it end.
+    /// The first record is a hole too when it is not where the thread's trace begins
+    /// (seq 0 of a process image, piece 0) and the thread does not
+    /// [begin mid-run](Self::begins_mid_run). Empty: every record follows the one before.
+    ///
+    /// What lies after a hole is read by no one that wants a thread's units whole
+    /// before the hole is filled: a unit that spans it lacks the entries in flight.
+    pub fn holes(&self, key: ThreadKey) -> Vec<RecordKey> {
+        let mut holes = Vec::new();
+        const LOW: u64 = 0xffff_ffff;
+        // The previous record's sub-buffer (first TSC, seq), whether a record of it is
+        // not a live piece (it is whole on disk), and the end of its data on disk.
+        let mut prev: Option<((u64, u64), bool, u32)> = None;
+        let mid_run = self.begins_mid_run(key);
+        for l in self.threads.get(&key).into_iter().flatten() {
+            if l.info.flags & FLAG_COMPACTED != 0 {
+                continue;
+            }
+            let sub = (l.info.first_tsc, l.info.seq);
+            let live = l.info.flags & bufpool::layout::FLAG_LIVE != 0;
+            let end = l.piece + l.info.bytes_used;
+            let (hole, next) = match prev {
+                None => (
+                    !mid_run && (l.info.seq & LOW != 0 || l.piece != 0),
+                    (sub, !live, end),
+                ),
+                Some((p, whole, e)) if p == sub => (l.piece > e, (sub, whole || !live, e.max(end))),
+                Some(((_, p), whole, _)) => {
+                    let s = l.info.seq;
+                    let seq_ok = if s >> 32 == p >> 32 {
+                        s <= p + 1
+                    } else {
+                        s & LOW == 0
+                    };
+                    (!whole || !seq_ok || l.piece != 0, (sub, !live, end))
+                }
+            };
+            if hole {
+                holes.push(record_key(&l.info, l.piece));
+            }
+            prev = Some(next);
+        }
+        holes
+    }
+
+    /// Leaves out, for each thread of `from`, its (non-`COMPACTED`) records at or after
+    /// the key given: what follows a [hole](Self::holes) in a directory still being
+    /// written.
+    pub fn cut_from(&mut self, from: &BTreeMap<ThreadKey, RecordKey>) {
+        for (k, at) in from {
+            if let Some(list) = self.threads.get_mut(k) {
+                list.retain(|l| {
+                    l.info.flags & FLAG_COMPACTED != 0 || record_key(&l.info, l.piece) < *at
+                });
+            }
+        }
+    }
+
     /// True if the trace of thread `key` begins mid-run: a flight recorder rotated some of
     /// its entries away, or [`TraceDir::restrict`] left some of its records out.
     pub fn begins_mid_run(&self, key: ThreadKey) -> bool {
