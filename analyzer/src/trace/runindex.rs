@@ -37,7 +37,7 @@ pub const INDEX_VERSION: u32 = 1;
 pub struct IndexedRecording {
     /// The trace directory.
     pub dir: PathBuf,
-    /// Its host ([`host_of`]).
+    /// Its host, named as `trace::load` names the hosts of a trace directory.
     pub host: String,
     /// The clock its times are converted by.
     pub calib: Calibration,
