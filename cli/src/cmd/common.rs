@@ -215,15 +215,17 @@ pub fn options() -> analyzer::Options {
 pub fn open(dirs: &[PathBuf]) -> anyhow::Result<TraceSet> {
     let set = open_any(dirs)?;
     if set.processes.is_empty() {
-        anyhow::bail!(
-            "no traced process in {}",
-            dirs.iter()
-                .map(|d| d.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
+        anyhow::bail!("no traced process in {}", dir_list(dirs));
     }
     Ok(set)
+}
+
+/// The directories given, as a user reads them in a message: `a, b, c`.
+pub fn dir_list(dirs: &[PathBuf]) -> String {
+    dirs.iter()
+        .map(|d| d.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Opens trace directories (or trees of them) and says on stderr what it found, even

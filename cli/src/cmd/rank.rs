@@ -1,6 +1,6 @@
 //! `culprit rank`: rank the execution units of a faulty run by suspect score.
 
-use super::common::{open, options, set_threads};
+use super::common::{dir_list, open, options, set_threads};
 use analyzer::model::Model;
 use std::io::Write;
 use std::path::PathBuf;
@@ -277,11 +277,7 @@ fn rank_shard(
     if sel.all.is_empty() {
         let what = match index {
             Some(f) => format!("the run index {}", f.display()),
-            None => dirs
-                .iter()
-                .map(|d| d.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", "),
+            None => dir_list(dirs),
         };
         anyhow::bail!("no traced process in {what}");
     }
@@ -352,13 +348,7 @@ fn write_index(dirs: &[PathBuf], out: &std::path::Path) -> anyhow::Result<ExitCo
     let index = analyzer::runindex::RunIndex::build(dirs, false)?;
     let processes: usize = index.recordings.iter().map(|r| r.processes.len()).sum();
     if processes == 0 {
-        anyhow::bail!(
-            "no traced process in {}",
-            dirs.iter()
-                .map(|d| d.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
+        anyhow::bail!("no traced process in {}", dir_list(dirs));
     }
     let hosts: std::collections::BTreeSet<&str> =
         index.recordings.iter().map(|r| r.host.as_str()).collect();
