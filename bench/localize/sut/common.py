@@ -77,6 +77,17 @@ def log(*a):
     print("systems:", *a, file=sys.stderr, flush=True)
 
 
+def wait_readers(readers, seconds=8.0):
+    """Waits up to `seconds` in all for the reader processes to leave (they stop at the
+    writer's stop mark); one that does not is named in the log and left to the launcher."""
+    end = time.monotonic() + seconds
+    for r in readers:
+        try:
+            r.wait(timeout=max(0.1, end - time.monotonic()))
+        except Exception:
+            log("a reader did not stop")
+
+
 def wait_port(port, proc=None, timeout=10.0):
     """Waits until 127.0.0.1:port accepts connections (or the process died / time ran out)."""
     end = time.monotonic() + timeout

@@ -22,7 +22,7 @@ import pwd
 import signal
 import time
 
-from .common import LAUNCHER, PY, WORKLOAD_S, Daemons, log, ports, steps, terminated, wait_port
+from .common import LAUNCHER, PY, WORKLOAD_S, Daemons, log, ports, steps, terminated, wait_port, wait_readers
 
 CONF = """base_dir = {dir}/run
 state_dir = {dir}/state
@@ -225,12 +225,7 @@ def run(tmp, n):
                 c.logout()
             except ERRORS as e:
                 log(f"could not append the stop message: {e!r}")
-            end = time.monotonic() + 8
-            for r in readers:
-                try:
-                    r.wait(timeout=max(0.1, end - time.monotonic()))
-                except Exception:
-                    log("a reader did not stop")
+            wait_readers(readers)
             log(f"imap-mailstore: {ok}/{n} appends ok, {failed} failed")
     finally:
         # Dovecot's processes share its process group; an imap process stopped by SIGSTOP

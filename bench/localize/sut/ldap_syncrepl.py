@@ -14,7 +14,7 @@ goes on; the consumer retries its replication connection every second.
 import os
 import time
 
-from .common import LAUNCHER, PY, WORKLOAD_S, Daemons, log, ports, steps, terminated, wait_port
+from .common import LAUNCHER, PY, WORKLOAD_S, Daemons, log, ports, steps, terminated, wait_port, wait_readers
 
 SUFFIX = "dc=bench"
 PEOPLE = "ou=people," + SUFFIX
@@ -162,10 +162,5 @@ def run(tmp, n):
         except errs as e:
             log(f"could not add the stop entry: {e!r}")
         _close(c)
-        end = time.monotonic() + 8
-        for r in readers:
-            try:
-                r.wait(timeout=max(0.1, end - time.monotonic()))
-            except Exception:
-                log("a reader did not stop")
+        wait_readers(readers)
         log(f"ldap-syncrepl: {ok}/{n} writes ok, {failed} failed")

@@ -20,7 +20,7 @@ import shutil
 import subprocess
 import time
 
-from .common import LAUNCHER, PY, WORKLOAD_S, Daemons, log, ports, steps, terminated, wait_port
+from .common import LAUNCHER, PY, WORKLOAD_S, Daemons, log, ports, steps, terminated, wait_port, wait_readers
 
 DB = "suite"
 TEMPLATE = os.path.join(os.environ.get("TMPDIR", "/tmp"), "culprit-localize-mariadb-template")
@@ -210,10 +210,5 @@ def run(tmp, n):
             _sql(primary, ["REPLACE INTO kv (k, v) VALUES ('stop', 0)"], db=DB, timeout=3)
         except RuntimeError as e:
             log(f"could not write the stop key: {e!r}")
-        end = time.monotonic() + 8
-        for r in readers:
-            try:
-                r.wait(timeout=max(0.1, end - time.monotonic()))
-            except Exception:
-                log("a reader did not stop")
+        wait_readers(readers)
         log(f"mariadb-replication: {ok}/{n} writes ok, {failed} failed")

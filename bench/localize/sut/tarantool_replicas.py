@@ -13,7 +13,7 @@ socket timeout, counts a failed request, makes a new connection and goes on.
 import os
 import time
 
-from .common import LAUNCHER, PY, WORKLOAD_S, Daemons, log, ports, steps, terminated, wait_port
+from .common import LAUNCHER, PY, WORKLOAD_S, Daemons, log, ports, steps, terminated, wait_port, wait_readers
 
 SPACE = "kv"
 ITERATOR_GE = 5  # tarantool.const.ITERATOR_GE
@@ -144,10 +144,5 @@ def run(tmp, n):
             c.close()
         except errs as e:
             log(f"could not write the stop key: {e!r}")
-        end = time.monotonic() + 8
-        for r in readers:
-            try:
-                r.wait(timeout=max(0.1, end - time.monotonic()))
-            except Exception:
-                log("a reader did not stop")
+        wait_readers(readers)
         log(f"tarantool-replicas: {ok}/{n} writes ok, {failed} failed")
