@@ -220,6 +220,29 @@ fn ready(fds: &[i32]) -> LibOpts {
     }
 }
 
+/// Writes a fault-free ring of `processes` C processes (three iterations) under `root` as
+/// the trace directories of a Slurm job's tasks: process `i` on host `h<i % hosts>`, in
+/// `root/h<i % hosts>/1.0.<i>/`. Returns the processes written.
+pub fn write_task_tree(
+    root: &std::path::Path,
+    processes: usize,
+    hosts: usize,
+) -> crate::error::Result<Vec<ProcessTrace>> {
+    let procs = ring(&Ring {
+        processes,
+        iterations: 3,
+        functions: Functions::C,
+        fault: None,
+        seed: 1,
+    });
+    for (i, p) in procs.iter().enumerate() {
+        let host = format!("h{}", i % hosts.max(1));
+        let dir = root.join(&host).join(format!("1.0.{i}"));
+        crate::decode::write_trace_dir(&dir, &host, std::slice::from_ref(p))?;
+    }
+    Ok(procs)
+}
+
 /// Generates the traces of every process of the ring (host `node<i>`).
 pub fn ring(cfg: &Ring) -> Vec<ProcessTrace> {
     let n = cfg.processes.max(2);

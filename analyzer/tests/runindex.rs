@@ -4,35 +4,12 @@
 
 use analyzer::decode::{ProcId, TraceSet};
 use analyzer::runindex::RunIndex;
-use analyzer::synth::{ring, Functions, Ring};
 use std::collections::BTreeSet;
-
-fn ids(s: &TraceSet) -> Vec<ProcId> {
-    s.processes
-        .iter()
-        .map(|p| ProcId {
-            host: p.host.clone(),
-            pid: p.pid,
-            start_ticks: p.start_ticks,
-        })
-        .collect()
-}
 
 #[test]
 fn an_index_names_and_opens_the_run_as_the_manifests_do_and_bad_ones_are_refused() {
     let tmp = tempfile::tempdir().unwrap();
-    let procs = ring(&Ring {
-        processes: 6,
-        iterations: 3,
-        functions: Functions::C,
-        fault: None,
-        seed: 1,
-    });
-    for (i, p) in procs.iter().enumerate() {
-        let host = format!("h{}", i % 3);
-        let dir = tmp.path().join(&host).join(format!("1.0.{i}"));
-        analyzer::decode::write_trace_dir(&dir, &host, std::slice::from_ref(p)).unwrap();
-    }
+    let procs = analyzer::synth::write_task_tree(tmp.path(), 6, 3).unwrap();
     let root = vec![tmp.path().to_path_buf()];
     let index = RunIndex::build(&root, true).unwrap();
     let file = tmp.path().join("run.index");
@@ -43,9 +20,9 @@ fn an_index_names_and_opens_the_run_as_the_manifests_do_and_bad_ones_are_refused
     let by_dirs = TraceSet::open_selected(&root, true, pick).unwrap();
     let by_index = index.open_selected(&file, true, pick).unwrap();
     assert_eq!(by_index.all, by_dirs.all);
-    assert_eq!(by_index.all, ids(&TraceSet::open(&root).unwrap()));
+    assert_eq!(by_index.all, TraceSet::open(&root).unwrap().ids());
     assert_eq!((by_index.recordings, by_index.opened), (6, 2));
-    assert_eq!(ids(&by_index.set), ids(&by_dirs.set));
+    assert_eq!(by_index.set.ids(), by_dirs.set.ids());
     for (a, b) in by_index.set.processes.iter().zip(&by_dirs.set.processes) {
         assert_eq!(a.calib, b.calib);
         assert_eq!(a.recording, b.recording);

@@ -209,15 +209,18 @@ mod tests {
             rows.b.push(n * 0.01 + noise + jump);
         }
         let train = rows.slice(0..10);
-        let c = chart(
-            &rows,
-            &train,
-            10,
-            10,
-            Estimator::Nnls,
-            |j| j as i64 * 1000,
-            1000,
-        );
+        let run = |rows: &Rows| {
+            chart(
+                rows,
+                &train,
+                10,
+                10,
+                Estimator::Nnls,
+                |j| j as i64 * 1000,
+                1000,
+            )
+        };
+        let c = run(&rows);
         assert!((c.fit.demand_s[0] - 0.01).abs() < 1e-3);
         assert_eq!(c.alarms.len(), 1, "{:?}", c.alarms);
         assert_eq!(c.alarms[0].t_unix_ns, 23_000);
@@ -228,15 +231,7 @@ mod tests {
         for j in 20..26 {
             rows.b[j] -= 0.1;
         }
-        let c = chart(
-            &rows,
-            &train,
-            10,
-            10,
-            Estimator::Nnls,
-            |j| j as i64 * 1000,
-            1000,
-        );
+        let c = run(&rows);
         assert!(c.alarms.is_empty(), "{:?}", c.alarms);
         assert!(c.residual_s[20].unwrap() < -0.04, "{:?}", c.residual_s[20]);
     }

@@ -192,16 +192,7 @@ struct PartHeavy {
 
 /// Ranks shard `shard` of the processes of `set` against `model`.
 pub fn rank_shard(model: &Model, set: &TraceSet, opts: &Options, shard: Shard) -> Result<PartFile> {
-    let all: Vec<crate::decode::ProcId> = set
-        .processes
-        .iter()
-        .map(|p| crate::decode::ProcId {
-            host: p.host.clone(),
-            pid: p.pid,
-            start_ticks: p.start_ticks,
-        })
-        .collect();
-    rank_shard_of(model, set, &all, opts, shard)
+    rank_shard_of(model, set, &set.ids(), opts, shard)
 }
 
 /// Ranks shard `shard` of the run whose processes are `all` (any order), of which `set`

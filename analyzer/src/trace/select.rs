@@ -109,6 +109,18 @@ impl Named {
 }
 
 impl TraceSet {
+    /// The processes of the set, named as a run names them, in the set's order.
+    pub fn ids(&self) -> Vec<ProcId> {
+        self.processes
+            .iter()
+            .map(|p| ProcId {
+                host: p.host.clone(),
+                pid: p.pid,
+                start_ticks: p.start_ticks,
+            })
+            .collect()
+    }
+
     /// Names every process under `dirs` from the manifests and opens the directories of
     /// the hosts `choose` picks from those names (see the [module docs](self)). A
     /// directory opened whose records hold other processes than its manifest lists is an
@@ -168,23 +180,11 @@ impl TraceSet {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::synth::{ring, Functions, Ring};
 
     #[test]
     fn only_the_chosen_hosts_are_opened_and_every_process_is_named() {
         let tmp = tempfile::tempdir().unwrap();
-        let procs = ring(&Ring {
-            processes: 6,
-            iterations: 3,
-            functions: Functions::C,
-            fault: None,
-            seed: 1,
-        });
-        for (i, p) in procs.iter().enumerate() {
-            let host = format!("h{}", i % 3);
-            let dir = tmp.path().join(&host).join(format!("1.0.{i}"));
-            crate::decode::write_trace_dir(&dir, &host, std::slice::from_ref(p)).unwrap();
-        }
+        crate::synth::write_task_tree(tmp.path(), 6, 3).unwrap();
         let root = vec![tmp.path().to_path_buf()];
         let whole = TraceSet::open(&root).unwrap();
         let sel = TraceSet::open_selected(&root, true, |all| {
@@ -192,16 +192,7 @@ mod tests {
             ["h1".to_string()].into_iter().collect()
         })
         .unwrap();
-        let ids = |s: &TraceSet| -> Vec<ProcId> {
-            s.processes
-                .iter()
-                .map(|p| ProcId {
-                    host: p.host.clone(),
-                    pid: p.pid,
-                    start_ticks: p.start_ticks,
-                })
-                .collect()
-        };
+        let ids = TraceSet::ids;
         // Named in the order one open lists them; opened: h1's two directories only.
         assert_eq!(sel.all, ids(&whole));
         assert_eq!((sel.recordings, sel.opened), (6, 2));
