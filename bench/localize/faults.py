@@ -430,10 +430,46 @@ def _squid():
     ]
 
 
+def _validation_run4():
+    """Validation systems added on 2026-11-28 for validation run 4 (branch loc-sysa): no
+    method has been run on them."""
+    return {"varnish-cache": _varnish()}
+
+
+def _varnish():
+    P, O1, O2 = ports("varnish-cache")[:3]
+    # Counted with strace on a run without the tracer (no recording of this system was
+    # looked at): varnishd's cache child reads its two clients' connections (local-port P)
+    # about 300 times and writes them about 400 (writev); it reads each origin's
+    # connections about 130 times and writes them about 100. An origin (http.server, a
+    # thread per connection) receives about 100 times and sends about 200. The first
+    # accept of varnishd is the launcher's port probe. Varnish gives up on an origin after
+    # 2 s (first_byte_timeout, between_bytes_timeout).
+    vd, o1, o2 = "exe=varnishd", "argv=varnish-origin --name 1", "argv=varnish-origin --name 2"
+    client2 = "argv=varnish-client --name 2"
+    return [
+        ("origin-reset", "reset", f"{RECV}:errno=ECONNRESET,{vd},peer-port={O1},nth=60,count=1"),
+        ("client-reset", "reset", f"{RECV}:errno=ECONNRESET,{vd},local-port={P},nth=150,count=1"),
+        ("origin-corrupt", "corrupt", f"{RECV}:corrupt=4,{vd},peer-port={O2},nth=60,count=1"),
+        ("request-corrupt", "corrupt", f"{RECV}:corrupt=3,{vd},local-port={P},nth=150,count=1"),
+        ("proxy-short", "short", f"{SEND}:short=9,{vd},local-port={P},nth=200,count=1"),
+        ("origin-short", "short", f"{RECV}:short=7,{vd},peer-port={O2},nth=70,count=1"),
+        ("origin-slow", "delay", f"{SEND}:delay=5s,{o2},local-port={O2},nth=100,count=1"),
+        ("origin-killed", "kill", f"{RECV}:kill=SIGKILL,{o1},local-port={O1},nth=60"),
+        ("proxy-stopped", "stop", f"{RECV}:kill=SIGSTOP,{vd},local-port={P},nth=200"),
+        ("proxy-emfile", "exhaust", f"accept|accept4:errno=EMFILE,{vd},nth=2,count=1"),
+        ("proxy-enospc", "exhaust", f"{SEND}:errno=ENOSPC,{vd},local-port={P},nth=150,count=1"),
+        ("origin-eagain", "exhaust", f"{RECV}:errno=EAGAIN,{vd},peer-port={O1},after=40,count=25"),
+        ("client-code", "code", f"py:http.client:HTTPConnection.request:raise=BrokenPipeError,nth=80,{client2}"),
+        ("origin-code", "code", f"py:http.server:BaseHTTPRequestHandler.parse_request:raise=ConnectionResetError,nth=60,{o2}"),
+    ]
+
+
 def table():
     """Every system's cases."""
     t = _tuning()
     t.update(_validation())
     t.update(_validation_fresh())
     t.update(_validation_new())
+    t.update(_validation_run4())
     return t

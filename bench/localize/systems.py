@@ -36,6 +36,7 @@ bounded, and the launcher stops its daemons (SIGTERM, then SIGKILL) on every exi
 | `zmq-pipeline` | validation | pyzmq ventilator → 2 workers (each asking a lookup service over REQ → ROUTER) → sink | a ZeroMQ task pipeline (CPython on libzmq, C++) |
 | `xmpp-chat` | validation | prosody + an external component and 2 clients on slixmpp | an XMPP server with a component (Lua, CPython asyncio) |
 | `squid-cache` | validation | squid → an http.server origin + 2 http.client clients | a caching HTTP proxy (C++) |
+| `varnish-cache` | validation | varnishd (manager + cache child) → 2 http.server origins (round robin) + 2 http.client clients | a caching HTTP accelerator (C) |
 """
 
 import argparse
@@ -69,6 +70,7 @@ SYSTEMS = {
     "zmq-pipeline": ("zmq_pipeline", "run"),
     "xmpp-chat": ("xmpp_chat", "run"),
     "squid-cache": ("squid_cache", "run"),
+    "varnish-cache": ("varnish_cache", "run"),
 }
 HELPERS = {
     "job-queue-worker": ("job_queue", "beanstalk_worker"),
@@ -95,6 +97,8 @@ HELPERS = {
     "xmpp-peer": ("xmpp_chat", "peer"),
     "squid-origin": ("squid_cache", "origin"),
     "squid-client": ("squid_cache", "client"),
+    "varnish-origin": ("varnish_cache", "origin"),
+    "varnish-client": ("varnish_cache", "client"),
 }
 
 

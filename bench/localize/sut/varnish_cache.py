@@ -1,0 +1,233 @@
+"""varnish-cache: Debian's `varnishd` (C; a manager process and a cache child with a pool
+of worker threads) in front of two origin servers on the standard library's `http.server`
+(CPython, a thread per connection), balanced by a round-robin director, and two clients on
+`http.client`.
+
+Ports: varnish = p[0], origin 1 = p[1], origin 2 = p[2]. An origin (`varnish-origin
+--name N`) serves `/obj/K` (a body of K-dependent size and content, cacheable for 2 s, with
+an ETag that varnish revalidates with a 304 once the grace is over), `/live/K` (`private`:
+varnish passes every request through) and `POST /echo` (the body's SHA-1); each reply
+names its origin in `X-Origin`. Client 1 (the launcher) asks varnish for N objects over one
+keep-alive connection, a mix of cacheable and live ones; client 2 (`varnish-client --name
+2`) asks for objects of its own keys and POSTs to `/echo`. Every reply is checked (status,
+the body against what an origin makes for it); a client with a 3 s timeout counts a failed
+request, connects again and goes on. Varnish gives up on an origin after 2 s
+(`first_byte_timeout`, `between_bytes_timeout`) and answers 503 then.
+"""
+
+import hashlib
+import http.client
+import os
+import signal
+import time
+
+from .common import LAUNCHER, PY, WORKLOAD_S, Daemons, log, ports, steps, terminated, wait_port
+
+VCL = """vcl 4.1;
+import directors;
+
+backend origin1 {{ .host = "127.0.0.1"; .port = "{o1}"; .connect_timeout = 1s;
+    .first_byte_timeout = 2s; .between_bytes_timeout = 2s; }}
+backend origin2 {{ .host = "127.0.0.1"; .port = "{o2}"; .connect_timeout = 1s;
+    .first_byte_timeout = 2s; .between_bytes_timeout = 2s; }}
+
+sub vcl_init {{
+    new rr = directors.round_robin();
+    rr.add_backend(origin1);
+    rr.add_backend(origin2);
+}}
+
+sub vcl_recv {{
+    set req.backend_hint = rr.backend();
+    if (req.url ~ "^/live/") {{
+        return (pass);
+    }}
+}}
+
+sub vcl_backend_response {{
+    set beresp.grace = 0s;
+    set beresp.keep = 10s;
+}}
+
+sub vcl_deliver {{
+    if (obj.hits > 0) {{
+        set resp.http.X-Cache = "HIT";
+    }} else {{
+        set resp.http.X-Cache = "MISS";
+    }}
+}}
+"""
+
+TIMEOUT_S = 3.0
+
+
+def body(k):
+    """What an origin serves for object k."""
+    k = int(k)
+    seed = hashlib.sha256(f"varnish object {k}".encode()).hexdigest().encode()
+    return (seed * (3 + k % 31))[: 250 + 89 * (k % 27)]
+
+
+def origin(name):
+    """Helper process `varnish-origin --name N`: origin server N (1 or 2)."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    port = ports("varnish-cache")[int(name)]
+    term = terminated()
+    served = {"obj": 0, "live": 0, "304": 0, "echo": 0, "bad": 0}
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *_):
+            pass
+
+        def reply(self, status, data, headers=()):
+            self.send_response(status)
+            self.send_header("X-Origin", name)
+            for h, v in headers:
+                self.send_header(h, v)
+            if status != 304:
+                self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self):
+            parts = self.path.strip("/").split("/")
+            if len(parts) != 2 or parts[0] not in ("obj", "live") or not parts[1].isdigit():
+                served["bad"] += 1
+                return self.reply(404, b"no such object\n")
+            data = body(parts[1])
+            tag = '"' + hashlib.sha1(data).hexdigest()[:16] + '"'
+            if parts[0] == "live":
+                served["live"] += 1
+                return self.reply(200, data, [("Cache-Control", "private")])
+            if self.headers.get("If-None-Match") == tag:
+                served["304"] += 1
+                return self.reply(304, b"", [("ETag", tag), ("Cache-Control", "max-age=2")])
+            served["obj"] += 1
+            self.reply(200, data, [("ETag", tag), ("Cache-Control", "max-age=2")])
+
+        def do_POST(self):
+            n = int(self.headers.get("Content-Length", "0"))
+            data = self.rfile.read(n)
+            served["echo"] += 1
+            self.reply(200, hashlib.sha1(data).hexdigest().encode(), [("Cache-Control", "no-store")])
+
+    srv = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    srv.daemon_threads = True
+    srv.timeout = 0.2
+    while not term.is_set():
+        srv.handle_request()
+    srv.server_close()
+    log(f"varnish origin {name}: served {served['obj']} objects, {served['304']} not modified, "
+        f"{served['live']} live, {served['echo']} echoes, {served['bad']} bad requests (told to stop)")
+
+
+class Client:
+    """A keep-alive HTTP client of varnish, connected again after any failure."""
+
+    def __init__(self, port):
+        self.port = port
+        self.conn = None
+        self.hits = 0
+        self.origins = {}
+
+    def fetch(self, method, path, data=None):
+        if self.conn is None:
+            self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=TIMEOUT_S)
+        self.conn.request(method, path, body=data)
+        r = self.conn.getresponse()
+        got = r.read()
+        if r.getheader("X-Cache") == "HIT":
+            self.hits += 1
+        o = r.getheader("X-Origin") or "?"
+        self.origins[o] = self.origins.get(o, 0) + 1
+        return r.status, got
+
+    def close(self):
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+    def check(self, i, method, path, want, data=None):
+        """One request; True when it came back right."""
+        try:
+            status, got = self.fetch(method, path, data)
+            if status != 200 or got != want:
+                raise ValueError(f"{method} {path}: status {status}, {len(got)} bytes")
+            return True
+        except (OSError, http.client.HTTPException, ValueError) as e:
+            log(f"request {i} failed: {e!r}")
+            self.close()
+            return False
+
+    def spread(self):
+        return ", ".join(f"origin {o}: {n}" for o, n in sorted(self.origins.items()))
+
+
+def client(name):
+    """Helper process `varnish-client --name 2`: objects of its own keys and POSTs."""
+    term = terminated()
+    c = Client(ports("varnish-cache")[0])
+    ok = failed = i = 0
+    end = time.monotonic() + WORKLOAD_S
+    while not term.is_set() and time.monotonic() < end and i < 150:
+        if i % 3 == 2:
+            data = f"client {name} request {i} ".encode() * (1 + i % 11)
+            good = c.check(i, "POST", "/echo", hashlib.sha1(data).hexdigest().encode(), data)
+        else:
+            k = 200 + i % 13
+            good = c.check(i, "GET", f"/obj/{k}", body(k))
+        ok, failed, i = ok + good, failed + (not good), i + 1
+        time.sleep(0.08)
+    c.close()
+    log(f"varnish client {name}: {ok}/{i} requests ok, {failed} failed, {c.hits} cache hits ({c.spread()})"
+        f"{' (told to stop)' if term.is_set() else ''}")
+
+
+def run(tmp, n):
+    front, o1, o2 = ports("varnish-cache")[:3]
+    vd = os.path.join(tmp, "varnish")
+    os.makedirs(vd, exist_ok=True)
+    os.chmod(vd, 0o777)  # varnishd's child runs as the user `vcache` and reads its work dir
+    vcl = os.path.join(vd, "default.vcl")
+    with open(vcl, "w") as f:
+        f.write(VCL.format(o1=o1, o2=o2))
+    os.chmod(vcl, 0o644)
+    group = None
+    try:
+        with Daemons(tmp) as d:
+            for k, port in ((1, o1), (2, o2)):
+                p = d.start(f"origin{k}", [PY, LAUNCHER, "varnish-origin", "--name", str(k)])
+                wait_port(port, p, timeout=10)
+            p = d.start("varnishd", [
+                "varnishd", "-F", "-n", vd, "-a", f"127.0.0.1:{front}", "-f", vcl, "-T", "none",
+                "-s", "malloc,16m", "-p", "thread_pools=1", "-p", "thread_pool_min=8",
+                "-p", "thread_pool_max=40", "-p", "timeout_idle=5", "-p", "cli_timeout=30",
+            ], start_new_session=True)
+            group = p.pid
+            wait_port(front, p, timeout=30)
+            other = d.start("client2", [PY, LAUNCHER, "varnish-client", "--name", "2"])
+            c = Client(front)
+            ok = failed = 0
+            for i in steps(n):
+                k = i % 19
+                path = f"/live/{i}" if i % 4 == 3 else f"/obj/{k}"
+                good = c.check(i, "GET", path, body(i if i % 4 == 3 else k))
+                ok, failed = ok + good, failed + (not good)
+                time.sleep(0.06)
+            c.close()
+            try:
+                other.wait(timeout=WORKLOAD_S)
+            except Exception:
+                log("client 2 did not stop")
+            log(f"varnish-cache: {ok}/{n} requests ok, {failed} failed, {c.hits} cache hits ({c.spread()})")
+    finally:
+        # The manager and its cache child share a process group; a child stopped by SIGSTOP
+        # outlives its manager (killed after 5 s): whatever is left is killed.
+        if group is not None:
+            try:
+                os.killpg(group, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
