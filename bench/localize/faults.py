@@ -433,7 +433,7 @@ def _squid():
 def _validation_run4():
     """Validation systems added on 2026-11-28 for validation run 4 (branch loc-sysa): no
     method has been run on them."""
-    return {"varnish-cache": _varnish()}
+    return {"varnish-cache": _varnish(), "pdns-knot": _pdns()}
 
 
 def _varnish():
@@ -462,6 +462,39 @@ def _varnish():
         ("origin-eagain", "exhaust", f"{RECV}:errno=EAGAIN,{vd},peer-port={O1},after=40,count=25"),
         ("client-code", "code", f"py:http.client:HTTPConnection.request:raise=BrokenPipeError,nth=80,{client2}"),
         ("origin-code", "code", f"py:http.server:BaseHTTPRequestHandler.parse_request:raise=ConnectionResetError,nth=60,{o2}"),
+    ]
+
+
+def _pdns():
+    K, R = ports("pdns-knot")[:2]
+    # Counted with strace on a run without the tracer: pdns_recursor receives the clients'
+    # UDP queries (recvmsg, local-port R) about 510 times (half find nothing) and answers
+    # (sendmsg) about 270; it reads its TCP clients (recvfrom, local-port R) about 510
+    # times, writes them (writev) about 170 and accepts about 170 connections. To knot it
+    # sends about 270 UDP queries on connected sockets (sendto, peer-port K), receives as
+    # many (recvfrom), and reads its TCP connections (the big TXT sets) about 40 times.
+    # knotd receives (recvmmsg) and answers (sendmmsg) about 270 times over UDP, which no
+    # rule can name; over TCP it receives (recvmsg) about 28 times and answers (sendmsg)
+    # about 13: knot's faults sit there. The recursor reads its TCP clients with recv
+    # (recvfrom for the kernel). The recursor gives up on knot after 1 s
+    # (network-timeout), a client after 1.5 s.
+    rec, knot = "exe=pdns_recursor", "exe=knotd"
+    tcp, nx = "argv=pdns-client --name tcp", "argv=pdns-client --name nx"
+    return [
+        ("forward-tcp-reset", "reset", f"read:errno=ECONNRESET,{rec},peer-port={K},nth=15,count=1"),
+        ("client-tcp-reset", "reset", f"recv|recvfrom:errno=ECONNRESET,{rec},local-port={R},nth=200,count=1"),
+        ("answer-corrupt", "corrupt", f"recvfrom:corrupt=3,{rec},peer-port={K},nth=100,count=1"),
+        ("query-corrupt", "corrupt", f"recvmsg:corrupt=2,{rec},local-port={R},nth=200,count=1"),
+        ("forward-tcp-short", "short", f"read:short=5,{rec},peer-port={K},nth=15,count=1"),
+        ("client-tcp-short", "short", f"writev:short=9,{rec},local-port={R},nth=80,count=1"),
+        ("knot-slow", "delay", f"sendmsg:delay=3s,{knot},local-port={K},nth=5,count=1"),
+        ("knot-killed", "kill", f"recvmsg:kill=SIGKILL,{knot},local-port={K},nth=10"),
+        ("recursor-stopped", "stop", f"recvmsg:kill=SIGSTOP,{rec},local-port={R},nth=300"),
+        ("recursor-emfile", "exhaust", f"accept|accept4:errno=EMFILE,{rec},nth=20,count=1"),
+        ("recursor-enospc", "exhaust", f"sendmsg:errno=ENOSPC,{rec},local-port={R},nth=150,count=1"),
+        ("forward-eagain", "exhaust", f"recvfrom:errno=EAGAIN,{rec},peer-port={K},after=100,count=20"),
+        ("tcp-client-code", "code", f"py:dns.query:tcp:raise=ConnectionResetError,nth=60,{tcp}"),
+        ("nx-client-code", "code", f"py:dns.query:udp:raise=dns.exception.Timeout,nth=60,{nx}"),
     ]
 
 

@@ -6,7 +6,8 @@
 #           mosquitto, ngircd, unbound, nsd, gearman-job-server, gearman-tools,
 #           zookeeper, rabbitmq-server, default-jre-headless,
 #           slapd, tarantool, lighttpd, php-cgi, mariadb-server, rsyslog,
-#           rsyslog-relp, dovecot-imapd, prosody, squid, varnish                 (validation half)
+#           rsyslog-relp, dovecot-imapd, prosody, squid, varnish, pdns-recursor,
+#           knot                                                                 (validation half)
 #   PyPI:   Pyro5 (tuning); paho-mqtt, dnspython, aiohttp, kazoo, pika, grpcio, ldap3,
 #           tarantool, pymysql, pyzmq, slixmpp (validation)
 # Installs (only when something is missing) run under the machine's install lock
@@ -53,6 +54,8 @@ have dovecot || need+=(dovecot-imapd)
 have prosody || need+=(prosody)
 have squid || need+=(squid)
 have varnishd || need+=(varnish)
+have pdns_recursor || need+=(pdns-recursor)
+have knotd || need+=(knot)
 if [ ${#need[@]} -gt 0 ]; then
     lock
     echo "localize setup: apt-get install ${need[*]}" >&2

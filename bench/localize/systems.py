@@ -37,6 +37,7 @@ bounded, and the launcher stops its daemons (SIGTERM, then SIGKILL) on every exi
 | `xmpp-chat` | validation | prosody + an external component and 2 clients on slixmpp | an XMPP server with a component (Lua, CPython asyncio) |
 | `squid-cache` | validation | squid → an http.server origin + 2 http.client clients | a caching HTTP proxy (C++) |
 | `varnish-cache` | validation | varnishd (manager + cache child) → 2 http.server origins (round robin) + 2 http.client clients | a caching HTTP accelerator (C) |
+| `pdns-knot` | validation | PowerDNS Recursor → Knot DNS authoritative + dnspython clients over UDP and TCP | a forwarding DNS resolver chain (C++, C) |
 """
 
 import argparse
@@ -71,6 +72,7 @@ SYSTEMS = {
     "xmpp-chat": ("xmpp_chat", "run"),
     "squid-cache": ("squid_cache", "run"),
     "varnish-cache": ("varnish_cache", "run"),
+    "pdns-knot": ("pdns_knot", "run"),
 }
 HELPERS = {
     "job-queue-worker": ("job_queue", "beanstalk_worker"),
@@ -99,6 +101,7 @@ HELPERS = {
     "squid-client": ("squid_cache", "client"),
     "varnish-origin": ("varnish_cache", "origin"),
     "varnish-client": ("varnish_cache", "client"),
+    "pdns-client": ("pdns_knot", "client"),
 }
 
 

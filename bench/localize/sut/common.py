@@ -43,6 +43,7 @@ SLOTS = {
     "squid-cache": 17,
     # Slots 18, 19 and 23: systems added by the helper branch loc-sysa.
     "varnish-cache": 18,
+    "pdns-knot": 19,
     # Slots 20 and up: systems added by the helper branch loc-fresh (others append below 20).
     "mariadb-replication": 20,
     "rsyslog-relay": 21,
