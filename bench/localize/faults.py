@@ -433,7 +433,7 @@ def _squid():
 def _validation_run4():
     """Validation systems added on 2026-11-28 for validation run 4 (branch loc-sysa): no
     method has been run on them."""
-    return {"varnish-cache": _varnish(), "pdns-knot": _pdns()}
+    return {"varnish-cache": _varnish(), "pdns-knot": _pdns(), "radius-proxy": _radius()}
 
 
 def _varnish():
@@ -495,6 +495,35 @@ def _pdns():
         ("forward-eagain", "exhaust", f"recvfrom:errno=EAGAIN,{rec},peer-port={K},after=100,count=20"),
         ("tcp-client-code", "code", f"py:dns.query:tcp:raise=ConnectionResetError,nth=60,{tcp}"),
         ("nx-client-code", "code", f"py:dns.query:udp:raise=dns.exception.Timeout,nth=60,{nx}"),
+    ]
+
+
+def _radius():
+    P, H1, H2 = ports("radius-proxy")[:3]
+    # Counted with strace on a run without the tracer: every FreeRADIUS server peeks at a
+    # datagram's header (recvfrom, MSG_PEEK) and then receives it (recvmsg) on its
+    # listening socket (local-port) and answers there (sendmsg): the proxy about 270
+    # times, each home server about 135. The proxy sends to the home servers on an
+    # unconnected socket (sendto, no port to narrow it: sendto is used for nothing else)
+    # about 270 times and receives their answers (recvmsg) as often. The proxy gives up on
+    # a home server after 1 s (response_window), a client after 2.5 s.
+    proxy, h1, h2 = "exe=freeradius,argv=proxy -n", "exe=freeradius,argv=home1 -n", "exe=freeradius,argv=home2 -n"
+    client2, launcher = "argv=radius-client --name 2", "argv=systems.py radius-proxy"
+    return [
+        ("client-reset", "reset", f"recvmsg:errno=ECONNRESET,{proxy},local-port={P},nth=150,count=1"),
+        ("home-reset", "reset", f"recvmsg:errno=ECONNRESET,{h1},local-port={H1},nth=60,count=1"),
+        ("request-corrupt", "corrupt", f"recvmsg:corrupt=3,{proxy},local-port={P},nth=150,count=1"),
+        ("home-request-corrupt", "corrupt", f"recvmsg:corrupt=4,{h2},local-port={H2},nth=60,count=1"),
+        ("reply-short", "short", f"sendmsg:short=12,{proxy},local-port={P},nth=150,count=1"),
+        ("home-request-short", "short", f"recvmsg:short=10,{h1},local-port={H1},nth=70,count=1"),
+        ("home-slow", "delay", f"sendmsg:delay=2s,{h2},local-port={H2},nth=60,count=1"),
+        ("home-killed", "kill", f"recvmsg:kill=SIGKILL,{h1},local-port={H1},nth=60"),
+        ("proxy-stopped", "stop", f"recvmsg:kill=SIGSTOP,{proxy},local-port={P},nth=200"),
+        ("proxy-enospc", "exhaust", f"sendmsg:errno=ENOSPC,{proxy},local-port={P},nth=150,count=1"),
+        ("forward-enobufs", "exhaust", f"sendto:errno=ENOBUFS,{proxy},nth=100,count=1"),
+        ("home-eagain", "exhaust", f"recvmsg:errno=EAGAIN,{h2},local-port={H2},after=40,count=25"),
+        ("client-code", "code", f"py:sut.radius_proxy:Client.ask:raise=ConnectionRefusedError,nth=80,{client2}"),
+        ("launcher-code", "code", f"py:hmac:new:raise=ValueError,nth=70,{launcher}"),
     ]
 
 

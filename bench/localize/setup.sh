@@ -7,7 +7,7 @@
 #           zookeeper, rabbitmq-server, default-jre-headless,
 #           slapd, tarantool, lighttpd, php-cgi, mariadb-server, rsyslog,
 #           rsyslog-relp, dovecot-imapd, prosody, squid, varnish, pdns-recursor,
-#           knot                                                                 (validation half)
+#           knot, freeradius                                                     (validation half)
 #   PyPI:   Pyro5 (tuning); paho-mqtt, dnspython, aiohttp, kazoo, pika, grpcio, ldap3,
 #           tarantool, pymysql, pyzmq, slixmpp (validation)
 # Installs (only when something is missing) run under the machine's install lock
@@ -56,6 +56,7 @@ have squid || need+=(squid)
 have varnishd || need+=(varnish)
 have pdns_recursor || need+=(pdns-recursor)
 have knotd || need+=(knot)
+have freeradius || need+=(freeradius)
 if [ ${#need[@]} -gt 0 ]; then
     lock
     echo "localize setup: apt-get install ${need[*]}" >&2

@@ -38,6 +38,7 @@ bounded, and the launcher stops its daemons (SIGTERM, then SIGKILL) on every exi
 | `squid-cache` | validation | squid → an http.server origin + 2 http.client clients | a caching HTTP proxy (C++) |
 | `varnish-cache` | validation | varnishd (manager + cache child) → 2 http.server origins (round robin) + 2 http.client clients | a caching HTTP accelerator (C) |
 | `pdns-knot` | validation | PowerDNS Recursor → Knot DNS authoritative + dnspython clients over UDP and TCP | a forwarding DNS resolver chain (C++, C) |
+| `radius-proxy` | validation | FreeRADIUS proxy → 2 FreeRADIUS home servers (load-balanced) + 2 Python RADIUS clients | an AAA proxy over UDP (C) |
 """
 
 import argparse
@@ -73,6 +74,7 @@ SYSTEMS = {
     "squid-cache": ("squid_cache", "run"),
     "varnish-cache": ("varnish_cache", "run"),
     "pdns-knot": ("pdns_knot", "run"),
+    "radius-proxy": ("radius_proxy", "run"),
 }
 HELPERS = {
     "job-queue-worker": ("job_queue", "beanstalk_worker"),
@@ -102,6 +104,7 @@ HELPERS = {
     "varnish-origin": ("varnish_cache", "origin"),
     "varnish-client": ("varnish_cache", "client"),
     "pdns-client": ("pdns_knot", "client"),
+    "radius-client": ("radius_proxy", "client"),
 }
 
 

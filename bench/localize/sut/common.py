@@ -48,6 +48,7 @@ SLOTS = {
     "mariadb-replication": 20,
     "rsyslog-relay": 21,
     "imap-mailstore": 22,
+    "radius-proxy": 23,  # loc-sysa
 }
 
 
