@@ -20,8 +20,12 @@ request type burns), the error of each type's demand — CPU per request (`cpu_d
 from the reader's CPU samples) and busy time per request (`demand_s`, wall clock: it
 includes waiting for a CPU on a loaded machine).
 
-Set-up (Debian: memcached, haproxy; sqlite3 is Python's) is `bench/demand/setup.sh`, run
-first. Loopback only, ports 26000-26099 by default (--port-base). Not part of the default
+A fault injected by time (`dbread` of shop-uwsgi-mariadb: MariaDB's socket reads delayed
+from the fault's instant on) is passed to `culprit record --inject` with `at=` that
+instant; the run's load then starts at a fixed time, SETUP_S after the recording begins.
+
+Set-up (Debian: memcached, haproxy, nginx, PostgreSQL, MariaDB, uWSGI; sqlite3 is
+Python's) is `bench/demand/setup.sh`, run first. Loopback only, ports 26000-26099 by default (--port-base). Not part of the default
 test run.
 """
 
@@ -35,13 +39,22 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+import shop  # noqa: E402  (bench/demand/shop.py: a system's tiers and faults)
 
 FAULTS = {
     "webapp-cache-db": ["index"],
     "haproxy-apps": ["hog", "heavy"],
     "job-queue": ["lock", "slow"],
     "api-pool-pg": ["index", "lock", "slow"],
+    shop.NAME: shop.FAULTS,
 }
+# Faults injected by `culprit record --inject` from a given time (`at=`): the rule, with
+# `{at}` the fault's UNIX time. The load of such a run starts at a fixed instant
+# (`systems.py run --start-at`), SETUP_S after the recording begins, so that the instant
+# is known before the system starts.
+INJECTED = {(shop.NAME, "dbread"): shop.DBREAD_RULE}
+SETUP_S = 150.0
 # Systems with tiers running as another user (PostgreSQL runs as postgres): the pool must
 # be writable by them.
 SHARED_WRITERS = {"api-pool-pg"}
@@ -65,13 +78,19 @@ def record(culprit, system, fault, seconds, out, port_base):
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
     truth = trace + ".truth.json"
+    inject, start = [], []
+    if (system, fault) in INJECTED:
+        start_at = round(time.time() + SETUP_S, 3)
+        at = round(start_at + 0.75 * seconds, 3)
+        inject = ["--inject", INJECTED[(system, fault)].format(at="%.3f" % at)]
+        start = ["--start-at", "%.3f" % start_at]
     cmd = [
-        culprit, "record", *(["--shared-writers"] if system in SHARED_WRITERS else []), "-o", trace, "--",
+        culprit, "record", *(["--shared-writers"] if system in SHARED_WRITERS else []), "-o", trace, *inject, "--",
         sys.executable, os.path.join(HERE, "systems.py"), "run", system,
         "--seconds", str(seconds), "--fault", fault, "--fault-at", str(0.75 * seconds),
-        "--truth", truth, "--workdir", work, "--port-base", str(port_base),
+        "--truth", truth, "--workdir", work, "--port-base", str(port_base), *start,
     ]
-    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=seconds + 180)
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=seconds + 180 + SETUP_S)
     if r.returncode != 0 or not os.path.exists(truth):
         raise RuntimeError("%s %s: record failed (%d): %s" % (system, fault, r.returncode, r.stderr.decode()[-2000:]))
     with open(truth) as f:

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the demand suite (bench/demand/) needs, only what is missing: memcached,
-# haproxy, nginx and PostgreSQL from Debian (sqlite3 is Python's own module), gunicorn and
-# psycopg2 from PyPI. Idempotent. Not run by scripts/setup.sh: the suite is not in the
+# haproxy, nginx, PostgreSQL, MariaDB, uWSGI with its Python 3 plugin and PyMySQL (for the
+# plugin's Debian Python) from Debian (sqlite3 is Python's own module), gunicorn, psycopg2
+# and PyMySQL (for the suite's Python) from PyPI. Idempotent. Not run by scripts/setup.sh: the suite is not in the
 # default test run.
 set -euo pipefail
 SUDO=""
@@ -11,6 +12,10 @@ command -v memcached >/dev/null || [ -x /usr/bin/memcached ] || need+=(memcached
 command -v haproxy >/dev/null || [ -x /usr/sbin/haproxy ] || need+=(haproxy)
 command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || need+=(nginx)
 command -v postgres >/dev/null || ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || need+=(postgresql)
+[ -x /usr/sbin/mariadbd ] || need+=(mariadb-server)
+[ -x /usr/bin/uwsgi-core ] || need+=(uwsgi-core)
+[ -e /usr/lib/uwsgi/plugins/python3_plugin.so ] || need+=(uwsgi-plugin-python3)
+[ -d /usr/lib/python3/dist-packages/pymysql ] || need+=(python3-pymysql)
 if [ ${#need[@]} -gt 0 ]; then
     echo "demand setup: apt-get install ${need[*]}" >&2
     $SUDO apt-get update -qq
@@ -18,4 +23,5 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 python3 -c 'import sqlite3' || { echo "demand setup: this Python has no sqlite3 module" >&2; exit 1; }
 python3 -c 'import gunicorn, psycopg2' 2>/dev/null || python3 -m pip install -q gunicorn psycopg2-binary
+python3 -c 'import pymysql' 2>/dev/null || python3 -m pip install -q pymysql
 id postgres >/dev/null 2>&1 || { echo "demand setup: no postgres user (the postgresql package makes it)" >&2; exit 1; }

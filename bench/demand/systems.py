@@ -12,6 +12,8 @@ Systems (bench/demand/split.json):
   each result to a sqlite3 file (fsync per commit).
 - api-pool-pg: nginx -> gunicorn (a pool of 3 sync workers on one port, `pgapp.py`,
   burning a known CPU time per request type) -> PostgreSQL (one backend per worker).
+- shop-uwsgi-mariadb: nginx -> uWSGI (3 workers, `shopapp.py`, burning a known CPU time
+  per request type) -> MariaDB; its tiers and faults are in `shop.py`.
 
 `run` writes a truth file (JSON): the pids of each tier, the phases, the fault (which
 tiers, when) and the known CPU demands. Loopback only; every process is bounded by the
@@ -33,6 +35,8 @@ import subprocess
 import sys
 import threading
 import time
+
+import shop
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ME = os.path.abspath(__file__)
@@ -561,6 +565,7 @@ def run_system(a, procs, extra):
     truth["phases"] = plan
     py = [sys.executable, ME]
     fault_tiers = []
+    moved = {}  # tier -> pids taken out of the tier they descend from
     if a.system == "webapp-cache-db":
         dbf = os.path.join(tmp, "web.db")
         init_db(dbf)
@@ -651,18 +656,34 @@ def run_system(a, procs, extra):
 
         truth["cpu_demand_s"] = {"api": {"lookup": 0.001, "report": 0.005, "order": 0.0005}}
         fault_tiers = {"index": ["database"], "lock": ["database"], "slow": ["api"]}.get(a.fault, [])
+    elif a.system == shop.NAME:
+        send = shop.start(tmp, base, procs, spawn, wait_port, http_get, moved)
+        truth["cpu_demand_s"] = shop.CPU_DEMAND_S
+        fault_tiers = shop.FAULT_TIERS.get(a.fault, [])
     else:
         raise SystemExit("unknown system %s" % a.system)
 
     stop = threading.Event()
     errors = []
-    t_start = time.time()
+    if a.start_at:
+        # The load starts at a given instant (a fault injected by time, `--inject ...,at=`,
+        # was computed from it); a set-up that took longer fails the run.
+        late = time.time() - a.start_at
+        if late > 0:
+            raise SystemExit("set-up ended %.1f s after --start-at" % late)
+        time.sleep(a.start_at - time.time())
+    t_start = a.start_at or time.time()
     lt = threading.Thread(target=load, args=(a.seconds, plan, send, stop, errors))
     lt.start()
     if a.fault != "none":
         time.sleep(max(0.0, t_start + a.fault_at - time.time()))
         t_fault = time.time_ns()
-        if a.fault == "index" and a.system == "api-pool-pg":
+        if a.fault == "dbread":
+            # Injected by `culprit record --inject` from this instant (run.py: at=).
+            t_fault = int(round((t_start + a.fault_at) * 1e3)) * 1_000_000
+        if a.system == shop.NAME:
+            shop.fault(a.fault, tmp, base, extra, spawn, moved)
+        elif a.fault == "index" and a.system == "api-pool-pg":
             pg_sql(base + 2, "DROP INDEX orders_customer")
         elif a.fault == "index":
             procs["database"][0].send_signal(signal.SIGUSR1)
@@ -697,6 +718,10 @@ def run_system(a, procs, extra):
             except OSError:
                 pass
         tiers[name] = pids
+    for name, pids in moved.items():
+        for t in tiers.values():
+            t[:] = [p for p in t if p not in pids]
+        tiers[name] = list(pids)
     truth["tiers"] = tiers
     truth["t_start_unix_ns"] = int(t_start * 1e9)
     with open(a.truth, "w") as f:
@@ -714,6 +739,8 @@ def main():
     r.add_argument("--truth", required=True)
     r.add_argument("--workdir", required=True)
     r.add_argument("--port-base", type=int, default=26000)
+    r.add_argument("--start-at", type=float, default=0,
+                   help="start the load at this UNIX time (after the set-up)")
     d = sub.add_parser("db")
     d.add_argument("--port", type=int)
     d.add_argument("--file")

@@ -7,7 +7,9 @@ a dotted ``module.Name``) instead of running, on the calls the rule selects. The
 what they mean for a libc rule (``bufpool::inject``): a per-process counter of the
 function's calls (a forked child starts again at zero); ``nth=N`` only the N-th call;
 ``after=N`` the calls after the N-th; ``count=N`` at most N injections; ``prob=P`` with
-``seed=S`` a deterministic splitmix64 draw per call; ``pid=``, ``exe=``, ``argv=`` select
+``seed=S`` a deterministic splitmix64 draw per call; ``at=T`` only calls from the UNIX time
+T on and ``after-s=S`` only calls S seconds or more after the shim started (or the fork),
+earlier calls not counted; ``pid=``, ``exe=``, ``argv=`` select
 processes. ``culprit record`` has validated the rules; ``libtrace.so`` ignores them.
 
 The function is replaced when its module is imported (at once if it already is), by a
@@ -61,6 +63,8 @@ class _Rule(object):
         self.after = int(self.keys["after"]) if "after" in self.keys else None
         self.count = int(self.keys.get("count", "0"))
         self.seed = int(self.keys.get("seed", "0"))
+        self.at = float(self.keys["at"]) if "at" in self.keys else None
+        self.after_s = float(self.keys["after-s"]) if "after-s" in self.keys else None
         self.threshold = None
         if "prob" in self.keys:
             p = float(self.keys["prob"])
@@ -69,9 +73,12 @@ class _Rule(object):
 
     def reset(self):
         import _thread
+        import time
         self.lock = _thread.allocate_lock()
         self.seen = 0
         self.fired = 0
+        start = time.time()
+        self.from_t = max(self.at or 0.0, start + self.after_s if self.after_s is not None else 0.0)
 
     def applies(self):
         if "pid" in self.keys and int(self.keys["pid"]) != os.getpid():
@@ -97,6 +104,11 @@ class _Rule(object):
 
     def decide(self):
         """Counts one call; True when this call is to raise."""
+        if self.from_t:
+            import time
+            if time.time() < self.from_t:
+                return False
+            self.from_t = 0.0
         with self.lock:
             self.seen += 1
             c = self.seen

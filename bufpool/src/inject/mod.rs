@@ -66,7 +66,11 @@
 //! the process passes the process filters, and the socket passes the port filters
 //! (a socket without a port — UNIX, or not connected for `peer-port`: not yet, or no
 //! longer, once the kernel has fully closed the connection — never passes a port filter;
-//! ports are asked of the kernel at the time of the call). Every matching call increments the rule's per-process counter `c`
+//! ports are asked of the kernel at the time of the call), and, with `at=T` (UNIX seconds)
+//! or `after-s=S` (seconds since the process started: the library's constructor, or the
+//! fork for a forked child), the call is made at or after that `CLOCK_REALTIME` instant
+//! (both given: the later one; once a call has reached it the rule stays open in that
+//! process). Every matching call increments the rule's per-process counter `c`
 //! (1, 2, 3, …). The call is *eligible* when `c == nth` (if given), `c > after` (if given),
 //! and, if `prob=P` is given, the `c`-th output of a splitmix64 stream seeded with `seed`
 //! is below `P · 2^64`. An eligible call is injected if fewer than `count` injections were
@@ -74,8 +78,8 @@
 //! per call: the first rule that injects wins; later rules still count the call but do
 //! not use up their `count`.
 //!
-//! Hence determinism: the decision for a call depends only on the SPEC, the seed and how
-//! many matching calls the process made before it — the same program doing the same
+//! Hence determinism: without a time key, the decision for a call depends only on the
+//! SPEC, the seed and how many matching calls the process made before it — the same program doing the same
 //! calls gets the same injections, run after run. (Threads of one process share the
 //! counters; with several threads racing for the same function, "the n-th call" is the
 //! n-th in the order the counter was reached.)
@@ -97,7 +101,8 @@
 //! A `py:` rule (`py:MODULE:QUALNAME:raise=EXCEPTION,…`) names a Python function instead
 //! of libc calls; its funcs are empty, so `libtrace.so` never matches it. The Python shim
 //! reads the same [`INJECT_ENV`] value, counts the function's calls per process with the
-//! same `nth`/`after`/`count`/`prob`/`seed` semantics, raises the exception from eligible
+//! same `nth`/`after`/`count`/`prob`/`seed`/`at`/`after-s` semantics (`after-s` from the
+//! shim's start, or the fork), raises the exception from eligible
 //! calls, and records each such injection in the trace with `func` = [`PY_FUNC_ID`].
 
 mod errno;
@@ -163,10 +168,15 @@ KEY     pid=PID        only in this process
         count=N        at most N injections per process (0 = no limit)
         prob=P         each eligible call with probability P (0..1) ...
         seed=S         ... decided by a splitmix64 stream seeded with S
-Same SPEC, seed and program: same calls injected. Examples:
+        at=T           only calls from the UNIX time T (seconds, CLOCK_REALTIME,
+                       fraction ok) on; earlier calls are not counted
+        after-s=S      only calls S seconds or more after the process started
+                       (a forked child: after its fork); earlier not counted
+Same SPEC, seed and program: same calls injected (time keys aside). Examples:
   recv:short=3,nth=17
   read:errno=ECONNRESET,peer-port=7000,after=600,count=1
   send|write:delay=20ms,prob=0.05,seed=7
+  recv|read:delay=5ms,at=1795862400,local-port=5432
 ";
 
 /// The environment variable that carries the rules into traced processes.
@@ -332,6 +342,9 @@ pub struct Rule {
     seen: AtomicU64,
     /// Injections made in this process.
     fired: AtomicU64,
+    /// `at=` / `after-s=`: the `CLOCK_REALTIME` instant (ns) from which calls match; 0
+    /// when the rule has no time key or the instant has passed (then no clock is read).
+    from_ns: AtomicU64,
 }
 
 impl Rule {
@@ -348,7 +361,35 @@ impl Rule {
             applies: AtomicBool::new(false),
             seen: AtomicU64::new(0),
             fired: AtomicU64::new(0),
+            from_ns: AtomicU64::new(0),
         }
+    }
+
+    /// The instant from which calls match in a process started at `start_ns` (0: always).
+    fn start_of(&self, start_ns: u64) -> u64 {
+        let at = self.spec.at_ns.unwrap_or(0);
+        let after = self
+            .spec
+            .after_s_ns
+            .map_or(0, |d| start_ns.saturating_add(d));
+        at.max(after)
+    }
+
+    /// Whether the time keys let this call match. Reads the clock (through `now`, once
+    /// per [`RuleSet::check`]) only while the instant is still ahead; once a call reaches
+    /// it, the gate stays open in this process (a clock stepped back does not close it).
+    #[inline]
+    fn time_passes(&self, now: &mut impl FnMut() -> u64) -> bool {
+        // Relaxed: a standalone flag; two threads opening it at once store the same 0.
+        let from = self.from_ns.load(Relaxed);
+        if from == 0 {
+            return true;
+        }
+        if now() < from {
+            return false;
+        }
+        self.from_ns.store(0, Relaxed);
+        true
     }
 
     /// The parsed SPEC.
@@ -417,6 +458,12 @@ impl Rule {
             .fetch_update(Relaxed, Relaxed, |f| (f < self.spec.count).then_some(f + 1))
             .is_ok()
     }
+}
+
+/// `CLOCK_REALTIME` in nanoseconds since the epoch (vDSO; errno preserved).
+fn realtime_ns() -> u64 {
+    let _e = crate::sys::ErrnoGuard::new();
+    crate::sys::clock_ns(libc::CLOCK_REALTIME)
 }
 
 /// The `n`-th output (1-based) of splitmix64 seeded with `seed`.
@@ -490,13 +537,20 @@ impl RuleSet {
         self.on_fork(p.pid);
     }
 
-    /// In a forked child (`pid` is the child's): counters restart at zero and `pid=` is
-    /// evaluated again; `exe=`/`argv=` keep their result (the image did not change).
+    /// In a forked child (`pid` is the child's): counters restart at zero, `pid=` is
+    /// evaluated again and `after-s=` counts from now; `exe=`/`argv=` keep their result
+    /// (the image did not change).
     pub fn on_fork(&self, pid: u32) {
+        self.restart(pid, realtime_ns());
+    }
+
+    /// [`RuleSet::on_fork`] for a process that started at `start_ns` (`CLOCK_REALTIME`).
+    fn restart(&self, pid: u32, start_ns: u64) {
         for r in &self.rules {
             let ok = r.image_match.load(Relaxed) && r.spec.pid.is_none_or(|want| want == pid);
             r.seen.store(0, Relaxed);
             r.fired.store(0, Relaxed);
+            r.from_ns.store(r.start_of(start_ns), Relaxed);
             r.applies.store(ok, Relaxed);
         }
     }
@@ -509,10 +563,28 @@ impl RuleSet {
 
     /// Counts the call against every rule it matches and returns the injection to make,
     /// if any. Never allocates or blocks; asks `ports` only for rules with port keys.
+    /// A rule with `at=`/`after-s=` reads `CLOCK_REALTIME` (vDSO) until its instant passes.
     pub fn check<P: PortSource + ?Sized>(&self, f: LibFn, ports: &mut P) -> Option<Hit<'_>> {
+        self.check_with_clock(f, ports, realtime_ns)
+    }
+
+    /// [`RuleSet::check`] with the clock given (read at most once, and only when a rule
+    /// with a time key that has not yet opened concerns the call).
+    fn check_with_clock<P: PortSource + ?Sized>(
+        &self,
+        f: LibFn,
+        ports: &mut P,
+        clock: impl Fn() -> u64,
+    ) -> Option<Hit<'_>> {
+        let mut read: Option<u64> = None;
+        let mut now = || *read.get_or_insert_with(&clock);
         let mut hit = None;
         for r in &self.rules {
-            if !r.funcs.contains(f) || !r.applies.load(Relaxed) || !r.ports_pass(ports) {
+            if !r.funcs.contains(f)
+                || !r.applies.load(Relaxed)
+                || !r.time_passes(&mut now)
+                || !r.ports_pass(ports)
+            {
                 continue;
             }
             if let Some(call) = r.count_and_test() {

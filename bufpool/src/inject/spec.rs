@@ -7,8 +7,9 @@
 //! effect   = "short=" N | "errno=" NAME | "eof" | "corrupt=" N
 //!          | "delay=" DURATION | "close" | "kill=" SIGNAL
 //! key      = "pid" | "exe" | "argv" | "local-port" | "peer-port"
-//!          | "nth" | "after" | "count" | "prob" | "seed"
+//!          | "nth" | "after" | "count" | "prob" | "seed" | "at" | "after-s"
 //! N        = 1*DIGIT                            ; decimal
+//! SECONDS  = 1*DIGIT [ "." 1*DIGIT ]            ; value of at= and after-s=
 //! DURATION = 1*DIGIT [ "." 1*DIGIT ] ( "ns" | "us" | "ms" | "s" )
 //! P        = 1*DIGIT [ "." 1*DIGIT ]            ; 0 ≤ P ≤ 1
 //! ```
@@ -258,6 +259,13 @@ pub struct Spec {
     pub prob_threshold: Option<u64>,
     /// `seed=`: seed of the per-call hash behind `prob` (default 0).
     pub seed: u64,
+    /// `at=UNIX_SECONDS`: only calls made at or after this `CLOCK_REALTIME` instant, in
+    /// nanoseconds since the epoch; earlier calls do not match (they are not counted).
+    pub at_ns: Option<u64>,
+    /// `after-s=SECONDS`: only calls made this many nanoseconds or more after the process
+    /// started (the library's constructor, or the fork for a forked child); earlier calls
+    /// do not match.
+    pub after_s_ns: Option<u64>,
     /// For a `py:` rule: the Python function and its exception (`funcs` is then empty and
     /// `effect` is [`Effect::Raise`]).
     pub py: Option<PyTarget>,
@@ -303,6 +311,8 @@ pub const KEYS: &[&str] = &[
     "count",
     "prob",
     "seed",
+    "at",
+    "after-s",
 ];
 
 const EFFECTS_EXPECTED: &str =
@@ -553,6 +563,8 @@ pub fn parse_spec(text: &str) -> Result<Spec, SpecError> {
         count: 0,
         prob_threshold: None,
         seed: 0,
+        at_ns: None,
+        after_s_ns: None,
         py: None,
     };
     parse_keys(&mut c, &mut spec)?;
@@ -608,6 +620,8 @@ fn parse_py(mut c: Cursor<'_>) -> Result<Spec, SpecError> {
         count: 0,
         prob_threshold: None,
         seed: 0,
+        at_ns: None,
+        after_s_ns: None,
         py: Some(PyTarget {
             module: module.to_string(),
             qualname: qualname.to_string(),
@@ -621,7 +635,7 @@ fn parse_py(mut c: Cursor<'_>) -> Result<Spec, SpecError> {
             let before = &c.s[..keys_at + i];
             before.rfind(',').map_or(keys_at, |j| j + 1)
         });
-        return Err(c.err_at(at, "a key of a py: rule (pid, exe, argv, nth, after, count, prob, seed): a Python function has no socket"));
+        return Err(c.err_at(at, "a key of a py: rule (pid, exe, argv, nth, after, count, prob, seed, at, after-s): a Python function has no socket"));
     }
     Ok(spec)
 }
@@ -645,7 +659,7 @@ fn parse_keys(c: &mut Cursor<'_>, spec: &mut Spec) -> Result<(), SpecError> {
         let Some(&key) = KEYS.iter().find(|&&k| k == key) else {
             return Err(c.err_at(
                 kat,
-                "a key: pid, exe, argv, local-port, peer-port, nth, after, count, prob or seed",
+                "a key: pid, exe, argv, local-port, peer-port, nth, after, count, prob, seed, at or after-s",
             ));
         };
         if seen.contains(&key) {
@@ -712,6 +726,13 @@ fn parse_keys(c: &mut Cursor<'_>, spec: &mut Spec) -> Result<(), SpecError> {
                 spec.prob_threshold = Some(prob_threshold(p));
             }
             "seed" => spec.seed = c.number("a seed (decimal, below 2^64)")?.1,
+            "at" => spec.at_ns = Some(seconds(c, "a UNIX time in seconds (e.g. 1795862400.5)")?),
+            "after-s" => {
+                spec.after_s_ns = Some(seconds(
+                    c,
+                    "seconds since the process started (e.g. 30, 2.5)",
+                )?)
+            }
             _ => unreachable!("every key of KEYS is handled"),
         }
         c.expect_separator()?;
@@ -733,6 +754,39 @@ fn prob_threshold(p: f64) -> u64 {
     }
 }
 
+/// `DIGITS[.DIGITS]` seconds → nanoseconds (`at=`, `after-s=`); digits below one
+/// nanosecond must be zeros, and the value must stay below 2^64 ns (year 2554).
+fn seconds(c: &mut Cursor<'_>, what: &str) -> Result<u64, SpecError> {
+    let (at, int, frac) = c.decimal(what)?;
+    scaled(c, at, int, frac, 1_000_000_000)
+}
+
+/// `int.frac` times `scale` nanoseconds, exactly; an error at `at` when it is not a
+/// whole number of nanoseconds or overflows.
+fn scaled(c: &Cursor<'_>, at: usize, int: u64, frac: &str, scale: u64) -> Result<u64, SpecError> {
+    let too_long = || c.err_text(at, &c.s[at..c.pos], "a time below 584 years (2^64 ns)");
+    let mut ns = int.checked_mul(scale).ok_or_else(too_long)?;
+    // The fraction, digit by digit, truncated below one nanosecond.
+    let mut place = scale;
+    for d in frac.bytes() {
+        place /= 10;
+        if place == 0 {
+            if d != b'0' {
+                return Err(c.err_text(
+                    at,
+                    &c.s[at..c.pos],
+                    "a time that is a whole number of nanoseconds",
+                ));
+            }
+            continue;
+        }
+        ns = ns
+            .checked_add((d - b'0') as u64 * place)
+            .ok_or_else(too_long)?;
+    }
+    Ok(ns)
+}
+
 /// `DIGITS[.DIGITS](ns|us|ms|s)` → nanoseconds.
 fn duration(c: &mut Cursor<'_>) -> Result<u64, SpecError> {
     let (at, int, frac) = c.decimal("a duration (e.g. 20ms, 1.5s, 500us, 100ns)")?;
@@ -745,25 +799,5 @@ fn duration(c: &mut Cursor<'_>) -> Result<u64, SpecError> {
         "s" => 1_000_000_000,
         _ => return Err(c.err_at(uat, "a duration unit: ns, us, ms or s")),
     };
-    let too_long = || c.err_text(at, &c.s[at..c.pos], "a duration below 584 years");
-    let mut ns = int.checked_mul(scale).ok_or_else(too_long)?;
-    // The fraction, digit by digit, truncated below one nanosecond.
-    let mut place = scale;
-    for d in frac.bytes() {
-        place /= 10;
-        if place == 0 {
-            if d != b'0' {
-                return Err(c.err_text(
-                    at,
-                    &c.s[at..c.pos],
-                    "a duration that is a whole number of nanoseconds",
-                ));
-            }
-            continue;
-        }
-        ns = ns
-            .checked_add((d - b'0') as u64 * place)
-            .ok_or_else(too_long)?;
-    }
-    Ok(ns)
+    scaled(c, at, int, frac, scale)
 }

@@ -238,7 +238,7 @@ fn key_errors_name_the_column() {
     err_at(
         "recv:eof,nht=3",
         10,
-        "a key: pid, exe, argv, local-port, peer-port, nth, after, count, prob or seed",
+        "a key: pid, exe, argv, local-port, peer-port, nth, after, count, prob, seed, at or after-s",
         "`nht`",
     );
     err_at("recv:eof, nth=3", 10, "a key", "` nth`");
@@ -315,7 +315,7 @@ fn errors_display_with_position_and_caret() {
     assert_eq!(
         e.to_string(),
         "column 14: expected a key: pid, exe, argv, local-port, peer-port, nth, after, count, \
-         prob or seed, found `nht`"
+         prob, seed, at or after-s, found `nht`"
     );
     assert_eq!(
         e.caret("recv:short=3,nht=17"),
@@ -714,7 +714,7 @@ fn help_names_every_function_effect_and_key_and_its_examples_parse() {
         .skip_while(|l| !l.ends_with("Examples:"))
         .skip(1)
         .collect();
-    assert_eq!(examples.len(), 3);
+    assert_eq!(examples.len(), 4);
     for ex in examples {
         ok(ex.trim());
     }
@@ -775,4 +775,89 @@ fn py_rules_parse_with_their_keys_and_match_no_libc_call() {
     assert_eq!(hit.rule, 1);
     assert_eq!(record_func_name(PY_FUNC_ID), "python");
     assert_eq!(record_func_name(LibFn::Recv.id() as u16), "recv");
+}
+
+#[test]
+fn time_keys_parse_to_nanoseconds() {
+    let s = ok("recv|read:delay=5ms,at=1795862400.25,local-port=5432");
+    assert_eq!(s.at_ns, Some(1_795_862_400_250_000_000));
+    assert_eq!(s.after_s_ns, None);
+    assert_eq!(ok("recv:eof,after-s=30").after_s_ns, Some(30_000_000_000));
+    assert_eq!(ok("recv:eof,after-s=0.000000001").after_s_ns, Some(1));
+    assert_eq!(
+        ok("py:m:f:raise=TimeoutError,at=10,after-s=2").at_ns,
+        Some(10_000_000_000)
+    );
+    err_at("recv:eof,at=", 13, "a UNIX time in seconds", "end of rule");
+    err_at("recv:eof,at=-5", 13, "a UNIX time in seconds", "`-5`");
+    err_at("recv:eof,after-s=1.5s", 21, "`,` or the end", "`s`");
+    err_at(
+        "recv:eof,at=1.0000000001",
+        13,
+        "a whole number of nanoseconds",
+        "`1.0000000001`",
+    );
+    err_at(
+        "recv:eof,at=99999999999",
+        13,
+        "below 584 years",
+        "`99999999999`",
+    );
+    err_at("recv:eof,at=1,at=2", 15, "each key at most once", "`at`");
+}
+
+/// Runs `n` calls of `f` at the times `t(i)` (i = 1..=n) and returns the injected ones.
+fn injected_at(r: &RuleSet, f: LibFn, n: u64, t: impl Fn(u64) -> u64) -> Vec<u64> {
+    (1..=n)
+        .filter(|&i| r.check_with_clock(f, &mut NoPorts, || t(i)).is_some())
+        .collect()
+}
+
+#[test]
+fn at_opens_the_rule_at_its_instant_and_earlier_calls_are_not_counted() {
+    let r = RuleSet::new(vec![ok("read:delay=1ms,at=100,nth=2")]);
+    r.bind(&proc(1));
+    // Calls 1..=5 at 96..100 s are before the instant: not counted; from call 5 (t = 100 s)
+    // on they match, so nth=2 is call 6.
+    let t = |i: u64| (95 + i) * 1_000_000_000;
+    assert_eq!(injected_at(&r, LibFn::Read, 10, t), vec![6]);
+    assert_eq!(r.rules()[0].seen(), 6);
+    // Once open, a clock stepped back does not close it.
+    assert!(r
+        .check_with_clock(LibFn::Read, &mut NoPorts, || 0)
+        .is_none());
+    assert_eq!(r.rules()[0].seen(), 7, "counted though the clock reads 0");
+}
+
+#[test]
+fn after_s_counts_from_the_process_start_and_again_from_a_fork() {
+    let r = set(&["recv:eof,after-s=2.5,count=2", "recv:eof,at=50"], 1);
+    r.restart(1, 10_000_000_000);
+    let t = |i: u64| 10_000_000_000 + i * 1_000_000_000; // 11, 12, … s
+                                                         // after-s opens at 12.5 s: calls 3 (13 s) and 4; count=2 stops it; rule 1 opens at 50 s
+                                                         // (call 40) and takes every call from there on.
+    let got = injected_at(&r, LibFn::Recv, 42, t);
+    assert_eq!(got, vec![3, 4, 40, 41, 42]);
+    // A child forked at 100 s waits until 102.5 s; rule 1's instant has passed.
+    r.restart(2, 100_000_000_000);
+    let hits: Vec<u32> = [101, 102, 103]
+        .iter()
+        .filter_map(|&s| {
+            r.check_with_clock(LibFn::Recv, &mut NoPorts, || s * 1_000_000_000)
+                .map(|h| h.rule)
+        })
+        .collect();
+    assert_eq!(hits, vec![1, 1, 0]);
+}
+
+#[test]
+fn a_rule_without_time_keys_never_reads_the_clock() {
+    let r = set(&["recv:eof,nth=2", "send:close"], 1);
+    let clock = || -> u64 { panic!("clock read") };
+    assert!(r
+        .check_with_clock(LibFn::Recv, &mut NoPorts, clock)
+        .is_none());
+    assert!(r
+        .check_with_clock(LibFn::Recv, &mut NoPorts, clock)
+        .is_some());
 }

@@ -14,7 +14,10 @@ use std::process::ExitCode;
 
 /// Arguments of `culprit record`.
 #[derive(clap::Args, Debug)]
-#[command(override_usage = "culprit record [OPTIONS] -- CMD [ARGS]...")]
+#[command(
+    override_usage = "culprit record [OPTIONS] -- CMD [ARGS]...",
+    after_help = bufpool::inject::HELP
+)]
 pub struct Args {
     /// Trace directory to write (default: `culprit-<command>-<unix time>`). Under Slurm
     /// (`srun culprit record -o DIR -- CMD`: `SLURM_JOB_ID` set) each task writes
@@ -25,7 +28,8 @@ pub struct Args {
     #[command(flatten)]
     pub pool: PoolArgs,
     /// Inject a fault (repeatable): FUNC[|FUNC…]:EFFECT[,KEY=VALUE…], e.g.
-    /// `recv:short=3,nth=17` or `read:errno=ECONNRESET,peer-port=7000,count=1`.
+    /// `recv:short=3,nth=17`, `read:errno=ECONNRESET,peer-port=7000,count=1` or, from a
+    /// given time on, `recv|read:delay=5ms,at=UNIX_SECONDS` (the grammar is below).
     #[arg(long = "inject", value_name = "SPEC")]
     pub inject: Vec<String>,
     /// Drain threads (1 to 64).
