@@ -430,10 +430,43 @@ def _squid():
     ]
 
 
+def _validation_sysb():
+    """Validation systems added for validation run 4 (branch loc-sysb): no developer of the
+    method has seen them."""
+    return {"node-chain": _node()}
+
+
+def _node():
+    F, B = ports("node-chain")[:2]
+    # Each Node service is one thread on libuv's epoll loop; it reads each request (or
+    # reply) with one read() and writes each answer with one write/writev. In a run the
+    # front reads its two clients' connections (local-port F) and its pool of keep-alive
+    # connections to the backend (peer-port B) about 240 times each, the backend reads
+    # its side (local-port B) about 240 times. The argv names the role after the script.
+    front, back = "exe=node,argv=service.js front", "exe=node,argv=service.js back"
+    return [
+        ("backend-reset", "reset", f"{RECV}:errno=ECONNRESET,{back},local-port={B},nth=100,count=1"),
+        ("front-reset", "reset", f"{RECV}:errno=ECONNRESET,{front},peer-port={B},nth=100,count=1"),
+        ("client-drops", "reset", f"{RECV}:close,{front},local-port={F},nth=120,count=1"),
+        ("request-corrupt", "corrupt", f"{RECV}:corrupt=3,{back},local-port={B},nth=100,count=1"),
+        ("reply-corrupt", "corrupt", f"{RECV}:corrupt=5,{front},peer-port={B},nth=100,count=1"),
+        ("reply-short", "short", f"{RECV}:short=7,{front},peer-port={B},nth=110,count=1"),
+        ("backend-slow", "delay", f"{SEND}:delay=2s,{back},local-port={B},nth=100,count=1"),
+        ("backend-killed", "kill", f"{RECV}:kill=SIGKILL,{back},local-port={B},nth=120"),
+        ("front-stopped", "stop", f"{RECV}:kill=SIGSTOP,{front},local-port={F},nth=150"),
+        ("backend-emfile", "exhaust", f"accept|accept4:errno=EMFILE,{back},nth=2,count=1"),
+        ("backend-enospc", "exhaust", f"{SEND}:errno=ENOSPC,{back},local-port={B},nth=100,count=1"),
+        ("front-eagain-storm", "exhaust", f"{RECV}:errno=EAGAIN,{front},local-port={F},after=80,count=30"),
+        ("client-code", "code", "py:http.client:HTTPResponse.read:raise=ConnectionResetError,nth=60,argv=node-chain"),
+        ("client2-code", "code", "py:json:loads:raise=ValueError,nth=50,argv=node-client --name 2"),
+    ]
+
+
 def table():
     """Every system's cases."""
     t = _tuning()
     t.update(_validation())
     t.update(_validation_fresh())
     t.update(_validation_new())
+    t.update(_validation_sysb())
     return t

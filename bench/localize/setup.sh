@@ -6,7 +6,7 @@
 #           mosquitto, ngircd, unbound, nsd, gearman-job-server, gearman-tools,
 #           zookeeper, rabbitmq-server, default-jre-headless,
 #           slapd, tarantool, lighttpd, php-cgi, mariadb-server, rsyslog,
-#           rsyslog-relp, dovecot-imapd, prosody, squid                          (validation half)
+#           rsyslog-relp, dovecot-imapd, prosody, squid, nodejs                  (validation half)
 #   PyPI:   Pyro5 (tuning); paho-mqtt, dnspython, aiohttp, kazoo, pika, grpcio, ldap3,
 #           tarantool, pymysql, pyzmq, slixmpp (validation)
 # Installs (only when something is missing) run under the machine's install lock
@@ -52,6 +52,7 @@ have dovecot || need+=(dovecot-imapd)
 [ -x /usr/lib/dovecot/imap ] || need+=(dovecot-imapd)
 have prosody || need+=(prosody)
 have squid || need+=(squid)
+have node || need+=(nodejs)
 if [ ${#need[@]} -gt 0 ]; then
     lock
     echo "localize setup: apt-get install ${need[*]}" >&2

@@ -36,6 +36,7 @@ bounded, and the launcher stops its daemons (SIGTERM, then SIGKILL) on every exi
 | `zmq-pipeline` | validation | pyzmq ventilator → 2 workers (each asking a lookup service over REQ → ROUTER) → sink | a ZeroMQ task pipeline (CPython on libzmq, C++) |
 | `xmpp-chat` | validation | prosody + an external component and 2 clients on slixmpp | an XMPP server with a component (Lua, CPython asyncio) |
 | `squid-cache` | validation | squid → an http.server origin + 2 http.client clients | a caching HTTP proxy (C++) |
+| `node-chain` | validation | Node.js front → Node.js backend (keep-alive pool) + 2 http.client clients | HTTP services (Node.js: V8, libuv) |
 """
 
 import argparse
@@ -69,6 +70,7 @@ SYSTEMS = {
     "zmq-pipeline": ("zmq_pipeline", "run"),
     "xmpp-chat": ("xmpp_chat", "run"),
     "squid-cache": ("squid_cache", "run"),
+    "node-chain": ("node_chain", "run"),
 }
 HELPERS = {
     "job-queue-worker": ("job_queue", "beanstalk_worker"),
@@ -95,6 +97,7 @@ HELPERS = {
     "xmpp-peer": ("xmpp_chat", "peer"),
     "squid-origin": ("squid_cache", "origin"),
     "squid-client": ("squid_cache", "client"),
+    "node-client": ("node_chain", "client"),
 }
 
 

@@ -45,6 +45,8 @@ SLOTS = {
     "mariadb-replication": 20,
     "rsyslog-relay": 21,
     "imap-mailstore": 22,
+    # Slots 24-26: systems added by the helper branch loc-sysb.
+    "node-chain": 24,
 }
 
 
