@@ -433,7 +433,7 @@ def _squid():
 def _validation_sysb():
     """Validation systems added for validation run 4 (branch loc-sysb): no developer of the
     method has seen them."""
-    return {"node-chain": _node()}
+    return {"node-chain": _node(), "ws-gateway": _ws()}
 
 
 def _node():
@@ -459,6 +459,32 @@ def _node():
         ("front-eagain-storm", "exhaust", f"{RECV}:errno=EAGAIN,{front},local-port={F},after=80,count=30"),
         ("client-code", "code", "py:http.client:HTTPResponse.read:raise=ConnectionResetError,nth=60,argv=node-chain"),
         ("client2-code", "code", "py:json:loads:raise=ValueError,nth=50,argv=node-client --name 2"),
+    ]
+
+
+def _ws():
+    G, S = ports("ws-gateway")[:2]
+    # Every process is CPython on asyncio's selector loop: one recv() per readable socket
+    # (a frame or a few), one send() per message. In a run the gateway reads its clients'
+    # connections (local-port G) and its one connection to the store (peer-port S) about
+    # 390 times each; the store reads its side (local-port S) about 390 times.
+    gw, store, reader = "argv=ws-service --name gateway", "argv=ws-service --name store", "argv=ws-client --name reader"
+    return [
+        ("store-reset", "reset", f"{RECV}:errno=ECONNRESET,{store},local-port={S},nth=150,count=1"),
+        ("link-reset", "reset", f"{RECV}:errno=ECONNRESET,{gw},peer-port={S},nth=150,count=1"),
+        ("client-reset", "reset", f"{RECV}:errno=ECONNRESET,{gw},local-port={G},nth=200,count=1"),
+        ("request-corrupt", "corrupt", f"{RECV}:corrupt=3,{store},local-port={S},nth=150,count=1"),
+        ("link-corrupt", "corrupt", f"{RECV}:corrupt=2,{gw},peer-port={S},nth=150,count=1"),
+        ("store-short", "short", f"{SEND}:short=5,{store},local-port={S},nth=150,count=1"),
+        ("store-slow", "delay", f"{SEND}:delay=2s,{store},local-port={S},nth=150,count=1"),
+        ("store-killed", "kill", f"{RECV}:kill=SIGKILL,{store},local-port={S},nth=200"),
+        ("gateway-stopped", "stop", f"{RECV}:kill=SIGSTOP,{gw},local-port={G},nth=250"),
+        ("store-emfile", "exhaust", f"accept|accept4:errno=EMFILE,{store},nth=1,count=1"),
+        ("gateway-enospc", "exhaust", f"{SEND}:errno=ENOSPC,{gw},local-port={G},nth=200,count=1"),
+        ("store-eagain-storm", "exhaust", f"{RECV}:errno=EAGAIN,{store},local-port={S},after=100,count=30"),
+        ("store-code", "code", f"py:sut.ws_gateway:Store.handle:raise=KeyError,nth=150,{store}"),
+        ("gateway-code", "code", f"py:websockets.asyncio.connection:Connection.data_received:raise=ConnectionResetError,nth=150,{gw}"),
+        ("reader-code", "code", f"py:json:loads:raise=ValueError,nth=60,{reader}"),
     ]
 
 

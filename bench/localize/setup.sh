@@ -8,7 +8,7 @@
 #           slapd, tarantool, lighttpd, php-cgi, mariadb-server, rsyslog,
 #           rsyslog-relp, dovecot-imapd, prosody, squid, nodejs                  (validation half)
 #   PyPI:   Pyro5 (tuning); paho-mqtt, dnspython, aiohttp, kazoo, pika, grpcio, ldap3,
-#           tarantool, pymysql, pyzmq, slixmpp (validation)
+#           tarantool, pymysql, pyzmq, slixmpp, websockets (validation)
 # Installs (only when something is missing) run under the machine's install lock
 # (/tmp/culprit-apt.lock, at most 15 minutes' wait), so that two runs, or other installs that
 # take the same lock, do not collide; apt also waits for dpkg's own lock.
@@ -75,6 +75,7 @@ python3 -c 'import tarantool' 2>/dev/null || pips+=(tarantool)
 python3 -c 'import pymysql' 2>/dev/null || pips+=(pymysql)
 python3 -c 'import zmq' 2>/dev/null || pips+=(pyzmq)
 python3 -c 'import slixmpp' 2>/dev/null || pips+=(slixmpp)
+python3 -c 'import websockets.asyncio.server' 2>/dev/null || pips+=('websockets>=14')
 if [ ${#pips[@]} -gt 0 ]; then
     lock
     echo "localize setup: pip install ${pips[*]}" >&2

@@ -37,6 +37,7 @@ bounded, and the launcher stops its daemons (SIGTERM, then SIGKILL) on every exi
 | `xmpp-chat` | validation | prosody + an external component and 2 clients on slixmpp | an XMPP server with a component (Lua, CPython asyncio) |
 | `squid-cache` | validation | squid → an http.server origin + 2 http.client clients | a caching HTTP proxy (C++) |
 | `node-chain` | validation | Node.js front → Node.js backend (keep-alive pool) + 2 http.client clients | HTTP services (Node.js: V8, libuv) |
+| `ws-gateway` | validation | websockets gateway → websockets store + writer and reader clients | WebSocket services (CPython asyncio) |
 """
 
 import argparse
@@ -71,6 +72,7 @@ SYSTEMS = {
     "xmpp-chat": ("xmpp_chat", "run"),
     "squid-cache": ("squid_cache", "run"),
     "node-chain": ("node_chain", "run"),
+    "ws-gateway": ("ws_gateway", "run"),
 }
 HELPERS = {
     "job-queue-worker": ("job_queue", "beanstalk_worker"),
@@ -98,6 +100,8 @@ HELPERS = {
     "squid-origin": ("squid_cache", "origin"),
     "squid-client": ("squid_cache", "client"),
     "node-client": ("node_chain", "client"),
+    "ws-service": ("ws_gateway", "service"),
+    "ws-client": ("ws_gateway", "client"),
 }
 
 

@@ -47,6 +47,7 @@ SLOTS = {
     "imap-mailstore": 22,
     # Slots 24-26: systems added by the helper branch loc-sysb.
     "node-chain": 24,
+    "ws-gateway": 25,
 }
 
 
