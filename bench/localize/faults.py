@@ -433,7 +433,30 @@ def _squid():
 def _validation_sysb():
     """Validation systems added for validation run 4 (branch loc-sysb): no developer of the
     method has seen them."""
-    return {"node-chain": _node(), "ws-gateway": _ws()}
+    return {"node-chain": _node(), "ws-gateway": _ws(), "activemq-stomp": _activemq()}
+
+
+def _activemq():
+    A = ports("activemq-stomp")[0]
+    # ActiveMQ reads each STOMP connection in a thread of its own (blocking socket I/O).
+    # In a run it reads the producer's connection about 120 times (a SEND frame each) and
+    # each worker's about 120 (a SEND and an ACK per job, half the jobs each); each worker
+    # reads its connection (a MESSAGE per job, peer-port A) about 60 times.
+    broker, w1, w2 = "exe=java,argv=activemq.jar", "argv=amq-worker --name 1", "argv=amq-worker --name 2"
+    return [
+        ("broker-reset", "reset", f"{RECV}:errno=ECONNRESET,{broker},local-port={A},nth=150,count=1"),
+        ("worker-reset", "reset", f"{RECV}:errno=ECONNRESET,{w1},peer-port={A},nth=30,count=1"),
+        ("broker-corrupt", "corrupt", f"{RECV}:corrupt=3,{broker},local-port={A},nth=150,count=1"),
+        ("worker-corrupt", "corrupt", f"{RECV}:corrupt=2,{w2},peer-port={A},nth=30,count=1"),
+        ("broker-short", "short", f"{SEND}:short=5,{broker},local-port={A},nth=150,count=1"),
+        ("broker-slow", "delay", f"{SEND}:delay=3s,{broker},local-port={A},nth=150,count=1"),
+        ("worker-killed", "kill", f"{RECV}:kill=SIGKILL,{w1},peer-port={A},nth=40"),
+        ("broker-stopped", "stop", f"{RECV}:kill=SIGSTOP,{broker},local-port={A},nth=200"),
+        ("broker-emfile", "exhaust", f"accept|accept4:errno=EMFILE,{broker},nth=2,count=1"),
+        ("broker-enospc", "exhaust", f"{SEND}:errno=ENOSPC,{broker},local-port={A},nth=150,count=1"),
+        ("worker-code", "code", f"py:stomp.transport:BaseTransport.process_frame:raise=ValueError,nth=40,{w2}"),
+        ("producer-code", "code", "py:stomp.protocol:Protocol12.send:raise=BrokenPipeError,nth=60,argv=activemq-stomp"),
+    ]
 
 
 def _node():

@@ -38,6 +38,7 @@ bounded, and the launcher stops its daemons (SIGTERM, then SIGKILL) on every exi
 | `squid-cache` | validation | squid → an http.server origin + 2 http.client clients | a caching HTTP proxy (C++) |
 | `node-chain` | validation | Node.js front → Node.js backend (keep-alive pool) + 2 http.client clients | HTTP services (Node.js: V8, libuv) |
 | `ws-gateway` | validation | websockets gateway → websockets store + writer and reader clients | WebSocket services (CPython asyncio) |
+| `activemq-stomp` | validation | ActiveMQ broker + stomp.py producer and 2 workers | a message broker (JVM, STOMP) |
 """
 
 import argparse
@@ -73,6 +74,7 @@ SYSTEMS = {
     "squid-cache": ("squid_cache", "run"),
     "node-chain": ("node_chain", "run"),
     "ws-gateway": ("ws_gateway", "run"),
+    "activemq-stomp": ("activemq_stomp", "run"),
 }
 HELPERS = {
     "job-queue-worker": ("job_queue", "beanstalk_worker"),
@@ -102,6 +104,7 @@ HELPERS = {
     "node-client": ("node_chain", "client"),
     "ws-service": ("ws_gateway", "service"),
     "ws-client": ("ws_gateway", "client"),
+    "amq-worker": ("activemq_stomp", "worker"),
 }
 
 

@@ -48,6 +48,7 @@ SLOTS = {
     # Slots 24-26: systems added by the helper branch loc-sysb.
     "node-chain": 24,
     "ws-gateway": 25,
+    "activemq-stomp": 26,
 }
 
 
