@@ -527,6 +527,87 @@ def _radius():
     ]
 
 
+def _validation_sysb():
+    """Validation systems added for validation run 4 (branch loc-sysb): no developer of the
+    method has seen them."""
+    return {"node-chain": _node(), "ws-gateway": _ws(), "activemq-stomp": _activemq()}
+
+
+def _activemq():
+    A = ports("activemq-stomp")[0]
+    # ActiveMQ reads each STOMP connection in a thread of its own (blocking socket I/O).
+    # In a run it reads the producer's connection about 120 times (a SEND frame each) and
+    # each worker's about 120 (a SEND and an ACK per job, half the jobs each); each worker
+    # reads its connection (a MESSAGE per job, peer-port A) about 60 times.
+    broker, w1, w2 = "exe=java,argv=activemq.jar", "argv=amq-worker --name 1", "argv=amq-worker --name 2"
+    return [
+        ("broker-reset", "reset", f"{RECV}:errno=ECONNRESET,{broker},local-port={A},nth=150,count=1"),
+        ("worker-reset", "reset", f"{RECV}:errno=ECONNRESET,{w1},peer-port={A},nth=30,count=1"),
+        ("broker-corrupt", "corrupt", f"{RECV}:corrupt=3,{broker},local-port={A},nth=150,count=1"),
+        ("worker-corrupt", "corrupt", f"{RECV}:corrupt=2,{w2},peer-port={A},nth=30,count=1"),
+        ("broker-short", "short", f"{SEND}:short=5,{broker},local-port={A},nth=150,count=1"),
+        ("broker-slow", "delay", f"{SEND}:delay=3s,{broker},local-port={A},nth=150,count=1"),
+        ("worker-killed", "kill", f"{RECV}:kill=SIGKILL,{w1},peer-port={A},nth=40"),
+        ("broker-stopped", "stop", f"{RECV}:kill=SIGSTOP,{broker},local-port={A},nth=200"),
+        ("broker-emfile", "exhaust", f"accept|accept4:errno=EMFILE,{broker},nth=2,count=1"),
+        ("broker-enospc", "exhaust", f"{SEND}:errno=ENOSPC,{broker},local-port={A},nth=150,count=1"),
+        ("worker-code", "code", f"py:stomp.transport:BaseTransport.process_frame:raise=ValueError,nth=40,{w2}"),
+        ("producer-code", "code", "py:stomp.protocol:Protocol12.send:raise=BrokenPipeError,nth=60,argv=activemq-stomp"),
+    ]
+
+
+def _node():
+    F, B = ports("node-chain")[:2]
+    # Each Node service is one thread on libuv's epoll loop; it reads each request (or
+    # reply) with one read() and writes each answer with one write/writev. In a run the
+    # front reads its two clients' connections (local-port F) and its pool of keep-alive
+    # connections to the backend (peer-port B) about 240 times each, the backend reads
+    # its side (local-port B) about 240 times. The argv names the role after the script.
+    front, back = "exe=node,argv=service.js front", "exe=node,argv=service.js back"
+    return [
+        ("backend-reset", "reset", f"{RECV}:errno=ECONNRESET,{back},local-port={B},nth=100,count=1"),
+        ("front-reset", "reset", f"{RECV}:errno=ECONNRESET,{front},peer-port={B},nth=100,count=1"),
+        ("client-drops", "reset", f"{RECV}:close,{front},local-port={F},nth=120,count=1"),
+        ("request-corrupt", "corrupt", f"{RECV}:corrupt=3,{back},local-port={B},nth=100,count=1"),
+        ("reply-corrupt", "corrupt", f"{RECV}:corrupt=5,{front},peer-port={B},nth=100,count=1"),
+        ("reply-short", "short", f"{RECV}:short=7,{front},peer-port={B},nth=110,count=1"),
+        ("backend-slow", "delay", f"{SEND}:delay=2s,{back},local-port={B},nth=100,count=1"),
+        ("backend-killed", "kill", f"{RECV}:kill=SIGKILL,{back},local-port={B},nth=120"),
+        ("front-stopped", "stop", f"{RECV}:kill=SIGSTOP,{front},local-port={F},nth=150"),
+        ("backend-emfile", "exhaust", f"accept|accept4:errno=EMFILE,{back},nth=2,count=1"),
+        ("backend-enospc", "exhaust", f"{SEND}:errno=ENOSPC,{back},local-port={B},nth=100,count=1"),
+        ("front-eagain-storm", "exhaust", f"{RECV}:errno=EAGAIN,{front},local-port={F},after=80,count=30"),
+        ("client-code", "code", "py:http.client:HTTPResponse.read:raise=ConnectionResetError,nth=60,argv=node-chain"),
+        ("client2-code", "code", "py:json:loads:raise=ValueError,nth=50,argv=node-client --name 2"),
+    ]
+
+
+def _ws():
+    G, S = ports("ws-gateway")[:2]
+    # Every process is CPython on asyncio's selector loop: one recv() per readable socket
+    # (a frame or a few), one send() per message. In a run the gateway reads its clients'
+    # connections (local-port G) and its one connection to the store (peer-port S) about
+    # 390 times each; the store reads its side (local-port S) about 390 times.
+    gw, store, reader = "argv=ws-service --name gateway", "argv=ws-service --name store", "argv=ws-client --name reader"
+    return [
+        ("store-reset", "reset", f"{RECV}:errno=ECONNRESET,{store},local-port={S},nth=150,count=1"),
+        ("link-reset", "reset", f"{RECV}:errno=ECONNRESET,{gw},peer-port={S},nth=150,count=1"),
+        ("client-reset", "reset", f"{RECV}:errno=ECONNRESET,{gw},local-port={G},nth=200,count=1"),
+        ("request-corrupt", "corrupt", f"{RECV}:corrupt=3,{store},local-port={S},nth=150,count=1"),
+        ("link-corrupt", "corrupt", f"{RECV}:corrupt=2,{gw},peer-port={S},nth=150,count=1"),
+        ("store-short", "short", f"{SEND}:short=5,{store},local-port={S},nth=150,count=1"),
+        ("store-slow", "delay", f"{SEND}:delay=2s,{store},local-port={S},nth=150,count=1"),
+        ("store-killed", "kill", f"{RECV}:kill=SIGKILL,{store},local-port={S},nth=200"),
+        ("gateway-stopped", "stop", f"{RECV}:kill=SIGSTOP,{gw},local-port={G},nth=250"),
+        ("store-emfile", "exhaust", f"accept|accept4:errno=EMFILE,{store},nth=1,count=1"),
+        ("gateway-enospc", "exhaust", f"{SEND}:errno=ENOSPC,{gw},local-port={G},nth=200,count=1"),
+        ("store-eagain-storm", "exhaust", f"{RECV}:errno=EAGAIN,{store},local-port={S},after=100,count=30"),
+        ("store-code", "code", f"py:sut.ws_gateway:Store.handle:raise=KeyError,nth=150,{store}"),
+        ("gateway-code", "code", f"py:websockets.asyncio.connection:Connection.data_received:raise=ConnectionResetError,nth=150,{gw}"),
+        ("reader-code", "code", f"py:json:loads:raise=ValueError,nth=60,{reader}"),
+    ]
+
+
 def table():
     """Every system's cases."""
     t = _tuning()
@@ -534,4 +615,5 @@ def table():
     t.update(_validation_fresh())
     t.update(_validation_new())
     t.update(_validation_run4())
+    t.update(_validation_sysb())
     return t

@@ -7,9 +7,9 @@
 #           zookeeper, rabbitmq-server, default-jre-headless,
 #           slapd, tarantool, lighttpd, php-cgi, mariadb-server, rsyslog,
 #           rsyslog-relp, dovecot-imapd, prosody, squid, varnish, pdns-recursor,
-#           knot, freeradius                                                     (validation half)
+#           knot, freeradius, nodejs, activemq          (later systems; split.json)
 #   PyPI:   Pyro5 (tuning); paho-mqtt, dnspython, aiohttp, kazoo, pika, grpcio, ldap3,
-#           tarantool, pymysql, pyzmq, slixmpp (validation)
+#           tarantool, pymysql, pyzmq, slixmpp, websockets, stomp.py (validation)
 # Installs (only when something is missing) run under the machine's install lock
 # (/tmp/culprit-apt.lock, at most 15 minutes' wait), so that two runs, or other installs that
 # take the same lock, do not collide; apt also waits for dpkg's own lock.
@@ -57,6 +57,8 @@ have varnishd || need+=(varnish)
 have pdns_recursor || need+=(pdns-recursor)
 have knotd || need+=(knot)
 have freeradius || need+=(freeradius)
+have node || need+=(nodejs)
+[ -f /usr/share/activemq/bin/activemq.jar ] || need+=(activemq)
 if [ ${#need[@]} -gt 0 ]; then
     lock
     echo "localize setup: apt-get install ${need[*]}" >&2
@@ -79,6 +81,8 @@ python3 -c 'import tarantool' 2>/dev/null || pips+=(tarantool)
 python3 -c 'import pymysql' 2>/dev/null || pips+=(pymysql)
 python3 -c 'import zmq' 2>/dev/null || pips+=(pyzmq)
 python3 -c 'import slixmpp' 2>/dev/null || pips+=(slixmpp)
+python3 -c 'import websockets.asyncio.server' 2>/dev/null || pips+=('websockets>=14')
+python3 -c 'import stomp' 2>/dev/null || pips+=(stomp.py)
 if [ ${#pips[@]} -gt 0 ]; then
     lock
     echo "localize setup: pip install ${pips[*]}" >&2

@@ -19,26 +19,29 @@ bounded, and the launcher stops its daemons (SIGTERM, then SIGKILL) on every exi
 | `http-proxy` | tuning | haproxy + 2 nginx (master + worker each) + client | an HTTP load balancer (C) |
 | `job-queue` | tuning | beanstalkd + producer + 2 worker processes | a work queue (C server, Python clients) |
 | `pyro-rpc` | tuning | Pyro5 name server + 2 Pyro5 servers + client | Python RPC with a naming service (threads) |
-| `mqtt-bridge` | validation | 2 mosquitto brokers bridged + paho-mqtt publisher and 2 subscribers | pub/sub across a bridge (C broker, Python clients) |
-| `irc-network` | validation | 2 linked ngircd servers + 3 IRC clients | a federated chat network (C) |
-| `dns-chain` | validation | unbound resolver → nsd authoritative + dnspython clients over UDP and TCP | recursive DNS (C) |
-| `gearman-jobs` | validation | gearmand + 2 `gearman -w` workers + client | a job server (C++) |
-| `aiohttp-chain` | validation | aiohttp front → aiohttp backend + asyncio client | async HTTP services (CPython asyncio) |
-| `zookeeper-ensemble` | validation | 3 ZooKeeper servers + kazoo clients | consensus (JVM) |
-| `rabbitmq-queue` | validation | RabbitMQ broker + pika producer and 2 consumers | a message broker (Erlang/BEAM) |
-| `grpc-chain` | validation | grpcio front → grpcio backend + unary client and streaming client | RPC over HTTP/2 (gRPC C-core, CPython) |
-| `ldap-syncrepl` | validation | OpenLDAP provider → syncrepl consumer + ldap3 writer and 2 readers | a directory with replication (C, LDAP/BER) |
-| `tarantool-replicas` | validation | Tarantool master → read-only replica + writer and 2 readers | an in-memory database with replication (C + LuaJIT, iproto/MessagePack) |
-| `php-fastcgi` | validation | lighttpd → php-cgi master + worker (FastCGI on a UNIX socket) + 2 HTTP clients | a web server and PHP (C, Zend) |
-| `mariadb-replication` | validation | MariaDB primary → replica + PyMySQL writer and 2 readers | a SQL database with binlog replication (C++) |
-| `rsyslog-relay` | validation | rsyslog relay → rsyslog central over RELP + 2 syslog senders and a file tailer | log shipping (C) |
-| `imap-mailstore` | validation | Dovecot (master, imap-login, auth, imap per session, …) + imaplib writer and 2 readers | a mail store (C, IMAP) |
-| `zmq-pipeline` | validation | pyzmq ventilator → 2 workers (each asking a lookup service over REQ → ROUTER) → sink | a ZeroMQ task pipeline (CPython on libzmq, C++) |
-| `xmpp-chat` | validation | prosody + an external component and 2 clients on slixmpp | an XMPP server with a component (Lua, CPython asyncio) |
-| `squid-cache` | validation | squid → an http.server origin + 2 http.client clients | a caching HTTP proxy (C++) |
+| `mqtt-bridge` | tuning (validation in runs 1–3) | 2 mosquitto brokers bridged + paho-mqtt publisher and 2 subscribers | pub/sub across a bridge (C broker, Python clients) |
+| `irc-network` | tuning (validation in runs 1–3) | 2 linked ngircd servers + 3 IRC clients | a federated chat network (C) |
+| `dns-chain` | tuning (validation in runs 1–3) | unbound resolver → nsd authoritative + dnspython clients over UDP and TCP | recursive DNS (C) |
+| `gearman-jobs` | tuning (validation in runs 1–3) | gearmand + 2 `gearman -w` workers + client | a job server (C++) |
+| `aiohttp-chain` | tuning (validation in runs 1–3) | aiohttp front → aiohttp backend + asyncio client | async HTTP services (CPython asyncio) |
+| `zookeeper-ensemble` | tuning (validation in runs 1–3) | 3 ZooKeeper servers + kazoo clients | consensus (JVM) |
+| `rabbitmq-queue` | tuning (validation in runs 1–3) | RabbitMQ broker + pika producer and 2 consumers | a message broker (Erlang/BEAM) |
+| `grpc-chain` | tuning (validation in runs 1–3) | grpcio front → grpcio backend + unary client and streaming client | RPC over HTTP/2 (gRPC C-core, CPython) |
+| `ldap-syncrepl` | tuning (validation in runs 1–3) | OpenLDAP provider → syncrepl consumer + ldap3 writer and 2 readers | a directory with replication (C, LDAP/BER) |
+| `tarantool-replicas` | tuning (validation in runs 1–3) | Tarantool master → read-only replica + writer and 2 readers | an in-memory database with replication (C + LuaJIT, iproto/MessagePack) |
+| `php-fastcgi` | tuning (validation in runs 1–3) | lighttpd → php-cgi master + worker (FastCGI on a UNIX socket) + 2 HTTP clients | a web server and PHP (C, Zend) |
+| `mariadb-replication` | tuning (validation in runs 1–3) | MariaDB primary → replica + PyMySQL writer and 2 readers | a SQL database with binlog replication (C++) |
+| `rsyslog-relay` | tuning (validation in runs 1–3) | rsyslog relay → rsyslog central over RELP + 2 syslog senders and a file tailer | log shipping (C) |
+| `imap-mailstore` | tuning (validation in runs 1–3) | Dovecot (master, imap-login, auth, imap per session, …) + imaplib writer and 2 readers | a mail store (C, IMAP) |
+| `zmq-pipeline` | tuning (validation in runs 1–3) | pyzmq ventilator → 2 workers (each asking a lookup service over REQ → ROUTER) → sink | a ZeroMQ task pipeline (CPython on libzmq, C++) |
+| `xmpp-chat` | tuning (validation in runs 1–3) | prosody + an external component and 2 clients on slixmpp | an XMPP server with a component (Lua, CPython asyncio) |
+| `squid-cache` | tuning (validation in runs 1–3) | squid → an http.server origin + 2 http.client clients | a caching HTTP proxy (C++) |
 | `varnish-cache` | validation | varnishd (manager + cache child) → 2 http.server origins (round robin) + 2 http.client clients | a caching HTTP accelerator (C) |
 | `pdns-knot` | validation | PowerDNS Recursor → Knot DNS authoritative + dnspython clients over UDP and TCP | a forwarding DNS resolver chain (C++, C) |
 | `radius-proxy` | validation | FreeRADIUS proxy → 2 FreeRADIUS home servers (load-balanced) + 2 Python RADIUS clients | an AAA proxy over UDP (C) |
+| `node-chain` | validation | Node.js front → Node.js backend (keep-alive pool) + 2 http.client clients | HTTP services (Node.js: V8, libuv) |
+| `ws-gateway` | validation | websockets gateway → websockets store + writer and reader clients | WebSocket services (CPython asyncio) |
+| `activemq-stomp` | validation | ActiveMQ broker + stomp.py producer and 2 workers | a message broker (JVM, STOMP) |
 """
 
 import argparse
@@ -75,6 +78,9 @@ SYSTEMS = {
     "varnish-cache": ("varnish_cache", "run"),
     "pdns-knot": ("pdns_knot", "run"),
     "radius-proxy": ("radius_proxy", "run"),
+    "node-chain": ("node_chain", "run"),
+    "ws-gateway": ("ws_gateway", "run"),
+    "activemq-stomp": ("activemq_stomp", "run"),
 }
 HELPERS = {
     "job-queue-worker": ("job_queue", "beanstalk_worker"),
@@ -105,6 +111,10 @@ HELPERS = {
     "varnish-client": ("varnish_cache", "client"),
     "pdns-client": ("pdns_knot", "client"),
     "radius-client": ("radius_proxy", "client"),
+    "node-client": ("node_chain", "client"),
+    "ws-service": ("ws_gateway", "service"),
+    "ws-client": ("ws_gateway", "client"),
+    "amq-worker": ("activemq_stomp", "worker"),
 }
 
 

@@ -49,6 +49,10 @@ SLOTS = {
     "rsyslog-relay": 21,
     "imap-mailstore": 22,
     "radius-proxy": 23,  # loc-sysa
+    # Slots 24-26: systems added by the helper branch loc-sysb.
+    "node-chain": 24,
+    "ws-gateway": 25,
+    "activemq-stomp": 26,
 }
 
 
