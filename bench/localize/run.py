@@ -3,7 +3,7 @@
 third-party distributed programs, on systems nothing was tuned on?
 
     python3 bench/localize/run.py --half tuning|validation --json F [--systems a,b]
-                                  [--reuse] [--normal 3] [--out DIR] [--check]
+                                  [--reuse] [--normal 3] [--out DIR] [--check | --record-only]
 
 The systems (`systems.py`, one module each in `sut/`) are split in `split.json` into a
 **tuning** half — every constant of the method is chosen on it — and a **validation** half,
@@ -46,7 +46,9 @@ fault-free run against the lowest score a faulty unit was ranked with (method's 
 `--check` records the control and the fault runs only and reports, per case, whether the
 injection fired (`culprit dump` shows its record) and how many requests the clients saw
 fail — no model, no ranking: what may be looked at on a validation system before the
-method is frozen.
+method is frozen. `--record-only` records everything a run ranks (the normal runs, the control,
+every case) and stops before the model: the recordings of a validation run can be made while
+the method is still being tuned elsewhere, and ranked once it is frozen (`--reuse`).
 
 Every run is bounded (`--run-timeout`, default 75 s; each workload stops after 20 s of
 requests) and uses loopback only, on ports from `LOCALIZE_PORT_BASE`. Set-up (Debian and
@@ -167,6 +169,15 @@ def check_system(a, system, d, cases):
               f"{client_summary(trial)}", flush=True)
 
 
+def record_system(a, system, d, cases):
+    """The recordings `run_system` ranks, without ranking them (`--record-only`)."""
+    runs = [(f"normal{i}", None) for i in range(1, a.normal + 1)]
+    for name, spec in runs + [("control", None)] + [(c[0], c[2]) for c in cases]:
+        t0 = time.monotonic()
+        record(a, system, os.path.join(d, name), spec)
+        print(f"{system:19} {name:18} recorded in {time.monotonic() - t0:5.1f} s", flush=True)
+
+
 def run_system(a, system, d, cases, pool):
     normals = [os.path.join(d, f"normal{i}") for i in range(1, a.normal + 1)]
     for n in normals:
@@ -261,6 +272,9 @@ def main():
     ap.add_argument("--json", help="write the per-system figures to this file")
     ap.add_argument("--cases", help="comma-separated case names: only these (and the control)")
     ap.add_argument("--check", action="store_true", help="record and check the injections only (no ranking)")
+    ap.add_argument("--record-only", action="store_true",
+                    help="record the normal runs, the control and every case, and stop: no model, no ranking "
+                         "(a later --reuse ranks them, e.g. with a method frozen after the recording)")
     ap.add_argument("--no-setup", action="store_true")
     a = ap.parse_args()
     with open(os.path.join(HERE, "split.json")) as f:
@@ -293,10 +307,12 @@ def main():
             print(f"== {system}: {len(table[system])} fault cases", file=sys.stderr, flush=True)
             if a.check:
                 check_system(a, system, d, table[system])
+            elif a.record_only:
+                record_system(a, system, d, table[system])
             else:
                 cases += run_system(a, system, d, table[system], pool)
     print(f"\n{len(chosen)} systems in {time.monotonic() - t0:.0f} s", flush=True)
-    if a.check:
+    if a.check or a.record_only:
         return
     summary = summarize(cases)
     print_table(summary)
