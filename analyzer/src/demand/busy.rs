@@ -13,6 +13,9 @@
 //! **own busy time** is the busy time while it was open, shared equally with the other
 //! served requests open at the same time ([`Intervals::own_busy_s`]): an estimate of its
 //! demand that needs no regression, exact for a server that handles one request at a time.
+//!
+//! Stretches in which the process's event loop waited for readiness (`idle`,
+//! [`super::waits`]) are not busy, whatever is open, and no request's own time.
 
 use super::transactions::{Role, Transaction};
 
@@ -77,8 +80,17 @@ pub struct OwnRow {
     pub shared: Vec<f64>,
 }
 
-/// Builds the intervals of a process whose events span `span` (unix ns).
-pub fn intervals(grid: Grid, span: (i64, i64), tx: &[Transaction]) -> Intervals {
+/// Marks an `idle` stretch's events in the count.
+const IDLE: usize = usize::MAX - 1;
+
+/// Builds the intervals of a process whose events span `span` (unix ns), not busy within
+/// the sorted `idle` stretches.
+pub fn intervals(
+    grid: Grid,
+    span: (i64, i64),
+    tx: &[Transaction],
+    idle: &[(i64, i64)],
+) -> Intervals {
     let first = grid.index(span.0);
     let last = grid.index(span.1.max(span.0));
     let n = (last - first + 1) as usize;
@@ -153,14 +165,19 @@ pub fn intervals(grid: Grid, span: (i64, i64), tx: &[Transaction]) -> Intervals 
             }
         }
     }
+    for &(a, b) in idle {
+        ev.push((a, 0, 1, IDLE));
+        ev.push((b, 0, -1, IDLE));
+    }
     ev.sort();
     let mut count = 0i32;
+    let mut waiting = 0i32;
     let mut open: Vec<usize> = Vec::new();
     let mut own = vec![0.0f64; tx.len()];
     let mut shared = vec![0.0f64; tx.len()];
     let mut prev = ev.first().map_or(0, |e| e.0);
     for &(t, _, d, k) in &ev {
-        if count >= 1 && t > prev {
+        if count >= 1 && waiting == 0 && t > prev {
             add_busy(&mut out, grid, first, prev, t);
             if !open.is_empty() {
                 let share = (t - prev) as f64 * 1e-9 / open.len() as f64;
@@ -173,6 +190,10 @@ pub fn intervals(grid: Grid, span: (i64, i64), tx: &[Transaction]) -> Intervals 
             }
         }
         prev = t;
+        if k == IDLE {
+            waiting += d;
+            continue;
+        }
         count += d;
         if k != usize::MAX {
             if d > 0 {
@@ -246,7 +267,7 @@ mod tests {
             // Served across the boundary: 1_500..2_500, completes in interval 2.
             tx(Role::Served, "port:3", 1_500, 2_500),
         ];
-        let iv = intervals(g, (0, 2_999), &t);
+        let iv = intervals(g, (0, 2_999), &t, &[]);
         assert_eq!(iv.services, vec!["port:1", "port:3"]);
         assert_eq!(iv.busy_s.len(), 3);
         let close = |a: f64, b: f64| (a - b).abs() < 1e-15;
@@ -271,11 +292,24 @@ mod tests {
             tx(Role::Served, "a", 0, 400),
             tx(Role::Served, "b", 200, 600),
         ];
-        let iv = intervals(g, (0, 9_999), &t);
+        let iv = intervals(g, (0, 9_999), &t, &[]);
         // Busy 0..600 once, however many are open.
         assert!((iv.busy_s[0] - 600e-9).abs() < 1e-15);
         // a: 200 alone + 100 shared; b: 100 shared + 200 alone.
         assert!((iv.own_busy_s[0] - 300e-9).abs() < 1e-15);
         assert!((iv.own_busy_s[1] - 300e-9).abs() < 1e-15);
+    }
+
+    #[test]
+    fn an_event_loops_readiness_waits_are_not_busy() {
+        let g = Grid {
+            t0_ns: 0,
+            len_ns: 10_000,
+        };
+        // Open 0..1000 with no call; the loop waited in epoll 200..700.
+        let t = vec![tx(Role::Served, "a", 0, 1_000)];
+        let iv = intervals(g, (0, 9_999), &t, &[(200, 700)]);
+        assert!((iv.busy_s[0] - 500e-9).abs() < 1e-15, "{:?}", iv.busy_s);
+        assert!((iv.own_busy_s[0] - 500e-9).abs() < 1e-15);
     }
 }

@@ -32,6 +32,7 @@ pub mod shape;
 pub mod starve;
 pub mod transactions;
 pub mod types;
+pub mod waits;
 
 use crate::decode::{ProcessTrace, TraceSet};
 use crate::error::{Error, Result};
@@ -419,11 +420,19 @@ fn assign_types(
                 .collect();
         }
         for exe in ready {
-            // Caller keys of the program's served requests, from typed callers.
+            // Caller keys of the program's served requests, from typed callers; not from an
+            // event loop's types, which are the sizes and calls of its requests: the
+            // bytes the callee sees itself (they would only split its types by the
+            // front tier's size classes).
             let keys: Vec<((usize, usize), String)> = caller_of
                 .iter()
                 .filter(|(r, (p, _))| {
                     exe_of[r.0] == exe && exe_of[p.0] != exe && done.contains(&exe_of[p.0])
+                })
+                .filter(|(_, (p, _))| {
+                    let t = &procs[p.0].1.transactions[p.1];
+                    !out.get(&t.service)
+                        .is_some_and(|i: &types::TypeInfo| i.event_loop)
                 })
                 .map(|(r, (p, n))| {
                     let t = &procs[p.0].1.transactions[p.1];
@@ -511,7 +520,7 @@ pub fn analyze_with(
                 .iter()
                 .filter_map(|(_, pt)| {
                     let span = pt.span_ns?;
-                    let iv = busy::intervals(b.grid, span, &pt.transactions);
+                    let iv = busy::intervals(b.grid, span, &pt.transactions, &pt.idle_ns);
                     (!iv.services.is_empty()).then(|| (pt.exe.clone(), iv))
                 })
                 .collect();
@@ -551,7 +560,7 @@ pub fn analyze_with(
             report.skipped.push(skip("no events".into()));
             continue;
         };
-        let iv = busy::intervals(prep.grid, span, &pt.transactions);
+        let iv = busy::intervals(prep.grid, span, &pt.transactions, &pt.idle_ns);
         if iv.services.is_empty() {
             report.skipped.push(skip(if pt.sockets {
                 format!(

@@ -268,7 +268,7 @@ fn waiting_for_a_shared_connection_to_a_slow_tier_is_not_busy() {
         t0_ns: span.0,
         len_ns: 1_000_000_000,
     };
-    let iv = busy::intervals(grid, span, &pt.transactions);
+    let iv = busy::intervals(grid, span, &pt.transactions, &pt.idle_ns);
     // Own work only: 3 ms (12.4 ms counting the wait).
     let b: f64 = iv.busy_s.iter().sum::<f64>() * 1e3;
     assert!((b - 3.0).abs() < 0.2, "busy {b} ms");
@@ -486,4 +486,92 @@ fn a_tiers_requests_take_the_types_of_the_requests_that_sent_them() {
     let r = analyze(&set, &opts).unwrap();
     let db = r.processes.iter().find(|p| p.pid == 300).unwrap();
     assert_eq!(db.services.len(), 1, "{:?}", db.services);
+}
+
+/// A proxy's event loop (`/usr/sbin/px`, one thread) in rounds of two clients: it reads
+/// request A (fd 4) and then request B (fd 6) before it processes either, connects to a
+/// backend for A (fd 7) and then for B (fd 8), sends both, and waits in `epoll_wait`; A's
+/// backend replies in two parts (the loop waits 4 ms between them), B's in one.
+fn proxy_loop(rounds: usize) -> crate::decode::ProcessTrace {
+    let mut t = TraceBuilder::new("h", 400, 400);
+    let exe = b"/usr/sbin/px".to_vec();
+    t.meta(&Meta::Proc(ProcRecord {
+        reason: ProcReason::Start,
+        pid: 400,
+        ppid: 1,
+        start_ticks: 0,
+        exe: exe.clone(),
+        argv: vec![exe],
+    }));
+    let local = Some(Addr::new(2, 8080, &[127, 0, 0, 1]));
+    let backend = Some(Addr::new(2, 9000, &[127, 0, 0, 1]));
+    let wait = |t: &mut TraceBuilder, ms: u64| {
+        t.lib_enter(0x90, LibFn::EpollWait, o(5, 0));
+        t.wait(ms * MS);
+        t.lib_exit(0x90, LibFn::EpollWait, o(5, 1));
+    };
+    for _ in 0..rounds {
+        t.lib(0x20, LibFn::Accept, LibOpts { local, ..o(3, 4) });
+        t.lib(0x20, LibFn::Accept, LibOpts { local, ..o(3, 6) });
+        t.lib(0x30, LibFn::Recv, o(4, 100));
+        t.lib(0x30, LibFn::Recv, o(6, 100));
+        for fd in [7, 8] {
+            t.lib(
+                0x60,
+                LibFn::Connect,
+                LibOpts {
+                    peer: backend,
+                    ..o(fd, 0)
+                },
+            );
+        }
+        t.wait(MS / 10);
+        t.lib(0x40, LibFn::Send, o(7, 100));
+        t.lib(0x40, LibFn::Send, o(8, 100));
+        wait(&mut t, 10);
+        t.lib(0x30, LibFn::Recv, o(8, 50));
+        t.lib(0x30, LibFn::Recv, o(7, 100));
+        wait(&mut t, 4);
+        t.lib(0x30, LibFn::Recv, o(7, 900));
+        t.wait(MS / 10);
+        t.lib(0x40, LibFn::Send, o(4, 1000));
+        t.lib(0x40, LibFn::Send, o(6, 50));
+        for fd in [4, 6, 7, 8] {
+            t.lib(0x50, LibFn::Close, o(fd, 0));
+        }
+        wait(&mut t, 20);
+    }
+    t.finish()
+}
+
+#[test]
+fn an_event_loop_is_not_busy_in_its_readiness_waits_and_calls_go_to_requests_in_order() {
+    let p = proxy_loop(50);
+    let pt = ByteFlow.transactions(&p, ServiceMode::Auto).unwrap();
+    // Each request made one call, A's with A's 1 000 B reply, B's with 50 B (by the last
+    // request read, both calls would be B's and A would make none).
+    let shapes: Vec<&shape::Shape> = pt
+        .transactions
+        .iter()
+        .filter_map(|t| t.shape.as_deref())
+        .collect();
+    assert_eq!(shapes.len(), 100);
+    for s in &shapes {
+        assert_eq!(s.calls.len(), 1, "{:?}", s.calls);
+        let want = if s.reply_bytes == 1000 { 1000 } else { 50 };
+        assert_eq!(s.calls[0].2, want, "{:?}", s.calls);
+    }
+    // Busy: the loop's own 0.2 ms a round, not the 4 ms it waited for the rest of A's
+    // reply while no call was open.
+    let span = pt.span_ns.unwrap();
+    let grid = Grid {
+        t0_ns: span.0,
+        len_ns: 1_000 * MS as i64,
+    };
+    let iv = busy::intervals(grid, span, &pt.transactions, &pt.idle_ns);
+    let per_round: f64 = iv.busy_s.iter().sum::<f64>() * 1e3 / 50.0;
+    assert!(
+        (per_round - 0.2).abs() < 0.05,
+        "busy {per_round} ms a round"
+    );
 }

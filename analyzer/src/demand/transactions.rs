@@ -38,6 +38,7 @@
 //! (`conn`), which tells apart two listeners of one port reached by different code.
 
 use super::shape::{self, FnName, FnTable, OpenShape, Pending, RawFn, Shape};
+use super::waits::{self, ThreadWaits};
 use super::ServiceMode;
 use crate::decode::{Event, ProcessTrace};
 use crate::error::Result;
@@ -102,6 +103,9 @@ pub struct ProcessTransactions {
     /// Names of the functions the shapes of served requests hold, by stable key
     /// (`--services auto`).
     pub names: HashMap<u64, FnName>,
+    /// Where every event-loop thread of the process waited for readiness (unix ns,
+    /// sorted, disjoint): not busy ([`super::waits`]).
+    pub idle_ns: Vec<(i64, i64)>,
 }
 
 /// Where transactions come from. Implemented by [`ByteFlow`]; matched cross-process
@@ -226,6 +230,12 @@ struct Conn {
     id: u32,
     /// Called: the parent request's connection number.
     parent_id: Option<u32>,
+    /// Served: the thread that received the current request.
+    tid: u32,
+    /// Served: connections and calls attributed to the current request so far.
+    claimed: u32,
+    /// Called: the request (served descriptor, arrival) the connection was made for.
+    made_for: Option<(i32, i64)>,
 }
 
 impl Conn {
@@ -250,6 +260,9 @@ impl Conn {
             ports: None,
             id: 0,
             parent_id: None,
+            tid: 0,
+            claimed: 0,
+            made_for: None,
         }
     }
 }
@@ -280,8 +293,14 @@ impl TransactionSource for ByteFlow {
         let auto = mode == ServiceMode::Auto;
         let mut table = FnTable::default();
         let mut symbols = ProcessSymbols::default();
+        // Readiness waits per thread, and the thread's span.
+        let mut thread_waits: Vec<(u32, ThreadWaits)> = Vec::new();
+        let ns = |x: u64| conv.unix_ns(x) as i64;
         for t in &p.threads {
             let tid = t.tid;
+            let (mut t_first, mut t_last) = (u64::MAX, 0u64);
+            let mut waits: Vec<(u64, u64)> = Vec::new();
+            let mut wait_enter: Option<u64> = None;
             // What the thread ran since its last socket call (`--services auto`).
             let mut ran = Pending::default();
             // TSC of the thread's last send entry: a reply leaves when the process hands
@@ -297,6 +316,17 @@ impl TransactionSource for ByteFlow {
                 }
                 first = first.min(tsc);
                 last = last.max(tsc);
+                t_first = t_first.min(tsc);
+                t_last = t_last.max(tsc);
+                if let Event::Lib(l) = e {
+                    if waits::is_readiness_wait(l.func) {
+                        if !l.exit {
+                            wait_enter = Some(tsc);
+                        } else if let Some(a) = wait_enter.take() {
+                            waits.push((a, tsc));
+                        }
+                    }
+                }
                 if auto {
                     match e {
                         Event::Call { kind, callee, .. } => {
@@ -408,6 +438,15 @@ impl TransactionSource for ByteFlow {
                     _ => {}
                 }
             })?;
+            if t_first <= t_last {
+                thread_waits.push((
+                    tid,
+                    ThreadWaits {
+                        span: (ns(t_first), ns(t_last)),
+                        waits: waits.into_iter().map(|(a, b)| (ns(a), ns(b))).collect(),
+                    },
+                ));
+            }
         }
         if first <= last {
             out.span_ns = Some((conv.unix_ns(first) as i64, conv.unix_ns(last) as i64));
@@ -426,6 +465,8 @@ impl TransactionSource for ByteFlow {
         let mut conn_no = 0u32;
         // The served connection each thread last received a request on.
         let mut serving: HashMap<u32, i32> = HashMap::new();
+        // Threads that received a request while another of theirs was unanswered.
+        let mut loops: std::collections::HashSet<u32> = Default::default();
         let mut tx = Vec::new();
         let mut fin = Finish {
             tx: &mut tx,
@@ -489,6 +530,9 @@ impl TransactionSource for ByteFlow {
                             ports: ports_of(local, peer),
                             id: next_id(&mut conn_no),
                             parent_id: None,
+                            tid: 0,
+                            claimed: 0,
+                            made_for: None,
                         },
                     );
                 }
@@ -500,6 +544,10 @@ impl TransactionSource for ByteFlow {
                 }
                 StepKind::Connected { fd, local, peer } => {
                     fin.close(&mut conns, *fd);
+                    let made_for = parent_of(&conns, &serving, &loops, s.tid);
+                    if let Some(c) = made_for.and_then(|(p, _)| conns.get_mut(&p)) {
+                        c.claimed += 1;
+                    }
                     let service = addr_name(peer)
                         .map(|n| n.replacen("port:", "peer:", 1))
                         .unwrap_or_else(|| "peer:?".into());
@@ -518,6 +566,9 @@ impl TransactionSource for ByteFlow {
                             ports: ports_of(local, peer),
                             id: next_id(&mut conn_no),
                             parent_id: None,
+                            tid: 0,
+                            claimed: 0,
+                            made_for,
                         },
                     );
                 }
@@ -537,6 +588,7 @@ impl TransactionSource for ByteFlow {
                         if c.open.is_none() || c.last_send.is_some() {
                             fin.end_exchange(c);
                             c.open = Some(t);
+                            c.claimed = 0;
                             if auto {
                                 c.shape = Some(OpenShape::default());
                             }
@@ -544,6 +596,7 @@ impl TransactionSource for ByteFlow {
                         if let Some(sh) = c.shape.as_mut() {
                             sh.shape.req_bytes += *n as u64;
                         }
+                        c.tid = s.tid;
                         let before = serving.insert(s.tid, *fd);
                         if let Some(b) = before.filter(|b| b != fd) {
                             // Two requests open on one thread at once: both interleaved.
@@ -551,6 +604,7 @@ impl TransactionSource for ByteFlow {
                                 .get(&b)
                                 .is_some_and(|o| o.open.is_some() && o.last_send.is_none());
                             if waiting {
+                                loops.insert(s.tid);
                                 for f in [b, *fd] {
                                     if let Some(sh) =
                                         conns.get_mut(&f).and_then(|o| o.shape.as_mut())
@@ -600,10 +654,28 @@ impl TransactionSource for ByteFlow {
                         c.id = next_id(&mut conn_no);
                         conns.insert(*fd, c);
                     }
-                    let parent = serving
-                        .get(&s.tid)
-                        .copied()
-                        .filter(|p| conns.get(p).is_some_and(|c| c.open.is_some()));
+                    // A new call's request: the one its connection was made for, if that
+                    // request is still open and this is the connection's first call; else
+                    // the thread's (see `parent_of`).
+                    let new_call = conns
+                        .get(fd)
+                        .is_some_and(|c| !c.served && (c.answered || c.open.is_none()));
+                    let first_call = conns.get(fd).is_some_and(|c| c.parent_id.is_none());
+                    let made_for = conns.get(fd).and_then(|c| c.made_for).filter(|(p, at)| {
+                        first_call && conns.get(p).is_some_and(|c| c.open == Some(*at))
+                    });
+                    let parent = match made_for {
+                        Some((p, _)) => Some(p),
+                        None if new_call => {
+                            let p = parent_of(&conns, &serving, &loops, s.tid);
+                            if let Some(c) = p.and_then(|(p, _)| conns.get_mut(&p)) {
+                                c.claimed += 1;
+                            }
+                            p.map(|(p, _)| p)
+                        }
+                        None => serving.get(&s.tid).copied(),
+                    }
+                    .filter(|p| conns.get(p).is_some_and(|c| c.open.is_some()));
                     let parent_open = parent.and_then(|p| conns.get(&p)).and_then(|c| c.open);
                     let parent_id = parent.and_then(|p| conns.get(&p)).map(|c| c.id);
                     let Some(c) = conns.get_mut(fd) else { continue };
@@ -646,6 +718,12 @@ impl TransactionSource for ByteFlow {
         }
         tx.sort_by_key(|t| (t.end_ns, t.start_ns));
         out.transactions = tx;
+        let loop_waits: Vec<&ThreadWaits> = thread_waits
+            .iter()
+            .filter(|(tid, _)| loops.contains(tid))
+            .map(|(_, w)| w)
+            .collect();
+        out.idle_ns = waits::all_waiting(&loop_waits);
         if auto {
             let mut used: Vec<u64> = out
                 .transactions
@@ -663,6 +741,31 @@ impl TransactionSource for ByteFlow {
         }
         Ok(out)
     }
+}
+
+/// The served request (descriptor, arrival) a thread's new call or connection is for: the
+/// request it last received, except on an **event loop** thread (one that received a
+/// request while another of its requests was unanswered), which reads every ready
+/// connection before it processes any: there the earliest-arrived request of the thread
+/// still unanswered and with no connection or call attributed to it yet, if any.
+fn parent_of(
+    conns: &HashMap<i32, Conn>,
+    serving: &HashMap<u32, i32>,
+    loops: &std::collections::HashSet<u32>,
+    tid: u32,
+) -> Option<(i32, i64)> {
+    let open = |fd: &i32| conns.get(fd).and_then(|c| c.open.map(|o| (*fd, o)));
+    if loops.contains(&tid) {
+        let waiting = conns
+            .iter()
+            .filter(|(_, c)| c.served && c.tid == tid && c.claimed == 0 && c.last_send.is_none())
+            .filter_map(|(fd, c)| c.open.map(|o| (o, *fd)))
+            .min();
+        if let Some((o, fd)) = waiting {
+            return Some((fd, o));
+        }
+    }
+    serving.get(&tid).and_then(open)
 }
 
 /// The wait of the request (`parent`, arrived at `parent_open`) that makes a call on `c` at

@@ -57,6 +57,10 @@ pub struct TypeInfo {
     pub merged_signatures: u64,
     /// Their requests.
     pub merged_requests: u64,
+    /// Typed as an event loop's (by calls and sizes only): a request it sends says no
+    /// more of its type than the bytes its callee sees itself.
+    #[serde(skip)]
+    pub event_loop: bool,
 }
 
 /// The structural part of a signature.
@@ -379,7 +383,13 @@ pub fn assign(
     }
     // Each key to a kept type.
     let mut to: HashMap<&Key, usize> = HashMap::new();
-    let mut infos: Vec<TypeInfo> = vec![TypeInfo::default(); kept.len()];
+    let mut infos: Vec<TypeInfo> = vec![
+        TypeInfo {
+            event_loop,
+            ..Default::default()
+        };
+        kept.len()
+    ];
     for r in &ranked {
         let t = match kept.iter().position(|k| *k == r.0) {
             Some(t) => t,
