@@ -49,9 +49,20 @@ def maria_start(tmp, port, spawn, procs):
     shutil.rmtree(data, ignore_errors=True)
     os.makedirs(data)
     user = ["--user=root"] if os.getuid() == 0 else []
-    subprocess.run(["mariadb-install-db", "--no-defaults", "--datadir=" + data, "--skip-test-db",
-                    "--auth-root-authentication-method=normal", *user],
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    # Several installs at once on a loaded machine have failed (once in five); the output
+    # goes to tmp/maria-install.log and a failed install is retried on a fresh directory.
+    for attempt in range(3):
+        with open(os.path.join(tmp, "maria-install.log"), "a") as log:
+            r = subprocess.run(["mariadb-install-db", "--no-defaults", "--datadir=" + data, "--skip-test-db",
+                                "--auth-root-authentication-method=normal", *user],
+                               stdout=log, stderr=subprocess.STDOUT)
+        if r.returncode == 0:
+            break
+        if attempt == 2:
+            raise RuntimeError("mariadb-install-db failed 3 times: see %s" % os.path.join(tmp, "maria-install.log"))
+        shutil.rmtree(data, ignore_errors=True)
+        os.makedirs(data)
+        time.sleep(2)
     p = spawn(["mariadbd", "--no-defaults", "--datadir=" + data, "--socket=" + os.path.join(data, "sock"),
                "--port=%d" % port, "--bind-address=127.0.0.1", "--skip-grant-tables", "--skip-log-bin",
                "--innodb-buffer-pool-size=64M", "--innodb-flush-log-at-trx-commit=2",
