@@ -35,7 +35,11 @@ With `--interleave ROUNDS` the run measures overhead instead of soaking: after l
 (step 2), ROUNDS times in turn an untraced segment and a traced one (`record --keep` and
 `watch`), `--segment-seconds` of load each: the throughput ratio is traced over untraced
 summed over the rounds, so both sides see the same (shared) machine; watch's CPU time
-over the traced segments' time; the load average after every segment.
+over the traced segments' time; the load average after every segment. Apart from the
+throughput, which depends on everything else running on the machine, the overhead inside
+redis: the servers' own CPU time (user + system, from /proc) per request, traced over
+untraced — what the tracer adds to each request —, and the share of a core that
+`culprit record` (with its reader) and `culprit watch` take from the same cores.
 
 Loopback only, ports from SOAK_PORT_BASE (default 31000). Installs redis-server and
 redis-tools from Debian if missing. Not part of the default test run.
@@ -160,6 +164,56 @@ def cpu_seconds(pid):
         return None
 
 
+def redis_pids():
+    """The pids of the redis servers on PORTS (and their forked children): processes whose
+    command line names redis and one of the ports (redis rewrites its title to
+    `redis-server 127.0.0.1:PORT`)."""
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ")
+        except OSError:
+            continue
+        if b"redis" in cmd and b"redis-benchmark" not in cmd and \
+                any(f":{p}".encode() in cmd or f"--port {p}".encode() in cmd for p in PORTS):
+            out.append(int(d))
+    return out
+
+
+def descendants(root):
+    """`root` and every process below it."""
+    kids = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        kids.setdefault(ppid, []).append(int(d))
+    out, todo = [], [root]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(kids.get(p, []))
+    return out
+
+
+def cpu_of(pids):
+    """CPU seconds (user + system) of each of `pids` still alive, by pid."""
+    return {p: c for p in pids if (c := cpu_seconds(p)) is not None}
+
+
+def cpu_delta(before, after):
+    """CPU seconds spent between two `cpu_of` samples by the processes in both (a process
+    that started in between counts from 0)."""
+    return sum(c - before.get(p, 0.0) for p, c in after.items())
+
+
 def pct(xs, q):
     if not xs:
         return None
@@ -241,10 +295,11 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.monotonic()
         rec = run_servers(culprit, tmp, soak, extra)
+        watch_err = open(os.path.join(out, "watch.err"), "w")
         watch = subprocess.Popen(
             [culprit, "watch", "--model", model, "--json", "--keep-around", "5s",
              *a.watch_arg, "--snapshots", os.path.join(out, "snapshots"), soak],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            stdout=subprocess.PIPE, stderr=watch_err, text=True)
         sizes = []
         rps = []
         loads = []
@@ -282,6 +337,8 @@ def main():
         watch.wait(timeout=600)
         drainer.join(timeout=60)
         reports = "".join(out_lines)
+        watch_err.close()
+    res["watch_stderr_tail"] = folds_said(os.path.join(out, "watch.err"))
     res["traced_loadavg_mean"] = sum(loads) / len(loads) if loads else None
     res["traced_rps"] = sum(rps) / len(rps) if rps else 0
     res["throughput_ratio"] = res["traced_rps"] / res["untraced_rps"] if res["untraced_rps"] else None
@@ -342,6 +399,16 @@ def main():
     emit(a, res)
 
 
+def folds_said(path):
+    """What the watch said at its end: units reported, and units folded into the report
+    of their process or connection kind with no model."""
+    try:
+        with open(path) as f:
+            return [l.rstrip() for l in f if "reported" in l or "folded" in l][-22:]
+    except OSError:
+        return []
+
+
 def emit(a, res):
     print(json.dumps(res, indent=1))
     if a.json:
@@ -357,9 +424,12 @@ def interleave(a, culprit, out, model, res):
         log(f"round {r + 1}/{a.interleave}: untraced")
         with tempfile.TemporaryDirectory() as tmp:
             p = run_servers(culprit, tmp)
+            pids = redis_pids()
+            c0 = cpu_of(pids)
             t = time.monotonic()
             row["untraced_rps"] = load(a.segment_seconds)
             row["untraced_s"] = time.monotonic() - t
+            row["untraced_redis_cpu_s"] = cpu_delta(c0, cpu_of(pids))
             row["untraced_loadavg"] = os.getloadavg()[0]
             stop(p)
         log(f"round {r + 1}/{a.interleave}: traced")
@@ -367,22 +437,32 @@ def interleave(a, culprit, out, model, res):
         shutil.rmtree(d, ignore_errors=True)
         with tempfile.TemporaryDirectory() as tmp:
             rec = run_servers(culprit, tmp, d, ["--keep", a.keep])
+            err_path = os.path.join(out, f"watch-il{r}.err")
+            watch_err = open(err_path, "w")
             watch = subprocess.Popen(
                 [culprit, "watch", "--model", model, "--json", *a.watch_arg, d],
-                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                stdout=subprocess.PIPE, stderr=watch_err, text=True)
             lines = []
             import threading
             drainer = threading.Thread(target=lambda: lines.extend(watch.stdout), daemon=True)
             drainer.start()
+            pids = redis_pids()
+            # culprit record and its reader (the redis servers are below it too: left out).
+            rec_pids = [q for q in descendants(rec.pid) if q not in pids]
+            c0, r0, w0 = cpu_of(pids), cpu_of(rec_pids), cpu_seconds(watch.pid) or 0.0
             t = time.monotonic()
             row["traced_rps"] = load(a.segment_seconds)
             row["traced_s"] = time.monotonic() - t
-            row["watch_cpu_s"] = cpu_seconds(watch.pid)
+            row["traced_redis_cpu_s"] = cpu_delta(c0, cpu_of(pids))
+            row["record_cpu_s"] = cpu_delta(r0, cpu_of(rec_pids))
+            row["watch_cpu_s"] = (cpu_seconds(watch.pid) or 0.0) - w0
             row["traced_loadavg"] = os.getloadavg()[0]
             stop(rec)
             watch.wait(timeout=600)
             drainer.join(timeout=60)
             row["watch_reports"] = len([l for l in lines if l.strip()])
+            watch_err.close()
+            row["watch_said"] = folds_said(err_path)[:2]
         shutil.rmtree(d, ignore_errors=True)
         log(f"round {r + 1}: {row}")
         rounds.append(row)
@@ -395,6 +475,20 @@ def interleave(a, culprit, out, model, res):
     res["traced_rps"] = tr / tr_s
     res["throughput_ratio"] = res["traced_rps"] / res["untraced_rps"]
     res["watch_core_share"] = sum(r["watch_cpu_s"] or 0 for r in rounds) / tr_s
+    # The overhead inside redis: its own CPU time per request, traced over untraced (what
+    # the tracer adds to each request, whatever else competes for the cores), and the
+    # CPU the recorder and the watch take from the same two cores.
+    un_req = un
+    tr_req = tr
+    res["untraced_redis_cpu_us_per_req"] = \
+        1e6 * sum(r["untraced_redis_cpu_s"] for r in rounds) / un_req
+    res["traced_redis_cpu_us_per_req"] = \
+        1e6 * sum(r["traced_redis_cpu_s"] for r in rounds) / tr_req
+    res["redis_cpu_per_req_ratio"] = \
+        res["traced_redis_cpu_us_per_req"] / res["untraced_redis_cpu_us_per_req"]
+    res["record_cpu_share"] = sum(r["record_cpu_s"] for r in rounds) / tr_s
+    res["redis_cpu_share_untraced"] = sum(r["untraced_redis_cpu_s"] for r in rounds) / un_s
+    res["redis_cpu_share_traced"] = sum(r["traced_redis_cpu_s"] for r in rounds) / tr_s
     res["untraced_loadavg_mean"] = sum(r["untraced_loadavg"] for r in rounds) / len(rounds)
     res["traced_loadavg_mean"] = sum(r["traced_loadavg"] for r in rounds) / len(rounds)
     res["ended_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

@@ -48,6 +48,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 mod entries;
+mod stale;
 mod stand_in;
 mod suffix;
 pub use suffix::{kept_entries, RecordId};
@@ -545,6 +546,22 @@ impl TraceDir {
         let mut files = Vec::new();
         let mut index = Index::default();
         let mut damage = Vec::new();
+        // A flight recorder rotates under its exclusive lock (`keep.lock`): it appends the
+        // compacted records to the keep file, deletes the segment, then rewrites
+        // `rotated.json`. A reader that listed the files before a rotation and read
+        // `rotated.json` after it would see a window that hides a thread's oldest records
+        // while their compacted copies were not yet in its index — a process without its
+        // exec record or its setup calls for one reading. So the files are listed, their
+        // records indexed and `rotated.json` read under the lock held shared (writers hold
+        // it shared too: only rotations and snapshots wait). Only for a lazy open: it reads
+        // each record's fixed part (milliseconds); an eager one reads every byte, which
+        // would hold rotations (and the drain threads that run them) back that long.
+        let gate = if opts.lazy {
+            crate::keep::Gate::open(&dir).unwrap_or_else(|_| crate::keep::Gate::none())
+        } else {
+            crate::keep::Gate::none()
+        };
+        let held = gate.hold();
         for path in chunk_files(&dir)? {
             let fi = files.len() as u32;
             let add = |offset, piece, info: &SubBufInfo| {
@@ -584,12 +601,11 @@ impl TraceDir {
                 None
             }
         };
+        drop(held);
         let windows = rotated.as_ref().map(|r| r.windows()).unwrap_or_default();
-        for (k, list) in threads.iter_mut() {
-            if let Some(until) = windows.get(k) {
-                list.retain(|l| !crate::rotated::outside_window(&l.info, l.piece, Some(until)));
-            }
-        }
+        // Records outside a window are left out; those not compacted yet (in a segment
+        // of another drain thread, not rotated yet) are read as their compacted copy.
+        stale::compact_stale(&dir, &mut files, &mut threads, &windows);
         for loc in overlapping {
             let path = &files[loc.file as usize].0;
             damage.push(crate::damage::Damage {

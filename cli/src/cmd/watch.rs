@@ -11,6 +11,9 @@ use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+/// Folds listed at the end (each with the id of its report and its count).
+const FOLDS_SHOWN: usize = 20;
+
 /// Arguments of `culprit watch`.
 #[derive(clap::Args)]
 #[command(after_help = "Example:\n  \
@@ -19,7 +22,12 @@ use std::time::{Duration, Instant};
     Each poll ranks what the directory holds (as `culprit rank` does) and prints the units\n\
     that ended since, scoring at least --threshold, once each. With --keep-around, the\n\
     flight recorder's window is frozen into a snapshot (`culprit snapshot`) that long after\n\
-    each reported unit ended: it holds what led to the unit and what followed.")]
+    each reported unit ended: it holds what led to the unit and what followed.\n\n\
+    A unit with no model (its process matches no process group, or its kind of unit on its\n\
+    kind of connection never occurred in normal runs) is reported once per process or\n\
+    connection kind, and a unit whose strongest evidence repeats one already reported in\n\
+    its process once per evidence; the later ones are counted in that report (listed at\n\
+    the end).")]
 pub struct Args {
     /// The model (from `culprit learn` or `culprit merge`).
     #[arg(long, value_name = "MODEL")]
@@ -127,6 +135,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             std::thread::sleep(args.interval.saturating_sub(t.elapsed()));
         }
     })?;
-    eprintln!("culprit: watch: {} unit(s) reported", w.reported());
+    let folds = w.folds();
+    eprintln!(
+        "culprit: watch: {} unit(s) reported; {} more folded into {} of them (a process or connection kind with no model, or the same evidence again)",
+        w.reported(),
+        folds.folded(),
+        folds.all().len()
+    );
+    for f in folds.all().iter().take(FOLDS_SHOWN) {
+        eprintln!(
+            "culprit: watch:   {} ({}): {} later unit(s) folded into it",
+            f.id, f.what, f.units
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }

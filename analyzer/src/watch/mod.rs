@@ -30,6 +30,13 @@
 //! flight, and an incremental poll would number the units after it from a count that
 //! lacks the hole's units and move its suffix past the hole for good, so that the units
 //! it reported kept numbers a whole reading does not give them.
+//!
+//! A unit with **no model** (its process matches no process group, or its kind on its kind
+//! of connection never occurred in normal runs) is reported once per process or connection
+//! kind, and a unit whose strongest evidence repeats one reported in its process once per
+//! evidence; the later ones are counted in that report, not reported ([`fold`]).
+
+pub mod fold;
 
 use crate::localize::options::Options;
 use crate::model::Model;
@@ -96,6 +103,8 @@ pub struct Watcher {
     numbers: HashMap<(String, u32, u32), Numbering>,
     /// Holes seen (directory, thread, the record after the hole) and when first seen.
     holes: Holes,
+    /// Units with no model, reported once per process or connection kind ([`fold`]).
+    folds: fold::Folds,
 }
 
 /// Holes in threads' records, by directory, thread and the first record after the hole,
@@ -142,12 +151,19 @@ impl Watcher {
             threads: HashMap::new(),
             numbers: HashMap::new(),
             holes: HashMap::new(),
+            folds: fold::Folds::default(),
         }
     }
 
     /// Units reported so far.
     pub fn reported(&self) -> usize {
         self.reported.len()
+    }
+
+    /// The folds: units with no model counted in the report of the first one of their
+    /// process or connection kind ([`fold`]).
+    pub fn folds(&self) -> &fold::Folds {
+        &self.folds
     }
 
     /// Ranks what the directories hold now and returns the units not reported before.
@@ -204,11 +220,9 @@ impl Watcher {
                 u.info.tid,
                 u.info.tsc_start,
             );
-            if !self.reported.insert(key) {
+            if self.reported.contains(&key) {
                 continue;
             }
-            let mut json = rep.unit_json(&u);
-            json["reported_unix_ns"] = serde_json::json!(reported_unix_ns);
             let offset = self
                 .numbers
                 .get(&(u.info.host.clone(), u.info.pid, u.info.tid))
@@ -219,13 +233,33 @@ impl Watcher {
                 u.info.tid,
                 (i64::from(u.info.index) + offset).max(0) as u32,
             );
+            let folded = match self.folds.fold(&u, &id) {
+                fold::Decision::Own => None,
+                fold::Decision::First => Some(fold::sentence(match u.verdict {
+                    crate::score::Verdict::NoProcessGroup => "process",
+                    crate::score::Verdict::NoUnitModel => "connection",
+                    _ => "repeat",
+                })),
+                fold::Decision::Folded | fold::Decision::Seen => continue,
+            };
+            self.reported.insert(key);
+            let mut json = rep.unit_json(&u);
+            json["reported_unix_ns"] = serde_json::json!(reported_unix_ns);
             json["id"] = serde_json::json!(id);
+            if let Some(f) = &folded {
+                json["fold"] = serde_json::json!(f);
+            }
             let text = format!(
-                "{:.3} {} {} {}",
+                "{:.3} {} {} {}{}",
                 u.score,
                 id,
                 u.info.kind.name(),
-                u.why.first().map(String::as_str).unwrap_or("")
+                u.why.first().map(String::as_str).unwrap_or(""),
+                if folded.is_some() {
+                    " (later units like it are counted here, not reported)"
+                } else {
+                    ""
+                }
             );
             poll.alerts.push(Alert {
                 json,
