@@ -40,9 +40,9 @@ fn an_index_names_and_opens_the_run_as_the_manifests_do_and_bad_ones_are_refused
     refused(&flipped, "checksum");
     refused(&good[..good.len() - 3], "cut short");
     refused(b"{\"format\": \"culprit-rank-part\"}", "CULPRIDX");
-    let mut v2 = good.clone();
-    v2[8] = 2;
-    refused(&v2, "version 2");
+    let mut v1 = good.clone();
+    v1[8] = 1;
+    refused(&v1, "version 1");
     // A directory changed since the index was written: refused, naming the index and
     // the directory.
     let d = tmp.path().join("h1/1.0.1");

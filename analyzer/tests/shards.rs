@@ -152,6 +152,27 @@ fn missing_repeated_or_foreign_parts_are_errors() {
         "{e}"
     );
     drop(last);
+    // Damaged, cut short, of the version before: refused, naming the file.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("part-1");
+    rank_shard(&model, &trial, &opts, Shard { k: 1, n: 2 })
+        .unwrap()
+        .save(&file)
+        .unwrap();
+    let good = std::fs::read(&file).unwrap();
+    let bad = dir.path().join("bad-part");
+    let refused = |bytes: &[u8], want: &str| {
+        std::fs::write(&bad, bytes).unwrap();
+        let e = PartFile::load(&bad).unwrap_err().to_string();
+        assert!(e.contains("bad-part") && e.contains(want), "{e}");
+    };
+    let mut flipped = good.clone();
+    flipped[good.len() / 2] ^= 0x10;
+    refused(&flipped, "checksum");
+    refused(&good[..good.len() - 1], "cut short");
+    let mut v3 = good.clone();
+    v3[8] = 3;
+    refused(&v3, "version 3");
     assert!("0/3".parse::<Shard>().is_err() && "4/3".parse::<Shard>().is_err());
     assert_eq!("2/3".parse::<Shard>(), Ok(Shard { k: 2, n: 3 }));
 }

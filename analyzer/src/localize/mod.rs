@@ -9,6 +9,7 @@ pub mod consequence;
 pub mod durations;
 pub mod ending;
 pub mod evidence;
+pub(crate) mod interned;
 pub mod learn;
 pub mod model;
 pub mod model_check;

@@ -28,25 +28,30 @@
 //!
 //! Part files are binary: [`PART_MAGIC`], the version [`PART_VERSION`] (`u32`,
 //! little-endian), the body's length (`u64`), the body — the [`PartFile`] in `bincode`'s
-//! variable-length integer encoding, floats bit for bit — and [`crate::hash::str_hash`]
-//! of the body (`u64`).
+//! variable-length integer encoding, floats bit for bit — and the CRC-32 (IEEE) of the
+//! body (`u32`). Every string the part's processes use (hosts, names of key parts, names
+//! and call sites of annotated trees) is in one table of the part, once
+//! ([`super::interned`]); processes refer to it by index. Version 4 (this layout); version
+//! 3 held each process's own names and trees' strings and an FNV checksum.
 
+use super::interned::{InternedLines, LineRef, Strings};
 use super::options::Options;
 use super::pipeline::{merge_names, sorted_processes};
 use super::rank::{assemble, score_processes, Heavy, HeavyLines, ProcessNames, ProcessRanking};
 use crate::decode::{DecodeStats, TraceSet};
 use crate::error::{Error, Result};
 use crate::model::Model;
-use crate::report::{self, ConnRow, Report, Row, RowExtra, SharedScore, TreeLine};
+use crate::report::{self, ConnRow, Report, Row, RowExtra, SharedScore};
 use crate::score::UnitScore;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Value of [`PartFile::format`].
 pub const PART_FORMAT: &str = "culprit-rank-part";
 /// Value of [`PartFile::version`].
-pub const PART_VERSION: u32 = 3;
+pub const PART_VERSION: u32 = 4;
 /// The magic bytes a part file begins with.
 pub const PART_MAGIC: &[u8; 8] = b"CULPRPRT";
 
@@ -86,8 +91,7 @@ impl Shard {
     /// The hosts whose trace directories this shard opens, of the run's processes `all`
     /// (any order): those of the processes it ranks.
     pub fn hosts(&self, all: &[crate::decode::ProcId]) -> std::collections::BTreeSet<String> {
-        let mut sorted: Vec<&crate::decode::ProcId> = all.iter().collect();
-        sorted.sort();
+        let sorted = ranking_order(all);
         let hosts: Vec<&str> = sorted.iter().map(|p| p.host.as_str()).collect();
         hosts
             .iter()
@@ -122,6 +126,33 @@ impl Shard {
     }
 }
 
+/// The processes `all` in ranking order: sorted by host, pid and start time. The hosts
+/// are ranked first (each name compared once, not in every comparison of the sort).
+pub fn ranking_order(all: &[crate::decode::ProcId]) -> Vec<&crate::decode::ProcId> {
+    let mut rank: crate::hash::FxMap<&str, u32> = Default::default();
+    for p in all {
+        let n = rank.len() as u32;
+        rank.entry(p.host.as_str()).or_insert(n);
+    }
+    let mut hosts: Vec<(&str, u32)> = rank.iter().map(|(&h, &i)| (h, i)).collect();
+    hosts.sort_unstable();
+    let mut of = vec![0u32; hosts.len()];
+    for (r, (_, i)) in hosts.iter().enumerate() {
+        of[*i as usize] = r as u32;
+    }
+    let mut keyed: Vec<((u32, u32, u64), &crate::decode::ProcId)> = all
+        .iter()
+        .map(|p| {
+            (
+                (of[rank[p.host.as_str()] as usize], p.pid, p.start_ticks),
+                p,
+            )
+        })
+        .collect();
+    keyed.sort_unstable_by_key(|k| k.0);
+    keyed.into_iter().map(|(_, p)| p).collect()
+}
+
 /// A part file: one shard's scored processes.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct PartFile {
@@ -147,6 +178,11 @@ pub struct PartFile {
     pub run: u64,
     /// The run's processes.
     pub total: u32,
+    /// Every string its processes use, each once ([`super::interned`]).
+    strings: Vec<String>,
+    /// The names of key parts its processes use: each (key, name) pair once, the name an
+    /// index in `strings`.
+    names: Vec<(u64, u32)>,
     /// The processes this shard ranked.
     pub processes: Vec<PartProcess>,
     /// Processes named as they were started (`crate::procname`): host, pid, label.
@@ -164,8 +200,8 @@ pub struct PartFile {
 pub struct PartProcess {
     /// Its place among the run's processes, in ranking order (sorted by host, pid, start).
     pub index: u32,
-    /// Its host.
-    pub host: String,
+    /// Its host: an index in the part's strings.
+    host: u32,
     /// Its pid.
     pub pid: u32,
     rows: Vec<Row>,
@@ -175,7 +211,8 @@ pub struct PartProcess {
     conns: Vec<ConnRow>,
     heavy: Vec<PartHeavy>,
     stats: DecodeStats,
-    names: BTreeMap<u64, String>,
+    /// The names of key parts its units use: indices in the part's names, in key order.
+    names: Vec<u32>,
     unmatched: bool,
     /// How its group's normal processes ended ([`crate::ending`]).
     #[serde(default)]
@@ -186,7 +223,7 @@ pub struct PartProcess {
 #[derive(Debug, Serialize, Deserialize)]
 struct PartHeavy {
     row: usize,
-    lines: Vec<TreeLine>,
+    lines: Vec<LineRef>,
     score: UnitScore,
 }
 
@@ -204,8 +241,7 @@ pub fn rank_shard_of(
     opts: &Options,
     shard: Shard,
 ) -> Result<PartFile> {
-    let mut all: Vec<&crate::decode::ProcId> = all.iter().collect();
-    all.sort();
+    let all = ranking_order(all);
     let hosts: Vec<&str> = all.iter().map(|p| p.host.as_str()).collect();
     let wanted = shard.processes(&hosts);
     // The shard's processes and the other processes of their hosts (pass 1 only).
@@ -242,10 +278,17 @@ pub fn rank_shard_of(
     let sub_wanted: Vec<bool> = keep.iter().map(|&i| wanted[i]).collect();
     let scored = score_processes(model, &sub, &sub_wanted, all.len(), opts, |j| keep[j])?;
     let mut processes = Vec::new();
+    let mut table = Table::default();
     for (j, pr) in scored.into_iter().enumerate() {
         let Some(pr) = pr else { continue };
         let p = all[keep[j]];
-        processes.push(part_process(model, (keep[j] as u32, p), pr, opts));
+        processes.push(part_process(
+            model,
+            (keep[j] as u32, p),
+            pr,
+            opts,
+            &mut table,
+        ));
     }
     Ok(PartFile {
         format: PART_FORMAT.into(),
@@ -258,6 +301,8 @@ pub fn rank_shard_of(
         model_names: model.names.clone(),
         run: run_hash(&all),
         total: all.len() as u32,
+        strings: table.strings.into_vec(),
+        names: table.names,
         processes,
         labels: Vec::new(),
         unseen: Vec::new(),
@@ -275,13 +320,35 @@ fn run_hash(all: &[&crate::decode::ProcId]) -> u64 {
     h
 }
 
+/// The strings and names of key parts of a part file under construction.
+#[derive(Default)]
+struct Table {
+    strings: Strings,
+    /// (key, name) pairs, each once.
+    names: Vec<(u64, u32)>,
+    index: crate::hash::FxMap<(u64, u32), u32>,
+}
+
+impl Table {
+    /// The index of the pair (`key`, `name`) in the part's names, added if new.
+    fn name(&mut self, key: u64, name: &str) -> u32 {
+        let pair = (key, self.strings.of(name));
+        *self.index.entry(pair).or_insert_with(|| {
+            self.names.push(pair);
+            self.names.len() as u32 - 1
+        })
+    }
+}
+
 /// A scored process as a part file holds it: names resolved, best trees annotated (with
-/// the model's names first, then the process's, as the whole ranking names them).
+/// the model's names first, then the process's, as the whole ranking names them), its
+/// strings in the part's `table`.
 fn part_process(
     model: &Model,
     (index, id): (u32, &crate::decode::ProcId),
     pr: ProcessRanking,
     opts: &Options,
+    table: &mut Table,
 ) -> PartProcess {
     let names = match pr.names {
         ProcessNames::Book(b) => merge_names(&[&b]),
@@ -302,18 +369,21 @@ fn part_process(
                         .and_then(|g| model.groups.get(g as usize)?.class(&class));
                     report::annotate(&tree, m, &h.score.effective, &all, opts.tree_lines)
                 }
-                HeavyLines::Done(l) => l,
+                HeavyLines::Interned(l) => l.expand(),
             };
             PartHeavy {
                 row: h.row,
-                lines,
+                lines: lines
+                    .iter()
+                    .map(|l| LineRef::of(l, &mut table.strings))
+                    .collect(),
                 score: h.score,
             }
         })
         .collect();
     PartProcess {
         index,
-        host: id.host.clone(),
+        host: table.strings.of(&id.host),
         pid: id.pid,
         rows: pr.rows,
         shared: pr.shared,
@@ -322,7 +392,7 @@ fn part_process(
         conns: pr.conns,
         heavy,
         stats: pr.stats,
-        names,
+        names: names.iter().map(|(&k, v)| table.name(k, v)).collect(),
         unmatched: pr.unmatched,
         ending: pr.ending,
     }
@@ -338,12 +408,12 @@ impl PartFile {
                 path: path.to_path_buf(),
                 why: format!("cannot encode the part file: {e}"),
             })?;
-        let mut out = Vec::with_capacity(body.len() + 28);
+        let mut out = Vec::with_capacity(body.len() + 24);
         out.extend_from_slice(PART_MAGIC);
         out.extend_from_slice(&PART_VERSION.to_le_bytes());
         out.extend_from_slice(&(body.len() as u64).to_le_bytes());
         out.extend_from_slice(&body);
-        out.extend_from_slice(&crate::hash::str_hash(&body).to_le_bytes());
+        out.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
         std::fs::write(path, out).map_err(|source| Error::Io {
             path: path.to_path_buf(),
             what: "write part file",
@@ -379,6 +449,13 @@ impl PartFile {
             )));
         }
         let n = p.total;
+        let strings = p.strings.len();
+        if p.names.iter().any(|&(_, s)| s as usize >= strings) {
+            return Err(bad(format!(
+                "shard {}: a name out of its table of strings",
+                p.shard
+            )));
+        }
         for q in &p.processes {
             let rows = q.rows.len();
             let bad_row = q.rows.iter().any(|r| {
@@ -391,6 +468,11 @@ impl PartFile {
                 || q.extras.iter().any(|(i, _)| *i as usize >= rows)
                 || q.heavy.iter().any(|h| h.row >= rows)
                 || q.group.is_some_and(|g| g as usize >= p.groups)
+                || q.host as usize >= strings
+                || q.names.iter().any(|&i| i as usize >= p.names.len())
+                || q.heavy
+                    .iter()
+                    .any(|h| h.lines.iter().any(|l| !l.fits(strings)))
             {
                 return Err(bad(format!(
                     "process {} of shard {}: indices out of range",
@@ -404,7 +486,7 @@ impl PartFile {
 
 /// The body of a part file's bytes, its header and checksum checked.
 fn part_body(bytes: &[u8]) -> std::result::Result<&[u8], String> {
-    if bytes.len() < 28 || &bytes[..8] != PART_MAGIC {
+    if bytes.len() < 24 || &bytes[..8] != PART_MAGIC {
         return Err("it does not begin with CULPRPRT".into());
     }
     let word = |at: usize, n: usize| {
@@ -419,7 +501,7 @@ fn part_body(bytes: &[u8]) -> std::result::Result<&[u8], String> {
         ));
     }
     let len = word(12, 8);
-    if (bytes.len() - 20) as u64 != len.saturating_add(8) {
+    if (bytes.len() - 20) as u64 != len.saturating_add(4) {
         return Err(format!(
             "its body is said to be {len} bytes, the file holds {} after the header \
              (cut short or appended to)",
@@ -427,7 +509,7 @@ fn part_body(bytes: &[u8]) -> std::result::Result<&[u8], String> {
         ));
     }
     let body = &bytes[20..20 + len as usize];
-    if word(20 + len as usize, 8) != crate::hash::str_hash(body) {
+    if word(20 + len as usize, 4) != crc32fast::hash(body) as u64 {
         return Err("its checksum does not match its contents (damaged)".into());
     }
     Ok(body)
@@ -495,16 +577,22 @@ pub fn merge_parts(parts: Vec<(PathBuf, PartFile)>, opts: &Options) -> Result<Re
         })?;
     let mut per: Vec<Option<ProcessRanking>> = (0..total).map(|_| None).collect();
     let mut procs: Vec<(String, u32)> = vec![(String::new(), 0); total as usize];
+    // Each process's names of key parts: its part and its pairs there.
+    let mut tables: Vec<(Vec<(u64, u32)>, Arc<[String]>)> = Vec::with_capacity(parts.len());
+    let mut named: Vec<Option<(usize, Vec<u32>)>> = (0..total).map(|_| None).collect();
     for (path, p) in parts {
+        let strings: Arc<[String]> = p.strings.into();
+        let t = tables.len();
         for q in p.processes {
             let i = q.index as usize;
-            procs[i] = (q.host, q.pid);
+            procs[i] = (strings[q.host as usize].clone(), q.pid);
             if per[i].is_some() {
                 return Err(Error::BadTrace {
                     path,
                     why: format!("process {} is in two shards", i),
                 });
             }
+            named[i] = Some((t, q.names));
             per[i] = Some(ProcessRanking {
                 rows: q.rows,
                 shared: q.shared,
@@ -516,16 +604,21 @@ pub fn merge_parts(parts: Vec<(PathBuf, PartFile)>, opts: &Options) -> Result<Re
                     .into_iter()
                     .map(|h| Heavy {
                         row: h.row,
-                        lines: HeavyLines::Done(h.lines),
+                        lines: HeavyLines::Interned(InternedLines {
+                            lines: h.lines,
+                            strings: strings.clone(),
+                        }),
                         score: h.score,
                     })
                     .collect(),
                 stats: q.stats,
-                names: ProcessNames::Resolved(q.names),
+                // Named below, for every process at once.
+                names: ProcessNames::Resolved(BTreeMap::new()),
                 unmatched: q.unmatched,
                 ending: q.ending,
             });
         }
+        tables.push((p.names, strings));
     }
     if let Some(i) = per.iter().position(|p| p.is_none()) {
         return Err(Error::BadTrace {
@@ -533,12 +626,28 @@ pub fn merge_parts(parts: Vec<(PathBuf, PartFile)>, opts: &Options) -> Result<Re
             why: format!("no shard ranked process {i} of {total}"),
         });
     }
+    // The model's names, then the first process (in ranking order) naming a key names it,
+    // as `assemble` names them from every process's own names: a pair already seen in
+    // its part changes nothing.
+    let mut names = model_names;
+    let mut seen: Vec<Vec<bool>> = tables.iter().map(|t| vec![false; t.0.len()]).collect();
+    for (t, pairs) in named.into_iter().flatten() {
+        let (table, strings) = &tables[t];
+        for j in pairs {
+            if !std::mem::replace(&mut seen[t][j as usize], true) {
+                let (key, name) = table[j as usize];
+                names
+                    .entry(key)
+                    .or_insert_with(|| strings[name as usize].clone());
+            }
+        }
+    }
     let mut opts = opts.clone();
     opts.score = score;
     Ok(assemble(
         groups,
         normal_processes,
-        &model_names,
+        &names,
         None,
         procs,
         per.into_iter().flatten().collect(),

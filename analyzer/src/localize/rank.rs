@@ -53,8 +53,9 @@ pub(crate) struct Heavy {
 pub(crate) enum HeavyLines {
     /// The tree and its class, annotated against the model when needed.
     Tree(trees::CallTree, model::UnitClass),
-    /// Annotated already (by the shard that ranked its process).
-    Done(Vec<report::TreeLine>),
+    /// Annotated already (by the shard that ranked its process), its names in its part
+    /// file's table: made whole only if listed.
+    Interned(super::interned::InternedLines),
 }
 
 /// Scores of distinct trees a process's ranker keeps for reuse.
@@ -786,7 +787,7 @@ pub(crate) fn assemble(
                         opts.tree_lines,
                     ))
                 }
-                HeavyLines::Done(lines) => Some(lines),
+                HeavyLines::Interned(lines) => Some(lines.expand()),
             };
         }
         x.effective = Some(

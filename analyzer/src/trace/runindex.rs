@@ -11,12 +11,15 @@
 //! the processes the index lists.
 //!
 //! **Layout** (little-endian): `CULPRIDX` (8 bytes), version `u32` ([`INDEX_VERSION`]),
-//! body length `u64`, the body, then [`crate::hash::str_hash`] of the body (`u64`). The
-//! body: the number of recordings `u32`; per recording its directory (bytes, `u32` length
-//! first), its host (the same), its calibration (six `u64`: `tsc0`, `realtime0_ns`,
-//! `monotonic0_ns`, `tsc1`, `realtime1_ns`, `monotonic1_ns`) and its processes (`u32`
-//! count, then per process `pid` `u32` and `start_ticks` `u64`, sorted). The checksum
-//! also names the run: part files carry it, and the merge refuses parts of two indexes.
+//! body length `u64`, the body, then the CRC-32 (IEEE) of the body (`u32`). The body: the
+//! number of hosts `u32` and each host's name (bytes, `u32` length first), each once; the
+//! number of recordings `u32`; per recording its directory (bytes, `u32` length first),
+//! its host (`u32`, an index in the hosts), its calibration (six `u64`: `tsc0`,
+//! `realtime0_ns`, `monotonic0_ns`, `tsc1`, `realtime1_ns`, `monotonic1_ns`) and its
+//! processes (`u32` count, then per process `pid` `u32` and `start_ticks` `u64`, sorted).
+//! Version 2 (this layout); version 1 named each recording's host in full and ended with
+//! an FNV checksum. The merge of the shards checks that their parts name one run (a hash
+//! of every process: `crate::partial`), whether they were ranked from an index or not.
 
 use super::load::{host_of, open_dir, process_threads, TraceSet};
 use super::select::{Named, ProcId, Selected};
@@ -30,7 +33,7 @@ use std::sync::Arc;
 /// The magic bytes an index file begins with.
 pub const INDEX_MAGIC: &[u8; 8] = b"CULPRIDX";
 /// The version of the layout this culprit writes and reads.
-pub const INDEX_VERSION: u32 = 1;
+pub const INDEX_VERSION: u32 = 2;
 
 /// One trace directory of the run.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -50,8 +53,8 @@ pub struct IndexedRecording {
 pub struct RunIndex {
     /// The recordings.
     pub recordings: Vec<IndexedRecording>,
-    /// The checksum of the encoded body (what part files carry to name the run).
-    pub checksum: u64,
+    /// The CRC-32 of the encoded body.
+    pub checksum: u32,
 }
 
 impl RunIndex {
@@ -76,7 +79,7 @@ impl RunIndex {
                 .collect(),
             checksum: 0,
         };
-        index.checksum = crate::hash::str_hash(&index.body());
+        index.checksum = crc32fast::hash(&index.body());
         Ok(index)
     }
 
@@ -147,11 +150,23 @@ impl RunIndex {
     }
 
     fn body(&self) -> Vec<u8> {
+        let mut hosts: Vec<&str> = Vec::new();
+        let mut host_of: std::collections::HashMap<&str, u32> = Default::default();
+        for r in &self.recordings {
+            host_of.entry(&r.host).or_insert_with(|| {
+                hosts.push(&r.host);
+                hosts.len() as u32 - 1
+            });
+        }
         let mut b = Vec::new();
+        put_u32(&mut b, hosts.len() as u32);
+        for h in &hosts {
+            put_bytes(&mut b, h.as_bytes());
+        }
         put_u32(&mut b, self.recordings.len() as u32);
         for r in &self.recordings {
             put_bytes(&mut b, r.dir.as_os_str().as_bytes());
-            put_bytes(&mut b, r.host.as_bytes());
+            put_u32(&mut b, host_of[r.host.as_str()]);
             let c = &r.calib;
             for v in [
                 c.tsc0,
@@ -175,12 +190,12 @@ impl RunIndex {
     /// The encoded file.
     pub fn encode(&self) -> Vec<u8> {
         let body = self.body();
-        let mut out = Vec::with_capacity(body.len() + 28);
+        let mut out = Vec::with_capacity(body.len() + 24);
         out.extend_from_slice(INDEX_MAGIC);
         put_u32(&mut out, INDEX_VERSION);
         out.extend_from_slice(&(body.len() as u64).to_le_bytes());
         out.extend_from_slice(&body);
-        out.extend_from_slice(&crate::hash::str_hash(&body).to_le_bytes());
+        put_u32(&mut out, crc32fast::hash(&body));
         out
     }
 
@@ -220,7 +235,7 @@ impl RunIndex {
         }
         let len = r.u64()?;
         let body_at = r.at;
-        if (bytes.len() - body_at) as u64 != len.saturating_add(8) {
+        if (bytes.len() - body_at) as u64 != len.saturating_add(4) {
             return Err(format!(
                 "its body is said to be {len} bytes, the file holds {} after the header \
                  (cut short or appended to)",
@@ -232,19 +247,32 @@ impl RunIndex {
             b: bytes,
             at: body_at + len as usize,
         };
-        let sum = tail.u64()?;
-        let checksum = crate::hash::str_hash(body);
+        let sum = tail.u32()?;
+        let checksum = crc32fast::hash(body);
         if sum != checksum {
             return Err("its checksum does not match its contents (damaged)".into());
         }
         let mut r = Reader { b: body, at: 0 };
         let n = r.u32()? as usize;
+        let mut hosts = Vec::with_capacity(n.min(body.len() / 4));
+        for i in 0..n {
+            hosts.push(r.string(i, "host")?);
+        }
+        let n = r.u32()? as usize;
         let mut recordings = Vec::with_capacity(n.min(body.len() / 64 + 1));
-        let mut dirs = std::collections::HashSet::new();
+        let mut dirs: crate::hash::FxSet<&[u8]> = Default::default();
         for i in 0..n {
             let n = r.u32()? as usize;
-            let dir = PathBuf::from(std::ffi::OsString::from_vec(r.take(n)?.to_vec()));
-            let host = r.string(i, "host")?;
+            let raw = r.take(n)?;
+            let dir = PathBuf::from(std::ffi::OsString::from_vec(raw.to_vec()));
+            let h = r.u32()? as usize;
+            let Some(host) = hosts.get(h).cloned() else {
+                return Err(format!(
+                    "recording {i} ({}): host {h} of {}",
+                    dir.display(),
+                    hosts.len()
+                ));
+            };
             let mut v = [0u64; 6];
             for x in &mut v {
                 *x = r.u64()?;
@@ -271,7 +299,7 @@ impl RunIndex {
                     dir.display()
                 ));
             }
-            if !dirs.insert(dir.clone()) {
+            if !dirs.insert(raw) {
                 return Err(format!("recording {i} ({}): listed twice", dir.display()));
             }
             recordings.push(IndexedRecording {
@@ -331,6 +359,6 @@ impl<'a> Reader<'a> {
     fn string(&mut self, i: usize, what: &str) -> std::result::Result<String, String> {
         let n = self.u32()? as usize;
         let s = self.take(n)?;
-        String::from_utf8(s.to_vec()).map_err(|_| format!("recording {i}: its {what} is not UTF-8"))
+        String::from_utf8(s.to_vec()).map_err(|_| format!("{what} {i} is not UTF-8"))
     }
 }

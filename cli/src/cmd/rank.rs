@@ -291,16 +291,19 @@ fn rank_shard(
         sel.set.processes.len()
     );
     let mut part = analyzer::partial::rank_shard_of(model, &sel.set, &sel.all, opts, shard)?;
-    // Where each process is in the order one ranking lists them (its notes' order).
+    // Where each process of the shard's hosts is in the order one ranking lists them (its
+    // notes' order).
+    let opened: std::collections::HashSet<&str> =
+        sel.set.processes.iter().map(|p| p.host.as_str()).collect();
     let place: std::collections::HashMap<&analyzer::decode::ProcId, usize> = sel
         .all
         .iter()
         .enumerate()
         .rev()
+        .filter(|(_, p)| opened.contains(p.host.as_str()))
         .map(|(i, p)| (p, i))
         .collect();
-    let mut sorted: Vec<&analyzer::decode::ProcId> = sel.all.iter().collect();
-    sorted.sort();
+    let sorted = analyzer::partial::ranking_order(&sel.all);
     let ranked: std::collections::HashSet<&analyzer::decode::ProcId> = part
         .processes
         .iter()
