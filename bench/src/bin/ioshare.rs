@@ -730,6 +730,9 @@ fn estimation_cost() {
             backlog: None,
             backlog_max: 0.0,
             backlog_added: false,
+            intake: None,
+            intake_closes: Vec::new(),
+            intake_used: false,
             unsure: vec![false; n],
         };
         // As `culprit ioshare` sets them at 10 Hz with 16 processes: windows of 2 rows

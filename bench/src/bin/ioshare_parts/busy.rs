@@ -76,6 +76,7 @@ fn nginx(dir: &Path, body_buffer: Option<&str>) -> Result<(Reaped, u16)> {
         .arg(&conf)
         .arg("-p")
         .arg(dir)
+        .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .context("starting nginx (apt-get install nginx)")?;
@@ -160,6 +161,11 @@ pub fn record(cfg: &Config, n: usize, seed: u64, dir: &Path) -> Result<()> {
         .args(cfg.ramp.then_some("--ramp"))
         .output()?;
     drop(busy);
+    // nginx's master stops its worker on SIGTERM; SIGKILL alone left the worker orphaned,
+    // holding the port and the bench's standard output.
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(server.0[0].id() as i32, libc::SIGTERM) };
+    std::thread::sleep(Duration::from_millis(500));
     drop(server);
     if !o.status.success() {
         bail!("{n} clients: {}", String::from_utf8_lossy(&o.stderr));
@@ -211,6 +217,8 @@ fn row(label: &str, dir: &Path) -> Result<Row> {
     let auto = estimate(dir, &["--method", "regression"])?;
     let all = estimate(dir, &["--method", "regression", "--clients", "all"])?;
     let given = estimate(dir, &["--method", "regression", "--clients", &told])?;
+    // The estimate before the intake (issue 26, item 4): the server's counter (+ backlog).
+    let before = estimate(dir, &["--method", "regression", "--intake", "never"])?;
     let acc =
         |j: &serde_json::Value, e: &str, k: &str| j["accuracy"][e][k].as_f64().unwrap_or(f64::NAN);
     let cands: Vec<u32> = auto["processes"]
@@ -259,13 +267,25 @@ fn row(label: &str, dir: &Path) -> Result<Row> {
         acc(&auto, "regression", "mean_window_points"),
         acc(&given, "least_squares", "mean_window_points"),
         100.0 * to_neighbours / server_total,
+        acc(&before, "regression", "mean_mae_points"),
     ];
+    let intake = &auto["server"]["intake"];
+    let load = match (intake["measured"].as_bool(), intake["used"].as_bool()) {
+        (Some(true), Some(true)) => format!(
+            "intake ({} closing)",
+            intake["closing_intervals"].as_u64().unwrap_or(0)
+        ),
+        (Some(true), _) => "counter (intake not better)".to_string(),
+        _ => "counter (no intake)".to_string(),
+    };
     println!(
-        "| {label} | {} | {others} ({others_mb:.0} MB) | {found}/{} +{false_pos} | **{:.1}** / {:.1} | {:.1} / {:.1} | {:.1} / {:.1} | {:.1} / {:.1} | {:.1} / {:.1} | {:.1} / {:.1} | {:.1} / {:.1} | {unestimated} | {:.1} % | {:.2} MB | {:.1} ms |",
+        "| {label} | {} | {others} ({others_mb:.0} MB) | {found}/{} +{false_pos} | **{:.1}** / {:.1} | {load} | {:.1} / {:.1} | {:.1} / {:.1} | {:.1} / {:.1} | {:.1} / {:.1} | {:.1} / {:.1} | {:.1} / {:.1} | {:.1} / {:.1} | {unestimated} | {:.1} % | {:.2} MB | {:.1} ms |",
         pids.len(),
         pids.len(),
         cells[0],
         acc(&auto, "regression", "max_mae_points"),
+        cells[9],
+        acc(&before, "regression", "max_mae_points"),
         cells[1],
         acc(&auto, "least_squares", "max_mae_points"),
         cells[2],
@@ -304,9 +324,9 @@ pub fn accuracy(
             if cfg.ramp { ", drifting shares (--ramp)" } else { "" },
         ),
     }
-    println!("Mean / worst client's mean absolute error of β against the trace, points, per 1 s interval (`win`: per 60 s window). `auto`: `culprit ioshare` as it is (candidates: the processes seen connected to the server); `every process`: `--clients all`; `told`: `--clients` the client pids. Others: processes that wrote and were not candidates (share 0). Found: true clients among the candidates / clients, + candidates that are not clients. Unestimated: clients without an estimate with every process a column. To neighbours: the server's load the neighbours' columns took with every process a column.\n");
-    println!("| recording | clients | others | found | regression 1 s | least squares 1 s | regression, every process 1 s | least squares, every process 1 s | regression, told 1 s | least squares, told 1 s | regression win / least squares told win | unestimated (every process) | to neighbours (every process) | backlog max | jitter p99 |");
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("Mean / worst client's mean absolute error of β against the trace, points, per 1 s interval (`win`: per 60 s window). `auto`: `culprit ioshare` as it is (candidates: the processes seen connected to the server); `every process`: `--clients all`; `told`: `--clients` the client pids; `before`: `--intake never` (the server's counter, with its backlog where that explains better: the estimate before the intake). Load: what `auto` regressed on. Others: processes that wrote and were not candidates (share 0). Found: true clients among the candidates / clients, + candidates that are not clients. Unestimated: clients without an estimate with every process a column. To neighbours: the server's load the neighbours' columns took with every process a column.\n");
+    println!("| recording | clients | others | found | regression 1 s | load | regression, counter (`--intake never`: before) 1 s | least squares 1 s | regression, every process 1 s | least squares, every process 1 s | regression, told 1 s | least squares, told 1 s | regression win / least squares told win | unestimated (every process) | to neighbours (every process) | backlog max | jitter p99 |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for &n in clients {
         let mut rows = Vec::new();
         for &seed in seeds {
@@ -330,9 +350,10 @@ pub fn accuracy(
         if rows.len() > 1 {
             let m = |k: usize| rows.iter().map(|r| r.cells[k]).sum::<f64>() / rows.len() as f64;
             println!(
-                "| **mean of {} ({n} clients)** | | | | **{:.2}** | {:.2} | {:.2} | {:.2} | {:.2} | **{:.2}** | {:.2} / {:.2} | | {:.1} % | | |",
+                "| **mean of {} ({n} clients)** | | | | **{:.2}** | | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | **{:.2}** | {:.2} / {:.2} | | {:.1} % | | |",
                 rows.len(),
                 m(0),
+                m(9),
                 m(1),
                 m(2),
                 m(3),
