@@ -185,6 +185,10 @@ pub struct Config {
     pub ramp: bool,
     /// nginx's `client_body_buffer_size` (`--body-buffer`); its default when `None`.
     pub body_buffer: Option<String>,
+    /// Record (and keep) only: estimate later with `--from`.
+    pub record_only: bool,
+    /// No estimate with every process a column (the slowest): its cells NaN.
+    pub skip_every: bool,
 }
 
 fn client_pids(dir: &Path) -> Result<Vec<u32>> {
@@ -207,7 +211,7 @@ struct Row {
 
 /// Estimates the recording in `dir` three ways and prints its row; returns the figures
 /// averaged in the summary.
-fn row(label: &str, dir: &Path) -> Result<Row> {
+fn row(label: &str, dir: &Path, skip_every: bool) -> Result<Row> {
     let pids = client_pids(dir)?;
     let told = pids
         .iter()
@@ -215,7 +219,11 @@ fn row(label: &str, dir: &Path) -> Result<Row> {
         .collect::<Vec<_>>()
         .join(",");
     let auto = estimate(dir, &["--method", "regression"])?;
-    let all = estimate(dir, &["--method", "regression", "--clients", "all"])?;
+    let all = if skip_every {
+        serde_json::Value::Null
+    } else {
+        estimate(dir, &["--method", "regression", "--clients", "all"])?
+    };
     let given = estimate(dir, &["--method", "regression", "--clients", &told])?;
     // The estimate before the intake (issue 26, item 4): the server's counter (+ backlog).
     let before = estimate(dir, &["--method", "regression", "--intake", "never"])?;
@@ -247,6 +255,11 @@ fn row(label: &str, dir: &Path) -> Result<Row> {
                 .any(|c| c["pid"].as_u64() == Some(**p as u64))
         })
         .count();
+    let unestimated = if skip_every {
+        "–".to_string()
+    } else {
+        unestimated.to_string()
+    };
     let server_total = all["server"]["total_bytes"].as_f64().unwrap_or(f64::NAN);
     let to_neighbours: f64 = all_cols
         .iter()
@@ -344,8 +357,12 @@ pub fn accuracy(
             };
             if from.is_none() {
                 record(cfg, n, seed, &dir)?;
+                if cfg.record_only {
+                    println!("recorded {}", dir.display());
+                    continue;
+                }
             }
-            rows.push(row(&name, &dir)?);
+            rows.push(row(&name, &dir, cfg.skip_every)?);
         }
         if rows.len() > 1 {
             let m = |k: usize| rows.iter().map(|r| r.cells[k]).sum::<f64>() / rows.len() as f64;
