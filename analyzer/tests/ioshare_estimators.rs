@@ -62,6 +62,9 @@ fn synth(
         backlog: None,
         backlog_max: 0.0,
         backlog_added: false,
+        intake: None,
+        intake_closes: Vec::new(),
+        intake_used: false,
         unsure: vec![false; n],
     }
 }

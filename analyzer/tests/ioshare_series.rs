@@ -130,6 +130,9 @@ fn a_coarse_share_stays_within_the_fine_ones_under_lag() {
         backlog: None,
         backlog_max: 0.0,
         backlog_added: false,
+        intake: None,
+        intake_closes: Vec::new(),
+        intake_used: false,
         unsure: vec![false; 4],
     };
     let coarse = Series {

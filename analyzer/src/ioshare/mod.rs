@@ -8,6 +8,7 @@
 //! |---|---|---|
 //! | 0 clients | [`clients`] | which processes are candidate clients: connected to the server, or every one |
 //! | 1 series | [`series`] | [`reader::iosample::SampleLog`] → [`series::Series`] (y, X per interval) |
+//! | 1′ load | [`load`] | the server's load: its counter, + its backlog's change, or its intake (bytes it read) + the backlog's change |
 //! | 2a regression | [`regression`] | sliding-window bounded least squares, lag, collinearity |
 //! | 2b single variation | [`single`] | the thesis's one-change-at-a-time estimator |
 //! | 2a′ change points | [`breaks`], [`segments`] | where each share jumps or bends; segments constant or drifting between; windows that respect them |
@@ -23,6 +24,7 @@ pub mod breaks;
 pub mod bvls;
 pub mod clients;
 pub mod html;
+pub mod load;
 pub mod regression;
 pub mod report;
 pub mod segments;

@@ -5,6 +5,8 @@
 //! pairs —, `server`, `residual`, …).
 
 use super::clients::{ClientChoice, Evidence, SelectedBy};
+use super::load::{self, noise};
+pub use super::load::{BacklogInfo, IntakeChoice, IntakeInfo};
 use super::regression::{self, Collinearity, RegressionOptions};
 use super::segments::{self, SegmentOptions};
 use super::select::{self as cv, Choice};
@@ -85,6 +87,10 @@ pub struct IoShareOptions {
     /// of its backlog — where the sample file measured the backlog
     /// ([`series::Series::add_backlog`]; default true).
     pub backlog: bool,
+    /// When the server's load is its intake — the bytes it read from its sockets, plus
+    /// the backlog's change — where the sample file measured it
+    /// ([`series::Series::use_intake`]; default [`IntakeChoice::Auto`]).
+    pub intake: IntakeChoice,
     /// How the regression follows each share's course when `segments` is on: the
     /// change-point search and its windows, or the trend filter ([`trend`]); by default
     /// the filter from [`TREND_FROM`] client columns on.
@@ -156,6 +162,7 @@ impl Default for IoShareOptions {
             drift: true,
             segment_window: None,
             backlog: true,
+            intake: IntakeChoice::Auto,
             course: CourseChoice::Auto,
             clients: ClientChoice::Auto,
         }
@@ -276,22 +283,9 @@ pub struct ServerInfo {
     /// The server's backlog: `measured` (the sample file has it), `used` (`load` is the
     /// counter plus its change: bytes delivered to the server), `max_bytes`.
     pub backlog: BacklogInfo,
-}
-
-/// The server's backlog in a report.
-#[derive(Clone, Copy, Debug, Serialize)]
-pub struct BacklogInfo {
-    /// The sample file measured it.
-    pub measured: bool,
-    /// `load` includes its change.
-    pub used: bool,
-    /// Robust spread (1.4826 × median |residual|, bytes per interval) of least-squares
-    /// windows on the server's counter alone and on the counter plus the backlog's change:
-    /// the backlog is used where it lowers it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub residual_spread: Option<[f64; 2]>,
-    /// Largest backlog at an interval boundary (bytes).
-    pub max_bytes: f64,
+    /// The server's intake (bytes it read from its sockets): `measured`, `used` (`load`
+    /// is the intake plus the backlog's change).
+    pub intake: IntakeInfo,
 }
 
 /// An estimator's accuracy over all traced processes.
@@ -416,22 +410,6 @@ fn truth_error(s: &Series, e: &Estimate, c: usize, sent: &[f64], window: usize) 
     }
 }
 
-/// Robust spread of an estimate's residuals: 1.4826 × the median |r| over busy intervals.
-fn noise(s: &Series, e: &Estimate) -> f64 {
-    let mut r: Vec<f64> = (0..s.y.len())
-        .filter(|&t| s.y[t] > 0.0 && s.usable(t))
-        .map(|t| {
-            let ex: f64 = (0..s.columns.len()).map(|c| e.explained(s, c, t)).sum();
-            (s.y[t] - ex).abs()
-        })
-        .collect();
-    if r.is_empty() {
-        return 0.0;
-    }
-    r.sort_by(f64::total_cmp);
-    1.4826 * r[r.len() / 2]
-}
-
 /// Runs the estimators on a sample file (and compares them with the truth when given).
 pub fn analyze(
     log: &SampleLog,
@@ -500,23 +478,8 @@ pub fn analyze(
         robust: false,
         ..ropts
     };
-    // The server's backlog, where measured, is added to its counter if the load it gives
-    // is the one the clients' IO explains better (least-squares windows, the robust spread
-    // of their residuals): a server that fell behind needs it; on a server that keeps up
-    // it is small, and its measurement's own error (a write in progress, the moment of
-    // the socket dump) would only add noise.
-    let mut backlog_spread = None;
-    if opts.backlog && fine.backlog.is_some() {
-        let mut with = fine.clone();
-        with.add_backlog();
-        let without_spread = noise(&fine, &regression::estimate(&fine, &plain).0);
-        let with_spread = noise(&with, &regression::estimate(&with, &plain).0);
-        if with_spread < without_spread {
-            fine = with;
-            s.add_backlog();
-        }
-        backlog_spread = Some([without_spread, with_spread]);
-    }
+    let (backlog_info, intake_info) =
+        load::choose(&mut fine, &mut s, opts.backlog, opts.intake, &plain);
     let (ols, _) = regression::estimate(&fine, &plain);
     let regressed = matches!(opts.method, Method::Regression | Method::Both);
     let mut course = match (regressed && opts.segments, opts.course) {
@@ -757,12 +720,8 @@ pub fn analyze(
             },
             load: s.t_end.iter().copied().zip(s.y.iter().copied()).collect(),
             total_bytes: s.y.iter().sum(),
-            backlog: BacklogInfo {
-                measured: s.backlog.is_some(),
-                used: s.backlog_added,
-                residual_spread: backlog_spread,
-                max_bytes: s.backlog_max,
-            },
+            backlog: backlog_info,
+            intake: intake_info,
         },
         processes,
         residual,
@@ -934,6 +893,21 @@ impl IoShareReport {
                     (true, None) => "the server's load counts bytes delivered to it (its counter + the backlog's change; --no-backlog: its counter only)".to_string(),
                     (false, Some([a, w])) => format!("not used: the clients' IO explains the server's counter alone better (residual spread {:.1} KB per interval against {:.1} KB with the backlog's change)", a / 1e3, w / 1e3),
                     (false, None) => "not used (--no-backlog)".to_string(),
+                }
+            );
+        }
+        let i = &self.server.intake;
+        if i.measured {
+            let _ = writeln!(
+                o,
+                "server intake: {} read from its sockets, {} interval(s) with a socket closing; {}",
+                mb(i.total_bytes),
+                i.closing_intervals,
+                match (i.used, i.residual_spread) {
+                    (true, Some([c, w])) => format!("the server's load is what it took in (its intake + the backlog's change; intervals with a socket closing left out), which the clients' IO explains better (residual spread {:.1} KB per interval against {:.1} KB on its counter; --intake never: the counter)", w / 1e3, c / 1e3),
+                    (true, None) => "the server's load is what it took in (its intake + the backlog's change; --intake never: the counter)".to_string(),
+                    (false, Some([c, w])) => format!("not used: the clients' IO explains the server's counter better (residual spread {:.1} KB per interval against {:.1} KB on the intake)", c / 1e3, w / 1e3),
+                    (false, None) => "not used (--intake never)".to_string(),
                 }
             );
         }

@@ -84,6 +84,15 @@ pub struct Series {
     pub backlog_max: f64,
     /// Whether `y` includes the change of the backlog.
     pub backlog_added: bool,
+    /// The server processes' intake per interval — bytes they read from their TCP
+    /// sockets (`reader::iosample::intake`) — when the sample file has it;
+    /// [`Series::use_intake`] makes it (with the backlog's change) the load `y`.
+    pub intake: Option<Vec<f64>>,
+    /// Intervals in which a server socket closed: the intake misses its reads after the
+    /// last sample that saw it (empty when the intake was not measured).
+    pub intake_closes: Vec<bool>,
+    /// Whether `y` is the intake plus the backlog's change instead of the server's counter.
+    pub intake_used: bool,
     /// Intervals in which some column's bytes are not known by themselves: the sampler
     /// read that process only every few samples while it was quiet (`SPAN` records) and
     /// the change it then found is spread evenly over the intervals since its last read.
@@ -101,14 +110,41 @@ impl Series {
     /// what it reads, so what it has written by `t` plus what waits to be read is what
     /// the clients had sent by `t` (up to what it holds in its own buffers, bounded and
     /// ignored): a server descheduled for seconds no longer lags its clients in `y`.
-    /// Does nothing when the backlog was not measured or was already added.
+    /// Does nothing when the backlog was not measured or was already added, or when `y`
+    /// is the intake (which includes it).
     pub fn add_backlog(&mut self) {
-        if let (Some(d), false) = (&self.backlog, self.backlog_added) {
+        if let (Some(d), false, false) = (&self.backlog, self.backlog_added, self.intake_used) {
             for (y, d) in self.y.iter_mut().zip(d) {
                 *y += d;
             }
             self.backlog_added = true;
         }
+    }
+
+    /// Counts the server's load as the bytes its clients delivered to it, measured where
+    /// it takes them in: `y_t ← ΔI_t + ΔB_t`, with `I` the bytes the server processes
+    /// read from their TCP sockets and `B` the backlog (what waits to be read). Unlike
+    /// the counter plus the backlog ([`Series::add_backlog`]), it does not miss the bytes
+    /// a server has read and holds in its own buffers before writing them (nginx holds
+    /// up to 16 KiB of each request body), whatever its buffering. The intervals in which
+    /// a server socket closed miss that socket's reads after the last sample that saw it
+    /// (a sample cannot ask a closed socket): they become unsure, left out of the fits.
+    /// Does nothing when the intake was not measured or is already the load.
+    pub fn use_intake(&mut self) {
+        let Some(taken) = &self.intake else { return };
+        if self.intake_used {
+            return;
+        }
+        let zero = vec![0.0; taken.len()];
+        let waiting = self.backlog.as_ref().unwrap_or(&zero);
+        for (t, y) in self.y.iter_mut().enumerate() {
+            *y = (taken[t] + waiting[t]).max(0.0);
+        }
+        for (u, &c) in self.unsure.iter_mut().zip(&self.intake_closes) {
+            *u |= c;
+        }
+        self.backlog_added = self.backlog.is_some();
+        self.intake_used = true;
     }
 
     /// The intervals `r` of the series, for fitting: times, the server's bytes `y` (with
@@ -134,6 +170,9 @@ impl Series {
             backlog: None,
             backlog_max: 0.0,
             backlog_added: false,
+            intake: None,
+            intake_closes: Vec::new(),
+            intake_used: false,
             unsure: self.unsure[r].to_vec(),
         }
     }
@@ -319,6 +358,26 @@ pub fn build_for(
         .as_ref()
         .map_or(0.0, |b| b.iter().copied().fold(0.0, f64::max));
     let backlog = backlog.map(|b| b.windows(2).map(|w| w[1] - w[0]).collect());
+    // The intake (bytes read, sockets closed), cumulative per server process from its
+    // first INTAKE record (0 before: a process born during the run).
+    let intake_at = |j: usize| -> (f64, u64) {
+        servers.iter().fold((0.0, 0), |(b, c), &i| {
+            let (tb, tc) = log.processes[i].intake_at(j).unwrap_or((0, 0));
+            (b + tb as f64, c + tc)
+        })
+    };
+    // What the server took in is the load of uploads only: with a read metric the
+    // clients read what the server sends.
+    let uploads = matches!(metric, Metric::Wchar | Metric::WriteBytes);
+    let (intake, intake_closes) = if log.intake_measured && uploads {
+        let at: Vec<(f64, u64)> = bounds.iter().map(|&j| intake_at(j)).collect();
+        (
+            Some(at.windows(2).map(|w| (w[1].0 - w[0].0).max(0.0)).collect()),
+            at.windows(2).map(|w| w[1].1 > w[0].1).collect(),
+        )
+    } else {
+        (None, Vec::new())
+    };
     let cols: Vec<(usize, Column)> = log
         .processes
         .iter()
@@ -418,6 +477,9 @@ pub fn build_for(
         backlog,
         backlog_max,
         backlog_added: false,
+        intake,
+        intake_closes,
+        intake_used: false,
         unsure,
     };
     Ok((series, selection))

@@ -477,6 +477,9 @@ mod tests {
             backlog: None,
             backlog_max: 0.0,
             backlog_added: false,
+            intake: None,
+            intake_closes: Vec::new(),
+            intake_used: false,
             unsure: vec![false; 5],
         };
         let fitted = |sigma| {

@@ -43,6 +43,8 @@
 //!
 //! cargo run --release -p bench --bin ioshare [-- --only cost|interfaces|accuracy|estimate] [--clients 2,5,8,16] [--duration 60] [--cost-seconds 60] [--seed K] [--ramp] [--server-nice N] [--keep DIR | --from DIR]
 //! cargo run --release -p bench --bin ioshare -- --only accuracy --neighbours 24 --kind ftp|http --clients 4,8 --seeds 0,1 [--body-buffer SIZE] [--keep DIR | --from DIR]
+//!   (--record-only: record and keep, estimate later with --from; --skip-every: no estimate
+//!   with every process a column, the slowest, its cells NaN)
 //! ```
 
 #[path = "ioshare_parts/busy.rs"]
@@ -638,6 +640,8 @@ fn main() -> Result<()> {
             duration,
             ramp: args.iter().any(|a| a == "--ramp"),
             body_buffer: get("--body-buffer"),
+            record_only: args.iter().any(|a| a == "--record-only"),
+            skip_every: args.iter().any(|a| a == "--skip-every"),
         };
         let seeds: Vec<u64> = get("--seeds")
             .or_else(|| get("--seed"))
@@ -730,6 +734,9 @@ fn estimation_cost() {
             backlog: None,
             backlog_max: 0.0,
             backlog_added: false,
+            intake: None,
+            intake_closes: Vec::new(),
+            intake_used: false,
             unsure: vec![false; n],
         };
         // As `culprit ioshare` sets them at 10 Hz with 16 processes: windows of 2 rows

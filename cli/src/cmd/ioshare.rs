@@ -73,6 +73,13 @@ pub struct Args {
     /// queued unread in its sockets, recorded by `culprit iosample`) to it.
     #[arg(long)]
     pub no_backlog: bool,
+    /// The server's load as what it took in — the bytes it read from its sockets
+    /// (recorded by `culprit iosample`) plus the backlog's change — instead of its
+    /// counter: `auto` where the clients' IO explains it better, `always` where
+    /// recorded, `never`. A server that holds what it read before writing it (nginx
+    /// buffers request bodies) needs it.
+    #[arg(long, value_name = "WHEN", default_value = "auto", value_parser = ioshare::load::IntakeChoice::parse)]
+    pub intake: ioshare::load::IntakeChoice,
     /// How the regression follows each share's course: `search` (change points and
     /// drifting segments, fitted in windows that respect them), `trend` (every share
     /// fitted over the run with penalised jumps and bends: the better with many
@@ -144,6 +151,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .segment_window
             .map(|d| ((d.as_nanos() as u64 / interval) as usize).max(2)),
         backlog: !args.no_backlog,
+        intake: args.intake,
         course: args.course,
         clients: args.clients.clone(),
         segment_penalty: args.segment_penalty.max(0.0),

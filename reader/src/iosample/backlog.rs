@@ -501,10 +501,26 @@ pub struct Backlog {
     pub unsent: u64,
 }
 
-/// Attributes the dumped sockets to the server processes: `holders` lists each server
-/// pid with its socket inodes, in increasing pid order (a socket held by several counts
-/// for the first). Processes without backlog are absent from the result.
-pub fn attribute(holders: &[(u32, Vec<u32>)], sockets: &[TcpQueue]) -> HashMap<u32, Backlog> {
+/// One TCP connection of a server process, as [`server_ends`] finds it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ServerEnd {
+    /// The server process it counts for (the lowest pid holding it).
+    pub pid: u32,
+    /// Its socket inode.
+    pub inode: u32,
+    /// Bytes in its receive queue (received, not read; a FIN is not a byte).
+    pub unread: u64,
+    /// Bytes its local peer wrote that it has not received yet (0 for a remote peer).
+    pub unsent: u64,
+    /// Bytes the server process has read from it (`tcpi_bytes_received` minus the
+    /// receive queue, a FIN not counted), if the kernel has the byte counters.
+    pub taken: Option<u64>,
+}
+
+/// The dumped sockets held by the server processes: `holders` lists each server pid with
+/// its socket inodes, in increasing pid order (a socket held by several counts for the
+/// first), each with its local peer's unsent bytes.
+pub fn server_ends(holders: &[(u32, Vec<u32>)], sockets: &[TcpQueue]) -> Vec<ServerEnd> {
     let mut owner: HashMap<u32, u32> = HashMap::new();
     for (pid, inodes) in holders {
         for &i in inodes {
@@ -512,24 +528,31 @@ pub fn attribute(holders: &[(u32, Vec<u32>)], sockets: &[TcpQueue]) -> HashMap<u
         }
     }
     // The server's connections by (local, peer), to find their local peers' ends.
-    let mut ends: HashMap<(u8, Endpoint, Endpoint), (u32, &TcpQueue)> = HashMap::new();
-    let mut out: HashMap<u32, Backlog> = HashMap::new();
+    let mut ends: HashMap<(u8, Endpoint, Endpoint), (usize, &TcpQueue)> = HashMap::new();
+    let mut out: Vec<ServerEnd> = Vec::new();
     for s in sockets {
         if let Some(&pid) = (s.inode != 0).then(|| owner.get(&s.inode)).flatten() {
-            ends.insert((s.family, s.local, s.peer), (pid, s));
-            // A FIN received and not read yet takes one sequence number: not a byte.
+            ends.insert((s.family, s.local, s.peer), (out.len(), s));
+            // A FIN received takes one sequence number (in `bytes_received`, and in the
+            // receive queue until read): not a byte.
             let fin = u32::from(matches!(s.state, CLOSE_WAIT | LAST_ACK | CLOSING));
-            let r = s.rqueue.saturating_sub(fin);
-            if r > 0 {
-                out.entry(pid).or_default().received += u64::from(r);
-            }
+            let unread = s.rqueue.saturating_sub(fin);
+            out.push(ServerEnd {
+                pid,
+                inode: s.inode,
+                unread: u64::from(unread),
+                unsent: 0,
+                taken: s
+                    .bytes_received
+                    .map(|r| r.saturating_sub(u64::from(fin) + u64::from(unread))),
+            });
         }
     }
     for p in sockets {
         if owner.contains_key(&p.inode) {
             continue; // the server's own end
         }
-        let Some(&(pid, s)) = ends.get(&(p.family, p.peer, p.local)) else {
+        let Some(&(at, s)) = ends.get(&(p.family, p.peer, p.local)) else {
             continue;
         };
         // Written by the client, not received by the server's end: `write_seq − rcv_nxt`.
@@ -545,8 +568,26 @@ pub fn attribute(holders: &[(u32, Vec<u32>)], sockets: &[TcpQueue]) -> HashMap<u
             }
             _ => u64::from(p.notsent.unwrap_or(p.wqueue)),
         };
-        if u > 0 {
-            out.entry(pid).or_default().unsent += u;
+        out[at].unsent += u;
+    }
+    out
+}
+
+/// Attributes the dumped sockets to the server processes ([`server_ends`], summed per
+/// pid). Processes without backlog are absent from the result.
+pub fn attribute(holders: &[(u32, Vec<u32>)], sockets: &[TcpQueue]) -> HashMap<u32, Backlog> {
+    backlog_of(&server_ends(holders, sockets))
+}
+
+/// The backlog per server process of its connections `ends`; processes without backlog
+/// are absent.
+pub fn backlog_of(ends: &[ServerEnd]) -> HashMap<u32, Backlog> {
+    let mut out: HashMap<u32, Backlog> = HashMap::new();
+    for e in ends {
+        if e.unread > 0 || e.unsent > 0 {
+            let b = out.entry(e.pid).or_default();
+            b.received += e.unread;
+            b.unsent += e.unsent;
         }
     }
     out

@@ -79,6 +79,9 @@ pub struct ProcSeries {
     /// A server process's backlog whenever it changed: (sample index, bytes received and
     /// not read, bytes unsent by local peers); see [`super::backlog`].
     pub backlog: Vec<(usize, u64, u64)>,
+    /// A server process's intake whenever it changed: (sample index, bytes read from its
+    /// TCP sockets so far, sockets of it closed so far); see [`super::intake`].
+    pub intake: Vec<(usize, u64, u64)>,
 }
 
 impl ProcSeries {
@@ -88,6 +91,14 @@ impl ProcSeries {
         let i = self.backlog.partition_point(|(s, _, _)| *s <= j);
         i.checked_sub(1)
             .map_or(0, |i| self.backlog[i].1 + self.backlog[i].2)
+    }
+
+    /// Intake at sample `j` (bytes read from its TCP sockets, sockets closed): the last
+    /// value recorded at or before it; `None` before the first (not measured yet).
+    pub fn intake_at(&self, j: usize) -> Option<(u64, u64)> {
+        let i = self.intake.partition_point(|(s, _, _)| *s <= j);
+        i.checked_sub(1)
+            .map(|i| (self.intake[i].1, self.intake[i].2))
     }
 
     /// Cumulative counters at sample `j` of `samples`: its exit counters once it has exited,
@@ -161,6 +172,8 @@ pub struct SampleLog {
     pub tail: Tail,
     /// Whether the servers' backlog was measured (the `META` field `backlog` is `on`).
     pub backlog_measured: bool,
+    /// Whether the servers' intake was measured (the `META` field `intake` is `on`).
+    pub intake_measured: bool,
     /// Disk sectors written per sample, summed over whole disks (not partitions).
     pub disk_sectors_written: Vec<u64>,
     /// Children of each process (indices), and each exited process's final counters as
@@ -201,6 +214,7 @@ impl SampleLog {
             match r {
                 Record::Meta(m) => {
                     log.backlog_measured = m.backlog.as_deref() == Some("on");
+                    log.intake_measured = m.intake.as_deref() == Some("on");
                     log.meta = m
                 }
                 Record::Backlog(b) => {
@@ -209,6 +223,15 @@ impl SampleLog {
                     for (pid, received, unsent) in b.changed {
                         if let Some(&i) = by_pid.get(&pid) {
                             log.processes[i].backlog.push((j, received, unsent));
+                        }
+                    }
+                }
+                Record::Intake(r) => {
+                    // It follows the SAMPLE of its seq, the last one read.
+                    let j = log.samples.len().saturating_sub(1);
+                    for (pid, taken, closed) in r.changed {
+                        if let Some(&i) = by_pid.get(&pid) {
+                            log.processes[i].intake.push((j, taken, closed));
                         }
                     }
                 }

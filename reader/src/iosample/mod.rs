@@ -9,6 +9,7 @@
 //! - [`taskstats`]: exit notifications over generic netlink.
 //! - [`backlog`]: bytes queued unread in the server's sockets (`NETLINK_SOCK_DIAG`).
 //! - [`backlog_watch`]: the server's sockets followed between dumps by lookups.
+//! - [`intake`]: the bytes the server processes have read from their TCP sockets.
 //! - `netlink`: the socket calls taskstats and sock_diag share.
 //! - [`sampler`]: the sampling loop ([`run`]).
 //! - [`log`]: the file read back as per-process series ([`SampleLog`]).
@@ -27,6 +28,7 @@
 pub mod backlog;
 pub mod backlog_watch;
 pub mod format;
+pub mod intake;
 pub mod log;
 mod netlink;
 pub mod procfs;

@@ -9,9 +9,10 @@ use super::backlog::{self, Backlog, SockDiag, TcpQueue};
 use super::backlog_watch::SocketWatch;
 use super::format::{
     BacklogRecord, Counters, DiskLine, DiskRecord, EndRecord, ExitRecord, ExitSource, FdGroup,
-    FdsRecord, FormatError, Meta, ProcRecord, Record, SampleRecord, SampleWriter, SpanRecord,
-    PROC_SERVER,
+    FdsRecord, FormatError, IntakeRecord, Meta, ProcRecord, Record, SampleRecord, SampleWriter,
+    SpanRecord, PROC_SERVER,
 };
+use super::intake::Intake;
 use super::procfs::{self, FdDir, IoFile, IoReadError};
 use super::taskstats;
 use std::collections::{HashMap, HashSet};
@@ -440,7 +441,8 @@ pub fn run(
         sampler_pid: me,
         clk_tck: procfs::clk_tck(),
         boot_unix_s: procfs::boot_unix_s(),
-        backlog: Some(backlog_status),
+        backlog: Some(backlog_status.clone()),
+        intake: Some(backlog_status),
     })];
     if let Some(why) = ts_status.strip_prefix("off: ") {
         out.push(Record::Note(format!(
@@ -460,6 +462,8 @@ pub fn run(
     let mut backlogs: HashMap<u32, Backlog> = HashMap::new();
     let mut backlog_failed = false;
     let mut watch = SocketWatch::default();
+    let mut intake = Intake::default();
+    let mut intake_written = false;
     let mut fd_dirs: HashMap<u32, FdDir> = HashMap::new();
     loop {
         let deadline = start_mono + k * interval_ns;
@@ -643,7 +647,10 @@ pub fn run(
                 .collect();
             match watch.sockets(d, &holders, &mut sockets) {
                 Ok(_) => {
-                    let now = backlog::attribute(&holders, &sockets);
+                    let ends = backlog::server_ends(&holders, &sockets);
+                    let pids: Vec<u32> = holders.iter().map(|h| h.0).collect();
+                    intake.update(&pids, &ends);
+                    let now = backlog::backlog_of(&ends);
                     let mut changed: Vec<(u32, u64, u64)> = now
                         .iter()
                         .filter(|(p, b)| backlogs.get(p) != Some(b))
@@ -661,6 +668,11 @@ pub fn run(
                     if !changed.is_empty() {
                         changed.sort_unstable();
                         out.push(Record::Backlog(BacklogRecord { seq, changed }));
+                    }
+                    let changed = intake.changed();
+                    if !changed.is_empty() || !intake_written {
+                        intake_written = true;
+                        out.push(Record::Intake(IntakeRecord { seq, changed }));
                     }
                 }
                 Err(e) if !backlog_failed => {

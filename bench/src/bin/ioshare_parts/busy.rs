@@ -76,6 +76,7 @@ fn nginx(dir: &Path, body_buffer: Option<&str>) -> Result<(Reaped, u16)> {
         .arg(&conf)
         .arg("-p")
         .arg(dir)
+        .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .context("starting nginx (apt-get install nginx)")?;
@@ -160,6 +161,11 @@ pub fn record(cfg: &Config, n: usize, seed: u64, dir: &Path) -> Result<()> {
         .args(cfg.ramp.then_some("--ramp"))
         .output()?;
     drop(busy);
+    // nginx's master stops its worker on SIGTERM; SIGKILL alone left the worker orphaned,
+    // holding the port and the bench's standard output.
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(server.0[0].id() as i32, libc::SIGTERM) };
+    std::thread::sleep(Duration::from_millis(500));
     drop(server);
     if !o.status.success() {
         bail!("{n} clients: {}", String::from_utf8_lossy(&o.stderr));
@@ -179,6 +185,10 @@ pub struct Config {
     pub ramp: bool,
     /// nginx's `client_body_buffer_size` (`--body-buffer`); its default when `None`.
     pub body_buffer: Option<String>,
+    /// Record (and keep) only: estimate later with `--from`.
+    pub record_only: bool,
+    /// No estimate with every process a column (the slowest): its cells NaN.
+    pub skip_every: bool,
 }
 
 fn client_pids(dir: &Path) -> Result<Vec<u32>> {
@@ -201,7 +211,7 @@ struct Row {
 
 /// Estimates the recording in `dir` three ways and prints its row; returns the figures
 /// averaged in the summary.
-fn row(label: &str, dir: &Path) -> Result<Row> {
+fn row(label: &str, dir: &Path, skip_every: bool) -> Result<Row> {
     let pids = client_pids(dir)?;
     let told = pids
         .iter()
@@ -209,8 +219,14 @@ fn row(label: &str, dir: &Path) -> Result<Row> {
         .collect::<Vec<_>>()
         .join(",");
     let auto = estimate(dir, &["--method", "regression"])?;
-    let all = estimate(dir, &["--method", "regression", "--clients", "all"])?;
+    let all = if skip_every {
+        serde_json::Value::Null
+    } else {
+        estimate(dir, &["--method", "regression", "--clients", "all"])?
+    };
     let given = estimate(dir, &["--method", "regression", "--clients", &told])?;
+    // The estimate before the intake (issue 26, item 4): the server's counter (+ backlog).
+    let before = estimate(dir, &["--method", "regression", "--intake", "never"])?;
     let acc =
         |j: &serde_json::Value, e: &str, k: &str| j["accuracy"][e][k].as_f64().unwrap_or(f64::NAN);
     let cands: Vec<u32> = auto["processes"]
@@ -239,6 +255,11 @@ fn row(label: &str, dir: &Path) -> Result<Row> {
                 .any(|c| c["pid"].as_u64() == Some(**p as u64))
         })
         .count();
+    let unestimated = if skip_every {
+        "–".to_string()
+    } else {
+        unestimated.to_string()
+    };
     let server_total = all["server"]["total_bytes"].as_f64().unwrap_or(f64::NAN);
     let to_neighbours: f64 = all_cols
         .iter()
@@ -259,13 +280,25 @@ fn row(label: &str, dir: &Path) -> Result<Row> {
         acc(&auto, "regression", "mean_window_points"),
         acc(&given, "least_squares", "mean_window_points"),
         100.0 * to_neighbours / server_total,
+        acc(&before, "regression", "mean_mae_points"),
     ];
+    let intake = &auto["server"]["intake"];
+    let load = match (intake["measured"].as_bool(), intake["used"].as_bool()) {
+        (Some(true), Some(true)) => format!(
+            "intake ({} closing)",
+            intake["closing_intervals"].as_u64().unwrap_or(0)
+        ),
+        (Some(true), _) => "counter (intake not better)".to_string(),
+        _ => "counter (no intake)".to_string(),
+    };
     println!(
-        "| {label} | {} | {others} ({others_mb:.0} MB) | {found}/{} +{false_pos} | **{:.1}** / {:.1} | {:.1} / {:.1} | {:.1} / {:.1} | {:.1} / {:.1} | {:.1} / {:.1} | {:.1} / {:.1} | {:.1} / {:.1} | {unestimated} | {:.1} % | {:.2} MB | {:.1} ms |",
+        "| {label} | {} | {others} ({others_mb:.0} MB) | {found}/{} +{false_pos} | **{:.1}** / {:.1} | {load} | {:.1} / {:.1} | {:.1} / {:.1} | {:.1} / {:.1} | {:.1} / {:.1} | {:.1} / {:.1} | {:.1} / {:.1} | {:.1} / {:.1} | {unestimated} | {:.1} % | {:.2} MB | {:.1} ms |",
         pids.len(),
         pids.len(),
         cells[0],
         acc(&auto, "regression", "max_mae_points"),
+        cells[9],
+        acc(&before, "regression", "max_mae_points"),
         cells[1],
         acc(&auto, "least_squares", "max_mae_points"),
         cells[2],
@@ -304,9 +337,9 @@ pub fn accuracy(
             if cfg.ramp { ", drifting shares (--ramp)" } else { "" },
         ),
     }
-    println!("Mean / worst client's mean absolute error of β against the trace, points, per 1 s interval (`win`: per 60 s window). `auto`: `culprit ioshare` as it is (candidates: the processes seen connected to the server); `every process`: `--clients all`; `told`: `--clients` the client pids. Others: processes that wrote and were not candidates (share 0). Found: true clients among the candidates / clients, + candidates that are not clients. Unestimated: clients without an estimate with every process a column. To neighbours: the server's load the neighbours' columns took with every process a column.\n");
-    println!("| recording | clients | others | found | regression 1 s | least squares 1 s | regression, every process 1 s | least squares, every process 1 s | regression, told 1 s | least squares, told 1 s | regression win / least squares told win | unestimated (every process) | to neighbours (every process) | backlog max | jitter p99 |");
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("Mean / worst client's mean absolute error of β against the trace, points, per 1 s interval (`win`: per 60 s window). `auto`: `culprit ioshare` as it is (candidates: the processes seen connected to the server); `every process`: `--clients all`; `told`: `--clients` the client pids; `before`: `--intake never` (the server's counter, with its backlog where that explains better: the estimate before the intake). Load: what `auto` regressed on. Others: processes that wrote and were not candidates (share 0). Found: true clients among the candidates / clients, + candidates that are not clients. Unestimated: clients without an estimate with every process a column. To neighbours: the server's load the neighbours' columns took with every process a column.\n");
+    println!("| recording | clients | others | found | regression 1 s | load | regression, counter (`--intake never`: before) 1 s | least squares 1 s | regression, every process 1 s | least squares, every process 1 s | regression, told 1 s | least squares, told 1 s | regression win / least squares told win | unestimated (every process) | to neighbours (every process) | backlog max | jitter p99 |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for &n in clients {
         let mut rows = Vec::new();
         for &seed in seeds {
@@ -324,15 +357,20 @@ pub fn accuracy(
             };
             if from.is_none() {
                 record(cfg, n, seed, &dir)?;
+                if cfg.record_only {
+                    println!("recorded {}", dir.display());
+                    continue;
+                }
             }
-            rows.push(row(&name, &dir)?);
+            rows.push(row(&name, &dir, cfg.skip_every)?);
         }
         if rows.len() > 1 {
             let m = |k: usize| rows.iter().map(|r| r.cells[k]).sum::<f64>() / rows.len() as f64;
             println!(
-                "| **mean of {} ({n} clients)** | | | | **{:.2}** | {:.2} | {:.2} | {:.2} | {:.2} | **{:.2}** | {:.2} / {:.2} | | {:.1} % | | |",
+                "| **mean of {} ({n} clients)** | | | | **{:.2}** | | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | **{:.2}** | {:.2} / {:.2} | | {:.1} % | | |",
                 rows.len(),
                 m(0),
+                m(9),
                 m(1),
                 m(2),
                 m(3),

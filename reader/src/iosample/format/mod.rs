@@ -26,6 +26,7 @@
 //! | 8 | END | samples `v` · missed `v` · jitter_p50_ns `v` · jitter_p99_ns `v` · jitter_max_ns `v` — written on a clean stop |
 //! | 9 | SPAN | seq `v` · n `v` · n × (pid `v` · since_seq `v`) — follows the `SAMPLE` of that seq: these processes were quiet and not read at every sample ([`super::sampler::SamplerOptions::quiet_every`]); their counters in that sample were last read, unchanged, at sample `since_seq`, so their change happened somewhere in between (a reader spreads it over those intervals) |
 //! | 10 | BACKLOG | seq `v` · n `v` · n × (pid `v` · received `v` · unsent `v`) — follows the `SAMPLE` of that seq: the server processes whose backlog changed since the last `BACKLOG` record that carried them (absent: unchanged; a server process that exited is written once with 0 · 0). received = bytes in the receive queues of the TCP sockets it holds (received, not yet read; a socket held by several server processes counts for the lowest pid); unsent = bytes that local clients connected to them wrote and the server's sockets have not received yet (in the clients' send queues or in flight). Written only when the `META` field `backlog` is `on` ([`super::backlog`]) |
+//! | 11 | INTAKE | seq `v` · n `v` · n × (pid `v` · taken `v` · closed `v`) — follows the `SAMPLE` (and `BACKLOG`) of that seq: the server processes whose intake changed since the last `INTAKE` record that carried them (absent: unchanged); the first `INTAKE` record of a file carries every server process then sampled. taken = bytes the process has read from its TCP sockets, cumulated over the sockets it held at any sample since the sampler first saw it (per socket `tcpi_bytes_received` minus its receive queue, FIN not counted; the origin is the first sample's, only changes mean anything); a socket that closed between two samples counts what its peer had written by the last sample that saw it (received, unread and unsent then), its reads after that are not known; closed = how many of its sockets closed so far (intervals where it grew may miss those unseen reads). Written only when the `META` field `intake` is `on` ([`super::intake`]) |
 //!
 //! Beware: `/proc/[pid]/io` of a process includes the final counters of every child it
 //! has reaped (the kernel adds them at `wait`), so a parent's counters jump when a child
@@ -38,15 +39,19 @@
 //!
 //! Unknown kinds are skipped (their length is known), so later versions may add kinds
 //! without breaking older readers; a change to an existing body bumps the version. Added
-//! kinds, still version 1: `BACKLOG` (10), with the `META` field `backlog` — a reader
-//! older than them skips both and sees the file as it was (the server's counters
-//! without its backlog); a file older than them has no `backlog` field, and this reader
-//! treats its backlog as not measured.
+//! kinds, still version 1: `BACKLOG` (10), with the `META` field `backlog`, and `INTAKE`
+//! (11), with the `META` field `intake` — a reader older than them skips both and sees
+//! the file as it was (the server's counters without its backlog or intake); a file
+//! older than them has no such field, and this reader treats its backlog (its intake) as
+//! not measured.
 
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
+
+mod decode;
+pub use decode::{decode, parse_records, read_records, Tail, MAX_SAMPLE_FILE_BYTES};
 
 /// First 8 bytes of every IO-sample file.
 pub const MAGIC: &[u8; 8] = b"CULPIOS\0";
@@ -79,6 +84,8 @@ pub mod kind {
     pub const SPAN: u8 = 9;
     /// Bytes queued unread in the server processes' sockets.
     pub const BACKLOG: u8 = 10;
+    /// Bytes the server processes have read from their TCP sockets.
+    pub const INTAKE: u8 = 11;
 }
 
 /// `PROC` flag: the process matched a `--server` selector.
@@ -215,6 +222,10 @@ pub struct Meta {
     /// or absent (files written before it existed: not measured).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backlog: Option<String>,
+    /// Whether the server's intake was measured (`INTAKE` records): `on`, `off: why`, or
+    /// absent (files written before it existed: not measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intake: Option<String>,
 }
 
 /// A `PROC` record.
@@ -271,6 +282,16 @@ pub struct BacklogRecord {
     pub seq: u64,
     /// (server pid, bytes received and not read, bytes unsent by local peers) of the
     /// processes whose values changed.
+    pub changed: Vec<(u32, u64, u64)>,
+}
+
+/// An `INTAKE` record.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IntakeRecord {
+    /// The sample it belongs to.
+    pub seq: u64,
+    /// (server pid, bytes read from its TCP sockets so far, sockets of it closed so far)
+    /// of the processes whose values changed.
     pub changed: Vec<(u32, u64, u64)>,
 }
 
@@ -400,6 +421,8 @@ pub enum Record {
     Span(SpanRecord),
     /// `BACKLOG`.
     Backlog(BacklogRecord),
+    /// `INTAKE`.
+    Intake(IntakeRecord),
 }
 
 /// Errors of reading or writing an IO-sample file; each names the file.
@@ -554,6 +577,16 @@ pub fn encode(r: &Record) -> (u8, Vec<u8>) {
             }
             kind::BACKLOG
         }
+        Record::Intake(it) => {
+            put_v(&mut b, it.seq);
+            put_v(&mut b, it.changed.len() as u64);
+            for (pid, taken, closed) in &it.changed {
+                put_v(&mut b, (*pid).into());
+                put_v(&mut b, *taken);
+                put_v(&mut b, *closed);
+            }
+            kind::INTAKE
+        }
     };
     (k, b)
 }
@@ -622,340 +655,6 @@ impl SampleWriter {
     }
 }
 
-// ---- decoding ----------------------------------------------------------------------------
-
-struct Cur<'a> {
-    b: &'a [u8],
-    at: usize,
-}
-
-impl Cur<'_> {
-    fn v(&mut self) -> Option<u64> {
-        let mut v = 0u64;
-        for shift in (0..64).step_by(7) {
-            let byte = *self.b.get(self.at)?;
-            self.at += 1;
-            v |= u64::from(byte & 0x7f) << shift;
-            if byte & 0x80 == 0 {
-                return Some(v);
-            }
-        }
-        None
-    }
-
-    fn u32(&mut self) -> Option<u32> {
-        u32::try_from(self.v()?).ok()
-    }
-
-    fn s(&mut self) -> Option<String> {
-        let n = usize::try_from(self.v()?).ok()?;
-        let end = self.at.checked_add(n)?;
-        let s = self.b.get(self.at..end)?;
-        self.at = end;
-        Some(String::from_utf8_lossy(s).into_owned())
-    }
-
-    fn counters(&mut self) -> Option<Counters> {
-        let mut a = [0u64; 7];
-        for x in &mut a {
-            *x = self.v()?;
-        }
-        Some(Counters::from_array(a))
-    }
-
-    fn count(&mut self) -> Option<usize> {
-        // Each element takes at least one byte: a count larger than what is left is damage.
-        let n = usize::try_from(self.v()?).ok()?;
-        (n <= self.b.len() - self.at).then_some(n)
-    }
-}
-
-/// Decodes one record body; `None` if it is malformed, `Some(None)` for an unknown kind.
-pub fn decode(k: u8, body: &[u8]) -> Option<Option<Record>> {
-    let mut c = Cur { b: body, at: 0 };
-    let r = match k {
-        kind::META => Record::Meta(serde_json::from_str(&c.s()?).ok()?),
-        kind::PROC => Record::Proc(ProcRecord {
-            pid: c.u32()?,
-            ppid: c.u32()?,
-            uid: c.u32()?,
-            start_ticks: c.v()?,
-            flags: c.v()?,
-            comm: c.s()?,
-            exe: c.s()?,
-            cmdline: c.s()?,
-        }),
-        kind::SAMPLE => {
-            let mut s = SampleRecord {
-                seq: c.v()?,
-                deadline_mono_ns: c.v()?,
-                mono_ns: c.v()?,
-                unix_ns: c.v()?,
-                took_ns: c.v()?,
-                changed: Vec::new(),
-            };
-            let n = c.count()?;
-            s.changed.reserve(n);
-            for _ in 0..n {
-                s.changed.push((c.u32()?, c.counters()?));
-            }
-            Record::Sample(s)
-        }
-        kind::EXIT => Record::Exit(ExitRecord {
-            pid: c.u32()?,
-            ppid: c.u32()?,
-            source: match c.v()? {
-                1 => ExitSource::Taskstats,
-                _ => ExitSource::LastSample,
-            },
-            mono_ns: c.v()?,
-            unix_ns: c.v()?,
-            counters: c.counters()?,
-            comm: c.s()?,
-        }),
-        kind::DISK => {
-            let seq = c.v()?;
-            let n = c.count()?;
-            let mut lines = Vec::with_capacity(n);
-            for _ in 0..n {
-                lines.push(DiskLine {
-                    name: c.s()?,
-                    reads: c.v()?,
-                    sectors_read: c.v()?,
-                    writes: c.v()?,
-                    sectors_written: c.v()?,
-                    io_ms: c.v()?,
-                });
-            }
-            Record::Disk(DiskRecord { seq, lines })
-        }
-        kind::FDS => {
-            let pid = c.u32()?;
-            let mono_ns = c.v()?;
-            let n = c.count()?;
-            let mut groups = Vec::with_capacity(n);
-            for _ in 0..n {
-                groups.push(FdGroup {
-                    class: FdClass::from_code(c.v()?),
-                    shared: c.v()? != 0,
-                    place: c.s()?,
-                    count: c.v()?,
-                });
-            }
-            Record::Fds(FdsRecord {
-                pid,
-                mono_ns,
-                groups,
-            })
-        }
-        kind::NOTE => Record::Note(c.s()?),
-        kind::END => Record::End(EndRecord {
-            samples: c.v()?,
-            missed: c.v()?,
-            jitter_p50_ns: c.v()?,
-            jitter_p99_ns: c.v()?,
-            jitter_max_ns: c.v()?,
-        }),
-        kind::SPAN => {
-            let seq = c.v()?;
-            let n = c.count()?;
-            let mut since = Vec::with_capacity(n);
-            for _ in 0..n {
-                since.push((c.u32()?, c.v()?));
-            }
-            Record::Span(SpanRecord { seq, since })
-        }
-        kind::BACKLOG => {
-            let seq = c.v()?;
-            let n = c.count()?;
-            let mut changed = Vec::with_capacity(n);
-            for _ in 0..n {
-                changed.push((c.u32()?, c.v()?, c.v()?));
-            }
-            Record::Backlog(BacklogRecord { seq, changed })
-        }
-        _ => return Some(None),
-    };
-    Some(Some(r))
-}
-
-/// What of a file could not be read: damaged records skipped (each costs only itself:
-/// reading resumes at the next record that frames and checks) and a cut tail.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct Tail {
-    /// Offset of the first damaged or cut part, if any.
-    pub damaged_at: Option<u64>,
-    /// Bytes ignored in all (every damaged part, and a cut tail).
-    pub ignored_bytes: u64,
-    /// Why the first part was ignored: `truncated record`, `bad CRC`, `bad record
-    /// length`, `malformed record body`.
-    pub why: Option<String>,
-    /// Damaged or cut parts skipped (0 or 1 for a file only cut short).
-    pub parts: u64,
-}
-
-impl Tail {
-    /// In words, if anything was ignored: the first part and why, how many parts, how
-    /// many bytes.
-    pub fn describe(&self) -> Option<String> {
-        let why = self.why.as_ref()?;
-        Some(format!(
-            "{why} at byte {}{}: {} bytes ignored",
-            self.damaged_at.unwrap_or(0),
-            if self.parts > 1 {
-                format!(" ({} damaged parts skipped in all)", self.parts)
-            } else {
-                String::new()
-            },
-            self.ignored_bytes
-        ))
-    }
-
-    fn skip(&mut self, at: usize, bytes: usize, why: &str) {
-        if self.damaged_at.is_none() {
-            self.damaged_at = Some(at as u64);
-            self.why = Some(why.to_string());
-        }
-        self.ignored_bytes += bytes as u64;
-        self.parts += 1;
-    }
-}
-
-/// The record at `at`, if one frames there (length in range, all of it in `bytes`),
-/// checks (CRC) and decodes: its end, and the record (`None`: a kind this reader does not
-/// know). Else why not.
-#[allow(clippy::type_complexity)]
-fn record_at(bytes: &[u8], at: usize) -> Result<(usize, Option<Record>), &'static str> {
-    let Some(len) = bytes.get(at..at + 4) else {
-        return Err("truncated record");
-    };
-    let len = u32::from_le_bytes([len[0], len[1], len[2], len[3]]);
-    if len == 0 || len > MAX_RECORD {
-        return Err("bad record length");
-    }
-    let end = at + 4 + len as usize + 4;
-    if end > bytes.len() {
-        return Err("truncated record");
-    }
-    let payload = &bytes[at + 4..end - 4];
-    let crc = u32::from_le_bytes([
-        bytes[end - 4],
-        bytes[end - 3],
-        bytes[end - 2],
-        bytes[end - 1],
-    ]);
-    if crc32fast::hash(payload) != crc {
-        return Err("bad CRC");
-    }
-    match decode(payload[0], &payload[1..]) {
-        None => Err("malformed record body"),
-        Some(r) => Ok((end, r)),
-    }
-}
-
-/// The next offset after `from` where a whole record frames, checks and decodes (see
-/// [`record_at`]), if any; `budget` bounds the bytes checksummed on the way (a file of
-/// lengths that all fit must not make the search quadratic).
-fn resync(bytes: &[u8], from: usize, budget: &mut u64) -> Option<usize> {
-    for at in from..bytes.len().saturating_sub(8) {
-        let len = u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]);
-        if len == 0 || len > MAX_RECORD || at + 8 + len as usize > bytes.len() {
-            continue;
-        }
-        *budget = budget.checked_sub(u64::from(len))?;
-        if record_at(bytes, at).is_ok() {
-            return Some(at);
-        }
-    }
-    None
-}
-
-/// Reads every whole record of an IO-sample file, in order. A damaged or truncated tail ends
-/// the read: it is described in the returned [`Tail`], and the records before it are kept.
-/// A regular file of at most [`MAX_SAMPLE_FILE_BYTES`], checked before reading (never a
-/// FIFO, a device or a sparse giant: `crate::safefile`).
-pub fn read_records(path: &Path) -> Result<(Vec<Record>, Tail), FormatError> {
-    let bytes =
-        crate::safefile::read_bounded(path, MAX_SAMPLE_FILE_BYTES).map_err(|e| match e {
-            crate::Error::Io { source, .. } => FormatError::Io {
-                path: path.to_path_buf(),
-                what: "cannot read",
-                source,
-            },
-            crate::Error::NotRegular { kind, .. } => FormatError::NotSampleFile {
-                path: path.to_path_buf(),
-                why: format!("{kind}, not a regular file"),
-            },
-            other => FormatError::NotSampleFile {
-                path: path.to_path_buf(),
-                why: other
-                    .to_string()
-                    .trim_start_matches(&format!("{}: ", path.display()))
-                    .to_string(),
-            },
-        })?;
-    parse_records(path, &bytes)
-}
-
-/// The largest IO-sample file read (4 GiB: some 100 million samples of a process).
-pub const MAX_SAMPLE_FILE_BYTES: u64 = 4 << 30;
-
-/// [`read_records`] over bytes already in memory (`path` names them in errors).
-pub fn parse_records(path: &Path, bytes: &[u8]) -> Result<(Vec<Record>, Tail), FormatError> {
-    let not = |why: String| FormatError::NotSampleFile {
-        path: path.to_path_buf(),
-        why,
-    };
-    if bytes.len() < HEADER_LEN {
-        return Err(not(format!(
-            "{} bytes, shorter than the {HEADER_LEN}-byte header",
-            bytes.len()
-        )));
-    }
-    if &bytes[..8] != MAGIC {
-        return Err(not("bad magic (expected CULPIOS)".into()));
-    }
-    let version = u16::from_le_bytes([bytes[8], bytes[9]]);
-    if version != VERSION {
-        return Err(not(format!(
-            "version {version}; this culprit reads version {VERSION}"
-        )));
-    }
-    let mut out = Vec::new();
-    let mut at = HEADER_LEN;
-    let mut tail = Tail::default();
-    // Checksumming while looking for the next record after damage: at most 16 times the
-    // file (each byte is the start of at most a few candidates that frame).
-    let mut budget = 16 * bytes.len() as u64 + (1 << 20);
-    while at < bytes.len() {
-        match record_at(bytes, at) {
-            Ok((end, r)) => {
-                out.extend(r);
-                at = end;
-            }
-            // A record cut by the end of the file: what a writer being killed, or still
-            // writing, leaves. Nothing whole follows it.
-            Err(why @ "truncated record") if resync(bytes, at + 1, &mut budget).is_none() => {
-                tail.skip(at, bytes.len() - at, why);
-                break;
-            }
-            // Damage: skip to the next record that frames and checks; a sample costs only
-            // itself (CRC-32 makes a false start about 1 in 4 billion).
-            Err(why) => match resync(bytes, at + 1, &mut budget) {
-                Some(next) => {
-                    tail.skip(at, next - at, why);
-                    at = next;
-                }
-                None => {
-                    tail.skip(at, bytes.len() - at, why);
-                    break;
-                }
-            },
-        }
-    }
-    Ok((out, tail))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1014,6 +713,10 @@ mod tests {
             Record::Backlog(BacklogRecord {
                 seq: 0,
                 changed: vec![(7, 2_400_000, 0), (8, 0, 1 << 35)],
+            }),
+            Record::Intake(IntakeRecord {
+                seq: 0,
+                changed: vec![(7, 1 << 40, 3), (8, 0, 0)],
             }),
             Record::Note("n".into()),
             Record::End(EndRecord {
@@ -1181,7 +884,40 @@ mod tests {
         let [Record::Meta(m)] = &back[..] else {
             panic!("{back:?}")
         };
-        assert_eq!((m.host.as_str(), m.backlog.as_deref()), ("h", None));
+        assert_eq!(
+            (m.host.as_str(), m.backlog.as_deref(), m.intake.as_deref()),
+            ("h", None, None)
+        );
+    }
+
+    #[test]
+    fn a_damaged_intake_record_costs_only_itself_and_is_described() {
+        // An INTAKE whose count claims more entries than its body holds, framed with a
+        // valid CRC: malformed, skipped, described; the records around it are kept.
+        let mut body = Vec::new();
+        put_v(&mut body, 5); // seq
+        put_v(&mut body, 3); // n = 3
+        put_v(&mut body, 7); // one pid, no values
+        let mut bad = ((body.len() + 1) as u32).to_le_bytes().to_vec();
+        bad.push(kind::INTAKE);
+        bad.extend(&body);
+        let mut h = crc32fast::Hasher::new();
+        h.update(&[kind::INTAKE]);
+        h.update(&body);
+        bad.extend(h.finalize().to_le_bytes());
+        let mut bytes = header().to_vec();
+        bytes.extend(frame(&Record::Note("before".into())));
+        let at = bytes.len();
+        bytes.extend(&bad);
+        bytes.extend(frame(&Record::Note("after".into())));
+        let (back, tail) = parse_records(Path::new("t"), &bytes).unwrap();
+        assert_eq!(
+            back,
+            vec![Record::Note("before".into()), Record::Note("after".into())]
+        );
+        assert_eq!(tail.damaged_at, Some(at as u64));
+        assert_eq!(tail.why.as_deref(), Some("malformed record body"));
+        assert_eq!(tail.ignored_bytes as usize, bad.len());
     }
 
     #[test]
