@@ -515,6 +515,9 @@ fn part_body(bytes: &[u8]) -> std::result::Result<&[u8], String> {
     Ok(body)
 }
 
+/// A part file's names of key parts — (key, index into its strings) — and those strings.
+type PartNames = (Vec<(u64, u32)>, Arc<[String]>);
+
 /// The whole ranking from the part files of every shard (each named by its path in
 /// errors): they must be the N shards of one run, ranked against one model with one score.
 pub fn merge_parts(parts: Vec<(PathBuf, PartFile)>, opts: &Options) -> Result<Report> {
@@ -578,7 +581,7 @@ pub fn merge_parts(parts: Vec<(PathBuf, PartFile)>, opts: &Options) -> Result<Re
     let mut per: Vec<Option<ProcessRanking>> = (0..total).map(|_| None).collect();
     let mut procs: Vec<(String, u32)> = vec![(String::new(), 0); total as usize];
     // Each process's names of key parts: its part and its pairs there.
-    let mut tables: Vec<(Vec<(u64, u32)>, Arc<[String]>)> = Vec::with_capacity(parts.len());
+    let mut tables: Vec<PartNames> = Vec::with_capacity(parts.len());
     let mut named: Vec<Option<(usize, Vec<u32>)>> = (0..total).map(|_| None).collect();
     for (path, p) in parts {
         let strings: Arc<[String]> = p.strings.into();
