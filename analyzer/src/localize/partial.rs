@@ -30,9 +30,9 @@
 //! little-endian), the body's length (`u64`), the body — the [`PartFile`] in `bincode`'s
 //! variable-length integer encoding, floats bit for bit — and the CRC-32 (IEEE) of the
 //! body (`u32`). Every string the part's processes use (hosts, names of key parts, names
-//! and call sites of annotated trees) is in one table of the part, once
-//! ([`super::interned`]); processes refer to it by index. Version 4 (this layout); version
-//! 3 held each process's own names and trees' strings and an FNV checksum.
+//! and call sites of annotated trees) is in one table of the part, once (the crate-private
+//! `interned` module); processes refer to it by index. Version 4 (this layout); version 3
+//! held each process's own names and trees' strings and an FNV checksum.
 
 use super::interned::{InternedLines, LineRef, Strings};
 use super::options::Options;

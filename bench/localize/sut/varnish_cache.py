@@ -16,12 +16,12 @@ request, connects again and goes on. Varnish gives up on an origin after 2 s
 """
 
 import hashlib
-import http.client
 import os
 import signal
 import time
 
-from .common import LAUNCHER, PY, WORKLOAD_S, Daemons, log, ports, steps, terminated, wait_port
+from .common import LAUNCHER, PY, WORKLOAD_S, Daemons, log, ports, steps, wait_port
+from .http_cache import Client, client_loop, serve_origin
 
 VCL = """vcl 4.1;
 import directors;
@@ -58,9 +58,6 @@ sub vcl_deliver {{
 }}
 """
 
-TIMEOUT_S = 3.0
-
-
 def body(k):
     """What an origin serves for object k."""
     k = int(k)
@@ -70,120 +67,12 @@ def body(k):
 
 def origin(name):
     """Helper process `varnish-origin --name N`: origin server N (1 or 2)."""
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    port = ports("varnish-cache")[int(name)]
-    term = terminated()
-    served = {"obj": 0, "live": 0, "304": 0, "echo": 0, "bad": 0}
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *_):
-            pass
-
-        def reply(self, status, data, headers=()):
-            self.send_response(status)
-            self.send_header("X-Origin", name)
-            for h, v in headers:
-                self.send_header(h, v)
-            if status != 304:
-                self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def do_GET(self):
-            parts = self.path.strip("/").split("/")
-            if len(parts) != 2 or parts[0] not in ("obj", "live") or not parts[1].isdigit():
-                served["bad"] += 1
-                return self.reply(404, b"no such object\n")
-            data = body(parts[1])
-            tag = '"' + hashlib.sha1(data).hexdigest()[:16] + '"'
-            if parts[0] == "live":
-                served["live"] += 1
-                return self.reply(200, data, [("Cache-Control", "private")])
-            if self.headers.get("If-None-Match") == tag:
-                served["304"] += 1
-                return self.reply(304, b"", [("ETag", tag), ("Cache-Control", "max-age=2")])
-            served["obj"] += 1
-            self.reply(200, data, [("ETag", tag), ("Cache-Control", "max-age=2")])
-
-        def do_POST(self):
-            n = int(self.headers.get("Content-Length", "0"))
-            data = self.rfile.read(n)
-            served["echo"] += 1
-            self.reply(200, hashlib.sha1(data).hexdigest().encode(), [("Cache-Control", "no-store")])
-
-    srv = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-    srv.daemon_threads = True
-    srv.timeout = 0.2
-    while not term.is_set():
-        srv.handle_request()
-    srv.server_close()
-    log(f"varnish origin {name}: served {served['obj']} objects, {served['304']} not modified, "
-        f"{served['live']} live, {served['echo']} echoes, {served['bad']} bad requests (told to stop)")
-
-
-class Client:
-    """A keep-alive HTTP client of varnish, connected again after any failure."""
-
-    def __init__(self, port):
-        self.port = port
-        self.conn = None
-        self.hits = 0
-        self.origins = {}
-
-    def fetch(self, method, path, data=None):
-        if self.conn is None:
-            self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=TIMEOUT_S)
-        self.conn.request(method, path, body=data)
-        r = self.conn.getresponse()
-        got = r.read()
-        if r.getheader("X-Cache") == "HIT":
-            self.hits += 1
-        o = r.getheader("X-Origin") or "?"
-        self.origins[o] = self.origins.get(o, 0) + 1
-        return r.status, got
-
-    def close(self):
-        if self.conn is not None:
-            self.conn.close()
-            self.conn = None
-
-    def check(self, i, method, path, want, data=None):
-        """One request; True when it came back right."""
-        try:
-            status, got = self.fetch(method, path, data)
-            if status != 200 or got != want:
-                raise ValueError(f"{method} {path}: status {status}, {len(got)} bytes")
-            return True
-        except (OSError, http.client.HTTPException, ValueError) as e:
-            log(f"request {i} failed: {e!r}")
-            self.close()
-            return False
-
-    def spread(self):
-        return ", ".join(f"origin {o}: {n}" for o, n in sorted(self.origins.items()))
+    serve_origin(ports("varnish-cache")[int(name)], body, f"varnish origin {name}", "private", origin_name=name)
 
 
 def client(name):
     """Helper process `varnish-client --name 2`: objects of its own keys and POSTs."""
-    term = terminated()
-    c = Client(ports("varnish-cache")[0])
-    ok = failed = i = 0
-    end = time.monotonic() + WORKLOAD_S
-    while not term.is_set() and time.monotonic() < end and i < 150:
-        if i % 3 == 2:
-            data = f"client {name} request {i} ".encode() * (1 + i % 11)
-            good = c.check(i, "POST", "/echo", hashlib.sha1(data).hexdigest().encode(), data)
-        else:
-            k = 200 + i % 13
-            good = c.check(i, "GET", f"/obj/{k}", body(k))
-        ok, failed, i = ok + good, failed + (not good), i + 1
-        time.sleep(0.08)
-    c.close()
-    log(f"varnish client {name}: {ok}/{i} requests ok, {failed} failed, {c.hits} cache hits ({c.spread()})"
-        f"{' (told to stop)' if term.is_set() else ''}")
+    client_loop(Client(ports("varnish-cache")[0]), name, "varnish client", body, 200, 13, 11)
 
 
 def run(tmp, n):
