@@ -23,6 +23,8 @@ import subprocess
 import sys
 import time
 
+import nginx
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 NAME = "shop-uwsgi-mariadb"
 FAULTS = ["index", "lock", "dbread", "hog"]
@@ -93,19 +95,7 @@ def maria_start(tmp, port, spawn, procs):
 
 
 def nginx_cfg(tmp, port, upstream):
-    path = os.path.join(tmp, "nginx.conf")
-    with open(path, "w") as f:
-        f.write(
-            "daemon off;\nmaster_process on;\nworker_processes 1;\n%s"
-            "error_log %s/nginx.err;\npid %s/nginx.pid;\nevents { worker_connections 256; }\n"
-            "http {\n  access_log off;\n  client_body_temp_path %s/ngx_body;\n"
-            "  proxy_temp_path %s/ngx_proxy;\n  fastcgi_temp_path %s/ngx_fcgi;\n"
-            "  uwsgi_temp_path %s/ngx_uwsgi;\n  scgi_temp_path %s/ngx_scgi;\n"
-            "  server {\n    listen 127.0.0.1:%d;\n"
-            "    location / { include /etc/nginx/uwsgi_params; uwsgi_pass 127.0.0.1:%d; }\n  }\n}\n"
-            % (("user root;\n" if os.getuid() == 0 else ""), tmp, tmp, tmp, tmp, tmp, tmp, tmp, port, upstream)
-        )
-    return path
+    return nginx.config(tmp, port, "include /etc/nginx/uwsgi_params; uwsgi_pass 127.0.0.1:%d;" % upstream)
 
 
 def children(pid):

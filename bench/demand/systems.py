@@ -36,6 +36,7 @@ import sys
 import threading
 import time
 
+import nginx
 import shop
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -452,19 +453,7 @@ def pg_locker(port, hold_s, gap_s):
 
 
 def nginx_cfg(tmp, port, upstream):
-    path = os.path.join(tmp, "nginx.conf")
-    with open(path, "w") as f:
-        f.write(
-            "daemon off;\nmaster_process on;\nworker_processes 1;\n%s"
-            "error_log %s/nginx.err;\npid %s/nginx.pid;\nevents { worker_connections 256; }\n"
-            "http {\n  access_log off;\n  client_body_temp_path %s/ngx_body;\n"
-            "  proxy_temp_path %s/ngx_proxy;\n  fastcgi_temp_path %s/ngx_fcgi;\n"
-            "  uwsgi_temp_path %s/ngx_uwsgi;\n  scgi_temp_path %s/ngx_scgi;\n"
-            "  server {\n    listen 127.0.0.1:%d;\n"
-            "    location / { proxy_pass http://127.0.0.1:%d; }\n  }\n}\n"
-            % (("user root;\n" if os.getuid() == 0 else ""), tmp, tmp, tmp, tmp, tmp, tmp, tmp, port, upstream)
-        )
-    return path
+    return nginx.config(tmp, port, "proxy_pass http://127.0.0.1:%d;" % upstream)
 
 
 # ---------------------------------------------------------------- the run
