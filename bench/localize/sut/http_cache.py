@@ -5,7 +5,7 @@ import hashlib
 import http.client
 import time
 
-from .common import WORKLOAD_S, log, terminated
+from .common import WORKLOAD_S, log, steps, terminated
 
 TIMEOUT_S = 3.0
 
@@ -134,3 +134,23 @@ def client_loop(c, name, label, body, first_key, keys, post_repeat):
     spread = f" ({c.spread()})" if c.origins else ""
     log(f"{label} {name}: {ok}/{i} requests ok, {failed} failed, {c.hits} cache hits{spread}"
         f"{' (told to stop)' if term.is_set() else ''}")
+
+
+def launcher_loop(c, n, body, keys, other, label):
+    """The launcher's own client: `n` requests (every fourth a `live` object no cache keeps,
+    the others objects `i % keys`), then waits for the other client process `other` and
+    prints the summary line."""
+    ok = failed = 0
+    for i in steps(n):
+        k = i % keys
+        path = f"/live/{i}" if i % 4 == 3 else f"/obj/{k}"
+        good = c.check(i, "GET", path, body(i if i % 4 == 3 else k))
+        ok, failed = ok + good, failed + (not good)
+        time.sleep(0.06)
+    c.close()
+    try:
+        other.wait(timeout=WORKLOAD_S)
+    except Exception:
+        log("client 2 did not stop")
+    spread = f" ({c.spread()})" if c.origins else ""
+    log(f"{label}: {ok}/{n} requests ok, {failed} failed, {c.hits} cache hits{spread}")

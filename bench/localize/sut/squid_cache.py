@@ -15,10 +15,9 @@ stopped origin becomes a 504 there, a lost one a 502.
 
 import hashlib
 import os
-import time
 
-from .common import LAUNCHER, PY, WORKLOAD_S, Daemons, log, ports, steps, wait_port
-from .http_cache import Client, client_loop, serve_origin
+from .common import LAUNCHER, PY, Daemons, ports, wait_port
+from .http_cache import Client, client_loop, launcher_loop, serve_origin
 
 CONF = """http_port 127.0.0.1:{proxy}
 http_access allow localhost
@@ -75,16 +74,4 @@ def run(tmp, n):
         wait_port(proxy, p, timeout=20)
         other = d.start("client2", [PY, LAUNCHER, "squid-client", "--name", "2"])
         c = Client(proxy, f"http://127.0.0.1:{origin_port}")
-        ok = failed = 0
-        for i in steps(n):
-            k = i % 17
-            path = f"/live/{i}" if i % 4 == 3 else f"/obj/{k}"
-            good = c.check(i, "GET", path, body(i if i % 4 == 3 else k))
-            ok, failed = ok + good, failed + (not good)
-            time.sleep(0.06)
-        c.close()
-        try:
-            other.wait(timeout=WORKLOAD_S)
-        except Exception:
-            log("client 2 did not stop")
-        log(f"squid-cache: {ok}/{n} requests ok, {failed} failed, {c.hits} cache hits")
+        launcher_loop(c, n, body, 17, other, "squid-cache")

@@ -18,10 +18,9 @@ request, connects again and goes on. Varnish gives up on an origin after 2 s
 import hashlib
 import os
 import signal
-import time
 
-from .common import LAUNCHER, PY, WORKLOAD_S, Daemons, log, ports, steps, wait_port
-from .http_cache import Client, client_loop, serve_origin
+from .common import LAUNCHER, PY, Daemons, ports, wait_port
+from .http_cache import Client, client_loop, launcher_loop, serve_origin
 
 VCL = """vcl 4.1;
 import directors;
@@ -99,19 +98,7 @@ def run(tmp, n):
             wait_port(front, p, timeout=30)
             other = d.start("client2", [PY, LAUNCHER, "varnish-client", "--name", "2"])
             c = Client(front)
-            ok = failed = 0
-            for i in steps(n):
-                k = i % 19
-                path = f"/live/{i}" if i % 4 == 3 else f"/obj/{k}"
-                good = c.check(i, "GET", path, body(i if i % 4 == 3 else k))
-                ok, failed = ok + good, failed + (not good)
-                time.sleep(0.06)
-            c.close()
-            try:
-                other.wait(timeout=WORKLOAD_S)
-            except Exception:
-                log("client 2 did not stop")
-            log(f"varnish-cache: {ok}/{n} requests ok, {failed} failed, {c.hits} cache hits ({c.spread()})")
+            launcher_loop(c, n, body, 19, other, "varnish-cache")
     finally:
         # The manager and its cache child share a process group; a child stopped by SIGSTOP
         # outlives its manager (killed after 5 s): whatever is left is killed.
