@@ -413,7 +413,7 @@ pub fn assign(
             names.entry(*k).or_insert(n);
         }
     }
-    let mut elf = ElfResolver::default();
+    let mut elf = ElfResolver;
     for (t, k) in kept.iter().enumerate() {
         let others: Vec<&&Key> = kept
             .iter()

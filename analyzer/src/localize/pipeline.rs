@@ -120,7 +120,7 @@ pub(crate) fn merge_names(books: &[&NameBook]) -> BTreeMap<u64, String> {
             all.entry(*k).or_insert(v);
         }
     }
-    let mut r = ElfResolver::default();
+    let mut r = ElfResolver;
     all.into_iter()
         .map(|(k, v)| {
             let n = match v {

@@ -26,9 +26,11 @@
 //! (the common part `dwz` moved out, as Debian does) is opened beside it when found.
 
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SectionKind, SymbolKind};
+use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::{LazyLock, Mutex};
 
 /// Directories searched for separate debug files instead of `/usr/lib/debug`
 /// (colon-separated).
@@ -128,6 +130,53 @@ impl SymTable {
             .find(|s| addr < s.end)
             .map(|s| s.name.as_str())
     }
+}
+
+/// A file as the cache of [`with_file`] knows it: its path and identity, so that a file
+/// rebuilt or replaced under the same path is read again.
+#[derive(Hash, PartialEq, Eq)]
+struct FileId {
+    path: PathBuf,
+    dev: u64,
+    ino: u64,
+    len: u64,
+    mtime_ns: i128,
+}
+
+impl FileId {
+    fn of(path: &Path) -> Option<FileId> {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(path).ok()?;
+        Some(FileId {
+            path: path.to_path_buf(),
+            dev: m.dev(),
+            ino: m.ino(),
+            len: m.len(),
+            mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+        })
+    }
+}
+
+/// Every file opened for naming, for the life of the process: `culprit watch` ranks anew at
+/// every poll, and read and parsed each binary's symbols and DWARF again each time (a sixth
+/// of its CPU in a redis soak). One entry per path — a file whose identity changed replaces
+/// its old entry; a file whose metadata cannot be read is opened (or not) without caching.
+/// Debug files found for a cached file are not looked for again while it is cached.
+static OPENED: LazyLock<Mutex<HashMap<FileId, Option<ElfFile>>>> = LazyLock::new(Default::default);
+
+/// Calls `f` with the ELF file at `path` opened for naming (`None`: not a readable ELF
+/// file), from the process-wide cache.
+pub(crate) fn with_file<R>(path: &Path, f: impl FnOnce(Option<&ElfFile>) -> R) -> R {
+    let Some(id) = FileId::of(path) else {
+        return f(ElfFile::open(path).as_ref());
+    };
+    // A panic while the lock was held leaves at worst a missing entry: the map stays usable.
+    let mut opened = OPENED.lock().unwrap_or_else(|e| e.into_inner());
+    if !opened.contains_key(&id) {
+        opened.retain(|k, _| k.path != id.path);
+    }
+    let file = opened.entry(id).or_insert_with(|| ElfFile::open(path));
+    f(file.as_ref())
 }
 
 /// One ELF file opened for naming: its symbols and DWARF (its own or its debug file's).

@@ -26,8 +26,8 @@
 //!
 //! Names for people come from [`ProcessSymbols::name_c`] (a [`CSym`]: file and relative
 //! address) resolved by an [`ElfResolver`] through the ELF symbol tables (`.symtab` and
-//! `.dynsym`, via `object`) and DWARF line tables (`addr2line`), with a cache per file.
-//! This module is public so that other tools (`culprit dump`) can call it.
+//! `.dynsym`, via `object`) and DWARF line tables (`addr2line`), each file read once per
+//! process. This module is public so that other tools (`culprit dump`) can call it.
 //!
 //! ```
 //! use analyzer::symbolize::{ProcessSymbols, ElfResolver};
@@ -38,14 +38,14 @@
 //! let sym = s.name_c(0x5010);
 //! assert_eq!(sym.rel, 0x1010);
 //! // The file does not exist here: the name falls back to file+offset.
-//! assert_eq!(ElfResolver::default().resolve(&sym), "demo+0x1010");
+//! assert_eq!(ElfResolver.resolve(&sym), "demo+0x1010");
 //! ```
 
-use super::elf::ElfFile;
+use super::elf::with_file;
 use crate::hash::{mix, str_hash, FxMap};
 use bufpool::format::{CodeKind, CodeRecord, LibFn, MapRecord, Meta, ProcReason};
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// The key of every C address outside the recorded mappings ([`ProcessSymbols::key_c`]).
@@ -417,16 +417,15 @@ fn short_path(p: &str) -> &str {
         .unwrap_or(p)
 }
 
-/// Resolves [`CSym`]s to `function (file:line)` through ELF symbols and DWARF, caching one
-/// loader per file. A function is named only if the address lies inside it (the symbol's
+/// Resolves [`CSym`]s to `function (file:line)` through ELF symbols and DWARF, each file
+/// read once per process (a cache shared by every resolver, keyed by the file's identity: see
+/// `trace::elf`). A function is named only if the address lies inside it (the symbol's
 /// extent, or DWARF's ranges), and debug information comes from the file itself or its
 /// separate debug file (`/usr/lib/debug/.build-id/…`, `.gnu_debuglink`, debuginfod's
 /// cache: see `trace::elf`, and `CULPRIT_DEBUG_ROOT` to search other roots). An address no
 /// function holds, or in a file that cannot be read, gives `file+0xoffset`.
 #[derive(Default)]
-pub struct ElfResolver {
-    files: HashMap<Arc<str>, Option<ElfFile>>,
-}
+pub struct ElfResolver;
 
 impl ElfResolver {
     /// `function (file:line)`, `function`, `file+0xoffset (file:line)` or `file+0xoffset`
@@ -435,15 +434,13 @@ impl ElfResolver {
         let Some(module) = &s.module else {
             return format!("0x{:x}", s.rel);
         };
-        let file = self
-            .files
-            .entry(module.clone())
-            .or_insert_with(|| ElfFile::open(Path::new(&**module)));
         let fallback = || format!("{}+0x{:x}", short_path(module), s.rel);
-        let Some(f) = file else {
+        let found = with_file(Path::new(&**module), |f| {
+            f.map(|f| f.resolve(s.rel.wrapping_add(f.vaddr_bias)))
+        });
+        let Some(found) = found else {
             return fallback();
         };
-        let found = f.resolve(s.rel.wrapping_add(f.vaddr_bias));
         match (found.function, found.location) {
             (Some(s), Some(l)) => format!("{s} ({l})"),
             (Some(s), None) => s,
@@ -452,10 +449,9 @@ impl ElfResolver {
         }
     }
 
-    /// The separate debug file found for `module` (after a [`ElfResolver::resolve`] of
-    /// one of its addresses), if any.
-    pub fn debug_file(&self, module: &str) -> Option<&Path> {
-        self.files.get(module)?.as_ref()?.debug_file.as_deref()
+    /// The separate debug file found for `module`, if any.
+    pub fn debug_file(&self, module: &str) -> Option<PathBuf> {
+        with_file(Path::new(module), |f| f?.debug_file.clone())
     }
 }
 
@@ -531,7 +527,7 @@ mod tests {
         let mut s = ProcessSymbols::default();
         s.add(&map(base, base + 0x1000_0000, 0, exe.to_str().unwrap()));
         let c = s.name_c(base + sym.address());
-        let name = ElfResolver::default().resolve(&c);
+        let name = ElfResolver.resolve(&c);
         assert!(name.contains("short_path"), "{name}");
     }
 }
