@@ -240,9 +240,13 @@ pub fn run(
             if let Some(every) = opts.live_interval {
                 if last_live.elapsed() >= every {
                     last_live = Instant::now();
-                    let held = live_gate.hold();
-                    let polled = live.poll(pool, &mut live_out, live_chunk, &mut live_buf);
-                    drop(held);
+                    let room = keeper.map_or(Ok(()), |k| {
+                        k.reserve(workers as u32 + 1, &live_out, live.due(pool))
+                    });
+                    let polled = room.and_then(|()| {
+                        let _held = live_gate.hold();
+                        live.poll(pool, &mut live_out, live_chunk, &mut live_buf)
+                    });
                     let polled = polled.and_then(|p| {
                         if let Some(k) = keeper {
                             k.appended(workers as u32 + 1, &mut live_out, None)?;
@@ -320,6 +324,9 @@ pub fn run(
     // the pool).
     if opts.live_interval.is_some() {
         let open = || new_chunk(dir, keeper, (pid, workers as u32 + 1, t0));
+        if let Some(k) = keeper {
+            k.reserve(workers as u32 + 1, &live_out, live.due(pool))?;
+        }
         let gate = crate::keep::Gate::open(dir)?;
         let held = gate.hold();
         live_pieces += live.poll(pool, &mut live_out, open, &mut live_buf)?.pieces;
@@ -421,6 +428,12 @@ fn drain_worker(
                         }
                     }
                 }
+                if let Some(keeper) = keeper {
+                    if let Err(e) = keeper.reserve(k, &w, record_bytes(t.data())) {
+                        t.requeue();
+                        return Err(e);
+                    }
+                }
                 let wr = w.as_mut().expect("created above");
                 let held = gate.hold();
                 if let Err(source) = live.save_taken(t.info(), t.data(), wr) {
@@ -479,6 +492,12 @@ fn drain_now(
                 }
             }
         }
+        if let Some(keeper) = keeper {
+            if let Err(e) = keeper.reserve(k, w, record_bytes(t.data())) {
+                t.requeue();
+                return Err(e);
+            }
+        }
         let wr = w.as_mut().expect("created above");
         let held = gate.hold();
         if let Err(source) = live.save_taken(t.info(), t.data(), wr) {
@@ -498,6 +517,12 @@ fn drain_now(
 
 /// A new chunk file of writer `k`: named for the reader's start, or, under a flight
 /// recorder (which closes and opens segments as it goes), for the current time.
+/// Bytes a sub-buffer's record takes on disk at most (the pieces already saved by the
+/// live path make it less).
+fn record_bytes(data: &[u8]) -> u64 {
+    (data.len() + bufpool::disk::RECORD_FIXED_SIZE) as u64
+}
+
 fn new_chunk(
     dir: &Path,
     keeper: Option<&Keeper>,

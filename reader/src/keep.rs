@@ -17,13 +17,16 @@
 //!
 //! What remains decodes: process, thread, map, code, clock, injection and filter records
 //! are never rotated away, nor the calls that say what each descriptor is (a handler of
-//! a connection accepted long before the window still belongs to that connection), and [`crate::rotated`] makes every reader see each thread's
-//! records as a suffix (its *window*). The budget counts every file of the directory
-//! (chunks, the keep file, `manifest.json`, `cpu.tsv`, `rotated.json`). Rotation starts one
-//! segment below the budget, the room a rotation needs while it writes what it keeps
-//! before it deletes; the directory may pass the budget by at most one record per open
-//! segment (one sub-buffer per drain thread) between an append and the rotation it
-//! triggers.
+//! a connection accepted long before the window still belongs to that connection), and
+//! [`crate::rotated`] makes every reader see each thread's records as a suffix (its
+//! *window*). The budget counts every file of the directory (chunks, the keep file,
+//! `manifest.json`, `cpu.tsv`, `rotated.json`). Writers [`Keeper::reserve`] the bytes of
+//! what they are about to write (a drain thread one sub-buffer, the live copier the
+//! committed prefixes it will copy), so the rotation comes before the write. Rotation
+//! starts one segment below the budget, the room a rotation needs while it writes what it
+//! carries and keeps before it deletes: the directory passes the budget only when a
+//! rotation carries more than a segment (many threads' newest records), or by what its
+//! other files grew since they were last measured.
 //!
 //! Writers, rotation and [`crate::snapshot`] are ordered by `flock` on `DIR/keep.lock`: each
 //! writer holds it shared (through its own descriptor, a [`Gate`]) while it appends; a
@@ -198,20 +201,38 @@ impl Keeper {
         } else {
             st.open.insert(who, cur.len());
         }
+        self.make_room(&mut st)
+    }
+
+    /// Before writer `who`, whose open segment is `w` (none yet: a new one), writes about
+    /// `incoming` bytes of records: counts them now and rotates while that would put the
+    /// directory over budget, so that the write itself never passes it. Call it without
+    /// holding a [`Gate`]: a rotation locks `keep.lock` exclusively.
+    pub fn reserve(&self, who: u32, w: &Option<ChunkWriter>, incoming: u64) -> Result<()> {
+        let mut st = self.lock();
+        let cur = w
+            .as_ref()
+            .map_or(disk::CHUNK_HEADER_SIZE as u64, ChunkWriter::len);
+        st.open.insert(who, cur + incoming);
+        self.make_room(&mut st)
+    }
+
+    /// Rotates the oldest closed segments while the directory is over budget.
+    fn make_room(&self, st: &mut State) -> Result<()> {
         if let Some(budget) = self.opts.bytes {
             // A rotation writes the kept and carried records before it deletes the
             // segment (a crash never loses them): keep one segment of headroom for that.
             let limit = budget.saturating_sub(self.segment);
-            if total(&st) > limit {
+            if total(st) > limit {
                 st.other = self.other_files();
                 // Each closed segment at most once: carried records go to a new segment
                 // at the end, and a directory of nothing but each thread's newest record
                 // cannot shrink further.
                 for _ in 0..st.closed.len() {
-                    if total(&st) <= limit {
+                    if total(st) <= limit {
                         break;
                     }
-                    self.rotate_oldest(&mut st)?;
+                    self.rotate_oldest(st)?;
                 }
                 let kept = st.keep.as_ref().map_or(0, ChunkWriter::len);
                 if kept > budget / 2 && !st.warned {

@@ -78,6 +78,36 @@ impl LiveSaved {
         self.lock().len()
     }
 
+    /// About how many bytes the next [`LiveSaved::poll`] writes: the committed data not yet
+    /// saved of every sub-buffer a writer owns, plus a record header each (what writers
+    /// commit in between comes on top). For a flight recorder's reservation.
+    pub fn due(&self, pool: &Pool) -> u64 {
+        let slots = pool.slots();
+        let saved = self.lock();
+        let mut n = 0;
+        for i in 0..pool.n_subbufs() {
+            if slots.load(i).map(|w| w.state) != Some(State::Owned) {
+                continue;
+            }
+            let used = u64::from(
+                pool.subbuf_header(i)
+                    .bytes_used
+                    .load(std::sync::atomic::Ordering::Acquire),
+            )
+            .min(pool.data_size() as u64);
+            let from = u64::from(
+                saved
+                    .get(&Incarnation::of(&pool.subbuf_info(i)))
+                    .copied()
+                    .unwrap_or(0),
+            );
+            if used > from {
+                n += used - from + bufpool::disk::RECORD_FIXED_SIZE as u64;
+            }
+        }
+        n
+    }
+
     /// Copies the newly committed prefix of every sub-buffer a writer owns to `out` (one
     /// piece record each). `out` is created by `open` on first use. On a write error the
     /// piece is not remembered (it is copied again at the next poll).

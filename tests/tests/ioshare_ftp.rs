@@ -143,7 +143,8 @@ fn shares_of_ftp_clients_match_the_traced_truth() {
     let server_total = j["server"]["total_bytes"].as_f64().unwrap();
     assert!(
         (server_total - sent).abs() / sent < 0.02,
-        "the server wrote {server_total} bytes, the clients sent {sent}"
+        "the server wrote {server_total} bytes, the clients sent {sent}; intake {}",
+        j["server"]["intake"]
     );
     let procs = j["processes"].as_array().unwrap();
     let mut worst = [0.0f64; 3];

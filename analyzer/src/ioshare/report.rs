@@ -276,9 +276,11 @@ pub struct ServerInfo {
     pub pids: Vec<u32>,
     /// Their names.
     pub names: Vec<String>,
-    /// Bytes per interval.
+    /// Bytes per interval: the load the fits explain (the counter, or the intake and
+    /// backlog where `backlog.used`/`intake.used`).
     pub load: TimeSeries,
-    /// Total bytes.
+    /// Bytes the server's processes counted over the run (the metric), whichever load
+    /// was chosen; the intake's own total is `intake.total_bytes`.
     pub total_bytes: f64,
     /// The server's backlog: `measured` (the sample file has it), `used` (`load` is the
     /// counter plus its change: bytes delivered to the server), `max_bytes`.
@@ -478,6 +480,9 @@ pub fn analyze(
         robust: false,
         ..ropts
     };
+    // What the server's own counter measured, before the load is chosen: the intake
+    // misses a closing socket's last reads, so it cannot stand for the total.
+    let counted_bytes: f64 = s.y.iter().sum();
     let (backlog_info, intake_info) =
         load::choose(&mut fine, &mut s, opts.backlog, opts.intake, &plain);
     let (ols, _) = regression::estimate(&fine, &plain);
@@ -719,7 +724,7 @@ pub fn analyze(
                 n
             },
             load: s.t_end.iter().copied().zip(s.y.iter().copied()).collect(),
-            total_bytes: s.y.iter().sum(),
+            total_bytes: counted_bytes,
             backlog: backlog_info,
             intake: intake_info,
         },
