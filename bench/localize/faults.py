@@ -17,6 +17,7 @@ Every SPEC is narrowed to one process (`exe=`, `argv=`) and to one call (`nth=`,
 mid-run. Ports come from `sut.common.ports`, so the SPECs follow `LOCALIZE_PORT_BASE`.
 """
 
+import faults_sysc
 from sut.common import ports
 
 RECV = "recv|read|recvfrom|recvmsg|readv"
@@ -616,4 +617,5 @@ def table():
     t.update(_validation_new())
     t.update(_validation_run4())
     t.update(_validation_sysb())
+    t.update(faults_sysc.cases())
     return t

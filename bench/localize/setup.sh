@@ -7,7 +7,8 @@
 #           zookeeper, rabbitmq-server, default-jre-headless,
 #           slapd, tarantool, lighttpd, php-cgi, mariadb-server, rsyslog,
 #           rsyslog-relp, dovecot-imapd, prosody, squid, varnish, pdns-recursor,
-#           knot, freeradius, nodejs, activemq          (later systems; split.json)
+#           knot, freeradius, nodejs, activemq, kamailio,
+#           stunnel4          (later systems; split.json)
 #   PyPI:   Pyro5 (tuning); paho-mqtt, dnspython, aiohttp, kazoo, pika, grpcio, ldap3,
 #           tarantool, pymysql, pyzmq, slixmpp, websockets, stomp.py (validation)
 # Installs (only when something is missing) run under the machine's install lock
@@ -59,6 +60,8 @@ have knotd || need+=(knot)
 have freeradius || need+=(freeradius)
 have node || need+=(nodejs)
 [ -f /usr/share/activemq/bin/activemq.jar ] || need+=(activemq)
+have kamailio || need+=(kamailio)
+have stunnel4 || need+=(stunnel4)
 if [ ${#need[@]} -gt 0 ]; then
     lock
     echo "localize setup: apt-get install ${need[*]}" >&2

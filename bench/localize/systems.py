@@ -36,12 +36,14 @@ bounded, and the launcher stops its daemons (SIGTERM, then SIGKILL) on every exi
 | `zmq-pipeline` | tuning (validation in runs 1–3) | pyzmq ventilator → 2 workers (each asking a lookup service over REQ → ROUTER) → sink | a ZeroMQ task pipeline (CPython on libzmq, C++) |
 | `xmpp-chat` | tuning (validation in runs 1–3) | prosody + an external component and 2 clients on slixmpp | an XMPP server with a component (Lua, CPython asyncio) |
 | `squid-cache` | tuning (validation in runs 1–3) | squid → an http.server origin + 2 http.client clients | a caching HTTP proxy (C++) |
-| `varnish-cache` | validation | varnishd (manager + cache child) → 2 http.server origins (round robin) + 2 http.client clients | a caching HTTP accelerator (C) |
-| `pdns-knot` | validation | PowerDNS Recursor → Knot DNS authoritative + dnspython clients over UDP and TCP | a forwarding DNS resolver chain (C++, C) |
-| `radius-proxy` | validation | FreeRADIUS proxy → 2 FreeRADIUS home servers (load-balanced) + 2 Python RADIUS clients | an AAA proxy over UDP (C) |
-| `node-chain` | validation | Node.js front → Node.js backend (keep-alive pool) + 2 http.client clients | HTTP services (Node.js: V8, libuv) |
-| `ws-gateway` | validation | websockets gateway → websockets store + writer and reader clients | WebSocket services (CPython asyncio) |
-| `activemq-stomp` | validation | ActiveMQ broker + stomp.py producer and 2 workers | a message broker (JVM, STOMP) |
+| `varnish-cache` | tuning (validation in run 4) | varnishd (manager + cache child) → 2 http.server origins (round robin) + 2 http.client clients | a caching HTTP accelerator (C) |
+| `pdns-knot` | tuning (validation in run 4) | PowerDNS Recursor → Knot DNS authoritative + dnspython clients over UDP and TCP | a forwarding DNS resolver chain (C++, C) |
+| `radius-proxy` | tuning (validation in run 4) | FreeRADIUS proxy → 2 FreeRADIUS home servers (load-balanced) + 2 Python RADIUS clients | an AAA proxy over UDP (C) |
+| `node-chain` | tuning (validation in run 4) | Node.js front → Node.js backend (keep-alive pool) + 2 http.client clients | HTTP services (Node.js: V8, libuv) |
+| `ws-gateway` | tuning (validation in run 4) | websockets gateway → websockets store + writer and reader clients | WebSocket services (CPython asyncio) |
+| `activemq-stomp` | tuning (validation in run 4) | ActiveMQ broker + stomp.py producer and 2 workers | a message broker (JVM, STOMP) |
+| `stunnel-tls` | validation | stunnel gateway (plain → TLS) → stunnel terminator (TLS → plain) → socketserver store + a client through the gateway and a TLS client | TLS offload (C on OpenSSL, a thread per connection) |
+| `kamailio-sip` | validation | Kamailio proxy (a UDP receiver per socket, timers) → 2 Python SIP UAS (round-robin, failover) + 2 Python SIP UAC | a stateful SIP proxy over UDP (C) |
 """
 
 import argparse
@@ -81,6 +83,8 @@ SYSTEMS = {
     "node-chain": ("node_chain", "run"),
     "ws-gateway": ("ws_gateway", "run"),
     "activemq-stomp": ("activemq_stomp", "run"),
+    "stunnel-tls": ("stunnel_tls", "run"),
+    "kamailio-sip": ("kamailio_sip", "run"),
 }
 HELPERS = {
     "job-queue-worker": ("job_queue", "beanstalk_worker"),
@@ -115,6 +119,10 @@ HELPERS = {
     "ws-service": ("ws_gateway", "service"),
     "ws-client": ("ws_gateway", "client"),
     "amq-worker": ("activemq_stomp", "worker"),
+    "tls-store": ("stunnel_tls", "store"),
+    "tls-client": ("stunnel_tls", "client"),
+    "sip-uas": ("kamailio_sip", "uas"),
+    "sip-uac": ("kamailio_sip", "uac"),
 }
 
 

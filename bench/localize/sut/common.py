@@ -53,6 +53,9 @@ SLOTS = {
     "node-chain": 24,
     "ws-gateway": 25,
     "activemq-stomp": 26,
+    # Slots 27-28: systems added by the helper branch loc-sysc.
+    "stunnel-tls": 27,
+    "kamailio-sip": 28,
 }
 
 
