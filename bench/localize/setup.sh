@@ -7,7 +7,8 @@
 #           zookeeper, rabbitmq-server, default-jre-headless,
 #           slapd, tarantool, lighttpd, php-cgi, mariadb-server, rsyslog,
 #           rsyslog-relp, dovecot-imapd, prosody, squid, varnish, pdns-recursor,
-#           knot, freeradius, nodejs, activemq          (later systems; split.json)
+#           knot, freeradius, nodejs, activemq, ruby, ruby-webrick, starman,
+#           libplack-perl, libcache-memcached-fast-perl   (later systems; split.json)
 #   PyPI:   Pyro5 (tuning); paho-mqtt, dnspython, aiohttp, kazoo, pika, grpcio, ldap3,
 #           tarantool, pymysql, pyzmq, slixmpp, websockets, stomp.py (validation)
 # Installs (only when something is missing) run under the machine's install lock
@@ -59,6 +60,11 @@ have knotd || need+=(knot)
 have freeradius || need+=(freeradius)
 have node || need+=(nodejs)
 [ -f /usr/share/activemq/bin/activemq.jar ] || need+=(activemq)
+have ruby || need+=(ruby)
+ruby -rwebrick -e1 2>/dev/null || need+=(ruby-webrick)
+have starman || need+=(starman)
+[ -f /usr/share/perl5/Plack.pm ] || need+=(libplack-perl)
+perl -MCache::Memcached::Fast -e1 2>/dev/null || need+=(libcache-memcached-fast-perl)
 if [ ${#need[@]} -gt 0 ]; then
     lock
     echo "localize setup: apt-get install ${need[*]}" >&2

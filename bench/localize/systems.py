@@ -42,6 +42,8 @@ bounded, and the launcher stops its daemons (SIGTERM, then SIGKILL) on every exi
 | `node-chain` | validation | Node.js front → Node.js backend (keep-alive pool) + 2 http.client clients | HTTP services (Node.js: V8, libuv) |
 | `ws-gateway` | validation | websockets gateway → websockets store + writer and reader clients | WebSocket services (CPython asyncio) |
 | `activemq-stomp` | validation | ActiveMQ broker + stomp.py producer and 2 workers | a message broker (JVM, STOMP) |
+| `ruby-chain` | validation | Ruby WEBrick front → Ruby WEBrick key-value backend (Net::HTTP keep-alive pool) + 2 http.client clients | HTTP services (Ruby MRI, threads) |
+| `perl-starman` | validation | Starman (master + 3 preforked workers) running a PSGI app → memcached (Cache::Memcached::Fast) + 2 http.client clients | a preforking Perl web server and a cache (Perl, C) |
 """
 
 import argparse
@@ -81,6 +83,8 @@ SYSTEMS = {
     "node-chain": ("node_chain", "run"),
     "ws-gateway": ("ws_gateway", "run"),
     "activemq-stomp": ("activemq_stomp", "run"),
+    "ruby-chain": ("ruby_chain", "run"),
+    "perl-starman": ("perl_starman", "run"),
 }
 HELPERS = {
     "job-queue-worker": ("job_queue", "beanstalk_worker"),
@@ -115,6 +119,8 @@ HELPERS = {
     "ws-service": ("ws_gateway", "service"),
     "ws-client": ("ws_gateway", "client"),
     "amq-worker": ("activemq_stomp", "worker"),
+    "ruby-client": ("ruby_chain", "client"),
+    "starman-client": ("perl_starman", "client"),
 }
 
 

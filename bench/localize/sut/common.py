@@ -53,6 +53,9 @@ SLOTS = {
     "node-chain": 24,
     "ws-gateway": 25,
     "activemq-stomp": 26,
+    # Slots 29-30: systems added by the helper branch loc-sysd (27-28: loc-sysc).
+    "ruby-chain": 29,
+    "perl-starman": 30,
 }
 
 
