@@ -19,6 +19,7 @@ served and how many failed.
 """
 
 import os
+import signal
 
 from .common import LAUNCHER, PY, Daemons, log, ports, wait_port, wait_readers
 from .kv_http import workload
@@ -108,13 +109,25 @@ def run(tmp, n):
     with open(app, "w") as f:
         f.write(PSGI)
     env = dict(os.environ, KV_MEMCACHED_PORT=str(mc))
-    with Daemons(tmp) as d:
-        p = d.start("memcached", ["memcached", "-u", "root", "-l", "127.0.0.1", "-p", str(mc), "-U", "0", "-t", "2"])
-        wait_port(mc, p)
-        p = d.start("starman", ["starman", "--listen", f"127.0.0.1:{web}", "--workers", "3",
-                                "--keepalive-timeout", "3", app], env=env)
-        wait_port(web, p, timeout=20)
-        helper = d.start("client2", [PY, LAUNCHER, "starman-client", "--name", "2"])
-        ok, errors = workload(web, "1", n, 0.02)
-        wait_readers([helper], seconds=25)
-        log(f"perl-starman: {ok}/{n} steps ok, {errors} failed")
+    group = None
+    try:
+        with Daemons(tmp) as d:
+            p = d.start("memcached", ["memcached", "-u", "root", "-l", "127.0.0.1", "-p", str(mc), "-U", "0", "-t", "2"])
+            wait_port(mc, p)
+            p = d.start("starman", ["starman", "--listen", f"127.0.0.1:{web}", "--workers", "3",
+                                    "--keepalive-timeout", "3", app], env=env, start_new_session=True)
+            group = p.pid
+            wait_port(web, p, timeout=20)
+            helper = d.start("client2", [PY, LAUNCHER, "starman-client", "--name", "2"])
+            ok, errors = workload(web, "1", n, 0.02)
+            wait_readers([helper], seconds=25)
+            log(f"perl-starman: {ok}/{n} steps ok, {errors} failed")
+    finally:
+        # The workers share the master's process group; a worker stopped by SIGSTOP never
+        # takes the SIGTERM the master passes on (the master, waiting for it, is killed
+        # after 5 s): whatever is left of the group is killed.
+        if group is not None:
+            try:
+                os.killpg(group, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
