@@ -20,6 +20,8 @@ mid-run. Ports come from `sut.common.ports`, so the SPECs follow `LOCALIZE_PORT_
 import faults_sysc
 from sut.common import ports
 
+import faults_sysd
+
 RECV = "recv|read|recvfrom|recvmsg|readv"
 SEND = "send|write|sendto|sendmsg|writev"
 ANY = "recv|read|recvfrom|recvmsg|send|write|sendto|sendmsg|epoll_wait|poll|select"
@@ -618,4 +620,5 @@ def table():
     t.update(_validation_run4())
     t.update(_validation_sysb())
     t.update(faults_sysc.cases())
+    t.update(faults_sysd.cases())
     return t

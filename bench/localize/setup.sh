@@ -7,8 +7,9 @@
 #           zookeeper, rabbitmq-server, default-jre-headless,
 #           slapd, tarantool, lighttpd, php-cgi, mariadb-server, rsyslog,
 #           rsyslog-relp, dovecot-imapd, prosody, squid, varnish, pdns-recursor,
-#           knot, freeradius, nodejs, activemq, kamailio,
-#           stunnel4          (later systems; split.json)
+#           knot, freeradius, nodejs, activemq, kamailio, stunnel4, ruby,
+#           ruby-webrick, starman, libplack-perl, libcache-memcached-fast-perl
+#                                                    (later systems; split.json)
 #   PyPI:   Pyro5 (tuning); paho-mqtt, dnspython, aiohttp, kazoo, pika, grpcio, ldap3,
 #           tarantool, pymysql, pyzmq, slixmpp, websockets, stomp.py (validation)
 # Installs (only when something is missing) run under the machine's install lock
@@ -62,6 +63,11 @@ have node || need+=(nodejs)
 [ -f /usr/share/activemq/bin/activemq.jar ] || need+=(activemq)
 have kamailio || need+=(kamailio)
 have stunnel4 || need+=(stunnel4)
+have ruby || need+=(ruby)
+ruby -rwebrick -e1 2>/dev/null || need+=(ruby-webrick)
+have starman || need+=(starman)
+[ -f /usr/share/perl5/Plack.pm ] || need+=(libplack-perl)
+perl -MCache::Memcached::Fast -e1 2>/dev/null || need+=(libcache-memcached-fast-perl)
 if [ ${#need[@]} -gt 0 ]; then
     lock
     echo "localize setup: apt-get install ${need[*]}" >&2

@@ -44,6 +44,8 @@ bounded, and the launcher stops its daemons (SIGTERM, then SIGKILL) on every exi
 | `activemq-stomp` | tuning (validation in run 4) | ActiveMQ broker + stomp.py producer and 2 workers | a message broker (JVM, STOMP) |
 | `stunnel-tls` | validation | stunnel gateway (plain → TLS) → stunnel terminator (TLS → plain) → socketserver store + a client through the gateway and a TLS client | TLS offload (C on OpenSSL, a thread per connection) |
 | `kamailio-sip` | validation | Kamailio proxy (a UDP receiver per socket, timers) → 2 Python SIP UAS (round-robin, failover) + 2 Python SIP UAC | a stateful SIP proxy over UDP (C) |
+| `ruby-chain` | validation | Ruby WEBrick front → Ruby WEBrick key-value backend (Net::HTTP keep-alive pool) + 2 http.client clients | HTTP services (Ruby MRI, threads) |
+| `perl-starman` | validation | Starman (master + 3 preforked workers) running a PSGI app → memcached (Cache::Memcached::Fast) + 2 http.client clients | a preforking Perl web server and a cache (Perl, C) |
 """
 
 import argparse
@@ -85,6 +87,8 @@ SYSTEMS = {
     "activemq-stomp": ("activemq_stomp", "run"),
     "stunnel-tls": ("stunnel_tls", "run"),
     "kamailio-sip": ("kamailio_sip", "run"),
+    "ruby-chain": ("ruby_chain", "run"),
+    "perl-starman": ("perl_starman", "run"),
 }
 HELPERS = {
     "job-queue-worker": ("job_queue", "beanstalk_worker"),
@@ -123,6 +127,8 @@ HELPERS = {
     "tls-client": ("stunnel_tls", "client"),
     "sip-uas": ("kamailio_sip", "uas"),
     "sip-uac": ("kamailio_sip", "uac"),
+    "ruby-client": ("ruby_chain", "client"),
+    "starman-client": ("perl_starman", "client"),
 }
 
 

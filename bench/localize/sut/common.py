@@ -56,6 +56,9 @@ SLOTS = {
     # Slots 27-28: systems added by the helper branch loc-sysc.
     "stunnel-tls": 27,
     "kamailio-sip": 28,
+    # Slots 29-30: systems added by the helper branch loc-sysd (27-28: loc-sysc).
+    "ruby-chain": 29,
+    "perl-starman": 30,
 }
 
 
