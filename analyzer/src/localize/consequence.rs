@@ -11,13 +11,21 @@
 //!    model and reached [`ROOT_MIN`] — the first thing the process did that its model calls
 //!    abnormal.
 //! 2. **Consequences in the process.** A later unit of the same process that reached
-//!    [`ROOT_MIN`] too (but not more than [`STRONGER`] above the process's root), or that has no model (its class never occurred in normal runs) and
-//!    is on a connection whose first unit started after the root began (a reconnect, a new
-//!    client retrying), is a consequence of the root. A root that is a **call too long**
-//!    acts through time only: its later anomalies are its consequences when on its own
-//!    connection, while the call lasted, or on a connection whose other end had an anomaly
-//!    after the call began (a peer that timed out) — not an anomaly on another connection
-//!    after the call returned, from a peer that met nothing (`delay_reached`).
+//!    [`ROOT_MIN`] too (but not more than [`STRONGER`] above the process's root), or that
+//!    has no model (its class never occurred in normal runs) and is on a connection whose
+//!    first unit started after the root began (a reconnect, a new client retrying), is a
+//!    consequence of the root — when a path from the root to it is seen (`reached`): it
+//!    is on the root's connection or in the root's thread (program order), on a
+//!    connection first seen after the root (one the process made or accepted since), or on
+//!    a connection whose other end had an anomaly after the root began (a peer that
+//!    reacted). An earlier anomaly on another connection, in another thread, with no peer
+//!    in between, did not cause it: a rare path at start-up in one worker thread does not
+//!    make a reset in another worker's connection its consequence. A root that is a
+//!    **call too long** acts through time only: its later anomalies are its consequences
+//!    when on its own connection, while the call lasted, or on a connection whose other
+//!    end had an anomaly after the call began (a peer that timed out) — not an anomaly on
+//!    another connection after the call returned, from a peer that met nothing
+//!    (`delay_reached`).
 //! 3. **Consequences across processes**, by **happens-before**. An anomaly is filed under
 //!    an earlier one only when the earlier one could have reached it: a unit of the later
 //!    process on a TCP connection to the earlier one (its peer address is a local address
@@ -377,6 +385,17 @@ pub(crate) fn file_consequences(
             Some((s.began_ns, s.began_ns + s.dur_ns as i64, row.conn))
         })
         .collect();
+    // Where each root is: its connection and thread, and when it happened.
+    let root_at: Vec<RootAt> = roots
+        .iter()
+        .enumerate()
+        .map(|(b, r)| {
+            r.map(|(i, t)| {
+                let row = &blocks[b][i as usize];
+                (row.conn, row.tid, t)
+            })
+        })
+        .collect();
     // (shared score, consequence score) → the shared score of such consequences.
     let mut demoted: FxMap<(u32, u64), u32> = FxMap::default();
     for (b, rows) in blocks.iter_mut().enumerate() {
@@ -398,7 +417,9 @@ pub(crate) fn file_consequences(
                 && roots[b].is_none_or(|_| r.score <= root_score[b].max(root_score[t]) + STRONGER)
                 && v == Verdict::Scored
                 && at >= t0
-                && (b != t || delay_reached(delays[t], r, at, conns, &by_addr, &roots));
+                && (b != t
+                    || (delay_reached(delays[t], r, at, conns, &by_addr, &roots)
+                        && reached(root_at[t], r, at, &first, conns, &by_addr, &roots)));
             let new_class = (v == Verdict::NoUnitModel
                 && r.t_start_unix_ns >= t0
                 && first_class.get(&class_key(r)).is_some_and(|&f| f >= t0))
@@ -468,6 +489,52 @@ fn delay_reached(
             .into_iter()
             .flatten()
             .any(|&a| roots[a].is_some_and(|(_, ta)| ta >= began && ta <= at)),
+        _ => false,
+    }
+}
+
+/// A process's root as [`reached`] needs it: its connection, its thread and when it
+/// happened (None: the process has no root).
+type RootAt = Option<(u32, u32, i64)>;
+
+/// Is a path seen from a process's root (`root`) to a later anomaly `r` of the same
+/// process at `at`? Step 2 of the module's documentation: `r` is on the root's connection
+/// or in its thread (program order), on a connection first seen at or after the root
+/// (`first`: each connection's first unit; one made or accepted since), or on a
+/// connection whose other end had an anomaly between the root and `r` (a peer that
+/// reacted). Threads of one process share memory the trace does not see, so this is the
+/// part of causality the trace shows; an anomaly with none of these paths is weighed on
+/// its own.
+fn reached(
+    root: RootAt,
+    r: &Row,
+    at: i64,
+    first: &[Option<(usize, i64)>],
+    conns: &[ConnRow],
+    by_addr: &FxMap<(&str, &str), Vec<usize>>,
+    roots: &[Option<Root>],
+) -> bool {
+    let Some((conn, tid, t0)) = root else {
+        return true;
+    };
+    let on_conn = |c: u32| matches!(conns.get(c as usize), Some((_, Some(_), Some(_))));
+    if (r.conn == conn && on_conn(conn)) || r.tid == tid {
+        return true;
+    }
+    if first
+        .get(r.conn as usize)
+        .copied()
+        .flatten()
+        .is_some_and(|(_, f)| f >= t0)
+    {
+        return true;
+    }
+    match conns.get(r.conn as usize) {
+        Some((_, Some(l), Some(p))) => by_addr
+            .get(&(p.as_str(), l.as_str()))
+            .into_iter()
+            .flatten()
+            .any(|&a| roots[a].is_some_and(|(_, ta)| ta >= t0 && ta <= at)),
         _ => false,
     }
 }
@@ -813,6 +880,56 @@ mod tests {
             (rows[1].score, rows[3].score, rows[2].score),
             (1.0, 1.0, 0.8)
         );
+    }
+
+    #[test]
+    fn a_later_anomaly_is_filed_in_its_process_only_along_a_path_from_the_root() {
+        // One process, three worker threads. The root (t 20) is on connection 1 in thread
+        // 1; later anomalies: in thread 2 on connection 2 (older than the root, no peer
+        // anomaly: no path), in thread 1 on connection 2 (program order), in thread 3 on
+        // connection 1 (the root's connection) and in thread 3 on connection 3 (first seen
+        // after the root).
+        let mut sh = scored(&[0.1, 0.8]);
+        let at = |index: u32, t: i64, conn: u32, tid: u32, shared: u32| {
+            let mut r = row(0, index, t, conn, [0.1, 0.8][shared as usize], shared);
+            r.tid = tid;
+            r
+        };
+        let mut blocks = vec![vec![
+            at(0, 10, 2, 2, 0),
+            at(1, 20, 1, 1, 1),
+            at(2, 30, 2, 2, 1),
+            at(3, 40, 2, 1, 1),
+            at(4, 50, 1, 3, 1),
+            at(5, 60, 3, 3, 1),
+        ]];
+        let procs = vec![("h".to_string(), 7)];
+        let mut got: Vec<_> = file(&mut blocks, &mut sh, &procs, None)
+            .into_iter()
+            .collect();
+        got.sort();
+        assert_eq!(
+            got,
+            vec![((0, 3), (0, 1)), ((0, 4), (0, 1)), ((0, 5), (0, 1))]
+        );
+        assert_eq!(blocks[0][2].score, 0.8, "no path: weighed on its own");
+        // The same anomaly after a peer's anomaly on its connection (process 1, at the
+        // other end of connection 2's address b:3, an anomaly at t 25): filed.
+        let mut sh = scored(&[0.1, 0.8]);
+        let mut blocks = vec![
+            vec![at(0, 10, 2, 2, 0), at(1, 20, 1, 1, 1), at(2, 30, 2, 2, 1)],
+            vec![{
+                let mut r = row(1, 0, 25, 5, 0.8, 1);
+                r.tid = 9;
+                r
+            }],
+        ];
+        let procs = vec![("h".to_string(), 7), ("h".to_string(), 8)];
+        let mut cs = conns();
+        // Connection 5: process 1's end of connection 2 (b:3 ⇄ a:1).
+        cs.push((Default::default(), Some("b:3".into()), Some("a:1".into())));
+        let filed = file_consequences(&mut blocks, &mut sh, &FxMap::default(), &procs, &cs, None);
+        assert_eq!(filed.get(&(0, 2)), Some(&(0, 1)), "{filed:?}");
     }
 
     #[test]
