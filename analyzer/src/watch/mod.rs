@@ -93,6 +93,13 @@ pub struct Poll {
     pub processes: usize,
 }
 
+/// How long a thread's last unit waits for the thread's next unit before it is taken as
+/// complete (the thread idle, or gone): until the next unit begins, more entries may still
+/// belong to the unit — a process's first unit ends in `execve`, and what the new program
+/// does next reaches the disk in a later sub-buffer (read without it, the unit reads as
+/// an `execve` that never returned). Units of a finished recording do not wait.
+pub const LAST_UNIT_GRACE: Duration = Duration::from_millis(500);
+
 /// The state of a watch over some trace directories.
 pub struct Watcher {
     model: Model,
@@ -197,7 +204,11 @@ impl Watcher {
             ..Default::default()
         };
         let mut seen = HashSet::new();
+        let mut finished_dirs = HashSet::new();
         let set = TraceSet::open_suffixes(&self.dirs, true, &mut |d, t| {
+            if t.manifest().complete {
+                finished_dirs.insert(d.to_path_buf());
+            }
             let contexts = if incremental {
                 suffixes(threads, d, t)
             } else {
@@ -231,6 +242,13 @@ impl Watcher {
         // Per thread (its units in order): the units found complete for the first time,
         // and the stages of their delays; the units as `number` takes them.
         let mut stages = HashMap::new();
+        let mut waiting = HashSet::new();
+        let finished: HashSet<(&str, u32)> = set
+            .processes
+            .iter()
+            .filter(|p| finished_dirs.contains(&p.recording.dir))
+            .map(|p| (p.host.as_str(), p.pid))
+            .collect();
         let mut threads: ThreadUnits = HashMap::new();
         let mut rest = &heads[..];
         while let Some(h0) = rest.first() {
@@ -244,8 +262,16 @@ impl Watcher {
                 if h.cut || h.cut_at_start || until.is_some_and(|u| h.tsc_start <= u) {
                     continue;
                 }
-                until = Some(h.tsc_start);
                 let next = units.get(i + 1).map(|n| n.t_start_unix_ns);
+                if next.is_none()
+                    && !finished.contains(&(h.host, h.pid))
+                    && times.start - h.t_end_unix_ns < LAST_UNIT_GRACE.as_nanos() as i64
+                {
+                    // Its thread's last unit, just ended: not known complete yet.
+                    waiting.insert((h.pid, h.tid, h.tsc_start));
+                    continue;
+                }
+                until = Some(h.tsc_start);
                 let s = self.timing.stages(&times, h.t_end_unix_ns, next);
                 self.timing.unit(&s);
                 if h.score >= self.opts.threshold {
@@ -279,7 +305,7 @@ impl Watcher {
                 u.info.tid,
                 u.info.tsc_start,
             );
-            if self.reported.contains(&key) {
+            if self.reported.contains(&key) || waiting.contains(&(key.1, key.2, key.3)) {
                 continue;
             }
             if let Some(stop) = stops.get(&(u.info.host.clone(), u.info.pid)) {
