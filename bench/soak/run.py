@@ -10,7 +10,7 @@ long time, recorded with a flight recorder (`culprit record --keep`) and watched
 Steps:
 1. untraced baseline: the same three servers and load, `--baseline-seconds` long:
    requests per second (redis-benchmark's own figure);
-2. three short normal runs (`--learn-seconds` each) recorded whole (no `--keep`: the model
+2. `--learn-runs` (3) short normal runs (`--learn-seconds` each) recorded whole (no `--keep`: the model
    needs every unit from its beginning; a flight recorder's first unit of each thread is
    cut at its start and not learned) and learned into a model;
 3. the soak: `culprit record --keep SIZE` of the three servers for `--minutes`, the load
@@ -24,7 +24,9 @@ Printed (and written with --json): the directory's largest size against the budg
 and lost (the manifest's and rotated.json's counts: recorded = kept + rotated, lost
 counted apart; the warnings of a reading of the final directory, which would name any
 sequence gap); watch's reports — whether the first one holds the injection (its
-`injections` is not empty), the delay from each unit's end to its report (p50, p99) —,
+`injections` is not empty), the delay from each unit's end to its report (p50, p99) and
+where it went (the reports' `delay_ns` stages, and the printing: report made → line read
+here), and the watch's own timing of every unit that completed (`watch_timing`) —,
 the snapshots taken and whether one holds the injected unit (ranked again); watch's CPU
 time as a share of one core; and redis's throughput traced (with --keep and watch) over
 untraced, as a ratio from this one run, with the load averages of both phases (the
@@ -105,18 +107,19 @@ def wait_ports(deadline=20):
                 time.sleep(0.1)
 
 
-def load(seconds):
-    """redis-benchmark against the master for about `seconds`; returns requests/s."""
+def load(seconds, requests=200000):
+    """redis-benchmark against the master for about `seconds` (at least one run of
+    `requests` SETs then as many GETs); returns requests/s."""
     end = time.monotonic() + seconds
     total, spent = 0, 0.0
     while time.monotonic() < end:
         t = time.monotonic()
-        out = subprocess.run(
-            ["redis-benchmark", "-p", str(PORTS[0]), "-c", "50", "-n", "200000",
+        subprocess.run(
+            ["redis-benchmark", "-p", str(PORTS[0]), "-c", "50", "-n", str(requests),
              "-t", "set,get", "-q", "--csv"],
-            capture_output=True, text=True, timeout=300).stdout
+            capture_output=True, text=True, timeout=300)
         spent += time.monotonic() - t
-        total += 400000
+        total += 2 * requests
     return total / spent if spent else 0.0
 
 
@@ -230,6 +233,9 @@ def main():
     ap.add_argument("--no-fault", action="store_true")
     ap.add_argument("--baseline-seconds", type=float, default=30)
     ap.add_argument("--learn-seconds", type=float, default=20)
+    ap.add_argument("--learn-runs", type=int, default=3,
+                    help="normal runs to learn from (each --learn-seconds long): a start-up is "
+                         "seen once per run, so more, shorter runs learn more of them")
     ap.add_argument("--out", default=None)
     ap.add_argument("--json", default=None)
     ap.add_argument("--watch-arg", action="append", default=[],
@@ -259,14 +265,15 @@ def main():
 
     model = os.path.abspath(a.model) if a.model else os.path.join(out, "normal.cpm")
     res["model"] = model
-    log("three normal runs" if not a.model else f"model {model}")
+    log(f"{a.learn_runs} normal runs of {a.learn_seconds:g} s" if not a.model else f"model {model}")
     normals = []
-    for i in range(3 if not a.model else 0):
+    for i in range(a.learn_runs if not a.model else 0):
         d = os.path.join(out, f"normal{i}")
         shutil.rmtree(d, ignore_errors=True)
         with tempfile.TemporaryDirectory() as tmp:
             p = run_servers(culprit, tmp, d)
-            load(a.learn_seconds)
+            # Short runs: smaller benchmark runs, so that a run lasts about what was asked.
+            load(a.learn_seconds, 200000 if a.learn_seconds >= 20 else 40000)
             err = stop(p)
             if "culprit: recorded" not in err:
                 log(f"normal run {i}: culprit record did not end cleanly: {err[-500:]}")
@@ -275,6 +282,7 @@ def main():
         subprocess.run([culprit, "learn", *normals, "-o", model], check=True,
                        stderr=subprocess.DEVNULL, timeout=1800)
         res["learn_seconds"] = a.learn_seconds
+        res["learn_runs"] = a.learn_runs
 
     if a.interleave:
         interleave(a, culprit, out, model, res)
@@ -310,9 +318,12 @@ def main():
         # stops the watch in its next write.
         out_lines = []
 
+        received = []
+
         def drain():
             with open(os.path.join(out, "watch.jsonl"), "w") as f:
                 for line in watch.stdout:
+                    received.append(time.time_ns())
                     out_lines.append(line)
                     f.write(line)
                     f.flush()
@@ -365,6 +376,17 @@ def main():
     delays = [(r["reported_unix_ns"] - r["t_end_unix_ns"]) / 1e9 for r in reps]
     res["report_delay_p50_s"] = pct(delays, 0.5)
     res["report_delay_p99_s"] = pct(delays, 0.99)
+    # Where the reports' delays went (the watch's `delay_ns` stages, and the printing:
+    # from the report's making to this harness reading its line).
+    stages = {}
+    for k in ("next_unit", "to_poll", "unseen", "read", "rank"):
+        xs = [r["delay_ns"][k] / 1e9 for r in reps if "delay_ns" in r]
+        stages[k] = {"p50_s": pct(xs, 0.5), "p99_s": pct(xs, 0.99)}
+    printing = [(t - r["reported_unix_ns"]) / 1e9 for r, t in zip(reps, received)]
+    stages["printing"] = {"p50_s": pct(printing, 0.5), "p99_s": pct(printing, 0.99)}
+    res["report_delay_stages"] = stages
+    res["loadavg_samples"] = [min(loads), max(loads)] if loads else None
+    res["watch_timing"] = watch_timing(os.path.join(out, "watch.err"))
     res["first_report_holds_injection"] = bool(reps and reps[0].get("injections"))
     res["first_report"] = {k: reps[0].get(k) for k in ("id", "score", "why")} if reps else None
     res["reports_with_injection"] = sum(1 for r in reps if r.get("injections"))
@@ -404,9 +426,23 @@ def folds_said(path):
     of their process or connection kind with no model."""
     try:
         with open(path) as f:
-            return [l.rstrip() for l in f if "reported" in l or "folded" in l][-22:]
+            return [l.rstrip() for l in f
+                    if ("reported" in l or "folded" in l) and "timing:" not in l][-23:]
     except OSError:
         return []
+
+
+def watch_timing(path):
+    """The watch's own timing summary (`culprit watch: timing: {...}`): polls, and the
+    delay of every unit that completed, in stages."""
+    try:
+        with open(path) as f:
+            for l in f:
+                if l.startswith("culprit: watch: timing: {"):
+                    return json.loads(l.split("timing: ", 1)[1])
+    except (OSError, ValueError):
+        pass
+    return None
 
 
 def emit(a, res):

@@ -227,6 +227,27 @@ pub(crate) fn scan_tolerant(
         return None;
     }
     let mut off = disk::CHUNK_HEADER_SIZE as u64;
+    // What an earlier open of this process found in the file (`crate::scanned`).
+    let damage_before = damage.len();
+    let mut remembered = None;
+    if !verify && crate::scanned::on() {
+        use std::os::unix::fs::MetadataExt;
+        let id = file
+            .metadata()
+            .map(|m| (m.dev(), m.ino()))
+            .unwrap_or_default();
+        let s = crate::scanned::take(path, &file, id, len).unwrap_or(crate::scanned::Scanned {
+            id,
+            end: off,
+            last: None,
+            records: Vec::new(),
+        });
+        for (at, piece, info) in &s.records {
+            add(*at, *piece, info);
+        }
+        off = s.end;
+        remembered = Some(s);
+    }
     let mut fixed = [0u8; RECORD_FIXED_SIZE];
     let mut data = Vec::new();
     while off < len {
@@ -264,6 +285,10 @@ pub(crate) fn scan_tolerant(
                     }
                 }
                 add(off, h.piece, &info);
+                if let Some(s) = &mut remembered {
+                    s.records.push((off, h.piece, info));
+                    s.last = Some((off, fixed));
+                }
                 off += size;
             }
             Err(e) => {
@@ -298,6 +323,11 @@ pub(crate) fn scan_tolerant(
                 off = next;
             }
         }
+    }
+    if let Some(mut s) = remembered.filter(|_| damage.len() == damage_before) {
+        // No damage: the scan stopped at the end of its last whole record.
+        s.end = off;
+        crate::scanned::put(path, s);
     }
     Some(file)
 }

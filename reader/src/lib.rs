@@ -11,10 +11,12 @@
 //! - [`damage`]: skipping damaged and missing parts, one warning per file ([`Damage`]).
 //! - [`repairdir`]: `culprit repair` — what a full disk or a killed reader left.
 //! - [`safefile`]: opening files safely (regular files only, bounded reads).
+//! - [`scanned`]: what lazy opens found in each chunk file, remembered between opens.
 //! - [`summary`]: per-process counts and totals of a directory.
 //! - [`cpustat`]: the traced processes' CPU time, sampled into `cpu.tsv`.
 //! - [`watch`]: whether any other process still maps the pool.
 //! - [`signals`]: stopping on SIGINT / SIGTERM.
+//! - [`stopmark`]: `stop.json`, when a recording session was asked to stop.
 //! - [`tree`]: following a traced process tree (subreaper, reaping, descendants).
 //! - [`session`]: a whole recording (`culprit record`): pool, readers, the traced command
 //!   supervised, signals passed on, exit status and summary.
@@ -59,9 +61,11 @@ pub mod manifest;
 pub mod repairdir;
 pub mod rotated;
 pub mod safefile;
+pub mod scanned;
 pub mod session;
 pub mod signals;
 pub mod snapshot;
+pub mod stopmark;
 pub mod summary;
 pub mod tracedir;
 pub mod tree;

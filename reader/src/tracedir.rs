@@ -562,7 +562,11 @@ impl TraceDir {
             crate::keep::Gate::none()
         };
         let held = gate.hold();
-        for path in chunk_files(&dir)? {
+        let paths = chunk_files(&dir)?;
+        if crate::scanned::on() {
+            crate::scanned::forget_others(&dir, &paths);
+        }
+        for path in paths {
             let fi = files.len() as u32;
             let add = |offset, piece, info: &SubBufInfo| {
                 index.add(RecordLoc {

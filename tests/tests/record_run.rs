@@ -450,6 +450,7 @@ fn a_sigint_sent_to_culprit_alone_stops_the_command_in_its_group() {
     );
     assert!(wait_until(Duration::from_secs(30), || ready.exists()));
     std::thread::sleep(Duration::from_millis(200));
+    let before = reader::stopmark::now_unix_ns();
     // SAFETY: kill(2) on our own child, culprit record alone.
     unsafe { libc::kill(rec.pid() as i32, libc::SIGINT) };
     let st = rec
@@ -460,6 +461,13 @@ fn a_sigint_sent_to_culprit_alone_stops_the_command_in_its_group() {
     std::io::Read::read_to_string(rec.child.stderr.as_mut().unwrap(), &mut err).unwrap();
     assert!(err.contains("culprit: recorded"), "{err}");
     assert_eq!(manifest(&out)["complete"], true);
+    // When it was asked to stop, for `culprit watch` (`stop.json`).
+    let mark = reader::stopmark::read(&out).expect("stop.json written");
+    assert_eq!(mark.signal, libc::SIGINT);
+    assert!(
+        (before..=reader::stopmark::now_unix_ns()).contains(&mark.unix_ns),
+        "{mark:?}"
+    );
 }
 
 #[test]

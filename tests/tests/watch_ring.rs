@@ -128,4 +128,47 @@ fn watch_reports_the_broken_ring_connection_as_it_happens() {
         ring_ids(&snap).contains_key(&pid(first)),
         "the snapshot lacks the reported process"
     );
+    // The ring ended by itself: no stop was asked. Had `culprit record` been asked to stop
+    // before the fault (`stop.json`, written when it gets SIGINT/SIGTERM), every unit after
+    // would be the programs' shutdown: not reported, counted.
+    assert!(reader::stopmark::read(&faulty).is_none());
+    let first_start = reports
+        .iter()
+        .filter_map(|r| r["t_start_unix_ns"].as_i64())
+        .min()
+        .expect("times");
+    reader::stopmark::write(
+        &faulty,
+        &reader::stopmark::StopMark {
+            unix_ns: first_start,
+            signal: libc::SIGINT,
+        },
+    )
+    .expect("write stop.json");
+    let stopped = run_culprit(
+        &[
+            "watch",
+            "--model",
+            m,
+            "--json",
+            faulty.to_str().expect("utf-8"),
+        ],
+        Duration::from_secs(120),
+    );
+    stopped.assert_success("culprit watch of a recording asked to stop");
+    let after = tests::parse_json_lines(&stopped.stdout);
+    assert!(
+        after
+            .iter()
+            .all(|r| r["t_end_unix_ns"].as_i64() < Some(first_start)),
+        "units that ended after the stop reported:\n{}",
+        stopped.stdout
+    );
+    assert!(
+        stopped
+            .stderr
+            .contains("not reported: they ended after their recording was asked to stop"),
+        "the units after the stop not counted:\n{}",
+        stopped.stderr
+    );
 }

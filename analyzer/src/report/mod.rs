@@ -6,6 +6,10 @@
 //! called" or "`close` never seen here". [`annotate`] lays a unit's tree next to its model
 //! (probability and Δ per node) for `culprit show` and the HTML page.
 
+mod heads;
+
+pub use heads::UnitHead;
+
 use crate::decode::DecodeStats;
 use crate::model::TreeModel;
 use crate::score::{Effective, NodeClass, UnitScore, Verdict};

@@ -37,6 +37,7 @@
 //! evidence; the later ones are counted in that report, not reported ([`fold`]).
 
 pub mod fold;
+pub mod timing;
 
 use crate::localize::options::Options;
 use crate::model::Model;
@@ -48,6 +49,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use timing::PollTimes;
 
 /// How long a poll waits for a hole in a thread's records to be filled: a sub-buffer in
 /// flight reaches the disk within a drain (milliseconds, seconds on a loaded machine); a
@@ -91,6 +93,13 @@ pub struct Poll {
     pub processes: usize,
 }
 
+/// How long a thread's last unit waits for the thread's next unit before it is taken as
+/// complete (the thread idle, or gone): until the next unit begins, more entries may still
+/// belong to the unit — a process's first unit ends in `execve`, and what the new program
+/// does next reaches the disk in a later sub-buffer (read without it, the unit reads as
+/// an `execve` that never returned). Units of a finished recording do not wait.
+pub const LAST_UNIT_GRACE: Duration = Duration::from_millis(500);
+
 /// The state of a watch over some trace directories.
 pub struct Watcher {
     model: Model,
@@ -105,6 +114,11 @@ pub struct Watcher {
     holes: Holes,
     /// Units with no model, reported once per process or connection kind ([`fold`]).
     folds: fold::Folds,
+    /// Where the delays went ([`timing`]).
+    timing: timing::Timing,
+    /// Units above the threshold not reported: they ended after their recording was
+    /// asked to stop ([`reader::stopmark`]).
+    after_stop: u64,
 }
 
 /// Holes in threads' records, by directory, thread and the first record after the hole,
@@ -152,6 +166,8 @@ impl Watcher {
             numbers: HashMap::new(),
             holes: HashMap::new(),
             folds: fold::Folds::default(),
+            timing: timing::Timing::default(),
+            after_stop: 0,
         }
     }
 
@@ -166,14 +182,33 @@ impl Watcher {
         &self.folds
     }
 
+    /// Where the delays of the units found complete went so far ([`timing`]).
+    pub fn timing(&self) -> &timing::Timing {
+        &self.timing
+    }
+
+    /// Units above the threshold not reported because they ended after their recording
+    /// was asked to stop ([`reader::stopmark`]).
+    pub fn after_stop(&self) -> u64 {
+        self.after_stop
+    }
+
     /// Ranks what the directories hold now and returns the units not reported before.
     /// A directory that is not (yet) a trace is an error the caller may wait out.
     pub fn poll(&mut self) -> Result<Poll> {
         let (threads, holes) = (&mut self.threads, &mut self.holes);
         let incremental = self.opts.incremental;
         let now = Instant::now();
+        let mut times = PollTimes {
+            start: now_ns(),
+            ..Default::default()
+        };
         let mut seen = HashSet::new();
+        let mut finished_dirs = HashSet::new();
         let set = TraceSet::open_suffixes(&self.dirs, true, &mut |d, t| {
+            if t.manifest().complete {
+                finished_dirs.insert(d.to_path_buf());
+            }
             let contexts = if incremental {
                 suffixes(threads, d, t)
             } else {
@@ -189,23 +224,73 @@ impl Watcher {
         if processes == 0 {
             return Ok(Poll::default());
         }
+        times.read = now.elapsed().as_nanos() as i64;
         let rep = crate::rank(&self.model, &set, &self.opts.rank)?;
+        times.rank = now.elapsed().as_nanos() as i64 - times.read;
+        self.timing.poll(times);
         let mut poll = Poll {
             units: rep.len(),
             processes,
             ..Default::default()
         };
         // Per host, pid and thread: its units (index, start, cut at start), in order.
+        let mut heads = rep.heads();
+        heads.sort_unstable_by(|a, b| {
+            (a.host, a.pid, a.tid, a.tsc_start).cmp(&(b.host, b.pid, b.tid, b.tsc_start))
+        });
+        let stops = stop_marks(&set);
+        // Per thread (its units in order): the units found complete for the first time,
+        // and the stages of their delays; the units as `number` takes them.
+        let mut stages = HashMap::new();
+        let mut waiting = HashSet::new();
+        let finished: HashSet<(&str, u32)> = set
+            .processes
+            .iter()
+            .filter(|p| finished_dirs.contains(&p.recording.dir))
+            .map(|p| (p.host.as_str(), p.pid))
+            .collect();
         let mut threads: ThreadUnits = HashMap::new();
-        for u in rep.iter() {
-            let i = &u.info;
-            threads
-                .entry((i.host.clone(), i.pid, i.tid))
-                .or_default()
-                .push((i.index, i.tsc_start, i.cut_at_start));
+        let mut rest = &heads[..];
+        while let Some(h0) = rest.first() {
+            let thread = (h0.host, h0.pid, h0.tid);
+            let n = rest.partition_point(|h| (h.host, h.pid, h.tid) == thread);
+            let (units, after) = rest.split_at(n);
+            rest = after;
+            let key = (h0.host.to_string(), h0.pid, h0.tid);
+            let mut until = self.timing.complete_until(&key);
+            for (i, h) in units.iter().enumerate() {
+                if h.cut || h.cut_at_start || until.is_some_and(|u| h.tsc_start <= u) {
+                    continue;
+                }
+                let next = units.get(i + 1).map(|n| n.t_start_unix_ns);
+                if next.is_none()
+                    && !finished.contains(&(h.host, h.pid))
+                    && times.start - h.t_end_unix_ns < LAST_UNIT_GRACE.as_nanos() as i64
+                {
+                    // Its thread's last unit, just ended: not known complete yet.
+                    waiting.insert((h.pid, h.tid, h.tsc_start));
+                    continue;
+                }
+                until = Some(h.tsc_start);
+                let s = self.timing.stages(&times, h.t_end_unix_ns, next);
+                self.timing.unit(&s);
+                if h.score >= self.opts.threshold {
+                    stages.insert((h.pid, h.tid, h.tsc_start), s);
+                }
+            }
+            if let Some(u) = until {
+                self.timing.set_complete_until(key.clone(), u);
+            }
+            threads.insert(
+                key,
+                units
+                    .iter()
+                    .map(|h| (h.index, h.tsc_start, h.cut_at_start))
+                    .collect(),
+            );
         }
+        drop(heads);
         self.number(&set, &mut threads);
-        let reported_unix_ns = now_ns();
         for u in rep.iter() {
             if u.score < self.opts.threshold {
                 // Ranked highest first: nothing below is above the threshold.
@@ -220,8 +305,16 @@ impl Watcher {
                 u.info.tid,
                 u.info.tsc_start,
             );
-            if self.reported.contains(&key) {
+            if self.reported.contains(&key) || waiting.contains(&(key.1, key.2, key.3)) {
                 continue;
+            }
+            if let Some(stop) = stops.get(&(u.info.host.clone(), u.info.pid)) {
+                if u.info.t_end_unix_ns >= stop.unix_ns {
+                    // The recording is ending: its programs are being stopped.
+                    self.reported.insert(key);
+                    self.after_stop += 1;
+                    continue;
+                }
             }
             let offset = self
                 .numbers
@@ -242,9 +335,18 @@ impl Watcher {
                 })),
                 fold::Decision::Folded | fold::Decision::Seen => continue,
             };
+            let delay = stages
+                .get(&(key.1, key.2, key.3))
+                .copied()
+                .unwrap_or_else(|| {
+                    // Found complete by an earlier poll (ranked again by `--whole`).
+                    self.timing.stages(&times, u.info.t_end_unix_ns, None)
+                });
             self.reported.insert(key);
+            let reported_unix_ns = now_ns();
             let mut json = rep.unit_json(&u);
             json["reported_unix_ns"] = serde_json::json!(reported_unix_ns);
+            json["delay_ns"] = delay.json();
             json["id"] = serde_json::json!(id);
             if let Some(f) = &folded {
                 json["fold"] = serde_json::json!(f);
@@ -254,7 +356,7 @@ impl Watcher {
                 u.score,
                 id,
                 u.info.kind.name(),
-                u.why.first().map(String::as_str).unwrap_or(""),
+                json["why"].get(0).and_then(|w| w.as_str()).unwrap_or(""),
                 if folded.is_some() {
                     " (later units like it are counted here, not reported)"
                 } else {
@@ -359,6 +461,55 @@ impl Watcher {
         }
         Ok(())
     }
+}
+
+/// What the files under `dirs` are (names, sizes, modification times, three levels
+/// deep), as one number: a watch that finds the same number as on its last poll has
+/// nothing new to rank. An unreadable directory counts as empty.
+pub fn fingerprint(dirs: &[PathBuf]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    fn walk(d: &Path, depth: u32, h: &mut impl Hasher) {
+        let Ok(rd) = std::fs::read_dir(d) else {
+            return;
+        };
+        let mut ents: Vec<_> = rd.flatten().collect();
+        ents.sort_by_key(|e| e.file_name());
+        for e in ents {
+            let Ok(m) = e.metadata() else { continue };
+            e.file_name().hash(h);
+            if m.is_dir() {
+                if depth > 0 {
+                    walk(&e.path(), depth - 1, h);
+                }
+                continue;
+            }
+            m.len().hash(h);
+            m.modified().ok().hash(h);
+        }
+    }
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for d in dirs {
+        d.hash(&mut h);
+        walk(d, 2, &mut h);
+    }
+    h.finish()
+}
+
+/// Per host and pid: when the recording the process was read from was asked to stop
+/// (`stop.json`, [`reader::stopmark`]), for the processes of recordings that were.
+fn stop_marks(set: &TraceSet) -> HashMap<(String, u32), reader::stopmark::StopMark> {
+    let mut dirs: HashMap<&Path, Option<reader::stopmark::StopMark>> = HashMap::new();
+    let mut out = HashMap::new();
+    for p in &set.processes {
+        let dir = p.recording.dir.as_path();
+        let mark = *dirs
+            .entry(dir)
+            .or_insert_with(|| reader::stopmark::read(dir));
+        if let Some(m) = mark {
+            out.insert((p.host.clone(), p.pid), m);
+        }
+    }
+    out
 }
 
 /// The key up to which a thread's records (`ids`, in order) can be left out when its

@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 
 /// Folds listed at the end (each with the id of its report and its count).
 const FOLDS_SHOWN: usize = 20;
+/// How often a watch polls when nothing was written (for holes' patience).
+const IDLE_POLL: Duration = Duration::from_secs(1);
 
 /// Arguments of `culprit watch`.
 #[derive(clap::Args)]
@@ -27,7 +29,11 @@ const FOLDS_SHOWN: usize = 20;
     kind of connection never occurred in normal runs) is reported once per process or\n\
     connection kind, and a unit whose strongest evidence repeats one already reported in\n\
     its process once per evidence; the later ones are counted in that report (listed at\n\
-    the end).")]
+    the end). Units that ended after their recording was asked to stop (`culprit record`\n\
+    got SIGINT/SIGTERM and is stopping its programs: `stop.json`) are their shutdown: not\n\
+    reported, counted at the end. With --json each report has `delay_ns`: where the time\n\
+    from the unit's end to its report went (next_unit, to_poll, unseen, read, rank), and\n\
+    the end prints the same over every unit that completed (`timing:`).")]
 pub struct Args {
     /// The model (from `culprit learn` or `culprit merge`).
     #[arg(long, value_name = "MODEL")]
@@ -38,8 +44,10 @@ pub struct Args {
     /// Report units scoring at least this (0 to 1).
     #[arg(long, value_name = "SCORE", default_value_t = 0.8, value_parser = parse_threshold)]
     pub threshold: f64,
-    /// How often to look (e.g. 200ms, 1s).
-    #[arg(long, value_name = "DUR", default_value = "250ms", value_parser = reader::iosample::parse_duration)]
+    /// How often to look (e.g. 200ms, 1s): a poll starts this long after the previous
+    /// one started (at once if that one took longer), when anything in the directories
+    /// changed since — at least once a second otherwise.
+    #[arg(long, value_name = "DUR", default_value = "100ms", value_parser = reader::iosample::parse_duration)]
     pub interval: Duration,
     /// One JSON object per line (the fields of `culprit rank --json`, plus
     /// `reported_unix_ns`) instead of text.
@@ -85,8 +93,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     set_threads(args.threads)?;
     let around = super::aroundsnap::Around::new(&args.dirs, &args.around, "watch")?;
     let model = Model::load(&args.model)?;
+    // Every poll opens the directories again: each chunk file's record headers are read
+    // once, not once a poll.
+    reader::scanned::remember();
+    // A watch prints the units above the threshold of each poll, as JSON or one line
+    // each, never an annotated tree: the full form of a few units only (the defaults,
+    // made for `culprit rank`'s page, annotate 200 trees and make 1 000 units whole on
+    // every poll); the others' is made when one is reported (`Report::unit`,
+    // `Report::why_of`). Scores do not depend on these.
     let rank = analyzer::Options {
         score: args.score,
+        units_kept: 32,
+        why_units: 0,
+        trees_kept: 8,
         ..Default::default()
     };
     let mut w = Watcher::new(
@@ -105,9 +124,21 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     super::aroundsnap::with_ticker(around, |around| -> anyhow::Result<()> {
         let mut out = std::io::stdout().lock();
         let mut waiting_said = false;
+        let mut last: Option<(u64, Instant)> = None;
         loop {
             let t = Instant::now();
             let done = finished(&args.dirs);
+            // Nothing written since the last poll: nothing new to rank (a hole's patience
+            // is still looked at once a second).
+            let print = analyzer::watch::fingerprint(&args.dirs);
+            if !done && last.is_some_and(|(p, at)| p == print && at.elapsed() < IDLE_POLL) {
+                if stop.load(Ordering::Acquire) {
+                    break;
+                }
+                std::thread::sleep(args.interval.saturating_sub(t.elapsed()));
+                continue;
+            }
+            last = Some((print, t));
             match w.poll() {
                 Ok(p) => {
                     for a in &p.alerts {
@@ -130,10 +161,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 Err(_) => {}
             }
             if stop.load(Ordering::Acquire) || (done && !args.forever) {
-                return Ok(());
+                break;
             }
             std::thread::sleep(args.interval.saturating_sub(t.elapsed()));
         }
+        Ok(())
     })?;
     let folds = w.folds();
     eprintln!(
@@ -147,6 +179,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "culprit: watch:   {} ({}): {} later unit(s) folded into it",
             f.id, f.what, f.units
         );
+    }
+    if w.after_stop() > 0 {
+        eprintln!(
+            "culprit: watch: {} unit(s) scoring at least {} not reported: they ended after their recording was asked to stop (stop.json), while its programs were being stopped",
+            w.after_stop(),
+            args.threshold
+        );
+    }
+    if args.json {
+        eprintln!("culprit: watch: timing: {}", w.timing().summary());
+    } else {
+        eprintln!("culprit: watch: timing: {}", w.timing().text());
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -149,6 +149,17 @@ pub fn record(
                 let mut interrupts = 0;
                 crate::tree::wait_tree(main, |sig| {
                     interrupts += 1;
+                    if interrupts == 1 {
+                        // Before the traced programs hear of it: what they do from now on
+                        // is their shutdown (`culprit watch` does not report it).
+                        let mark = crate::stopmark::StopMark {
+                            unix_ns: crate::stopmark::now_unix_ns(),
+                            signal: sig.sig,
+                        };
+                        if let Err(e) = crate::stopmark::write(out, &mark) {
+                            eprintln!("culprit: warning: {e}");
+                        }
+                    }
                     forward(sig, interrupts, notice);
                 })
                 .map(|end| end.main.shell_status())
