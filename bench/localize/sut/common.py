@@ -220,3 +220,22 @@ class LineClient:
             log(f"request failed: {e!r}")
             self.close()
             return None
+
+
+def wait_udp(port, proc, timeout=15.0, step=0.05):
+    """Waits until `proc` holds UDP port `port` on 127.0.0.1: a datagram server may drop
+    a stray packet silently, so the probe is a bind of the port, which fails once the
+    server has it."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{proc.args[0]} exited with {proc.returncode} before binding UDP {port}")
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return
+        finally:
+            s.close()
+        time.sleep(step)
+    raise RuntimeError(f"nothing bound UDP 127.0.0.1:{port} after {timeout} s")

@@ -25,7 +25,7 @@ import signal
 import socket
 import time
 
-from .common import LAUNCHER, PY, WORKLOAD_S, Daemons, log, ports, steps, terminated
+from .common import LAUNCHER, PY, WORKLOAD_S, Daemons, log, ports, steps, terminated, wait_udp
 
 T1, T2, TIMER_F = 0.25, 4.0, 4.0
 
@@ -364,23 +364,6 @@ def uac(name):
     _loop(Uac(int(name)), 200, f"sip uac {name}", term, 0.05)
 
 
-def _wait_udp(port, proc, timeout=15.0):
-    """Waits until a process holds UDP port (a bind of it fails)."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{proc.args[0]} exited with {proc.returncode} before binding UDP {port}")
-        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return
-        finally:
-            s.close()
-        time.sleep(0.05)
-    raise RuntimeError(f"nothing bound UDP 127.0.0.1:{port} after {timeout} s")
-
-
 def run(tmp, n):
     p = ports("kamailio-sip")
     kd = os.path.join(tmp, "kamailio")
@@ -393,13 +376,13 @@ def run(tmp, n):
     with Daemons(tmp) as d:
         for k in (1, 2):
             u = d.start(f"uas{k}", [PY, LAUNCHER, "sip-uas", "--name", str(k)])
-            _wait_udp(p[1 + k], u)
+            wait_udp(p[1 + k], u)
         k = d.start("kamailio", ["kamailio", "-f", cfg, "-DD", "-E", "-Y", kd, "-P", os.path.join(kd, "k.pid"),
                                  "-m", "32", "-M", "4"])
         kids = []
         try:
-            _wait_udp(p[0], k)
-            _wait_udp(p[1], k)
+            wait_udp(p[0], k)
+            wait_udp(p[1], k)
             kids = _children(k.pid)
             other = d.start("uac2", [PY, LAUNCHER, "sip-uac", "--name", "2"])
             _loop(Uac(1), n, "sip uac 1")

@@ -21,7 +21,7 @@ import socket
 import struct
 import time
 
-from .common import LAUNCHER, PY, WORKLOAD_S, Daemons, log, ports, steps, terminated
+from .common import LAUNCHER, PY, WORKLOAD_S, Daemons, log, ports, steps, terminated, wait_udp
 
 SECRET = b"bench-client-secret"
 USERS = 40
@@ -259,24 +259,6 @@ def _instance(tmp, name, port, proxying, proxy, authorize):
     return d
 
 
-def _wait_udp(port, proc, timeout=15.0):
-    """Waits until the server holds its UDP port: a RADIUS server drops a stray packet
-    silently, so the probe is a bind of the port, which fails once the server has it."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{proc.args[0]} exited with {proc.returncode} before listening on {port}")
-        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return
-        finally:
-            s.close()
-        time.sleep(0.1)
-    raise RuntimeError(f"nothing bound UDP 127.0.0.1:{port} after {timeout} s")
-
-
 def run(tmp, n):
     px, h1, h2 = ports("radius-proxy")[:3]
     homes = []
@@ -289,9 +271,9 @@ def run(tmp, n):
     with Daemons(tmp) as dm:
         for k, d, port in homes:
             p = dm.start(f"home{k}", ["freeradius", "-f", "-d", d, "-n", "freeradius", "-l", "stdout"])
-            _wait_udp(port, p)
+            wait_udp(port, p, step=0.1)
         p = dm.start("proxy", ["freeradius", "-f", "-d", pd, "-n", "freeradius", "-l", "stdout"])
-        _wait_udp(px, p)
+        wait_udp(px, p, step=0.1)
         other = dm.start("client2", [PY, LAUNCHER, "radius-client", "--name", "2"])
         c = Client(px)
         ok = failed = 0
