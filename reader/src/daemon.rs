@@ -241,7 +241,7 @@ pub fn run(
                 if last_live.elapsed() >= every {
                     last_live = Instant::now();
                     let room = keeper.map_or(Ok(()), |k| {
-                        k.reserve(workers as u32 + 1, &live_out, live.due(pool))
+                        reserve_live(k, workers as u32 + 1, &live_out, live, pool)
                     });
                     let polled = room.and_then(|()| {
                         let _held = live_gate.hold();
@@ -325,7 +325,7 @@ pub fn run(
     if opts.live_interval.is_some() {
         let open = || new_chunk(dir, keeper, (pid, workers as u32 + 1, t0));
         if let Some(k) = keeper {
-            k.reserve(workers as u32 + 1, &live_out, live.due(pool))?;
+            reserve_live(k, workers as u32 + 1, &live_out, live, pool)?;
         }
         let gate = crate::keep::Gate::open(dir)?;
         let held = gate.hold();
@@ -517,6 +517,29 @@ fn drain_now(
 
 /// A new chunk file of writer `k`: named for the reader's start, or, under a flight
 /// recorder (which closes and opens segments as it goes), for the current time.
+/// Reserves what the live copier's next poll will write. A rotation the reservation makes
+/// takes time (it syncs what it keeps) while the traced threads go on committing entries,
+/// so what is due is measured again after it, and reserved again while it grew (a few
+/// times at most: the last measure comes right before the poll).
+fn reserve_live(
+    k: &Keeper,
+    who: u32,
+    out: &Option<ChunkWriter>,
+    live: &LiveSaved,
+    pool: &Pool,
+) -> Result<()> {
+    let mut due = live.due(pool);
+    for _ in 0..4 {
+        k.reserve(who, out, due)?;
+        let now = live.due(pool);
+        if now <= due {
+            break;
+        }
+        due = now;
+    }
+    Ok(())
+}
+
 /// Bytes a sub-buffer's record takes on disk at most (the pieces already saved by the
 /// live path make it less).
 fn record_bytes(data: &[u8]) -> u64 {
