@@ -515,8 +515,6 @@ fn drain_now(
     Ok(n)
 }
 
-/// A new chunk file of writer `k`: named for the reader's start, or, under a flight
-/// recorder (which closes and opens segments as it goes), for the current time.
 /// Reserves what the live copier's next poll will write. A rotation the reservation makes
 /// takes time (it syncs what it keeps) while the traced threads go on committing entries,
 /// so what is due is measured again after it, and reserved again while it grew (a few
@@ -546,6 +544,8 @@ fn record_bytes(data: &[u8]) -> u64 {
     (data.len() + bufpool::disk::RECORD_FIXED_SIZE) as u64
 }
 
+/// A new chunk file of writer `k`: named for the reader's start, or, under a flight
+/// recorder (which closes and opens segments as it goes), for the current time.
 fn new_chunk(
     dir: &Path,
     keeper: Option<&Keeper>,

@@ -480,15 +480,27 @@ fn delay_reached(
         return true;
     };
     let on_conn = |c: u32| matches!(conns.get(c as usize), Some((_, Some(_), Some(_))));
-    if (r.conn == conn && on_conn(conn)) || at <= ended {
-        return true;
-    }
-    match conns.get(r.conn as usize) {
+    (r.conn == conn && on_conn(conn))
+        || at <= ended
+        || peer_reacted(r.conn, began, at, conns, by_addr, roots)
+}
+
+/// Did the other end of connection `conn` have an anomaly (a root) between `from` and
+/// `to`?
+fn peer_reacted(
+    conn: u32,
+    from: i64,
+    to: i64,
+    conns: &[ConnRow],
+    by_addr: &FxMap<(&str, &str), Vec<usize>>,
+    roots: &[Option<Root>],
+) -> bool {
+    match conns.get(conn as usize) {
         Some((_, Some(l), Some(p))) => by_addr
             .get(&(p.as_str(), l.as_str()))
             .into_iter()
             .flatten()
-            .any(|&a| roots[a].is_some_and(|(_, ta)| ta >= began && ta <= at)),
+            .any(|&a| roots[a].is_some_and(|(_, ta)| ta >= from && ta <= to)),
         _ => false,
     }
 }
@@ -521,22 +533,12 @@ fn reached(
     if (r.conn == conn && on_conn(conn)) || r.tid == tid {
         return true;
     }
-    if first
+    first
         .get(r.conn as usize)
         .copied()
         .flatten()
         .is_some_and(|(_, f)| f >= t0)
-    {
-        return true;
-    }
-    match conns.get(r.conn as usize) {
-        Some((_, Some(l), Some(p))) => by_addr
-            .get(&(p.as_str(), l.as_str()))
-            .into_iter()
-            .flatten()
-            .any(|&a| roots[a].is_some_and(|(_, ta)| ta >= t0 && ta <= at)),
-        _ => false,
-    }
+        || peer_reacted(r.conn, t0, at, conns, by_addr, roots)
 }
 
 /// The happens-before links of step 2 of [`file_consequences`]: (a, b) when a unit of
