@@ -2,42 +2,17 @@
 //! (`reader::scanned`, as `culprit watch` does): every open reads what an open that
 //! remembers nothing reads, as the files grow, are deleted and are replaced.
 
-use bufpool::format::{encode_fn, Kind};
-use bufpool::{Pool, PoolConfig, WriterState};
+mod common;
+
+use bufpool::format::Kind;
 use reader::chunkfile::ChunkWriter;
-use reader::{Chunk, OpenOptions, ReaderOptions, TraceDir};
+use reader::{Chunk, OpenOptions, TraceDir};
 use std::path::Path;
-use std::sync::atomic::AtomicBool;
-use std::time::Duration;
 
 /// The records of one thread: function entries (caller = their index) over several
 /// sub-buffers, and the manifest's path.
 fn records(tmp: &Path) -> (std::path::PathBuf, Vec<Chunk>) {
-    let pool = Pool::create(
-        tmp.join("pool"),
-        &PoolConfig {
-            n_subbufs: 16,
-            subbuf_size: 8192,
-            calibration: Duration::from_millis(1),
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    let mut w = WriterState::for_this_thread(&pool);
-    for i in 1..3000 {
-        assert!(w.append(&pool, encode_fn(Kind::FnEnter, i, i, 0x4000).as_bytes()));
-    }
-    w.flush(&pool, 0);
-    let out = tmp.join("trace");
-    let opts = ReaderOptions {
-        workers: 1,
-        ..Default::default()
-    };
-    reader::run(&pool, &out, &opts, &AtomicBool::new(true)).unwrap();
-    let t = TraceDir::open(&out).unwrap();
-    let key = t.threads().next().unwrap();
-    let chunks: Vec<Chunk> = t.chunks(key).map(Result::unwrap).collect();
-    assert!(chunks.len() >= 4, "several sub-buffers: {}", chunks.len());
+    let (out, chunks) = common::thread_chunks(tmp, &[]);
     (out.join("manifest.json"), chunks)
 }
 

@@ -2,29 +2,17 @@
 //! sits in another drain thread's segment, rotated later): readers see what its compacted
 //! copy will hold — its metadata — and none of its other entries.
 
-use bufpool::format::{encode_fn, encode_meta, Kind, Meta, ThreadRecord, META_BUF};
-use bufpool::{Pool, PoolConfig, WriterState};
+mod common;
+
+use bufpool::format::{encode_meta, Kind, Meta, ThreadRecord, META_BUF};
 use reader::chunkfile::ChunkWriter;
 use reader::rotated::{record_key, Rotated};
-use reader::{Chunk, OpenOptions, ReaderOptions, TraceDir};
+use reader::{Chunk, OpenOptions, TraceDir};
 use std::path::Path;
-use std::sync::atomic::AtomicBool;
-use std::time::Duration;
 
 /// The records of a thread whose first sub-buffer begins with a thread record named
 /// "first", then holds function entries (caller = their index) over several sub-buffers.
 fn records(tmp: &Path) -> (std::path::PathBuf, Vec<Chunk>) {
-    let pool = Pool::create(
-        tmp.join("pool"),
-        &PoolConfig {
-            n_subbufs: 16,
-            subbuf_size: 8192,
-            calibration: Duration::from_millis(1),
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    let mut w = WriterState::for_this_thread(&pool);
     let mut buf = [0u8; META_BUF];
     let meta = Meta::Thread(ThreadRecord {
         tid: 1,
@@ -32,22 +20,7 @@ fn records(tmp: &Path) -> (std::path::PathBuf, Vec<Chunk>) {
         name: b"first".to_vec(),
     });
     let n = encode_meta(1, &meta, &mut buf);
-    assert!(w.append(&pool, &buf[..n]));
-    for i in 1..3000 {
-        assert!(w.append(&pool, encode_fn(Kind::FnEnter, i, i, 0x4000).as_bytes()));
-    }
-    w.flush(&pool, 0);
-    let out = tmp.join("trace");
-    let opts = ReaderOptions {
-        workers: 1,
-        ..Default::default()
-    };
-    reader::run(&pool, &out, &opts, &AtomicBool::new(true)).unwrap();
-    let t = TraceDir::open(&out).unwrap();
-    let key = t.threads().next().unwrap();
-    let chunks: Vec<Chunk> = t.chunks(key).map(Result::unwrap).collect();
-    assert!(chunks.len() >= 4, "several sub-buffers: {}", chunks.len());
-    (out, chunks)
+    common::thread_chunks(tmp, &buf[..n])
 }
 
 /// The thread names and the callers of the function entries a reading of `dir` sees.
