@@ -5,6 +5,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
+# A clean CI checkout builds once: incremental compilation's caches (several GB for this
+# workspace's test binaries) would only take disk. The CI run of 2026-11-28 stopped at the
+# build with "No space left on device".
+if [ "${CI:-}" = true ]; then
+    export CARGO_INCREMENTAL=0
+fi
 
 ./scripts/setup.sh
 
