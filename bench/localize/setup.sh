@@ -8,10 +8,11 @@
 #           slapd, tarantool, lighttpd, php-cgi, mariadb-server, rsyslog,
 #           rsyslog-relp, dovecot-imapd, prosody, squid, varnish, pdns-recursor,
 #           knot, freeradius, nodejs, activemq, kamailio, stunnel4, ruby,
-#           ruby-webrick, starman, libplack-perl, libcache-memcached-fast-perl
-#                                                    (later systems; split.json)
+#           ruby-webrick, starman, libplack-perl, libcache-memcached-fast-perl,
+#           postfix                                  (later systems; split.json)
 #   PyPI:   Pyro5 (tuning); paho-mqtt, dnspython, aiohttp, kazoo, pika, grpcio, ldap3,
-#           tarantool, pymysql, pyzmq, slixmpp, websockets, stomp.py (validation)
+#           tarantool, pymysql, pyzmq, slixmpp, websockets, stomp.py, aiosmtpd,
+#           gevent (validation)
 # Installs (only when something is missing) run under the machine's install lock
 # (/tmp/culprit-apt.lock, at most 15 minutes' wait), so that two runs, or other installs that
 # take the same lock, do not collide; apt also waits for dpkg's own lock.
@@ -68,11 +69,17 @@ ruby -rwebrick -e1 2>/dev/null || need+=(ruby-webrick)
 have starman || need+=(starman)
 [ -f /usr/share/perl5/Plack.pm ] || need+=(libplack-perl)
 perl -MCache::Memcached::Fast -e1 2>/dev/null || need+=(libcache-memcached-fast-perl)
+# postfix-relay runs a private instance (its own main.cf); the package's debconf question is
+# answered "No configuration", so that nothing is written to /etc/postfix/main.cf.
+[ -x /usr/lib/postfix/sbin/master ] || need+=(postfix)
 if [ ${#need[@]} -gt 0 ]; then
     lock
     echo "localize setup: apt-get install ${need[*]}" >&2
     mapfile -t need < <(printf '%s\n' "${need[@]}" | sort -u)
     $SUDO apt-get update -qq
+    if printf '%s\n' "${need[@]}" | grep -qx postfix; then
+        echo "postfix postfix/main_mailer_type select No configuration" | $SUDO debconf-set-selections
+    fi
     # Debian starts some of these as services on install (where an init system runs); the
     # suite runs its own copies on its own ports. policy-rc.d stops that where it is honoured.
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${need[@]}" >/dev/null
@@ -92,6 +99,8 @@ python3 -c 'import zmq' 2>/dev/null || pips+=(pyzmq)
 python3 -c 'import slixmpp' 2>/dev/null || pips+=(slixmpp)
 python3 -c 'import websockets.asyncio.server' 2>/dev/null || pips+=('websockets>=14')
 python3 -c 'import stomp' 2>/dev/null || pips+=(stomp.py)
+python3 -c 'import aiosmtpd' 2>/dev/null || pips+=(aiosmtpd)
+python3 -c 'import gevent' 2>/dev/null || pips+=(gevent)
 if [ ${#pips[@]} -gt 0 ]; then
     lock
     echo "localize setup: pip install ${pips[*]}" >&2

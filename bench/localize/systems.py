@@ -42,10 +42,12 @@ bounded, and the launcher stops its daemons (SIGTERM, then SIGKILL) on every exi
 | `node-chain` | tuning (validation in run 4) | Node.js front → Node.js backend (keep-alive pool) + 2 http.client clients | HTTP services (Node.js: V8, libuv) |
 | `ws-gateway` | tuning (validation in run 4) | websockets gateway → websockets store + writer and reader clients | WebSocket services (CPython asyncio) |
 | `activemq-stomp` | tuning (validation in run 4) | ActiveMQ broker + stomp.py producer and 2 workers | a message broker (JVM, STOMP) |
-| `stunnel-tls` | validation | stunnel gateway (plain → TLS) → stunnel terminator (TLS → plain) → socketserver store + a client through the gateway and a TLS client | TLS offload (C on OpenSSL, a thread per connection) |
-| `kamailio-sip` | validation | Kamailio proxy (a UDP receiver per socket, timers) → 2 Python SIP UAS (round-robin, failover) + 2 Python SIP UAC | a stateful SIP proxy over UDP (C) |
-| `ruby-chain` | validation | Ruby WEBrick front → Ruby WEBrick key-value backend (Net::HTTP keep-alive pool) + 2 http.client clients | HTTP services (Ruby MRI, threads) |
-| `perl-starman` | validation | Starman (master + 3 preforked workers) running a PSGI app → memcached (Cache::Memcached::Fast) + 2 http.client clients | a preforking Perl web server and a cache (Perl, C) |
+| `stunnel-tls` | tuning (validation in run 5) | stunnel gateway (plain → TLS) → stunnel terminator (TLS → plain) → socketserver store + a client through the gateway and a TLS client | TLS offload (C on OpenSSL, a thread per connection) |
+| `kamailio-sip` | tuning (validation in run 5) | Kamailio proxy (a UDP receiver per socket, timers) → 2 Python SIP UAS (round-robin, failover) + 2 Python SIP UAC | a stateful SIP proxy over UDP (C) |
+| `ruby-chain` | tuning (validation in run 5) | Ruby WEBrick front → Ruby WEBrick key-value backend (Net::HTTP keep-alive pool) + 2 http.client clients | HTTP services (Ruby MRI, threads) |
+| `perl-starman` | tuning (validation in run 5) | Starman (master + 3 preforked workers) running a PSGI app → memcached (Cache::Memcached::Fast) + 2 http.client clients | a preforking Perl web server and a cache (Perl, C) |
+| `postfix-relay` | validation | Postfix (master, an smtpd per listener, cleanup, trivial-rewrite, qmgr, one smtp agent, scache, postlogd) → aiosmtpd sink + 2 smtplib clients | a mail relay and its next hop (C, SMTP; CPython asyncio) |
+| `gevent-chain` | validation | gevent WSGI front → gevent StreamServer key-value backend (binary frames, keep-alive pool) + 2 http.client clients | services on greenlets (CPython, gevent on libev) |
 """
 
 import argparse
@@ -89,6 +91,8 @@ SYSTEMS = {
     "kamailio-sip": ("kamailio_sip", "run"),
     "ruby-chain": ("ruby_chain", "run"),
     "perl-starman": ("perl_starman", "run"),
+    "postfix-relay": ("postfix_relay", "run"),
+    "gevent-chain": ("gevent_chain", "run"),
 }
 HELPERS = {
     "job-queue-worker": ("job_queue", "beanstalk_worker"),
@@ -129,6 +133,10 @@ HELPERS = {
     "sip-uac": ("kamailio_sip", "uac"),
     "ruby-client": ("ruby_chain", "client"),
     "starman-client": ("perl_starman", "client"),
+    "smtp-sink": ("postfix_relay", "sink"),
+    "postfix-client": ("postfix_relay", "client"),
+    "gevent-service": ("gevent_chain", "service"),
+    "gevent-client": ("gevent_chain", "client"),
 }
 
 

@@ -59,6 +59,9 @@ SLOTS = {
     # Slots 29-30: systems added by the helper branch loc-sysd (27-28: loc-sysc).
     "ruby-chain": 29,
     "perl-starman": 30,
+    # Slots 31-32: systems added by the helper branch loc-syse.
+    "postfix-relay": 31,
+    "gevent-chain": 32,
 }
 
 
