@@ -285,17 +285,58 @@ def client(name):
     log(f"postfix client {name}: {said}{' (told to stop)' if term.is_set() else ''}")
 
 
+def _group_alive(pgid):
+    """The pids of the process group's members that are not zombies (from /proc)."""
+    alive = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            alive.append(int(name))
+    return alive
+
+
+def _end_group(pgid, grace=3.0):
+    """After the master's SIGTERM (it passes SIGTERM on to its services and exits), waits up
+    to `grace` seconds for the services of its process group to end, then SIGKILLs what is
+    left: a service stopped by SIGSTOP never takes the SIGTERM, and a recording ends only
+    when every traced process has."""
+    end = time.monotonic() + grace
+    while _group_alive(pgid):
+        if time.monotonic() > end:
+            log(f"postfix: {len(_group_alive(pgid))} service(s) left after the master: killed")
+            try:
+                os.killpg(pgid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            return
+        time.sleep(0.1)
+
+
 def run(tmp, n):
     p = ports("postfix-relay")
     etc = instance(tmp)
-    with Daemons(tmp) as d:
-        s = d.start("sink", [PY, LAUNCHER, "smtp-sink"])
-        wait_port(p[2], s, timeout=20)
-        wait_port(p[3], s, timeout=20)
-        m = d.start("postfix", ["/usr/lib/postfix/sbin/master", "-c", etc, "-s"])
-        wait_port(p[0], m, timeout=20)
-        wait_port(p[1], m, timeout=20)
-        helper = d.start("client2", [PY, LAUNCHER, "postfix-client", "--name", "2"])
-        said = Sender("1", p[0]).run(n)
-        wait_readers([helper], seconds=30)
-        log(f"postfix-relay: {said}")
+    group = None
+    try:
+        with Daemons(tmp) as d:
+            s = d.start("sink", [PY, LAUNCHER, "smtp-sink"])
+            wait_port(p[2], s, timeout=20)
+            wait_port(p[3], s, timeout=20)
+            # The master makes itself a session (and process group) leader: its services
+            # are in the group of its pid.
+            m = d.start("postfix", ["/usr/lib/postfix/sbin/master", "-c", etc, "-s"])
+            group = m.pid
+            wait_port(p[0], m, timeout=20)
+            wait_port(p[1], m, timeout=20)
+            helper = d.start("client2", [PY, LAUNCHER, "postfix-client", "--name", "2"])
+            said = Sender("1", p[0]).run(n)
+            wait_readers([helper], seconds=30)
+            log(f"postfix-relay: {said}")
+    finally:
+        if group is not None:
+            _end_group(group)
