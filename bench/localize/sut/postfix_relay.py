@@ -1,6 +1,6 @@
 """postfix-relay: a private Postfix instance (Debian `postfix`, 3.7: C, a `master` process and
 the services it forks on demand — an `smtpd` per client connection, `cleanup`,
-`trivial-rewrite`, `qmgr`, `smtp` delivery agents, `scache`, `anvil`, `postlogd`,
+`trivial-rewrite`, `qmgr`, one `smtp` delivery agent, `scache`, `pickup`, `proxymap`, `postlogd`,
 `bounce`/`defer` when a delivery fails — talking over UNIX sockets in its queue directory)
 relaying every message to a second SMTP hop, a sink on `aiosmtpd` (CPython asyncio), and two
 Python `smtplib` clients.
@@ -13,8 +13,10 @@ the master runs in the foreground (`master -c DIR -s`) as root and logs through 
 to its standard output. Every message goes to `relayhost = [127.0.0.1]:p[2]`; the smtp client
 gives up on the sink after 2 s (every `smtp_*_timeout`), a deferred message is tried again
 after 2–4 s. Postfix keeps its own defaults elsewhere: a service process serves 100
-connections (`max_use`) and is forked again, so `cleanup` and `smtp` processes are replaced
-during a run.
+connections (`max_use`) and is forked again, so `cleanup` processes are replaced during a
+run (the one smtp agent is kept: see MASTER_CF). The master passes SIGTERM on to its
+services and exits; 3 s later the launcher SIGKILLs what is left of its process group (a
+service stopped by SIGSTOP).
 
 Each client (the launcher on p[0], the helper `postfix-client --name 2` on p[1]) sends N
 messages with Message-IDs of its own over one SMTP session (`smtplib`, 2 s timeout; after a
