@@ -21,6 +21,7 @@ import faults_sysc
 from sut.common import ports
 
 import faults_sysd
+import faults_sysf
 
 RECV = "recv|read|recvfrom|recvmsg|readv"
 SEND = "send|write|sendto|sendmsg|writev"
@@ -621,4 +622,5 @@ def table():
     t.update(_validation_sysb())
     t.update(faults_sysc.cases())
     t.update(faults_sysd.cases())
+    t.update(faults_sysf.cases())
     return t

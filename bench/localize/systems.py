@@ -89,6 +89,8 @@ SYSTEMS = {
     "kamailio-sip": ("kamailio_sip", "run"),
     "ruby-chain": ("ruby_chain", "run"),
     "perl-starman": ("perl_starman", "run"),
+    "apache-balancer": ("apache_balancer", "run"),
+    "twisted-amp": ("twisted_amp", "run"),
 }
 HELPERS = {
     "job-queue-worker": ("job_queue", "beanstalk_worker"),
@@ -129,6 +131,9 @@ HELPERS = {
     "sip-uac": ("kamailio_sip", "uac"),
     "ruby-client": ("ruby_chain", "client"),
     "starman-client": ("perl_starman", "client"),
+    "balancer-client": ("apache_balancer", "client"),
+    "amp-service": ("twisted_amp", "service"),
+    "amp-client": ("twisted_amp", "client"),
 }
 
 

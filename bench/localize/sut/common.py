@@ -59,6 +59,9 @@ SLOTS = {
     # Slots 29-30: systems added by the helper branch loc-sysd (27-28: loc-sysc).
     "ruby-chain": 29,
     "perl-starman": 30,
+    # Slots 33-34: systems added by the helper branch loc-sysf (validation run 6).
+    "apache-balancer": 33,
+    "twisted-amp": 34,
 }
 
 
