@@ -8,10 +8,10 @@
 #           slapd, tarantool, lighttpd, php-cgi, mariadb-server, rsyslog,
 #           rsyslog-relp, dovecot-imapd, prosody, squid, varnish, pdns-recursor,
 #           knot, freeradius, nodejs, activemq, kamailio, stunnel4, ruby,
-#           ruby-webrick, starman, libplack-perl, libcache-memcached-fast-perl
-#                                                    (later systems; split.json)
+#           ruby-webrick, starman, libplack-perl, libcache-memcached-fast-perl,
+#           apache2, lighttpd-mod-webdav              (later systems; split.json)
 #   PyPI:   Pyro5 (tuning); paho-mqtt, dnspython, aiohttp, kazoo, pika, grpcio, ldap3,
-#           tarantool, pymysql, pyzmq, slixmpp, websockets, stomp.py (validation)
+#           tarantool, pymysql, pyzmq, slixmpp, websockets, stomp.py, twisted (validation)
 # Installs (only when something is missing) run under the machine's install lock
 # (/tmp/culprit-apt.lock, at most 15 minutes' wait), so that two runs, or other installs that
 # take the same lock, do not collide; apt also waits for dpkg's own lock.
@@ -68,6 +68,9 @@ ruby -rwebrick -e1 2>/dev/null || need+=(ruby-webrick)
 have starman || need+=(starman)
 [ -f /usr/share/perl5/Plack.pm ] || need+=(libplack-perl)
 perl -MCache::Memcached::Fast -e1 2>/dev/null || need+=(libcache-memcached-fast-perl)
+have apache2 || need+=(apache2)
+[ -f /usr/lib/apache2/modules/mod_proxy_balancer.so ] || need+=(apache2)
+[ -f /usr/lib/lighttpd/mod_webdav.so ] || need+=(lighttpd-mod-webdav)
 if [ ${#need[@]} -gt 0 ]; then
     lock
     echo "localize setup: apt-get install ${need[*]}" >&2
@@ -92,6 +95,7 @@ python3 -c 'import zmq' 2>/dev/null || pips+=(pyzmq)
 python3 -c 'import slixmpp' 2>/dev/null || pips+=(slixmpp)
 python3 -c 'import websockets.asyncio.server' 2>/dev/null || pips+=('websockets>=14')
 python3 -c 'import stomp' 2>/dev/null || pips+=(stomp.py)
+python3 -c 'import twisted.protocols.amp' 2>/dev/null || pips+=(twisted)
 if [ ${#pips[@]} -gt 0 ]; then
     lock
     echo "localize setup: pip install ${pips[*]}" >&2

@@ -46,6 +46,8 @@ bounded, and the launcher stops its daemons (SIGTERM, then SIGKILL) on every exi
 | `kamailio-sip` | validation | Kamailio proxy (a UDP receiver per socket, timers) → 2 Python SIP UAS (round-robin, failover) + 2 Python SIP UAC | a stateful SIP proxy over UDP (C) |
 | `ruby-chain` | validation | Ruby WEBrick front → Ruby WEBrick key-value backend (Net::HTTP keep-alive pool) + 2 http.client clients | HTTP services (Ruby MRI, threads) |
 | `perl-starman` | validation | Starman (master + 3 preforked workers) running a PSGI app → memcached (Cache::Memcached::Fast) + 2 http.client clients | a preforking Perl web server and a cache (Perl, C) |
+| `apache-balancer` | validation (run 6) | Apache httpd (event MPM: parent + 2 children) with mod_proxy_balancer → 2 lighttpd WebDAV members sharing one store + 2 http.client clients | a load-balancing reverse proxy (C on APR, C) |
+| `twisted-amp` | validation (run 6) | Twisted AMP front → Twisted AMP key-value backend over one persistent connection + 2 Twisted AMP clients | an RPC service chain on the Twisted reactor (CPython, not asyncio) |
 """
 
 import argparse

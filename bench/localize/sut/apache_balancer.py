@@ -9,8 +9,8 @@ configuration (its own ServerRoot, PidFile, runtime directory and ports; started
 `apache2 -f CONF -DFOREGROUND`, its children as www-data) and passes `/kv/` to the balancer
 `balancer://store`: by requests, round robin over the two members, each with a pool of
 keep-alive connections per child; a member that cannot be reached is put in error for 1 s
-and the request goes to the other one; a member that does not answer within 1 s gives a 504
-(a 502 for a broken answer). Both lighttpd serve the same directory (the shared store): a
+and the request goes to the other one; a member that does not answer within 1 s, or whose
+answer breaks off, gives the client a 502. Both lighttpd serve the same directory (the shared store): a
 `PUT /kv/NAME` writes the file (201 or 204), a `GET` reads it back, whichever member
 serves it. Each client (the launcher, and the helper `balancer-client --name 2`) writes
 versions of its own keys (60 B to 3 KB) and reads each one back, on one keep-alive
