@@ -37,6 +37,14 @@ def digest(data):
     return hashlib.sha1(data).hexdigest()[:16]
 
 
+def drop(proto, abort=True):
+    """Closes an AMP connection unless it is gone already (AMP forgets its transport once
+    the connection is lost)."""
+    t = getattr(proto, "transport", None)
+    if t is not None:
+        t.abortConnection() if abort else t.loseConnection()
+
+
 @functools.lru_cache(maxsize=None)
 def _amp():
     """The AMP commands, made once (imported late: the launcher itself never loads
@@ -140,9 +148,9 @@ class Forwarder:
                 return f
             self.failed += 1
             log(f"amp front: {command.__name__} {kw.get('key')}: backend failed: {f.getErrorMessage()}")
-            if f.check(ValueError) and self.proto is not None:
+            if f.check(ValueError):
                 # A desynchronized link: answers can no longer be trusted; made again.
-                self.proto.transport.abortConnection()
+                drop(self.proto)
             raise self.failed_exc(f.getErrorMessage())
 
         d.addCallbacks(done, failed)
@@ -220,6 +228,7 @@ class Client:
     def run(self):
         from twisted.internet import defer, task
         from twisted.internet.endpoints import TCP4ClientEndpoint, connectProtocol
+        from twisted.python.failure import Failure
 
         amp, Put, Get, _, _ = _amp()
         end = self.reactor.seconds() + WORKLOAD_S
@@ -249,14 +258,14 @@ class Client:
                 except Exception as e:
                     self.errors += 1
                     log(f"request failed: {e!r}")
-                    if self.proto is not None:
-                        self.proto.transport.abortConnection()
+                    drop(self.proto)
                     self.proto = None
                 yield task.deferLater(self.reactor, PAUSE[self.name], lambda: None)
 
-        def stop(_):
-            if self.proto is not None:
-                self.proto.transport.loseConnection()
+        def stop(result):
+            if isinstance(result, Failure):
+                log(f"amp client {self.name}: the workload ended on {result.getErrorMessage()}")
+            drop(self.proto, abort=False)
             self.reactor.callLater(0.1, self.reactor.stop)
 
         loop().addBoth(stop)
