@@ -22,6 +22,7 @@ from sut.common import ports
 
 import faults_sysd
 import faults_syse
+import faults_sysf
 
 RECV = "recv|read|recvfrom|recvmsg|readv"
 SEND = "send|write|sendto|sendmsg|writev"
@@ -623,4 +624,5 @@ def table():
     t.update(faults_sysc.cases())
     t.update(faults_sysd.cases())
     t.update(faults_syse.cases())
+    t.update(faults_sysf.cases())
     return t

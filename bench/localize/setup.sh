@@ -9,10 +9,10 @@
 #           rsyslog-relp, dovecot-imapd, prosody, squid, varnish, pdns-recursor,
 #           knot, freeradius, nodejs, activemq, kamailio, stunnel4, ruby,
 #           ruby-webrick, starman, libplack-perl, libcache-memcached-fast-perl,
-#           postfix                                  (later systems; split.json)
+#           postfix, apache2, lighttpd-mod-webdav       (later systems; split.json)
 #   PyPI:   Pyro5 (tuning); paho-mqtt, dnspython, aiohttp, kazoo, pika, grpcio, ldap3,
 #           tarantool, pymysql, pyzmq, slixmpp, websockets, stomp.py, aiosmtpd,
-#           gevent (validation)
+#           gevent, twisted (validation)
 # Installs (only when something is missing) run under the machine's install lock
 # (/tmp/culprit-apt.lock, at most 15 minutes' wait), so that two runs, or other installs that
 # take the same lock, do not collide; apt also waits for dpkg's own lock.
@@ -72,6 +72,9 @@ perl -MCache::Memcached::Fast -e1 2>/dev/null || need+=(libcache-memcached-fast-
 # postfix-relay runs a private instance (its own main.cf); the package's debconf question is
 # answered "No configuration", so that nothing is written to /etc/postfix/main.cf.
 [ -x /usr/lib/postfix/sbin/master ] || need+=(postfix)
+have apache2 || need+=(apache2)
+[ -f /usr/lib/apache2/modules/mod_proxy_balancer.so ] || need+=(apache2)
+[ -f /usr/lib/lighttpd/mod_webdav.so ] || need+=(lighttpd-mod-webdav)
 if [ ${#need[@]} -gt 0 ]; then
     lock
     echo "localize setup: apt-get install ${need[*]}" >&2
@@ -101,6 +104,7 @@ python3 -c 'import websockets.asyncio.server' 2>/dev/null || pips+=('websockets>
 python3 -c 'import stomp' 2>/dev/null || pips+=(stomp.py)
 python3 -c 'import aiosmtpd' 2>/dev/null || pips+=(aiosmtpd)
 python3 -c 'import gevent' 2>/dev/null || pips+=(gevent)
+python3 -c 'import twisted.protocols.amp' 2>/dev/null || pips+=(twisted)
 if [ ${#pips[@]} -gt 0 ]; then
     lock
     echo "localize setup: pip install ${pips[*]}" >&2

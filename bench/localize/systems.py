@@ -48,6 +48,8 @@ bounded, and the launcher stops its daemons (SIGTERM, then SIGKILL) on every exi
 | `perl-starman` | tuning (validation in run 5) | Starman (master + 3 preforked workers) running a PSGI app → memcached (Cache::Memcached::Fast) + 2 http.client clients | a preforking Perl web server and a cache (Perl, C) |
 | `postfix-relay` | validation | Postfix (master, an smtpd per listener, cleanup, trivial-rewrite, qmgr, one smtp agent, scache, postlogd) → aiosmtpd sink + 2 smtplib clients | a mail relay and its next hop (C, SMTP; CPython asyncio) |
 | `gevent-chain` | validation | gevent WSGI front → gevent StreamServer key-value backend (binary frames, keep-alive pool) + 2 http.client clients | services on greenlets (CPython, gevent on libev) |
+| `apache-balancer` | validation | Apache httpd (event MPM: parent + 2 children) with mod_proxy_balancer → 2 lighttpd WebDAV members sharing one store + 2 http.client clients | a load-balancing reverse proxy (C on APR, C) |
+| `twisted-amp` | validation | Twisted AMP front → Twisted AMP key-value backend over one persistent connection + 2 Twisted AMP clients | an RPC service chain on the Twisted reactor (CPython, not asyncio) |
 """
 
 import argparse
@@ -93,6 +95,8 @@ SYSTEMS = {
     "perl-starman": ("perl_starman", "run"),
     "postfix-relay": ("postfix_relay", "run"),
     "gevent-chain": ("gevent_chain", "run"),
+    "apache-balancer": ("apache_balancer", "run"),
+    "twisted-amp": ("twisted_amp", "run"),
 }
 HELPERS = {
     "job-queue-worker": ("job_queue", "beanstalk_worker"),
@@ -137,6 +141,9 @@ HELPERS = {
     "postfix-client": ("postfix_relay", "client"),
     "gevent-service": ("gevent_chain", "service"),
     "gevent-client": ("gevent_chain", "client"),
+    "balancer-client": ("apache_balancer", "client"),
+    "amp-service": ("twisted_amp", "service"),
+    "amp-client": ("twisted_amp", "client"),
 }
 
 

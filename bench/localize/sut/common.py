@@ -62,6 +62,9 @@ SLOTS = {
     # Slots 31-32: systems added by the helper branch loc-syse.
     "postfix-relay": 31,
     "gevent-chain": 32,
+    # Slots 33-34: systems added by the helper branch loc-sysf (validation run 6).
+    "apache-balancer": 33,
+    "twisted-amp": 34,
 }
 
 
