@@ -99,16 +99,26 @@ impl UnitKind {
 }
 
 /// The event loop of a thread.
+///
+/// Most servers wait for work in a multiplexer (`epoll_wait`, `poll`, `select`) and then
+/// receive. A thread that never waits in one but receives again and again in one activation
+/// of a frame — a UDP receiver blocked in `recvfrom` (Kamailio's `udp_rcv_loop`), a
+/// thread per connection blocked in `recv`, a blocking `accept` loop — has a *receive
+/// loop* ([`LoopSpec::by_receive`]): there the blocking receive is the wait, and each
+/// message it returns begins a handler.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LoopSpec {
     /// Number of frames on the stack down to and including the loop frame (0: the thread).
     pub depth: usize,
     /// Raw path hash of the loop frame.
     pub path: u64,
-    /// Multiplexer calls inside its activations.
+    /// Multiplexer calls inside its activations (receives, for a receive loop).
     pub mux_calls: u64,
-    /// Multiplexer calls inside its busiest activation.
+    /// Multiplexer calls inside its busiest activation (receives, for a receive loop).
     pub busiest: u64,
+    /// A receive loop: no frame of the thread waits in a multiplexer twice, and this one
+    /// receives at least twice in one activation.
+    pub by_receive: bool,
 }
 
 /// What pass 1 learned about a thread.

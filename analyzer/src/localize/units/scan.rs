@@ -21,8 +21,28 @@ pub(super) struct P1Frame {
     /// Raw path hash, computed when first needed ([`ThreadScanner::path_of`]): only frames
     /// that held loop-like calls need one, so most never have it.
     path: Option<u64>,
+    waits: Waits,
+}
+
+/// The waits and receives an activation of a frame (or the thread) made.
+#[derive(Clone, Copy, Default)]
+pub(super) struct Waits {
+    /// Multiplexer calls.
     mux: u64,
+    /// Possible socket receives and accepts (a read of a descriptor of unknown kind
+    /// counts: a multiplexer loop needs multiplexer calls too).
     recv: u64,
+    /// Receives and accepts surely on a socket (recorded so, a `recv*` call, or a socket
+    /// the thread made): what a receive loop, which has no multiplexer, is judged by.
+    sure: u64,
+}
+
+impl Waits {
+    fn add(&mut self, o: Waits) {
+        self.mux += o.mux;
+        self.recv += o.recv;
+        self.sure += o.sure;
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -35,26 +55,40 @@ pub(super) struct RawSetup {
 #[derive(Default)]
 pub(super) struct Candidates {
     by_path: IdMap<LoopSpec>,
+    /// Receive-loop candidates (see [`LoopSpec::by_receive`]): used only when no frame
+    /// of the thread is a multiplexer loop candidate.
+    by_recv: IdMap<LoopSpec>,
 }
 
 impl Candidates {
-    /// Do these counts make a frame a candidate?
+    /// Do these counts make a frame a candidate (of either kind)?
     #[inline]
-    fn counts(mux: u64, recv: u64) -> bool {
-        mux >= 2 && recv >= 1
+    fn counts(w: Waits) -> bool {
+        Candidates::mux_loop(w) || w.sure >= 2
     }
 
-    fn consider(&mut self, path: u64, depth: usize, mux: u64, recv: u64) {
-        if Candidates::counts(mux, recv) {
-            let c = self.by_path.entry(path).or_insert(LoopSpec {
-                depth,
-                path,
-                mux_calls: 0,
-                busiest: 0,
-            });
-            c.mux_calls += mux;
-            c.busiest = c.busiest.max(mux);
-        }
+    #[inline]
+    fn mux_loop(w: Waits) -> bool {
+        w.mux >= 2 && w.recv >= 1
+    }
+
+    fn consider(&mut self, path: u64, depth: usize, w: Waits) {
+        let (map, waits, by_receive) = if Candidates::mux_loop(w) {
+            (&mut self.by_path, w.mux, false)
+        } else if w.sure >= 2 {
+            (&mut self.by_recv, w.sure, true)
+        } else {
+            return;
+        };
+        let c = map.entry(path).or_insert(LoopSpec {
+            depth,
+            path,
+            mux_calls: 0,
+            busiest: 0,
+            by_receive,
+        });
+        c.mux_calls += waits;
+        c.busiest = c.busiest.max(waits);
     }
 
     /// The loop: among the frames whose busiest activation holds at least half as many
@@ -66,9 +100,18 @@ impl Candidates {
     /// calls it — but two per activation, where the loop holds them all in one. The splitter
     /// ends the loop at its frame's first return, so only a frame whose single activation
     /// holds the waits can be the loop.
-    fn choose(&self) -> Option<LoopSpec> {
-        let max = self.by_path.values().map(|c| c.busiest).max()?;
-        self.by_path
+    ///
+    /// A thread with no multiplexer loop that answers more than it asks ([`FirstMoves`])
+    /// gets its receive loop, chosen alike among the frames by the receives of their
+    /// busiest activation.
+    fn choose(&self, answers: bool) -> Option<LoopSpec> {
+        let cands = match (self.by_path.is_empty(), answers) {
+            (false, _) => &self.by_path,
+            (true, true) => &self.by_recv,
+            (true, false) => return None,
+        };
+        let max = cands.values().map(|c| c.busiest).max()?;
+        cands
             .values()
             .filter(|c| c.busiest * 2 >= max)
             .max_by_key(|c| (c.depth, c.busiest, std::cmp::Reverse(c.path)))
@@ -100,15 +143,67 @@ pub(super) fn is_socket_receive_parts(
     }
 }
 
+/// Which side opened the conversation on each of a thread's descriptors: its first move on
+/// a socket was a receive (or an `accept`: the thread answers) or a send (it asks).
+///
+/// A thread that answers more conversations than it opens — a UDP receiver, a thread per
+/// connection, an accept loop — and waits in no multiplexer has a receive loop; a client
+/// blocked in `recv` for the reply to its own request does not: its receive waits for
+/// that reply, not for work.
+#[derive(Default)]
+pub(super) struct FirstMoves {
+    seen: FxSet<i32>,
+    answered: u64,
+    asked: u64,
+}
+
+impl FirstMoves {
+    #[inline]
+    fn note(&mut self, fd: Option<i32>, receive: bool) {
+        if let Some(fd) = fd {
+            if self.seen.insert(fd) {
+                if receive {
+                    self.answered += 1;
+                } else {
+                    self.asked += 1;
+                }
+            }
+        }
+    }
+
+    /// Does the thread answer at least as many conversations as it opens (and some)?
+    pub(super) fn answers(&self) -> bool {
+        self.answered > 0 && self.answered >= self.asked
+    }
+}
+
+/// Is this call a send on a socket (as recorded; else by the function, or by what the
+/// thread opened)?
+#[inline]
+fn is_socket_send(
+    func: LibFn,
+    is_socket: Option<bool>,
+    fd: Option<i32>,
+    known: impl Fn(i32) -> bool,
+) -> bool {
+    use LibFn::*;
+    func.is_send()
+        && match is_socket {
+            Some(b) => b,
+            None => matches!(func, Send | Sendto | Sendmsg | Sendmmsg) || fd.is_some_and(known),
+        }
+}
+
 /// Pass 1 over one thread: its frames (with the multiplexer and receive calls each
 /// activation contained), the loop candidates, and what the process-wide scan collects.
 pub(super) struct ThreadScanner<'a> {
     tid: u32,
     frames: Vec<P1Frame>,
     /// Multiplexer and receive calls made outside any frame.
-    root: (u64, u64),
+    root: Waits,
     cands: Candidates,
     sockets: FxSet<i32>,
+    moves: FirstMoves,
     raw_setups: &'a mut Vec<RawSetup>,
     symbols: &'a mut ProcessSymbols,
     exe: &'a mut String,
@@ -140,23 +235,16 @@ impl ThreadScanner<'_> {
             return;
         };
         // A frame is a loop candidate only with these counts: its path is needed then.
-        let path = if Candidates::counts(f.mux, f.recv) {
+        let path = if Candidates::counts(f.waits) {
             self.path_of(self.frames.len() - 1)
         } else {
             0
         };
         if let Some(f) = self.frames.pop() {
-            self.cands
-                .consider(path, self.frames.len() + 1, f.mux, f.recv);
+            self.cands.consider(path, self.frames.len() + 1, f.waits);
             match self.frames.last_mut() {
-                Some(p) => {
-                    p.mux += f.mux;
-                    p.recv += f.recv;
-                }
-                None => {
-                    self.root.0 += f.mux;
-                    self.root.1 += f.recv;
-                }
+                Some(p) => p.waits.add(f.waits),
+                None => self.root.add(f.waits),
             }
         }
     }
@@ -168,8 +256,7 @@ impl ThreadScanner<'_> {
             site,
             callee,
             path: None,
-            mux: 0,
-            recv: 0,
+            waits: Waits::default(),
         });
     }
 
@@ -193,8 +280,8 @@ impl ThreadScanner<'_> {
         while !self.frames.is_empty() {
             self.pop();
         }
-        self.cands.consider(RAW_ROOT, 0, self.root.0, self.root.1);
-        (self.cands.choose(), self.root.1)
+        self.cands.consider(RAW_ROOT, 0, self.root);
+        (self.cands.choose(self.moves.answers()), self.root.recv)
     }
 }
 
@@ -231,19 +318,7 @@ impl PairSink for ThreadScanner<'_> {
     }
 
     fn call(&mut self, l: &LibEvent, _o: Outcome) {
-        let counters = match self.frames.last_mut() {
-            Some(f) => (&mut f.mux, &mut f.recv),
-            None => (&mut self.root.0, &mut self.root.1),
-        };
-        if l.func.is_multiplexer() {
-            *counters.0 += 1;
-        }
-        // Descriptors inherited at fork are not known yet here: a read on a descriptor of
-        // unknown kind counts as a possible receive (the loop also needs multiplexer calls).
-        let sockets = &self.sockets;
-        if is_socket_receive(l, |fd| sockets.contains(&fd) || fd > 2) {
-            *counters.1 += 1;
-        }
+        self.lean_call(l.func, l.opts.fd, l.opts.is_socket);
         let ret_fd = l.opts.ret.filter(|r| *r >= 0).map(|r| r as i32);
         match l.func {
             LibFn::Socket | LibFn::Accept | LibFn::Accept4 => {
@@ -252,6 +327,7 @@ impl PairSink for ThreadScanner<'_> {
             LibFn::Close => {
                 if let Some(fd) = l.opts.fd {
                     self.sockets.remove(&fd);
+                    self.moves.seen.remove(&fd);
                 }
             }
             _ => {}
@@ -299,17 +375,22 @@ impl ThreadScanner<'_> {
     #[inline]
     fn lean_call(&mut self, func: LibFn, fd: Option<i32>, is_socket: Option<bool>) {
         let sockets = &self.sockets;
+        // Descriptors inherited at fork are not known yet here: a read on a descriptor of
+        // unknown kind counts as a possible receive (the loop also needs multiplexer calls).
         let recv =
             is_socket_receive_parts(func, is_socket, fd, |fd| sockets.contains(&fd) || fd > 2);
-        let counters = match self.frames.last_mut() {
-            Some(f) => (&mut f.mux, &mut f.recv),
-            None => (&mut self.root.0, &mut self.root.1),
+        let sure = recv && is_socket_receive_parts(func, is_socket, fd, |fd| sockets.contains(&fd));
+        let w = match self.frames.last_mut() {
+            Some(f) => &mut f.waits,
+            None => &mut self.root,
         };
-        if func.is_multiplexer() {
-            *counters.0 += 1;
-        }
-        if recv {
-            *counters.1 += 1;
+        w.mux += func.is_multiplexer() as u64;
+        w.recv += recv as u64;
+        w.sure += sure as u64;
+        if sure {
+            self.moves.note(fd, true);
+        } else if is_socket_send(func, is_socket, fd, |fd| sockets.contains(&fd)) {
+            self.moves.note(fd, false);
         }
     }
 
@@ -461,11 +542,11 @@ impl QuickVisit<'_> for Lean<'_, '_> {
     #[inline(always)]
     fn lib(&mut self, exit: bool, _tsc: u64, _site: u64, func: LibFn, body: &[u8]) -> bool {
         let (s, pending) = (&mut *self.s, &mut *self.pending);
-        // Receives need their descriptor and socket flag; other calls that create no
-        // descriptor, nothing.
+        // Receives and sends need their descriptor and socket flag (sends for
+        // [`FirstMoves`]); other calls that create no descriptor, nothing.
         let lean = if connections::is_tracked(func) {
             None
-        } else if func.is_receive() {
+        } else if func.is_receive() || func.is_send() {
             ScalarOpts::parse(body).map(|o| (o.fd, o.is_socket))
         } else {
             Some((None, None))
@@ -536,9 +617,10 @@ fn scan_process_with(
         let mut s = ThreadScanner {
             tid: t.tid,
             frames: Vec::new(),
-            root: (0, 0),
+            root: Waits::default(),
             cands: Candidates::default(),
             sockets: FxSet::default(),
+            moves: FirstMoves::default(),
             raw_setups: &mut raw_setups,
             symbols: &mut symbols,
             exe: &mut exe,
@@ -577,9 +659,10 @@ mod pass1_tests {
         let mut s = ThreadScanner {
             tid: 1,
             frames: Vec::new(),
-            root: (0, 0),
+            root: Waits::default(),
             cands: Candidates::default(),
             sockets: FxSet::default(),
+            moves: FirstMoves::default(),
             raw_setups: &mut setups,
             symbols: &mut symbols,
             exe: &mut exe,

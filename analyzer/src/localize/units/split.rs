@@ -143,6 +143,8 @@ pub(super) struct Splitter<'a> {
     /// Receives each unit as it is closed.
     sink: &'a mut dyn FnMut(UnitView<'_>),
     anchor: Option<usize>,
+    /// A multiplexer (or, in a receive loop, a send on a socket) since the last receive:
+    /// the next receive begins a new message.
     mux_since_recv: bool,
     /// TSC of the entry of the call [`PairSink::call`] gets next (0: not paired).
     entered: u64,
@@ -291,6 +293,7 @@ impl Splitter<'_> {
         head.tsc_end = tsc.max(head.tsc_start);
         head.t_end_unix_ns = self.unix(head.tsc_end);
         let keep = !self.spare.is_empty()
+            || !head.injections.is_empty()
             || matches!(head.kind, UnitKind::Initializer | UnitKind::Handler);
         if head.kind == UnitKind::Initializer && self.last_thread && self.ctx.final_sig.is_none() {
             self.ctx.final_sig = Some(self.ctx.signature(self.scan));
@@ -346,6 +349,17 @@ impl Splitter<'_> {
 
     fn anchor_active(&self) -> bool {
         self.anchor.is_some_and(|a| self.frames.len() > a)
+    }
+
+    /// Is the call's descriptor a socket (as recorded, else as the connections know it)?
+    fn is_socket(&self, l: &LibEvent, tsc: u64) -> bool {
+        match l.opts.is_socket {
+            Some(b) => b,
+            None => l
+                .opts
+                .fd
+                .is_some_and(|fd| self.scan.fd_at(fd, tsc).is_some()),
+        }
     }
 
     fn on_injection(&mut self, tsc: u64, r: &bufpool::format::InjectRecord) {
@@ -478,7 +492,14 @@ impl PairSink for Splitter<'_> {
         };
         self.first(tsc);
         self.last_tsc = self.last_tsc.max(tsc);
-        if self.phase == Phase::Before && l.func.is_multiplexer() {
+        let by_receive = self.event_loop.is_some_and(|lp| lp.by_receive);
+        let receive = is_socket_receive(l, |fd| self.scan.fd_at(fd, tsc).is_some());
+        let waits = if by_receive {
+            receive
+        } else {
+            l.func.is_multiplexer()
+        };
+        if self.phase == Phase::Before && waits {
             if let Some(lp) = self.event_loop {
                 let on_path = self.frames.len() >= lp.depth
                     && (lp.depth == 0 || self.frames[lp.depth - 1].raw_path == lp.path);
@@ -491,6 +512,7 @@ impl PairSink for Splitter<'_> {
                 }
             }
         }
+        let mut dur_ns = dur_ns;
         if self.phase == Phase::In {
             if is_exit(l.func) {
                 self.phase = Phase::After;
@@ -500,15 +522,25 @@ impl PairSink for Splitter<'_> {
                     self.start(UnitKind::Loop, tsc, None);
                 }
                 self.mux_since_recv = true;
-            } else if is_socket_receive(l, |fd| self.scan.fd_at(fd, tsc).is_some()) {
+            } else if receive {
                 let fd = l.opts.fd;
                 let same = self.head.kind == UnitKind::Handler
                     && self.head.fd == fd
                     && !self.mux_since_recv;
                 if !same {
                     self.start(UnitKind::Handler, tsc, fd);
+                    // In a receive loop the receive that begins a handler is the loop's
+                    // wait for the next message: like a multiplexer's, its duration is
+                    // idle time, never learned.
+                    if by_receive {
+                        dur_ns = 0;
+                    }
                 }
                 self.mux_since_recv = false;
+            } else if by_receive && l.exit && l.func.is_send() && self.is_socket(l, tsc) {
+                // A receive loop has no multiplexer between messages: its handler's reply
+                // (a send on a socket) ends a message, so the next receive begins another.
+                self.mux_since_recv = true;
             }
         }
         let (image, sy) = self.scan.symbols.image_at(tsc);
@@ -538,19 +570,8 @@ impl PairSink for Splitter<'_> {
         // send (a short transfer moved what the peer's window let through; what was asked
         // is the program's choice).
         let size = match l.opts.ret {
-            Some(r) if r > 0 && l.exit && l.func.is_send() => {
-                let socket = match l.opts.is_socket {
-                    Some(b) => b,
-                    None => l
-                        .opts
-                        .fd
-                        .is_some_and(|fd| self.scan.fd_at(fd, tsc).is_some()),
-                };
-                if socket {
-                    crate::trees::size_class(l.opts.len.filter(|&n| n > 0).unwrap_or(r as u64))
-                } else {
-                    0
-                }
+            Some(r) if r > 0 && l.exit && l.func.is_send() && self.is_socket(l, tsc) => {
+                crate::trees::size_class(l.opts.len.filter(|&n| n > 0).unwrap_or(r as u64))
             }
             _ => 0,
         };

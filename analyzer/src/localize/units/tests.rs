@@ -774,3 +774,74 @@ fn a_handler_is_also_scored_against_its_class_on_the_other_threads() {
         );
     }
 }
+
+fn socket_call(fd: i32, n: i64) -> LibOpts {
+    let mut r = o(fd, n, n as u64);
+    r.is_socket = Some(true);
+    r
+}
+
+/// A UDP receiver with no multiplexer (Kamailio's `udp_rcv_loop`: `recvfrom` blocks, the
+/// message is forwarded with `sendto`, and again): the frame that receives again and again
+/// is a receive loop, and each message a handler — not one initializer for the thread's
+/// whole life. Its first move on the socket was a receive: it answers.
+#[test]
+fn a_blocking_receiver_has_a_receive_loop() {
+    use UnitKind::*;
+    let (main, rcv_loop, receive_msg) = (0x1000, 0x1100, 0x1200);
+    let mut t = TraceBuilder::new("h", 5, 5);
+    t.enter(0, main);
+    t.lib(main + 4, LibFn::Socket, o(-1, 4, 0));
+    t.lib(main + 8, LibFn::Bind, o(4, 0, 0));
+    t.enter(main + 0x10, rcv_loop);
+    for _ in 0..5 {
+        t.lib(rcv_loop + 4, LibFn::Recvfrom, socket_call(4, 300));
+        t.enter(rcv_loop + 8, receive_msg);
+        t.lib(receive_msg + 4, LibFn::Sendto, socket_call(4, 300));
+        t.exit(receive_msg);
+    }
+    let p = t.finish();
+    let scan = scan_process(&p).unwrap();
+    let l = scan.threads[0].event_loop.unwrap();
+    assert!(l.by_receive);
+    assert_eq!((l.depth, l.busiest), (2, 5), "rcv_loop, five receives");
+    let u = split_process(&p, &scan, &TreeOptions::default()).unwrap();
+    let k = kinds(&u);
+    assert_eq!(k[0], (Initializer, None));
+    assert_eq!(&k[1..], &[(Handler, Some(4)); 5], "a handler per message");
+    // The receive that begins a handler is the loop's wait: its duration is not learned
+    // (the send's is).
+    let dur = |f: LibFn| {
+        u.units[1]
+            .tree
+            .nodes
+            .values()
+            .find(|n| n.key.kind == NodeKind::Lib && n.key.callee == f.id())
+            .map(|n| n.dur.ns())
+    };
+    assert_eq!(dur(LibFn::Recvfrom), Some(0));
+    assert!(dur(LibFn::Sendto).unwrap() > 0);
+}
+
+/// A client that sends its request and blocks in `recv` for the reply, again and again,
+/// waits for its own replies, not for work: its first move on the socket was a send, so it
+/// has no receive loop (one initializer, as before).
+#[test]
+fn a_client_waiting_for_its_replies_has_no_receive_loop() {
+    use UnitKind::*;
+    let (main, run) = (0x1000, 0x1100);
+    let mut t = TraceBuilder::new("h", 5, 5);
+    t.enter(0, main);
+    t.lib(main + 4, LibFn::Socket, o(-1, 4, 0));
+    t.lib(main + 8, LibFn::Connect, o(4, 0, 0));
+    t.enter(main + 0x10, run);
+    for _ in 0..5 {
+        t.lib(run + 4, LibFn::Send, socket_call(4, 100));
+        t.lib(run + 8, LibFn::Recv, socket_call(4, 100));
+    }
+    let p = t.finish();
+    let scan = scan_process(&p).unwrap();
+    assert_eq!(scan.threads[0].event_loop, None);
+    let u = split_process(&p, &scan, &TreeOptions::default()).unwrap();
+    assert_eq!(kinds(&u), vec![(Initializer, None)]);
+}
