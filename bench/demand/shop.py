@@ -13,8 +13,10 @@ request function, and `fault` at the fault's time. Faults:
 - `dbread`: MariaDB's socket reads delayed 3 ms each from the fault's instant on, by
   `culprit record --inject 'recv|read|recvfrom|recvmsg:delay=3ms,at=T,exe=mariadbd'` (run.py
   computes T; the load starts at `--start-at`, so T is 3/4 into it) — nothing to do here;
-- `hog`: CPU taken from one uWSGI worker (pinned to CPU 0 from the start; three busy
-  loops pinned to CPU 0 at the fault; that worker is the tier `api-hogged`).
+- `hog`: CPU taken from one uWSGI worker (at the fault, it and three busy loops are pinned
+  to CPU 0; that worker is the tier `api-hogged` in every run). Until 2026-11-28 the worker
+  was pinned from the start of every run: a process pinned to one CPU is starved alone
+  whenever other jobs on the machine land on that CPU, which fault-free runs then showed.
 """
 
 import os
@@ -98,6 +100,15 @@ def nginx_cfg(tmp, port, upstream):
     return nginx.config(tmp, port, "include /etc/nginx/uwsgi_params; uwsgi_pass 127.0.0.1:%d;" % upstream)
 
 
+def pin(pid, cpu):
+    """Puts every thread of process `pid` on CPU `cpu` (threads it starts later inherit it)."""
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            os.sched_setaffinity(int(tid), {cpu})
+        except OSError:
+            pass  # the thread ended
+
+
 def children(pid):
     try:
         with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
@@ -108,7 +119,7 @@ def children(pid):
 
 def start(tmp, base, procs, spawn, wait_port, http_get, moved):
     """Starts the tiers (nginx on `base`, uWSGI on base+1, MariaDB on base+2) into `procs`;
-    returns the load's `send(first, k)`. The worker pinned to CPU 0 is put in `moved`
+    returns the load's `send(first, k)`. The worker the `hog` fault is made on is put in `moved`
     (tier name -> pids taken out of the tier they descend from)."""
     maria_start(tmp, base + 2, spawn, procs)
     env = dict(os.environ, SHOP_DB_PORT=str(base + 2), SHOP_STATS=tmp)
@@ -131,7 +142,6 @@ def start(tmp, base, procs, spawn, wait_port, http_get, moved):
     for k in range(4 * WORKERS):
         http_get(base, "/product/%d" % k)
     hogged = children(procs["api"][0].pid)[0]
-    os.sched_setaffinity(hogged, {0})
     moved["api-hogged"] = [hogged]
 
     def send(first, k):
@@ -153,6 +163,7 @@ def fault(kind, tmp, base, extra, spawn, moved):
     elif kind == "lock":
         extra.append(spawn([sys.executable, os.path.join(HERE, "shop.py"), "locker", str(base + 2)]))
     elif kind == "hog":
+        pin(moved["api-hogged"][0], 0)
         for _ in range(3):
             extra.append(spawn([sys.executable, os.path.join(HERE, "systems.py"), "hog", "--cpu", "0"]))
     elif kind != "dbread":
