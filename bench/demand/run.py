@@ -144,7 +144,13 @@ def evaluate(report, truth):
         e["processes"] += 1
         e["alarms"] += [a["t_unix_ns"] for a in p["alarms"]]
         e["starved"] += [a["t_unix_ns"] for a in p.get("starved", [])]
+    # Every alarm: tier, seconds from the fault (from the run's first interval without
+    # one), kind.
+    ref = (truth.get("fault") or {}).get("t_unix_ns") or report["t0_unix_ns"]
+    each = sorted((round((a["t_unix_ns"] - ref) / 1e9, 2), tier_of(truth, p["pid"]) or p["exe"], a.get("kind"))
+                  for p in report["processes"] for a in p["alarms"])
     out = {
+        "alarm_list": each,
         "alarms": {t: len(v["alarms"]) for t, v in by_tier.items() if v["alarms"]},
         "starved": {t: len(v["starved"]) for t, v in by_tier.items() if v["starved"]},
         "tiers": {t: v["processes"] for t, v in by_tier.items()},
@@ -153,15 +159,20 @@ def evaluate(report, truth):
     if f:
         t0 = f["t_unix_ns"]
         limit = t0 + int(6 * INTERVAL_S * 1e9)
-        hits = []
+        hits, starved = [], []
         for t in f["tiers"]:
             v = by_tier.get(t, {"alarms": [], "starved": []})
-            # CPU taken by other processes is reported as starvation, apart from alarms.
-            times = v["alarms"] + (v["starved"] if f["kind"] == "hog" else [])
-            hits += [x for x in times if t0 <= x <= limit]
+            hits += [x for x in v["alarms"] if t0 <= x <= limit]
+            starved += [x for x in v["starved"] if t0 <= x <= limit]
         first = min(hits) if hits else None
         out["detected"] = first is not None
         out["delay_s"] = None if first is None else round((first - t0) / 1e9, 2)
+        after = [x for t in f["tiers"] for x in by_tier.get(t, {"alarms": []})["alarms"] if x >= t0]
+        out["first_alarm_after_s"] = round((min(after) - t0) / 1e9, 2) if after else None
+        if f["kind"] == "hog":
+            # Until 2026-11-28 a starvation report of the hogged tier counted as detected;
+            # since `alone` (starved while its peers were not) it is alarmed instead.
+            out["starved_within_window"] = bool(starved)
         out["other_tier_alarms"] = sum(len(v["alarms"]) for t, v in by_tier.items() if t not in f["tiers"])
         late = []
         for t in f["tiers"]:

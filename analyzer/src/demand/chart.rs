@@ -95,7 +95,8 @@ pub struct Alarm {
     /// Start of the first interval of the run (unix ns).
     pub first_violation_unix_ns: i64,
     /// Where CPU was sampled ([`super::starve`]): `cpu` (more CPU per request: slower),
-    /// `run-queue` (starved of CPU by other processes), `off-cpu` (waited off the CPU).
+    /// `run-queue` (starved of CPU by other processes), `off-cpu` (waited off the CPU),
+    /// `starved-alone` (starved while its peers on the host were not: [`super::alone`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
     /// CPU time over what the CPU demands predict, summed over the three intervals (s).
@@ -104,8 +105,9 @@ pub struct Alarm {
     /// Run-queue wait over what training's wait per CPU second predicts, summed (s).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wait_excess_s: Option<f64>,
-    /// `cpu` for an alarm of the CPU-time chart ([`super::starve::cpu_alarms`]); absent
-    /// for the busy-time chart's.
+    /// `cpu` for an alarm of the CPU-time chart ([`super::starve::cpu_alarms`]),
+    /// `run-queue` for one of the chart against the peers ([`super::alone`]); absent for
+    /// the busy-time chart's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub chart: Option<String>,
 }

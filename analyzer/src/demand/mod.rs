@@ -11,6 +11,7 @@
 //! | CPU time | [`cpu`] | the reader's `cpu.tsv` → CPU time per interval, agreement with busy time |
 //! | estimation | [`estimate`] | counts, busy time → demands per service ([`estimate::Fit`]) |
 //! | control chart | [`chart`] | demands, later intervals → residuals, alarms ([`chart::Chart`]) |
+//! | starved alone | [`alone`] | run-queue samples of every serving process → alarms of a process starved while its peers were not |
 //! | report | [`report`] | [`DemandReport`] → text, JSON, HTML |
 //!
 //! [`analyze`] runs them over every process of a [`TraceSet`]; [`follow`] runs them again
@@ -19,6 +20,7 @@
 //! answers on (`port:8080`), or ports told apart by the code that set up the listener
 //! (`conn`).
 
+pub mod alone;
 pub mod busy;
 pub mod callers;
 pub mod chart;
@@ -534,6 +536,39 @@ pub fn analyze_with(
         })
         .unwrap_or_default();
     let mut used_base = vec![false; base_ivs.len()];
+    // The run-queue samples of every process that served requests, on the run's grid: the
+    // peers of [`alone`]'s chart (other workers of a pool, other tiers; not the load
+    // generators and busy loops beside them), by index in `set.processes`.
+    let serving: Vec<usize> = prep
+        .procs
+        .iter()
+        .filter(|(_, pt)| {
+            pt.transactions
+                .iter()
+                .any(|t| t.role == transactions::Role::Served)
+        })
+        .map(|(i, _)| *i)
+        .collect();
+    let peer_waits: Vec<alone::Waits> = serving
+        .iter()
+        .map(|&i| {
+            let q = &set.processes[i];
+            let s: Vec<reader::cpustat::CpuSample> = opts
+                .cpu
+                .iter()
+                .filter(|s| {
+                    s.pid == q.pid && (q.start_ticks == 0 || s.start_ticks == q.start_ticks)
+                })
+                .copied()
+                .collect();
+            alone::Waits {
+                host: q.host.clone(),
+                pid: q.pid,
+                wait: cpu::wait_per_interval(&s, prep.grid, 0, prep.n),
+                cpu: cpu::per_interval(&s, prep.grid, 0, prep.n),
+            }
+        })
+        .collect();
     // Processes named as every view names them.
     let labels = crate::procname::labels(set)?;
     let mut order: Vec<&(usize, ProcessTransactions)> = prep.procs.iter().collect();
@@ -708,6 +743,29 @@ pub fn analyze_with(
             kept.extend(more);
             kept.sort_by_key(|a| a.t_unix_ns);
             ch.alarms = kept;
+        }
+        // Starved while its peers on the host were not: CPU taken from this process.
+        let me = serving.iter().position(|k| k == i);
+        if let (None, true, Some(me)) = (&baseline, train_active >= need, me) {
+            let g = first.max(0) as usize;
+            let lone = alone::alarms(
+                &peer_waits,
+                me,
+                g..g + monitor_from,
+                g + monitor_from..g + n,
+                |j| grid.start(j as i64),
+                grid.len_ns,
+            );
+            let overlap = |a: &chart::Alarm, b: &chart::Alarm| {
+                a.first_violation_unix_ns < b.t_unix_ns && b.first_violation_unix_ns < a.t_unix_ns
+            };
+            for a in lone {
+                if !ch.alarms.iter().any(|b| overlap(&a, b)) {
+                    starved.retain(|s| !overlap(&a, s));
+                    ch.alarms.push(a);
+                }
+            }
+            ch.alarms.sort_by_key(|a| a.t_unix_ns);
         }
         let wait_total: Option<f64> = wait_iv
             .iter()

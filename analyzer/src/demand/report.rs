@@ -173,6 +173,10 @@ pub fn text(r: &DemandReport) -> String {
                     secs(a.cpu_residual_s.unwrap_or(0.0))
                 ),
                 Some("off-cpu") => "waited off the CPU (disk, lock, an untraced process)".into(),
+                Some("starved-alone") => format!(
+                    "starved of CPU while its peers on the host were not: CPU taken from it (run-queue wait +{})",
+                    secs(a.wait_excess_s.unwrap_or(0.0))
+                ),
                 Some(k) => k.to_string(),
                 None => String::new(),
             };

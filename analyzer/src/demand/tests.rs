@@ -575,3 +575,83 @@ fn an_event_loop_is_not_busy_in_its_readiness_waits_and_calls_go_to_requests_in_
         "busy {per_round} ms a round"
     );
 }
+
+/// CPU samples of `pid` every 250 ms for `seconds`: 0.1 s of CPU a second and
+/// `wait(j)` s of run-queue wait in second `j`.
+fn samples(
+    pid: u32,
+    seconds: usize,
+    wait: impl Fn(usize) -> f64,
+) -> Vec<reader::cpustat::CpuSample> {
+    let (mut cpu, mut waited) = (0u64, 0u64);
+    (0..=seconds * 4)
+        .map(|k| {
+            let s = reader::cpustat::CpuSample {
+                t_unix_ns: 1_700_000_000_000_000_000 + k as u64 * 250 * MS,
+                pid,
+                start_ticks: 0,
+                stat_cpu_ns: cpu,
+                sched_cpu_ns: cpu,
+                threads: 1,
+                sched_wait_ns: waited,
+                sched_slices: k as u64 * 10,
+            };
+            cpu += 25 * MS;
+            waited += (wait(k / 4) * 0.25e9) as u64;
+            s
+        })
+        .collect()
+}
+
+#[test]
+fn a_worker_starved_while_its_peers_are_not_is_alarmed_a_starved_machine_is_not() {
+    let set = TraceSet {
+        processes: vec![
+            worker(100, 60, None),
+            worker(101, 60, None),
+            worker(102, 60, None),
+        ],
+    };
+    // 20 ms of run-queue wait a second ±10 %; the whole machine ×50 in seconds 25–29;
+    // worker 101 alone ×30 from second 45 on (when `alone`).
+    let run = |alone: bool| {
+        let mut cpu = Vec::new();
+        for pid in [100u32, 101, 102] {
+            cpu.extend(samples(pid, 60, |j| {
+                let noise = 1.0 + 0.1 * (((j * 7 + pid as usize * 3) % 5) as f64 - 2.0) / 2.0;
+                let machine = if (25..30).contains(&j) { 50.0 } else { 1.0 };
+                let own = if (alone && pid == 101) && j >= 45 {
+                    30.0
+                } else {
+                    1.0
+                };
+                0.02 * noise * machine * own
+            }));
+        }
+        let opts = Options {
+            cpu,
+            ..Default::default()
+        };
+        analyze(&set, &opts).unwrap()
+    };
+    let lone = |r: &DemandReport, pid: u32| -> Vec<chart::Alarm> {
+        let p = r.processes.iter().find(|p| p.pid == pid).unwrap();
+        p.alarms
+            .iter()
+            .filter(|a| a.kind.as_deref() == Some("starved-alone"))
+            .cloned()
+            .collect()
+    };
+    let r = run(true);
+    let a = lone(&r, 101);
+    assert_eq!(a.len(), 1, "{a:?}");
+    let t0 = 1_700_000_000_000_000_000i64;
+    assert_eq!(a[0].first_violation_unix_ns, t0 + 45_000_000_000, "{a:?}");
+    assert_eq!(a[0].chart.as_deref(), Some("run-queue"));
+    assert!(lone(&r, 100).is_empty() && lone(&r, 102).is_empty());
+    // The machine starved alone (seconds 25–29, every worker): no alarm on anyone.
+    let r = run(false);
+    for pid in [100, 101, 102] {
+        assert!(lone(&r, pid).is_empty(), "{pid}: {:?}", lone(&r, pid));
+    }
+}
