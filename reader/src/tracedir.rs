@@ -51,7 +51,7 @@ mod entries;
 mod stale;
 mod stand_in;
 mod suffix;
-pub use suffix::{kept_entries, RecordId};
+pub use suffix::{kept_before, kept_entries, RecordId};
 
 /// Identity of one traced thread: pid, process start time (so a recycled pid is another
 /// process) and tid. Ordered by pid, then start time, then tid.

@@ -244,10 +244,19 @@ impl ThreadTrace {
                     tolerant(&mut f, c, &sink)
                 })?;
             }
-            ThreadSource::Suffix { dir, key, context } => {
+            ThreadSource::Suffix {
+                dir,
+                key,
+                context,
+                from_tsc,
+            } => {
                 let sink = Sink::Dir(dir, *key);
+                let context_name = context.name.clone();
                 let mut context = Some(context);
+                // Until the suffix's first entry is found: what the entries before it keep.
+                let mut before = (*from_tsc > 0).then(Vec::new);
                 dir.visit_chunks(*key, |c| {
+                    let mut at = 0;
                     // The context follows the flight recorder's compacted records (what
                     // precedes every window) and precedes the suffix.
                     if c.info.flags & bufpool::layout::FLAG_COMPACTED == 0 {
@@ -260,12 +269,30 @@ impl ThreadTrace {
                             };
                             tolerant(&mut f, x, &Sink::Memory)?;
                         }
+                        if let Some(kept) = &mut before {
+                            kept.clear();
+                            at = reader::tracedir::kept_before(c.data, *from_tsc, kept);
+                            if !kept.is_empty() {
+                                let x = RawChunk {
+                                    path: &context_name,
+                                    base: 0,
+                                    lost_before: 0,
+                                    bytes: kept,
+                                };
+                                tolerant(&mut f, x, &Sink::Memory)?;
+                            }
+                            if at < c.data.len() {
+                                before = None;
+                            } else {
+                                return Ok(());
+                            }
+                        }
                     }
                     let c = RawChunk {
                         path: c.path,
-                        base: c.data_offset,
-                        lost_before: c.info.lost_before,
-                        bytes: c.data,
+                        base: c.data_offset + at as u64,
+                        lost_before: if at == 0 { c.info.lost_before } else { 0 },
+                        bytes: &c.data[at..],
                     };
                     tolerant(&mut f, c, &sink)
                 })?;

@@ -82,6 +82,10 @@ pub enum ThreadSource {
         key: reader::ThreadKey,
         /// Entries kept from the records left out.
         context: Arc<Chunk>,
+        /// The suffix begins at its first entry at or after this TSC: of the entries of
+        /// its records before it, only what [`reader::tracedir::kept_before`] keeps is
+        /// read, as context (0: every entry).
+        from_tsc: u64,
     },
 }
 
@@ -172,8 +176,9 @@ impl ProcessTrace {
     }
 }
 
-/// Per thread, what the records a suffix leaves out said ([`TraceSet::open_suffixes`]).
-pub type Contexts = std::collections::HashMap<reader::ThreadKey, Arc<Chunk>>;
+/// Per thread, what the records a suffix leaves out said, and the TSC its own entries
+/// begin at ([`ThreadSource::Suffix`], [`TraceSet::open_suffixes`]).
+pub type Contexts = std::collections::HashMap<reader::ThreadKey, (Arc<Chunk>, u64)>;
 
 /// One hand-built chunk.
 #[derive(Clone, Debug)]
@@ -328,10 +333,11 @@ pub(super) fn process_threads(
             .push(ThreadTrace {
                 tid: key.tid,
                 source: match context.get(&key) {
-                    Some(c) => ThreadSource::Suffix {
+                    Some((c, from_tsc)) => ThreadSource::Suffix {
                         dir: dir.clone(),
                         key,
                         context: c.clone(),
+                        from_tsc: *from_tsc,
                     },
                     None => ThreadSource::Dir {
                         dir: dir.clone(),

@@ -16,13 +16,20 @@ use bufpool::layout::FLAG_COMPACTED;
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
-/// One record of a thread: its key, its `seq` and whether it is `COMPACTED`.
+/// One record of a thread: its key, whether it is `COMPACTED` and the TSC its header
+/// gives as its last.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RecordId {
     /// First TSC, seq, piece.
     pub key: RecordKey,
     /// A flight recorder's compacted record (metadata only).
     pub compacted: bool,
+    /// Its header's `last_tsc`: no entry of the record is later. A live piece's is its
+    /// last entry's TSC (the reader decoded it); a published sub-buffer's (or its rest's)
+    /// the TSC its writer published it at — the next entry's, or the time of a flush —,
+    /// never earlier than its entries. Less than `key.0` when unknown (never published:
+    /// a dead writer's sub-buffer read from the pool).
+    pub last_tsc: u64,
 }
 
 /// Copies onto `out` the entries of `data` (one record's entries) that later entries need
@@ -49,6 +56,28 @@ pub fn kept_entries(data: &[u8], first_tsc: u64, lost: bool, out: &mut Vec<u8>) 
         }
     }
     (others, last_tsc)
+}
+
+/// The offset in `data` (one record's entries) of its first entry at or after `tsc` —
+/// its length if there is none, the offset of the first entry that does not decode if
+/// that comes first —, copying onto `out` what the entries before it keep for later
+/// ones ([`kept_entries`], `Lost` markers left out: they were counted where those entries
+/// were read whole).
+pub fn kept_before(data: &[u8], tsc: u64, out: &mut Vec<u8>) -> usize {
+    for e in Decoder::new(data) {
+        let e = match e {
+            Ok(e) => e,
+            Err(err) => return (err.offset as usize).min(data.len()),
+        };
+        let at = e.offset as usize;
+        if e.tsc >= tsc {
+            return at;
+        }
+        if e.kind.is_meta() || e.lib_fn().is_some_and(LibFn::describes_descriptor) {
+            out.extend_from_slice(&data[at..at + e.size]);
+        }
+    }
+    data.len()
 }
 
 impl TraceDir {
@@ -151,6 +180,7 @@ impl TraceDir {
             .map(|l| RecordId {
                 key: record_key(&l.info, l.piece),
                 compacted: l.info.flags & FLAG_COMPACTED != 0,
+                last_tsc: l.info.last_tsc,
             })
             .collect()
     }
