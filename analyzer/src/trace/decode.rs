@@ -248,17 +248,15 @@ impl ThreadTrace {
                 dir,
                 key,
                 context,
-                from_tsc,
+                skip,
             } => {
                 let sink = Sink::Dir(dir, *key);
-                let context_name = context.name.clone();
                 let mut context = Some(context);
-                // Until the suffix's first entry is found: what the entries before it keep.
-                let mut before = (*from_tsc > 0).then(Vec::new);
                 dir.visit_chunks(*key, |c| {
                     let mut at = 0;
                     // The context follows the flight recorder's compacted records (what
-                    // precedes every window) and precedes the suffix.
+                    // precedes every window) and precedes the suffix, which may begin
+                    // inside its first record.
                     if c.info.flags & bufpool::layout::FLAG_COMPACTED == 0 {
                         if let Some(x) = context.take() {
                             let x = RawChunk {
@@ -268,23 +266,10 @@ impl ThreadTrace {
                                 bytes: &x.bytes,
                             };
                             tolerant(&mut f, x, &Sink::Memory)?;
-                        }
-                        if let Some(kept) = &mut before {
-                            kept.clear();
-                            at = reader::tracedir::kept_before(c.data, *from_tsc, kept);
-                            if !kept.is_empty() {
-                                let x = RawChunk {
-                                    path: &context_name,
-                                    base: 0,
-                                    lost_before: 0,
-                                    bytes: kept,
-                                };
-                                tolerant(&mut f, x, &Sink::Memory)?;
-                            }
-                            if at < c.data.len() {
-                                before = None;
-                            } else {
-                                return Ok(());
+                            if let Some((k, n)) = skip {
+                                if reader::rotated::record_key(c.info, c.piece) == *k {
+                                    at = (*n).min(c.data.len());
+                                }
                             }
                         }
                     }

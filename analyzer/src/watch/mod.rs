@@ -14,7 +14,7 @@
 //! may have gone on; the units before it are where the scan finds the event loop again).
 //! The records (whole sub-buffers, or pieces the live copier saved) wholly before that
 //! point are left out; of the entries before it in the first record read, only what later
-//! entries need is read. The
+//! entries need is read (found once, [`Trim`]). The
 //! records left out were read on an earlier poll, which kept what later entries need
 //! from them — metadata and the calls that say what each descriptor is
 //! ([`reader::tracedir::kept_entries`]) — and hands it to the ranking before the suffix
@@ -148,11 +148,27 @@ struct ThreadState {
     after: Option<RecordKey>,
     /// What they said that later entries need, per record.
     context: BTreeMap<RecordKey, Vec<u8>>,
-    /// `context` as one chunk, made again when it changes.
+    /// `context` (then `trim`'s) as one chunk, made again when either changes.
     chunk: Option<Arc<Chunk>>,
-    /// Its suffix's first entry is the first at or after this TSC (see
-    /// [`ThreadSource::Suffix`]).
+    /// The entries of the first record read that precede the suffix.
+    trim: Option<Trim>,
+}
+
+/// The entries of a suffix's first record that precede the suffix (the start of its
+/// [`CONTEXT_UNITS`]th unit before the last): they are read only as context. Kept between
+/// polls, so that as the suffix's start moves on within the record, only the entries
+/// between the old start and the new one are looked at again.
+#[derive(Default)]
+struct Trim {
+    /// The record.
+    key: RecordKey,
+    /// The suffix begins at the record's first entry at or after this TSC.
     from_tsc: u64,
+    /// That entry's offset in the record's data.
+    at: usize,
+    /// What the entries before it say that later entries need
+    /// ([`reader::tracedir::kept_before`]).
+    kept: Vec<u8>,
 }
 
 fn now_ns() -> i64 {
@@ -415,9 +431,10 @@ impl Watcher {
     }
 
     /// Moves each thread's suffix up to the start of the [`CONTEXT_UNITS`]th unit before
-    /// its last (records wholly before it are left out, [`suffix_start`], keeping what
-    /// they say; entries before it in the records kept are read as context only,
-    /// [`ThreadSource::Suffix`]'s `from_tsc`).
+    /// its last: the records wholly before it are left out ([`suffix_start`]), keeping
+    /// what they say; of the entries before it in the first record kept, what they say
+    /// is kept too ([`Trim`]), and the suffix reads that record from there on
+    /// ([`ThreadSource::Suffix`]'s `skip`).
     fn advance(&mut self, set: &TraceSet, threads: &ThreadUnits) -> Result<()> {
         // Per host, pid and thread: where its suffix begins next.
         let last: HashMap<&(String, u32, u32), u64> = threads
@@ -435,7 +452,8 @@ impl Watcher {
                 let Some(&start) = last.get(&(p.host.clone(), p.pid, t.tid)) else {
                     continue;
                 };
-                let after = suffix_start(&dir.record_ids(key), start);
+                let ids = dir.record_ids(key);
+                let after = suffix_start(&ids, start);
                 let st = self
                     .threads
                     .entry((dir.path().to_path_buf(), key))
@@ -444,30 +462,69 @@ impl Watcher {
                     // Nothing left out yet: the thread is read whole (from its beginning).
                     continue;
                 }
-                st.from_tsc = st.from_tsc.max(start);
-                let Some(after) = after.filter(|&a| st.after.is_none_or(|s| s < a)) else {
+                if let Some(after) = after.filter(|&a| st.after.is_none_or(|s| s < a)) {
+                    let (from, context) = (st.after, &mut st.context);
+                    let mut changed = false;
+                    dir.visit_chunks_where(
+                        key,
+                        |info, piece| {
+                            let k = reader::rotated::record_key(info, piece);
+                            info.flags & bufpool::layout::FLAG_COMPACTED == 0
+                                && k <= after
+                                && from.is_none_or(|f| k > f)
+                        },
+                        |c| {
+                            let mut kept = Vec::new();
+                            let first = c.info.first_tsc;
+                            reader::tracedir::kept_entries(c.data, first, false, &mut kept);
+                            if !kept.is_empty() {
+                                let k = reader::rotated::record_key(c.info, c.piece);
+                                context.insert(k, kept);
+                                changed = true;
+                            }
+                            Ok::<(), reader::Error>(())
+                        },
+                    )
+                    .map_err(crate::Error::Reader)?;
+                    st.after = Some(after);
+                    if changed {
+                        st.chunk = None;
+                    }
+                }
+                // The first record the suffix keeps, and its entries before `start`.
+                let Some(after) = st.after else { continue };
+                let Some(first) = ids
+                    .iter()
+                    .find(|r| !r.compacted && r.key > after)
+                    .map(|r| r.key)
+                else {
                     continue;
                 };
-                let (from, context) = (st.after, &mut st.context);
+                let mut trim = match st.trim.take() {
+                    Some(t) if t.key == first && t.from_tsc >= start => {
+                        st.trim = Some(t);
+                        continue;
+                    }
+                    Some(t) if t.key == first => t,
+                    _ => Trim {
+                        key: first,
+                        ..Default::default()
+                    },
+                };
                 dir.visit_chunks_where(
                     key,
-                    |info, piece| {
-                        let k = reader::rotated::record_key(info, piece);
-                        info.flags & bufpool::layout::FLAG_COMPACTED == 0
-                            && k <= after
-                            && from.is_none_or(|f| k > f)
-                    },
+                    |info, piece| reader::rotated::record_key(info, piece) == first,
                     |c| {
-                        let mut kept = Vec::new();
-                        reader::tracedir::kept_entries(c.data, c.info.first_tsc, false, &mut kept);
-                        if !kept.is_empty() {
-                            context.insert(reader::rotated::record_key(c.info, c.piece), kept);
-                        }
+                        let from = trim.at.min(c.data.len());
+                        let n =
+                            reader::tracedir::kept_before(&c.data[from..], start, &mut trim.kept);
+                        trim.at = from + n;
                         Ok::<(), reader::Error>(())
                     },
                 )
                 .map_err(crate::Error::Reader)?;
-                st.after = Some(after);
+                trim.from_tsc = start;
+                st.trim = Some(trim);
                 st.chunk = None;
             }
         }
@@ -609,19 +666,25 @@ fn suffixes(
         if let Some(until) = windows.get(key) {
             let before = st.context.len();
             st.context.retain(|k, _| k > until);
-            if st.context.len() != before {
+            if st.trim.as_ref().is_some_and(|t| t.key <= *until) {
+                st.trim = None;
+            }
+            if st.context.len() != before || st.trim.is_none() {
                 st.chunk = None;
             }
         }
         after.insert(*key, a);
+        let trim = &st.trim;
         let chunk = st.chunk.get_or_insert_with(|| {
+            let mut bytes: Vec<u8> = st.context.values().flatten().copied().collect();
+            bytes.extend(trim.iter().flat_map(|t| &t.kept));
             Arc::new(Chunk {
                 lost_before: 0,
                 name: Arc::new(d.join("(what culprit watch read before)")),
-                bytes: Arc::new(st.context.values().flatten().copied().collect()),
+                bytes: Arc::new(bytes),
             })
         });
-        contexts.insert(*key, (chunk.clone(), st.from_tsc));
+        contexts.insert(*key, (chunk.clone(), trim.as_ref().map(|t| (t.key, t.at))));
     }
     t.restrict(&after);
     contexts

@@ -193,26 +193,37 @@ impl TraceDir {
         wanted: impl Fn(&bufpool::SubBufInfo, u32) -> bool,
         mut f: impl FnMut(ChunkRef<'_>) -> std::result::Result<(), E>,
     ) -> std::result::Result<(), E> {
-        let mut buf = Vec::new();
-        for loc in self.threads.get(&key).into_iter().flatten() {
-            if loc.bad.load(Ordering::Relaxed) || !wanted(&loc.info, loc.piece) {
-                continue;
-            }
-            let data_offset = match self.read_into(loc, &mut buf) {
-                Ok(o) => o,
-                Err(e) => {
-                    self.skip_bad(loc, e)?;
+        // One buffer per thread, kept between calls: a record is up to a sub-buffer, and a
+        // fresh buffer of that size costs its pages again on every call (a watch makes
+        // two calls per thread traced every poll). A call made from `f` gets a new one.
+        thread_local! {
+            static BUF: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+        }
+        let mut buf = BUF.with(std::cell::Cell::take);
+        let mut visit = || {
+            for loc in self.threads.get(&key).into_iter().flatten() {
+                if loc.bad.load(Ordering::Relaxed) || !wanted(&loc.info, loc.piece) {
                     continue;
                 }
-            };
-            f(ChunkRef {
-                info: &loc.info,
-                piece: loc.piece,
-                data: &buf[bufpool::disk::RECORD_FIXED_SIZE..],
-                path: &self.files[loc.file as usize].0,
-                data_offset,
-            })?;
-        }
-        Ok(())
+                let data_offset = match self.read_into(loc, &mut buf) {
+                    Ok(o) => o,
+                    Err(e) => {
+                        self.skip_bad(loc, e)?;
+                        continue;
+                    }
+                };
+                f(ChunkRef {
+                    info: &loc.info,
+                    piece: loc.piece,
+                    data: &buf[bufpool::disk::RECORD_FIXED_SIZE..],
+                    path: &self.files[loc.file as usize].0,
+                    data_offset,
+                })?;
+            }
+            Ok(())
+        };
+        let r = visit();
+        BUF.with(|b| b.set(buf));
+        r
     }
 }
