@@ -463,7 +463,7 @@ impl Watcher {
                     continue;
                 }
                 if let Some(after) = after.filter(|&a| st.after.is_none_or(|s| s < a)) {
-                    let (from, context) = (st.after, &mut st.context);
+                    let (from, context, trim) = (st.after, &mut st.context, &st.trim);
                     let mut changed = false;
                     dir.visit_chunks_where(
                         key,
@@ -474,11 +474,16 @@ impl Watcher {
                                 && from.is_none_or(|f| k > f)
                         },
                         |c| {
-                            let mut kept = Vec::new();
-                            let first = c.info.first_tsc;
-                            reader::tracedir::kept_entries(c.data, first, false, &mut kept);
+                            let k = reader::rotated::record_key(c.info, c.piece);
+                            // The suffix's first record: what its entries before `trim.at`
+                            // keep was found already.
+                            let (mut kept, at) = match trim {
+                                Some(t) if t.key == k => (t.kept.clone(), t.at),
+                                _ => (Vec::new(), 0),
+                            };
+                            let data = &c.data[at.min(c.data.len())..];
+                            reader::tracedir::kept_before(data, u64::MAX, &mut kept);
                             if !kept.is_empty() {
-                                let k = reader::rotated::record_key(c.info, c.piece);
                                 context.insert(k, kept);
                                 changed = true;
                             }
