@@ -42,7 +42,6 @@ use bufpool::{Calibration, SubBufInfo};
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io::{BufReader, Read};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -51,7 +50,7 @@ mod entries;
 mod stale;
 mod stand_in;
 mod suffix;
-pub use suffix::{kept_entries, RecordId};
+pub use suffix::{kept_before, kept_entries, RecordId};
 
 /// Identity of one traced thread: pid, process start time (so a recycled pid is another
 /// process) and tid. Ordered by pid, then start time, then tid.
@@ -844,15 +843,11 @@ impl TraceDir {
     /// read for the first time), and then only.
     fn read_into(&self, loc: &RecordLoc, buf: &mut Vec<u8>) -> Result<u64> {
         let (path, file) = &self.files[loc.file as usize];
-        // The whole record in one read (its size is indexed): fixed part, then data. Every
-        // byte is overwritten by the read, so only growth needs zeroing.
+        // The whole record in one read (its size is indexed): fixed part, then data, read
+        // into the buffer's room (nothing zeroed first).
         let need = RECORD_FIXED_SIZE + loc.info.bytes_used as usize;
-        if buf.len() < need {
-            buf.resize(need, 0);
-        }
-        buf.truncate(need);
-        file.read_exact_at(buf, loc.offset)
-            .map_err(io(path.as_ref(), "read"))?;
+        buf.clear();
+        pread_onto(file, buf, need, loc.offset).map_err(io(path.as_ref(), "read"))?;
         self.check_record(loc, buf)?;
         Ok(loc.offset + RECORD_FIXED_SIZE as u64)
     }

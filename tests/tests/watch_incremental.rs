@@ -1,5 +1,6 @@
-//! `culprit watch` reads only what was written since its last poll (each thread from the
-//! sub-buffer before its last unit): a program with small sub-buffers (many per thread)
+//! `culprit watch` reads only what was written since its last poll (each thread from a
+//! few units before its last, within a record): a program with small sub-buffers (many
+//! per thread)
 //! runs an event loop for a few seconds and, once, handles a message differently (a
 //! UDP datagram sent to 127.0.0.1's discard port after its `recv`). The watch, live, reports that unit — with the
 //! `id` a whole ranking gives it — and exactly the units a watch that ranks the whole

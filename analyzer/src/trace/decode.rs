@@ -244,12 +244,19 @@ impl ThreadTrace {
                     tolerant(&mut f, c, &sink)
                 })?;
             }
-            ThreadSource::Suffix { dir, key, context } => {
+            ThreadSource::Suffix {
+                dir,
+                key,
+                context,
+                skip,
+            } => {
                 let sink = Sink::Dir(dir, *key);
                 let mut context = Some(context);
                 dir.visit_chunks(*key, |c| {
+                    let mut at = 0;
                     // The context follows the flight recorder's compacted records (what
-                    // precedes every window) and precedes the suffix.
+                    // precedes every window) and precedes the suffix, which may begin
+                    // inside its first record.
                     if c.info.flags & bufpool::layout::FLAG_COMPACTED == 0 {
                         if let Some(x) = context.take() {
                             let x = RawChunk {
@@ -259,13 +266,18 @@ impl ThreadTrace {
                                 bytes: &x.bytes,
                             };
                             tolerant(&mut f, x, &Sink::Memory)?;
+                            if let Some((k, n)) = skip {
+                                if reader::rotated::record_key(c.info, c.piece) == *k {
+                                    at = (*n).min(c.data.len());
+                                }
+                            }
                         }
                     }
                     let c = RawChunk {
                         path: c.path,
-                        base: c.data_offset,
-                        lost_before: c.info.lost_before,
-                        bytes: c.data,
+                        base: c.data_offset + at as u64,
+                        lost_before: if at == 0 { c.info.lost_before } else { 0 },
+                        bytes: &c.data[at..],
                     };
                     tolerant(&mut f, c, &sink)
                 })?;

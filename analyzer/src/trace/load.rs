@@ -82,6 +82,10 @@ pub enum ThreadSource {
         key: reader::ThreadKey,
         /// Entries kept from the records left out.
         context: Arc<Chunk>,
+        /// The suffix begins at this offset of the data of this record, if it is its
+        /// first (not compacted) record: what the entries before say is at the end of
+        /// `context` ([`reader::tracedir::kept_before`]).
+        skip: Option<(reader::rotated::RecordKey, usize)>,
     },
 }
 
@@ -172,8 +176,12 @@ impl ProcessTrace {
     }
 }
 
-/// Per thread, what the records a suffix leaves out said ([`TraceSet::open_suffixes`]).
-pub type Contexts = std::collections::HashMap<reader::ThreadKey, Arc<Chunk>>;
+/// Per thread, what the records a suffix leaves out said, and where in its first record
+/// it begins ([`ThreadSource::Suffix`], [`TraceSet::open_suffixes`]).
+pub type Contexts = std::collections::HashMap<
+    reader::ThreadKey,
+    (Arc<Chunk>, Option<(reader::rotated::RecordKey, usize)>),
+>;
 
 /// One hand-built chunk.
 #[derive(Clone, Debug)]
@@ -328,10 +336,11 @@ pub(super) fn process_threads(
             .push(ThreadTrace {
                 tid: key.tid,
                 source: match context.get(&key) {
-                    Some(c) => ThreadSource::Suffix {
+                    Some((c, skip)) => ThreadSource::Suffix {
                         dir: dir.clone(),
                         key,
                         context: c.clone(),
+                        skip: *skip,
                     },
                     None => ThreadSource::Dir {
                         dir: dir.clone(),

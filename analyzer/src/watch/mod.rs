@@ -9,15 +9,19 @@
 //! timestamp: indices within a thread move when a flight recorder rotates the oldest units
 //! away.
 //!
-//! Each poll reads only the end of each thread (incremental): from the sub-buffer before
-//! the one where the thread's last unit of the previous poll began (that unit may have
-//! gone on; the sub-buffer before it lets the splitter find the event loop again). The
+//! Each poll reads only the end of each thread (incremental): from the start of the
+//! [`CONTEXT_UNITS`]th unit before the thread's last unit of the previous poll (that unit
+//! may have gone on; the units before it are where the scan finds the event loop again).
+//! The records (whole sub-buffers, or pieces the live copier saved) wholly before that
+//! point are left out; of the entries before it in the first record read, only what later
+//! entries need is read (found once, [`Trim`]). The
 //! records left out were read on an earlier poll, which kept what later entries need
 //! from them — metadata and the calls that say what each descriptor is
 //! ([`reader::tracedir::kept_entries`]) — and hands it to the ranking before the suffix
 //! ([`crate::decode::ThreadSource::Suffix`]); the first unit of a suffix is cut at its
 //! start and not scored (it was scored whole on the poll before). A poll so costs what
-//! was written since the last one plus a sub-buffer per thread, not the whole window.
+//! was written since the last one plus, per thread, the context units (and a light
+//! reading of the entries before them in their record), not the whole window.
 //! Units keep the numbers (`id`) a reading of the whole directory gives them: each suffix
 //! is numbered from a unit the previous poll numbered.
 //!
@@ -144,8 +148,27 @@ struct ThreadState {
     after: Option<RecordKey>,
     /// What they said that later entries need, per record.
     context: BTreeMap<RecordKey, Vec<u8>>,
-    /// `context` as one chunk, made again when it changes.
+    /// `context` (then `trim`'s) as one chunk, made again when either changes.
     chunk: Option<Arc<Chunk>>,
+    /// The entries of the first record read that precede the suffix.
+    trim: Option<Trim>,
+}
+
+/// The entries of a suffix's first record that precede the suffix (the start of its
+/// [`CONTEXT_UNITS`]th unit before the last): they are read only as context. Kept between
+/// polls, so that as the suffix's start moves on within the record, only the entries
+/// between the old start and the new one are looked at again.
+#[derive(Default)]
+struct Trim {
+    /// The record.
+    key: RecordKey,
+    /// The suffix begins at the record's first entry at or after this TSC.
+    from_tsc: u64,
+    /// That entry's offset in the record's data.
+    at: usize,
+    /// What the entries before it say that later entries need
+    /// ([`reader::tracedir::kept_before`]).
+    kept: Vec<u8>,
 }
 
 fn now_ns() -> i64 {
@@ -407,13 +430,16 @@ impl Watcher {
         }
     }
 
-    /// Moves each thread's suffix up to the sub-buffer before the one where its last unit
-    /// began, keeping what the records left out say.
+    /// Moves each thread's suffix up to the start of the [`CONTEXT_UNITS`]th unit before
+    /// its last: the records wholly before it are left out ([`suffix_start`]), keeping
+    /// what they say; of the entries before it in the first record kept, what they say
+    /// is kept too ([`Trim`]), and the suffix reads that record from there on
+    /// ([`ThreadSource::Suffix`]'s `skip`).
     fn advance(&mut self, set: &TraceSet, threads: &ThreadUnits) -> Result<()> {
-        // Per host, pid and thread: where its last unit began.
+        // Per host, pid and thread: where its suffix begins next.
         let last: HashMap<&(String, u32, u32), u64> = threads
             .iter()
-            .filter_map(|(k, v)| v.iter().map(|u| u.1).max().map(|m| (k, m)))
+            .filter_map(|(k, v)| context_start(v).map(|m| (k, m)))
             .collect();
         for p in &set.processes {
             for t in &p.threads {
@@ -426,36 +452,84 @@ impl Watcher {
                 let Some(&start) = last.get(&(p.host.clone(), p.pid, t.tid)) else {
                     continue;
                 };
-                let Some(after) = suffix_start(&dir.record_ids(key), start) else {
-                    continue;
-                };
+                let ids = dir.record_ids(key);
+                let after = suffix_start(&ids, start);
                 let st = self
                     .threads
                     .entry((dir.path().to_path_buf(), key))
                     .or_default();
-                if st.after.is_some_and(|a| a >= after) {
+                if st.after.is_none() && after.is_none() {
+                    // Nothing left out yet: the thread is read whole (from its beginning).
                     continue;
                 }
-                let (from, context) = (st.after, &mut st.context);
+                if let Some(after) = after.filter(|&a| st.after.is_none_or(|s| s < a)) {
+                    let (from, context, trim) = (st.after, &mut st.context, &st.trim);
+                    let mut changed = false;
+                    dir.visit_chunks_where(
+                        key,
+                        |info, piece| {
+                            let k = reader::rotated::record_key(info, piece);
+                            info.flags & bufpool::layout::FLAG_COMPACTED == 0
+                                && k <= after
+                                && from.is_none_or(|f| k > f)
+                        },
+                        |c| {
+                            let k = reader::rotated::record_key(c.info, c.piece);
+                            // The suffix's first record: what its entries before `trim.at`
+                            // keep was found already.
+                            let (mut kept, at) = match trim {
+                                Some(t) if t.key == k => (t.kept.clone(), t.at),
+                                _ => (Vec::new(), 0),
+                            };
+                            let data = &c.data[at.min(c.data.len())..];
+                            reader::tracedir::kept_before(data, u64::MAX, &mut kept);
+                            if !kept.is_empty() {
+                                context.insert(k, kept);
+                                changed = true;
+                            }
+                            Ok::<(), reader::Error>(())
+                        },
+                    )
+                    .map_err(crate::Error::Reader)?;
+                    st.after = Some(after);
+                    if changed {
+                        st.chunk = None;
+                    }
+                }
+                // The first record the suffix keeps, and its entries before `start`.
+                let Some(after) = st.after else { continue };
+                let Some(first) = ids
+                    .iter()
+                    .find(|r| !r.compacted && r.key > after)
+                    .map(|r| r.key)
+                else {
+                    continue;
+                };
+                let mut trim = match st.trim.take() {
+                    Some(t) if t.key == first && t.from_tsc >= start => {
+                        st.trim = Some(t);
+                        continue;
+                    }
+                    Some(t) if t.key == first => t,
+                    _ => Trim {
+                        key: first,
+                        ..Default::default()
+                    },
+                };
                 dir.visit_chunks_where(
                     key,
-                    |info, piece| {
-                        let k = reader::rotated::record_key(info, piece);
-                        info.flags & bufpool::layout::FLAG_COMPACTED == 0
-                            && k <= after
-                            && from.is_none_or(|f| k > f)
-                    },
+                    |info, piece| reader::rotated::record_key(info, piece) == first,
                     |c| {
-                        let mut kept = Vec::new();
-                        reader::tracedir::kept_entries(c.data, c.info.first_tsc, false, &mut kept);
-                        if !kept.is_empty() {
-                            context.insert(reader::rotated::record_key(c.info, c.piece), kept);
-                        }
+                        let from = trim.at.min(c.data.len());
+                        let n =
+                            reader::tracedir::kept_before(&c.data[from..], start, &mut trim.kept);
+                        trim.at = from + n;
                         Ok::<(), reader::Error>(())
                     },
                 )
                 .map_err(crate::Error::Reader)?;
-                st.after = Some(after);
+                trim.from_tsc = start;
+                st.trim = Some(trim);
                 st.chunk = None;
             }
         }
@@ -512,22 +586,42 @@ fn stop_marks(set: &TraceSet) -> HashMap<(String, u32), reader::stopmark::StopMa
     out
 }
 
+/// How many units before its last one a thread's suffix begins with: the units the
+/// scan of a suffix finds the thread's event loop in, besides what was written since (a
+/// redis server's loop iteration writes a few hundred bytes). They were scored on earlier
+/// polls; the first is cut at its start, the second numbers the suffix
+/// ([`Watcher::number`]).
+pub const CONTEXT_UNITS: usize = 128;
+
+/// Where a thread's next suffix begins, given its units of this poll (index, start TSC,
+/// cut at start): the start of the [`CONTEXT_UNITS`]th unit before its last, or of its
+/// first unit not cut at its start when it has fewer (`None`: it has none).
+fn context_start(units: &[(u32, u64, bool)]) -> Option<u64> {
+    let mut starts: Vec<u64> = units.iter().filter(|u| !u.2).map(|u| u.1).collect();
+    starts.sort_unstable();
+    let i = starts.len().saturating_sub(CONTEXT_UNITS + 1);
+    starts.get(i).copied()
+}
+
 /// The key up to which a thread's records (`ids`, in order) can be left out when its
-/// last unit began at `start`: the record before the sub-buffer that precedes the one
-/// holding `start` (`None`: nothing to leave out).
+/// suffix begins at TSC `start` (`None`: nothing to leave out): the record before the
+/// first that may hold an entry at or after `start` — the sub-buffer holding `start`
+/// (the last whose first TSC is not later), or of its pieces the first whose last TSC is
+/// not known to be earlier ([`reader::tracedir::RecordId::last_tsc`]).
 fn suffix_start(ids: &[reader::tracedir::RecordId], start: u64) -> Option<RecordKey> {
-    let recs: Vec<RecordKey> = ids.iter().filter(|r| !r.compacted).map(|r| r.key).collect();
-    let i = recs.iter().rposition(|k| k.0 <= start)?;
-    // The first piece of the sub-buffer (first TSC, seq) of record `j`.
-    let first_of = |mut j: usize| {
-        while j > 0 && (recs[j - 1].0, recs[j - 1].1) == (recs[j].0, recs[j].1) {
-            j -= 1;
-        }
-        j
-    };
-    let j = first_of(i);
-    let k = first_of(j.checked_sub(1)?);
-    Some(recs[k.checked_sub(1)?])
+    let recs: Vec<&reader::tracedir::RecordId> = ids.iter().filter(|r| !r.compacted).collect();
+    let i = recs.iter().rposition(|r| r.key.0 <= start)?;
+    // The first piece of the sub-buffer (first TSC, seq) of record `i`.
+    let sub = |r: &reader::tracedir::RecordId| (r.key.0, r.key.1);
+    let mut j = i;
+    while j > 0 && sub(recs[j - 1]) == sub(recs[i]) {
+        j -= 1;
+    }
+    // Its pieces that end before `start`.
+    while j < i && recs[j].last_tsc >= recs[j].key.0 && recs[j].last_tsc < start {
+        j += 1;
+    }
+    Some(recs[j.checked_sub(1)?].key)
 }
 
 /// Leaves out of directory `t` (at `d`), unless its recording finished, what follows
@@ -577,19 +671,25 @@ fn suffixes(
         if let Some(until) = windows.get(key) {
             let before = st.context.len();
             st.context.retain(|k, _| k > until);
-            if st.context.len() != before {
+            if st.trim.as_ref().is_some_and(|t| t.key <= *until) {
+                st.trim = None;
+            }
+            if st.context.len() != before || st.trim.is_none() {
                 st.chunk = None;
             }
         }
         after.insert(*key, a);
+        let trim = &st.trim;
         let chunk = st.chunk.get_or_insert_with(|| {
+            let mut bytes: Vec<u8> = st.context.values().flatten().copied().collect();
+            bytes.extend(trim.iter().flat_map(|t| &t.kept));
             Arc::new(Chunk {
                 lost_before: 0,
                 name: Arc::new(d.join("(what culprit watch read before)")),
-                bytes: Arc::new(st.context.values().flatten().copied().collect()),
+                bytes: Arc::new(bytes),
             })
         });
-        contexts.insert(*key, chunk.clone());
+        contexts.insert(*key, (chunk.clone(), trim.as_ref().map(|t| (t.key, t.at))));
     }
     t.restrict(&after);
     contexts
@@ -597,39 +697,66 @@ fn suffixes(
 
 #[cfg(test)]
 mod tests {
-    use super::suffix_start;
+    use super::{context_start, suffix_start, CONTEXT_UNITS};
     use reader::tracedir::RecordId;
 
-    fn ids(keys: &[(u64, u64, u32)]) -> Vec<RecordId> {
-        keys.iter()
-            .map(|&key| RecordId {
+    /// Records (key, last TSC).
+    fn ids(recs: &[((u64, u64, u32), u64)]) -> Vec<RecordId> {
+        recs.iter()
+            .map(|&(key, last_tsc)| RecordId {
                 key,
                 compacted: false,
+                last_tsc,
             })
             .collect()
     }
 
     #[test]
-    fn a_suffix_keeps_the_sub_buffer_before_the_last_units() {
-        // Sub-buffers (first TSC, seq): (10,1), (20,2) in two pieces, (30,3), (40,4).
-        let r = ids(&[(10, 1, 0), (20, 2, 0), (20, 2, 512), (30, 3, 0), (40, 4, 0)]);
-        // The last unit began in sub-buffer 4: keep 3 and 4, leave out up to 2.
-        assert_eq!(suffix_start(&r, 45), Some((20, 2, 512)));
-        // In sub-buffer 3: keep the two pieces of 2, leave out 1.
-        assert_eq!(suffix_start(&r, 35), Some((10, 1, 0)));
-        // In sub-buffer 2 (its second piece): nothing before 1 to leave out.
-        assert_eq!(suffix_start(&r, 25), None);
+    fn a_suffix_leaves_out_the_sub_buffers_before_its_start() {
+        // Whole sub-buffers (first TSC, seq): (10,1) .. (40,4), each ending before the
+        // next begins.
+        let whole = |t: u64, s: u64| ((t, s, 0), t + 9);
+        let r = ids(&[whole(10, 1), whole(20, 2), whole(30, 3), whole(40, 4)]);
+        assert_eq!(suffix_start(&r, 45), Some((30, 3, 0)));
+        assert_eq!(suffix_start(&r, 35), Some((20, 2, 0)));
+        assert_eq!(suffix_start(&r, 15), None);
         assert_eq!(suffix_start(&r, 5), None);
         // Compacted records (a flight recorder's) are never the boundary.
         let mut c = r.clone();
-        c.insert(
-            0,
-            RecordId {
-                key: (1, 0, 0),
-                compacted: true,
-            },
-        );
-        assert_eq!(suffix_start(&c, 45), Some((20, 2, 512)));
+        c[0].compacted = true;
         assert_eq!(suffix_start(&c, 25), None);
+        assert_eq!(suffix_start(&c, 35), Some((20, 2, 0)));
+    }
+
+    #[test]
+    fn a_suffix_begins_at_the_piece_that_holds_its_start() {
+        // Sub-buffer (10,1) whole, then (20,2) in live pieces at 0, 100, 200, 300 (last
+        // TSCs 24, 26, 28, 29) and its rest at 400 (published at 31).
+        let mut v = vec![((10, 1, 0), 19)];
+        for (k, last) in [(0, 24), (100, 26), (200, 28), (300, 29)] {
+            v.push(((20, 2, k), last));
+        }
+        v.push(((20, 2, 400), 31));
+        let r = ids(&v);
+        assert_eq!(suffix_start(&r, 27), Some((20, 2, 100)));
+        assert_eq!(suffix_start(&r, 30), Some((20, 2, 300)));
+        assert_eq!(suffix_start(&r, 22), Some((10, 1, 0)));
+        // A piece whose last TSC is unknown (less than its first) may hold any entry.
+        let mut u = v.clone();
+        u[2].1 = 0;
+        assert_eq!(suffix_start(&ids(&u), 30), Some((20, 2, 0)));
+    }
+
+    #[test]
+    fn the_context_is_the_units_before_the_last() {
+        let n = CONTEXT_UNITS as u64;
+        // The first unit cut at its start (a suffix's), then units starting at 10, 20, ...
+        let mut units = vec![(0, 5, true)];
+        units.extend((1..=n + 10).map(|i| (i as u32, i * 10, false)));
+        // The last starts at (n + 10) * 10: the context begins n units before it.
+        assert_eq!(context_start(&units), Some(100));
+        // Fewer units: from the first not cut at its start.
+        assert_eq!(context_start(&units[..5]), Some(10));
+        assert_eq!(context_start(&units[..1]), None);
     }
 }

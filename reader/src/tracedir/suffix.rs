@@ -16,13 +16,20 @@ use bufpool::layout::FLAG_COMPACTED;
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
-/// One record of a thread: its key, its `seq` and whether it is `COMPACTED`.
+/// One record of a thread: its key, whether it is `COMPACTED` and the TSC its header
+/// gives as its last.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RecordId {
     /// First TSC, seq, piece.
     pub key: RecordKey,
     /// A flight recorder's compacted record (metadata only).
     pub compacted: bool,
+    /// Its header's `last_tsc`: no entry of the record is later. A live piece's is its
+    /// last entry's TSC (the reader decoded it); a published sub-buffer's (or its rest's)
+    /// the TSC its writer published it at — the next entry's, or the time of a flush —,
+    /// never earlier than its entries. Less than `key.0` when unknown (never published:
+    /// a dead writer's sub-buffer read from the pool).
+    pub last_tsc: u64,
 }
 
 /// Copies onto `out` the entries of `data` (one record's entries) that later entries need
@@ -49,6 +56,28 @@ pub fn kept_entries(data: &[u8], first_tsc: u64, lost: bool, out: &mut Vec<u8>) 
         }
     }
     (others, last_tsc)
+}
+
+/// The offset in `data` (one record's entries) of its first entry at or after `tsc` —
+/// its length if there is none, the offset of the first entry that does not decode if
+/// that comes first —, copying onto `out` what the entries before it keep for later
+/// ones ([`kept_entries`], `Lost` markers left out: they were counted where those entries
+/// were read whole).
+pub fn kept_before(data: &[u8], tsc: u64, out: &mut Vec<u8>) -> usize {
+    for e in Decoder::new(data) {
+        let e = match e {
+            Ok(e) => e,
+            Err(err) => return (err.offset as usize).min(data.len()),
+        };
+        let at = e.offset as usize;
+        if e.tsc >= tsc {
+            return at;
+        }
+        if e.kind.is_meta() || e.lib_fn().is_some_and(LibFn::describes_descriptor) {
+            out.extend_from_slice(&data[at..at + e.size]);
+        }
+    }
+    data.len()
 }
 
 impl TraceDir {
@@ -151,6 +180,7 @@ impl TraceDir {
             .map(|l| RecordId {
                 key: record_key(&l.info, l.piece),
                 compacted: l.info.flags & FLAG_COMPACTED != 0,
+                last_tsc: l.info.last_tsc,
             })
             .collect()
     }
@@ -163,26 +193,37 @@ impl TraceDir {
         wanted: impl Fn(&bufpool::SubBufInfo, u32) -> bool,
         mut f: impl FnMut(ChunkRef<'_>) -> std::result::Result<(), E>,
     ) -> std::result::Result<(), E> {
-        let mut buf = Vec::new();
-        for loc in self.threads.get(&key).into_iter().flatten() {
-            if loc.bad.load(Ordering::Relaxed) || !wanted(&loc.info, loc.piece) {
-                continue;
-            }
-            let data_offset = match self.read_into(loc, &mut buf) {
-                Ok(o) => o,
-                Err(e) => {
-                    self.skip_bad(loc, e)?;
+        // One buffer per thread, kept between calls: a record is up to a sub-buffer, and a
+        // fresh buffer of that size costs its pages again on every call (a watch makes
+        // two calls per thread traced every poll). A call made from `f` gets a new one.
+        thread_local! {
+            static BUF: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+        }
+        let mut buf = BUF.with(std::cell::Cell::take);
+        let mut visit = || {
+            for loc in self.threads.get(&key).into_iter().flatten() {
+                if loc.bad.load(Ordering::Relaxed) || !wanted(&loc.info, loc.piece) {
                     continue;
                 }
-            };
-            f(ChunkRef {
-                info: &loc.info,
-                piece: loc.piece,
-                data: &buf[bufpool::disk::RECORD_FIXED_SIZE..],
-                path: &self.files[loc.file as usize].0,
-                data_offset,
-            })?;
-        }
-        Ok(())
+                let data_offset = match self.read_into(loc, &mut buf) {
+                    Ok(o) => o,
+                    Err(e) => {
+                        self.skip_bad(loc, e)?;
+                        continue;
+                    }
+                };
+                f(ChunkRef {
+                    info: &loc.info,
+                    piece: loc.piece,
+                    data: &buf[bufpool::disk::RECORD_FIXED_SIZE..],
+                    path: &self.files[loc.file as usize].0,
+                    data_offset,
+                })?;
+            }
+            Ok(())
+        };
+        let r = visit();
+        BUF.with(|b| b.set(buf));
+        r
     }
 }
