@@ -23,7 +23,7 @@ import http.client
 import os
 import time
 
-from .common import LAUNCHER, PY, Daemons, log, ports, steps, wait_port, wait_readers
+from .common import drop_http, LAUNCHER, PY, Daemons, log, ports, steps, wait_port, wait_readers
 
 KEYS = 16
 REQUESTS2 = 60
@@ -126,11 +126,7 @@ class Client:
                 raise ValueError(f"GET {path}: {len(got)} bytes, not the {len(data)} written")
             return True
         except (OSError, http.client.HTTPException, ValueError) as e:
-            self.errors += 1
-            log(f"request failed: {e!r}")
-            if self.conn is not None:
-                self.conn.close()
-            self.conn = None
+            drop_http(self, e)
             return False
 
 

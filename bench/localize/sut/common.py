@@ -228,6 +228,16 @@ class LineClient:
             return None
 
 
+def drop_http(client, e):
+    """A failed request of an `http.client` client (`client.conn`, `client.errors`):
+    counted and logged, and the connection closed, to be made again by the next request."""
+    client.errors += 1
+    log(f"request failed: {e!r}")
+    if client.conn is not None:
+        client.conn.close()
+    client.conn = None
+
+
 def wait_udp(port, proc, timeout=15.0, step=0.05):
     """Waits until `proc` holds UDP port `port` on 127.0.0.1: a datagram server may drop
     a stray packet silently, so the probe is a bind of the port, which fails once the

@@ -11,7 +11,7 @@ import http.client
 import json
 import time
 
-from .common import log, steps
+from .common import drop_http, steps
 
 TIMEOUT_S = 2.0
 
@@ -64,11 +64,7 @@ class KvClient:
             self.get(k)
             return True
         except (OSError, http.client.HTTPException, ValueError) as e:
-            self.errors += 1
-            log(f"request failed: {e!r}")
-            if self.conn is not None:
-                self.conn.close()
-            self.conn = None
+            drop_http(self, e)
             return False
 
 

@@ -18,7 +18,7 @@ import json
 import os
 import time
 
-from .common import LAUNCHER, PY, Daemons, log, ports, steps, wait_port, wait_readers
+from .common import drop_http, LAUNCHER, PY, Daemons, log, ports, steps, wait_port, wait_readers
 
 JS = r"""'use strict';
 // A service of the fault suite's node-chain: node SERVICE.js front|back PORT [BACKEND_PORT]
@@ -116,11 +116,7 @@ class Client:
                 raise ValueError(f"item {k}: wrong answer {body!r:.60}")
             return True
         except (OSError, http.client.HTTPException, ValueError) as e:
-            self.errors += 1
-            log(f"request failed: {e!r}")
-            if self.conn is not None:
-                self.conn.close()
-            self.conn = None
+            drop_http(self, e)
             return False
 
 

@@ -14,7 +14,7 @@ import os
 import signal
 import time
 
-from .common import LAUNCHER, PY, Daemons, log, ports, steps, wait_port
+from .common import drop_http, LAUNCHER, PY, Daemons, log, ports, steps, wait_port
 
 COUNTS = 60
 ITEM = """<?php
@@ -68,11 +68,7 @@ class Http:
                 raise ValueError(f"{path}: status {r.status}")
             return json.loads(data)
         except (OSError, http.client.HTTPException, ValueError) as e:
-            self.errors += 1
-            log(f"request failed: {e!r}")
-            if self.conn is not None:
-                self.conn.close()
-            self.conn = None
+            drop_http(self, e)
             return None
 
 
