@@ -14,7 +14,7 @@
 //! may have gone on; the units before it are where the scan finds the event loop again).
 //! The records (whole sub-buffers, or pieces the live copier saved) wholly before that
 //! point are left out; of the entries before it in the first record read, only what later
-//! entries need is read (found once, [`Trim`]). The
+//! entries need is read (found once, `Trim`). The
 //! records left out were read on an earlier poll, which kept what later entries need
 //! from them — metadata and the calls that say what each descriptor is
 //! ([`reader::tracedir::kept_entries`]) — and hands it to the ranking before the suffix
@@ -590,7 +590,7 @@ fn stop_marks(set: &TraceSet) -> HashMap<(String, u32), reader::stopmark::StopMa
 /// scan of a suffix finds the thread's event loop in, besides what was written since (a
 /// redis server's loop iteration writes a few hundred bytes). They were scored on earlier
 /// polls; the first is cut at its start, the second numbers the suffix
-/// ([`Watcher::number`]).
+/// (`Watcher::number`).
 pub const CONTEXT_UNITS: usize = 128;
 
 /// Where a thread's next suffix begins, given its units of this poll (index, start TSC,
