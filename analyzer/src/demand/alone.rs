@@ -10,8 +10,9 @@
 //! Per interval, the process's **run-queue wait per CPU second** (time it was runnable and
 //! waited for a CPU, over the time it ran, from the reader's `schedstat` samples: the CPU
 //! withheld from it per CPU second it got) is set against the **median of the same ratio
-//! over its peers** — every other traced process on the same host that ran in the
-//! interval, sampled by the same reader at the same instants:
+//! over its peers** — the other processes of `all` on the same host that ran in the
+//! interval (the caller, [`super::analyze_with`], passes the processes that served
+//! requests), sampled by the same reader at the same instants:
 //! `x_j = ln(max(w_j/c_j, f)) − ln(max(m_j, f))`, with `f` the peers' median ratio over
 //! the training window (a wait below the host's normal is no starvation). A load on the
 //! whole machine moves both terms together and leaves `x` where it was; a CPU taken from
@@ -42,6 +43,14 @@ pub struct Waits {
     pub cpu: Vec<Option<f64>>,
 }
 
+impl Waits {
+    /// Run-queue wait per CPU second in interval `j` (None: no samples, or no CPU).
+    fn per_cpu(&self, j: usize) -> Option<f64> {
+        let (w, c) = (self.wait.get(j).copied()??, self.cpu.get(j).copied()??);
+        (c > 0.0).then(|| w / c)
+    }
+}
+
 /// The peers' median run-queue wait per CPU second per interval: every process of `all`
 /// on the host of `all[me]` but `me` that ran there.
 pub fn peer_median(all: &[Waits], me: usize) -> Vec<Option<f64>> {
@@ -52,10 +61,7 @@ pub fn peer_median(all: &[Waits], me: usize) -> Vec<Option<f64>> {
                 .iter()
                 .enumerate()
                 .filter(|(k, q)| *k != me && q.host == all[me].host)
-                .filter_map(|(_, q)| {
-                    let (w, c) = (q.wait.get(j).copied()??, q.cpu.get(j).copied()??);
-                    (c > 0.0).then(|| w / c)
-                })
+                .filter_map(|(_, q)| q.per_cpu(j))
                 .collect();
             if v.is_empty() {
                 return None;
@@ -83,10 +89,6 @@ pub fn alarms(
 ) -> Vec<Alarm> {
     let m = peer_median(all, me);
     let p = &all[me];
-    let per_cpu = |j: usize| -> Option<f64> {
-        let (w, c) = (p.wait.get(j).copied()??, p.cpu.get(j).copied()??);
-        (c > 0.0).then(|| w / c)
-    };
     let mut floor: Vec<f64> = train.clone().filter_map(|j| m.get(j).copied()?).collect();
     if floor.len() < 3 {
         return Vec::new();
@@ -94,7 +96,7 @@ pub fn alarms(
     floor.sort_by(f64::total_cmp);
     let f = floor[floor.len() / 2].max(1e-9);
     let x = |j: usize| -> Option<f64> {
-        let (a, b) = (per_cpu(j)?, m.get(j).copied()??);
+        let (a, b) = (p.per_cpu(j)?, m.get(j).copied()??);
         Some(a.max(f).ln() - b.max(f).ln())
     };
     let xs: Vec<f64> = train.clone().filter_map(x).collect();
@@ -105,12 +107,13 @@ pub fn alarms(
     let var = xs.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / (xs.len() - 1) as f64;
     // σ̂ floored as the other charts' (a tenth of a percent, here of the ratio).
     let limit = mean + 3.0 * var.sqrt().max(1e-3);
-    // The excess wait (s) of interval j over the peers' prediction, and at the limit.
-    let excess = |j: usize, at: f64| -> f64 {
-        let c = p.cpu[j].unwrap_or(0.0);
-        let b = m[j].unwrap_or(0.0).max(f);
-        p.wait[j].unwrap_or(0.0) - c * b * at.exp()
+    // What the peers predict of interval j's wait at the chart's value `at`: its CPU time
+    // times their wait per CPU second, scaled by e^at.
+    let predicted = |j: usize, at: f64| -> f64 {
+        p.cpu[j].unwrap_or(0.0) * m[j].unwrap_or(0.0).max(f) * at.exp()
     };
+    // The excess wait (s) of interval j over the prediction at `at`.
+    let excess = |j: usize, at: f64| -> f64 { p.wait[j].unwrap_or(0.0) - predicted(j, at) };
     let mut out = Vec::new();
     let mut run: Vec<usize> = Vec::new();
     for j in monitor {
@@ -119,12 +122,10 @@ pub fn alarms(
             _ => run.clear(),
         }
         if run.len() == 3 {
-            let c = p.cpu[j].unwrap_or(0.0);
-            let b = m[j].unwrap_or(0.0).max(f);
             out.push(Alarm {
                 t_unix_ns: start_ns(j) + len_ns,
                 residual_s: excess(j, mean),
-                limit_s: c * b * (limit.exp() - mean.exp()),
+                limit_s: predicted(j, limit) - predicted(j, mean),
                 first_violation_unix_ns: start_ns(run[0]),
                 kind: Some("starved-alone".into()),
                 cpu_residual_s: None,
