@@ -127,8 +127,11 @@ fn only_the_process_connected_to_the_server_is_a_client() {
     assert_eq!(cols, vec![pid("client")], "{}", j["clients"]);
     let p = &j["processes"][0];
     assert_eq!(p["candidate"]["kind"], "connected", "{p}");
+    // The server writes every byte it reads once: the true share is 1. The model's β lies in
+    // [0, 1], but the regression's estimate is not constrained (001's thesis admitted
+    // −0.1…1.1): it lands on either side of the truth (1.004 in one run under load).
     let beta = p["overall"].as_f64().unwrap();
-    assert!(beta > 0.8 && beta <= 1.0, "client's share {beta}");
+    assert!((beta - 1.0).abs() < 0.2, "client's share {beta}, truth 1");
     let others = j["clients"]["others"].as_array().unwrap();
     for k in ["burst", "log", "short"] {
         let o = others
