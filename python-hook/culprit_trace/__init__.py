@@ -120,6 +120,7 @@ def _prepare():
             _native.wrap_sys(sys)
         _hide_own_code()
         _backend = "native"
+        _follow_greenlets()
         _inject_rules()
         return True
     from . import _fallback
@@ -133,6 +134,18 @@ def _prepare():
     _backend = "python"
     _inject_rules()
     return True
+
+
+def _follow_greenlets():
+    """Greenlet switches reported as suspensions and resumptions (``_greenlets``)."""
+    if not hasattr(_native, "watch_greenlets"):
+        return
+    try:
+        from . import _greenlets
+        _greenlets.install(_native)
+    except Exception as e:  # pragma: no cover - defensive: never stop the program
+        import sys
+        sys.stderr.write("culprit: greenlet switches not followed: %r\n" % (e,))
 
 
 def _inject_rules():

@@ -13,6 +13,9 @@
  *   PyTrace_C_CALL      PyCCall   caller = py_site(current frame), callee = builtin index
  *   PyTrace_C_RETURN    PyCReturn callee = builtin index, aux = 0
  *   PyTrace_C_EXCEPTION PyCReturn callee = builtin index, aux = 1
+ *   greenlet switch     PyReturn / PyCReturn aux = 2 for each open call of the greenlet
+ *                       switched out, then PyCall / PyCCall again for each of the one
+ *                       switched in (greenlets.h)
  *
  * Indices. A code object's index lives in its PEP 523 co_extra slot (a pointer to a
  * CodeInfo), so the per-event lookup is two loads and a compare: no hashing, no string
@@ -314,7 +317,14 @@ static void read_clock_mode(void) {
 }
 #endif
 
+/* Greenlet switches (greenlets.h): the calls open on this thread, kept once the program
+ * has imported greenlet. */
+static int g_greenlets;
+static void gl_pushed(uint8_t kind, uint64_t site, uint64_t callee);
+static void gl_popped(uint8_t kind);
+
 static inline void emit_call(struct culprit_thread *t, uint8_t kind, uint64_t caller, uint64_t callee) {
+    if (__builtin_expect(g_greenlets, 0)) gl_pushed(kind, caller, callee);
 #if CULPRIT_HAVE_TSC
     if (lt.fast && fast_ok(t)) {
         uint8_t e[24];
@@ -332,6 +342,7 @@ static inline void emit_call(struct culprit_thread *t, uint8_t kind, uint64_t ca
 }
 
 static inline void emit_return(struct culprit_thread *t, uint8_t kind, uint64_t callee, uint16_t aux) {
+    if (__builtin_expect(g_greenlets, 0)) gl_popped(kind);
 #if CULPRIT_HAVE_TSC
     if (lt.fast && fast_ok(t)) {
         uint8_t e[16];
@@ -1630,6 +1641,8 @@ static PyObject *m_stats(PyObject *self, PyObject *noargs) {
                          "libtrace", lt.found ? Py_True : Py_False, "thread_events", ev);
 }
 
+#include "greenlets.h"
+
 static PyMethodDef methods[] = {
     {"available", m_available, METH_NOARGS, available_doc},
     {"start", m_start, METH_NOARGS, start_doc},
@@ -1646,6 +1659,7 @@ static PyMethodDef methods[] = {
     {"stop_monitor", m_stop_monitor, METH_NOARGS, stop_monitor_doc},
     {"hide", m_hide, METH_O, hide_doc},
     {"pass_through", m_pass_through, METH_O, pass_through_doc},
+    {"watch_greenlets", m_watch_greenlets, METH_O, watch_greenlets_doc},
     {"wrap_sys", m_wrap_sys, METH_O, wrap_sys_doc},
     {NULL, NULL, 0, NULL},
 };

@@ -47,7 +47,12 @@ pub const FILES: &[Source] = &[
         "boot/culprit_trace/_inject.py",
         "../culprit_trace/_inject.py"
     ),
+    embed!(
+        "boot/culprit_trace/_greenlets.py",
+        "../culprit_trace/_greenlets.py"
+    ),
     embed!("src/native.c", "native.c"),
+    embed!("src/greenlets.h", "greenlets.h"),
     embed!("src/culprit.h", "../../tracer-preload/include/culprit.h"),
 ];
 

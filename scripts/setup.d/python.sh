@@ -3,7 +3,8 @@
 # `culprit record` builds the shim's C extension per interpreter into a per-user cache — but
 # that build needs a C compiler and the interpreter's headers, and the pip-layout test
 # (tests/tests/python_trace.rs builds `python-hook/setup.py` into a private user site)
-# needs setuptools. Idempotent: installs only what is missing.
+# needs setuptools. The greenlet test needs PyPI's greenlet. Idempotent: installs only what
+# is missing.
 set -euo pipefail
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
@@ -19,3 +20,7 @@ if [ ${#need_apt[@]} -gt 0 ]; then
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
+python3 -c 'import greenlet' 2>/dev/null || {
+    echo "setup.d/python: pip install greenlet" >&2
+    python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore greenlet
+}

@@ -153,6 +153,8 @@ impl Trace {
                     kind, callee, aux, ..
                 } => match (kind, aux) {
                     (Kind::PyReturn, 0) => ("return", name(callee)),
+                    (Kind::PyReturn, 2) => ("suspend", name(callee)),
+                    (Kind::PyCReturn, 2) => ("c_suspend", name(callee)),
                     (Kind::PyReturn, _) => ("unwind", name(callee)),
                     (Kind::PyCReturn, 0) => ("c_return", name(callee)),
                     (Kind::PyCReturn, _) => ("c_raise", name(callee)),
@@ -922,6 +924,97 @@ fn deep_recursion_never_crashes_the_program() {
             assert_eq!(r.stdout, plain.stdout, "profile mode changes nothing");
         } else {
             assert!(r.stdout.starts_with("10000 10000\n"), "{}", r.stdout);
+        }
+    }
+}
+
+const GREENLETS: &str = r#"
+import greenlet
+
+def child(n):
+    inner(n)
+    return n
+
+def inner(n):
+    main.switch(n)
+    leaf()
+
+def leaf():
+    pass
+
+main = greenlet.getcurrent()
+
+def run():
+    a, b = greenlet.greenlet(child), greenlet.greenlet(child)
+    print(a.switch(1), b.switch(2), a.switch(), b.switch(), flush=True)
+
+run()
+"#;
+
+/// Greenlets swap the thread's Python stack with no profile event: the shim reports each
+/// switch as the suspension of the greenlet switched out (its open calls return with aux 2)
+/// and the resumption of the one switched in (its calls made again), so a thread's entries
+/// nest whatever the greenlets do.
+#[test]
+fn greenlet_switches_are_suspensions_and_resumptions() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("gl.py"), GREENLETS).unwrap();
+    let own = |n: &str| n.starts_with("__main__.") && n != "__main__.<module>";
+    let (s, r, c, g) = ("suspend", "return", "call", "__main__.");
+    let step = |label: &str, f: &str| format!("{label} {g}{f}");
+    let resume = |fs: &[&str]| fs.iter().map(|f| step(c, f)).collect::<Vec<_>>();
+    let suspend = |fs: &[&str]| fs.iter().map(|f| step(s, f)).collect::<Vec<_>>();
+    let finish = [
+        step(c, "leaf"),
+        step(r, "leaf"),
+        step(r, "inner"),
+        step(r, "child"),
+    ];
+    let mut want = vec![step(c, "run")];
+    for _ in 0..2 {
+        // a.switch(1) / b.switch(2): run suspended, the child starts and switches back.
+        want.extend(suspend(&["run"]));
+        want.extend(resume(&["child", "inner"]));
+        want.extend(suspend(&["inner", "child"]));
+        want.extend(resume(&["run"]));
+    }
+    for _ in 0..2 {
+        // a.switch() / b.switch(): the child resumed where it was, ends, back to run.
+        want.extend(suspend(&["run"]));
+        want.extend(resume(&["child", "inner"]));
+        want.extend(finish.iter().cloned());
+        want.extend(resume(&["run"]));
+    }
+    want.push(step(r, "run"));
+    for mode in ["profile", "frames"] {
+        let (out, t) = traced_mode(Backend::Real, mode, dir.path(), &["gl.py"], true);
+        out.assert_success(&format!("gl.py [{mode}]"));
+        assert_eq!(
+            out.stdout, "1 2 1 2\n",
+            "{mode}: the program runs as untraced"
+        );
+        // The script's thread (the interpreter may be started through shims of pyenv).
+        let main = *t
+            .streams
+            .keys()
+            .find(|&&k| !t.render(k, &own).is_empty())
+            .unwrap_or_else(|| panic!("{mode}: no thread ran the script"));
+        let got = t.render(main, &own);
+        assert_eq!(got, want, "{mode}: the script's entries");
+        // Every entry of the thread nests, the greenlet's C calls included.
+        let all = t.render(main, &|_| true);
+        let mut open: Vec<&str> = Vec::new();
+        for l in &all {
+            let (label, name) = l.split_once(' ').unwrap();
+            match label {
+                "call" | "c_call" => open.push(name),
+                "exception" => {}
+                _ => {
+                    if let Some(top) = open.pop() {
+                        assert_eq!(top, name, "{mode}: {l} closes {top}");
+                    }
+                }
+            }
         }
     }
 }

@@ -44,7 +44,11 @@ impl Line<'_> {
             Kind::PyReturn | Kind::PyCReturn => {
                 o.insert("index".into(), json!(e.callee));
                 if e.kind == Kind::PyCReturn {
-                    o.insert("raised".into(), json!(e.aux != 0));
+                    o.insert("raised".into(), json!(e.aux != 0 && e.aux != 2));
+                }
+                if e.aux == 2 {
+                    // A greenlet switched out: its open calls are reported as returns.
+                    o.insert("suspended".into(), json!(true));
                 }
             }
             Kind::LibEnter | Kind::LibExit => {

@@ -26,11 +26,19 @@ impl Line<'_> {
                     self.syms.py_site(e.caller)
                 )
             }
-            Kind::PyReturn => format!("← {}", self.name(e)),
+            Kind::PyReturn => format!(
+                "← {}{}",
+                self.name(e),
+                if e.aux == 2 { " (suspended)" } else { "" }
+            ),
             Kind::PyCReturn => format!(
                 "← {}{}",
                 self.name(e),
-                if e.aux != 0 { " (raised)" } else { "" }
+                match e.aux {
+                    0 => "",
+                    2 => " (suspended)",
+                    _ => " (raised)",
+                }
             ),
             Kind::PyExc => format!("! {} raised {}", self.name(e), self.syms.py_name(e.caller)),
             Kind::LibEnter | Kind::LibExit => {

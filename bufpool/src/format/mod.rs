@@ -69,13 +69,16 @@ pub enum Kind {
     FnExit = 0x02,
     /// Python function call: caller = [`py_site`] of the calling frame, callee = code index.
     PyCall = 0x03,
-    /// Python function return: callee = code index.
+    /// Python function return: callee = code index; aux = 1 if the frame was left by an
+    /// exception, 2 if it was suspended (its greenlet switched out: python-hook's
+    /// `greenlets.h`; it is called again, with the same site, when the greenlet resumes).
     PyReturn = 0x04,
     /// Python exception raised in a frame: caller = exception-type index, callee = code index.
     PyExc = 0x05,
     /// Call of a C function (builtin) from Python: caller = [`py_site`], callee = builtin index.
     PyCCall = 0x06,
-    /// Return of a C function called from Python: callee = builtin index, aux = 1 if it raised.
+    /// Return of a C function called from Python: callee = builtin index, aux = 1 if it
+    /// raised, 2 if it was suspended (as for [`Kind::PyReturn`]).
     PyCReturn = 0x07,
     /// A wrapped libc function is about to be called (arguments in the options).
     LibEnter = 0x10,
