@@ -23,6 +23,7 @@ request function, `fault` at the fault's time and `stats` at the end. Faults:
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -141,3 +142,22 @@ def stats(tmp):
                     sums[kind][1] += 1
             with open(os.path.join(tmp, fn[:-4] + ".json"), "w") as f:
                 json.dump(sums, f)
+
+
+def type_of(name):
+    """The request type (of CPU_DEMAND_S) a php-cgi service found by `culprit demand` is,
+    from its name's downstream calls ("port:B+1: → 2× peer:B+2 (…); → 2× peer:B+3 (…); …"):
+    no memcached call, a feed; one memcached call and no MariaDB call, an article from the
+    cache; two memcached calls (get, set) and MariaDB's, an article read from the database;
+    one memcached call (delete) and MariaDB's, a comment. None otherwise."""
+    m = re.match(r"port:(\d+)", name)
+    if not m:
+        return None
+    base = int(m.group(1)) - 1
+
+    def calls(port):
+        c = re.search(r"(\d+)× peer:%d\b" % port, name)
+        return int(c.group(1)) if c else 0
+
+    cache, db = calls(base + 2), calls(base + 3)
+    return {(0, True): "feed", (1, False): "article", (2, True): "article", (1, True): "comment"}.get((cache, db > 0))
