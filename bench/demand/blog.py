@@ -1,4 +1,5 @@
-"""The blog-lighttpd-php system of the demand suite (added 2026-11-28, validation):
+"""The blog-lighttpd-php system of the demand suite (added 2026-11-28 to the validation half;
+run once on the method frozen at 97155c8, then moved to the tuning half):
 lighttpd (Debian, mod_fastcgi) -> php-cgi (Debian `php-cgi` + `php-mysql`: a FastCGI parent
 and 3 children on one socket, `blog.php`, burning a known CPU time per request type) ->
 memcached (Debian; a cache of articles) and MariaDB (Debian `mariadb-server`, a fresh data
