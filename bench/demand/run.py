@@ -8,7 +8,7 @@ and recover the demand of each request type whatever the mix?
 
 For each system of the half (bench/demand/split.json, systems in systems.py) it records
 with `culprit record` one fault-free run and one run per fault, each `--minutes` long with
-phases of intensity and mix (6 phases); the fault begins at 3/4 of the run (after the
+phases of intensity and mix (6 phases; blog-lighttpd-php: a phase every 30 s); the fault begins at 3/4 of the run (after the
 longest training window `culprit demand` may take, 2/3). Then `culprit demand --json`
 (default services: auto; 1 s intervals) and, for comparison, `--services port`.
 
@@ -21,10 +21,10 @@ from the reader's CPU samples) and busy time per request (`demand_s`, wall clock
 includes waiting for a CPU on a loaded machine).
 
 A fault injected by time (`dbread` of shop-uwsgi-mariadb: MariaDB's socket reads delayed
-from the fault's instant on) is passed to `culprit record --inject` with `at=` that
+from the fault's instant on; `cacheread` of blog-lighttpd-php: memcached's) is passed to `culprit record --inject` with `at=` that
 instant; the run's load then starts at a fixed time, SETUP_S after the recording begins.
 
-Set-up (Debian: memcached, haproxy, nginx, PostgreSQL, MariaDB, uWSGI; sqlite3 is
+Set-up (Debian: memcached, haproxy, nginx, PostgreSQL, MariaDB, uWSGI, lighttpd, php-cgi; sqlite3 is
 Python's) is `bench/demand/setup.sh`, run first. Loopback only, ports 26000-26099 by default (--port-base). Not part of the default
 test run.
 """
@@ -40,6 +40,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
+import blog  # noqa: E402  (bench/demand/blog.py: a system's tiers and faults)
 import shop  # noqa: E402  (bench/demand/shop.py: a system's tiers and faults)
 
 FAULTS = {
@@ -48,12 +49,16 @@ FAULTS = {
     "job-queue": ["lock", "slow"],
     "api-pool-pg": ["index", "lock", "slow"],
     shop.NAME: shop.FAULTS,
+    blog.NAME: blog.FAULTS,
 }
 # Faults injected by `culprit record --inject` from a given time (`at=`): the rule, with
 # `{at}` the fault's UNIX time. The load of such a run starts at a fixed instant
 # (`systems.py run --start-at`), SETUP_S after the recording begins, so that the instant
 # is known before the system starts.
-INJECTED = {(shop.NAME, "dbread"): shop.DBREAD_RULE}
+# Systems whose request types run.py cannot tell by a word of the type's name: the type
+# (a key of the truth's cpu_demand_s) of a service from its name.
+TYPE_OF = {blog.NAME: blog.type_of}
+INJECTED = {(shop.NAME, "dbread"): shop.DBREAD_RULE, (blog.NAME, "cacheread"): blog.CACHEREAD_RULE}
 SETUP_S = 150.0
 # Systems with tiers running as another user (PostgreSQL runs as postgres): the pool must
 # be writable by them.
@@ -186,7 +191,9 @@ def evaluate(report, truth):
                 continue
             for s in p["services"]:
                 name = s.get("name") or s["id"]
-                kinds = [k for k in known if k in name]
+                classify = TYPE_OF.get(truth.get("system"))
+                kinds = [classify(name)] if classify else [k for k in known if k in name]
+                kinds = [k for k in kinds if k in known]
                 if len(kinds) != 1:
                     continue
                 kind = kinds[0]

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the demand suite (bench/demand/) needs, only what is missing: memcached,
 # haproxy, nginx, PostgreSQL, MariaDB, uWSGI with its Python 3 plugin and PyMySQL (for the
-# plugin's Debian Python) from Debian (sqlite3 is Python's own module), gunicorn, psycopg2
+# plugin's Debian Python), lighttpd and php-cgi with php-mysql from Debian (sqlite3 is Python's own module), gunicorn, psycopg2
 # and PyMySQL (for the suite's Python) from PyPI. Idempotent. Not run by scripts/setup.sh: the suite is not in the
 # default test run.
 set -euo pipefail
@@ -16,6 +16,9 @@ command -v postgres >/dev/null || ls /usr/lib/postgresql/*/bin/postgres >/dev/nu
 [ -x /usr/bin/uwsgi-core ] || need+=(uwsgi-core)
 [ -e /usr/lib/uwsgi/plugins/python3_plugin.so ] || need+=(uwsgi-plugin-python3)
 [ -d /usr/lib/python3/dist-packages/pymysql ] || need+=(python3-pymysql)
+command -v lighttpd >/dev/null || [ -x /usr/sbin/lighttpd ] || need+=(lighttpd)
+command -v php-cgi >/dev/null || need+=(php-cgi)
+php-cgi -m 2>/dev/null | grep -qx mysqli || need+=(php-mysql)
 if [ ${#need[@]} -gt 0 ]; then
     echo "demand setup: apt-get install ${need[*]}" >&2
     $SUDO apt-get update -qq

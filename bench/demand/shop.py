@@ -36,6 +36,19 @@ CPU_DEMAND_S = {"api": {"product": 0.001, "search": 0.004, "cart": 0.0005}}
 WORKERS = 3
 # The rule run.py passes to `culprit record --inject` for the `dbread` fault.
 DBREAD_RULE = "recv|read|recvfrom|recvmsg:delay=3ms,at={at},exe=mariadbd"
+# The shop's tables.
+SCHEMA = (
+    "CREATE DATABASE shop",
+    "USE shop",
+    "CREATE TABLE shop.products (id INT AUTO_INCREMENT PRIMARY KEY, sku VARCHAR(16), category INT,"
+    " price INT, descr VARCHAR(64)) ENGINE=InnoDB",
+    "INSERT INTO shop.products(sku, category, price, descr) SELECT CONCAT('s', LPAD(seq, 7, '0')),"
+    " seq % 100, seq % 1000, REPEAT('x', 40) FROM seq_1_to_100000",
+    "CREATE INDEX products_sku ON shop.products(sku)",
+    "CREATE INDEX products_category ON shop.products(category)",
+    "CREATE TABLE shop.carts (id INT AUTO_INCREMENT PRIMARY KEY, product INT, qty INT) ENGINE=InnoDB",
+    "ANALYZE TABLE shop.products",
+)
 
 
 def sql(port, *stmts):
@@ -47,9 +60,10 @@ def sql(port, *stmts):
     c.close()
 
 
-def maria_start(tmp, port, spawn, procs):
-    """A fresh MariaDB in tmp/maria on `port` with the shop's tables, its Popen in
-    procs["database"] (at once: stopped with the others if the set-up fails)."""
+def maria_start(tmp, port, spawn, procs, schema=SCHEMA):
+    """A fresh MariaDB in tmp/maria on `port` with the tables `schema` makes (the shop's by
+    default), its Popen in procs["database"] (at once: stopped with the others if the set-up
+    fails)."""
     data = os.path.join(tmp, "maria")
     shutil.rmtree(data, ignore_errors=True)
     os.makedirs(data)
@@ -84,17 +98,7 @@ def maria_start(tmp, port, spawn, procs):
             if time.time() > end or p.poll() is not None:
                 raise RuntimeError("MariaDB did not start: see %s" % os.path.join(tmp, "maria.err"))
             time.sleep(0.3)
-    sql(port,
-        "CREATE DATABASE shop",
-        "USE shop",
-        "CREATE TABLE shop.products (id INT AUTO_INCREMENT PRIMARY KEY, sku VARCHAR(16), category INT,"
-        " price INT, descr VARCHAR(64)) ENGINE=InnoDB",
-        "INSERT INTO shop.products(sku, category, price, descr) SELECT CONCAT('s', LPAD(seq, 7, '0')),"
-        " seq % 100, seq % 1000, REPEAT('x', 40) FROM seq_1_to_100000",
-        "CREATE INDEX products_sku ON shop.products(sku)",
-        "CREATE INDEX products_category ON shop.products(category)",
-        "CREATE TABLE shop.carts (id INT AUTO_INCREMENT PRIMARY KEY, product INT, qty INT) ENGINE=InnoDB",
-        "ANALYZE TABLE shop.products")
+    sql(port, *schema)
 
 
 def nginx_cfg(tmp, port, upstream):
@@ -177,21 +181,21 @@ def fault(kind, tmp, base, extra, spawn, moved):
         raise SystemExit("unknown fault %s for %s" % (kind, NAME))
 
 
-def locker(port, hold_s=0.02, gap_s=0.06):
-    """Lock contention: holds a write lock on the products table `hold_s` of every
-    `hold_s+gap_s`."""
+def locker(port, database="shop", table="products", hold_s=0.02, gap_s=0.06):
+    """Lock contention: holds a write lock on `table` (the shop's products by default)
+    `hold_s` of every `hold_s+gap_s`."""
     import pymysql
-    c = pymysql.connect(host="127.0.0.1", port=port, user="root", database="shop", autocommit=True)
+    c = pymysql.connect(host="127.0.0.1", port=port, user="root", database=database, autocommit=True)
     cur = c.cursor()
     while True:
-        cur.execute("LOCK TABLES products WRITE")
+        cur.execute("LOCK TABLES %s WRITE" % table)
         time.sleep(hold_s)
         cur.execute("UNLOCK TABLES")
         time.sleep(gap_s)
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "locker":
-        locker(int(sys.argv[2]))
+    if len(sys.argv) in (3, 5) and sys.argv[1] == "locker":
+        locker(int(sys.argv[2]), *sys.argv[3:])
     else:
-        raise SystemExit("usage: shop.py locker PORT")
+        raise SystemExit("usage: shop.py locker PORT [DATABASE TABLE]")

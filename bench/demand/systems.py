@@ -14,6 +14,8 @@ Systems (bench/demand/split.json):
   burning a known CPU time per request type) -> PostgreSQL (one backend per worker).
 - shop-uwsgi-mariadb: nginx -> uWSGI (3 workers, `shopapp.py`, burning a known CPU time
   per request type) -> MariaDB; its tiers and faults are in `shop.py`.
+- blog-lighttpd-php: lighttpd -> php-cgi (3 children, `blog.php`, burning a known CPU time
+  per request type) -> memcached and MariaDB; phases every 30 s; in `blog.py`.
 
 `run` writes a truth file (JSON): the pids of each tier, the phases, the fault (which
 tiers, when) and the known CPU demands. Loopback only; every process is bounded by the
@@ -36,6 +38,7 @@ import sys
 import threading
 import time
 
+import blog
 import nginx
 import shop
 
@@ -550,7 +553,7 @@ def run_system(a, procs, extra):
     os.makedirs(tmp, exist_ok=True)
     base = a.port_base
     truth = {"system": a.system, "seconds": a.seconds, "fault": None}
-    plan = phases(a.seconds)
+    plan = phases(a.seconds, round(a.seconds / blog.PHASE_S)) if a.system == blog.NAME else phases(a.seconds)
     truth["phases"] = plan
     py = [sys.executable, ME]
     fault_tiers = []
@@ -647,6 +650,10 @@ def run_system(a, procs, extra):
         send = shop.start(tmp, base, procs, spawn, wait_port, http_get, moved)
         truth["cpu_demand_s"] = shop.CPU_DEMAND_S
         fault_tiers = shop.FAULT_TIERS.get(a.fault, [])
+    elif a.system == blog.NAME:
+        send = blog.start(tmp, base, procs, spawn, wait_port, http_get, moved)
+        truth["cpu_demand_s"] = blog.CPU_DEMAND_S
+        fault_tiers = blog.FAULT_TIERS.get(a.fault, [])
     else:
         raise SystemExit("unknown system %s" % a.system)
 
@@ -665,11 +672,13 @@ def run_system(a, procs, extra):
     if a.fault != "none":
         time.sleep(max(0.0, t_start + a.fault_at - time.time()))
         t_fault = time.time_ns()
-        if a.fault == "dbread":
+        if a.fault in ("dbread", "cacheread"):
             # Injected by `culprit record --inject` from this instant (run.py: at=).
             t_fault = int(round((t_start + a.fault_at) * 1e3)) * 1_000_000
         if a.system == shop.NAME:
             shop.fault(a.fault, tmp, base, extra, spawn, moved)
+        elif a.system == blog.NAME:
+            blog.fault(a.fault, tmp, base, extra, spawn, moved)
         elif a.fault == "index" and a.system == "api-pool-pg":
             pg_sql(base + 2, "DROP INDEX orders_customer")
         elif a.fault == "index":
@@ -695,6 +704,8 @@ def run_system(a, procs, extra):
     lt.join()
     stop.set()
     truth["errors"] = len(errors)
+    if a.system == blog.NAME:
+        blog.stats(tmp)
     # Every process of each tier (a pre-forked pool's children too).
     tiers = {}
     for name, ps in procs.items():
