@@ -103,6 +103,7 @@ SYSTEMS = {
     "ssh-tunnel": ("ssh_tunnel", "run"),
     "tomcat-chain": ("tomcat_chain", "run"),
     "uwsgi-tornado": ("uwsgi_tornado", "run"),
+    "ejabberd-chat": ("ejabberd_chat", "run"),
 }
 HELPERS = {
     "job-queue-worker": ("job_queue", "beanstalk_worker"),
@@ -155,6 +156,7 @@ HELPERS = {
     "tomcat-client": ("tomcat_chain", "client"),
     "tornado-store": ("uwsgi_tornado", "store"),
     "uwsgi-client": ("uwsgi_tornado", "client"),
+    "ejabberd-peer": ("ejabberd_chat", "peer"),
 }
 
 

@@ -69,6 +69,7 @@ SLOTS = {
     "ssh-tunnel": 35,
     "tomcat-chain": 36,
     "uwsgi-tornado": 37,
+    "ejabberd-chat": 38,
 }
 
 
