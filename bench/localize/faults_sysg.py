@@ -10,7 +10,8 @@ SEND = "send|sendto"
 
 def cases():
     """Every system of this module: {system: [(case, category, SPEC), ...]}."""
-    return {"ssh-tunnel": _ssh(), "tomcat-chain": _tomcat(), "uwsgi-tornado": _uwsgi()}
+    return {"ssh-tunnel": _ssh(), "tomcat-chain": _tomcat(), "uwsgi-tornado": _uwsgi(),
+            "ejabberd-chat": _ejabberd()}
 
 
 def _ssh():
@@ -115,7 +116,10 @@ def _uwsgi():
     # 350 reads, 42 empty, 180 writev answers; one accept per request), workers 2 and 3
     # share U2 (their split varies: 50/130 in the count). Traced, a request more often comes
     # in one read: a first check's worker 1 read only about 180 times and never reached a
-    # 200th read (the stop did not fire), so the SPECs on U1 count to 120. Worker 1 calls
+    # 200th read (the stop did not fire), so the SPECs on U1 count to 120. The worker that
+    # uWSGI's master forks to replace a killed (or, by harakiri, a stopped) worker 1 counts
+    # again from its fork: when it reaches its own 120th read before the run ends, the fault
+    # comes a second time (a second check's kill did: 2 injections). Worker 1 calls
     # StoreClient.get about 90 times; workers 2 and 3 share the other 90. The Tornado
     # store (one process, one thread) receives (recv) about 870 times, 310 of them empty (it
     # reads until nothing is left; a data read and an empty one alternate, so a garbled
@@ -144,4 +148,39 @@ def _uwsgi():
         ("worker-eagain-storm", "exhaust", f"read:errno=EAGAIN,{uw},local-port={U1},after=100,count=30"),
         ("store-code", "code", f"py:sut.uwsgi_tornado:Store.put:raise=MemoryError,nth=90,{st}"),
         ("worker-code", "code", f"py:kvapp:StoreClient.get:raise=TimeoutError,nth=80,{uw}"),
+    ]
+
+
+def _ejabberd():
+    C = ports("ejabberd-chat")[0]
+    # Counted with strace on a run without the tracer (no recording of this system was
+    # looked at). ejabberd's BEAM (one process, beam.smp) receives (recv) on the three
+    # clients' c2s connections (local-port C) about 1 010 times, half of them empty (it reads
+    # until nothing is left: a data read and an empty one alternate, so a garbled or short
+    # stanza is two receives in a row), and writes (writev) about 510 times; it accepts about
+    # 14 times on its listeners (EAGAIN included). bob and carol (slixmpp on asyncio) each
+    # receive about 130 times and send about 128 times; alice (the launcher) 250 of each.
+    # slixmpp calls XMLStream.data_received once per receive; alice's Alice.message once per
+    # reply (about 240). A client waits 2 s for a reply and connects again 0.5 s after a
+    # lost stream.
+    beam, alice = "exe=beam.smp", "argv=systems.py ejabberd-chat"
+    bob, carol = "argv=ejabberd-peer --name bob", "argv=ejabberd-peer --name carol"
+    return [
+        ("c2s-reset", "reset", f"{RECV}:errno=ECONNRESET,{beam},local-port={C},nth=300,count=1"),
+        ("c2s-drops", "reset", f"writev:close,{beam},local-port={C},nth=200,count=1"),
+        ("peer-reset", "reset", f"{RECV}:errno=ECONNRESET,{bob},peer-port={C},nth=60,count=1"),
+        ("stanza-corrupt", "corrupt", f"{RECV}:corrupt=3,{beam},local-port={C},after=299,count=2"),
+        ("peer-corrupt", "corrupt", f"{RECV}:corrupt=4,{carol},peer-port={C},nth=60,count=1"),
+        ("stanza-short", "short", f"{RECV}:short=5,{beam},local-port={C},after=299,count=2"),
+        ("server-slow", "delay", f"writev:delay=3s,{beam},local-port={C},nth=200,count=1"),
+        ("peer-slow", "delay", f"{SEND}:delay=3s,{bob},peer-port={C},nth=60,count=1"),
+        ("peer-killed", "kill", f"{RECV}:kill=SIGKILL,{carol},peer-port={C},nth=60"),
+        ("server-killed", "kill", f"{RECV}:kill=SIGKILL,{beam},local-port={C},nth=400"),
+        ("server-stopped", "stop", f"{RECV}:kill=SIGSTOP,{beam},local-port={C},nth=400"),
+        ("peer-stopped", "stop", f"{RECV}:kill=SIGSTOP,{bob},peer-port={C},nth=60"),
+        ("server-emfile", "exhaust", f"accept|accept4:errno=EMFILE,{beam},local-port={C},nth=2,count=1"),
+        ("server-enospc", "exhaust", f"writev:errno=ENOSPC,{beam},local-port={C},nth=200,count=1"),
+        ("server-eagain-storm", "exhaust", f"{RECV}:errno=EAGAIN,{beam},local-port={C},after=200,count=30"),
+        ("peer-code", "code", f"py:slixmpp.xmlstream.xmlstream:XMLStream.data_received:raise=ValueError,nth=60,{bob}"),
+        ("alice-code", "code", f"py:sut.xmpp_chat:Alice.message:raise=KeyError,nth=100,{alice}"),
     ]
