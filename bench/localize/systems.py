@@ -53,6 +53,7 @@ bounded, and the launcher stops its daemons (SIGTERM, then SIGKILL) on every exi
 | `ssh-tunnel` | validation | sshd (listener, a re-executed monitor per connection, a sandboxed pre-auth child) ← `ssh -N -L` client (started again when it exits) → memcached + 2 clients through the tunnel | OpenSSH port forwarding: channels multiplexed on one encrypted connection (C) |
 | `tomcat-chain` | validation | Tomcat 10 with a servlet → 2 Python stores (sharded, JDK HTTP client) + 2 http.client clients | a servlet container and its backends (JVM; CPython threads) |
 | `uwsgi-tornado` | validation | uWSGI (master, HTTP router, 3 preforked workers on 2 mapped sockets) → Tornado store + 2 http.client clients | a preforking application server with respawn and harakiri (C, embedded CPython; Tornado IOLoop) |
+| `ejabberd-chat` | validation | ejabberd (BEAM, no distribution) + slixmpp clients: alice → bob and carol (echoes) | an XMPP server on the Erlang VM (Erlang; CPython asyncio) |
 """
 
 import argparse
