@@ -23,6 +23,7 @@ from sut.common import ports
 import faults_sysd
 import faults_syse
 import faults_sysf
+import faults_sysg
 
 RECV = "recv|read|recvfrom|recvmsg|readv"
 SEND = "send|write|sendto|sendmsg|writev"
@@ -625,4 +626,5 @@ def table():
     t.update(faults_sysd.cases())
     t.update(faults_syse.cases())
     t.update(faults_sysf.cases())
+    t.update(faults_sysg.cases())
     return t

@@ -9,10 +9,12 @@
 #           rsyslog-relp, dovecot-imapd, prosody, squid, varnish, pdns-recursor,
 #           knot, freeradius, nodejs, activemq, kamailio, stunnel4, ruby,
 #           ruby-webrick, starman, libplack-perl, libcache-memcached-fast-perl,
-#           postfix, apache2, lighttpd-mod-webdav       (later systems; split.json)
+#           postfix, apache2, lighttpd-mod-webdav,
+#           openssh-server, openssh-client, tomcat10, openjdk-17-jdk-headless,
+#           uwsgi-core, uwsgi-plugin-python3, ejabberd  (later systems; split.json)
 #   PyPI:   Pyro5 (tuning); paho-mqtt, dnspython, aiohttp, kazoo, pika, grpcio, ldap3,
 #           tarantool, pymysql, pyzmq, slixmpp, websockets, stomp.py, aiosmtpd,
-#           gevent, twisted (validation)
+#           gevent, twisted, tornado (validation)
 # Installs (only when something is missing) run under the machine's install lock
 # (/tmp/culprit-apt.lock, at most 15 minutes' wait), so that two runs, or other installs that
 # take the same lock, do not collide; apt also waits for dpkg's own lock.
@@ -75,6 +77,15 @@ perl -MCache::Memcached::Fast -e1 2>/dev/null || need+=(libcache-memcached-fast-
 have apache2 || need+=(apache2)
 [ -f /usr/lib/apache2/modules/mod_proxy_balancer.so ] || need+=(apache2)
 [ -f /usr/lib/lighttpd/mod_webdav.so ] || need+=(lighttpd-mod-webdav)
+[ -x /usr/sbin/sshd ] || need+=(openssh-server)
+have ssh || need+=(openssh-client)
+have ssh-keygen || need+=(openssh-client)
+[ -f /usr/share/tomcat10/bin/bootstrap.jar ] || need+=(tomcat10)
+have javac || need+=(openjdk-17-jdk-headless)  # tomcat-chain's servlet, compiled below
+have uwsgi || need+=(uwsgi-core)
+[ -f /usr/lib/uwsgi/plugins/http_plugin.so ] || need+=(uwsgi-core)
+[ -f /usr/lib/uwsgi/plugins/python3_plugin.so ] || need+=(uwsgi-plugin-python3)
+compgen -G '/usr/lib/*/ejabberd-*/ebin/ejabberd.app' >/dev/null || need+=(ejabberd)
 if [ ${#need[@]} -gt 0 ]; then
     lock
     echo "localize setup: apt-get install ${need[*]}" >&2
@@ -105,6 +116,7 @@ python3 -c 'import stomp' 2>/dev/null || pips+=(stomp.py)
 python3 -c 'import aiosmtpd' 2>/dev/null || pips+=(aiosmtpd)
 python3 -c 'import gevent' 2>/dev/null || pips+=(gevent)
 python3 -c 'import twisted.protocols.amp' 2>/dev/null || pips+=(twisted)
+python3 -c 'import tornado.web' 2>/dev/null || pips+=(tornado)
 if [ ${#pips[@]} -gt 0 ]; then
     lock
     echo "localize setup: pip install ${pips[*]}" >&2
@@ -113,3 +125,5 @@ fi
 # mariadb-replication starts both servers from one data directory made here, once, outside
 # every recording (mariadb-install-db bootstraps for seconds).
 (cd "$(dirname "$0")" && python3 -c 'from sut.mariadb_replication import template; template()')
+# tomcat-chain's servlet is compiled once, outside every recording.
+(cd "$(dirname "$0")" && python3 -c 'from sut.tomcat_chain import build; build()')

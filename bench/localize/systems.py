@@ -50,6 +50,10 @@ bounded, and the launcher stops its daemons (SIGTERM, then SIGKILL) on every exi
 | `gevent-chain` | validation | gevent WSGI front → gevent StreamServer key-value backend (binary frames, keep-alive pool) + 2 http.client clients | services on greenlets (CPython, gevent on libev) |
 | `apache-balancer` | validation | Apache httpd (event MPM: parent + 2 children) with mod_proxy_balancer → 2 lighttpd WebDAV members sharing one store + 2 http.client clients | a load-balancing reverse proxy (C on APR, C) |
 | `twisted-amp` | validation | Twisted AMP front → Twisted AMP key-value backend over one persistent connection + 2 Twisted AMP clients | an RPC service chain on the Twisted reactor (CPython, not asyncio) |
+| `ssh-tunnel` | validation | sshd (listener, a re-executed monitor per connection, a sandboxed pre-auth child) ← `ssh -N -L` client (started again when it exits) → memcached + 2 clients through the tunnel | OpenSSH port forwarding: channels multiplexed on one encrypted connection (C) |
+| `tomcat-chain` | validation | Tomcat 10 with a servlet → 2 Python stores (sharded, JDK HTTP client) + 2 http.client clients | a servlet container and its backends (JVM; CPython threads) |
+| `uwsgi-tornado` | validation | uWSGI (master, HTTP router, 3 preforked workers on 2 mapped sockets) → Tornado store + 2 http.client clients | a preforking application server with respawn and harakiri (C, embedded CPython; Tornado IOLoop) |
+| `ejabberd-chat` | validation | ejabberd (BEAM, no distribution) + slixmpp clients: alice → bob and carol (echoes) | an XMPP server on the Erlang VM (Erlang; CPython asyncio) |
 """
 
 import argparse
@@ -97,6 +101,10 @@ SYSTEMS = {
     "gevent-chain": ("gevent_chain", "run"),
     "apache-balancer": ("apache_balancer", "run"),
     "twisted-amp": ("twisted_amp", "run"),
+    "ssh-tunnel": ("ssh_tunnel", "run"),
+    "tomcat-chain": ("tomcat_chain", "run"),
+    "uwsgi-tornado": ("uwsgi_tornado", "run"),
+    "ejabberd-chat": ("ejabberd_chat", "run"),
 }
 HELPERS = {
     "job-queue-worker": ("job_queue", "beanstalk_worker"),
@@ -144,6 +152,12 @@ HELPERS = {
     "balancer-client": ("apache_balancer", "client"),
     "amp-service": ("twisted_amp", "service"),
     "amp-client": ("twisted_amp", "client"),
+    "tunnel-client": ("ssh_tunnel", "client"),
+    "tomcat-store": ("tomcat_chain", "store"),
+    "tomcat-client": ("tomcat_chain", "client"),
+    "tornado-store": ("uwsgi_tornado", "store"),
+    "uwsgi-client": ("uwsgi_tornado", "client"),
+    "ejabberd-peer": ("ejabberd_chat", "peer"),
 }
 
 

@@ -65,6 +65,11 @@ SLOTS = {
     # Slots 33-34: systems added by the helper branch loc-sysf (validation run 6).
     "apache-balancer": 33,
     "twisted-amp": 34,
+    # Slots 35-38: systems added by the helper branch loc-sysg (validation run 7).
+    "ssh-tunnel": 35,
+    "tomcat-chain": 36,
+    "uwsgi-tornado": 37,
+    "ejabberd-chat": 38,
 }
 
 
