@@ -39,7 +39,7 @@ use crate::manifest::Manifest;
 use bufpool::disk::{self, RECORD_FIXED_SIZE};
 use bufpool::format::{Decoder, EntryRef};
 use bufpool::{Calibration, SubBufInfo};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -330,50 +330,48 @@ pub fn scan_chunk_file(
     Ok(())
 }
 
-type DedupKey = (u32, u64, u32, u64, u64, u32);
-
-fn dedup_key(i: &SubBufInfo, piece: u32) -> DedupKey {
-    (i.pid, i.owner_start_ticks, i.tid, i.seq, i.first_tsc, piece)
-}
-
-/// The index being built: every record seen, deduplicated, grouped per thread.
+/// The index being built: every record seen, grouped per thread (copies of one record
+/// are dropped by [`Index::finish`]).
 #[derive(Default)]
 struct Index {
-    seen: HashMap<DedupKey, usize>,
     threads: BTreeMap<ThreadKey, Vec<RecordLoc>>,
     records: u64,
     duplicates: u64,
 }
 
 impl Index {
-    /// Adds one record; of two copies of a sub-buffer, keeps the fuller.
+    /// Adds one record.
     fn add(&mut self, loc: RecordLoc) {
         self.records += 1;
-        let list = self.threads.entry(ThreadKey::of(&loc.info)).or_default();
-        match self.seen.get(&dedup_key(&loc.info, loc.piece)) {
-            Some(&idx) => {
-                self.duplicates += 1;
-                // Keep the fuller copy (they are normally identical).
-                if list[idx].info.bytes_used < loc.info.bytes_used {
-                    list[idx] = loc;
-                }
-            }
-            None => {
-                self.seen
-                    .insert(dedup_key(&loc.info, loc.piece), list.len());
-                list.push(loc);
-            }
-        }
+        self.threads
+            .entry(ThreadKey::of(&loc.info))
+            .or_default()
+            .push(loc);
     }
 
-    /// Orders each thread's records by first TSC, then seq, then piece offset, and drops
-    /// pieces that the pieces before them cover (counted as duplicates). A piece that
+    /// Orders each thread's records by first TSC, then seq, then piece offset; of two
+    /// copies of a record (same sub-buffer and piece: a record saved twice), keeps the
+    /// fuller, or the first found of equals (they are normally identical); and drops
+    /// pieces that the pieces before them cover. Both count as duplicates. A piece that
     /// overlaps them only in part cannot be cut at an entry boundary known here: it is
     /// dropped too, and returned, to be reported as damage.
     fn finish(mut self) -> (BTreeMap<ThreadKey, Vec<RecordLoc>>, u64, Vec<RecordLoc>) {
         let mut overlapping = Vec::new();
         for list in self.threads.values_mut() {
-            list.sort_by_key(|l| (l.info.first_tsc, l.info.seq, l.piece));
+            // Stable: copies of one record stay in the order they were found.
+            let key = |l: &RecordLoc| (l.info.first_tsc, l.info.seq, l.piece);
+            list.sort_by_key(key);
+            let before = list.len();
+            list.dedup_by(|later, first| {
+                if key(later) != key(first) {
+                    return false;
+                }
+                if first.info.bytes_used < later.info.bytes_used {
+                    std::mem::swap(first, later);
+                }
+                true
+            });
+            self.duplicates += (before - list.len()) as u64;
             let mut covered: Option<((u64, u64), u64)> = None;
             let mut kept = Vec::with_capacity(list.len());
             for loc in list.drain(..) {
@@ -879,5 +877,68 @@ impl TraceDir {
             loc.verified.store(true, Ordering::Relaxed);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Index, RecordLoc, SubBufInfo, ThreadKey};
+    use std::sync::atomic::AtomicBool;
+
+    /// A record of thread `tid`'s sub-buffer `seq` (first TSC `10 * seq`), piece `piece`,
+    /// `bytes` long, found at `offset`.
+    fn loc(tid: u32, seq: u64, piece: u32, bytes: u32, offset: u64) -> RecordLoc {
+        RecordLoc {
+            file: 0,
+            offset,
+            piece,
+            info: SubBufInfo {
+                pid: 7,
+                tid,
+                seq,
+                first_tsc: 10 * seq,
+                bytes_used: bytes,
+                ..Default::default()
+            },
+            verified: AtomicBool::new(false),
+            bad: AtomicBool::new(false),
+            noted: AtomicBool::new(false),
+        }
+    }
+
+    #[test]
+    fn the_index_keeps_one_copy_of_each_record_the_fuller_or_the_first() {
+        let mut ix = Index::default();
+        // Thread 1: sub-buffer 2 saved three times (the second copy fuller), 1 once, 3
+        // twice alike; thread 2: sub-buffer 1 twice, the first fuller.
+        for l in [
+            loc(1, 2, 0, 100, 0),
+            loc(1, 3, 0, 50, 1),
+            loc(2, 1, 0, 80, 2),
+            loc(1, 2, 0, 120, 3),
+            loc(1, 1, 0, 10, 4),
+            loc(1, 2, 0, 120, 5),
+            loc(1, 3, 0, 50, 6),
+            loc(2, 1, 0, 60, 7),
+        ] {
+            ix.add(l);
+        }
+        assert_eq!(ix.records, 8);
+        let (threads, duplicates, overlapping) = ix.finish();
+        assert_eq!(duplicates, 4);
+        assert!(overlapping.is_empty());
+        let key = |tid| ThreadKey {
+            pid: 7,
+            start_ticks: 0,
+            tid,
+        };
+        let got = |tid| -> Vec<(u64, u32, u64)> {
+            threads[&key(tid)]
+                .iter()
+                .map(|l| (l.info.seq, l.info.bytes_used, l.offset))
+                .collect()
+        };
+        assert_eq!(got(1), vec![(1, 10, 4), (2, 120, 3), (3, 50, 1)]);
+        assert_eq!(got(2), vec![(1, 80, 2)]);
     }
 }

@@ -36,7 +36,7 @@
 
 use super::interned::{InternedLines, LineRef, Strings};
 use super::options::Options;
-use super::pipeline::{merge_names, sorted_processes};
+use super::pipeline::{book_names, sorted_processes};
 use super::rank::{assemble, score_processes, Heavy, HeavyLines, ProcessNames, ProcessRanking};
 use crate::decode::{DecodeStats, TraceSet};
 use crate::error::{Error, Result};
@@ -279,6 +279,7 @@ pub fn rank_shard_of(
     let scored = score_processes(model, &sub, &sub_wanted, all.len(), opts, |j| keep[j])?;
     let mut processes = Vec::new();
     let mut table = Table::default();
+    let mut resolved = crate::hash::FxMap::default();
     for (j, pr) in scored.into_iter().enumerate() {
         let Some(pr) = pr else { continue };
         let p = all[keep[j]];
@@ -287,7 +288,7 @@ pub fn rank_shard_of(
             (keep[j] as u32, p),
             pr,
             opts,
-            &mut table,
+            (&mut table, &mut resolved),
         ));
     }
     Ok(PartFile {
@@ -348,10 +349,13 @@ fn part_process(
     (index, id): (u32, &crate::decode::ProcId),
     pr: ProcessRanking,
     opts: &Options,
-    table: &mut Table,
+    (table, resolved): (
+        &mut Table,
+        &mut crate::hash::FxMap<crate::symbolize::CSym, String>,
+    ),
 ) -> PartProcess {
     let names = match pr.names {
-        ProcessNames::Book(b) => merge_names(&[&b]),
+        ProcessNames::Book(b) => book_names(&b, resolved),
         ProcessNames::Resolved(r) => r,
     };
     let mut all = model.names.clone();

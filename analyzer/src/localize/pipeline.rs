@@ -113,6 +113,33 @@ pub(crate) fn scan_and_split_some<T: Send>(
     Ok(done)
 }
 
+/// The names of one process's book, as [`merge_names`] gives them, each C address
+/// resolved once over every call given the same `resolved` (a shard names each of its
+/// processes apart, and its processes share their programs' addresses).
+pub(crate) fn book_names(
+    book: &NameBook,
+    resolved: &mut crate::hash::FxMap<crate::symbolize::CSym, String>,
+) -> BTreeMap<u64, String> {
+    let mut r = ElfResolver;
+    book.names
+        .iter()
+        .map(|(k, v)| {
+            let n = match v {
+                NameSrc::Text(s) => s.clone(),
+                NameSrc::C(c) => match resolved.get(c) {
+                    Some(n) => n.clone(),
+                    None => {
+                        let n = r.resolve(c);
+                        resolved.insert(c.clone(), n.clone());
+                        n
+                    }
+                },
+            };
+            (*k, n)
+        })
+        .collect()
+}
+
 pub(crate) fn merge_names(books: &[&NameBook]) -> BTreeMap<u64, String> {
     let mut all: BTreeMap<u64, &NameSrc> = BTreeMap::new();
     for b in books {
