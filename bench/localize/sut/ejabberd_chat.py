@@ -21,7 +21,7 @@ import time
 import urllib.request
 
 from .common import LAUNCHER, PY, WORKLOAD_S, Daemons, log, ports, steps, wait_port
-from .xmpp_chat import USERS, Alice, _quiet, _reconnecting, _stopper
+from .xmpp_chat import USERS, Alice, _quiet, echo_peer
 
 HOST = "localhost"
 PASSWORDS = {**USERS, "carol": "carol-pw"}
@@ -70,46 +70,7 @@ modules:
 
 def peer(name):
     """Helper process `ejabberd-peer --name bob|carol`: answers alice's echoes."""
-    import slixmpp
-
-    _quiet()
-    c2s = ports("ejabberd-chat")[0]
-
-    async def main():
-        stopping = _stopper(asyncio.get_running_loop())
-        x = slixmpp.ClientXMPP(f"{name}@{HOST}/peer", PASSWORDS[name])
-        x.enable_starttls = False
-        x.enable_direct_tls = False
-        x.enable_plaintext = True
-        x["feature_mechanisms"].unencrypted_scram = True
-        seen = {"echoes": 0, "bad": 0, "sessions": 0}
-
-        def start(_):
-            seen["sessions"] += 1
-            x.send_presence()
-
-        def message(msg):
-            if msg["type"] == "error":
-                return
-            parts = msg["body"].split(" ", 2)
-            if len(parts) == 3 and parts[0] == "echo":
-                seen["echoes"] += 1
-                msg.reply(f"ack {parts[1]} {len(parts[2])}").send()
-            else:
-                seen["bad"] += 1
-                log(f"{name}: a message it cannot read: {msg['body'][:60]!r}")
-
-        x.add_event_handler("session_start", start)
-        x.add_event_handler("message", message)
-        _reconnecting(x, c2s, stopping)
-        x.connect("127.0.0.1", c2s)
-        await stopping.wait()
-        x.disconnect()
-        log(f"ejabberd peer {name}: {seen['echoes']} echoes answered, {seen['bad']} bad messages, "
-            f"{seen['sessions']} sessions, stream lost {x.lost} times (told to stop)")
-
-    asyncio.run(main())
-
+    echo_peer("ejabberd", ports("ejabberd-chat")[0], name, PASSWORDS[name])
 
 async def _alice(n, c2s):
     stopping = asyncio.Event()

@@ -118,14 +118,20 @@ def calc(_name):
 
 def peer(name):
     """Helper process `xmpp-peer --name bob`: answers alice's echoes."""
+    echo_peer("xmpp", ports("xmpp-chat")[0], name, USERS[name])
+
+
+def echo_peer(label, c2s, name, password):
+    """An XMPP client `name`@localhost on the server's client port `c2s`: answers each
+    `echo N TEXT` message with `ack N LEN(TEXT)`, reconnects when its stream is lost, and
+    says what it did when told to stop (also ejabberd-chat's peers)."""
     import slixmpp
 
     _quiet()
-    c2s = ports("xmpp-chat")[0]
 
     async def main():
         stopping = _stopper(asyncio.get_running_loop())
-        x = slixmpp.ClientXMPP(f"{name}@{HOST}/peer", USERS[name])
+        x = slixmpp.ClientXMPP(f"{name}@{HOST}/peer", password)
         x.enable_starttls = False
         x.enable_direct_tls = False
         x.enable_plaintext = True
@@ -153,11 +159,10 @@ def peer(name):
         x.connect("127.0.0.1", c2s)
         await stopping.wait()
         x.disconnect()
-        log(f"xmpp peer {name}: {seen['echoes']} echoes answered, {seen['bad']} bad messages, "
+        log(f"{label} peer {name}: {seen['echoes']} echoes answered, {seen['bad']} bad messages, "
             f"{seen['sessions']} sessions, stream lost {x.lost} times (told to stop)")
 
     asyncio.run(main())
-
 
 class Alice:
     """The launcher's client: requests are messages, answered by a message with their id."""
