@@ -7,7 +7,9 @@
 //!   again after a garbled frame desynchronized the protocol — each score little (the call
 //!   was skipped by 1 % of normal units), but a run of them is overwhelming evidence. The
 //!   unit where the run begins is the root candidate: its score becomes the run's evidence,
-//!   and the run's other units are filed under it. A run counts when the place behaved
+//!   and the run's other units are filed under it, as strong as it
+//!   ([`crate::consequence`]'s `strength`: what it scored before breaks ties) — an earlier
+//!   incident that reached the run's first unit takes the whole run. A run counts when the place behaved
 //!   otherwise before it (a change, not how the place always was), and when it is longer
 //!   than all the normal units that departed that way put together.
 //! - **Repeats** (`first_occurrences`): the same failure (the same node, departing the
@@ -130,13 +132,19 @@ pub(crate) fn persistent_runs(
         if raised < ROOT_MIN || raised <= start.score {
             continue;
         }
+        let start_score = start.score;
         let mut own = shared[start.shared as usize].clone();
         own.score = raised;
+        // What breaks ties in the raised score: the unit's own (see `SharedScore::tie`).
+        own.tie = super::evidence::TIE_WEIGHT * start_score;
         shared.push(own);
         start.shared = shared.len() as u32 - 1;
         start.score = raised;
         taken.insert(run.start);
         let under = raised * CONSEQUENCE_FACTOR;
+        // A member is as strong as the run's first unit ([`crate::consequence::strength`]):
+        // when an earlier incident takes that unit, it takes the run with it.
+        let strength = raised - super::evidence::TIE_WEIGHT * start_score;
         let mut member_shared: FxMap<u32, u32> = FxMap::default();
         for m in run.members {
             let r = &mut blocks[m.0 as usize][m.1 as usize];
@@ -146,6 +154,7 @@ pub(crate) fn persistent_runs(
             let s = *member_shared.entry(r.shared).or_insert_with(|| {
                 let mut s = shared[r.shared as usize].clone();
                 s.score = under;
+                s.tie = (under - strength).max(0.0);
                 shared.push(s);
                 shared.len() as u32 - 1
             });
@@ -399,6 +408,7 @@ mod tests {
             verdict,
             effective: effective.into_boxed_slice(),
             model_units: units,
+            tie: 0.0,
         }
     }
 
