@@ -60,11 +60,12 @@
 //!    earlier, weak root — a never-seen call in a class learned from three units — is more
 //!    likely noise than the cause of a call that no normal unit came near); a process's
 //!    later anomalies are then filed under the incident's root when within [`STRONGER`] of
-//!    it. Strength is the evidence without the part that only breaks ties (`strength`,
-//!    the row's shared `tie`: a reconnect whose few nodes are all new is not clearly stronger
-//!    than the reset it reacts to, both "never in a thousand units"; nor is a run of such
-//!    reconnects, raised to the run's evidence by [`crate::weigh`], whose members are as
-//!    strong as its first unit).
+//!    it. Both compare what each unit shows on its own (`strength`: the score without what
+//!    a persistent run of [`crate::weigh`] added, the row's shared `tie`): a client that
+//!    reconnects every 20 ms after the reset it was told of makes a run of units that each
+//!    show "never in 1 080 normal units", but repeating a reaction is not evidence of a
+//!    cause of its own — the run's first unit, and its members, are as strong as that unit
+//!    alone.
 //!
 //! A consequence ranks right after its root — its score becomes the root's times
 //! [`CONSEQUENCE_FACTOR`] — and names it (`caused_by`). The root keeps its own score: an
@@ -471,14 +472,12 @@ pub(crate) fn file_consequences(
     caused_by
 }
 
-/// How strong a unit's evidence is, as [`STRONGER`] compares it: its score without the part
-/// that only breaks ties ([`SharedScore::tie`]: the paper's mean `Δ`'s share, or what a
-/// raised unit scored before). A small unit whose few nodes are all new (a client's
-/// reconnect: the lost connection's callback, a new protocol object, a new endpoint, each
-/// "never in 1 080 normal units") scores up to [`crate::evidence::TIE_WEIGHT`] above a large
-/// unit with the same single piece of evidence ("`recv` failed with ECONNRESET, never in
-/// 1 066"), and a run of reconnects raised to the run's evidence keeps its first unit's
-/// score as its tie-break: as strong evidence, not clearly stronger.
+/// How strong a unit's evidence is, as [`STRONGER`] compares it: its score without what a
+/// persistent run added ([`SharedScore::tie`]). A client that reconnects every 20 ms after
+/// the reset it was told of makes a run of units that each show "never in 1 080 normal
+/// units"; the run raises its first unit to `0.8 · run + 0.2 · own` (0.84 → 0.97), but
+/// repeating a reaction is not evidence of a cause of its own: the first unit and the
+/// run's members weigh as that unit alone, against the reset (0.84) that began it all.
 pub(crate) fn strength(r: &Row, shared: &[SharedScore]) -> f64 {
     r.score - shared[r.shared as usize].tie
 }
@@ -1020,15 +1019,13 @@ mod tests {
     }
 
     #[test]
-    fn a_later_anomaly_stronger_only_by_the_tie_breaking_mean_is_filed_under_the_incident() {
-        // Process 0's root (0.84, t 10: a reset, its evidence 0.80 and a paper's mean of
-        // 0.2) reaches process 1 on the other end of its connection (t 12, 0.84); process 1
-        // then reconnects (0.97, t 14: the same evidence 0.80, but a small unit whose nodes
-        // are all new, a paper's mean of 0.85). Not clearly stronger: filed under the root.
+    fn a_later_anomaly_stronger_only_by_a_runs_raise_is_filed_under_the_incident() {
+        // Process 0's root (0.84, t 10) reaches process 1 on the other end of its
+        // connection (t 12, 0.84); process 1 then reconnects again and again: a run that
+        // raised its first unit from 0.84 to 0.97 (t 14). Not clearly stronger: filed
+        // under the root.
         let mut sh = scored(&[0.84, 0.84, 0.97]);
-        sh[0].tie = 0.04;
-        sh[1].tie = 0.04;
-        sh[2].tie = 0.17;
+        sh[2].tie = 0.97 - 0.84;
         let mut blocks = vec![
             vec![row(0, 0, 10, 1, 0.84, 0)],
             vec![row(1, 0, 12, 4, 0.84, 1), row(1, 1, 14, 4, 0.97, 2)],
@@ -1036,11 +1033,8 @@ mod tests {
         let got = filed_in_two(&mut blocks, &mut sh);
         assert_eq!(got, vec![((1, 0), (0, 0)), ((1, 1), (0, 0))]);
         assert!((blocks[1][1].score - 0.84 * CONSEQUENCE_FACTOR).abs() < 1e-12);
-        // The same scores from stronger evidence (no mean: 0.97 is all evidence): clearly
-        // stronger, weighed on its own.
+        // The same score on its own (no run): clearly stronger, weighed on its own.
         let mut sh = scored(&[0.84, 0.84, 0.97]);
-        sh[0].tie = 0.04;
-        sh[1].tie = 0.04;
         let mut blocks = vec![
             vec![row(0, 0, 10, 1, 0.84, 0)],
             vec![row(1, 0, 12, 4, 0.84, 1), row(1, 1, 14, 4, 0.97, 2)],

@@ -263,14 +263,8 @@ pub fn evidence_score(s: &UnitScore, m: &TreeModel) -> f64 {
             _ => node_evidence(e.class, e.p, e.key.kind, e.key.outcome, m.units),
         })
         .fold(0.0f64, f64::max);
-    (1.0 - TIE_WEIGHT) * max + TIE_WEIGHT * s.score
+    0.8 * max + 0.2 * s.score
 }
-
-/// The share of the evidence score that is the paper's score (the mean `Δ` over the
-/// unit's effective nodes): it breaks ties between units of equal strongest evidence (more
-/// wrong → higher) and tells nothing else — a small unit whose few nodes are all new
-/// scores up to this much above a large one with the same single piece of evidence.
-pub const TIE_WEIGHT: f64 = 0.2;
 
 /// What weighs a unit's **missing** calls down, from what the unit did (see
 /// [`MissingContext::weight`]).

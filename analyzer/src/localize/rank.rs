@@ -155,13 +155,10 @@ struct Ranker<'a> {
 impl Ranker<'_> {
     /// Gives a unit whose score a per-call rule raised to `raised` a shared score of its
     /// own (a row's score is its shared score's, which other units of its class share).
-    /// Raises a unit's score to `raised` (`(1 − TIE_WEIGHT) · evidence + tie`: `tie` is
-    /// [`report::SharedScore::tie`]).
-    fn raise(&mut self, shared: &mut u32, score: &mut f64, raised: f64, tie: f64) {
+    fn raise(&mut self, shared: &mut u32, score: &mut f64, raised: f64) {
         if raised != *score {
             let mut own = self.shared[*shared as usize].clone();
             own.score = raised;
-            own.tie = tie;
             self.shared.push(own);
             *shared = self.shared.len() as u32 - 1;
             *score = raised;
@@ -285,13 +282,7 @@ impl Ranker<'_> {
                     verdict: s.verdict,
                     effective: light,
                     model_units: m.map_or(0, |m| m.units),
-                    tie: if self.opts.score == evidence::ScoreKind::Evidence
-                        && s.verdict == score::Verdict::Scored
-                    {
-                        evidence::TIE_WEIGHT * paper
-                    } else {
-                        0.0
-                    },
+                    tie: 0.0,
                 });
                 let cacheable = !per_unit
                     && s.verdict == score::Verdict::Scored
@@ -328,8 +319,7 @@ impl Ranker<'_> {
                     );
                     if let Some(s) = &slow {
                         let raised = durations::slow_score(score, s);
-                        let tie = evidence::TIE_WEIGHT * score;
-                        self.raise(&mut shared, &mut score, raised, tie);
+                        self.raise(&mut shared, &mut score, raised);
                     }
                 }
                 // A send of a size never sent at its node ([`sizes`]).
@@ -347,9 +337,7 @@ impl Ranker<'_> {
                     }
                     if let Some(o) = &odd {
                         let raised = sizes::odd_score(score, paper, effective as usize, o);
-                        let tie = raised
-                            - (1.0 - evidence::TIE_WEIGHT) * evidence::backing(o.normal.units);
-                        self.raise(&mut shared, &mut score, raised, tie);
+                        self.raise(&mut shared, &mut score, raised);
                     }
                 }
             }

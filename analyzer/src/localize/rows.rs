@@ -63,13 +63,10 @@ pub(crate) struct SharedScore {
     pub effective: Box<[Effective]>,
     /// Units the unit's model was learned from (0: no model).
     pub model_units: u64,
-    /// The part of `score` that only breaks ties, which [`crate::consequence`] leaves out
-    /// when it asks whether one anomaly is clearly stronger than another
-    /// ([`crate::consequence::strength`]). Every score of the evidence method is
-    /// `(1 − TIE_WEIGHT) · evidence + TIE_WEIGHT · tie-break` ([`crate::evidence::TIE_WEIGHT`]):
-    /// for a unit scored against its model the tie-break is the paper's mean `Δ`; for one
-    /// raised by a call too long, an odd send or a persistent run, what it scored before
-    /// (or the mean with the odd send). 0 for scores of other kinds.
+    /// What a persistent run ([`crate::weigh`]) added to `score`: [`crate::consequence`]
+    /// leaves it out when it asks whether one anomaly is clearly stronger than another
+    /// (its `strength`) — a run of repeated reactions weighs as its first unit alone. 0 for
+    /// every other unit.
     #[serde(default)]
     pub tie: f64,
 }

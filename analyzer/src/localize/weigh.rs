@@ -8,7 +8,7 @@
 //!   was skipped by 1 % of normal units), but a run of them is overwhelming evidence. The
 //!   unit where the run begins is the root candidate: its score becomes the run's evidence,
 //!   and the run's other units are filed under it, as strong as it
-//!   ([`crate::consequence`]'s `strength`: what it scored before breaks ties) — an earlier
+//!   ([`crate::consequence`]'s `strength`: as strong as that unit alone) — an earlier
 //!   incident that reached the run's first unit takes the whole run. A run counts when the place behaved
 //!   otherwise before it (a change, not how the place always was), and when it is longer
 //!   than all the normal units that departed that way put together.
@@ -135,8 +135,8 @@ pub(crate) fn persistent_runs(
         let start_score = start.score;
         let mut own = shared[start.shared as usize].clone();
         own.score = raised;
-        // What breaks ties in the raised score: the unit's own (see `SharedScore::tie`).
-        own.tie = super::evidence::TIE_WEIGHT * start_score;
+        // What the run added (see `SharedScore::tie`).
+        own.tie = raised - start_score;
         shared.push(own);
         start.shared = shared.len() as u32 - 1;
         start.score = raised;
@@ -144,7 +144,7 @@ pub(crate) fn persistent_runs(
         let under = raised * CONSEQUENCE_FACTOR;
         // A member is as strong as the run's first unit ([`crate::consequence::strength`]):
         // when an earlier incident takes that unit, it takes the run with it.
-        let strength = raised - super::evidence::TIE_WEIGHT * start_score;
+        let strength = start_score;
         let mut member_shared: FxMap<u32, u32> = FxMap::default();
         for m in run.members {
             let r = &mut blocks[m.0 as usize][m.1 as usize];
