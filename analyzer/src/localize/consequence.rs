@@ -61,7 +61,7 @@
 //!    likely noise than the cause of a call that no normal unit came near); a process's
 //!    later anomalies are then filed under the incident's root when within [`STRONGER`] of
 //!    it. Both compare what each unit shows on its own (`strength`: the score without what
-//!    a persistent run of [`crate::weigh`] added, the row's shared `tie`): a client that
+//!    a persistent run of [`crate::weigh`] added, the row's shared `run_added`): a client that
 //!    reconnects every 20 ms after the reset it was told of makes a run of units that each
 //!    show "never in 1 080 normal units", but repeating a reaction is not evidence of a
 //!    cause of its own — the run's first unit, and its members, are as strong as that unit
@@ -82,9 +82,9 @@ use bufpool::format::LibFn;
 pub const ROOT_MIN: f64 = 0.65;
 
 /// A later anomaly whose `strength` is more than its own process's root's plus this is not
-/// filed under that root's incident: an anomaly clearly stronger than its process's first one has
-/// evidence of its own (a process whose first anomaly is noise — a rare initialization
-/// learned from three runs — must not hide the fault that comes later).
+/// filed under that root's incident: an anomaly clearly stronger than its process's first
+/// one has evidence of its own (a process whose first anomaly is noise — a rare
+/// initialization learned from three runs — must not hide the fault that comes later).
 pub const STRONGER: f64 = 0.1;
 
 /// The least score of a unit of a process with no root of its own that is filed under an
@@ -473,13 +473,13 @@ pub(crate) fn file_consequences(
 }
 
 /// How strong a unit's evidence is, as [`STRONGER`] compares it: its score without what a
-/// persistent run added ([`SharedScore::tie`]). A client that reconnects every 20 ms after
+/// persistent run added ([`SharedScore::run_added`]). A client that reconnects every 20 ms after
 /// the reset it was told of makes a run of units that each show "never in 1 080 normal
 /// units"; the run raises its first unit to `0.8 · run + 0.2 · own` (0.84 → 0.97), but
 /// repeating a reaction is not evidence of a cause of its own: the first unit and the
 /// run's members weigh as that unit alone, against the reset (0.84) that began it all.
 pub(crate) fn strength(r: &Row, shared: &[SharedScore]) -> f64 {
-    r.score - shared[r.shared as usize].tie
+    r.score - shared[r.shared as usize].run_added
 }
 
 /// Can the root of a process, when it is a call too long (`delay`: when the call began
@@ -830,7 +830,7 @@ mod tests {
             verdict,
             effective: Box::new([]),
             model_units: 0,
-            tie: 0.0,
+            run_added: 0.0,
         }
     }
 
@@ -1025,7 +1025,7 @@ mod tests {
         // raised its first unit from 0.84 to 0.97 (t 14). Not clearly stronger: filed
         // under the root.
         let mut sh = scored(&[0.84, 0.84, 0.97]);
-        sh[2].tie = 0.97 - 0.84;
+        sh[2].run_added = 0.97 - 0.84;
         let mut blocks = vec![
             vec![row(0, 0, 10, 1, 0.84, 0)],
             vec![row(1, 0, 12, 4, 0.84, 1), row(1, 1, 14, 4, 0.97, 2)],

@@ -24,9 +24,10 @@
 //!   in normal runs", as a node never seen in `m` units is), given to its **last unit**
 //!   (the one that was running when it died or stopped) as a call too long raises its unit
 //!   (`0.8 · evidence + 0.2 · score`). When that makes the unit an anomaly
-//!   ([`ROOT_MIN`]) — the ending's evidence, not the last unit's own: a process that ended
-//!   as its group's do in normal runs (SIGTERMed with the rest at the end of the run) gathers
-//!   nothing, whatever its last unit did —, the peers' anomalies that followed — units of other processes
+//!   ([`ROOT_MIN`]) — the ending's evidence, not the last unit's own: a process that
+//!   ended as its group's do in normal runs (SIGTERMed with the rest at the end of the
+//!   run) gathers nothing, whatever its last unit did —, the peers' anomalies that
+//!   followed — units of other processes
 //!   connected to it that ended after it fell silent and reached [`ROOT_MIN`], on a
 //!   connection to it (their peer address is one of its local addresses) or on none (the
 //!   event loop handling what a connection to it told): an end of stream, a reset, a
@@ -634,7 +635,7 @@ mod tests {
             verdict: Verdict::Scored,
             effective: Box::new([]),
             model_units: 100,
-            tie: 0.0,
+            run_added: 0.0,
         }
     }
 

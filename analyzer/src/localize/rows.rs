@@ -68,7 +68,7 @@ pub(crate) struct SharedScore {
     /// (its `strength`) — a run of repeated reactions weighs as its first unit alone. 0 for
     /// every other unit.
     #[serde(default)]
-    pub tie: f64,
+    pub run_added: f64,
 }
 
 /// Where a compact unit is: (vector, index) in `Report::rest`.

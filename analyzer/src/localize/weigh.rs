@@ -7,9 +7,10 @@
 //!   again after a garbled frame desynchronized the protocol — each score little (the call
 //!   was skipped by 1 % of normal units), but a run of them is overwhelming evidence. The
 //!   unit where the run begins is the root candidate: its score becomes the run's evidence,
-//!   and the run's other units are filed under it, as strong as it
-//!   ([`crate::consequence`]'s `strength`: as strong as that unit alone) — an earlier
-//!   incident that reached the run's first unit takes the whole run. A run counts when the place behaved
+//!   and the run's other units are filed under it; for [`crate::consequence`]'s
+//!   `strength` the first unit and the members weigh as that unit alone (repeating a
+//!   reaction is no evidence of a cause of its own), so an earlier incident that reached
+//!   the run's first unit takes the whole run. A run counts when the place behaved
 //!   otherwise before it (a change, not how the place always was), and when it is longer
 //!   than all the normal units that departed that way put together.
 //! - **Repeats** (`first_occurrences`): the same failure (the same node, departing the
@@ -135,8 +136,8 @@ pub(crate) fn persistent_runs(
         let start_score = start.score;
         let mut own = shared[start.shared as usize].clone();
         own.score = raised;
-        // What the run added (see `SharedScore::tie`).
-        own.tie = raised - start_score;
+        // What the run added (see `SharedScore::run_added`).
+        own.run_added = raised - start_score;
         shared.push(own);
         start.shared = shared.len() as u32 - 1;
         start.score = raised;
@@ -154,7 +155,7 @@ pub(crate) fn persistent_runs(
             let s = *member_shared.entry(r.shared).or_insert_with(|| {
                 let mut s = shared[r.shared as usize].clone();
                 s.score = under;
-                s.tie = (under - strength).max(0.0);
+                s.run_added = (under - strength).max(0.0);
                 shared.push(s);
                 shared.len() as u32 - 1
             });
@@ -408,7 +409,7 @@ mod tests {
             verdict,
             effective: effective.into_boxed_slice(),
             model_units: units,
-            tie: 0.0,
+            run_added: 0.0,
         }
     }
 
