@@ -60,7 +60,12 @@
 //!    earlier, weak root — a never-seen call in a class learned from three units — is more
 //!    likely noise than the cause of a call that no normal unit came near); a process's
 //!    later anomalies are then filed under the incident's root when within [`STRONGER`] of
-//!    it.
+//!    it. Both compare what each unit shows on its own (`strength`: the score without what
+//!    a persistent run of [`crate::weigh`] added, the row's shared `run_added`): a client that
+//!    reconnects every 20 ms after the reset it was told of makes a run of units that each
+//!    show "never in 1 080 normal units", but repeating a reaction is not evidence of a
+//!    cause of its own — the run's first unit, and its members, are as strong as that unit
+//!    alone.
 //!
 //! A consequence ranks right after its root — its score becomes the root's times
 //! [`CONSEQUENCE_FACTOR`] — and names it (`caused_by`). The root keeps its own score: an
@@ -76,10 +81,10 @@ use bufpool::format::LibFn;
 /// The least score of a root (an anomaly that can have consequences).
 pub const ROOT_MIN: f64 = 0.65;
 
-/// A later anomaly scoring more than its own process's root plus this is not filed under
-/// that root's incident: an anomaly clearly stronger than its process's first one has
-/// evidence of its own (a process whose first anomaly is noise — a rare initialization
-/// learned from three runs — must not hide the fault that comes later).
+/// A later anomaly whose `strength` is more than its own process's root's plus this is not
+/// filed under that root's incident: an anomaly clearly stronger than its process's first
+/// one has evidence of its own (a process whose first anomaly is noise — a rare
+/// initialization learned from three runs — must not hide the fault that comes later).
 pub const STRONGER: f64 = 0.1;
 
 /// The least score of a unit of a process with no root of its own that is filed under an
@@ -306,7 +311,8 @@ pub(crate) fn file_consequences(
     // has evidence of its own, and the weaker, earlier one is more likely noise (a rare
     // class learned from three units) than its cause.
     let t_root = |b: usize| roots[b].map(|r| (r.1, b));
-    let score_of = |b: usize| roots[b].map_or(0.0, |(i, _)| blocks[b][i as usize].score);
+    let score_of =
+        |b: usize| roots[b].map_or(0.0, |(i, _)| strength(&blocks[b][i as usize], shared));
     // Does incident `ra` (met through process `a`) come before incident `rb` (through `b`)?
     let before = |a: usize, ra: usize, b: usize, rb: usize| {
         if closed.contains(&(a, b)) || withheld.binary_search(&(a, b)).is_ok() {
@@ -370,6 +376,12 @@ pub(crate) fn file_consequences(
         .enumerate()
         .map(|(b, r)| r.map_or(0.0, |(i, _)| blocks[b][i as usize].score))
         .collect();
+    // How strong each root's evidence is, for [`STRONGER`] ([`strength`]).
+    let root_strength: Vec<f64> = roots
+        .iter()
+        .enumerate()
+        .map(|(b, r)| r.map_or(0.0, |(i, _)| strength(&blocks[b][i as usize], shared)))
+        .collect();
     // Each root that holds a call too long: when the call began and ended, and the root's
     // connection.
     let delays: Vec<Option<(i64, i64, u32)>> = roots
@@ -414,7 +426,9 @@ pub(crate) fn file_consequences(
             let v = shared[r.shared as usize].verdict;
             let at = when(b, i, r);
             let later_anomaly = r.score >= ROOT_MIN
-                && roots[b].is_none_or(|_| r.score <= root_score[b].max(root_score[t]) + STRONGER)
+                && roots[b].is_none_or(|_| {
+                    strength(r, shared) <= root_strength[b].max(root_strength[t]) + STRONGER
+                })
                 && v == Verdict::Scored
                 && at >= t0
                 && (b != t
@@ -456,6 +470,16 @@ pub(crate) fn file_consequences(
         }
     }
     caused_by
+}
+
+/// How strong a unit's evidence is, as [`STRONGER`] compares it: its score without what a
+/// persistent run added ([`SharedScore::run_added`]). A client that reconnects every 20 ms after
+/// the reset it was told of makes a run of units that each show "never in 1 080 normal
+/// units"; the run raises its first unit to `0.8 · run + 0.2 · own` (0.84 → 0.97), but
+/// repeating a reaction is not evidence of a cause of its own: the first unit and the
+/// run's members weigh as that unit alone, against the reset (0.84) that began it all.
+pub(crate) fn strength(r: &Row, shared: &[SharedScore]) -> f64 {
+    r.score - shared[r.shared as usize].run_added
 }
 
 /// Can the root of a process, when it is a call too long (`delay`: when the call began
@@ -806,6 +830,7 @@ mod tests {
             verdict,
             effective: Box::new([]),
             model_units: 0,
+            run_added: 0.0,
         }
     }
 
@@ -991,6 +1016,32 @@ mod tests {
         assert_eq!(got, vec![((0, 1), (1, 0))]);
         assert_eq!(blocks[0][0].score, 0.7);
         assert!((blocks[0][1].score - 0.95 * CONSEQUENCE_FACTOR).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_later_anomaly_stronger_only_by_a_runs_raise_is_filed_under_the_incident() {
+        // Process 0's root (0.84, t 10) reaches process 1 on the other end of its
+        // connection (t 12, 0.84); process 1 then reconnects again and again: a run that
+        // raised its first unit from 0.84 to 0.97 (t 14). Not clearly stronger: filed
+        // under the root.
+        let mut sh = scored(&[0.84, 0.84, 0.97]);
+        sh[2].run_added = 0.97 - 0.84;
+        let mut blocks = vec![
+            vec![row(0, 0, 10, 1, 0.84, 0)],
+            vec![row(1, 0, 12, 4, 0.84, 1), row(1, 1, 14, 4, 0.97, 2)],
+        ];
+        let got = filed_in_two(&mut blocks, &mut sh);
+        assert_eq!(got, vec![((1, 0), (0, 0)), ((1, 1), (0, 0))]);
+        assert!((blocks[1][1].score - 0.84 * CONSEQUENCE_FACTOR).abs() < 1e-12);
+        // The same score on its own (no run): clearly stronger, weighed on its own.
+        let mut sh = scored(&[0.84, 0.84, 0.97]);
+        let mut blocks = vec![
+            vec![row(0, 0, 10, 1, 0.84, 0)],
+            vec![row(1, 0, 12, 4, 0.84, 1), row(1, 1, 14, 4, 0.97, 2)],
+        ];
+        let got = filed_in_two(&mut blocks, &mut sh);
+        assert_eq!(got, vec![((1, 0), (0, 0))]);
+        assert_eq!(blocks[1][1].score, 0.97);
     }
 
     /// Process 0 saw its peer close the connection (its root, t 10, on b:2 ⇄ a:1); process

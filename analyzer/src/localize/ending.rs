@@ -24,7 +24,10 @@
 //!   in normal runs", as a node never seen in `m` units is), given to its **last unit**
 //!   (the one that was running when it died or stopped) as a call too long raises its unit
 //!   (`0.8 · evidence + 0.2 · score`). When that makes the unit an anomaly
-//!   ([`ROOT_MIN`]), the peers' anomalies that followed — units of other processes
+//!   ([`ROOT_MIN`]) — the ending's evidence, not the last unit's own: a process that
+//!   ended as its group's do in normal runs (SIGTERMed with the rest at the end of the
+//!   run) gathers nothing, whatever its last unit did —, the peers' anomalies that
+//!   followed — units of other processes
 //!   connected to it that ended after it fell silent and reached [`ROOT_MIN`], on a
 //!   connection to it (their peer address is one of its local addresses) or on none (the
 //!   event loop handling what a connection to it told): an end of stream, a reset, a
@@ -273,6 +276,9 @@ struct Candidate {
     last: u32,
     last_ns: i64,
     ending: Ending,
+    /// Its last unit's score with the ending's evidence (`0.8 · evidence + 0.2 · score`).
+    raised: f64,
+    /// The larger of that and the last unit's own score.
     base: f64,
 }
 
@@ -311,7 +317,8 @@ pub(crate) fn weigh_endings(
         let time = silent_time(c.last_ns, start, end);
         let e = m.evidence(share, time);
         let score = blocks[c.block as usize][c.last as usize].score;
-        c.base = score.max(0.8 * e + 0.2 * score);
+        c.raised = 0.8 * e + 0.2 * score;
+        c.base = score.max(c.raised);
         c.ending = Ending {
             silent_share: share,
             units_after: after as u64,
@@ -326,7 +333,12 @@ pub(crate) fn weigh_endings(
             peers_saw: Vec::new(),
         };
     }
-    cands.retain(|c| c.base >= ROOT_MIN);
+    // Only an ending that is evidence of its own counts: one that makes its last unit an
+    // anomaly. A process that ended as its group's processes end in normal runs (SIGTERMed
+    // with the rest when the run ends, silent no longer than they were) fell silent as they
+    // do; the peers' anomalies after that are not its doing, whatever its last unit did
+    // (that is weighed as any unit is, and filed by [`crate::consequence`]).
+    cands.retain(|c| c.raised >= ROOT_MIN);
     // Earliest first: a process that died of an earlier one's death is filed under it.
     cands.sort_by_key(|c| (c.last_ns, c.block));
     for c in cands {
@@ -515,6 +527,7 @@ fn candidates(blocks: &[Vec<Row>], models: &[Option<EndingModel>]) -> Vec<Candid
                 peer_processes: 0,
                 peers_saw: Vec::new(),
             },
+            raised: 0.0,
             base: 0.0,
         });
     }
@@ -622,6 +635,7 @@ mod tests {
             verdict: Verdict::Scored,
             effective: Box::new([]),
             model_units: 100,
+            run_added: 0.0,
         }
     }
 
@@ -770,6 +784,23 @@ mod tests {
         let caused_by = weigh(&mut blocks, &mut shared);
         assert!(caused_by.is_empty());
         assert!(blocks[0].iter().all(|r| r.score == 0.0));
+    }
+
+    #[test]
+    fn an_ending_as_in_normal_runs_gathers_no_peers_whatever_its_last_unit_did() {
+        // The server falls silent as its group's processes do at the end of normal runs
+        // (1 % of the client's units after it), its last unit an anomaly of its own (0.9);
+        // the client's last unit, after it, failed (0.99). The ending is no evidence: the
+        // client's failure is not the server's doing by its ending, and nothing moves.
+        let (mut blocks, mut shared) = run(99, false);
+        shared.push(sh(0.9));
+        blocks[0][98].score = 0.9;
+        blocks[0][98].shared = 2;
+        blocks[1][99].score = 0.99;
+        blocks[1][99].shared = 1;
+        let caused_by = weigh(&mut blocks, &mut shared);
+        assert!(caused_by.is_empty(), "{caused_by:?}");
+        assert_eq!((blocks[0][98].score, blocks[1][99].score), (0.9, 0.99));
     }
 
     #[test]

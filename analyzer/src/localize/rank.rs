@@ -282,6 +282,7 @@ impl Ranker<'_> {
                     verdict: s.verdict,
                     effective: light,
                     model_units: m.map_or(0, |m| m.units),
+                    run_added: 0.0,
                 });
                 let cacheable = !per_unit
                     && s.verdict == score::Verdict::Scored
@@ -413,6 +414,7 @@ impl Ranker<'_> {
             verdict: s.verdict,
             effective: Box::new([]),
             model_units: 0,
+            run_added: 0.0,
         });
         let flag = |on: bool, f: u8| if on { f } else { 0 };
         let extra = h.lost > 0 || !h.injections.is_empty();

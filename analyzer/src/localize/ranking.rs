@@ -387,6 +387,7 @@ mod tests {
                     verdict: crate::score::Verdict::Scored,
                     effective: Box::new([]),
                     model_units: (i as u64 * 37) % 5,
+                    run_added: 0.0,
                 })
                 .collect();
             let ids = IdOrder::new(&procs);
@@ -418,6 +419,7 @@ mod tests {
             verdict: crate::score::Verdict::Scored,
             effective: Box::new([]),
             model_units: units,
+            run_added: 0.0,
         };
         // A rare harmless path never seen in 4 normal units, early; the fault, never seen
         // in 634, later; the root of an incident across two other processes, last.

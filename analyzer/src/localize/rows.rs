@@ -63,6 +63,12 @@ pub(crate) struct SharedScore {
     pub effective: Box<[Effective]>,
     /// Units the unit's model was learned from (0: no model).
     pub model_units: u64,
+    /// What a persistent run ([`crate::weigh`]) added to `score`: [`crate::consequence`]
+    /// leaves it out when it asks whether one anomaly is clearly stronger than another
+    /// (its `strength`) — a run of repeated reactions weighs as its first unit alone. 0 for
+    /// every other unit.
+    #[serde(default)]
+    pub run_added: f64,
 }
 
 /// Where a compact unit is: (vector, index) in `Report::rest`.

@@ -7,7 +7,10 @@
 //!   again after a garbled frame desynchronized the protocol — each score little (the call
 //!   was skipped by 1 % of normal units), but a run of them is overwhelming evidence. The
 //!   unit where the run begins is the root candidate: its score becomes the run's evidence,
-//!   and the run's other units are filed under it. A run counts when the place behaved
+//!   and the run's other units are filed under it; for [`crate::consequence`]'s
+//!   `strength` the first unit and the members weigh as that unit alone (repeating a
+//!   reaction is no evidence of a cause of its own), so an earlier incident that reached
+//!   the run's first unit takes the whole run. A run counts when the place behaved
 //!   otherwise before it (a change, not how the place always was), and when it is longer
 //!   than all the normal units that departed that way put together.
 //! - **Repeats** (`first_occurrences`): the same failure (the same node, departing the
@@ -130,13 +133,19 @@ pub(crate) fn persistent_runs(
         if raised < ROOT_MIN || raised <= start.score {
             continue;
         }
+        let start_score = start.score;
         let mut own = shared[start.shared as usize].clone();
         own.score = raised;
+        // What the run added (see `SharedScore::run_added`).
+        own.run_added = raised - start_score;
         shared.push(own);
         start.shared = shared.len() as u32 - 1;
         start.score = raised;
         taken.insert(run.start);
         let under = raised * CONSEQUENCE_FACTOR;
+        // A member is as strong as the run's first unit ([`crate::consequence::strength`]):
+        // when an earlier incident takes that unit, it takes the run with it.
+        let strength = start_score;
         let mut member_shared: FxMap<u32, u32> = FxMap::default();
         for m in run.members {
             let r = &mut blocks[m.0 as usize][m.1 as usize];
@@ -146,6 +155,7 @@ pub(crate) fn persistent_runs(
             let s = *member_shared.entry(r.shared).or_insert_with(|| {
                 let mut s = shared[r.shared as usize].clone();
                 s.score = under;
+                s.run_added = (under - strength).max(0.0);
                 shared.push(s);
                 shared.len() as u32 - 1
             });
@@ -399,6 +409,7 @@ mod tests {
             verdict,
             effective: effective.into_boxed_slice(),
             model_units: units,
+            run_added: 0.0,
         }
     }
 
