@@ -54,6 +54,7 @@ bounded, and the launcher stops its daemons (SIGTERM, then SIGKILL) on every exi
 | `tomcat-chain` | validation | Tomcat 10 with a servlet → 2 Python stores (sharded, JDK HTTP client) + 2 http.client clients | a servlet container and its backends (JVM; CPython threads) |
 | `uwsgi-tornado` | validation | uWSGI (master, HTTP router, 3 preforked workers on 2 mapped sockets) → Tornado store + 2 http.client clients | a preforking application server with respawn and harakiri (C, embedded CPython; Tornado IOLoop) |
 | `ejabberd-chat` | validation | ejabberd (BEAM, no distribution) + slixmpp clients: alice → bob and carol (echoes) | an XMPP server on the Erlang VM (Erlang; CPython asyncio) |
+| `cherrypy-rpyc` | validation | CherryPy front (cheroot worker threads) → RPyC ThreadedServer store (pooled connections) + 2 http.client clients | a web front on an RPC store (CPython threads) |
 """
 
 import argparse
@@ -105,6 +106,7 @@ SYSTEMS = {
     "tomcat-chain": ("tomcat_chain", "run"),
     "uwsgi-tornado": ("uwsgi_tornado", "run"),
     "ejabberd-chat": ("ejabberd_chat", "run"),
+    "cherrypy-rpyc": ("cherrypy_rpyc", "run"),
 }
 HELPERS = {
     "job-queue-worker": ("job_queue", "beanstalk_worker"),
@@ -158,6 +160,9 @@ HELPERS = {
     "tornado-store": ("uwsgi_tornado", "store"),
     "uwsgi-client": ("uwsgi_tornado", "client"),
     "ejabberd-peer": ("ejabberd_chat", "peer"),
+    "rpyc-store": ("cherrypy_rpyc", "store"),
+    "cherrypy-front": ("cherrypy_rpyc", "front"),
+    "cherrypy-client": ("cherrypy_rpyc", "client"),
 }
 
 

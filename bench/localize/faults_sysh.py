@@ -1,0 +1,55 @@
+"""Fault cases of the validation systems added on 2026-11-28 for validation run 8 (branch
+loc-sysh). No method has been run on them. The categories and the SPEC grammar are those
+of `faults.py`; every SPEC is narrowed to one process and one call, mid-run."""
+
+from sut.common import ports
+
+RECV = "recv|recvfrom"
+SEND = "send|sendto"
+
+
+def cases():
+    """Every system of this module: {system: [(case, category, SPEC), ...]}."""
+    return {"cherrypy-rpyc": _cherrypy()}
+
+
+def _cherrypy():
+    F, S = ports("cherrypy-rpyc")[:2]
+    # Counted with strace on a run without the tracer (no recording of this system was
+    # looked at). The CherryPy front (one process, 4 cheroot worker threads) receives
+    # (recv) the clients' requests (local-port F) about 380 times (4 empty) and sends 360
+    # answers; it accepts 4 connections on F (the launcher's probe, the two clients, one
+    # more). It keeps 2 RPyC connections to the store: it sends about 1 080 times on them
+    # (peer-port S) and receives about 2 160 times (RPyC reads a frame's 5-byte header,
+    # then its body: a receive of the store's answer is a header or a body, so a garbled
+    # answer is two receives in a row). The RPyC store (one process, a thread per
+    # connection) receives about 2 170 times (local-port S; header, body) and sends about
+    # 1 080 times; it accepts 3 connections (the probe, the front's two). RPyC's sends loop
+    # until all is sent. The front gives up on a store call after 1 s; a client on the front
+    # after 2 s. The front calls StorePool.call 360 times; the store Store.exposed_put 180
+    # times; client 2 (60 steps) calls KvClient.get 60 times.
+    front, store = "argv=cherrypy-front", "argv=rpyc-store"
+    c2 = "argv=cherrypy-client --name 2"
+    return [
+        ("store-reset", "reset", f"{RECV}:errno=ECONNRESET,{store},local-port={S},nth=1000,count=1"),
+        ("front-reset", "reset", f"{RECV}:errno=ECONNRESET,{front},peer-port={S},nth=1000,count=1"),
+        ("client-drops", "reset", f"{RECV}:close,{front},local-port={F},nth=200,count=1"),
+        ("request-corrupt", "corrupt", f"{RECV}:corrupt=3,{store},local-port={S},after=999,count=2"),
+        ("answer-corrupt", "corrupt", f"{RECV}:corrupt=4,{front},peer-port={S},after=999,count=2"),
+        ("http-corrupt", "corrupt", f"{RECV}:corrupt=3,{front},local-port={F},nth=200,count=1"),
+        ("store-short", "short", f"{SEND}:short=4,{store},local-port={S},nth=500,count=1"),
+        ("front-short", "short", f"{RECV}:short=5,{front},local-port={F},nth=200,count=1"),
+        ("store-slow", "delay", f"{RECV}:delay=2s,{store},local-port={S},nth=1000,count=1"),
+        ("front-slow", "delay", f"{SEND}:delay=3s,{front},local-port={F},nth=200,count=1"),
+        ("store-killed", "kill", f"{RECV}:kill=SIGKILL,{store},local-port={S},nth=1000"),
+        ("front-killed", "kill", f"{RECV}:kill=SIGKILL,{front},local-port={F},nth=250"),
+        ("store-stopped", "stop", f"{RECV}:kill=SIGSTOP,{store},local-port={S},nth=1000"),
+        ("front-stopped", "stop", f"{RECV}:kill=SIGSTOP,{front},local-port={F},nth=250"),
+        ("store-emfile", "exhaust", f"accept|accept4:errno=EMFILE,{store},nth=2,count=1"),
+        ("front-emfile", "exhaust", f"accept|accept4:errno=EMFILE,{front},nth=2,count=1"),
+        ("store-enospc", "exhaust", f"{SEND}:errno=ENOSPC,{store},local-port={S},nth=500,count=1"),
+        ("front-eagain-storm", "exhaust", f"{RECV}:errno=EAGAIN,{front},local-port={F},after=150,count=30"),
+        ("store-code", "code", f"py:sut.cherrypy_rpyc:Store.exposed_put:raise=MemoryError,nth=60,{store}"),
+        ("front-code", "code", f"py:sut.cherrypy_rpyc:StorePool.call:raise=TimeoutError,nth=200,{front}"),
+        ("client2-code", "code", f"py:sut.kv_http:KvClient.get:raise=TimeoutError,nth=40,{c2}"),
+    ]
