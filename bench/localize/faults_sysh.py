@@ -10,7 +10,7 @@ SEND = "send|sendto"
 
 def cases():
     """Every system of this module: {system: [(case, category, SPEC), ...]}."""
-    return {"cherrypy-rpyc": _cherrypy()}
+    return {"cherrypy-rpyc": _cherrypy(), "puma-memcache": _puma()}
 
 
 def _cherrypy():
@@ -51,5 +51,48 @@ def _cherrypy():
         ("front-eagain-storm", "exhaust", f"{RECV}:errno=EAGAIN,{front},local-port={F},after=150,count=30"),
         ("store-code", "code", f"py:sut.cherrypy_rpyc:Store.exposed_put:raise=MemoryError,nth=60,{store}"),
         ("front-code", "code", f"py:sut.cherrypy_rpyc:StorePool.call:raise=TimeoutError,nth=200,{front}"),
+        ("client2-code", "code", f"py:sut.kv_http:KvClient.get:raise=TimeoutError,nth=40,{c2}"),
+    ]
+
+
+def _puma():
+    F, M1, M2 = ports("puma-memcache")[:3]
+    # Counted with strace on a run without the tracer (no recording of this system was
+    # looked at). Puma's master (exe ruby, the puma script's command line) forks one worker
+    # (same image, same command line), and only the worker touches these ports: so every
+    # Puma SPEC has a port key. The worker (4 threads) accepts 3 connections on F (the
+    # launcher's probe, the two clients), receives (recv) their requests about 365 times
+    # (3 empty; one request a receive) and writes each answer in two writes (headers, body:
+    # about 720). Each thread keeps a connection to each shard; the worker receives about
+    # 180 answers from each shard (peer-port M1, M2) and sends each shard about 90 `set`s
+    # (writev) and 90 `get`s (write). Each memcached (2 worker threads) reads about 180
+    # requests (2 empty) and answers each with one sendmsg; it accepts 5 connections (the
+    # probe, the worker's 4 threads). The worker gives up on a shard after 1 s; a client on
+    # Puma after 2 s; the master kills a worker that has not checked in for 6 s
+    # (worker_timeout) and forks a new one for a worker that died; a new worker counts from
+    # zero and, past the 250th receive, no longer reaches the same count before the run
+    # ends. The launcher's client calls KvClient.put 120 times; client 2 calls KvClient.get
+    # 60 times.
+    puma, mc = "exe=ruby*,argv=puma.rb", "exe=memcached"
+    c1, c2 = "argv=systems.py puma-memcache", "argv=puma-client --name 2"
+    return [
+        ("shard-reset", "reset", f"read:errno=ECONNRESET,{mc},local-port={M1},nth=100,count=1"),
+        ("worker-reset", "reset", f"{RECV}:errno=ECONNRESET,{puma},peer-port={M2},nth=100,count=1"),
+        ("client-drops", "reset", f"{RECV}:close,{puma},local-port={F},nth=200,count=1"),
+        ("shard-corrupt", "corrupt", f"read:corrupt=3,{mc},local-port={M1},nth=100,count=1"),
+        ("answer-corrupt", "corrupt", f"{RECV}:corrupt=4,{puma},peer-port={M2},nth=100,count=1"),
+        ("request-corrupt", "corrupt", f"{RECV}:corrupt=3,{puma},local-port={F},nth=200,count=1"),
+        ("shard-short", "short", f"sendmsg:short=10,{mc},local-port={M1},nth=100,count=1"),
+        ("worker-short", "short", f"{RECV}:short=20,{puma},local-port={F},nth=200,count=1"),
+        ("shard-slow", "delay", f"sendmsg:delay=2s,{mc},local-port={M2},nth=100,count=1"),
+        ("worker-slow", "delay", f"write:delay=3s,{puma},local-port={F},nth=300,count=1"),
+        ("shard-killed", "kill", f"read:kill=SIGKILL,{mc},local-port={M1},nth=120"),
+        ("worker-killed", "kill", f"{RECV}:kill=SIGKILL,{puma},local-port={F},nth=250"),
+        ("shard-stopped", "stop", f"read:kill=SIGSTOP,{mc},local-port={M2},nth=120"),
+        ("worker-stopped", "stop", f"{RECV}:kill=SIGSTOP,{puma},local-port={F},nth=250"),
+        ("worker-emfile", "exhaust", f"accept|accept4:errno=EMFILE,{puma},local-port={F},nth=2,count=1"),
+        ("shard-enospc", "exhaust", f"sendmsg:errno=ENOSPC,{mc},local-port={M1},nth=100,count=1"),
+        ("worker-eagain-storm", "exhaust", f"{RECV}:errno=EAGAIN,{puma},local-port={F},after=150,count=30"),
+        ("client-code", "code", f"py:sut.kv_http:KvClient.put:raise=ConnectionResetError,nth=80,{c1}"),
         ("client2-code", "code", f"py:sut.kv_http:KvClient.get:raise=TimeoutError,nth=40,{c2}"),
     ]

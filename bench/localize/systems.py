@@ -55,6 +55,7 @@ bounded, and the launcher stops its daemons (SIGTERM, then SIGKILL) on every exi
 | `uwsgi-tornado` | validation | uWSGI (master, HTTP router, 3 preforked workers on 2 mapped sockets) → Tornado store + 2 http.client clients | a preforking application server with respawn and harakiri (C, embedded CPython; Tornado IOLoop) |
 | `ejabberd-chat` | validation | ejabberd (BEAM, no distribution) + slixmpp clients: alice → bob and carol (echoes) | an XMPP server on the Erlang VM (Erlang; CPython asyncio) |
 | `cherrypy-rpyc` | validation | CherryPy front (cheroot worker threads) → RPyC ThreadedServer store (pooled connections) + 2 http.client clients | a web front on an RPC store (CPython threads) |
+| `puma-memcache` | validation | Puma (cluster mode: master + 1 worker of 4 threads) running a Rack app → 2 memcached shards + 2 http.client clients | a preforking Ruby application server and a sharded cache (Ruby MRI, C) |
 """
 
 import argparse
@@ -107,6 +108,7 @@ SYSTEMS = {
     "uwsgi-tornado": ("uwsgi_tornado", "run"),
     "ejabberd-chat": ("ejabberd_chat", "run"),
     "cherrypy-rpyc": ("cherrypy_rpyc", "run"),
+    "puma-memcache": ("puma_memcache", "run"),
 }
 HELPERS = {
     "job-queue-worker": ("job_queue", "beanstalk_worker"),
@@ -163,6 +165,7 @@ HELPERS = {
     "rpyc-store": ("cherrypy_rpyc", "store"),
     "cherrypy-front": ("cherrypy_rpyc", "front"),
     "cherrypy-client": ("cherrypy_rpyc", "client"),
+    "puma-client": ("puma_memcache", "client"),
 }
 
 
