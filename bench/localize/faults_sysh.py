@@ -10,7 +10,8 @@ SEND = "send|sendto"
 
 def cases():
     """Every system of this module: {system: [(case, category, SPEC), ...]}."""
-    return {"cherrypy-rpyc": _cherrypy(), "puma-memcache": _puma()}
+    return {"cherrypy-rpyc": _cherrypy(), "puma-memcache": _puma(),
+            "icecast-relay": _icecast()}
 
 
 def _cherrypy():
@@ -95,4 +96,49 @@ def _puma():
         ("worker-eagain-storm", "exhaust", f"{RECV}:errno=EAGAIN,{puma},local-port={F},after=150,count=30"),
         ("client-code", "code", f"py:sut.kv_http:KvClient.put:raise=ConnectionResetError,nth=80,{c1}"),
         ("client2-code", "code", f"py:sut.kv_http:KvClient.get:raise=TimeoutError,nth=40,{c2}"),
+    ]
+
+
+def _icecast():
+    M, R = ports("icecast-relay")[:2]
+    # Counted with strace on a run without the tracer (no recording of this system was
+    # looked at). Each Icecast is one process (exe icecast2; threads: the connection
+    # acceptor, a source thread per mount, the relay's puller, ...). The master receives
+    # (recv) the source's frames (local-port M) about 610 times (one frame send of the
+    # launcher, about 510, is one or two receives) and sends (send) the stream on to the
+    # relay's puller and to listener 2 (local-port M both) about 190 times in blocks of a
+    # few KB; it accepts 4 connections (the launcher's probe, the source, the relay, listener
+    # 2, and the launcher's check that the mount is up). The relay (started once the master
+    # serves the mount, so that its one pull finds it) receives the master's stream
+    # (peer-port M) about 340 times: first the answer's header one byte a receive (about
+    # 235), then the stream in reads of up to 1 400 bytes (about 100): the relay SPECs
+    # count to 290 (the 55th read of the stream). It sends the stream to listener 1
+    # (local-port R) about 90 times. Each listener receives about 90 times.
+    # A listener gives up after 2 s without data and connects again 0.3 s later; a server
+    # drops a mount whose source sent nothing for 3 s; the source connects again 0.5 s after
+    # a failed send. The launcher calls `frame` about 510 times; listener 1 calls
+    # Checker.check once per frame (about 505).
+    master, relay = "exe=icecast2,argv=master.xml", "exe=icecast2,argv=relay.xml"
+    src, l1, l2 = "argv=systems.py icecast-relay", "argv=ice-listener --name 1", "argv=ice-listener --name 2"
+    return [
+        ("source-reset", "reset", f"{RECV}:errno=ECONNRESET,{master},local-port={M},nth=300,count=1"),
+        ("pull-reset", "reset", f"{RECV}:errno=ECONNRESET,{relay},peer-port={M},nth=290,count=1"),
+        ("stream-drops", "reset", f"{SEND}:close,{master},local-port={M},nth=100,count=1"),
+        ("source-corrupt", "corrupt", f"{RECV}:corrupt=4,{master},local-port={M},nth=300,count=1"),
+        ("pull-corrupt", "corrupt", f"{RECV}:corrupt=4,{relay},peer-port={M},nth=290,count=1"),
+        ("listener-corrupt", "corrupt", f"{RECV}:corrupt=3,{l1},peer-port={R},nth=40,count=1"),
+        ("source-short", "short", f"{RECV}:short=5,{master},local-port={M},nth=300,count=1"),
+        ("relay-short", "short", f"{SEND}:short=100,{relay},local-port={R},nth=50,count=1"),
+        ("source-slow", "delay", f"{RECV}:delay=4s,{master},local-port={M},nth=300,count=1"),
+        ("pull-slow", "delay", f"{RECV}:delay=4s,{relay},peer-port={M},nth=290,count=1"),
+        ("master-killed", "kill", f"{RECV}:kill=SIGKILL,{master},local-port={M},nth=300"),
+        ("relay-killed", "kill", f"{RECV}:kill=SIGKILL,{relay},peer-port={M},nth=290"),
+        ("listener-killed", "kill", f"{RECV}:kill=SIGKILL,{l2},peer-port={M},nth=40"),
+        ("relay-stopped", "stop", f"{RECV}:kill=SIGSTOP,{relay},peer-port={M},nth=290"),
+        ("master-stopped", "stop", f"{RECV}:kill=SIGSTOP,{master},local-port={M},nth=300"),
+        ("master-emfile", "exhaust", f"accept|accept4:errno=EMFILE,{master},nth=2,count=1"),
+        ("master-enospc", "exhaust", f"{SEND}:errno=ENOSPC,{master},local-port={M},nth=100,count=1"),
+        ("pull-eagain-storm", "exhaust", f"{RECV}:errno=EAGAIN,{relay},peer-port={M},after=260,count=30"),
+        ("source-code", "code", f"py:sut.icecast_relay:frame:raise=BrokenPipeError,nth=300,{src}"),
+        ("listener-code", "code", f"py:sut.icecast_relay:Checker.check:raise=ValueError,nth=200,{l1}"),
     ]

@@ -11,7 +11,8 @@
 #           ruby-webrick, starman, libplack-perl, libcache-memcached-fast-perl,
 #           postfix, apache2, lighttpd-mod-webdav,
 #           openssh-server, openssh-client, tomcat10, openjdk-17-jdk-headless,
-#           uwsgi-core, uwsgi-plugin-python3, ejabberd, puma  (later systems; split.json)
+#           uwsgi-core, uwsgi-plugin-python3, ejabberd, puma, icecast2  (later systems;
+#           split.json)
 #   PyPI:   Pyro5 (tuning); paho-mqtt, dnspython, aiohttp, kazoo, pika, grpcio, ldap3,
 #           tarantool, pymysql, pyzmq, slixmpp, websockets, stomp.py, aiosmtpd,
 #           gevent, twisted, tornado, CherryPy, rpyc (validation)
@@ -87,6 +88,7 @@ have uwsgi || need+=(uwsgi-core)
 [ -f /usr/lib/uwsgi/plugins/python3_plugin.so ] || need+=(uwsgi-plugin-python3)
 compgen -G '/usr/lib/*/ejabberd-*/ebin/ejabberd.app' >/dev/null || need+=(ejabberd)
 have puma || need+=(puma)
+have icecast2 || need+=(icecast2)
 if [ ${#need[@]} -gt 0 ]; then
     lock
     echo "localize setup: apt-get install ${need[*]}" >&2

@@ -56,6 +56,7 @@ bounded, and the launcher stops its daemons (SIGTERM, then SIGKILL) on every exi
 | `ejabberd-chat` | validation | ejabberd (BEAM, no distribution) + slixmpp clients: alice → bob and carol (echoes) | an XMPP server on the Erlang VM (Erlang; CPython asyncio) |
 | `cherrypy-rpyc` | validation | CherryPy front (cheroot worker threads) → RPyC ThreadedServer store (pooled connections) + 2 http.client clients | a web front on an RPC store (CPython threads) |
 | `puma-memcache` | validation | Puma (cluster mode: master + 1 worker of 4 threads) running a Rack app → 2 memcached shards + 2 http.client clients | a preforking Ruby application server and a sharded cache (Ruby MRI, C) |
+| `icecast-relay` | validation | Python source → Icecast master → Icecast relay (pulls the mount) + 2 Python listeners checking every frame | a streaming server and its relay (C) |
 """
 
 import argparse
@@ -109,6 +110,7 @@ SYSTEMS = {
     "ejabberd-chat": ("ejabberd_chat", "run"),
     "cherrypy-rpyc": ("cherrypy_rpyc", "run"),
     "puma-memcache": ("puma_memcache", "run"),
+    "icecast-relay": ("icecast_relay", "run"),
 }
 HELPERS = {
     "job-queue-worker": ("job_queue", "beanstalk_worker"),
@@ -166,6 +168,7 @@ HELPERS = {
     "cherrypy-front": ("cherrypy_rpyc", "front"),
     "cherrypy-client": ("cherrypy_rpyc", "client"),
     "puma-client": ("puma_memcache", "client"),
+    "ice-listener": ("icecast_relay", "listener"),
 }
 
 
