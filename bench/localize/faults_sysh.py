@@ -11,7 +11,8 @@ SEND = "send|sendto"
 def cases():
     """Every system of this module: {system: [(case, category, SPEC), ...]}."""
     return {"cherrypy-rpyc": _cherrypy(), "puma-memcache": _puma(),
-            "icecast-relay": _icecast()}
+            "icecast-relay": _icecast(),
+            "coturn-relay": _coturn()}
 
 
 def _cherrypy():
@@ -141,4 +142,45 @@ def _icecast():
         ("pull-eagain-storm", "exhaust", f"{RECV}:errno=EAGAIN,{relay},peer-port={M},after=260,count=30"),
         ("source-code", "code", f"py:sut.icecast_relay:frame:raise=BrokenPipeError,nth=300,{src}"),
         ("listener-code", "code", f"py:sut.icecast_relay:Checker.check:raise=ValueError,nth=200,{l1}"),
+    ]
+
+
+def _coturn():
+    T, P = ports("coturn-relay")[:2]
+    # Counted with strace on a run without the tracer (no recording of this system was
+    # looked at). turnserver is one process (exe turnserver; each client's session is served
+    # by one of 2 relay threads). On the clients' side (local-port T: a socket per session,
+    # bound to T) it receives with recvmsg four times per datagram — the datagram, then
+    # EAGAIN, the error queue (EAGAIN), EAGAIN —: about 1 460 calls for about 364 datagrams
+    # (the two clients' ChannelData and their Allocate and ChannelBind requests), so a
+    # garbled datagram is four receives in a row; it sends (sendto) about 364 datagrams to
+    # the clients. Its relayed sockets (a port of p[4]..p[9], which one varies from run to
+    # run, so no SPEC names it) receive the peer's 360 answers the same way and send (sendto)
+    # 360 datagrams to the peer: without a port key, sendto counts both sides (about 724).
+    # The peer (Python, one socket) receives (recvfrom) and answers (sendto) 360 times and
+    # calls `answer` 360 times; the launcher's client receives (recv) about 242 times (240
+    # messages), client 2 about 122 and calls TurnClient.exchange 120 times. A client waits
+    # 1 s for an answer and allocates again after 3 failures in a row.
+    turn, peer = "exe=turnserver", "argv=turn-peer"
+    c1, c2 = "argv=systems.py coturn-relay", "argv=turn-client --name 2"
+    return [
+        ("session-reset", "reset", f"recvmsg:errno=ECONNRESET,{turn},local-port={T},after=800,count=1"),
+        ("peer-refused", "reset", f"sendto:errno=ECONNREFUSED,{turn},nth=400,count=1"),
+        ("client-reset", "reset", f"{RECV}:errno=ECONNRESET,{c2},nth=60,count=1"),
+        ("channel-corrupt", "corrupt", f"recvmsg:corrupt=4,{turn},local-port={T},after=800,count=4"),
+        ("peer-corrupt", "corrupt", f"{RECV}:corrupt=3,{peer},nth=200,count=1"),
+        ("answer-corrupt", "corrupt", f"{RECV}:corrupt=4,{c1},nth=150,count=1"),
+        ("relay-short", "short", f"sendto:short=30,{turn},local-port={T},nth=200,count=1"),
+        ("peer-short", "short", f"{SEND}:short=20,{peer},nth=200,count=1"),
+        ("relay-slow", "delay", f"sendto:delay=2s,{turn},nth=400,count=1"),
+        ("peer-slow", "delay", f"{SEND}:delay=2s,{peer},nth=200,count=1"),
+        ("relay-killed", "kill", f"recvmsg:kill=SIGKILL,{turn},local-port={T},nth=900"),
+        ("peer-killed", "kill", f"{RECV}:kill=SIGKILL,{peer},nth=200"),
+        ("client-killed", "kill", f"{RECV}:kill=SIGKILL,{c2},nth=60"),
+        ("relay-stopped", "stop", f"recvmsg:kill=SIGSTOP,{turn},local-port={T},nth=900"),
+        ("peer-stopped", "stop", f"{RECV}:kill=SIGSTOP,{peer},nth=200"),
+        ("relay-enobufs", "exhaust", f"sendto:errno=ENOBUFS,{turn},local-port={T},nth=200,count=1"),
+        ("relay-eagain-storm", "exhaust", f"sendto:errno=EAGAIN,{turn},after=400,count=25"),
+        ("peer-code", "code", f"py:sut.coturn_relay:answer:raise=ValueError,nth=200,{peer}"),
+        ("client2-code", "code", f"py:sut.coturn_relay:TurnClient.exchange:raise=TimeoutError,nth=60,{c2}"),
     ]

@@ -11,8 +11,8 @@
 #           ruby-webrick, starman, libplack-perl, libcache-memcached-fast-perl,
 #           postfix, apache2, lighttpd-mod-webdav,
 #           openssh-server, openssh-client, tomcat10, openjdk-17-jdk-headless,
-#           uwsgi-core, uwsgi-plugin-python3, ejabberd, puma, icecast2  (later systems;
-#           split.json)
+#           uwsgi-core, uwsgi-plugin-python3, ejabberd, puma, icecast2, coturn  (later
+#           systems; split.json)
 #   PyPI:   Pyro5 (tuning); paho-mqtt, dnspython, aiohttp, kazoo, pika, grpcio, ldap3,
 #           tarantool, pymysql, pyzmq, slixmpp, websockets, stomp.py, aiosmtpd,
 #           gevent, twisted, tornado, CherryPy, rpyc (validation)
@@ -89,6 +89,7 @@ have uwsgi || need+=(uwsgi-core)
 compgen -G '/usr/lib/*/ejabberd-*/ebin/ejabberd.app' >/dev/null || need+=(ejabberd)
 have puma || need+=(puma)
 have icecast2 || need+=(icecast2)
+have turnserver || need+=(coturn)
 if [ ${#need[@]} -gt 0 ]; then
     lock
     echo "localize setup: apt-get install ${need[*]}" >&2

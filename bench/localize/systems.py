@@ -57,6 +57,7 @@ bounded, and the launcher stops its daemons (SIGTERM, then SIGKILL) on every exi
 | `cherrypy-rpyc` | validation | CherryPy front (cheroot worker threads) → RPyC ThreadedServer store (pooled connections) + 2 http.client clients | a web front on an RPC store (CPython threads) |
 | `puma-memcache` | validation | Puma (cluster mode: master + 1 worker of 4 threads) running a Rack app → 2 memcached shards + 2 http.client clients | a preforking Ruby application server and a sharded cache (Ruby MRI, C) |
 | `icecast-relay` | validation | Python source → Icecast master → Icecast relay (pulls the mount) + 2 Python listeners checking every frame | a streaming server and its relay (C) |
+| `coturn-relay` | validation | 2 Python TURN clients → coturn (UDP, ChannelData) → Python UDP peer (answers with a digest) | a TURN relay (C on libevent, UDP) |
 """
 
 import argparse
@@ -111,6 +112,7 @@ SYSTEMS = {
     "cherrypy-rpyc": ("cherrypy_rpyc", "run"),
     "puma-memcache": ("puma_memcache", "run"),
     "icecast-relay": ("icecast_relay", "run"),
+    "coturn-relay": ("coturn_relay", "run"),
 }
 HELPERS = {
     "job-queue-worker": ("job_queue", "beanstalk_worker"),
@@ -169,6 +171,8 @@ HELPERS = {
     "cherrypy-client": ("cherrypy_rpyc", "client"),
     "puma-client": ("puma_memcache", "client"),
     "ice-listener": ("icecast_relay", "listener"),
+    "turn-client": ("coturn_relay", "client"),
+    "turn-peer": ("coturn_relay", "peer"),
 }
 
 

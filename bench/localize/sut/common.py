@@ -74,6 +74,7 @@ SLOTS = {
     "cherrypy-rpyc": 39,
     "puma-memcache": 40,
     "icecast-relay": 41,
+    "coturn-relay": 42,
 }
 
 
