@@ -292,11 +292,15 @@ def run(tmp, n):
     with Daemons(tmp) as d:
         pm = d.start("icecast-master", ["icecast2", "-c", confs["master"]])
         wait_port(master, pm)
+        # Icecast listens before its other threads are up (twice, a source that connected
+        # at once saw the master die at start, SIGSEGV, under the tracer): a second's grace.
+        time.sleep(1.0)
         # The master has /live once it has answered the source's PUT; the relay is started
         # only then, so that its one pull finds the mount. Frames go on meanwhile (a mount
         # whose source is silent for 3 s is dropped).
         seq = warm(src, lambda: src.connects > 0, 0)
         pr = d.start("icecast-relay", ["icecast2", "-c", confs["relay"]])
+        wait_port(relay, pr)
         seq = warm(src, lambda: wait_mount(relay, pr, timeout=0.5, quiet=True), seq)
         helpers = [d.start(f"listener{i}", [PY, LAUNCHER, "ice-listener", "--name", str(i)]) for i in (1, 2)]
         time.sleep(1.0)
