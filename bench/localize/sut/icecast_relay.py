@@ -328,7 +328,7 @@ def run(tmp, n):
     frames = 4 * n
     src = Source(master)
     with Daemons(tmp) as d:
-        pm = start(d, "icecast-master", confs["master"], master)
+        start(d, "icecast-master", confs["master"], master)
         seq = warm(src, lambda: src.connects > 0, 0)
         nxt = [seq]
 
