@@ -23,7 +23,7 @@
 // (SIGUSR2, sent by wiki.py at the fault's instant) and after it apart — and written at
 // SIGTERM to STATS/node-PID.json and STATS/after-node-PID.json ({"TYPE": [seconds, count]}):
 // the first is the truth of the fault-free demands. Each worker keeps one connection to
-// Redis and one to MariaDB, opened before it listens.
+// Redis and one to MariaDB, opened before it listens; a lost connection does not end it.
 'use strict';
 
 const cluster = require('cluster');
@@ -152,6 +152,10 @@ function worker() {
   });
 
   const db = mysql.createConnection({ host: '127.0.0.1', port: DB_PORT, user: 'root', database: 'wiki' });
+  // A lost connection fails the requests waiting on it (their replies are 500s) but not the
+  // worker: at the end of a run MariaDB is stopped at the same time as the cluster, and a
+  // worker must live until SIGTERM to write its figures.
+  db.on('error', (e) => process.stderr.write('wiki worker ' + process.pid + ': MariaDB: ' + e.code + '\n'));
   const query = (sql, args) =>
     new Promise((resolve, reject) => db.query(sql, args, (e, rows) => (e ? reject(e) : resolve(rows))));
 
