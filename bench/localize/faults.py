@@ -24,6 +24,7 @@ import faults_sysd
 import faults_syse
 import faults_sysf
 import faults_sysg
+import faults_sysh
 
 RECV = "recv|read|recvfrom|recvmsg|readv"
 SEND = "send|write|sendto|sendmsg|writev"
@@ -627,4 +628,5 @@ def table():
     t.update(faults_syse.cases())
     t.update(faults_sysf.cases())
     t.update(faults_sysg.cases())
+    t.update(faults_sysh.cases())
     return t

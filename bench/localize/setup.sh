@@ -11,10 +11,11 @@
 #           ruby-webrick, starman, libplack-perl, libcache-memcached-fast-perl,
 #           postfix, apache2, lighttpd-mod-webdav,
 #           openssh-server, openssh-client, tomcat10, openjdk-17-jdk-headless,
-#           uwsgi-core, uwsgi-plugin-python3, ejabberd  (later systems; split.json)
+#           uwsgi-core, uwsgi-plugin-python3, ejabberd, puma, icecast2, coturn  (later
+#           systems; split.json)
 #   PyPI:   Pyro5 (tuning); paho-mqtt, dnspython, aiohttp, kazoo, pika, grpcio, ldap3,
 #           tarantool, pymysql, pyzmq, slixmpp, websockets, stomp.py, aiosmtpd,
-#           gevent, twisted, tornado (validation)
+#           gevent, twisted, tornado, CherryPy, rpyc (validation)
 # Installs (only when something is missing) run under the machine's install lock
 # (/tmp/culprit-apt.lock, at most 15 minutes' wait), so that two runs, or other installs that
 # take the same lock, do not collide; apt also waits for dpkg's own lock.
@@ -86,6 +87,9 @@ have uwsgi || need+=(uwsgi-core)
 [ -f /usr/lib/uwsgi/plugins/http_plugin.so ] || need+=(uwsgi-core)
 [ -f /usr/lib/uwsgi/plugins/python3_plugin.so ] || need+=(uwsgi-plugin-python3)
 compgen -G '/usr/lib/*/ejabberd-*/ebin/ejabberd.app' >/dev/null || need+=(ejabberd)
+have puma || need+=(puma)
+have icecast2 || need+=(icecast2)
+have turnserver || need+=(coturn)
 if [ ${#need[@]} -gt 0 ]; then
     lock
     echo "localize setup: apt-get install ${need[*]}" >&2
@@ -117,6 +121,8 @@ python3 -c 'import aiosmtpd' 2>/dev/null || pips+=(aiosmtpd)
 python3 -c 'import gevent' 2>/dev/null || pips+=(gevent)
 python3 -c 'import twisted.protocols.amp' 2>/dev/null || pips+=(twisted)
 python3 -c 'import tornado.web' 2>/dev/null || pips+=(tornado)
+python3 -c 'import cherrypy' 2>/dev/null || pips+=(CherryPy)
+python3 -c 'import rpyc' 2>/dev/null || pips+=(rpyc)
 if [ ${#pips[@]} -gt 0 ]; then
     lock
     echo "localize setup: pip install ${pips[*]}" >&2

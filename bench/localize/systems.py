@@ -54,6 +54,10 @@ bounded, and the launcher stops its daemons (SIGTERM, then SIGKILL) on every exi
 | `tomcat-chain` | validation | Tomcat 10 with a servlet → 2 Python stores (sharded, JDK HTTP client) + 2 http.client clients | a servlet container and its backends (JVM; CPython threads) |
 | `uwsgi-tornado` | validation | uWSGI (master, HTTP router, 3 preforked workers on 2 mapped sockets) → Tornado store + 2 http.client clients | a preforking application server with respawn and harakiri (C, embedded CPython; Tornado IOLoop) |
 | `ejabberd-chat` | validation | ejabberd (BEAM, no distribution) + slixmpp clients: alice → bob and carol (echoes) | an XMPP server on the Erlang VM (Erlang; CPython asyncio) |
+| `cherrypy-rpyc` | validation | CherryPy front (cheroot worker threads) → RPyC ThreadedServer store (pooled connections) + 2 http.client clients | a web front on an RPC store (CPython threads) |
+| `puma-memcache` | validation | Puma (cluster mode: master + 1 worker of 4 threads) running a Rack app → 2 memcached shards + 2 http.client clients | a preforking Ruby application server and a sharded cache (Ruby MRI, C) |
+| `icecast-relay` | validation | Python source → Icecast master → Icecast relay (pulls the mount) + 2 Python listeners checking every frame | a streaming server and its relay (C) |
+| `coturn-relay` | validation | 2 Python TURN clients → coturn (UDP, ChannelData) → Python UDP peer (answers with a digest) | a TURN relay (C on libevent, UDP) |
 """
 
 import argparse
@@ -105,6 +109,10 @@ SYSTEMS = {
     "tomcat-chain": ("tomcat_chain", "run"),
     "uwsgi-tornado": ("uwsgi_tornado", "run"),
     "ejabberd-chat": ("ejabberd_chat", "run"),
+    "cherrypy-rpyc": ("cherrypy_rpyc", "run"),
+    "puma-memcache": ("puma_memcache", "run"),
+    "icecast-relay": ("icecast_relay", "run"),
+    "coturn-relay": ("coturn_relay", "run"),
 }
 HELPERS = {
     "job-queue-worker": ("job_queue", "beanstalk_worker"),
@@ -158,6 +166,13 @@ HELPERS = {
     "tornado-store": ("uwsgi_tornado", "store"),
     "uwsgi-client": ("uwsgi_tornado", "client"),
     "ejabberd-peer": ("ejabberd_chat", "peer"),
+    "rpyc-store": ("cherrypy_rpyc", "store"),
+    "cherrypy-front": ("cherrypy_rpyc", "front"),
+    "cherrypy-client": ("cherrypy_rpyc", "client"),
+    "puma-client": ("puma_memcache", "client"),
+    "ice-listener": ("icecast_relay", "listener"),
+    "turn-client": ("coturn_relay", "client"),
+    "turn-peer": ("coturn_relay", "peer"),
 }
 
 

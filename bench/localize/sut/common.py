@@ -70,6 +70,11 @@ SLOTS = {
     "tomcat-chain": 36,
     "uwsgi-tornado": 37,
     "ejabberd-chat": 38,
+    # Slots 39-42: systems added by the helper branch loc-sysh (validation run 8).
+    "cherrypy-rpyc": 39,
+    "puma-memcache": 40,
+    "icecast-relay": 41,
+    "coturn-relay": 42,
 }
 
 
