@@ -39,6 +39,9 @@ setup(
         Extension(
             "culprit_trace._native",
             sources=["src/native.c"],
+            # native.c's parts (one translation unit, included in order)
+            depends=["src/%s" % h for h in ("emit.h", "codes.h", "profile.h", "frames.h",
+                                            "monitor.h", "chain.h", "greenlets.h")],
             include_dirs=[ABI_DIR],
             extra_compile_args=["-O2", "-std=gnu11", "-Wall", "-Wno-missing-field-initializers"],
             libraries=["dl"],

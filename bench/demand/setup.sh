@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the demand suite (bench/demand/) needs, only what is missing: memcached,
 # haproxy, nginx, PostgreSQL, MariaDB, uWSGI with its Python 3 plugin and PyMySQL (for the
-# plugin's Debian Python), lighttpd and php-cgi with php-mysql from Debian (sqlite3 is Python's own module), gunicorn, psycopg2
-# and PyMySQL (for the suite's Python) from PyPI. Idempotent. Not run by scripts/setup.sh: the suite is not in the
+# plugin's Debian Python), lighttpd and php-cgi with php-mysql, Apache httpd, Node.js with npm and Redis from Debian
+# (sqlite3 is Python's own module), gunicorn, psycopg2 and PyMySQL (for the suite's Python) from PyPI, and the
+# npm `mysql2` driver (for wiki.js, into bench/demand/node_modules). Idempotent. Not run by scripts/setup.sh: the suite is not in the
 # default test run.
 set -euo pipefail
 SUDO=""
@@ -19,6 +20,10 @@ command -v postgres >/dev/null || ls /usr/lib/postgresql/*/bin/postgres >/dev/nu
 command -v lighttpd >/dev/null || [ -x /usr/sbin/lighttpd ] || need+=(lighttpd)
 command -v php-cgi >/dev/null || need+=(php-cgi)
 php-cgi -m 2>/dev/null | grep -qx mysqli || need+=(php-mysql)
+{ [ -x /usr/sbin/apache2 ] && [ -e /usr/lib/apache2/modules/mod_proxy_http.so ]; } || need+=(apache2)
+command -v node >/dev/null || need+=(nodejs)
+command -v npm >/dev/null || need+=(npm)
+command -v redis-server >/dev/null || need+=(redis-server)
 if [ ${#need[@]} -gt 0 ]; then
     echo "demand setup: apt-get install ${need[*]}" >&2
     $SUDO apt-get update -qq
@@ -27,4 +32,6 @@ fi
 python3 -c 'import sqlite3' || { echo "demand setup: this Python has no sqlite3 module" >&2; exit 1; }
 python3 -c 'import gunicorn, psycopg2' 2>/dev/null || python3 -m pip install -q gunicorn psycopg2-binary
 python3 -c 'import pymysql' 2>/dev/null || python3 -m pip install -q pymysql
+here="$(cd "$(dirname "$0")" && pwd)"
+[ -d "$here/node_modules/mysql2" ] || npm install --no-save --no-package-lock --no-audit --no-fund --prefix "$here" mysql2@3
 id postgres >/dev/null 2>&1 || { echo "demand setup: no postgres user (the postgresql package makes it)" >&2; exit 1; }

@@ -16,6 +16,9 @@ Systems (bench/demand/split.json):
   per request type) -> MariaDB; its tiers and faults are in `shop.py`.
 - blog-lighttpd-php: lighttpd -> php-cgi (3 children, `blog.php`, burning a known CPU time
   per request type) -> memcached and MariaDB; phases every 30 s; in `blog.py`.
+- wiki-apache-node: Apache httpd (mod_proxy_http) -> a Node.js cluster (3 workers,
+  `wiki.js`, burning a known CPU time per request type) -> Redis and MariaDB; phases every
+  30 s; in `wiki.py`.
 
 `run` writes a truth file (JSON): the pids of each tier, the phases, the fault (which
 tiers, when) and the known CPU demands. Loopback only; every process is bounded by the
@@ -41,6 +44,7 @@ import time
 import blog
 import nginx
 import shop
+import wiki
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ME = os.path.abspath(__file__)
@@ -553,7 +557,8 @@ def run_system(a, procs, extra):
     os.makedirs(tmp, exist_ok=True)
     base = a.port_base
     truth = {"system": a.system, "seconds": a.seconds, "fault": None}
-    plan = phases(a.seconds, round(a.seconds / blog.PHASE_S)) if a.system == blog.NAME else phases(a.seconds)
+    phase_s = {blog.NAME: blog.PHASE_S, wiki.NAME: wiki.PHASE_S}.get(a.system)
+    plan = phases(a.seconds, round(a.seconds / phase_s)) if phase_s else phases(a.seconds)
     truth["phases"] = plan
     py = [sys.executable, ME]
     fault_tiers = []
@@ -654,6 +659,10 @@ def run_system(a, procs, extra):
         send = blog.start(tmp, base, procs, spawn, wait_port, http_get, moved)
         truth["cpu_demand_s"] = blog.CPU_DEMAND_S
         fault_tiers = blog.FAULT_TIERS.get(a.fault, [])
+    elif a.system == wiki.NAME:
+        send = wiki.start(tmp, base, procs, spawn, wait_port, http_get, moved)
+        truth["cpu_demand_s"] = wiki.CPU_DEMAND_S
+        fault_tiers = wiki.FAULT_TIERS.get(a.fault, [])
     else:
         raise SystemExit("unknown system %s" % a.system)
 
@@ -679,6 +688,8 @@ def run_system(a, procs, extra):
             shop.fault(a.fault, tmp, base, extra, spawn, moved)
         elif a.system == blog.NAME:
             blog.fault(a.fault, tmp, base, extra, spawn, moved)
+        elif a.system == wiki.NAME:
+            wiki.fault(a.fault, tmp, base, extra, spawn, moved, procs)
         elif a.fault == "index" and a.system == "api-pool-pg":
             pg_sql(base + 2, "DROP INDEX orders_customer")
         elif a.fault == "index":

@@ -52,6 +52,12 @@ pub const FILES: &[Source] = &[
         "../culprit_trace/_greenlets.py"
     ),
     embed!("src/native.c", "native.c"),
+    embed!("src/emit.h", "emit.h"),
+    embed!("src/codes.h", "codes.h"),
+    embed!("src/profile.h", "profile.h"),
+    embed!("src/frames.h", "frames.h"),
+    embed!("src/monitor.h", "monitor.h"),
+    embed!("src/chain.h", "chain.h"),
     embed!("src/greenlets.h", "greenlets.h"),
     embed!("src/culprit.h", "../../tracer-preload/include/culprit.h"),
 ];
