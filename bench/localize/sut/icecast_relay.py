@@ -17,7 +17,7 @@ sequence numbers follow one another (a burst of older frames at connection is ac
 counts new good frames, garbled bytes and gaps, and connects again 0.3 s after a failure;
 both stop at the source's end mark. Both servers run as `nobody` (Icecast refuses root;
 `changeowner`); the launcher waits for each one's change of user and starts again one
-that died on the way or just after (under the tracer, about one start in 30 died so); a
+that died on the way or just after (about one start in 30 died so, traced or not); a
 mount whose source sends nothing for 3 s is dropped (`source-timeout`), and the relay
 tries the master again after a failed pull.
 """
@@ -289,10 +289,9 @@ def started(proc, tick, timeout=20.0, grace=1.5):
 
 def start(d, name, conf, port, tick=lambda: None):
     """Starts an Icecast and waits for its start-up to end; one that dies on the way, or
-    in the 1.5 s after, is started again (twice at most). Traced, an Icecast died (SIGSEGV)
-    within about a second of its start in 4 of about 125 starts (the one trace read: the main
-    thread polling, no other thread with a traced call yet); without the tracer, never in the
-    runs made here."""
+    in the 1.5 s after, is started again (twice at most). An Icecast died (SIGSEGV) within
+    about a second of its start in 4 of about 125 traced starts, and in 1 of 15 untraced
+    starts with a source connecting at once: a race of Icecast's own start-up."""
     for attempt in range(3):
         p = d.start(name if attempt == 0 else f"{name}-{attempt + 1}", ["icecast2", "-c", conf])
         if started(p, tick):
