@@ -46,18 +46,18 @@ bounded, and the launcher stops its daemons (SIGTERM, then SIGKILL) on every exi
 | `kamailio-sip` | tuning (validation in run 5) | Kamailio proxy (a UDP receiver per socket, timers) → 2 Python SIP UAS (round-robin, failover) + 2 Python SIP UAC | a stateful SIP proxy over UDP (C) |
 | `ruby-chain` | tuning (validation in run 5) | Ruby WEBrick front → Ruby WEBrick key-value backend (Net::HTTP keep-alive pool) + 2 http.client clients | HTTP services (Ruby MRI, threads) |
 | `perl-starman` | tuning (validation in run 5) | Starman (master + 3 preforked workers) running a PSGI app → memcached (Cache::Memcached::Fast) + 2 http.client clients | a preforking Perl web server and a cache (Perl, C) |
-| `postfix-relay` | validation | Postfix (master, an smtpd per listener, cleanup, trivial-rewrite, qmgr, one smtp agent, scache, postlogd) → aiosmtpd sink + 2 smtplib clients | a mail relay and its next hop (C, SMTP; CPython asyncio) |
-| `gevent-chain` | validation | gevent WSGI front → gevent StreamServer key-value backend (binary frames, keep-alive pool) + 2 http.client clients | services on greenlets (CPython, gevent on libev) |
-| `apache-balancer` | validation | Apache httpd (event MPM: parent + 2 children) with mod_proxy_balancer → 2 lighttpd WebDAV members sharing one store + 2 http.client clients | a load-balancing reverse proxy (C on APR, C) |
-| `twisted-amp` | validation | Twisted AMP front → Twisted AMP key-value backend over one persistent connection + 2 Twisted AMP clients | an RPC service chain on the Twisted reactor (CPython, not asyncio) |
-| `ssh-tunnel` | validation | sshd (listener, a re-executed monitor per connection, a sandboxed pre-auth child) ← `ssh -N -L` client (started again when it exits) → memcached + 2 clients through the tunnel | OpenSSH port forwarding: channels multiplexed on one encrypted connection (C) |
-| `tomcat-chain` | validation | Tomcat 10 with a servlet → 2 Python stores (sharded, JDK HTTP client) + 2 http.client clients | a servlet container and its backends (JVM; CPython threads) |
-| `uwsgi-tornado` | validation | uWSGI (master, HTTP router, 3 preforked workers on 2 mapped sockets) → Tornado store + 2 http.client clients | a preforking application server with respawn and harakiri (C, embedded CPython; Tornado IOLoop) |
-| `ejabberd-chat` | validation | ejabberd (BEAM, no distribution) + slixmpp clients: alice → bob and carol (echoes) | an XMPP server on the Erlang VM (Erlang; CPython asyncio) |
-| `cherrypy-rpyc` | validation | CherryPy front (cheroot worker threads) → RPyC ThreadedServer store (pooled connections) + 2 http.client clients | a web front on an RPC store (CPython threads) |
-| `puma-memcache` | validation | Puma (cluster mode: master + 1 worker of 4 threads) running a Rack app → 2 memcached shards + 2 http.client clients | a preforking Ruby application server and a sharded cache (Ruby MRI, C) |
-| `icecast-relay` | validation | Python source → Icecast master → Icecast relay (pulls the mount) + 2 Python listeners checking every frame | a streaming server and its relay (C) |
-| `coturn-relay` | validation | 2 Python TURN clients → coturn (UDP, ChannelData) → Python UDP peer (answers with a digest) | a TURN relay (C on libevent, UDP) |
+| `postfix-relay` | tuning (validation in run 6) | Postfix (master, an smtpd per listener, cleanup, trivial-rewrite, qmgr, one smtp agent, scache, postlogd) → aiosmtpd sink + 2 smtplib clients | a mail relay and its next hop (C, SMTP; CPython asyncio) |
+| `gevent-chain` | tuning (validation in run 6) | gevent WSGI front → gevent StreamServer key-value backend (binary frames, keep-alive pool) + 2 http.client clients | services on greenlets (CPython, gevent on libev) |
+| `apache-balancer` | tuning (validation in run 6) | Apache httpd (event MPM: parent + 2 children) with mod_proxy_balancer → 2 lighttpd WebDAV members sharing one store + 2 http.client clients | a load-balancing reverse proxy (C on APR, C) |
+| `twisted-amp` | tuning (validation in run 6) | Twisted AMP front → Twisted AMP key-value backend over one persistent connection + 2 Twisted AMP clients | an RPC service chain on the Twisted reactor (CPython, not asyncio) |
+| `ssh-tunnel` | tuning (validation in run 7) | sshd (listener, a re-executed monitor per connection, a sandboxed pre-auth child) ← `ssh -N -L` client (started again when it exits) → memcached + 2 clients through the tunnel | OpenSSH port forwarding: channels multiplexed on one encrypted connection (C) |
+| `tomcat-chain` | tuning (validation in run 7) | Tomcat 10 with a servlet → 2 Python stores (sharded, JDK HTTP client) + 2 http.client clients | a servlet container and its backends (JVM; CPython threads) |
+| `uwsgi-tornado` | tuning (validation in run 7) | uWSGI (master, HTTP router, 3 preforked workers on 2 mapped sockets) → Tornado store + 2 http.client clients | a preforking application server with respawn and harakiri (C, embedded CPython; Tornado IOLoop) |
+| `ejabberd-chat` | tuning (validation in run 7) | ejabberd (BEAM, no distribution) + slixmpp clients: alice → bob and carol (echoes) | an XMPP server on the Erlang VM (Erlang; CPython asyncio) |
+| `cherrypy-rpyc` | validation (run 8) | CherryPy front (cheroot worker threads) → RPyC ThreadedServer store (pooled connections) + 2 http.client clients | a web front on an RPC store (CPython threads) |
+| `puma-memcache` | validation (run 8) | Puma (cluster mode: master + 1 worker of 4 threads) running a Rack app → 2 memcached shards + 2 http.client clients | a preforking Ruby application server and a sharded cache (Ruby MRI, C) |
+| `icecast-relay` | validation (run 8) | Python source → Icecast master → Icecast relay (pulls the mount) + 2 Python listeners checking every frame | a streaming server and its relay (C) |
+| `coturn-relay` | validation (run 8) | 2 Python TURN clients → coturn (UDP, ChannelData) → Python UDP peer (answers with a digest) | a TURN relay (C on libevent, UDP) |
 """
 
 import argparse
