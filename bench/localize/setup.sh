@@ -11,7 +11,7 @@
 #           ruby-webrick, starman, libplack-perl, libcache-memcached-fast-perl,
 #           postfix, apache2, lighttpd-mod-webdav,
 #           openssh-server, openssh-client, tomcat10, openjdk-17-jdk-headless,
-#           uwsgi-core, uwsgi-plugin-python3, ejabberd, puma, icecast2, coturn  (later
+#           uwsgi-core, uwsgi-plugin-python3, ejabberd, puma, icecast2, coturn, dnsmasq-base  (later
 #           systems; split.json)
 #   PyPI:   Pyro5 (tuning); paho-mqtt, dnspython, aiohttp, kazoo, pika, grpcio, ldap3,
 #           tarantool, pymysql, pyzmq, slixmpp, websockets, stomp.py, aiosmtpd,
@@ -90,6 +90,7 @@ compgen -G '/usr/lib/*/ejabberd-*/ebin/ejabberd.app' >/dev/null || need+=(ejabbe
 have puma || need+=(puma)
 have icecast2 || need+=(icecast2)
 have turnserver || need+=(coturn)
+have dnsmasq || need+=(dnsmasq-base)
 if [ ${#need[@]} -gt 0 ]; then
     lock
     echo "localize setup: apt-get install ${need[*]}" >&2

@@ -58,6 +58,7 @@ bounded, and the launcher stops its daemons (SIGTERM, then SIGKILL) on every exi
 | `puma-memcache` | validation | Puma (cluster mode: master + 1 worker of 4 threads) running a Rack app → 2 memcached shards + 2 http.client clients | a preforking Ruby application server and a sharded cache (Ruby MRI, C) |
 | `icecast-relay` | validation | Python source → Icecast master → Icecast relay (pulls the mount) + 2 Python listeners checking every frame | a streaming server and its relay (C) |
 | `coturn-relay` | validation | 2 Python TURN clients → coturn (UDP, ChannelData) → Python UDP peer (answers with a digest) | a TURN relay (C on libevent, UDP) |
+| `dnsmasq-chain` | validation | dnsmasq forwarder (cache off; a child per TCP connection) → dnsmasq holding the zone + dnspython clients over UDP and TCP | a DNS forwarding chain (C) |
 """
 
 import argparse
@@ -113,6 +114,7 @@ SYSTEMS = {
     "puma-memcache": ("puma_memcache", "run"),
     "icecast-relay": ("icecast_relay", "run"),
     "coturn-relay": ("coturn_relay", "run"),
+    "dnsmasq-chain": ("dnsmasq_chain", "run"),
 }
 HELPERS = {
     "job-queue-worker": ("job_queue", "beanstalk_worker"),
@@ -173,6 +175,7 @@ HELPERS = {
     "ice-listener": ("icecast_relay", "listener"),
     "turn-client": ("coturn_relay", "client"),
     "turn-peer": ("coturn_relay", "peer"),
+    "dnsmasq-client": ("dnsmasq_chain", "client"),
 }
 
 
