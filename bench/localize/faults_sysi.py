@@ -10,7 +10,7 @@ SEND = "send|sendto"
 
 def cases():
     """Every system of this module: {system: [(case, category, SPEC), ...]}."""
-    return {"dnsmasq-chain": _dnsmasq()}
+    return {"dnsmasq-chain": _dnsmasq(), "quart-hypercorn": _quart()}
 
 
 def _dnsmasq():
@@ -55,3 +55,44 @@ def _dnsmasq():
         ("tcp-client-code", "code", f"py:sut.dnsmasq_chain:query:raise=ConnectionResetError,nth=80,{tcp}"),
     ]
 
+
+
+def _quart():
+    F, S = ports("quart-hypercorn")[:2]
+    # Counted with strace on a run without the tracer (no recording of this system was
+    # looked at). The front (Hypercorn's asyncio worker running Quart: one process, one
+    # event loop) receives (recv) the clients' requests (local-port F) about 365 times and
+    # the store's answers (peer-port S) 360 times (one receive each); it sends each answer
+    # to a client in two sends (headers, body: about 720) and each call to the store in
+    # one (360); it accepts about 4 connections on F (the launcher's probe, the two
+    # clients). Its pool holds as many store connections as calls ran at once (2-4). The
+    # store (asyncio.start_server: one process, one event loop) receives 360 requests (one
+    # receive each, local-port S), sends 360 answers and accepts about 5 connections (the
+    # probe, the front's pool). The front gives up on a store call after 1 s; a client on
+    # the front after 2 s. The front calls `frame` 360 times (once per store call), the
+    # store calls Store.handle 360 times; client 2 (60 steps) calls KvClient.get 60 times.
+    front, store = "argv=quart-front", "argv=quart-store"
+    c2 = "argv=quart-client --name 2"
+    return [
+        ("store-reset", "reset", f"{RECV}:errno=ECONNRESET,{store},local-port={S},nth=200,count=1"),
+        ("front-reset", "reset", f"{RECV}:errno=ECONNRESET,{front},peer-port={S},nth=200,count=1"),
+        ("client-drops", "reset", f"{RECV}:close,{front},local-port={F},nth=200,count=1"),
+        ("request-corrupt", "corrupt", f"{RECV}:corrupt=3,{store},local-port={S},nth=200,count=1"),
+        ("answer-corrupt", "corrupt", f"{RECV}:corrupt=4,{front},peer-port={S},nth=200,count=1"),
+        ("http-corrupt", "corrupt", f"{RECV}:corrupt=3,{front},local-port={F},nth=200,count=1"),
+        ("store-short", "short", f"{SEND}:short=4,{store},local-port={S},nth=200,count=1"),
+        ("front-short", "short", f"{RECV}:short=5,{front},local-port={F},nth=200,count=1"),
+        ("store-slow", "delay", f"{RECV}:delay=2s,{store},local-port={S},nth=200,count=1"),
+        ("front-slow", "delay", f"{SEND}:delay=3s,{front},local-port={F},nth=400,count=1"),
+        ("store-killed", "kill", f"{RECV}:kill=SIGKILL,{store},local-port={S},nth=200"),
+        ("front-killed", "kill", f"{RECV}:kill=SIGKILL,{front},local-port={F},nth=200"),
+        ("store-stopped", "stop", f"{RECV}:kill=SIGSTOP,{store},local-port={S},nth=200"),
+        ("front-stopped", "stop", f"{RECV}:kill=SIGSTOP,{front},local-port={F},nth=200"),
+        ("store-emfile", "exhaust", f"accept|accept4:errno=EMFILE,{store},nth=3,count=1"),
+        ("front-emfile", "exhaust", f"accept|accept4:errno=EMFILE,{front},nth=2,count=1"),
+        ("store-enospc", "exhaust", f"{SEND}:errno=ENOSPC,{store},local-port={S},nth=200,count=1"),
+        ("front-eagain-storm", "exhaust", f"{RECV}:errno=EAGAIN,{front},local-port={F},after=150,count=30"),
+        ("store-code", "code", f"py:sut.quart_hypercorn:Store.handle:raise=MemoryError,nth=150,{store}"),
+        ("front-code", "code", f"py:sut.quart_hypercorn:frame:raise=BrokenPipeError,nth=200,{front}"),
+        ("client2-code", "code", f"py:sut.kv_http:KvClient.get:raise=TimeoutError,nth=40,{c2}"),
+    ]

@@ -59,6 +59,7 @@ bounded, and the launcher stops its daemons (SIGTERM, then SIGKILL) on every exi
 | `icecast-relay` | validation | Python source → Icecast master → Icecast relay (pulls the mount) + 2 Python listeners checking every frame | a streaming server and its relay (C) |
 | `coturn-relay` | validation | 2 Python TURN clients → coturn (UDP, ChannelData) → Python UDP peer (answers with a digest) | a TURN relay (C on libevent, UDP) |
 | `dnsmasq-chain` | validation | dnsmasq forwarder (cache off; a child per TCP connection) → dnsmasq holding the zone + dnspython clients over UDP and TCP | a DNS forwarding chain (C) |
+| `quart-hypercorn` | validation | Quart front on Hypercorn → asyncio key-value store (length-framed JSON, pooled connections) + 2 http.client clients | an ASGI service chain (CPython asyncio) |
 """
 
 import argparse
@@ -115,6 +116,7 @@ SYSTEMS = {
     "icecast-relay": ("icecast_relay", "run"),
     "coturn-relay": ("coturn_relay", "run"),
     "dnsmasq-chain": ("dnsmasq_chain", "run"),
+    "quart-hypercorn": ("quart_hypercorn", "run"),
 }
 HELPERS = {
     "job-queue-worker": ("job_queue", "beanstalk_worker"),
@@ -176,6 +178,9 @@ HELPERS = {
     "turn-client": ("coturn_relay", "client"),
     "turn-peer": ("coturn_relay", "peer"),
     "dnsmasq-client": ("dnsmasq_chain", "client"),
+    "quart-store": ("quart_hypercorn", "store"),
+    "quart-front": ("quart_hypercorn", "front"),
+    "quart-client": ("quart_hypercorn", "client"),
 }
 
 
