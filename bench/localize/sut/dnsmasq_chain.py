@@ -16,7 +16,6 @@ failure and goes on, as a stub resolver does. Both dnsmasq run in the foreground
 as root, logging to stderr.
 """
 
-import os
 import time
 
 from .common import LAUNCHER, PY, Daemons, log, ports, steps, wait_udp
