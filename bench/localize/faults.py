@@ -25,6 +25,7 @@ import faults_syse
 import faults_sysf
 import faults_sysg
 import faults_sysh
+import faults_sysi
 
 RECV = "recv|read|recvfrom|recvmsg|readv"
 SEND = "send|write|sendto|sendmsg|writev"
@@ -629,4 +630,5 @@ def table():
     t.update(faults_sysf.cases())
     t.update(faults_sysg.cases())
     t.update(faults_sysh.cases())
+    t.update(faults_sysi.cases())
     return t

@@ -11,11 +11,11 @@
 #           ruby-webrick, starman, libplack-perl, libcache-memcached-fast-perl,
 #           postfix, apache2, lighttpd-mod-webdav,
 #           openssh-server, openssh-client, tomcat10, openjdk-17-jdk-headless,
-#           uwsgi-core, uwsgi-plugin-python3, ejabberd, puma, icecast2, coturn  (later
+#           uwsgi-core, uwsgi-plugin-python3, ejabberd, puma, icecast2, coturn, dnsmasq-base  (later
 #           systems; split.json)
 #   PyPI:   Pyro5 (tuning); paho-mqtt, dnspython, aiohttp, kazoo, pika, grpcio, ldap3,
 #           tarantool, pymysql, pyzmq, slixmpp, websockets, stomp.py, aiosmtpd,
-#           gevent, twisted, tornado, CherryPy, rpyc (validation)
+#           gevent, twisted, tornado, CherryPy, rpyc, quart, hypercorn (validation)
 # Installs (only when something is missing) run under the machine's install lock
 # (/tmp/culprit-apt.lock, at most 15 minutes' wait), so that two runs, or other installs that
 # take the same lock, do not collide; apt also waits for dpkg's own lock.
@@ -90,6 +90,7 @@ compgen -G '/usr/lib/*/ejabberd-*/ebin/ejabberd.app' >/dev/null || need+=(ejabbe
 have puma || need+=(puma)
 have icecast2 || need+=(icecast2)
 have turnserver || need+=(coturn)
+have dnsmasq || need+=(dnsmasq-base)
 if [ ${#need[@]} -gt 0 ]; then
     lock
     echo "localize setup: apt-get install ${need[*]}" >&2
@@ -123,6 +124,8 @@ python3 -c 'import twisted.protocols.amp' 2>/dev/null || pips+=(twisted)
 python3 -c 'import tornado.web' 2>/dev/null || pips+=(tornado)
 python3 -c 'import cherrypy' 2>/dev/null || pips+=(CherryPy)
 python3 -c 'import rpyc' 2>/dev/null || pips+=(rpyc)
+python3 -c 'import quart' 2>/dev/null || pips+=(quart)
+python3 -c 'import hypercorn' 2>/dev/null || pips+=(hypercorn)
 if [ ${#pips[@]} -gt 0 ]; then
     lock
     echo "localize setup: pip install ${pips[*]}" >&2

@@ -58,6 +58,8 @@ bounded, and the launcher stops its daemons (SIGTERM, then SIGKILL) on every exi
 | `puma-memcache` | validation (run 8) | Puma (cluster mode: master + 1 worker of 4 threads) running a Rack app → 2 memcached shards + 2 http.client clients | a preforking Ruby application server and a sharded cache (Ruby MRI, C) |
 | `icecast-relay` | validation (run 8) | Python source → Icecast master → Icecast relay (pulls the mount) + 2 Python listeners checking every frame | a streaming server and its relay (C) |
 | `coturn-relay` | validation (run 8) | 2 Python TURN clients → coturn (UDP, ChannelData) → Python UDP peer (answers with a digest) | a TURN relay (C on libevent, UDP) |
+| `dnsmasq-chain` | validation (run 8) | dnsmasq forwarder (cache off; a child per TCP connection) → dnsmasq holding the zone + dnspython clients over UDP and TCP | a DNS forwarding chain (C) |
+| `quart-hypercorn` | validation (run 8) | Quart front on Hypercorn → asyncio key-value store (length-framed JSON, pooled connections) + 2 http.client clients | an ASGI service chain (CPython asyncio) |
 """
 
 import argparse
@@ -113,6 +115,8 @@ SYSTEMS = {
     "puma-memcache": ("puma_memcache", "run"),
     "icecast-relay": ("icecast_relay", "run"),
     "coturn-relay": ("coturn_relay", "run"),
+    "dnsmasq-chain": ("dnsmasq_chain", "run"),
+    "quart-hypercorn": ("quart_hypercorn", "run"),
 }
 HELPERS = {
     "job-queue-worker": ("job_queue", "beanstalk_worker"),
@@ -173,6 +177,10 @@ HELPERS = {
     "ice-listener": ("icecast_relay", "listener"),
     "turn-client": ("coturn_relay", "client"),
     "turn-peer": ("coturn_relay", "peer"),
+    "dnsmasq-client": ("dnsmasq_chain", "client"),
+    "quart-store": ("quart_hypercorn", "store"),
+    "quart-front": ("quart_hypercorn", "front"),
+    "quart-client": ("quart_hypercorn", "client"),
 }
 
 

@@ -75,6 +75,9 @@ SLOTS = {
     "puma-memcache": 40,
     "icecast-relay": 41,
     "coturn-relay": 42,
+    # Slots 43-44: systems added by the helper branch loc-sysi (validation run 8).
+    "dnsmasq-chain": 43,
+    "quart-hypercorn": 44,
 }
 
 
