@@ -89,7 +89,7 @@ impl Default for Train {
 pub struct Options {
     /// Interval length (ns). Default 1 s.
     pub interval_ns: i64,
-    /// Training window. Default: the first third of the run.
+    /// Training window. Default: the first third of each process's steady request flow.
     pub train: Train,
     /// Services. Default: listening ports.
     pub services: ServiceMode,
