@@ -119,6 +119,8 @@ pub struct Chart {
     pub fit: Fit,
     /// σ̂ after flooring (s).
     pub sigma_s: f64,
+    /// The control limit, 3σ̂ (s).
+    pub limit_s: f64,
     /// Residual per monitored interval (`None`: training, or before it).
     pub residual_s: Vec<Option<f64>>,
     /// Alarms, in time order.
@@ -189,6 +191,7 @@ pub fn chart(
     Chart {
         fit: f,
         sigma_s: sigma,
+        limit_s: limit,
         residual_s,
         alarms,
         series,

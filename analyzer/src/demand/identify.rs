@@ -7,14 +7,14 @@
 //! Welsch's limit for strong collinearity) the window is too collinear.
 //!
 //! With the default window, a collinear start is **widened** interval by interval to the
-//! shortest window that is not, at most to [`MAX_SHARE`] of the run (a third is left to
-//! watch); if none is, the report says so and asks for a normal run (`--baseline`).
+//! shortest window that is not, at most to [`MAX_SHARE`] of the process's steady flow
+//! (`super::flow`: from where it starts to the run's end; a third is left to watch); if none is, the report says so and asks for a normal run (`--baseline`).
 
 use nalgebra::DMatrix;
 
 /// Condition index above which the counts are too collinear to tell the types apart.
 pub const COLLINEAR: f64 = 30.0;
-/// The default window is widened up to this share of the run.
+/// The default window is widened up to this share of the steady flow.
 pub const MAX_SHARE: f64 = 2.0 / 3.0;
 
 /// Belsley's condition index of the rows `a` (intervals × types) with each column scaled to

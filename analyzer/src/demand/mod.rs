@@ -9,6 +9,7 @@
 //! | callers | [`callers`] | served requests of every process → the call of another process that sent each |
 //! | busy time | [`busy`] | transactions → busy time and request counts per interval ([`busy::Intervals`]) |
 //! | CPU time | [`cpu`] | the reader's `cpu.tsv` → CPU time per interval, agreement with busy time |
+//! | steady flow | [`flow`] | counts per interval → where the default training window starts |
 //! | estimation | [`estimate`] | counts, busy time → demands per service ([`estimate::Fit`]) |
 //! | control chart | [`chart`] | demands, later intervals → residuals, alarms ([`chart::Chart`]) |
 //! | starved alone | [`alone`] | run-queue samples of every serving process → alarms of a process starved while its peers were not |
@@ -27,6 +28,7 @@ pub mod chart;
 pub mod classes;
 pub mod cpu;
 pub mod estimate;
+pub mod flow;
 pub mod follow;
 pub mod identify;
 pub mod report;
@@ -67,7 +69,8 @@ pub enum ServiceMode {
 /// Which intervals train the demand model.
 #[derive(Clone, Debug)]
 pub enum Train {
-    /// The first fraction of the run (default a third).
+    /// The first fraction of each process's steady request flow ([`flow`]: from where it
+    /// starts to the run's end; default a third).
     Fraction(f64),
     /// The first seconds of the run.
     Seconds(f64),
@@ -86,7 +89,7 @@ impl Default for Train {
 pub struct Options {
     /// Interval length (ns). Default 1 s.
     pub interval_ns: i64,
-    /// Training window. Default: the first third of the run.
+    /// Training window. Default: the first third of each process's steady request flow.
     pub train: Train,
     /// Services. Default: listening ports.
     pub services: ServiceMode,
@@ -234,6 +237,9 @@ pub struct ProcessDemand {
     /// above 30 they are too collinear to tell the demands apart; 1e9 when some types are
     /// always in the same proportion), if any type was seen.
     pub condition_index: Option<f64>,
+    /// Start of the training window (unix ns), when trained on this run: where the
+    /// process's steady request flow starts ([`flow`]), or its first interval.
+    pub train_start_unix_ns: Option<i64>,
     /// End of the training window (unix ns), when trained on this run.
     pub train_end_unix_ns: Option<i64>,
     /// Alarms: the process got slower (more CPU per request, or more waiting off the CPU).
@@ -457,6 +463,27 @@ fn assign_types(
     out
 }
 
+/// Requests completed per interval of a process whose intervals start at grid index
+/// `first`, as [`flow::start`] reads them: those a traced tier's request sent, if any
+/// did (a tier behind another: its steady flow is its callers'; a set-up script's
+/// statements, a health check, a locker's are not), else every one.
+fn flow_counts(pt: &ProcessTransactions, grid: Grid, first: i64, n: usize) -> Vec<f64> {
+    let served = || {
+        pt.transactions
+            .iter()
+            .filter(|t| t.role == transactions::Role::Served)
+    };
+    let called = served().any(|t| t.link.caller.is_some());
+    let mut c = vec![0.0; n];
+    for t in served().filter(|t| !called || t.link.caller.is_some()) {
+        let j = grid.index(t.end_ns) - first;
+        if (0..n as i64).contains(&j) {
+            c[j as usize] += 1.0;
+        }
+    }
+    c
+}
+
 fn rows_of(iv: &Intervals) -> Rows {
     Rows {
         a: iv.counts.clone(),
@@ -496,9 +523,9 @@ pub fn analyze_with(
     };
     let train_desc = match &opts.train {
         Train::Fraction(f) => format!(
-            "first {:.0} % of the run ({} intervals)",
-            f * 100.0,
-            train_end
+            "first {:.0} % of each process's steady request flow (from where it starts to the \
+             run's end)",
+            f * 100.0
         ),
         Train::Seconds(s) => format!("first {s} s of the run ({train_end} intervals)"),
         Train::Baseline(b) => format!("baseline run ({})", trace_name(b)),
@@ -609,8 +636,10 @@ pub fn analyze_with(
         }
         let rows = rows_of(&iv);
         let n = rows.b.len();
+        let first0 = iv.first;
         let mut window_note = None;
         let mut condition = None;
+        let mut train_from = 0;
         // Training rows and the first monitored interval.
         let (train, monitor_from) = match &baseline {
             Some(_) => {
@@ -634,19 +663,35 @@ pub fn analyze_with(
                 }
             }
             None => {
-                let k = (train_end as i64 - iv.first).clamp(0, n as i64) as usize;
-                let max_end = ((prep.n as f64 * identify::MAX_SHARE) as i64 - iv.first)
-                    .clamp(k as i64, n as i64) as usize;
+                // The default window: a fraction of what follows the start of the
+                // process's steady flow; a window in seconds: from the run's start.
+                let (s, k, max_end) = match &opts.train {
+                    Train::Fraction(f) => {
+                        let s = flow::start(&flow_counts(pt, prep.grid, first0, n));
+                        let left = (prep.n as i64 - iv.first - s as i64).max(0) as f64;
+                        let k = s + ((left * f.clamp(0.0, 1.0)).round() as usize).max(1);
+                        let max_end = s + (left * identify::MAX_SHARE) as usize;
+                        (s, k.min(n), max_end.clamp(k, n.max(k)))
+                    }
+                    _ => {
+                        let k = (train_end as i64 - iv.first).clamp(0, n as i64) as usize;
+                        let max_end = ((prep.n as f64 * identify::MAX_SHARE) as i64 - iv.first)
+                            .clamp(k as i64, n as i64)
+                            as usize;
+                        (0, k, max_end)
+                    }
+                };
                 let w = identify::choose(
-                    &rows.a,
-                    |j| chart::is_active(&rows.a[j], rows.b[j]),
-                    k,
-                    max_end,
+                    &rows.a[s..],
+                    |j| chart::is_active(&rows.a[s + j], rows.b[s + j]),
+                    k - s,
+                    max_end - s,
                     opts.widen && iv.services.len() > 1,
                 );
                 window_note = w.note;
                 condition = w.condition;
-                (rows.slice(0..w.end), w.end)
+                train_from = s;
+                (rows.slice(s..s + w.end), s + w.end)
             }
         };
         let train_active = train.active().b.len();
@@ -714,7 +759,7 @@ pub fn analyze_with(
         };
         // Slower or starved: CPU demands fitted on this run's training window.
         let cpu_fit = if baseline.is_none() && train_active >= need {
-            starve::fit_cpu(&rows, &cpu_iv, sched, monitor_from)
+            starve::fit_cpu(&rows, &cpu_iv, sched, train_from..monitor_from)
         } else {
             None
         };
@@ -751,7 +796,7 @@ pub fn analyze_with(
             let lone = alone::alarms(
                 &peer_waits,
                 me,
-                g..g + monitor_from,
+                g + train_from..g + monitor_from,
                 g + monitor_from..g + n,
                 |j| grid.start(j as i64),
                 grid.len_ns,
@@ -817,7 +862,7 @@ pub fn analyze_with(
             process,
             services,
             sigma_s: ch.sigma_s,
-            limit_s: 3.0 * ch.sigma_s,
+            limit_s: ch.limit_s,
             busy_s: iv.busy_s.iter().sum(),
             cpu_s: cpu_total,
             cpu_agreement: agreement,
@@ -826,6 +871,9 @@ pub fn analyze_with(
             train_intervals: train_active,
             note,
             condition_index: condition.map(|c| c.min(1e9)),
+            train_start_unix_ns: baseline
+                .is_none()
+                .then(|| prep.grid.start(iv.first + train_from as i64)),
             train_end_unix_ns: baseline
                 .is_none()
                 .then(|| prep.grid.start(iv.first + monitor_from as i64)),

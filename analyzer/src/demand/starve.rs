@@ -55,9 +55,17 @@ pub struct Sched<'a> {
 
 /// Fits CPU time per request type on the training intervals `0..train_end` of `rows`
 /// that have a CPU value; `None` with fewer than three.
-pub fn fit_cpu(rows: &Rows, cpu: &[Option<f64>], sched: Sched, train_end: usize) -> Option<CpuFit> {
+pub fn fit_cpu(
+    rows: &Rows,
+    cpu: &[Option<f64>],
+    sched: Sched,
+    train: std::ops::Range<usize>,
+) -> Option<CpuFit> {
     let wait = sched.wait;
-    let idx: Vec<usize> = (0..train_end.min(rows.b.len()))
+    let end = train.end.min(rows.b.len());
+    let train = train.start.min(end)..end;
+    let idx: Vec<usize> = train
+        .clone()
         .filter(|&j| is_active(&rows.a[j], rows.b[j]) && cpu[j].is_some())
         .collect();
     if idx.len() < 3 {
@@ -68,7 +76,7 @@ pub fn fit_cpu(rows: &Rows, cpu: &[Option<f64>], sched: Sched, train_end: usize)
     let busy: f64 = idx.iter().map(|&j| rows.b[j]).sum();
     let total: f64 = c.iter().sum();
     // The per-request busy time, scaled by the window's CPU share, as the prior.
-    let mut prior: Prior = rows.slice(0..train_end.min(rows.b.len())).active().prior();
+    let mut prior: Prior = rows.slice(train).active().prior();
     let share = if busy > 0.0 { total / busy } else { 1.0 };
     for (m, v) in prior.mean_s.iter_mut().zip(prior.var_s2.iter_mut()) {
         *m *= share;
@@ -266,7 +274,7 @@ mod tests {
                 wait: &wait0,
                 slices: &none,
             },
-            20,
+            0..20,
         )
         .unwrap();
         assert_eq!(f.wait_per_slice, None);
@@ -372,7 +380,7 @@ mod tests {
                 wait: &wait0,
                 slices: &slices0,
             },
-            20,
+            0..20,
         )
         .unwrap();
         assert!((f.wait_per_slice.unwrap() - 0.001).abs() < 1e-9, "{f:?}");
@@ -409,7 +417,7 @@ mod tests {
                 wait: &wait0,
                 slices: &none,
             },
-            20,
+            0..20,
         )
         .unwrap();
         let mut a = alarm();

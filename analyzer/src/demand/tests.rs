@@ -193,8 +193,10 @@ fn a_slower_type_alarms_with_types_found_from_behaviour() {
 /// A broker: two threads serve requests (port 9000) and share one connection to a worker
 /// (port 7000). The second request arrives while the first one's call is out and waits
 /// for the connection. Request 1 works 1 ms before and after its call, request 2 1 ms
-/// after.
-fn broker() -> crate::decode::ProcessTrace {
+/// after. With `third`, a third thread's request arrives at 2 ms (every later time then
+/// moves by 0.9 ms) and waits behind both calls: it gets the connection at 23 ms, works
+/// 1 ms after its reply.
+fn broker(third: bool) -> crate::decode::ProcessTrace {
     let mut t = TraceBuilder::new("h", 200, 200);
     let exe = b"/usr/bin/broker".to_vec();
     t.meta(&Meta::Proc(ProcRecord {
@@ -217,6 +219,9 @@ fn broker() -> crate::decode::ProcessTrace {
     );
     t.lib(0x20, LibFn::Accept, LibOpts { local, ..o(3, 4) });
     t.lib(0x20, LibFn::Accept, LibOpts { local, ..o(3, 6) });
+    if third {
+        t.lib(0x20, LibFn::Accept, LibOpts { local, ..o(3, 7) });
+    }
     // Thread 200: request 1 arrives at 0, calls at 1 ms.
     t.lib(0x30, LibFn::Recv, o(4, 100));
     t.wait(MS);
@@ -225,6 +230,11 @@ fn broker() -> crate::decode::ProcessTrace {
     t.thread(201);
     t.wait(MS / 10);
     t.lib(0x30, LibFn::Recv, o(6, 100));
+    if third {
+        t.thread(202);
+        t.wait(9 * MS / 10);
+        t.lib(0x30, LibFn::Recv, o(7, 100));
+    }
     // Thread 200: the reply at 10 ms, 1 ms of work, the answer.
     t.thread(200);
     t.wait(9 * MS);
@@ -239,13 +249,23 @@ fn broker() -> crate::decode::ProcessTrace {
     t.lib(0x50, LibFn::Recv, o(5, 60));
     t.wait(MS);
     t.lib(0x60, LibFn::Send, o(6, 80));
+    if third {
+        // Thread 202 gets the connection at 22 ms, behind request 2's call.
+        t.thread(202);
+        t.wait(MS / 2);
+        t.lib(0x40, LibFn::Send, o(5, 50));
+        t.wait(9 * MS);
+        t.lib(0x50, LibFn::Recv, o(5, 60));
+        t.wait(MS);
+        t.lib(0x60, LibFn::Send, o(7, 80));
+    }
     t.finish()
 }
 
 #[test]
 fn waiting_for_a_shared_connection_to_a_slow_tier_is_not_busy() {
     use transactions::Role;
-    let p = broker();
+    let p = broker(false);
     let pt = ByteFlow.transactions(&p, ServiceMode::Port).unwrap();
     let served = pt
         .transactions
@@ -272,6 +292,33 @@ fn waiting_for_a_shared_connection_to_a_slow_tier_is_not_busy() {
     // Own work only: 3 ms (12.4 ms counting the wait).
     let b: f64 = iv.busy_s.iter().sum::<f64>() * 1e3;
     assert!((b - 3.0).abs() < 0.2, "busy {b} ms");
+}
+
+#[test]
+fn a_request_queued_behind_several_calls_waits_from_its_arrival() {
+    let p = broker(true);
+    let pt = ByteFlow.transactions(&p, ServiceMode::Port).unwrap();
+    let mut waits: Vec<f64> = pt
+        .transactions
+        .iter()
+        .filter(|t| t.service.starts_with("wait "))
+        .map(|t| (t.end_ns - t.start_ns) as f64 / MS as f64)
+        .collect();
+    waits.sort_by(f64::total_cmp);
+    // Request 2 from 1.1 to 12.5 ms; request 3 from its arrival at 2 ms to 23 ms (not from
+    // request 2's call at 12.5 ms: the connection was held for others all along).
+    assert_eq!(waits.len(), 2, "{:?}", pt.transactions);
+    assert!((waits[0] - 11.4).abs() < 0.3, "{waits:?}");
+    assert!((waits[1] - 21.0).abs() < 0.3, "{waits:?}");
+    let span = pt.span_ns.unwrap();
+    let grid = busy::Grid {
+        t0_ns: span.0,
+        len_ns: 1_000_000_000,
+    };
+    let iv = busy::intervals(grid, span, &pt.transactions, &pt.idle_ns);
+    // Own work only: 2 + 1 + 1 ms.
+    let b: f64 = iv.busy_s.iter().sum::<f64>() * 1e3;
+    assert!((b - 4.0).abs() < 0.3, "busy {b} ms");
 }
 
 /// An event loop of `/usr/sbin/lb` on one thread (no program functions recorded), two

@@ -21,8 +21,10 @@
 //!   on it is made for a request that arrived while the connection's previous call, made
 //!   for another request, was still out (a pool of connections to a downstream tier
 //!   shared by the threads of a broker or a server), that request waited for the
-//!   downstream: from its arrival (or the previous call's departure, if later) to its own
-//!   call, it is in the count as a call ([`Role::Called`], service `wait peer:…`), not busy
+//!   downstream: from its arrival if the connection was held then (in a call, or being
+//!   handed from one waiting request to the next; however many calls of other requests
+//!   followed on it before this one's turn), else from the previous call's departure, to
+//!   its own call, it is in the count as a call ([`Role::Called`], service `wait peer:…`), not busy
 //!   (003: time waiting on a child is not the process's own). A queue in front of a slow
 //!   tier does not make the queue's process slower.
 //!
@@ -224,6 +226,13 @@ struct Conn {
     parent_open: Option<i64>,
     /// Called: when the reply of the current call began arriving.
     answered_at: Option<i64>,
+    /// Called: the spans in which the connection was held, oldest first (at most
+    /// [`RECENT`]): from a call's departure to its reply's first byte, extended over the
+    /// reply of every later call made for a request that waited for it (handed over
+    /// without being free): was the connection held when a request arrived?
+    recent: std::collections::VecDeque<(i64, i64)>,
+    /// Called: the current call was made for a request that waited for the connection.
+    handed: bool,
     /// (local, peer) ports, where recorded.
     ports: Option<(u16, u16)>,
     /// The connection's number in the process.
@@ -257,6 +266,8 @@ impl Conn {
             parent: None,
             parent_open: None,
             answered_at: None,
+            recent: Default::default(),
+            handed: false,
             ports: None,
             id: 0,
             parent_id: None,
@@ -527,6 +538,8 @@ impl TransactionSource for ByteFlow {
                             parent: None,
                             parent_open: None,
                             answered_at: None,
+                            recent: Default::default(),
+                            handed: false,
                             ports: ports_of(local, peer),
                             id: next_id(&mut conn_no),
                             parent_id: None,
@@ -563,6 +576,8 @@ impl TransactionSource for ByteFlow {
                             parent: None,
                             parent_open: None,
                             answered_at: None,
+                            recent: Default::default(),
+                            handed: false,
                             ports: ports_of(local, peer),
                             id: next_id(&mut conn_no),
                             parent_id: None,
@@ -623,6 +638,16 @@ impl TransactionSource for ByteFlow {
                         // The first bytes of the reply: the call is over.
                         c.answered = true;
                         c.answered_at = Some(t);
+                        if c.handed && !c.recent.is_empty() {
+                            if let Some(span) = c.recent.back_mut() {
+                                span.1 = t;
+                            }
+                        } else if let Some(left) = c.open {
+                            if c.recent.len() == RECENT {
+                                c.recent.pop_front();
+                            }
+                            c.recent.push_back((left, t));
+                        }
                         fin.tx.push(Transaction {
                             role: Role::Called,
                             service: c.service.clone(),
@@ -688,9 +713,11 @@ impl TransactionSource for ByteFlow {
                         }
                     } else {
                         if c.answered || c.open.is_none() {
-                            if let Some(w) = queued(c, parent, parent_open, t) {
+                            let waited = waited_for(c, parent, parent_open);
+                            if let Some(w) = waited.and_then(|a| queued(c, a, t)) {
                                 fin.tx.push(w);
                             }
+                            c.handed = waited.is_some();
                             c.open = Some(t);
                             c.answered = false;
                             c.parent = parent;
@@ -768,19 +795,26 @@ fn parent_of(
     serving.get(&tid).and_then(open)
 }
 
-/// The wait of the request (`parent`, arrived at `parent_open`) that makes a call on `c` at
-/// `t` for the connection, if it waited for it: `c`'s previous call was made for another
-/// request and its reply began only after this request arrived (see the module
-/// documentation). The wait runs from the later of the arrival and the previous call's
-/// departure to `t`.
-fn queued(c: &Conn, parent: Option<i32>, parent_open: Option<i64>, t: i64) -> Option<Transaction> {
-    let (p, arrived) = (parent?, parent_open?);
-    let (prev_left, prev_answered) = (c.open?, c.answered_at?);
-    let same = c.parent == Some(p) && c.parent_open == Some(arrived);
-    if same || prev_answered <= arrived {
-        return None;
-    }
-    let start = arrived.max(prev_left);
+/// Calls remembered per client connection (for [`queued`]).
+const RECENT: usize = 64;
+
+/// The wait of a request that arrived at `arrived`, waited for the connection `c`
+/// ([`waited_for`]) and makes its call on it at `t` (see the module documentation). If
+/// the connection was held at the arrival — in a call, or being handed from one request
+/// that waited for it to the next (`recent`) — the request waited from its arrival: the
+/// calls of other requests may follow one another on it before this one's turn, and one
+/// of them may even have arrived later and taken the connection first (a thread woken for
+/// a free connection runs only after a newer one took it). Else it waited from the
+/// previous call's departure: until then the connection was free and the request was at
+/// its own work.
+fn queued(c: &Conn, arrived: i64, t: i64) -> Option<Transaction> {
+    let prev_left = c.open?;
+    let held = c.recent.iter().any(|&(d, e)| d <= arrived && arrived < e);
+    let start = if held {
+        arrived
+    } else {
+        arrived.max(prev_left)
+    };
     (start < t).then(|| Transaction {
         role: Role::Called,
         service: format!("wait {}", c.service),
@@ -789,6 +823,16 @@ fn queued(c: &Conn, parent: Option<i32>, parent_open: Option<i64>, t: i64) -> Op
         shape: None,
         link: Link::default(),
     })
+}
+
+/// The arrival of the request (`parent`, arrived at `parent_open`) about to make a call on
+/// `c`, if it waited for the connection: `c`'s previous call was made for another request
+/// and its reply began only after this request arrived.
+fn waited_for(c: &Conn, parent: Option<i32>, parent_open: Option<i64>) -> Option<i64> {
+    let (p, arrived) = (parent?, parent_open?);
+    let prev_answered = c.answered_at?;
+    let same = c.parent == Some(p) && c.parent_open == Some(arrived);
+    (!same && prev_answered > arrived).then_some(arrived)
 }
 
 /// Where finished transactions go, and the stable keys of the functions their shapes hold.
