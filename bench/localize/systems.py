@@ -54,12 +54,12 @@ bounded, and the launcher stops its daemons (SIGTERM, then SIGKILL) on every exi
 | `tomcat-chain` | tuning (validation in run 7) | Tomcat 10 with a servlet → 2 Python stores (sharded, JDK HTTP client) + 2 http.client clients | a servlet container and its backends (JVM; CPython threads) |
 | `uwsgi-tornado` | tuning (validation in run 7) | uWSGI (master, HTTP router, 3 preforked workers on 2 mapped sockets) → Tornado store + 2 http.client clients | a preforking application server with respawn and harakiri (C, embedded CPython; Tornado IOLoop) |
 | `ejabberd-chat` | tuning (validation in run 7) | ejabberd (BEAM, no distribution) + slixmpp clients: alice → bob and carol (echoes) | an XMPP server on the Erlang VM (Erlang; CPython asyncio) |
-| `cherrypy-rpyc` | validation (run 8) | CherryPy front (cheroot worker threads) → RPyC ThreadedServer store (pooled connections) + 2 http.client clients | a web front on an RPC store (CPython threads) |
-| `puma-memcache` | validation (run 8) | Puma (cluster mode: master + 1 worker of 4 threads) running a Rack app → 2 memcached shards + 2 http.client clients | a preforking Ruby application server and a sharded cache (Ruby MRI, C) |
-| `icecast-relay` | validation (run 8) | Python source → Icecast master → Icecast relay (pulls the mount) + 2 Python listeners checking every frame | a streaming server and its relay (C) |
-| `coturn-relay` | validation (run 8) | 2 Python TURN clients → coturn (UDP, ChannelData) → Python UDP peer (answers with a digest) | a TURN relay (C on libevent, UDP) |
-| `dnsmasq-chain` | validation (run 8) | dnsmasq forwarder (cache off; a child per TCP connection) → dnsmasq holding the zone + dnspython clients over UDP and TCP | a DNS forwarding chain (C) |
-| `quart-hypercorn` | validation (run 8) | Quart front on Hypercorn → asyncio key-value store (length-framed JSON, pooled connections) + 2 http.client clients | an ASGI service chain (CPython asyncio) |
+| `cherrypy-rpyc` | tuning (validation in run 8) | CherryPy front (cheroot worker threads) → RPyC ThreadedServer store (pooled connections) + 2 http.client clients | a web front on an RPC store (CPython threads) |
+| `puma-memcache` | tuning (validation in run 8) | Puma (cluster mode: master + 1 worker of 4 threads) running a Rack app → 2 memcached shards + 2 http.client clients | a preforking Ruby application server and a sharded cache (Ruby MRI, C) |
+| `icecast-relay` | tuning (validation in run 8) | Python source → Icecast master → Icecast relay (pulls the mount) + 2 Python listeners checking every frame | a streaming server and its relay (C) |
+| `coturn-relay` | tuning (validation in run 8) | 2 Python TURN clients → coturn (UDP, ChannelData) → Python UDP peer (answers with a digest) | a TURN relay (C on libevent, UDP) |
+| `dnsmasq-chain` | tuning (validation in run 8) | dnsmasq forwarder (cache off; a child per TCP connection) → dnsmasq holding the zone + dnspython clients over UDP and TCP | a DNS forwarding chain (C) |
+| `quart-hypercorn` | tuning (validation in run 8) | Quart front on Hypercorn → asyncio key-value store (length-framed JSON, pooled connections) + 2 http.client clients | an ASGI service chain (CPython asyncio) |
 """
 
 import argparse
