@@ -130,12 +130,12 @@ def fault(kind, tmp, base, extra, spawn, moved):
         raise SystemExit("unknown fault %s for %s" % (kind, NAME))
 
 
-def stats(tmp):
-    """The children's own CPU per request before the fault (php-PID.tsv, one line a request)
-    as sums and counts per type in php-PID.json (what run.py pools)."""
+def stats(tmp, tier="php", kinds=CPU_DEMAND_S["php"]):
+    """The children's own CPU per request before the fault (TIER-PID.tsv, one line a request)
+    as sums and counts per type in TIER-PID.json (what run.py pools); also cms-varnish-perl's."""
     for fn in os.listdir(tmp):
-        if fn.startswith("php-") and fn.endswith(".tsv"):
-            sums = {k: [0.0, 0] for k in CPU_DEMAND_S["php"]}
+        if fn.startswith(tier + "-") and fn.endswith(".tsv"):
+            sums = {k: [0.0, 0] for k in kinds}
             with open(os.path.join(tmp, fn)) as f:
                 for line in f:
                     kind, s = line.split()

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the demand suite (bench/demand/) needs, only what is missing: memcached,
 # haproxy, nginx, PostgreSQL, MariaDB, uWSGI with its Python 3 plugin and PyMySQL (for the
-# plugin's Debian Python), lighttpd and php-cgi with php-mysql, Apache httpd, Node.js with npm and Redis from Debian
+# plugin's Debian Python), lighttpd and php-cgi with php-mysql, Apache httpd, Node.js with npm, Redis, Varnish, Starman and Perl's DBD::Pg from Debian
 # (sqlite3 is Python's own module), gunicorn, psycopg2 and PyMySQL (for the suite's Python) from PyPI, and the
 # npm `mysql2` driver (for wiki.js, into bench/demand/node_modules). Idempotent. Not run by scripts/setup.sh: the suite is not in the
 # default test run.
@@ -24,6 +24,9 @@ php-cgi -m 2>/dev/null | grep -qx mysqli || need+=(php-mysql)
 command -v node >/dev/null || need+=(nodejs)
 command -v npm >/dev/null || need+=(npm)
 command -v redis-server >/dev/null || need+=(redis-server)
+[ -x /usr/sbin/varnishd ] || need+=(varnish)
+command -v starman >/dev/null || need+=(starman)
+perl -MDBD::Pg -e1 2>/dev/null || need+=(libdbd-pg-perl)
 if [ ${#need[@]} -gt 0 ]; then
     echo "demand setup: apt-get install ${need[*]}" >&2
     $SUDO apt-get update -qq

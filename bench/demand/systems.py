@@ -19,6 +19,9 @@ Systems (bench/demand/split.json):
 - wiki-apache-node: Apache httpd (mod_proxy_http) -> a Node.js cluster (3 workers,
   `wiki.js`, burning a known CPU time per request type) -> Redis and MariaDB; phases every
   30 s; in `wiki.py`.
+- cms-varnish-perl: Varnish (passing every request) -> Starman (3 Perl workers, `cms.psgi`,
+  burning a known CPU time per request type) -> memcached and PostgreSQL; phases every
+  30 s; in `cms.py`.
 
 `run` writes a truth file (JSON): the pids of each tier, the phases, the fault (which
 tiers, when) and the known CPU demands. Loopback only; every process is bounded by the
@@ -42,6 +45,7 @@ import threading
 import time
 
 import blog
+import cms
 import nginx
 import shop
 import wiki
@@ -412,8 +416,18 @@ def as_postgres():
     return {"user": "postgres", "group": "postgres", "extra_groups": []} if os.getuid() == 0 else {}
 
 
-def pg_start(tmp, port):
-    """A fresh PostgreSQL cluster in tmp/pg, started on `port`: the postmaster's Popen."""
+ORDERS_SCHEMA = (
+    "CREATE TABLE orders (id serial PRIMARY KEY, customer int, amount int, note text)",
+    "INSERT INTO orders(customer, amount, note) SELECT g % 10000, g % 500, "
+    "repeat('x', 40) FROM generate_series(1, 300000) g",
+    "CREATE INDEX orders_customer ON orders(customer)",
+    "ANALYZE orders",
+)
+
+
+def pg_start(tmp, port, schema=ORDERS_SCHEMA):
+    """A fresh PostgreSQL cluster in tmp/pg, started on `port`, with the tables `schema`
+    makes (api-pool-pg's orders by default): the postmaster's Popen."""
     data = os.path.join(tmp, "pg")
     shutil.rmtree(data, ignore_errors=True)
     os.makedirs(data, mode=0o700)
@@ -437,23 +451,20 @@ def pg_start(tmp, port):
             time.sleep(0.2)
     c.autocommit = True
     cur = c.cursor()
-    cur.execute("CREATE TABLE orders (id serial PRIMARY KEY, customer int, amount int, note text)")
-    cur.execute("INSERT INTO orders(customer, amount, note) SELECT g % 10000, g % 500, "
-                "repeat('x', 40) FROM generate_series(1, 300000) g")
-    cur.execute("CREATE INDEX orders_customer ON orders(customer)")
-    cur.execute("ANALYZE orders")
+    for stmt in schema:
+        cur.execute(stmt)
     c.close()
     return p
 
 
-def pg_locker(port, hold_s, gap_s):
-    """Lock contention: holds an exclusive lock on the orders table `hold_s` of every
-    `hold_s+gap_s` (every query of the application waits for it)."""
+def pg_locker(port, hold_s, gap_s, table="orders"):
+    """Lock contention: holds an exclusive lock on `table` (api-pool-pg's orders by default)
+    `hold_s` of every `hold_s+gap_s` (every query of the application on it waits for it)."""
     import psycopg2
     c = psycopg2.connect(host="127.0.0.1", port=port, user="postgres", dbname="postgres")
     cur = c.cursor()
     while True:
-        cur.execute("LOCK TABLE orders IN ACCESS EXCLUSIVE MODE")
+        cur.execute("LOCK TABLE %s IN ACCESS EXCLUSIVE MODE" % table)
         time.sleep(hold_s)
         c.commit()
         time.sleep(gap_s)
@@ -557,7 +568,7 @@ def run_system(a, procs, extra):
     os.makedirs(tmp, exist_ok=True)
     base = a.port_base
     truth = {"system": a.system, "seconds": a.seconds, "fault": None}
-    phase_s = {blog.NAME: blog.PHASE_S, wiki.NAME: wiki.PHASE_S}.get(a.system)
+    phase_s = {blog.NAME: blog.PHASE_S, wiki.NAME: wiki.PHASE_S, cms.NAME: cms.PHASE_S}.get(a.system)
     plan = phases(a.seconds, round(a.seconds / phase_s)) if phase_s else phases(a.seconds)
     truth["phases"] = plan
     py = [sys.executable, ME]
@@ -663,6 +674,10 @@ def run_system(a, procs, extra):
         send = wiki.start(tmp, base, procs, spawn, wait_port, http_get, moved)
         truth["cpu_demand_s"] = wiki.CPU_DEMAND_S
         fault_tiers = wiki.FAULT_TIERS.get(a.fault, [])
+    elif a.system == cms.NAME:
+        send = cms.start(tmp, base, procs, spawn, wait_port, http_get, moved, pg_start)
+        truth["cpu_demand_s"] = cms.CPU_DEMAND_S
+        fault_tiers = cms.FAULT_TIERS.get(a.fault, [])
     else:
         raise SystemExit("unknown system %s" % a.system)
 
@@ -690,6 +705,8 @@ def run_system(a, procs, extra):
             blog.fault(a.fault, tmp, base, extra, spawn, moved)
         elif a.system == wiki.NAME:
             wiki.fault(a.fault, tmp, base, extra, spawn, moved, procs)
+        elif a.system == cms.NAME:
+            cms.fault(a.fault, tmp, base, extra, spawn, moved, pg_sql)
         elif a.fault == "index" and a.system == "api-pool-pg":
             pg_sql(base + 2, "DROP INDEX orders_customer")
         elif a.fault == "index":
@@ -717,6 +734,8 @@ def run_system(a, procs, extra):
     truth["errors"] = len(errors)
     if a.system == blog.NAME:
         blog.stats(tmp)
+    elif a.system == cms.NAME:
+        cms.stats(tmp)
     # Every process of each tier (a pre-forked pool's children too).
     tiers = {}
     for name, ps in procs.items():
@@ -775,6 +794,7 @@ def main():
     lk.add_argument("--file")
     pl = sub.add_parser("pglocker")
     pl.add_argument("--port", type=int)
+    pl.add_argument("--table", default="orders")
     h = sub.add_parser("hog")
     h.add_argument("--cpu", type=int)
     a = ap.parse_args()
@@ -793,7 +813,7 @@ def main():
     elif a.cmd == "locker":
         locker(a.file, 0.03, 0.01)
     elif a.cmd == "pglocker":
-        pg_locker(a.port, 0.02, 0.06)
+        pg_locker(a.port, 0.02, 0.06, a.table)
     elif a.cmd == "hog":
         hog(a.cpu)
 
