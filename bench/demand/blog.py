@@ -123,9 +123,7 @@ def fault(kind, tmp, base, extra, spawn, moved):
     elif kind == "lock":
         extra.append(spawn([sys.executable, os.path.join(HERE, "shop.py"), "locker", str(base + 3), "blog", "articles"]))
     elif kind == "hog":
-        shop.take_cpu(moved["php-hogged"][0], 0)
-        for _ in range(3):
-            extra.append(spawn([sys.executable, os.path.join(HERE, "systems.py"), "hog", "--cpu", "0"]))
+        shop.hog(moved["php-hogged"][0], extra, spawn)
     elif kind != "cacheread":
         raise SystemExit("unknown fault %s for %s" % (kind, NAME))
 

@@ -125,9 +125,7 @@ def fault(kind, tmp, base, extra, spawn, moved, pg_sql):
         extra.append(spawn([py, os.path.join(HERE, "systems.py"), "pglocker", "--port", str(base + 3),
                             "--table", "docs"]))
     elif kind == "hog":
-        shop.take_cpu(moved["app-hogged"][0], 0)
-        for _ in range(3):
-            extra.append(spawn([py, os.path.join(HERE, "systems.py"), "hog", "--cpu", "0"]))
+        shop.hog(moved["app-hogged"][0], extra, spawn)
     elif kind != "cacheread":
         raise SystemExit("unknown fault %s for %s" % (kind, NAME))
 

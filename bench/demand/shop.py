@@ -120,6 +120,14 @@ def take_cpu(pid, cpu):
             pass  # the thread ended
 
 
+def hog(pid, extra, spawn):
+    """The `hog` fault on process `pid`, as every system of the suite makes it: `pid` on CPU 0
+    at nice 19 (take_cpu) beside three busy loops (`systems.py hog`), spawned into `extra`."""
+    take_cpu(pid, 0)
+    for _ in range(3):
+        extra.append(spawn([sys.executable, os.path.join(HERE, "systems.py"), "hog", "--cpu", "0"]))
+
+
 def children(pid):
     try:
         with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
@@ -174,9 +182,7 @@ def fault(kind, tmp, base, extra, spawn, moved):
     elif kind == "lock":
         extra.append(spawn([sys.executable, os.path.join(HERE, "shop.py"), "locker", str(base + 2)]))
     elif kind == "hog":
-        take_cpu(moved["api-hogged"][0], 0)
-        for _ in range(3):
-            extra.append(spawn([sys.executable, os.path.join(HERE, "systems.py"), "hog", "--cpu", "0"]))
+        hog(moved["api-hogged"][0], extra, spawn)
     elif kind != "dbread":
         raise SystemExit("unknown fault %s for %s" % (kind, NAME))
 

@@ -715,9 +715,7 @@ def run_system(a, procs, extra):
             # CPU taken from app1: it is put on CPU 0 at nice 19 with three busy loops
             # (shop.take_cpu). Not pinned before the fault: a process pinned to one CPU from
             # the start is starved alone whenever other jobs on the machine land on that CPU.
-            shop.take_cpu(procs["app1"][0].pid, 0)
-            for _ in range(3):
-                extra.append(spawn(py + ["hog", "--cpu", "0"]))
+            shop.hog(procs["app1"][0].pid, extra, spawn)
         elif a.fault == "heavy":
             procs["app1"][0].send_signal(signal.SIGUSR1)
         elif a.fault == "lock" and a.system == "api-pool-pg":

@@ -132,9 +132,7 @@ def fault(kind, tmp, base, extra, spawn, moved, procs):
     elif kind == "lock":
         extra.append(spawn([sys.executable, os.path.join(HERE, "shop.py"), "locker", str(base + 3), "wiki", "pages"]))
     elif kind == "hog":
-        shop.take_cpu(moved["node-hogged"][0], 0)
-        for _ in range(3):
-            extra.append(spawn([sys.executable, os.path.join(HERE, "systems.py"), "hog", "--cpu", "0"]))
+        shop.hog(moved["node-hogged"][0], extra, spawn)
     elif kind != "cacheread":
         raise SystemExit("unknown fault %s for %s" % (kind, NAME))
 
