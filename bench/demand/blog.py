@@ -104,15 +104,8 @@ def start(tmp, base, procs, spawn, wait_port, http_get, moved):
         http_get(base, "/comment/%d" % k)
     moved["php-hogged"] = [shop.children(procs["php"][0].pid)[0]]
 
-    def send(first, k):
-        if first:
-            http_get(base, "/article/%d" % (k * 7919))
-        elif k % 3:
-            http_get(base, "/feed/%d" % k)
-        else:
-            http_get(base, "/comment/%d" % k)
-
-    return send
+    # The first type's keys spread over its whole key space.
+    return shop.sender(http_get, base, "/article/%d", "/feed/%d", "/comment/%d", lambda k: k * 7919)
 
 
 def fault(kind, tmp, base, extra, spawn, moved):

@@ -104,15 +104,8 @@ def start(tmp, base, procs, spawn, wait_port, http_get, moved, pg_start):
         http_get(base, "/search/%d" % k)
     moved["app-hogged"] = [shop.children(procs["app"][0].pid)[0]]
 
-    def send(first, k):
-        if first:
-            http_get(base, "/doc/%d" % (k * 7919))
-        elif k % 3:
-            http_get(base, "/search/%d" % k)
-        else:
-            http_get(base, "/vote/%d" % k)
-
-    return send
+    # The first type's keys spread over its whole key space.
+    return shop.sender(http_get, base, "/doc/%d", "/search/%d", "/vote/%d", lambda k: k * 7919)
 
 
 def fault(kind, tmp, base, extra, spawn, moved, pg_sql):

@@ -128,6 +128,22 @@ def hog(pid, extra, spawn):
         extra.append(spawn([sys.executable, os.path.join(HERE, "systems.py"), "hog", "--cpu", "0"]))
 
 
+def sender(http_get, base, first, second, third, first_key=lambda k: k):
+    """The load's `send(first, k)` for a system with three request types on paths
+    `first % first_key(k)`, `second % k` and `third % k`: the phase's first type when the
+    load draws it (`first`), else two of three requests `second`, one `third`."""
+
+    def send(is_first, k):
+        if is_first:
+            http_get(base, first % first_key(k))
+        elif k % 3:
+            http_get(base, second % k)
+        else:
+            http_get(base, third % k)
+
+    return send
+
+
 def children(pid):
     try:
         with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
@@ -163,15 +179,7 @@ def start(tmp, base, procs, spawn, wait_port, http_get, moved):
     hogged = children(procs["api"][0].pid)[0]
     moved["api-hogged"] = [hogged]
 
-    def send(first, k):
-        if first:
-            http_get(base, "/product/%d" % k)
-        elif k % 3:
-            http_get(base, "/search/%d" % k)
-        else:
-            http_get(base, "/cart/%d" % k)
-
-    return send
+    return sender(http_get, base, "/product/%d", "/search/%d", "/cart/%d")
 
 
 def fault(kind, tmp, base, extra, spawn, moved):

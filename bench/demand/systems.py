@@ -569,7 +569,7 @@ def run_system(a, procs, extra):
     base = a.port_base
     truth = {"system": a.system, "seconds": a.seconds, "fault": None}
     phase_s = {blog.NAME: blog.PHASE_S, wiki.NAME: wiki.PHASE_S, cms.NAME: cms.PHASE_S}.get(a.system)
-    plan = phases(a.seconds, round(a.seconds / phase_s)) if phase_s else phases(a.seconds)
+    plan = phases(a.seconds, max(1, round(a.seconds / phase_s))) if phase_s else phases(a.seconds)
     truth["phases"] = plan
     py = [sys.executable, ME]
     fault_tiers = []

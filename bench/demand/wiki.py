@@ -112,15 +112,8 @@ def start(tmp, base, procs, spawn, wait_port, http_get, moved):
         http_get(base, "/tag/%d" % k)
     moved["node-hogged"] = [shop.children(procs["node"][0].pid)[0]]
 
-    def send(first, k):
-        if first:
-            http_get(base, "/page/%d" % (k * 7919))
-        elif k % 3:
-            http_get(base, "/tag/%d" % k)
-        else:
-            http_get(base, "/edit/%d" % k)
-
-    return send
+    # The first type's keys spread over its whole key space.
+    return shop.sender(http_get, base, "/page/%d", "/tag/%d", "/edit/%d", lambda k: k * 7919)
 
 
 def fault(kind, tmp, base, extra, spawn, moved, procs):
