@@ -262,6 +262,17 @@ fn broker(third: bool) -> crate::decode::ProcessTrace {
     t.finish()
 }
 
+/// The busy time of a process's transactions over its whole span, in ms (1-s intervals).
+fn busy_ms(pt: &ProcessTransactions) -> f64 {
+    let span = pt.span_ns.unwrap();
+    let grid = Grid {
+        t0_ns: span.0,
+        len_ns: 1_000 * MS as i64,
+    };
+    let iv = busy::intervals(grid, span, &pt.transactions, &pt.idle_ns);
+    iv.busy_s.iter().sum::<f64>() * 1e3
+}
+
 #[test]
 fn waiting_for_a_shared_connection_to_a_slow_tier_is_not_busy() {
     use transactions::Role;
@@ -283,14 +294,8 @@ fn waiting_for_a_shared_connection_to_a_slow_tier_is_not_busy() {
     // From request 2's arrival to its call: 10.4 ms (and a few entries' ticks).
     let w = (waits[0].end_ns - waits[0].start_ns) as f64 / MS as f64;
     assert!((w - 10.4).abs() < 0.2, "{w} ms");
-    let span = pt.span_ns.unwrap();
-    let grid = busy::Grid {
-        t0_ns: span.0,
-        len_ns: 1_000_000_000,
-    };
-    let iv = busy::intervals(grid, span, &pt.transactions, &pt.idle_ns);
     // Own work only: 3 ms (12.4 ms counting the wait).
-    let b: f64 = iv.busy_s.iter().sum::<f64>() * 1e3;
+    let b = busy_ms(&pt);
     assert!((b - 3.0).abs() < 0.2, "busy {b} ms");
 }
 
@@ -310,14 +315,8 @@ fn a_request_queued_behind_several_calls_waits_from_its_arrival() {
     assert_eq!(waits.len(), 2, "{:?}", pt.transactions);
     assert!((waits[0] - 11.4).abs() < 0.3, "{waits:?}");
     assert!((waits[1] - 21.0).abs() < 0.3, "{waits:?}");
-    let span = pt.span_ns.unwrap();
-    let grid = busy::Grid {
-        t0_ns: span.0,
-        len_ns: 1_000_000_000,
-    };
-    let iv = busy::intervals(grid, span, &pt.transactions, &pt.idle_ns);
     // Own work only: 2 + 1 + 1 ms.
-    let b: f64 = iv.busy_s.iter().sum::<f64>() * 1e3;
+    let b = busy_ms(&pt);
     assert!((b - 4.0).abs() < 0.3, "busy {b} ms");
 }
 
@@ -610,13 +609,7 @@ fn an_event_loop_is_not_busy_in_its_readiness_waits_and_calls_go_to_requests_in_
     }
     // Busy: the loop's own 0.2 ms a round, not the 4 ms it waited for the rest of A's
     // reply while no call was open.
-    let span = pt.span_ns.unwrap();
-    let grid = Grid {
-        t0_ns: span.0,
-        len_ns: 1_000 * MS as i64,
-    };
-    let iv = busy::intervals(grid, span, &pt.transactions, &pt.idle_ns);
-    let per_round: f64 = iv.busy_s.iter().sum::<f64>() * 1e3 / 50.0;
+    let per_round = busy_ms(&pt) / 50.0;
     assert!(
         (per_round - 0.2).abs() < 0.05,
         "busy {per_round} ms a round"
