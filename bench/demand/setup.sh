@@ -3,7 +3,9 @@
 # haproxy, nginx, PostgreSQL, MariaDB, uWSGI with its Python 3 plugin and PyMySQL (for the
 # plugin's Debian Python), lighttpd and php-cgi with php-mysql, Apache httpd, Node.js with npm, Redis, Varnish, Starman and Perl's DBD::Pg from Debian
 # (sqlite3 is Python's own module), gunicorn, psycopg2 and PyMySQL (for the suite's Python) from PyPI, and the
-# npm `mysql2` driver (for wiki.js, into bench/demand/node_modules). Idempotent. Not run by scripts/setup.sh: the suite is not in the
+# npm `mysql2` driver (for wiki.js, into bench/demand/node_modules); Tomcat 10, a JDK (javac) and
+# MariaDB Connector/J (libmariadb-java) from Debian, and catalog-haproxy-tomcat's servlet compiled
+# once (catalog.py build). Idempotent. Not run by scripts/setup.sh: the suite is not in the
 # default test run.
 set -euo pipefail
 SUDO=""
@@ -27,6 +29,9 @@ command -v redis-server >/dev/null || need+=(redis-server)
 [ -x /usr/sbin/varnishd ] || need+=(varnish)
 command -v starman >/dev/null || need+=(starman)
 perl -MDBD::Pg -e1 2>/dev/null || need+=(libdbd-pg-perl)
+[ -f /usr/share/tomcat10/bin/bootstrap.jar ] || need+=(tomcat10)
+command -v javac >/dev/null || need+=(openjdk-17-jdk-headless)
+[ -f /usr/share/java/mariadb-java-client.jar ] || need+=(libmariadb-java)
 if [ ${#need[@]} -gt 0 ]; then
     echo "demand setup: apt-get install ${need[*]}" >&2
     $SUDO apt-get update -qq
@@ -38,3 +43,5 @@ python3 -c 'import pymysql' 2>/dev/null || python3 -m pip install -q pymysql
 here="$(cd "$(dirname "$0")" && pwd)"
 [ -d "$here/node_modules/mysql2" ] || npm install --no-save --no-package-lock --no-audit --no-fund --prefix "$here" mysql2@3
 id postgres >/dev/null 2>&1 || { echo "demand setup: no postgres user (the postgresql package makes it)" >&2; exit 1; }
+# catalog-haproxy-tomcat's servlet is compiled once, outside every recording.
+python3 "$here/catalog.py" build >/dev/null

@@ -22,6 +22,9 @@ Systems (bench/demand/split.json):
 - cms-varnish-perl: Varnish (passing every request) -> Starman (3 Perl workers, `cms.psgi`,
   burning a known CPU time per request type) -> memcached and PostgreSQL; phases every
   30 s; in `cms.py`.
+- catalog-haproxy-tomcat: HAProxy -> 2 Apache Tomcat 10 servers (JVMs, 4 request threads
+  each, `catalog/CatalogServlet.java`, burning a known CPU time per request type) ->
+  MariaDB through JDBC; phases every 30 s; in `catalog.py`.
 
 `run` writes a truth file (JSON): the pids of each tier, the phases, the fault (which
 tiers, when) and the known CPU demands. Loopback only; every process is bounded by the
@@ -45,6 +48,7 @@ import threading
 import time
 
 import blog
+import catalog
 import cms
 import nginx
 import shop
@@ -568,7 +572,8 @@ def run_system(a, procs, extra):
     os.makedirs(tmp, exist_ok=True)
     base = a.port_base
     truth = {"system": a.system, "seconds": a.seconds, "fault": None}
-    phase_s = {blog.NAME: blog.PHASE_S, wiki.NAME: wiki.PHASE_S, cms.NAME: cms.PHASE_S}.get(a.system)
+    phase_s = {blog.NAME: blog.PHASE_S, wiki.NAME: wiki.PHASE_S, cms.NAME: cms.PHASE_S,
+               catalog.NAME: catalog.PHASE_S}.get(a.system)
     plan = phases(a.seconds, max(1, round(a.seconds / phase_s))) if phase_s else phases(a.seconds)
     truth["phases"] = plan
     py = [sys.executable, ME]
@@ -678,6 +683,10 @@ def run_system(a, procs, extra):
         send = cms.start(tmp, base, procs, spawn, wait_port, http_get, moved, pg_start)
         truth["cpu_demand_s"] = cms.CPU_DEMAND_S
         fault_tiers = cms.FAULT_TIERS.get(a.fault, [])
+    elif a.system == catalog.NAME:
+        send = catalog.start(tmp, base, procs, spawn, wait_port, http_get, moved)
+        truth["cpu_demand_s"] = catalog.CPU_DEMAND_S
+        fault_tiers = catalog.FAULT_TIERS.get(a.fault, [])
     else:
         raise SystemExit("unknown system %s" % a.system)
 
@@ -707,6 +716,8 @@ def run_system(a, procs, extra):
             wiki.fault(a.fault, tmp, base, extra, spawn, moved, procs)
         elif a.system == cms.NAME:
             cms.fault(a.fault, tmp, base, extra, spawn, moved, pg_sql)
+        elif a.system == catalog.NAME:
+            catalog.fault(a.fault, tmp, base, extra, spawn, moved)
         elif a.fault == "index" and a.system == "api-pool-pg":
             pg_sql(base + 2, "DROP INDEX orders_customer")
         elif a.fault == "index":
@@ -734,6 +745,8 @@ def run_system(a, procs, extra):
         blog.stats(tmp)
     elif a.system == cms.NAME:
         cms.stats(tmp)
+    elif a.system == catalog.NAME:
+        catalog.stats(tmp)
     # Every process of each tier (a pre-forked pool's children too).
     tiers = {}
     for name, ps in procs.items():
