@@ -64,7 +64,7 @@ SCHEMA = (
     "CREATE TABLE catalog.items (id INT AUTO_INCREMENT PRIMARY KEY, sku VARCHAR(16), category INT,"
     " title VARCHAR(48), price INT, rating BIGINT NOT NULL DEFAULT 0, descr VARCHAR(300)) ENGINE=InnoDB",
     "INSERT INTO catalog.items(sku, category, title, price, descr) SELECT CONCAT('s', LPAD(seq, 7, '0')),"
-    " seq % 100, CONCAT('item ', MD5(seq)), seq % 997, REPEAT('y', 60 + seq % 200) FROM seq_1_to_100000",
+    " seq % 100, CONCAT('item ', MD5(seq)), seq % 997, REPEAT('y', 60 + seq % 200) FROM seq_1_to_30000",
     "CREATE INDEX items_sku ON catalog.items(sku)",
     "CREATE INDEX items_category ON catalog.items(category)",
     "CREATE TABLE catalog.ratings (id INT AUTO_INCREMENT PRIMARY KEY, item INT, stars INT) ENGINE=InnoDB",

@@ -48,7 +48,7 @@ import java.util.concurrent.atomic.AtomicLong;
 
 public class CatalogServlet extends HttpServlet {
     static final Map<String, Double> BURN_S = Map.of("item", 0.001, "browse", 0.004, "rate", 0.0007);
-    static final int ITEMS = 100000;
+    static final int ITEMS = 30000;
 
     private final ThreadMXBean mx = ManagementFactory.getThreadMXBean();
     private final ThreadLocal<Connection> conn = new ThreadLocal<>();
