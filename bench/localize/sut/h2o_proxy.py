@@ -15,11 +15,13 @@ N requests, objects and live ones, over one keep-alive connection; client 2 (`h2
 --name 2`) sends, each step, a GET of an object of its own keys and a POST to `/echo` as
 two concurrent streams. Every answer is checked (status, the body against what the origin
 makes for it); a client waits at most 3 s, counts a failed request, connects again and goes
-on. The h2o server process runs as `nobody` (h2o's default when started as root).
+on. The h2o server process runs as `nobody` (h2o's default when started as root); one that
+outlives its master (stopped, so deaf to the master's SIGTERM) is killed at the end.
 """
 
 import hashlib
 import os
+import signal
 import socket
 import time
 
@@ -160,6 +162,34 @@ def run(tmp, n):
         p = d.start("origin", [PY, LAUNCHER, "h2o-origin"])
         wait_port(origin_port, p, timeout=10)
         p = d.start("h2o", ["h2o", "-m", "master", "-c", conf])
-        wait_port(port, p, timeout=20)
-        other = d.start("client2", [PY, LAUNCHER, "h2o-client", "--name", "2"])
-        launcher_loop(Client(port), n, body, 17, other, "h2o-proxy")
+        servers = []
+        try:
+            wait_port(port, p, timeout=20)
+            other = d.start("client2", [PY, LAUNCHER, "h2o-client", "--name", "2"])
+            launcher_loop(Client(port), n, body, 17, other, "h2o-proxy")
+        finally:
+            servers = _children(p.pid)
+    # A stopped h2o server does not act on the master's SIGTERM and outlives the master
+    # (killed by the launcher after 5 s): it is killed here, so the run ends.
+    for pid in servers:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            log(f"h2o server {pid} outlived its master: killed")
+        except ProcessLookupError:
+            pass
+
+
+def _children(ppid):
+    """The processes whose parent is ppid now (start_server's h2o servers)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == ppid:
+            out.append(int(entry))
+    return out
