@@ -1,6 +1,12 @@
 """Fault cases of the validation systems added on 2026-11-29 for validation run 9 (branch
 loc-sysj). No method has been run on them. The categories and the SPEC grammar are those
-of `faults.py`; every SPEC is narrowed to one process and one call, mid-run."""
+of `faults.py`; every SPEC is narrowed to one process and one call, mid-run.
+
+Recorded on 2026-11-29 for validation run 9 (`run.py --record-only` into
+/tmp/val9/loc-sysj: 3 normal runs, the control and every case per system), then checked
+with `run.py --check --reuse` on those recordings (injection records and client summaries
+only, no model, no ranking): every case of the three systems fired (one injection each,
+the EAGAIN storms 20 or 30), no normal run or control holds an injection record."""
 
 from sut.common import ports
 
