@@ -60,6 +60,9 @@ bounded, and the launcher stops its daemons (SIGTERM, then SIGKILL) on every exi
 | `coturn-relay` | tuning (validation in run 8) | 2 Python TURN clients → coturn (UDP, ChannelData) → Python UDP peer (answers with a digest) | a TURN relay (C on libevent, UDP) |
 | `dnsmasq-chain` | tuning (validation in run 8) | dnsmasq forwarder (cache off; a child per TCP connection) → dnsmasq holding the zone + dnspython clients over UDP and TCP | a DNS forwarding chain (C) |
 | `quart-hypercorn` | tuning (validation in run 8) | Quart front on Hypercorn → asyncio key-value store (length-framed JSON, pooled connections) + 2 http.client clients | an ASGI service chain (CPython asyncio) |
+| `gunicorn-falcon` | validation (added 2026-11-29 for validation run 9, unseen) | gunicorn (master + 1 sync worker, respawned) running a Falcon app → XML-RPC store (`xmlrpc.server`, a thread per request) + 2 http.client clients | a preforking WSGI server and an RPC store (CPython, no event loop) |
+| `asyncssh-starlette` | validation (added 2026-11-29 for validation run 9, unseen) | asyncssh gateway (a command per SSH session) → Starlette store on uvicorn (httpx keep-alive pool) + 2 asyncssh clients | an SSH command gateway and an ASGI store (CPython asyncio; OpenSSL through cryptography) |
+| `mojo-prefork` | validation (added 2026-11-29 for validation run 9, unseen) | Mojolicious prefork server (manager + 1 worker, respawned) → Mojolicious daemon store (Mojo::UserAgent keep-alive pool) + 2 http.client clients | a preforking Perl web framework and its backend (Perl, Mojo::IOLoop) |
 """
 
 import argparse
@@ -117,6 +120,9 @@ SYSTEMS = {
     "coturn-relay": ("coturn_relay", "run"),
     "dnsmasq-chain": ("dnsmasq_chain", "run"),
     "quart-hypercorn": ("quart_hypercorn", "run"),
+    "gunicorn-falcon": ("gunicorn_falcon", "run"),
+    "asyncssh-starlette": ("asyncssh_starlette", "run"),
+    "mojo-prefork": ("mojo_prefork", "run"),
 }
 HELPERS = {
     "job-queue-worker": ("job_queue", "beanstalk_worker"),
@@ -181,6 +187,12 @@ HELPERS = {
     "quart-store": ("quart_hypercorn", "store"),
     "quart-front": ("quart_hypercorn", "front"),
     "quart-client": ("quart_hypercorn", "client"),
+    "xmlrpc-store": ("gunicorn_falcon", "store"),
+    "gunicorn-client": ("gunicorn_falcon", "client"),
+    "starlette-store": ("asyncssh_starlette", "store"),
+    "asyncssh-gateway": ("asyncssh_starlette", "gateway"),
+    "ssh-kv-client": ("asyncssh_starlette", "client"),
+    "mojo-client": ("mojo_prefork", "client"),
 }
 
 

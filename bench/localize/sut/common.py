@@ -78,6 +78,10 @@ SLOTS = {
     # Slots 43-44: systems added by the helper branch loc-sysi (validation run 8).
     "dnsmasq-chain": 43,
     "quart-hypercorn": 44,
+    # Slots 48-50: systems added by the helper branch loc-sysk (validation run 9).
+    "gunicorn-falcon": 48,
+    "asyncssh-starlette": 49,
+    "mojo-prefork": 50,
 }
 
 
