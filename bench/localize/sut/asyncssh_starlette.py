@@ -29,7 +29,10 @@ import time
 
 from .common import LAUNCHER, PY, WORKLOAD_S, Daemons, log, ports, wait_port, wait_readers
 
-REQUESTS2 = 60
+# Half the steps of the other systems: a recorded run of this chain (asyncssh, httpx and
+# Starlette, all in Python) with 120 + 60 steps took 50-95 s on this machine, past the
+# suite's 75-s run limit.
+REQUESTS2 = 30
 STORE_TIMEOUT_S = 1.0
 CLIENT_TIMEOUT_S = 2.0
 
@@ -231,7 +234,8 @@ def workload(port, name, n, pause):
 
 
 def client(name):
-    """Helper process `ssh-kv-client --name N`: REQUESTS2 steps, every 60 ms."""
+    """Helper process `ssh-kv-client --name N`: REQUESTS2 steps, every 60 ms (the launcher
+    takes half of --requests, every 20 ms)."""
     ok, errors = workload(ports("asyncssh-starlette")[0], name, REQUESTS2, 0.06)
     log(f"ssh client {name}: {ok}/{REQUESTS2} steps ok, {errors} failed")
 
@@ -245,6 +249,7 @@ def run(tmp, n):
         p = d.start("gateway", [PY, LAUNCHER, "asyncssh-gateway"], env=env)
         wait_port(gport, p, timeout=30)
         helper = d.start("client2", [PY, LAUNCHER, "ssh-kv-client", "--name", "2"])
-        ok, errors = workload(gport, "1", n, 0.02)
+        steps = max(1, n // 2)
+        ok, errors = workload(gport, "1", steps, 0.02)
         wait_readers([helper], seconds=25)
-        log(f"asyncssh-starlette: {ok}/{n} steps ok, {errors} failed")
+        log(f"asyncssh-starlette: {ok}/{steps} steps ok, {errors} failed")

@@ -176,7 +176,9 @@ def run(tmp, n):
         conf = os.path.join(tmp, "gunicorn.conf.py")
         with open(conf, "w") as f:
             f.write("from sut.gunicorn_falcon import post_worker_init, worker_exit  # noqa: F401\n")
-        genv = dict(env, GUNICORN_FALCON_APP="1", PYTHONPATH=HERE)
+        # Appended, not replaced: a recording puts its Python hook on PYTHONPATH.
+        path = os.pathsep.join(x for x in (os.environ.get("PYTHONPATH"), HERE) if x)
+        genv = dict(env, GUNICORN_FALCON_APP="1", PYTHONPATH=path)
         p = d.start("front", [PY, "-m", "gunicorn", "--config", conf, "--chdir", HERE,
                               "--bind", f"127.0.0.1:{fport}", "--workers", "1", "--worker-class", "sync",
                               "--timeout", "4", "--graceful-timeout", "2", "--keep-alive", "2", "--no-control-socket",
