@@ -191,8 +191,8 @@ class SshKvClient:
     async def step(self, k):
         """Puts key k, then reads it back and checks its length and digest: True if both went
         right; a failure is logged and counted and the connection is made again."""
-        v = value(k)
         try:
+            v = value(k)
             out = await self.command(f"put {k}", v)
             if out != f"stored {len(v)}":
                 raise ValueError(f"put {k}: wrong answer {out!r:.60}")
