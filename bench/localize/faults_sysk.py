@@ -1,6 +1,16 @@
 """Fault cases of the validation systems added on 2026-11-29 for validation run 9 (branch
 loc-sysk). No method has been run on them. The categories and the SPEC grammar are those
-of `faults.py`; every SPEC is narrowed to one process and one call, mid-run."""
+of `faults.py`; every SPEC is narrowed to one process and one call, mid-run.
+
+Recorded on 2026-11-29 for validation run 9 (`run.py --record-only` into
+/tmp/val9/loc-sysk: 3 normal runs, the control and every case per system; gunicorn-falcon's
+client-drops, client-corrupt and worker-killed recorded again after their SPECs changed),
+then checked with `run.py --check --reuse` on those recordings (injection records and
+client summaries only, no model, no ranking): every case of the three systems fired (one
+injection each, the EAGAIN storms 20 or 25), no normal run or control holds an injection
+record, and every normal run and control ended with all steps ok. In 16 of the 63 cases
+no client saw a failure (the system absorbed the fault, e.g. xmlrpc.client's retry, an accept tried
+again, a short send completed by the next one, EAGAIN read again)."""
 
 from sut.common import ports
 
@@ -33,7 +43,13 @@ def _gunicorn():
     # the worker's EMFILE is on the socket() of a store call instead (360 in a run; the
     # master makes its listener before the fork and no socket after). A killed or stopped
     # worker is replaced the same way: the worker SPECs on receives count to 400 (53 % of
-    # the run), which a new worker does not reach.
+    # the run) and on sends to 400 or 401 (56 %), which a new worker does not reach. Every
+    # request ends with the worker's empty read of the closed connection, and which of
+    # its receives are empty shifts with timing: in a first recording the close and the
+    # corrupt at the 400th receive made no client fail (an empty read, it seems; in the
+    # first check both had), nor did the kill there, so the drop and the kill are on sends (always two per request, headers then body: the 401st is the
+    # headers of the 201st answer) and the HTTP corruption is in client 2's receives
+    # (about 196, all with data).
     # The launcher takes 120 steps and client 2 60 (a step is a PUT and a GET): the worker
     # calls store_proxy 360 times, the store Store.put 180 times, client 2 KvClient.get 60.
     worker, store = "argv=-m gunicorn", "argv=xmlrpc-store"
@@ -41,16 +57,16 @@ def _gunicorn():
     return [
         ("store-reset", "reset", f"{RECV}:errno=ECONNRESET,{store},local-port={S},nth=200,count=1"),
         ("front-reset", "reset", f"{RECV}:errno=ECONNRESET,{worker},peer-port={S},nth=200,count=1"),
-        ("client-drops", "reset", f"{RECV}:close,{worker},local-port={F},nth=400,count=1"),
+        ("client-drops", "reset", f"{SEND}:close,{worker},local-port={F},nth=401,count=1"),
         ("request-corrupt", "corrupt", f"{RECV}:corrupt=3,{store},local-port={S},nth=200,count=1"),
         ("answer-corrupt", "corrupt", f"{RECV}:corrupt=4,{worker},peer-port={S},nth=200,count=1"),
-        ("http-corrupt", "corrupt", f"{RECV}:corrupt=3,{worker},local-port={F},nth=400,count=1"),
+        ("client-corrupt", "corrupt", f"{RECV}:corrupt=4,{c2},peer-port={F},nth=100,count=1"),
         ("store-short", "short", f"{SEND}:short=20,{store},local-port={S},nth=200,count=1"),
         ("front-short", "short", f"{SEND}:short=30,{worker},local-port={F},nth=400,count=1"),
         ("store-slow", "delay", f"{SEND}:delay=2s,{store},local-port={S},nth=200,count=1"),
         ("front-slow", "delay", f"{SEND}:delay=3s,{worker},local-port={F},nth=400,count=1"),
         ("store-killed", "kill", f"{RECV}:kill=SIGKILL,{store},local-port={S},nth=200"),
-        ("worker-killed", "kill", f"{RECV}:kill=SIGKILL,{worker},local-port={F},nth=400"),
+        ("worker-killed", "kill", f"{SEND}:kill=SIGKILL,{worker},local-port={F},nth=401"),
         ("store-stopped", "stop", f"{RECV}:kill=SIGSTOP,{store},local-port={S},nth=200"),
         ("worker-stopped", "stop", f"{RECV}:kill=SIGSTOP,{worker},local-port={F},nth=400"),
         ("store-emfile", "exhaust", f"accept|accept4:errno=EMFILE,{store},nth=200,count=1"),
