@@ -9,8 +9,8 @@ then checked with `run.py --check --reuse` on those recordings (injection record
 client summaries only, no model, no ranking): every case of the three systems fired (one
 injection each, the EAGAIN storms 20 or 25), no normal run or control holds an injection
 record, and every normal run and control ended with all steps ok. In 16 of the 63 cases
-no client saw a failure (the system absorbed the fault, e.g. xmlrpc.client's retry, an accept tried
-again, a short send completed by the next one, EAGAIN read again)."""
+no client saw a failure (the system absorbed the fault: xmlrpc.client's retry, an accept
+tried again, a short send completed by the next one, EAGAIN read again, ...)."""
 
 from sut.common import ports
 
