@@ -63,6 +63,9 @@ bounded, and the launcher stops its daemons (SIGTERM, then SIGKILL) on every exi
 | `tinyproxy-chain` | validation (added 2026-11-29 for validation run 9, unseen) | tinyproxy front → tinyproxy back (`Upstream`) → http.server origin + 2 http.client clients (one through both proxies, one through the back only) | a chain of forward HTTP proxies (C, a thread per connection) |
 | `h2o-proxy` | validation (added 2026-11-29 for validation run 9, unseen) | h2o (`-m master`: Perl start_server + an h2o server of 2 threads) → http.server origin + an HTTP/1.1 client and an HTTP/2 client (`h2`, 2 streams at a time) | an HTTP/1.1 and HTTP/2 reverse proxy (C on libh2o) |
 | `krb5-kdc` | validation (added 2026-11-29 for validation run 9, unseen) | MIT krb5kdc (UDP and TCP) + kadmind sharing a realm's database + clients running kinit/kvno -k over UDP, over TCP, and kadmin cpw then kinit | a Kerberos KDC and its admin server (C) |
+| `gunicorn-falcon` | validation (added 2026-11-29 for validation run 9, unseen) | gunicorn (master + 1 sync worker, respawned) running a Falcon app → XML-RPC store (`xmlrpc.server`, a thread per request) + 2 http.client clients | a preforking WSGI server and an RPC store (CPython, no event loop) |
+| `asyncssh-starlette` | validation (added 2026-11-29 for validation run 9, unseen) | asyncssh gateway (a command per SSH session) → Starlette store on uvicorn (httpx keep-alive pool) + 2 asyncssh clients | an SSH command gateway and an ASGI store (CPython asyncio; OpenSSL through cryptography) |
+| `mojo-prefork` | validation (added 2026-11-29 for validation run 9, unseen) | Mojolicious prefork server (manager + 1 worker, respawned) → Mojolicious daemon store (Mojo::UserAgent keep-alive pool) + 2 http.client clients | a preforking Perl web framework and its backend (Perl, Mojo::IOLoop) |
 """
 
 import argparse
@@ -123,6 +126,9 @@ SYSTEMS = {
     "tinyproxy-chain": ("tinyproxy_chain", "run"),
     "h2o-proxy": ("h2o_proxy", "run"),
     "krb5-kdc": ("krb5_kdc", "run"),
+    "gunicorn-falcon": ("gunicorn_falcon", "run"),
+    "asyncssh-starlette": ("asyncssh_starlette", "run"),
+    "mojo-prefork": ("mojo_prefork", "run"),
 }
 HELPERS = {
     "job-queue-worker": ("job_queue", "beanstalk_worker"),
@@ -192,6 +198,12 @@ HELPERS = {
     "h2o-origin": ("h2o_proxy", "origin"),
     "h2o-client": ("h2o_proxy", "client"),
     "krb5-client": ("krb5_kdc", "client"),
+    "xmlrpc-store": ("gunicorn_falcon", "store"),
+    "gunicorn-client": ("gunicorn_falcon", "client"),
+    "starlette-store": ("asyncssh_starlette", "store"),
+    "asyncssh-gateway": ("asyncssh_starlette", "gateway"),
+    "ssh-kv-client": ("asyncssh_starlette", "client"),
+    "mojo-client": ("mojo_prefork", "client"),
 }
 
 

@@ -82,6 +82,10 @@ SLOTS = {
     "tinyproxy-chain": 45,
     "h2o-proxy": 46,
     "krb5-kdc": 47,
+    # Slots 48-50: systems added by the helper branch loc-sysk (validation run 9).
+    "gunicorn-falcon": 48,
+    "asyncssh-starlette": 49,
+    "mojo-prefork": 50,
 }
 
 
