@@ -53,6 +53,7 @@ pub fn big_model(bytes: usize) -> Model {
         signature: Signature(vec![1, 2, 3]),
         processes: vec!["h:1".into()],
         exes: vec!["/usr/bin/big".into()],
+        commands: Vec::new(),
         classes: vec![(
             UnitClass {
                 kind: UnitKind::Handler,

@@ -26,6 +26,8 @@ import faults_sysf
 import faults_sysg
 import faults_sysh
 import faults_sysi
+import faults_sysj
+import faults_sysk
 
 RECV = "recv|read|recvfrom|recvmsg|readv"
 SEND = "send|write|sendto|sendmsg|writev"
@@ -631,4 +633,6 @@ def table():
     t.update(faults_sysg.cases())
     t.update(faults_sysh.cases())
     t.update(faults_sysi.cases())
+    t.update(faults_sysj.cases())
+    t.update(faults_sysk.cases())
     return t

@@ -11,11 +11,13 @@
 #           ruby-webrick, starman, libplack-perl, libcache-memcached-fast-perl,
 #           postfix, apache2, lighttpd-mod-webdav,
 #           openssh-server, openssh-client, tomcat10, openjdk-17-jdk-headless,
-#           uwsgi-core, uwsgi-plugin-python3, ejabberd, puma, icecast2, coturn, dnsmasq-base  (later
-#           systems; split.json)
+#           uwsgi-core, uwsgi-plugin-python3, ejabberd, puma, icecast2, coturn, dnsmasq-base,
+#           tinyproxy, h2o, krb5-kdc, krb5-admin-server, krb5-user, libmojolicious-perl
+#           (later systems; split.json)
 #   PyPI:   Pyro5 (tuning); paho-mqtt, dnspython, aiohttp, kazoo, pika, grpcio, ldap3,
 #           tarantool, pymysql, pyzmq, slixmpp, websockets, stomp.py, aiosmtpd,
-#           gevent, twisted, tornado, CherryPy, rpyc, quart, hypercorn (validation)
+#           gevent, twisted, tornado, CherryPy, rpyc, quart, hypercorn, h2, gunicorn, falcon,
+#           asyncssh, uvicorn, starlette, httpx (validation)
 # Installs (only when something is missing) run under the machine's install lock
 # (/tmp/culprit-apt.lock, at most 15 minutes' wait), so that two runs, or other installs that
 # take the same lock, do not collide; apt also waits for dpkg's own lock.
@@ -91,6 +93,13 @@ have puma || need+=(puma)
 have icecast2 || need+=(icecast2)
 have turnserver || need+=(coturn)
 have dnsmasq || need+=(dnsmasq-base)
+have tinyproxy || need+=(tinyproxy)
+have h2o || need+=(h2o)
+have krb5kdc || need+=(krb5-kdc)
+have kadmind || need+=(krb5-admin-server)
+have kinit || need+=(krb5-user)
+have kvno || need+=(krb5-user)
+perl -MMojolicious -e1 2>/dev/null || need+=(libmojolicious-perl)
 if [ ${#need[@]} -gt 0 ]; then
     lock
     echo "localize setup: apt-get install ${need[*]}" >&2
@@ -126,6 +135,13 @@ python3 -c 'import cherrypy' 2>/dev/null || pips+=(CherryPy)
 python3 -c 'import rpyc' 2>/dev/null || pips+=(rpyc)
 python3 -c 'import quart' 2>/dev/null || pips+=(quart)
 python3 -c 'import hypercorn' 2>/dev/null || pips+=(hypercorn)
+python3 -c 'import h2.connection' 2>/dev/null || pips+=(h2)  # h2o-proxy's HTTP/2 client
+python3 -c 'import gunicorn' 2>/dev/null || pips+=(gunicorn)
+python3 -c 'import falcon' 2>/dev/null || pips+=(falcon)
+python3 -c 'import asyncssh' 2>/dev/null || pips+=(asyncssh)
+python3 -c 'import uvicorn' 2>/dev/null || pips+=(uvicorn)
+python3 -c 'import starlette' 2>/dev/null || pips+=(starlette)
+python3 -c 'import httpx' 2>/dev/null || pips+=(httpx)
 if [ ${#pips[@]} -gt 0 ]; then
     lock
     echo "localize setup: pip install ${pips[*]}" >&2

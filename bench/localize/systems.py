@@ -60,6 +60,12 @@ bounded, and the launcher stops its daemons (SIGTERM, then SIGKILL) on every exi
 | `coturn-relay` | tuning (validation in run 8) | 2 Python TURN clients → coturn (UDP, ChannelData) → Python UDP peer (answers with a digest) | a TURN relay (C on libevent, UDP) |
 | `dnsmasq-chain` | tuning (validation in run 8) | dnsmasq forwarder (cache off; a child per TCP connection) → dnsmasq holding the zone + dnspython clients over UDP and TCP | a DNS forwarding chain (C) |
 | `quart-hypercorn` | tuning (validation in run 8) | Quart front on Hypercorn → asyncio key-value store (length-framed JSON, pooled connections) + 2 http.client clients | an ASGI service chain (CPython asyncio) |
+| `tinyproxy-chain` | tuning (validation in run 9) | tinyproxy front → tinyproxy back (`Upstream`) → http.server origin + 2 http.client clients (one through both proxies, one through the back only) | a chain of forward HTTP proxies (C, a thread per connection) |
+| `h2o-proxy` | tuning (validation in run 9) | h2o (`-m master`: Perl start_server + an h2o server of 2 threads) → http.server origin + an HTTP/1.1 client and an HTTP/2 client (`h2`, 2 streams at a time) | an HTTP/1.1 and HTTP/2 reverse proxy (C on libh2o) |
+| `krb5-kdc` | tuning (validation in run 9) | MIT krb5kdc (UDP and TCP) + kadmind sharing a realm's database + clients running kinit/kvno -k over UDP, over TCP, and kadmin cpw then kinit | a Kerberos KDC and its admin server (C) |
+| `gunicorn-falcon` | tuning (validation in run 9) | gunicorn (master + 1 sync worker, respawned) running a Falcon app → XML-RPC store (`xmlrpc.server`, a thread per request) + 2 http.client clients | a preforking WSGI server and an RPC store (CPython, no event loop) |
+| `asyncssh-starlette` | tuning (validation in run 9) | asyncssh gateway (a command per SSH session) → Starlette store on uvicorn (httpx keep-alive pool) + 2 asyncssh clients | an SSH command gateway and an ASGI store (CPython asyncio; OpenSSL through cryptography) |
+| `mojo-prefork` | tuning (validation in run 9) | Mojolicious prefork server (manager + 1 worker, respawned) → Mojolicious daemon store (Mojo::UserAgent keep-alive pool) + 2 http.client clients | a preforking Perl web framework and its backend (Perl, Mojo::IOLoop) |
 """
 
 import argparse
@@ -117,6 +123,12 @@ SYSTEMS = {
     "coturn-relay": ("coturn_relay", "run"),
     "dnsmasq-chain": ("dnsmasq_chain", "run"),
     "quart-hypercorn": ("quart_hypercorn", "run"),
+    "tinyproxy-chain": ("tinyproxy_chain", "run"),
+    "h2o-proxy": ("h2o_proxy", "run"),
+    "krb5-kdc": ("krb5_kdc", "run"),
+    "gunicorn-falcon": ("gunicorn_falcon", "run"),
+    "asyncssh-starlette": ("asyncssh_starlette", "run"),
+    "mojo-prefork": ("mojo_prefork", "run"),
 }
 HELPERS = {
     "job-queue-worker": ("job_queue", "beanstalk_worker"),
@@ -181,6 +193,17 @@ HELPERS = {
     "quart-store": ("quart_hypercorn", "store"),
     "quart-front": ("quart_hypercorn", "front"),
     "quart-client": ("quart_hypercorn", "client"),
+    "tinyproxy-origin": ("tinyproxy_chain", "origin"),
+    "tinyproxy-client": ("tinyproxy_chain", "client"),
+    "h2o-origin": ("h2o_proxy", "origin"),
+    "h2o-client": ("h2o_proxy", "client"),
+    "krb5-client": ("krb5_kdc", "client"),
+    "xmlrpc-store": ("gunicorn_falcon", "store"),
+    "gunicorn-client": ("gunicorn_falcon", "client"),
+    "starlette-store": ("asyncssh_starlette", "store"),
+    "asyncssh-gateway": ("asyncssh_starlette", "gateway"),
+    "ssh-kv-client": ("asyncssh_starlette", "client"),
+    "mojo-client": ("mojo_prefork", "client"),
 }
 
 

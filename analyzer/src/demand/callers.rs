@@ -176,6 +176,7 @@ mod tests {
                 conn,
                 parent: None,
                 caller: None,
+                ..Link::default()
             },
         }
     }

@@ -22,6 +22,7 @@
 //! (`conn`).
 
 pub mod alone;
+pub mod arrival;
 pub mod busy;
 pub mod callers;
 pub mod chart;
@@ -325,6 +326,13 @@ fn prepare(set: &TraceSet, opts: &Options, src: &dyn TransactionSource) -> Resul
             .collect();
         types = assign_types(set, &mut procs, grid, &peer_exe);
     }
+    // A request begins when its bytes were there and the process in the receive.
+    let hosts: Vec<&str> = procs
+        .iter()
+        .map(|(i, _)| set.processes[*i].host.as_str())
+        .collect();
+    let mut txs: Vec<&mut ProcessTransactions> = procs.iter_mut().map(|p| &mut p.1).collect();
+    arrival::apply(&hosts, &mut txs);
     Ok(Prepared {
         procs,
         grid,
@@ -805,7 +813,10 @@ pub fn analyze_with(
                 a.first_violation_unix_ns < b.t_unix_ns && b.first_violation_unix_ns < a.t_unix_ns
             };
             for a in lone {
-                if !ch.alarms.iter().any(|b| overlap(&a, b)) {
+                let j0 = ((a.first_violation_unix_ns - start(0)) / grid.len_ns).max(0) as usize;
+                if !alone::cost_service(&ch.residual_s, j0, ch.limit_s) {
+                    starved.push(a);
+                } else if !ch.alarms.iter().any(|b| overlap(&a, b)) {
                     starved.retain(|s| !overlap(&a, s));
                     ch.alarms.push(a);
                 }

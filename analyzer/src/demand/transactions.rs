@@ -89,6 +89,12 @@ pub struct Link {
     /// answers, and which of that request's calls to this peer it was
     /// (`port:80#1a2b3c4d/0`), once the caller's program has its types.
     pub caller: Option<String>,
+    /// Served: the entry of the receive whose return began the request (unix ns): the
+    /// process was in the call from then on ([`super::arrival`]).
+    pub recv_enter_ns: Option<i64>,
+    /// Called: the return of the request's last send (unix ns): its bytes were with the
+    /// peer by then ([`super::arrival`]).
+    pub sent_end_ns: Option<i64>,
 }
 
 /// What one process did, as the demand stage needs it.
@@ -157,10 +163,10 @@ enum StepKind {
         local: Option<Addr>,
         peer: Option<Addr>,
     },
-    /// `fd` received `n` bytes (0: end of stream).
-    Recv { fd: i32, n: i64 },
-    /// `fd` sent `n` bytes.
-    Sent { fd: i32, n: i64 },
+    /// `fd` received `n` bytes (0: end of stream), in a call entered at TSC `enter`.
+    Recv { fd: i32, n: i64, enter: u64 },
+    /// `fd` sent `n` bytes, in a call that returned at TSC `exit`.
+    Sent { fd: i32, n: i64, exit: u64 },
     /// The thread ran these functions since its last socket call; the next one is a send
     /// (`before_send`) or not.
     Ran { fns: Pending, before_send: bool },
@@ -245,6 +251,9 @@ struct Conn {
     claimed: u32,
     /// Called: the request (served descriptor, arrival) the connection was made for.
     made_for: Option<(i32, i64)>,
+    /// Served: the entry of the receive that began the current request; called: the
+    /// return of the current call's last send.
+    edge: Option<i64>,
 }
 
 impl Conn {
@@ -274,6 +283,7 @@ impl Conn {
             tid: 0,
             claimed: 0,
             made_for: None,
+            edge: None,
         }
     }
 }
@@ -318,11 +328,17 @@ impl TransactionSource for ByteFlow {
             // it to the kernel, not when the send returns (the return may come after the
             // woken peer ran, on a busy machine).
             let mut send_enter = 0u64;
+            // TSC of the thread's last receive entry: a delay before the bytes are read
+            // (the call sat on data it had) lies between it and the return.
+            let mut recv_enter = 0u64;
             t.for_each(|e| {
                 let tsc = e.tsc();
                 if let Event::Lib(l) = e {
                     if !l.exit && is_send(l.func) {
                         send_enter = tsc;
+                    }
+                    if !l.exit && is_recv(l.func) {
+                        recv_enter = tsc;
                     }
                 }
                 first = first.min(tsc);
@@ -413,11 +429,17 @@ impl TransactionSource for ByteFlow {
                                 })
                             }
                             f if is_recv(f) && o.is_socket != Some(false) => match (o.fd, o.ret) {
-                                (Some(fd), Some(n)) if n >= 0 => Some(StepKind::Recv { fd, n }),
+                                (Some(fd), Some(n)) if n >= 0 => Some(StepKind::Recv {
+                                    fd,
+                                    n,
+                                    enter: if recv_enter != 0 { recv_enter } else { tsc },
+                                }),
                                 _ => None,
                             },
                             f if is_send(f) && o.is_socket != Some(false) => match (o.fd, o.ret) {
-                                (Some(fd), Some(n)) if n > 0 => Some(StepKind::Sent { fd, n }),
+                                (Some(fd), Some(n)) if n > 0 => {
+                                    Some(StepKind::Sent { fd, n, exit: tsc })
+                                }
                                 _ => None,
                             },
                             LibFn::Close => o.fd.map(|fd| StepKind::Closed { fd }),
@@ -546,6 +568,7 @@ impl TransactionSource for ByteFlow {
                             tid: 0,
                             claimed: 0,
                             made_for: None,
+                            edge: None,
                         },
                     );
                 }
@@ -584,10 +607,11 @@ impl TransactionSource for ByteFlow {
                             tid: 0,
                             claimed: 0,
                             made_for,
+                            edge: None,
                         },
                     );
                 }
-                StepKind::Recv { fd, n } => {
+                StepKind::Recv { fd, n, enter } => {
                     if *n > 0 && !conns.contains_key(fd) && !listeners.contains_key(fd) {
                         let mut c = Conn::inherited(true);
                         c.ports = seen.get(fd).copied().flatten();
@@ -603,6 +627,7 @@ impl TransactionSource for ByteFlow {
                         if c.open.is_none() || c.last_send.is_some() {
                             fin.end_exchange(c);
                             c.open = Some(t);
+                            c.edge = Some((conv.unix_ns(*enter) as i64).min(t));
                             c.claimed = 0;
                             if auto {
                                 c.shape = Some(OpenShape::default());
@@ -659,6 +684,8 @@ impl TransactionSource for ByteFlow {
                                 conn: c.id,
                                 parent: c.parent_id.zip(c.parent_open),
                                 caller: None,
+                                recv_enter_ns: None,
+                                sent_end_ns: c.edge,
                             },
                         });
                     }
@@ -672,7 +699,7 @@ impl TransactionSource for ByteFlow {
                         sh.shape.add_call_bytes(&peer, *n as u64);
                     }
                 }
-                StepKind::Sent { fd, n } => {
+                StepKind::Sent { fd, n, exit } => {
                     if !conns.contains_key(fd) && !listeners.contains_key(fd) {
                         let mut c = Conn::inherited(false);
                         c.ports = seen.get(fd).copied().flatten();
@@ -725,6 +752,7 @@ impl TransactionSource for ByteFlow {
                             c.parent_id = parent_id;
                         }
                         c.last_send = Some(t);
+                        c.edge = Some((conv.unix_ns(*exit) as i64).max(t));
                     }
                 }
                 StepKind::Closed { fd } => {
@@ -860,6 +888,8 @@ impl Finish<'_> {
                         conn: c.id,
                         parent: None,
                         caller: None,
+                        recv_enter_ns: c.edge,
+                        sent_end_ns: None,
                     },
                 });
             }

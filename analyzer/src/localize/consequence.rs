@@ -38,8 +38,11 @@
 //!    delay reaches its peers by the reply it withholds: they time out with no message in
 //!    between), to the processes at the other end of its connections; or a [`CauseSource`]
 //!    (message matching: *this unit received what that unit sent*) says a unit of one
-//!    received from a unit of the other. Processes that merely talk to each other are not
-//!    linked: chatter before the anomaly carries nothing of it. A process with no root of
+//!    received from a unit of the other; or a **relay** with no root of its own between them
+//!    (a router, a proxy, a server between clients) first heard from the earlier after its
+//!    root, and the later heard from the relay once from then to its own root
+//!    (`relayed`). Processes that merely talk to each other are not linked: chatter before
+//!    the anomaly carries nothing of it. A process with no root of
 //!    its own born after a root (a respawned worker, a reconnecting client) goes with the
 //!    incident of the earliest root before its birth unless linked otherwise. The
 //!    incident whose root is earlier takes the other: its root, and everything under it,
@@ -300,6 +303,7 @@ pub(crate) fn file_consequences(
             }
         }
     }
+    links.extend(relayed(blocks, conns, &first, &by_local, &roots));
     links.sort_unstable();
     links.dedup();
     // 3. Incidents: processes with roots that talk to each other are one, rooted at the
@@ -563,6 +567,97 @@ fn reached(
         .flatten()
         .is_some_and(|(_, f)| f >= t0)
         || peer_reacted(r.conn, t0, at, conns, by_addr, roots)
+}
+
+/// Links through a **relay**: a process with no root of its own between two that have
+/// one (a proxy, a router, a broker, a server between clients). The relay `m` first heard
+/// from `a` after `a`'s root at `told` (its first unit on a connection to `a` that was
+/// still running then); `b` is linked to `a` when, from `told` to `b`'s root, `b` heard
+/// from `m` once — a single unit of `b` on a connection to `m` began before its root and
+/// ended after `told` (the root itself aside): what `m` passed on right after it heard
+/// from `a` is what `b` reacted to. The client whose request failed behind the router
+/// right after the worker behind the router failed is linked to the worker; a client that
+/// went on talking to the router many times between the two is not — what it reacted to
+/// came later than what the relay heard.
+fn relayed(
+    blocks: &[Vec<Row>],
+    conns: &[ConnRow],
+    first: &[Option<(usize, i64)>],
+    by_local: &FxMap<&str, Vec<usize>>,
+    roots: &[Option<Root>],
+) -> Vec<(usize, usize)> {
+    let peer = |r: &Row| match conns.get(r.conn as usize) {
+        Some((_, _, Some(p))) => Some(p.as_str()),
+        _ => None,
+    };
+    // When each process with no root first heard from a root after it, and from which.
+    let mut told: Vec<Option<(i64, usize)>> = vec![None; blocks.len()];
+    for (m, rows) in blocks.iter().enumerate() {
+        if roots[m].is_some() {
+            continue;
+        }
+        for r in rows {
+            let Some(p) = peer(r) else { continue };
+            for &a in by_local.get(p).into_iter().flatten() {
+                let Some((_, ta)) = roots[a] else { continue };
+                let t = r.t_start_unix_ns.max(ta);
+                if a != m && r.t_end_unix_ns >= ta && told[m].is_none_or(|x| (t, a) < x) {
+                    told[m] = Some((t, a));
+                }
+            }
+        }
+    }
+    // The relays by the local addresses of their connections.
+    let mut relays: FxMap<&str, Vec<usize>> = FxMap::default();
+    for (c, f) in first.iter().enumerate() {
+        if let (Some((m, _)), (_, Some(l), _)) = (f, &conns[c]) {
+            if told[*m].is_some() && !relays.get(l.as_str()).is_some_and(|v| v.contains(m)) {
+                relays.entry(l.as_str()).or_default().push(*m);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    if relays.is_empty() {
+        return out;
+    }
+    for (b, rows) in blocks.iter().enumerate() {
+        let Some((root_i, tb)) = roots[b] else {
+            continue;
+        };
+        // Per relay: the units of `b` that heard from it between its `told` and `b`'s root.
+        let mut heard: FxMap<usize, u32> = FxMap::default();
+        for (i, r) in rows.iter().enumerate() {
+            if i as u32 == root_i || r.t_start_unix_ns > tb {
+                continue;
+            }
+            let Some(p) = peer(r) else { continue };
+            for &m in relays.get(p).into_iter().flatten() {
+                if let Some((t, _)) = told[m] {
+                    if m != b && r.t_end_unix_ns >= t {
+                        *heard.entry(m).or_default() += 1;
+                    }
+                }
+            }
+        }
+        // The root itself on a connection to the relay, after it was told, is what it
+        // heard when no other unit did.
+        let on_root = peer(&rows[root_i as usize]);
+        for &m in on_root.and_then(|p| relays.get(p)).into_iter().flatten() {
+            if told[m].is_some_and(|(t, _)| rows[root_i as usize].t_end_unix_ns >= t) {
+                heard.entry(m).or_insert(1);
+            }
+        }
+        for (m, n) in heard {
+            if let Some((_, a)) = told[m] {
+                if n == 1 && a != b {
+                    out.push((a, b));
+                }
+            }
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
 }
 
 /// The happens-before links of step 2 of [`file_consequences`]: (a, b) when a unit of
@@ -867,6 +962,57 @@ mod tests {
         let mut got: Vec<_> = file(blocks, sh, &procs, None).into_iter().collect();
         got.sort();
         got
+    }
+
+    #[test]
+    fn a_root_reaches_through_a_process_with_none_to_the_root_it_passed_it_to() {
+        // A worker (0) behind a router (1) that a client (2) talks to: the worker's root,
+        // then the router hears from the worker, then the client's (slightly louder) root
+        // on its connection to the router.
+        let c = |l: &str, p: &str| (Default::default(), Some(l.to_string()), Some(p.to_string()));
+        let conns: Vec<ConnRow> = vec![
+            (Default::default(), None, None),
+            c("w:1", "r:5"), // 1: the worker's end of the router's connection
+            c("r:5", "w:1"), // 2: the router's end of it
+            c("r:1", "c:7"), // 3: the router's end of the client's connection
+            c("c:7", "r:1"), // 4: the client's end of it
+        ];
+        let run = |router_heard_at: i64, client_heard_at: &[i64]| {
+            let mut sh = scored(&[0.1, 0.8, 0.82]);
+            let mut blocks = vec![
+                vec![row(0, 0, 10, 1, 0.1, 0), row(0, 1, 20, 1, 0.8, 1)],
+                vec![
+                    row(1, 0, 12, 3, 0.1, 0),
+                    row(1, 1, router_heard_at, 2, 0.1, 0),
+                ],
+                vec![row(2, 0, 11, 4, 0.1, 0)],
+            ];
+            for &t in client_heard_at {
+                let i = blocks[2].len() as u32;
+                blocks[2].push(row(2, i, t, 4, 0.1, 0));
+            }
+            let i = blocks[2].len() as u32;
+            blocks[2].push(row(2, i, 40, 4, 0.82, 2));
+            let procs: Vec<(String, u32)> = (1..=3).map(|p| ("h".to_string(), p)).collect();
+            let mut got: Vec<_> = file_consequences(
+                &mut blocks,
+                &mut sh,
+                &FxMap::default(),
+                &procs,
+                &conns,
+                None,
+            )
+            .into_iter()
+            .collect();
+            got.sort();
+            got
+        };
+        assert_eq!(run(25, &[]), vec![((2, 1), (0, 1))]);
+        assert_eq!(run(25, &[30]), vec![((2, 2), (0, 1))]);
+        // The router heard from the worker only before its root: nothing passed on.
+        assert_eq!(run(15, &[]), vec![]);
+        // The client heard from the router twice since: what it reacted to came later.
+        assert_eq!(run(25, &[30, 35]), vec![]);
     }
 
     #[test]

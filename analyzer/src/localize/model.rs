@@ -219,6 +219,11 @@ pub struct GroupModel {
     pub processes: Vec<String>,
     /// Executables seen in the group.
     pub exes: Vec<String>,
+    /// The commands (arguments after `argv[0]`) the group's processes were started with,
+    /// each once (empty in models learned before they were kept): what matches a process
+    /// of a faulty run whose signature is no group's to its role
+    /// ([`crate::units::command_similarity`]).
+    pub commands: Vec<Vec<String>>,
     /// Models by unit class, sorted by class.
     pub classes: Vec<(UnitClass, TreeModel)>,
     /// How the group's normal processes ended ([`crate::ending`]; None in a process's own
@@ -242,6 +247,9 @@ impl GroupModel {
         self.exes.extend(o.exes.iter().cloned());
         self.exes.sort();
         self.exes.dedup();
+        self.commands.extend(o.commands.iter().cloned());
+        self.commands.sort();
+        self.commands.dedup();
         match (&mut self.ending, &o.ending) {
             (Some(a), Some(b)) => a.merge(b),
             (a @ None, Some(b)) => *a = Some(b.clone()),
@@ -430,6 +438,11 @@ impl ProcessModelBuilder {
                 vec![]
             } else {
                 vec![p.exe.clone()]
+            },
+            commands: if p.exe.is_empty() {
+                vec![]
+            } else {
+                vec![p.command.clone()]
             },
             classes: self
                 .by_class
@@ -656,6 +669,10 @@ mod wire {
         signature: Cow<'a, Signature>,
         processes: Cow<'a, [String]>,
         exes: Cow<'a, [String]>,
+        /// The commands the group's processes were started with (optional: absent in
+        /// older models).
+        #[serde(default, skip_serializing_if = "<[Vec<String>]>::is_empty")]
+        commands: Cow<'a, [Vec<String>]>,
         classes: Vec<(Cow<'a, UnitClass>, Tree)>,
         /// How the group's normal processes ended (optional: absent in older models).
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -717,6 +734,7 @@ mod wire {
                     signature: Cow::Borrowed(&g.signature),
                     processes: Cow::Borrowed(&g.processes),
                     exes: Cow::Borrowed(&g.exes),
+                    commands: Cow::Borrowed(&g.commands),
                     classes: g
                         .classes
                         .iter()
@@ -762,6 +780,7 @@ mod wire {
                     signature: g.signature.into_owned(),
                     processes: g.processes.into_owned(),
                     exes: g.exes.into_owned(),
+                    commands: g.commands.into_owned(),
                     classes,
                     ending: g.ending.map(Cow::into_owned),
                 });
@@ -1081,6 +1100,7 @@ mod tests {
             signature: Signature(vec![1, 2]),
             processes: vec!["h:1".into(), "h:2".into()],
             exes: vec!["/bin/x".into()],
+            commands: vec![vec!["--name".into(), "1".into()]],
             classes: Vec::new(),
             ending: None,
         };
@@ -1126,6 +1146,7 @@ mod tests {
             assert_eq!(x.signature, y.signature);
             assert_eq!(x.processes, y.processes);
             assert_eq!(x.exes, y.exes);
+            assert_eq!(x.commands, y.commands);
             assert_eq!(x.classes.len(), y.classes.len());
             for ((cx, tx), (cy, ty)) in x.classes.iter().zip(&y.classes) {
                 assert_eq!(cx, cy);

@@ -451,17 +451,24 @@ impl Ranker<'_> {
     }
 }
 
-/// The process group of a process with signature `sig` running executable `exe`: the
-/// group of equal signature, else — with the evidence score — the **nearest group of the
-/// same program** (the groups whose signature holds the program's key, the one sharing the
-/// most of the signature's elements; ties: the first). A worker respawned after the fault,
-/// a client that reconnected, a forked copy that set up one socket fewer: the same program
-/// in the same role, whose units are scored against that role's models rather than all
-/// scoring 1 for want of a group.
+/// The process group of a process with signature `sig` running executable `exe` started
+/// with arguments `command`: the group of equal signature, else — with the evidence score —
+/// the **nearest group of the same program** (the groups whose signature holds the
+/// program's key): first by the command it was started with (the group one of whose
+/// processes' commands begins with, then shares, the most of its arguments,
+/// [`units::command_similarity`] — the program's own account of its role: `store --name 1`
+/// is not `client --name 1`, however many set-up calls the interpreter's start-up gives
+/// them in common), then by the share of the signature's elements (Jaccard; ties: the
+/// first). A worker respawned after the fault, a client that reconnected, a forked copy
+/// that set up one socket fewer: the same program in the same role, whose units are scored
+/// against that role's models rather than all scoring 1 for want of a group. In a model
+/// without commands (learned before they were kept) every group's command compares alike,
+/// leaving the set-up calls to decide.
 pub(crate) fn match_group(
     model: &Model,
     sig: &units::Signature,
     exe: &str,
+    command: &[String],
     opts: &Options,
 ) -> Option<usize> {
     if let Some(i) = model.group_index(sig) {
@@ -476,6 +483,14 @@ pub(crate) fn match_group(
             .filter(|k| sig.0.binary_search(k).is_ok())
             .count()
     };
+    // The best command similarity of a group's processes.
+    let by_command = |g: &crate::model::GroupModel| {
+        g.commands
+            .iter()
+            .map(|c| units::command_similarity(command, c))
+            .max_by(|a, b| units::command_order(*a, *b))
+            .unwrap_or([0, 0, 1])
+    };
     model
         .groups
         .iter()
@@ -485,10 +500,14 @@ pub(crate) fn match_group(
             let common = shared(&g.signature);
             // Jaccard similarity, compared exactly as common / union.
             let union = g.signature.0.len() + sig.0.len() - common;
-            (i, common, union.max(1))
+            (i, by_command(g), common, union.max(1))
         })
-        .max_by(|a, b| (a.1 * b.2).cmp(&(b.1 * a.2)).then(b.0.cmp(&a.0)))
-        .map(|(i, _, _)| i)
+        .max_by(|a, b| {
+            units::command_order(a.1, b.1)
+                .then((a.2 * b.3).cmp(&(b.2 * a.3)))
+                .then(b.0.cmp(&a.0))
+        })
+        .map(|(i, _, _, _)| i)
 }
 
 /// When a unit that started at `t_start` (ns) begins in the ranking: where its call too
@@ -593,7 +612,8 @@ pub(crate) fn score_processes(
             units::split_process_each(p, scan, &model.options, |u| match (r.group, u.signature) {
                 (GroupMatch::Group(_) | GroupMatch::Unmatched, _) => r.unit(&u),
                 (GroupMatch::Pending, Some(sig)) => {
-                    r.group = GroupMatch::of(match_group(model, sig, &scan.exe, opts));
+                    r.group =
+                        GroupMatch::of(match_group(model, sig, &scan.exe, &scan.command, opts));
                     for (head, tree) in waiting.drain(..) {
                         r.unit(&units::UnitView {
                             head: &head,
@@ -606,7 +626,13 @@ pub(crate) fn score_processes(
                 (GroupMatch::Pending, None) => waiting.push((u.head.clone(), u.tree.clone())),
             })?;
         if r.group == GroupMatch::Pending {
-            r.group = GroupMatch::of(match_group(model, &pu.signature, &scan.exe, opts));
+            r.group = GroupMatch::of(match_group(
+                model,
+                &pu.signature,
+                &scan.exe,
+                &scan.command,
+                opts,
+            ));
         }
         for (head, tree) in waiting.drain(..) {
             r.unit(&units::UnitView {
@@ -839,6 +865,71 @@ mod tests {
         assert_eq!(unit_start(3_000_001_000, Some(&slow)), 1_000);
         assert_eq!(unit_start(500, Some(&slow)), 500);
         assert_eq!(unit_start(3_000_001_000, None), 3_000_001_000);
+    }
+
+    #[test]
+    fn a_process_matching_no_group_goes_to_the_group_started_with_its_command() {
+        // Two roles of one interpreter: the clients' group shares more set-up calls with
+        // the faulty run's store (the interpreter's own) than the stores' group does.
+        let python = units::program_key("/usr/bin/python3");
+        let args = |role: &str, n: &str| -> Vec<String> {
+            ["systems.py", role, "--name", n]
+                .iter()
+                .map(|s| s.to_string())
+                .collect()
+        };
+        let group = |sig: Vec<u64>, commands: Vec<Vec<String>>| {
+            let mut sig = sig;
+            sig.push(python);
+            sig.sort_unstable();
+            crate::model::GroupModel {
+                signature: units::Signature(sig),
+                exes: vec!["/usr/bin/python3".into()],
+                commands,
+                ..Default::default()
+            }
+        };
+        let mut model = Model::new(Default::default());
+        model.add_group(&group(
+            vec![1, 2, 3, 4, 5],
+            vec![args("client", "1"), args("client", "2")],
+        ));
+        model.add_group(&group(vec![1, 2, 9], vec![args("store", "1")]));
+        let mut sig = vec![python, 1, 2, 3, 4];
+        sig.sort_unstable();
+        let sig = units::Signature(sig);
+        let opts = Options::default();
+        let exe = "/usr/bin/python3";
+        let store = model
+            .groups
+            .iter()
+            .position(|g| g.commands[0][1] == "store");
+        // Started as store 2: the stores' group, though it shares fewer set-up calls.
+        assert_eq!(
+            match_group(&model, &sig, exe, &args("store", "2"), &opts),
+            store
+        );
+        // No command to go by (a model learned before commands were kept, or the same
+        // command in both): the set-up calls decide, as before.
+        let client = store.map(|s| 1 - s);
+        assert_eq!(
+            match_group(&model, &sig, exe, &args("client", "2"), &opts),
+            client
+        );
+        let mut old = model.clone();
+        for g in &mut old.groups {
+            g.commands.clear();
+        }
+        assert_eq!(
+            match_group(&old, &sig, exe, &args("store", "2"), &opts),
+            client
+        );
+        // An exact signature is its group, whatever the command.
+        let exact = model.groups[store.unwrap()].signature.clone();
+        assert_eq!(
+            match_group(&model, &exact, exe, &args("client", "1"), &opts),
+            store
+        );
     }
 
     #[test]

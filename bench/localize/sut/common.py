@@ -78,6 +78,14 @@ SLOTS = {
     # Slots 43-44: systems added by the helper branch loc-sysi (validation run 8).
     "dnsmasq-chain": 43,
     "quart-hypercorn": 44,
+    # Slots 45-47: systems added by the helper branch loc-sysj (validation run 9).
+    "tinyproxy-chain": 45,
+    "h2o-proxy": 46,
+    "krb5-kdc": 47,
+    # Slots 48-50: systems added by the helper branch loc-sysk (validation run 9).
+    "gunicorn-falcon": 48,
+    "asyncssh-starlette": 49,
+    "mojo-prefork": 50,
 }
 
 

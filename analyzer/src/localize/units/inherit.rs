@@ -39,6 +39,7 @@ pub fn inherit(procs: &[&ProcessTrace], scans: &mut [ProcessScan]) {
             };
             let parent_syms = scans[j].symbols.at(at).clone();
             let parent_exe = scans[j].exe.clone();
+            let parent_command = scans[j].command.clone();
             let c = &mut scans[i];
             if c.symbols.inherit(&parent_syms) {
                 resymbolized[i] = true;
@@ -47,6 +48,7 @@ pub fn inherit(procs: &[&ProcessTrace], scans: &mut [ProcessScan]) {
             // A child that did not exec runs its parent's program.
             if c.forked_from.is_some() && c.exe.is_empty() && !parent_exe.is_empty() {
                 c.exe = parent_exe;
+                c.command = parent_command;
                 changed = true;
             }
         }

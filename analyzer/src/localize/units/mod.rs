@@ -143,6 +143,9 @@ pub struct ProcessScan {
     pub fds: FdTable,
     /// Executable (from the last process record).
     pub exe: String,
+    /// The command's arguments after `argv[0]` (from the same record as `exe`): what
+    /// tells apart the roles one program is started in ([`command_similarity`]).
+    pub command: Vec<String>,
     /// Counts.
     pub stats: DecodeStats,
     /// `(parent pid, TSC)` of the fork that made this process, if it was forked (and did
@@ -310,6 +313,24 @@ pub fn program_key(exe: &str) -> u64 {
     )
 }
 
+/// How alike two commands' arguments are (after `argv[0]`), as `[leading, equal, of]`:
+/// the arguments both begin with (a role comes before its parameters: `store --name 1`,
+/// `client --name 1`), the arguments equal at the same positions, and the longer
+/// command's length; compared as the fractions `leading / of`, then `equal / of`
+/// ([`command_order`]). A run-specific argument (a scratch directory) costs one position.
+pub fn command_similarity(a: &[String], b: &[String]) -> [usize; 3] {
+    let leading = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+    let equal = a.iter().zip(b).filter(|(x, y)| x == y).count();
+    [leading, equal, a.len().max(b.len()).max(1)]
+}
+
+/// Orders two [`command_similarity`] results, exactly (as fractions of their lengths).
+pub fn command_order(a: [usize; 3], b: [usize; 3]) -> std::cmp::Ordering {
+    (a[0] * b[2])
+        .cmp(&(b[0] * a[2]))
+        .then((a[1] * b[2]).cmp(&(b[1] * a[2])))
+}
+
 /// The signature element of a process forked without exec since: a forked copy of a program
 /// plays another role than the program started afresh — a shell's `$(…)` subshell is not the
 /// script it was forked from, a daemon's forked worker not the daemon. Tagged like
@@ -360,6 +381,8 @@ pub struct ProcessUnits {
     pub start_ticks: u64,
     /// Executable.
     pub exe: String,
+    /// The command's arguments after `argv[0]` ([`ProcessScan::command`]).
+    pub command: Vec<String>,
     /// Process signature.
     pub signature: Signature,
     /// Units, by thread then time.

@@ -207,6 +207,7 @@ pub(super) struct ThreadScanner<'a> {
     raw_setups: &'a mut Vec<RawSetup>,
     symbols: &'a mut ProcessSymbols,
     exe: &'a mut String,
+    command: &'a mut Vec<String>,
     forked: &'a mut Option<(u32, u64)>,
 }
 
@@ -305,6 +306,12 @@ impl PairSink for ThreadScanner<'_> {
                 if let Meta::Proc(pr) = meta {
                     if pr.reason != ProcReason::Fork || self.exe.is_empty() {
                         *self.exe = String::from_utf8_lossy(&pr.exe).into_owned();
+                        *self.command = pr
+                            .argv
+                            .iter()
+                            .skip(1)
+                            .map(|a| String::from_utf8_lossy(a).into_owned())
+                            .collect();
                     }
                     *self.forked = match pr.reason {
                         ProcReason::Fork => Some((pr.ppid, e.tsc())),
@@ -609,6 +616,7 @@ fn scan_process_with(
 ) -> Result<ProcessScan> {
     let mut symbols = ProcessSymbols::default();
     let mut exe = String::new();
+    let mut command = Vec::new();
     let mut forked: Option<(u32, u64)> = None;
     let mut raw_setups = Vec::new();
     let mut threads = Vec::new();
@@ -624,6 +632,7 @@ fn scan_process_with(
             raw_setups: &mut raw_setups,
             symbols: &mut symbols,
             exe: &mut exe,
+            command: &mut command,
             forked: &mut forked,
         };
         stats += scan_thread(&mut s, t)?;
@@ -639,6 +648,7 @@ fn scan_process_with(
         threads,
         fds: FdTable::default(),
         exe,
+        command,
         stats,
         forked_from: forked,
         inherited_fds: None,
@@ -654,8 +664,13 @@ mod pass1_tests {
 
     #[test]
     fn lazy_frame_paths_are_the_eager_chain() {
-        let (mut setups, mut symbols, mut exe, mut forked) =
-            (Vec::new(), ProcessSymbols::default(), String::new(), None);
+        let (mut setups, mut symbols, mut exe, mut command, mut forked) = (
+            Vec::new(),
+            ProcessSymbols::default(),
+            String::new(),
+            Vec::new(),
+            None,
+        );
         let mut s = ThreadScanner {
             tid: 1,
             frames: Vec::new(),
@@ -666,6 +681,7 @@ mod pass1_tests {
             raw_setups: &mut setups,
             symbols: &mut symbols,
             exe: &mut exe,
+            command: &mut command,
             forked: &mut forked,
         };
         let calls = [

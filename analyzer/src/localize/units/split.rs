@@ -691,6 +691,7 @@ pub fn split_process_each(
         pid: p.pid,
         start_ticks: p.start_ticks,
         exe: scan.exe.clone(),
+        command: scan.command.clone(),
         signature,
         units: Vec::new(),
         names: ctx.names,
