@@ -403,21 +403,24 @@ fn part_process(
 }
 
 impl PartFile {
-    /// Writes the part file.
+    /// Writes the part file: encoded once, straight into one buffer of its exact size (no
+    /// intermediate copy of the body, no growing vector: every page touched once).
     pub fn save(&self, path: &Path) -> Result<()> {
         use bincode::Options as _;
-        let body = bincode::options()
-            .serialize(self)
-            .map_err(|e| Error::BadTrace {
-                path: path.to_path_buf(),
-                why: format!("cannot encode the part file: {e}"),
-            })?;
-        let mut out = Vec::with_capacity(body.len() + 24);
+        let cannot = |e: bincode::Error| Error::BadTrace {
+            path: path.to_path_buf(),
+            why: format!("cannot encode the part file: {e}"),
+        };
+        let len = bincode::options().serialized_size(self).map_err(cannot)?;
+        let mut out = Vec::with_capacity(len as usize + 24);
         out.extend_from_slice(PART_MAGIC);
         out.extend_from_slice(&PART_VERSION.to_le_bytes());
-        out.extend_from_slice(&(body.len() as u64).to_le_bytes());
-        out.extend_from_slice(&body);
-        out.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
+        out.extend_from_slice(&len.to_le_bytes());
+        bincode::options()
+            .serialize_into(&mut out, self)
+            .map_err(cannot)?;
+        let crc = crc32fast::hash(&out[20..]);
+        out.extend_from_slice(&crc.to_le_bytes());
         std::fs::write(path, out).map_err(|source| Error::Io {
             path: path.to_path_buf(),
             what: "write part file",
@@ -427,16 +430,33 @@ impl PartFile {
 
     /// Reads and checks a part file.
     pub fn load(path: &Path) -> Result<PartFile> {
+        Self::load_with(path, &mut Vec::new())
+    }
+
+    /// Reads and checks a part file, its bytes read into `buf` (its contents replaced): a
+    /// merge reading many part files reads them all into one buffer, whose pages the
+    /// kernel gives (zeroed) once instead of once a file.
+    pub fn load_with(path: &Path, buf: &mut Vec<u8>) -> Result<PartFile> {
         let bad = |why: String| Error::BadTrace {
             path: path.to_path_buf(),
             why,
         };
-        let bytes = std::fs::read(path).map_err(|source| Error::Io {
+        buf.clear();
+        let read = |buf: &mut Vec<u8>| -> std::io::Result<()> {
+            use std::io::Read as _;
+            let mut f = std::fs::File::open(path)?;
+            let size = f.metadata().map_or(0, |m| m.len() as usize);
+            buf.reserve(size.saturating_add(1));
+            f.read_to_end(buf)?;
+            Ok(())
+        };
+        read(buf).map_err(|source| Error::Io {
             path: path.to_path_buf(),
             what: "read part file",
             source,
         })?;
-        let body = part_body(&bytes).map_err(|why| {
+        let bytes: &[u8] = buf;
+        let body = part_body(bytes).map_err(|why| {
             bad(format!(
                 "not a usable part file of `culprit rank --shard`: {why}"
             ))
