@@ -91,7 +91,15 @@ impl Shard {
     /// The hosts whose trace directories this shard opens, of the run's processes `all`
     /// (any order): those of the processes it ranks.
     pub fn hosts(&self, all: &[crate::decode::ProcId]) -> std::collections::BTreeSet<String> {
-        let sorted = ranking_order(all);
+        self.hosts_in(&ranking_order(all))
+    }
+
+    /// The hosts whose trace directories this shard opens, of the run's processes
+    /// `sorted` in ranking order ([`ranking_order`]).
+    pub fn hosts_in(
+        &self,
+        sorted: &[&crate::decode::ProcId],
+    ) -> std::collections::BTreeSet<String> {
         let hosts: Vec<&str> = sorted.iter().map(|p| p.host.as_str()).collect();
         hosts
             .iter()
@@ -129,6 +137,15 @@ impl Shard {
 /// The processes `all` in ranking order: sorted by host, pid and start time. The hosts
 /// are ranked first (each name compared once, not in every comparison of the sort).
 pub fn ranking_order(all: &[crate::decode::ProcId]) -> Vec<&crate::decode::ProcId> {
+    ranking_perm(all)
+        .into_iter()
+        .map(|i| &all[i as usize])
+        .collect()
+}
+
+/// The places in `all` of its processes in ranking order ([`ranking_order`]): what a
+/// shard works out once and uses for every step that needs the order.
+pub fn ranking_perm(all: &[crate::decode::ProcId]) -> Vec<u32> {
     let mut rank: crate::hash::FxMap<&str, u32> = Default::default();
     for p in all {
         let n = rank.len() as u32;
@@ -140,17 +157,18 @@ pub fn ranking_order(all: &[crate::decode::ProcId]) -> Vec<&crate::decode::ProcI
     for (r, (_, i)) in hosts.iter().enumerate() {
         of[*i as usize] = r as u32;
     }
-    let mut keyed: Vec<((u32, u32, u64), &crate::decode::ProcId)> = all
+    let mut keyed: Vec<((u32, u32, u64), u32)> = all
         .iter()
-        .map(|p| {
+        .enumerate()
+        .map(|(i, p)| {
             (
                 (of[rank[p.host.as_str()] as usize], p.pid, p.start_ticks),
-                p,
+                i as u32,
             )
         })
         .collect();
     keyed.sort_unstable_by_key(|k| k.0);
-    keyed.into_iter().map(|(_, p)| p).collect()
+    keyed.into_iter().map(|(_, i)| i).collect()
 }
 
 /// A part file: one shard's scored processes.
@@ -241,7 +259,18 @@ pub fn rank_shard_of(
     opts: &Options,
     shard: Shard,
 ) -> Result<PartFile> {
-    let all = ranking_order(all);
+    rank_shard_sorted(model, set, &ranking_order(all), opts, shard)
+}
+
+/// [`rank_shard_of`] given the run's processes already in ranking order
+/// ([`ranking_order`]).
+pub fn rank_shard_sorted(
+    model: &Model,
+    set: &TraceSet,
+    all: &[&crate::decode::ProcId],
+    opts: &Options,
+    shard: Shard,
+) -> Result<PartFile> {
     let hosts: Vec<&str> = all.iter().map(|p| p.host.as_str()).collect();
     let wanted = shard.processes(&hosts);
     // The shard's processes and the other processes of their hosts (pass 1 only).
@@ -300,7 +329,7 @@ pub fn rank_shard_of(
         groups: model.groups.len(),
         normal_processes: super::rank::normal_processes(model),
         model_names: model.names.clone(),
-        run: run_hash(&all),
+        run: run_hash(all),
         total: all.len() as u32,
         strings: table.strings.into_vec(),
         names: table.names,

@@ -289,11 +289,23 @@ fn rank_shard(
     opts: &analyzer::Options,
     shard: analyzer::partial::Shard,
 ) -> anyhow::Result<analyzer::partial::PartFile> {
-    let sel = match index {
-        Some(f) => analyzer::runindex::RunIndex::load(f)?
-            .open_selected(f, false, |all| shard.hosts(all))?,
-        None => analyzer::decode::TraceSet::open_selected(dirs, false, |all| shard.hosts(all))?,
+    // The run's processes in ranking order, worked out once (as the shard's hosts are
+    // chosen) for every step that needs it.
+    let mut perm = None;
+    let choose = |all: &[analyzer::decode::ProcId]| {
+        let p = analyzer::partial::ranking_perm(all);
+        let sorted: Vec<&analyzer::decode::ProcId> = p.iter().map(|&i| &all[i as usize]).collect();
+        let hosts = shard.hosts_in(&sorted);
+        perm = Some(p);
+        hosts
     };
+    let sel = match index {
+        Some(f) => analyzer::runindex::RunIndex::load(f)?.open_selected(f, false, choose)?,
+        None => analyzer::decode::TraceSet::open_selected(dirs, false, choose)?,
+    };
+    let perm = perm.unwrap_or_else(|| analyzer::partial::ranking_perm(&sel.all));
+    let sorted: Vec<&analyzer::decode::ProcId> =
+        perm.iter().map(|&i| &sel.all[i as usize]).collect();
     if sel.all.is_empty() {
         let what = match index {
             Some(f) => format!("the run index {}", f.display()),
@@ -310,7 +322,7 @@ fn rank_shard(
         sel.opened,
         sel.set.processes.len()
     );
-    let mut part = analyzer::partial::rank_shard_of(model, &sel.set, &sel.all, opts, shard)?;
+    let mut part = analyzer::partial::rank_shard_sorted(model, &sel.set, &sorted, opts, shard)?;
     // Where each process of the shard's hosts is in the order one ranking lists them (its
     // notes' order).
     let opened: std::collections::HashSet<&str> =
@@ -323,7 +335,6 @@ fn rank_shard(
         .filter(|(_, p)| opened.contains(p.host.as_str()))
         .map(|(i, p)| (p, i))
         .collect();
-    let sorted = analyzer::partial::ranking_order(&sel.all);
     let ranked: std::collections::HashSet<&analyzer::decode::ProcId> = part
         .processes
         .iter()
