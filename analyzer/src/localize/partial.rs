@@ -91,7 +91,15 @@ impl Shard {
     /// The hosts whose trace directories this shard opens, of the run's processes `all`
     /// (any order): those of the processes it ranks.
     pub fn hosts(&self, all: &[crate::decode::ProcId]) -> std::collections::BTreeSet<String> {
-        let sorted = ranking_order(all);
+        self.hosts_in(&ranking_order(all))
+    }
+
+    /// The hosts whose trace directories this shard opens, of the run's processes
+    /// `sorted` in ranking order ([`ranking_order`]).
+    pub fn hosts_in(
+        &self,
+        sorted: &[&crate::decode::ProcId],
+    ) -> std::collections::BTreeSet<String> {
         let hosts: Vec<&str> = sorted.iter().map(|p| p.host.as_str()).collect();
         hosts
             .iter()
@@ -129,6 +137,15 @@ impl Shard {
 /// The processes `all` in ranking order: sorted by host, pid and start time. The hosts
 /// are ranked first (each name compared once, not in every comparison of the sort).
 pub fn ranking_order(all: &[crate::decode::ProcId]) -> Vec<&crate::decode::ProcId> {
+    ranking_perm(all)
+        .into_iter()
+        .map(|i| &all[i as usize])
+        .collect()
+}
+
+/// The places in `all` of its processes in ranking order ([`ranking_order`]): what a
+/// shard works out once and uses for every step that needs the order.
+pub fn ranking_perm(all: &[crate::decode::ProcId]) -> Vec<u32> {
     let mut rank: crate::hash::FxMap<&str, u32> = Default::default();
     for p in all {
         let n = rank.len() as u32;
@@ -140,17 +157,18 @@ pub fn ranking_order(all: &[crate::decode::ProcId]) -> Vec<&crate::decode::ProcI
     for (r, (_, i)) in hosts.iter().enumerate() {
         of[*i as usize] = r as u32;
     }
-    let mut keyed: Vec<((u32, u32, u64), &crate::decode::ProcId)> = all
+    let mut keyed: Vec<((u32, u32, u64), u32)> = all
         .iter()
-        .map(|p| {
+        .enumerate()
+        .map(|(i, p)| {
             (
                 (of[rank[p.host.as_str()] as usize], p.pid, p.start_ticks),
-                p,
+                i as u32,
             )
         })
         .collect();
     keyed.sort_unstable_by_key(|k| k.0);
-    keyed.into_iter().map(|(_, p)| p).collect()
+    keyed.into_iter().map(|(_, i)| i).collect()
 }
 
 /// A part file: one shard's scored processes.
@@ -241,7 +259,18 @@ pub fn rank_shard_of(
     opts: &Options,
     shard: Shard,
 ) -> Result<PartFile> {
-    let all = ranking_order(all);
+    rank_shard_sorted(model, set, &ranking_order(all), opts, shard)
+}
+
+/// [`rank_shard_of`] given the run's processes already in ranking order
+/// ([`ranking_order`]).
+pub fn rank_shard_sorted(
+    model: &Model,
+    set: &TraceSet,
+    all: &[&crate::decode::ProcId],
+    opts: &Options,
+    shard: Shard,
+) -> Result<PartFile> {
     let hosts: Vec<&str> = all.iter().map(|p| p.host.as_str()).collect();
     let wanted = shard.processes(&hosts);
     // The shard's processes and the other processes of their hosts (pass 1 only).
@@ -300,7 +329,7 @@ pub fn rank_shard_of(
         groups: model.groups.len(),
         normal_processes: super::rank::normal_processes(model),
         model_names: model.names.clone(),
-        run: run_hash(&all),
+        run: run_hash(all),
         total: all.len() as u32,
         strings: table.strings.into_vec(),
         names: table.names,
@@ -403,21 +432,24 @@ fn part_process(
 }
 
 impl PartFile {
-    /// Writes the part file.
+    /// Writes the part file: encoded once, straight into one buffer of its exact size (no
+    /// intermediate copy of the body, no growing vector: every page touched once).
     pub fn save(&self, path: &Path) -> Result<()> {
         use bincode::Options as _;
-        let body = bincode::options()
-            .serialize(self)
-            .map_err(|e| Error::BadTrace {
-                path: path.to_path_buf(),
-                why: format!("cannot encode the part file: {e}"),
-            })?;
-        let mut out = Vec::with_capacity(body.len() + 24);
+        let cannot = |e: bincode::Error| Error::BadTrace {
+            path: path.to_path_buf(),
+            why: format!("cannot encode the part file: {e}"),
+        };
+        let len = bincode::options().serialized_size(self).map_err(cannot)?;
+        let mut out = Vec::with_capacity(len as usize + 24);
         out.extend_from_slice(PART_MAGIC);
         out.extend_from_slice(&PART_VERSION.to_le_bytes());
-        out.extend_from_slice(&(body.len() as u64).to_le_bytes());
-        out.extend_from_slice(&body);
-        out.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
+        out.extend_from_slice(&len.to_le_bytes());
+        bincode::options()
+            .serialize_into(&mut out, self)
+            .map_err(cannot)?;
+        let crc = crc32fast::hash(&out[20..]);
+        out.extend_from_slice(&crc.to_le_bytes());
         std::fs::write(path, out).map_err(|source| Error::Io {
             path: path.to_path_buf(),
             what: "write part file",
@@ -427,16 +459,33 @@ impl PartFile {
 
     /// Reads and checks a part file.
     pub fn load(path: &Path) -> Result<PartFile> {
+        Self::load_with(path, &mut Vec::new())
+    }
+
+    /// Reads and checks a part file, its bytes read into `buf` (its contents replaced): a
+    /// merge reading many part files reads them all into one buffer, whose pages the
+    /// kernel gives (zeroed) once instead of once a file.
+    pub fn load_with(path: &Path, buf: &mut Vec<u8>) -> Result<PartFile> {
         let bad = |why: String| Error::BadTrace {
             path: path.to_path_buf(),
             why,
         };
-        let bytes = std::fs::read(path).map_err(|source| Error::Io {
+        buf.clear();
+        let read = |buf: &mut Vec<u8>| -> std::io::Result<()> {
+            use std::io::Read as _;
+            let mut f = std::fs::File::open(path)?;
+            let size = f.metadata().map_or(0, |m| m.len() as usize);
+            buf.reserve(size.saturating_add(1));
+            f.read_to_end(buf)?;
+            Ok(())
+        };
+        read(buf).map_err(|source| Error::Io {
             path: path.to_path_buf(),
             what: "read part file",
             source,
         })?;
-        let body = part_body(&bytes).map_err(|why| {
+        let bytes: &[u8] = buf;
+        let body = part_body(bytes).map_err(|why| {
             bad(format!(
                 "not a usable part file of `culprit rank --shard`: {why}"
             ))
