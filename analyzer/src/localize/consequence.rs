@@ -15,7 +15,10 @@
 //!    has no model (its class never occurred in normal runs) and is on a connection whose
 //!    first unit started after the root began (a reconnect, a new client retrying), is a
 //!    consequence of the root — when a path from the root to it is seen (`reached`): it
-//!    is on the root's connection or in the root's thread (program order), on a
+//!    is on the root's connection or, for a root that is an initializer or a finalizer,
+//!    in the root's thread (program order: a thread that serves messages in turn — an
+//!    event loop, a receive loop — runs other connections' units as other tasks, not as
+//!    the root's continuation), on a
 //!    connection first seen after the root (one the process made or accepted since), or on
 //!    a connection whose other end had an anomaly after the root began (a peer that
 //!    reacted). An earlier anomaly on another connection, in another thread, with no peer
@@ -401,14 +404,22 @@ pub(crate) fn file_consequences(
             Some((s.began_ns, s.began_ns + s.dur_ns as i64, row.conn))
         })
         .collect();
-    // Where each root is: its connection and thread, and when it happened.
+    // Where each root is: its connection, the thread whose program order carries it, and
+    // when it happened. A handler or loop unit's thread serves messages in turn (an event
+    // loop, a receive loop): the units it runs later for other connections are other
+    // tasks, not the root's continuation, so program order carries only an initializer's
+    // or a finalizer's anomaly (what a thread set up or tore down affects all it does).
     let root_at: Vec<RootAt> = roots
         .iter()
         .enumerate()
         .map(|(b, r)| {
             r.map(|(i, t)| {
                 let row = &blocks[b][i as usize];
-                (row.conn, row.tid, t)
+                let serves = matches!(
+                    row.kind,
+                    crate::units::UnitKind::Handler | crate::units::UnitKind::Loop
+                );
+                (row.conn, (!serves).then_some(row.tid), t)
             })
         })
         .collect();
@@ -533,13 +544,14 @@ fn peer_reacted(
     }
 }
 
-/// A process's root as [`reached`] needs it: its connection, its thread and when it
-/// happened (None: the process has no root).
-type RootAt = Option<(u32, u32, i64)>;
+/// A process's root as [`reached`] needs it: its connection, its thread when program
+/// order carries it (an initializer's or finalizer's; None for a handler or loop unit)
+/// and when it happened (None: the process has no root).
+type RootAt = Option<(u32, Option<u32>, i64)>;
 
 /// Is a path seen from a process's root (`root`) to a later anomaly `r` of the same
 /// process at `at`? Step 2 of the module's documentation: `r` is on the root's connection
-/// or in its thread (program order), on a connection first seen at or after the root
+/// or in its thread (program order, from an initializer or a finalizer only), on a connection first seen at or after the root
 /// (`first`: each connection's first unit; one made or accepted since), or on a
 /// connection whose other end had an anomaly between the root and `r` (a peer that
 /// reacted). Threads of one process share memory the trace does not see, so this is the
@@ -558,7 +570,7 @@ fn reached(
         return true;
     };
     let on_conn = |c: u32| matches!(conns.get(c as usize), Some((_, Some(_), Some(_))));
-    if (r.conn == conn && on_conn(conn)) || r.tid == tid {
+    if (r.conn == conn && on_conn(conn)) || tid == Some(r.tid) {
         return true;
     }
     first
@@ -1059,7 +1071,8 @@ mod tests {
     fn a_later_anomaly_is_filed_in_its_process_only_along_a_path_from_the_root() {
         // One process, three worker threads. The root (t 20) is on connection 1 in thread
         // 1; later anomalies: in thread 2 on connection 2 (older than the root, no peer
-        // anomaly: no path), in thread 1 on connection 2 (program order), in thread 3 on
+        // anomaly: no path), in thread 1 on connection 2 (program order, from an
+        // initializer only), in thread 3 on
         // connection 1 (the root's connection) and in thread 3 on connection 3 (first seen
         // after the root).
         let mut sh = scored(&[0.1, 0.8]);
@@ -1076,7 +1089,25 @@ mod tests {
             at(4, 50, 1, 3, 1),
             at(5, 60, 3, 3, 1),
         ]];
+        // The root is a handler: its thread serves messages in turn, so the anomaly in
+        // thread 1 on connection 2 is another task, not the root's continuation.
         let procs = vec![("h".to_string(), 7)];
+        let pristine = blocks.clone();
+        let mut got: Vec<_> = file(&mut blocks, &mut sh, &procs, None)
+            .into_iter()
+            .collect();
+        got.sort();
+        assert_eq!(got, vec![((0, 4), (0, 1)), ((0, 5), (0, 1))]);
+        assert_eq!(blocks[0][2].score, 0.8, "no path: weighed on its own");
+        assert_eq!(
+            blocks[0][3].score, 0.8,
+            "a handler's thread: no program order"
+        );
+        // The same with the root an initializer: what a thread set up affects all it does
+        // later, so program order carries it to thread 1's unit on connection 2.
+        let mut sh = scored(&[0.1, 0.8]);
+        let mut blocks = pristine;
+        blocks[0][1].kind = UnitKind::Initializer;
         let mut got: Vec<_> = file(&mut blocks, &mut sh, &procs, None)
             .into_iter()
             .collect();
