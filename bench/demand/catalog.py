@@ -178,16 +178,6 @@ def java_cmd(base):
             "org.apache.catalina.startup.Bootstrap", "start"]
 
 
-def get(port, path):
-    """One request to `port`: its status."""
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    c.request("GET", path)
-    r = c.getresponse()
-    r.read()
-    c.close()
-    return r.status
-
-
 def start(tmp, base, procs, spawn, wait_port, http_get, moved):
     """Starts the tiers (HAProxy on `base`, Tomcat on base+1 and base+2, MariaDB on base+3)
     into `procs`; returns the load's `send(first, k)`. The Tomcat the `hog` fault is made on
@@ -209,7 +199,7 @@ def start(tmp, base, procs, spawn, wait_port, http_get, moved):
     for i, port in enumerate(servers):
         while True:
             try:
-                if get(port, "/item/1") == 200:
+                if http_get(port, "/item/1") == 200:
                     break
             except (OSError, http.client.HTTPException):
                 pass

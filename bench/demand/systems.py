@@ -504,11 +504,13 @@ def spawn(args, **kw):
 
 
 def http_get(port, path):
+    """One GET to 127.0.0.1:`port`: its status."""
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     c.request("GET", path)
     r = c.getresponse()
     r.read()
     c.close()
+    return r.status
 
 
 def job(port, kind, n):
