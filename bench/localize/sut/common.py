@@ -86,6 +86,10 @@ SLOTS = {
     "gunicorn-falcon": 48,
     "asyncssh-starlette": 49,
     "mojo-prefork": 50,
+    # Slots 51-53: systems added by the helper branch loc-sysl (validation run 10).
+    "vsftpd-ftp": 51,
+    "rsync-daemon": 52,
+    "bind-chain": 53,
 }
 
 

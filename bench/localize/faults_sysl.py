@@ -1,0 +1,62 @@
+"""Fault cases of the validation systems added on 2026-11-29 for validation run 10 (branch
+loc-sysl). No method has been run on them. The categories and the SPEC grammar are those
+of `faults.py`; every SPEC is narrowed to one process and one call, mid-run."""
+
+from sut.common import ports
+
+RECV = "recv|recvfrom"
+
+
+def cases():
+    """Every system of this module: {system: [(case, category, SPEC), ...]}."""
+    return {"vsftpd-ftp": _vsftpd()}
+
+
+def _vsftpd():
+    P = ports("vsftpd-ftp")
+    CA, CB, CC, DA, DC = P[0], P[1], P[2], P[3], P[6]
+    # Counted with strace on runs without the tracer (no recording of this system was
+    # looked at): a full run (120 launcher steps, 100 per helper, about 14 s) and a run
+    # slowed by strace that the 20-s workload deadline cut to 99 / 84 / 78 steps. Each
+    # server has one client session: a session process (privileged: it makes the data
+    # sockets, accepting on the passive port or connecting out for PORT, and passes them
+    # over a UNIX socket) and its post-login child (speaks on the control connection, a
+    # recv(MSG_PEEK) then a read() per command; moves the data with read()/write(); talks
+    # to its parent over the UNIX socket). Per full run: A's child reads its control
+    # connection (local-port CA) about 1070 times (880 in the slowed run), reads uploads
+    # on DA about 470 times (380) and writes downloads there about 105 times (99, one
+    # write per file); A's parent accepts about 240 data connections (198). B's child
+    # reads its control connection about 930 times (782) and writes replies about 1150
+    # times (959); B's parent connects out about 210 times (176). C's child reads its
+    # control connection about 935 times (729), writes replies about 1230 (964) and
+    # downloads on DC about 300 (234); the reader client receives on DC about 1160 times
+    # (908). A session that fails is made again by its client: the new session's
+    # processes count from zero, so every vsftpd SPEC's nth lies past half of its
+    # process's calls in a run (a new session does not reach it again). The listeners
+    # accept two connections each (the launcher's probe and the client) and do nothing
+    # else. The launcher calls FTP.storbinary about 120 times, the reader FTP.nlst 100.
+    a, b, c = ("exe=*vsftpd,argv=vsftpd-" + s + ".conf" for s in "abc")
+    reader = "argv=ftp-client --name reader"
+    return [
+        ("a-control-reset", "reset", f"read:errno=ECONNRESET,{a},local-port={CA},nth=560,count=1"),
+        ("a-upload-drops", "reset", f"read:close,{a},local-port={DA},nth=250,count=1"),
+        ("b-control-drops", "reset", f"read:close,{b},local-port={CB},nth=480,count=1"),
+        ("c-control-reset", "reset", f"recvfrom:errno=ECONNRESET,{c},local-port={CC},nth=480,count=1"),
+        ("a-upload-corrupt", "corrupt", f"read:corrupt=4,{a},local-port={DA},nth=250,count=1"),
+        ("a-command-corrupt", "corrupt", f"read:corrupt=2,{a},local-port={CA},nth=560,count=1"),
+        ("reader-data-corrupt", "corrupt", f"{RECV}:corrupt=6,{reader},peer-port={DC},nth=450,count=1"),
+        ("a-download-short", "short", f"write:short=100,{a},local-port={DA},nth=60,count=1"),
+        ("c-download-slow", "delay", f"write:delay=3s,{c},local-port={DC},nth=160,count=1"),
+        ("b-reply-slow", "delay", f"write:delay=3s,{b},local-port={CB},nth=600,count=1"),
+        ("a-session-killed", "kill", f"read:kill=SIGKILL,{a},local-port={CA},nth=560"),
+        ("b-parent-killed", "kill", f"connect:kill=SIGKILL,{b},nth=110"),
+        ("c-session-killed", "kill", f"write:kill=SIGKILL,{c},local-port={DC},nth=160"),
+        ("a-session-stopped", "stop", f"read:kill=SIGSTOP,{a},local-port={CA},nth=560"),
+        ("c-session-stopped", "stop", f"recvfrom:kill=SIGSTOP,{c},local-port={CC},nth=480"),
+        ("a-accept-emfile", "exhaust", f"accept|accept4:errno=EMFILE,{a},nth=125,count=1"),
+        ("c-download-enospc", "exhaust", f"write:errno=ENOSPC,{c},local-port={DC},nth=160,count=1"),
+        ("c-eagain-storm", "exhaust", f"recvfrom:errno=EAGAIN,{c},local-port={CC},after=500,count=20"),
+        ("b-connect-enobufs", "exhaust", f"connect:errno=ENOBUFS,{b},nth=110,count=1"),
+        ("writer-code", "code", "py:ftplib:FTP.storbinary:raise=ConnectionResetError,nth=60,argv=vsftpd-ftp"),
+        ("reader-code", "code", f"py:ftplib:FTP.nlst:raise=TimeoutError,nth=50,{reader}"),
+    ]
