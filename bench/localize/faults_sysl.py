@@ -9,7 +9,7 @@ RECV = "recv|recvfrom"
 
 def cases():
     """Every system of this module: {system: [(case, category, SPEC), ...]}."""
-    return {"vsftpd-ftp": _vsftpd()}
+    return {"vsftpd-ftp": _vsftpd(), "bind-chain": _bind()}
 
 
 def _vsftpd():
@@ -59,4 +59,47 @@ def _vsftpd():
         ("b-connect-enobufs", "exhaust", f"connect:errno=ENOBUFS,{b},nth=110,count=1"),
         ("writer-code", "code", "py:ftplib:FTP.storbinary:raise=ConnectionResetError,nth=60,argv=vsftpd-ftp"),
         ("reader-code", "code", f"py:ftplib:FTP.nlst:raise=TimeoutError,nth=50,{reader}"),
+    ]
+
+
+def _bind():
+    A, R = ports("bind-chain")[:2]
+    # Counted with strace -f on a run without the tracer (no recording of this system was
+    # looked at); each named is one process of a few threads (libuv loops), whose threads
+    # share the counters. Per run (120 launcher queries, 130 steps per helper; TTL 0, so
+    # every query crosses the chain): the resolver receives its UDP clients' queries on R
+    # with recvmmsg (about 500 calls, half of them empty), forwards each query (380) on a
+    # fresh connected UDP socket (socket, connect, sendmmsg, one recvmsg of the answer:
+    # peer-port A), accepts the TCP client's 131 connections (accept4 on R, 262 calls: a
+    # connection, then an EAGAIN; the launcher's probe is the first), reads on each the
+    # query then the end of stream (261 reads: the probe's end, then query, end, ...: the
+    # 2k-th read is the k-th TCP query) and answers each with one writev (130). The
+    # authoritative server receives on A with recvmmsg (about 1000 calls, half empty) and
+    # answers with sendmmsg (506: 380 forwarded queries and 130 updates); it writes each
+    # update to its journal. The launcher calls query() 120 times; the updater receives
+    # 130 UPDATE answers (recvfrom, peer-port A) and calls UpdateMessage.replace 130
+    # times; the TCP client calls dns.query.tcp 130 times.
+    auth, res = "exe=named,argv=auth.conf", "exe=named,argv=resolver.conf"
+    upd, tcp = "argv=bind-client --name update", "argv=bind-client --name tcp"
+    return [
+        ("upstream-reset", "reset", f"recvmsg:errno=ECONNRESET,{res},peer-port={A},nth=190,count=1"),
+        ("tcp-client-drops", "reset", f"read:close,{res},local-port={R},nth=130,count=1"),
+        ("upstream-corrupt", "corrupt", f"recvmsg:corrupt=4,{res},peer-port={A},nth=190,count=1"),
+        ("tcp-query-corrupt", "corrupt", f"read:corrupt=3,{res},local-port={R},nth=132,count=1"),
+        ("update-answer-corrupt", "corrupt", f"{RECV}:corrupt=2,{upd},peer-port={A},nth=70,count=1"),
+        ("tcp-answer-short", "short", f"writev:short=20,{res},local-port={R},nth=65,count=1"),
+        ("upstream-short", "short", f"recvmsg:short=10,{res},peer-port={A},nth=200,count=1"),
+        ("auth-slow", "delay", f"sendmmsg:delay=2s,{auth},local-port={A},nth=250,count=1"),
+        ("resolver-slow", "delay", f"writev:delay=2s,{res},local-port={R},nth=65,count=1"),
+        ("auth-killed", "kill", f"sendmmsg:kill=SIGKILL,{auth},local-port={A},nth=250"),
+        ("resolver-killed", "kill", f"accept4:kill=SIGKILL,{res},nth=131"),
+        ("auth-stopped", "stop", f"recvmmsg:kill=SIGSTOP,{auth},local-port={A},nth=500"),
+        ("resolver-stopped", "stop", f"recvmsg:kill=SIGSTOP,{res},peer-port={A},nth=190"),
+        ("resolver-emfile", "exhaust", f"accept4:errno=EMFILE,{res},nth=131,count=1"),
+        ("upstream-socket-emfile", "exhaust", f"socket:errno=EMFILE,{res},nth=200,count=1"),
+        ("auth-enobufs", "exhaust", f"sendmmsg:errno=ENOBUFS,{auth},local-port={A},nth=300,count=1"),
+        ("upstream-eagain-storm", "exhaust", f"recvmsg:errno=EAGAIN,{res},peer-port={A},after=180,count=25"),
+        ("launcher-code", "code", "py:sut.bind_chain:query:raise=TimeoutError,nth=70,argv=bind-chain"),
+        ("updater-code", "code", f"py:dns.update:UpdateMessage.replace:raise=ValueError,nth=60,{upd}"),
+        ("tcp-client-code", "code", f"py:dns.query:tcp:raise=ConnectionResetError,nth=60,{tcp}"),
     ]
