@@ -9,7 +9,7 @@ RECV = "recv|recvfrom"
 
 def cases():
     """Every system of this module: {system: [(case, category, SPEC), ...]}."""
-    return {"vsftpd-ftp": _vsftpd(), "bind-chain": _bind()}
+    return {"vsftpd-ftp": _vsftpd(), "bind-chain": _bind(), "syslog-ng-relay": _syslog_ng()}
 
 
 def _vsftpd():
@@ -102,4 +102,42 @@ def _bind():
         ("launcher-code", "code", "py:sut.bind_chain:query:raise=TimeoutError,nth=70,argv=bind-chain"),
         ("updater-code", "code", f"py:dns.update:UpdateMessage.replace:raise=ValueError,nth=60,{upd}"),
         ("tcp-client-code", "code", f"py:dns.query:tcp:raise=ConnectionResetError,nth=60,{tcp}"),
+    ]
+
+
+def _syslog_ng():
+    R, C = ports("syslog-ng-relay")[:2]
+    # Counted with strace -f on a run without the tracer (no recording of this system was
+    # looked at); each syslog-ng is one process (a main loop and worker threads sharing
+    # the counters). Per run (120 messages of sender 1 over TCP, 200 of sender 2 over UDP,
+    # two stop messages): the relay receives sender 1's connection on R with recvfrom
+    # (about 243 calls: a message, then an EAGAIN, so the odd calls carry the messages)
+    # and the datagrams on R with recvmsg (about 402: the same alternation), and forwards
+    # each message to the central daemon with two sends (its length, then the message:
+    # 644 sendto, peer-port C; the even ones carry messages). The central daemon receives
+    # on C with recvfrom (about 950 calls, lengths, messages and EAGAINs mixed) and writes
+    # each message to its file with one writev (322). The launcher calls Sender.send 121
+    # times, sender 2 SysLogHandler.emit 201 times, the tailer check() 320 times.
+    relay, central = "exe=syslog-ng,argv=relay.conf", "exe=syslog-ng,argv=central.conf"
+    return [
+        ("central-reset", "reset", f"recvfrom:errno=ECONNRESET,{central},local-port={C},nth=470,count=1"),
+        ("relay-input-reset", "reset", f"recvfrom:errno=ECONNRESET,{relay},local-port={R},nth=121,count=1"),
+        ("forward-drops", "reset", f"sendto:close,{relay},peer-port={C},nth=320,count=1"),
+        ("central-corrupt", "corrupt", f"recvfrom:corrupt=6,{central},local-port={C},nth=471,count=1"),
+        ("relay-tcp-corrupt", "corrupt", f"recvfrom:corrupt=48,{relay},local-port={R},nth=121,count=1"),
+        ("relay-udp-corrupt", "corrupt", f"recvmsg:corrupt=40,{relay},local-port={R},nth=201,count=1"),
+        ("forward-short", "short", f"sendto:short=30,{relay},peer-port={C},nth=320,count=1"),
+        ("central-short", "short", f"recvfrom:short=5,{central},local-port={C},nth=470,count=1"),
+        ("central-slow", "delay", f"writev:delay=3s,{central},nth=160,count=1"),
+        ("forward-slow", "delay", f"sendto:delay=3s,{relay},peer-port={C},nth=320,count=1"),
+        ("central-killed", "kill", f"recvfrom:kill=SIGKILL,{central},local-port={C},nth=470"),
+        ("relay-killed", "kill", f"recvmsg:kill=SIGKILL,{relay},local-port={R},nth=201"),
+        ("central-stopped", "stop", f"recvfrom:kill=SIGSTOP,{central},local-port={C},nth=470"),
+        ("relay-stopped", "stop", f"recvfrom:kill=SIGSTOP,{relay},local-port={R},nth=121"),
+        ("central-enospc", "exhaust", f"writev:errno=ENOSPC,{central},nth=160,count=1"),
+        ("forward-enobufs", "exhaust", f"sendto:errno=ENOBUFS,{relay},peer-port={C},nth=320,count=1"),
+        ("central-eagain-storm", "exhaust", f"recvfrom:errno=EAGAIN,{central},local-port={C},after=400,count=30"),
+        ("sender1-code", "code", "py:sut.syslog_ng_relay:Sender.send:raise=BrokenPipeError,nth=70,argv=syslog-ng-relay"),
+        ("sender2-code", "code", "py:logging.handlers:SysLogHandler.emit:raise=OSError,nth=100,argv=ng-sender"),
+        ("tailer-code", "code", "py:sut.syslog_ng_relay:check:raise=ValueError,nth=100,argv=ng-tailer"),
     ]

@@ -100,9 +100,10 @@ have kadmind || need+=(krb5-admin-server)
 have kinit || need+=(krb5-user)
 have kvno || need+=(krb5-user)
 perl -MMojolicious -e1 2>/dev/null || need+=(libmojolicious-perl)
-# Validation run 10, branch loc-sysl: vsftpd-ftp, bind-chain.
+# Validation run 10, branch loc-sysl: vsftpd-ftp, bind-chain, syslog-ng-relay.
 [ -x /usr/sbin/vsftpd ] || need+=(vsftpd)
 [ -x /usr/sbin/named ] || need+=(bind9)
+[ -x /usr/sbin/syslog-ng ] || need+=(syslog-ng-core)
 if [ ${#need[@]} -gt 0 ]; then
     lock
     echo "localize setup: apt-get install ${need[*]}" >&2

@@ -68,6 +68,7 @@ bounded, and the launcher stops its daemons (SIGTERM, then SIGKILL) on every exi
 | `mojo-prefork` | tuning (validation in run 9) | Mojolicious prefork server (manager + 1 worker, respawned) → Mojolicious daemon store (Mojo::UserAgent keep-alive pool) + 2 http.client clients | a preforking Perl web framework and its backend (Perl, Mojo::IOLoop) |
 | `vsftpd-ftp` | validation (added 2026-11-29 for validation run 10, unseen) | 3 vsftpd servers sharing one file tree (a listener, a privileged session process and its protocol child per client) + 3 ftplib clients: a passive writer on A, an active-mode writer on B, a reader on C of what A and B stored | FTP control and data connections with privilege separation (C) |
 | `bind-chain` | validation (added 2026-11-29 for validation run 10, unseen) | BIND 9 named resolver (forward-only zone) → BIND 9 named authoritative (dynamic updates, journal) + dnspython clients: UDP queries, TCP queries, and an updater reading its changes back through the resolver | a DNS resolver chain with dynamic updates (C, worker threads on libuv) |
+| `syslog-ng-relay` | validation (added 2026-11-29 for validation run 10, unseen) | syslog-ng relay (TCP and UDP inputs) → syslog-ng central (RFC 5424 framing over TCP) writing a file + a TCP sender, a UDP sender (`SysLogHandler`) and a tailer checking each message's length and CRC | log shipping (C on ivykis, worker threads) |
 """
 
 import argparse
@@ -133,6 +134,7 @@ SYSTEMS = {
     "mojo-prefork": ("mojo_prefork", "run"),
     "vsftpd-ftp": ("vsftpd_ftp", "run"),
     "bind-chain": ("bind_chain", "run"),
+    "syslog-ng-relay": ("syslog_ng_relay", "run"),
 }
 HELPERS = {
     "job-queue-worker": ("job_queue", "beanstalk_worker"),
@@ -210,6 +212,8 @@ HELPERS = {
     "mojo-client": ("mojo_prefork", "client"),
     "ftp-client": ("vsftpd_ftp", "client"),
     "bind-client": ("bind_chain", "client"),
+    "ng-sender": ("syslog_ng_relay", "sender"),
+    "ng-tailer": ("syslog_ng_relay", "tailer"),
 }
 
 

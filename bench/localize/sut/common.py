@@ -88,7 +88,7 @@ SLOTS = {
     "mojo-prefork": 50,
     # Slots 51-53: systems added by the helper branch loc-sysl (validation run 10).
     "vsftpd-ftp": 51,
-    "rsync-daemon": 52,
+    "syslog-ng-relay": 52,
     "bind-chain": 53,
 }
 
