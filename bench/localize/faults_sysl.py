@@ -5,6 +5,7 @@ of `faults.py`; every SPEC is narrowed to one process and one call, mid-run."""
 from sut.common import ports
 
 RECV = "recv|recvfrom"
+SEND = "send|sendto"
 
 
 def cases():
@@ -29,8 +30,10 @@ def _vsftpd():
     # reads its control connection about 930 times (782) and writes replies about 1150
     # times (959); B's parent connects out about 210 times (176). C's child reads its
     # control connection about 935 times (729), writes replies about 1230 (964) and
-    # downloads on DC about 300 (234); the reader client receives on DC about 1160 times
-    # (908). A session that fails is made again by its client: the new session's
+    # downloads on DC about 300 (234); the reader client receives on its control
+    # connection (peer-port CC) about 1200 times (965), every one a reply with data. The
+    # peeks are libc recv() (strace shows recvfrom); a receive of a data connection may be
+    # the empty one at its end, so the reader's corruption is on its control connection. A session that fails is made again by its client: the new session's
     # processes count from zero, so every vsftpd SPEC's nth lies past half of its
     # process's calls in a run (a new session does not reach it again). The listeners
     # accept two connections each (the launcher's probe and the client) and do nothing
@@ -41,10 +44,10 @@ def _vsftpd():
         ("a-control-reset", "reset", f"read:errno=ECONNRESET,{a},local-port={CA},nth=560,count=1"),
         ("a-upload-drops", "reset", f"read:close,{a},local-port={DA},nth=250,count=1"),
         ("b-control-drops", "reset", f"read:close,{b},local-port={CB},nth=480,count=1"),
-        ("c-control-reset", "reset", f"recvfrom:errno=ECONNRESET,{c},local-port={CC},nth=480,count=1"),
+        ("c-control-reset", "reset", f"{RECV}:errno=ECONNRESET,{c},local-port={CC},nth=480,count=1"),
         ("a-upload-corrupt", "corrupt", f"read:corrupt=4,{a},local-port={DA},nth=250,count=1"),
         ("a-command-corrupt", "corrupt", f"read:corrupt=2,{a},local-port={CA},nth=560,count=1"),
-        ("reader-data-corrupt", "corrupt", f"{RECV}:corrupt=6,{reader},peer-port={DC},nth=450,count=1"),
+        ("reader-reply-corrupt", "corrupt", f"{RECV}:corrupt=3,{reader},peer-port={CC},nth=450,count=1"),
         ("a-download-short", "short", f"write:short=100,{a},local-port={DA},nth=60,count=1"),
         ("c-download-slow", "delay", f"write:delay=3s,{c},local-port={DC},nth=160,count=1"),
         ("b-reply-slow", "delay", f"write:delay=3s,{b},local-port={CB},nth=600,count=1"),
@@ -52,10 +55,10 @@ def _vsftpd():
         ("b-parent-killed", "kill", f"connect:kill=SIGKILL,{b},nth=110"),
         ("c-session-killed", "kill", f"write:kill=SIGKILL,{c},local-port={DC},nth=160"),
         ("a-session-stopped", "stop", f"read:kill=SIGSTOP,{a},local-port={CA},nth=560"),
-        ("c-session-stopped", "stop", f"recvfrom:kill=SIGSTOP,{c},local-port={CC},nth=480"),
+        ("c-session-stopped", "stop", f"{RECV}:kill=SIGSTOP,{c},local-port={CC},nth=480"),
         ("a-accept-emfile", "exhaust", f"accept|accept4:errno=EMFILE,{a},nth=125,count=1"),
         ("c-download-enospc", "exhaust", f"write:errno=ENOSPC,{c},local-port={DC},nth=160,count=1"),
-        ("c-eagain-storm", "exhaust", f"recvfrom:errno=EAGAIN,{c},local-port={CC},after=500,count=20"),
+        ("c-eagain-storm", "exhaust", f"{RECV}:errno=EAGAIN,{c},local-port={CC},after=500,count=20"),
         ("b-connect-enobufs", "exhaust", f"connect:errno=ENOBUFS,{b},nth=110,count=1"),
         ("writer-code", "code", "py:ftplib:FTP.storbinary:raise=ConnectionResetError,nth=60,argv=vsftpd-ftp"),
         ("reader-code", "code", f"py:ftplib:FTP.nlst:raise=TimeoutError,nth=50,{reader}"),
@@ -111,32 +114,33 @@ def _syslog_ng():
     # looked at); each syslog-ng is one process (a main loop and worker threads sharing
     # the counters). Per run (120 messages of sender 1 over TCP, 200 of sender 2 over UDP,
     # two stop messages): the relay receives sender 1's connection on R with recvfrom
-    # (about 243 calls: a message, then an EAGAIN, so the odd calls carry the messages)
+    # (libc recv, strace's recvfrom; about 243 calls: a message, then an EAGAIN, so the
+    # odd calls carry the messages)
     # and the datagrams on R with recvmsg (about 402: the same alternation), and forwards
     # each message to the central daemon with two sends (its length, then the message:
-    # 644 sendto, peer-port C; the even ones carry messages). The central daemon receives
-    # on C with recvfrom (about 950 calls, lengths, messages and EAGAINs mixed) and writes
+    # 644 sends, peer-port C; the even ones carry messages). The central daemon receives
+    # on C with recv (about 950 calls, lengths, messages and EAGAINs mixed) and writes
     # each message to its file with one writev (322). The launcher calls Sender.send 121
     # times, sender 2 SysLogHandler.emit 201 times, the tailer check() 320 times.
     relay, central = "exe=syslog-ng,argv=relay.conf", "exe=syslog-ng,argv=central.conf"
     return [
-        ("central-reset", "reset", f"recvfrom:errno=ECONNRESET,{central},local-port={C},nth=470,count=1"),
-        ("relay-input-reset", "reset", f"recvfrom:errno=ECONNRESET,{relay},local-port={R},nth=121,count=1"),
-        ("forward-drops", "reset", f"sendto:close,{relay},peer-port={C},nth=320,count=1"),
-        ("central-corrupt", "corrupt", f"recvfrom:corrupt=6,{central},local-port={C},nth=471,count=1"),
-        ("relay-tcp-corrupt", "corrupt", f"recvfrom:corrupt=48,{relay},local-port={R},nth=121,count=1"),
+        ("central-reset", "reset", f"{RECV}:errno=ECONNRESET,{central},local-port={C},nth=470,count=1"),
+        ("relay-input-reset", "reset", f"{RECV}:errno=ECONNRESET,{relay},local-port={R},nth=121,count=1"),
+        ("forward-drops", "reset", f"{SEND}:close,{relay},peer-port={C},nth=320,count=1"),
+        ("central-corrupt", "corrupt", f"{RECV}:corrupt=6,{central},local-port={C},nth=471,count=1"),
+        ("relay-tcp-corrupt", "corrupt", f"{RECV}:corrupt=48,{relay},local-port={R},nth=121,count=1"),
         ("relay-udp-corrupt", "corrupt", f"recvmsg:corrupt=40,{relay},local-port={R},nth=201,count=1"),
-        ("forward-short", "short", f"sendto:short=30,{relay},peer-port={C},nth=320,count=1"),
-        ("central-short", "short", f"recvfrom:short=5,{central},local-port={C},nth=470,count=1"),
+        ("forward-short", "short", f"{SEND}:short=30,{relay},peer-port={C},nth=320,count=1"),
+        ("central-short", "short", f"{RECV}:short=5,{central},local-port={C},nth=470,count=1"),
         ("central-slow", "delay", f"writev:delay=3s,{central},nth=160,count=1"),
-        ("forward-slow", "delay", f"sendto:delay=3s,{relay},peer-port={C},nth=320,count=1"),
-        ("central-killed", "kill", f"recvfrom:kill=SIGKILL,{central},local-port={C},nth=470"),
+        ("forward-slow", "delay", f"{SEND}:delay=3s,{relay},peer-port={C},nth=320,count=1"),
+        ("central-killed", "kill", f"{RECV}:kill=SIGKILL,{central},local-port={C},nth=470"),
         ("relay-killed", "kill", f"recvmsg:kill=SIGKILL,{relay},local-port={R},nth=201"),
-        ("central-stopped", "stop", f"recvfrom:kill=SIGSTOP,{central},local-port={C},nth=470"),
-        ("relay-stopped", "stop", f"recvfrom:kill=SIGSTOP,{relay},local-port={R},nth=121"),
+        ("central-stopped", "stop", f"{RECV}:kill=SIGSTOP,{central},local-port={C},nth=470"),
+        ("relay-stopped", "stop", f"{RECV}:kill=SIGSTOP,{relay},local-port={R},nth=121"),
         ("central-enospc", "exhaust", f"writev:errno=ENOSPC,{central},nth=160,count=1"),
-        ("forward-enobufs", "exhaust", f"sendto:errno=ENOBUFS,{relay},peer-port={C},nth=320,count=1"),
-        ("central-eagain-storm", "exhaust", f"recvfrom:errno=EAGAIN,{central},local-port={C},after=400,count=30"),
+        ("forward-enobufs", "exhaust", f"{SEND}:errno=ENOBUFS,{relay},peer-port={C},nth=320,count=1"),
+        ("central-eagain-storm", "exhaust", f"{RECV}:errno=EAGAIN,{central},local-port={C},after=400,count=30"),
         ("sender1-code", "code", "py:sut.syslog_ng_relay:Sender.send:raise=BrokenPipeError,nth=70,argv=syslog-ng-relay"),
         ("sender2-code", "code", "py:logging.handlers:SysLogHandler.emit:raise=OSError,nth=100,argv=ng-sender"),
         ("tailer-code", "code", "py:sut.syslog_ng_relay:check:raise=ValueError,nth=100,argv=ng-tailer"),
