@@ -29,6 +29,7 @@ import io
 import os
 import random
 import re
+import signal
 import time
 
 from .common import LAUNCHER, PY, Daemons, log, ports, steps, wait_port, wait_readers
@@ -179,14 +180,53 @@ def configure(tmp):
     return confs
 
 
+def _descendants(pids):
+    """Every process descending from `pids` now (the listeners' session processes)."""
+    parent = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    parent[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+    out, todo = [], list(pids)
+    while todo:
+        ppid = todo.pop()
+        kids = [pid for pid, pp in parent.items() if pp == ppid]
+        out += kids
+        todo += kids
+    return out
+
+
+def _end_sessions(listeners):
+    """Kills the session processes still there at the end: a client that quit has ended
+    its own; one that a fault stopped (SIGSTOP) or that waits for a stopped child would
+    outlive its listener, which SIGTERM ends alone. Waits up to 2 s for sessions that are
+    closing."""
+    end = time.monotonic() + 2.0
+    while _descendants([p.pid for p in listeners]) and time.monotonic() < end:
+        time.sleep(0.1)
+    for pid in _descendants([p.pid for p in listeners]):
+        try:
+            os.kill(pid, signal.SIGKILL)
+            log(f"vsftpd session process {pid} still there at the end: killed")
+        except ProcessLookupError:
+            pass
+
+
 def run(tmp, n):
     confs = configure(tmp)
     p = ports("vsftpd-ftp")
     with Daemons(tmp) as d:
-        for server, control, _ in SERVERS.values():
-            proc = d.start(f"vsftpd-{server}", ["/usr/sbin/vsftpd", confs[server]])
-            wait_port(p[control], proc)
-        helpers = [d.start(f"{m}-client", [PY, LAUNCHER, "ftp-client", "--name", m]) for m in ("active", "reader")]
-        ok, errors = _loop(n, "passive", 0.1)
-        wait_readers(helpers, seconds=25)
-        log(f"vsftpd-ftp: {ok}/{n} steps ok, {errors} failed")
+        listeners = []
+        try:
+            for server, control, _ in SERVERS.values():
+                listeners.append(d.start(f"vsftpd-{server}", ["/usr/sbin/vsftpd", confs[server]]))
+                wait_port(p[control], listeners[-1])
+            helpers = [d.start(f"{m}-client", [PY, LAUNCHER, "ftp-client", "--name", m]) for m in ("active", "reader")]
+            ok, errors = _loop(n, "passive", 0.1)
+            wait_readers(helpers, seconds=25)
+            log(f"vsftpd-ftp: {ok}/{n} steps ok, {errors} failed")
+        finally:
+            _end_sessions(listeners)
