@@ -79,7 +79,10 @@ def _bind():
     # 2k-th read is the k-th TCP query) and answers each with one writev (130). The
     # authoritative server receives on A with recvmmsg (about 1000 calls, half empty) and
     # answers with sendmmsg (506: 380 forwarded queries and 130 updates); it writes each
-    # update to its journal. The launcher calls query() 120 times; the updater receives
+    # update to its journal. recvmmsg and sendmmsg take no injection, nor do writes to
+    # files, so the authoritative server's cases are on its loops' epoll_wait (about 1030
+    # calls); the resolver's upstream connect() (380) can fail with EAGAIN (no local port
+    # left). The launcher calls query() 120 times; the updater receives
     # 130 UPDATE answers (recvfrom, peer-port A) and calls UpdateMessage.replace 130
     # times; the TCP client calls dns.query.tcp 130 times.
     auth, res = "exe=named,argv=auth.conf", "exe=named,argv=resolver.conf"
@@ -92,15 +95,15 @@ def _bind():
         ("update-answer-corrupt", "corrupt", f"{RECV}:corrupt=2,{upd},peer-port={A},nth=70,count=1"),
         ("tcp-answer-short", "short", f"writev:short=20,{res},local-port={R},nth=65,count=1"),
         ("upstream-short", "short", f"recvmsg:short=10,{res},peer-port={A},nth=200,count=1"),
-        ("auth-slow", "delay", f"sendmmsg:delay=2s,{auth},local-port={A},nth=250,count=1"),
+        ("auth-slow", "delay", f"epoll_wait:delay=2s,{auth},nth=500,count=1"),
         ("resolver-slow", "delay", f"writev:delay=2s,{res},local-port={R},nth=65,count=1"),
-        ("auth-killed", "kill", f"sendmmsg:kill=SIGKILL,{auth},local-port={A},nth=250"),
+        ("auth-killed", "kill", f"epoll_wait:kill=SIGKILL,{auth},nth=500"),
         ("resolver-killed", "kill", f"accept4:kill=SIGKILL,{res},nth=131"),
-        ("auth-stopped", "stop", f"recvmmsg:kill=SIGSTOP,{auth},local-port={A},nth=500"),
+        ("auth-stopped", "stop", f"epoll_wait:kill=SIGSTOP,{auth},nth=500"),
         ("resolver-stopped", "stop", f"recvmsg:kill=SIGSTOP,{res},peer-port={A},nth=190"),
         ("resolver-emfile", "exhaust", f"accept4:errno=EMFILE,{res},nth=131,count=1"),
         ("upstream-socket-emfile", "exhaust", f"socket:errno=EMFILE,{res},nth=200,count=1"),
-        ("auth-enobufs", "exhaust", f"sendmmsg:errno=ENOBUFS,{auth},local-port={A},nth=300,count=1"),
+        ("upstream-ports-exhausted", "exhaust", f"connect:errno=EAGAIN,{res},nth=200,count=1"),
         ("upstream-eagain-storm", "exhaust", f"recvmsg:errno=EAGAIN,{res},peer-port={A},after=180,count=25"),
         ("launcher-code", "code", "py:sut.bind_chain:query:raise=TimeoutError,nth=70,argv=bind-chain"),
         ("updater-code", "code", f"py:dns.update:UpdateMessage.replace:raise=ValueError,nth=60,{upd}"),
@@ -120,7 +123,8 @@ def _syslog_ng():
     # each message to the central daemon with two sends (its length, then the message:
     # 644 sends, peer-port C; the even ones carry messages). The central daemon receives
     # on C with recv (about 950 calls, lengths, messages and EAGAINs mixed) and writes
-    # each message to its file with one writev (322). The launcher calls Sender.send 121
+    # each message to its file with one writev (322; writes to files take no injection).
+    # The launcher calls Sender.send 121
     # times, sender 2 SysLogHandler.emit 201 times, the tailer check() 320 times.
     relay, central = "exe=syslog-ng,argv=relay.conf", "exe=syslog-ng,argv=central.conf"
     return [
@@ -132,13 +136,13 @@ def _syslog_ng():
         ("relay-udp-corrupt", "corrupt", f"recvmsg:corrupt=40,{relay},local-port={R},nth=201,count=1"),
         ("forward-short", "short", f"{SEND}:short=30,{relay},peer-port={C},nth=320,count=1"),
         ("central-short", "short", f"{RECV}:short=5,{central},local-port={C},nth=470,count=1"),
-        ("central-slow", "delay", f"writev:delay=3s,{central},nth=160,count=1"),
+        ("central-slow", "delay", f"{RECV}:delay=3s,{central},local-port={C},nth=470,count=1"),
         ("forward-slow", "delay", f"{SEND}:delay=3s,{relay},peer-port={C},nth=320,count=1"),
         ("central-killed", "kill", f"{RECV}:kill=SIGKILL,{central},local-port={C},nth=470"),
         ("relay-killed", "kill", f"recvmsg:kill=SIGKILL,{relay},local-port={R},nth=201"),
         ("central-stopped", "stop", f"{RECV}:kill=SIGSTOP,{central},local-port={C},nth=470"),
         ("relay-stopped", "stop", f"{RECV}:kill=SIGSTOP,{relay},local-port={R},nth=121"),
-        ("central-enospc", "exhaust", f"writev:errno=ENOSPC,{central},nth=160,count=1"),
+        ("central-enobufs", "exhaust", f"{RECV}:errno=ENOBUFS,{central},local-port={C},nth=472,count=1"),
         ("forward-enobufs", "exhaust", f"{SEND}:errno=ENOBUFS,{relay},peer-port={C},nth=320,count=1"),
         ("central-eagain-storm", "exhaust", f"{RECV}:errno=EAGAIN,{central},local-port={C},after=400,count=30"),
         ("sender1-code", "code", "py:sut.syslog_ng_relay:Sender.send:raise=BrokenPipeError,nth=70,argv=syslog-ng-relay"),
