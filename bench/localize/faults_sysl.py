@@ -1,6 +1,28 @@
 """Fault cases of the validation systems added on 2026-11-29 for validation run 10 (branch
 loc-sysl). No method has been run on them. The categories and the SPEC grammar are those
-of `faults.py`; every SPEC is narrowed to one process and one call, mid-run."""
+of `faults.py`; every SPEC is narrowed to one process and one call, mid-run.
+
+Recorded on 2026-11-29 for validation run 10 (`run.py --record-only` into
+/tmp/val10/loc-sysl with the lead's build /tmp/rec11/culprit: 3 normal runs, the control and
+every case per system), then checked with `run.py --check --reuse` on those recordings
+(injection records and client summaries only, no model, no ranking). vsftpd-ftp was
+recorded a second time, whole, after its launcher learned to end left-over session
+processes (a stopped session held the first recording of c-session-stopped until the
+75-s timeout); bind-chain's four cases on the authoritative server and its updater's
+corruption were recorded again after their SPECs changed (recvmmsg/sendmmsg take no
+injection; the updater's socket is not connected). Every case of the three systems fired
+(once; the EAGAIN storms 20, 25 and 30 times); no normal run or control holds an
+injection record, and every normal run and control ended with all steps ok (syslog-ng-relay:
+every message arrived whole). The launcher of vsftpd-ftp killed a left-over session
+process in its two stop cases only. Cases in which no client saw a failure (the system
+absorbed the fault, or the injected call had nothing to damage): vsftpd-ftp's
+a-upload-corrupt (the 250th upload read was the empty read at the end of a transfer) and
+a-download-short (vsftpd writes the rest); bind-chain's upstream-corrupt, upstream-short
+(the resolver asks again) and tcp-answer-short (libuv writes the rest); syslog-ng-relay's
+relay-tcp-corrupt, forward-short, central-short, central-slow, forward-slow,
+central-enobufs and central-eagain-storm (every message still arrived whole; in
+central-reset, forward-drops, central-corrupt and forward-enobufs one message was lost
+without any sender seeing an error, in relay-udp-corrupt one arrived damaged)."""
 
 from sut.common import ports
 
