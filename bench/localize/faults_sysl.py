@@ -10,7 +10,8 @@ recorded a second time, whole, after its launcher learned to end left-over sessi
 processes (a stopped session held the first recording of c-session-stopped until the
 75-s timeout); bind-chain's four cases on the authoritative server and its updater's
 corruption were recorded again after their SPECs changed (recvmmsg/sendmmsg take no
-injection; the updater's socket is not connected). Every case of the three systems fired
+injection; the updater's socket is not connected), and so was syslog-ng-relay's
+relay-tcp-corrupt (its first SPEC fell on an EAGAIN receive). Every case of the three systems fired
 (once; the EAGAIN storms 20, 25 and 30 times); no normal run or control holds an
 injection record, and every normal run and control ended with all steps ok (syslog-ng-relay:
 every message arrived whole). The launcher of vsftpd-ftp killed a left-over session
@@ -19,10 +20,11 @@ absorbed the fault, or the injected call had nothing to damage): vsftpd-ftp's
 a-upload-corrupt (the 250th upload read was the empty read at the end of a transfer) and
 a-download-short (vsftpd writes the rest); bind-chain's upstream-corrupt, upstream-short
 (the resolver asks again) and tcp-answer-short (libuv writes the rest); syslog-ng-relay's
-relay-tcp-corrupt, forward-short, central-short, central-slow, forward-slow,
-central-enobufs and central-eagain-storm (every message still arrived whole; in
-central-reset, forward-drops, central-corrupt and forward-enobufs one message was lost
-without any sender seeing an error, in relay-udp-corrupt one arrived damaged)."""
+forward-short, central-short (on a receive that found nothing), central-slow,
+forward-slow, central-enobufs and central-eagain-storm (every message still arrived
+whole; in central-reset, forward-drops, central-corrupt and forward-enobufs one message
+was lost without any sender seeing an error, in relay-udp-corrupt and relay-tcp-corrupt
+one arrived damaged)."""
 
 from sut.common import ports
 
@@ -140,8 +142,9 @@ def _syslog_ng():
     # looked at); each syslog-ng is one process (a main loop and worker threads sharing
     # the counters). Per run (120 messages of sender 1 over TCP, 200 of sender 2 over UDP,
     # two stop messages): the relay receives sender 1's connection on R with recvfrom
-    # (libc recv, strace's recvfrom; about 243 calls: a message, then an EAGAIN, so the
-    # odd calls carry the messages)
+    # (libc recv, strace's recvfrom; about 243 calls, EAGAIN and message in turn from an
+    # EAGAIN first, so the even calls carry the messages: a first recording's corruption
+    # at the 121st fell on an EAGAIN and damaged nothing)
     # and the datagrams on R with recvmsg (about 402: the same alternation), and forwards
     # each message to the central daemon with two sends (its length, then the message:
     # 644 sends, peer-port C; the even ones carry messages). The central daemon receives
@@ -155,7 +158,7 @@ def _syslog_ng():
         ("relay-input-reset", "reset", f"{RECV}:errno=ECONNRESET,{relay},local-port={R},nth=121,count=1"),
         ("forward-drops", "reset", f"{SEND}:close,{relay},peer-port={C},nth=320,count=1"),
         ("central-corrupt", "corrupt", f"{RECV}:corrupt=6,{central},local-port={C},nth=471,count=1"),
-        ("relay-tcp-corrupt", "corrupt", f"{RECV}:corrupt=48,{relay},local-port={R},nth=121,count=1"),
+        ("relay-tcp-corrupt", "corrupt", f"{RECV}:corrupt=48,{relay},local-port={R},nth=122,count=1"),
         ("relay-udp-corrupt", "corrupt", f"recvmsg:corrupt=40,{relay},local-port={R},nth=201,count=1"),
         ("forward-short", "short", f"{SEND}:short=30,{relay},peer-port={C},nth=320,count=1"),
         ("central-short", "short", f"{RECV}:short=5,{central},local-port={C},nth=470,count=1"),
