@@ -66,6 +66,9 @@ bounded, and the launcher stops its daemons (SIGTERM, then SIGKILL) on every exi
 | `gunicorn-falcon` | tuning (validation in run 9) | gunicorn (master + 1 sync worker, respawned) running a Falcon app → XML-RPC store (`xmlrpc.server`, a thread per request) + 2 http.client clients | a preforking WSGI server and an RPC store (CPython, no event loop) |
 | `asyncssh-starlette` | tuning (validation in run 9) | asyncssh gateway (a command per SSH session) → Starlette store on uvicorn (httpx keep-alive pool) + 2 asyncssh clients | an SSH command gateway and an ASGI store (CPython asyncio; OpenSSL through cryptography) |
 | `mojo-prefork` | tuning (validation in run 9) | Mojolicious prefork server (manager + 1 worker, respawned) → Mojolicious daemon store (Mojo::UserAgent keep-alive pool) + 2 http.client clients | a preforking Perl web framework and its backend (Perl, Mojo::IOLoop) |
+| `aioftp-transfer` | validation (added 2026-11-29 for validation run 10, unseen) | aioftp FTP server + aioftp uploader (STOR, RNFR/RNTO, RETR) and reader (MLSD, RETR), every file checked | an FTP server with passive data connections (CPython asyncio) |
+| `h2-pgwire` | validation (added 2026-11-29 for validation run 10, unseen) | H2 database server on the PostgreSQL wire protocol + psycopg2 writer, follower and scanner (a new connection each round) | an SQL database in Java and its libpq clients (JVM; C libpq, CPython) |
+| `yaws-dav` | validation (added 2026-11-29 for validation run 10, unseen) | Yaws (WebDAV document root, `revproxy` to a Python store: http.server, a thread per connection) + WebDAV uploader and a key-value client through the proxy | a web server and reverse proxy on the Erlang VM (Erlang/BEAM; CPython threads) |
 """
 
 import argparse
@@ -129,6 +132,9 @@ SYSTEMS = {
     "gunicorn-falcon": ("gunicorn_falcon", "run"),
     "asyncssh-starlette": ("asyncssh_starlette", "run"),
     "mojo-prefork": ("mojo_prefork", "run"),
+    "aioftp-transfer": ("aioftp_transfer", "run"),
+    "h2-pgwire": ("h2_pgwire", "run"),
+    "yaws-dav": ("yaws_dav", "run"),
 }
 HELPERS = {
     "job-queue-worker": ("job_queue", "beanstalk_worker"),
@@ -204,6 +210,11 @@ HELPERS = {
     "asyncssh-gateway": ("asyncssh_starlette", "gateway"),
     "ssh-kv-client": ("asyncssh_starlette", "client"),
     "mojo-client": ("mojo_prefork", "client"),
+    "ftp-server": ("aioftp_transfer", "server"),
+    "ftp-reader": ("aioftp_transfer", "reader"),
+    "h2-reader": ("h2_pgwire", "reader"),
+    "yaws-store": ("yaws_dav", "store"),
+    "yaws-client": ("yaws_dav", "client"),
 }
 
 

@@ -86,6 +86,10 @@ SLOTS = {
     "gunicorn-falcon": 48,
     "asyncssh-starlette": 49,
     "mojo-prefork": 50,
+    # Slots 54-56: systems added by the helper branch loc-sysm (validation run 10).
+    "aioftp-transfer": 54,
+    "h2-pgwire": 55,
+    "yaws-dav": 56,
 }
 
 
