@@ -25,12 +25,14 @@ def _aioftp():
     # SPECs count a process's calls on every port (the reader's receives: about 680 on
     # C, 3200 on data connections). It accepts about 700 times (half of them EAGAIN),
     # three on C (the launcher's probe and the two clients) and the rest on data ports;
-    # it writes the uploaded files (about 220 writes) and resolves a path (get_paths)
-    # about 590 times. The uploader receives about 970 replies on C and sends about 790
-    # commands; the reader receives about 680 replies on C. Timeouts: every socket
-    # operation of a client 2 s, a whole step 5 s; the server's 2 s. The launcher takes
-    # 120 steps: it calls content 120 times and parse_epsv_response about 180 times; the
-    # reader calls content once per file (120).
+    # it resolves a path (get_paths) about 590 times. Its writes of the uploaded files
+    # are no place to inject (the tracer records and injects on sockets only): its ENOSPC
+    # is on a reply (the first check put it on a file write, where it never fired). The
+    # uploader receives about 970 replies on C and sends about 790 commands; the reader
+    # receives about 680 replies on C. Timeouts: every socket operation of a client 2 s,
+    # a whole step 5 s; the server's 2 s. The launcher takes 120 steps: it calls content
+    # 120 times and parse_epsv_response about 180 times; the reader calls content once
+    # per file (120).
     server, up, rd = "argv=ftp-server", "argv=systems.py aioftp-transfer", "argv=ftp-reader --name 2"
     return [
         ("server-reset", "reset", f"{RECV}:errno=ECONNRESET,{server},local-port={C},nth=600,count=1"),
@@ -48,7 +50,7 @@ def _aioftp():
         ("server-stopped", "stop", f"{SEND}:kill=SIGSTOP,{server},local-port={C},nth=800"),
         ("reader-stopped", "stop", f"{RECV}:kill=SIGSTOP,{rd},peer-port={C},nth=250"),
         ("server-emfile", "exhaust", f"accept|accept4:errno=EMFILE,{server},nth=350,count=1"),
-        ("server-enospc", "exhaust", f"write:errno=ENOSPC,{server},nth=110,count=1"),
+        ("server-enospc", "exhaust", f"{SEND}:errno=ENOSPC,{server},local-port={C},nth=700,count=1"),
         ("uploader-enobufs", "exhaust", f"{SEND}:errno=ENOBUFS,{up},peer-port={C},nth=400,count=1"),
         ("server-eagain-storm", "exhaust", f"{RECV}:errno=EAGAIN,{server},local-port={C},after=500,count=25"),
         ("server-code", "code", f"py:aioftp.server:Server.get_paths:raise=PermissionError,nth=300,{server}"),

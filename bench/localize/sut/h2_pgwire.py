@@ -9,10 +9,11 @@ journal table in one transaction, commits, and every other step reads the row ba
 compares it with what it wrote. A follower (helper `h2-reader --name 2`) reads the rows
 with keys above the last it saw (`ORDER BY k LIMIT 20`) every 50 ms and checks each value
 against the one its key determines and against the stored digest; a scanner (helper
-`h2-reader --name 3`, a short-lived job: a new connection each round) counts the rows and the journal and checks the total length of the
-values (`SUM(LENGTH(v))`) against the keys it got, every 150 ms. Every wait is bounded:
-libpq runs in non-blocking mode under a wait callback (`psycopg2.extensions.
-set_wait_callback`) that gives up on a connection after 2 s of silence; a failed statement
+`h2-reader --name 3`, a short-lived job: a new connection each round) counts the rows
+and the journal and checks the total length of the values (`SUM(LENGTH(v))`) against the
+keys it got, every 150 ms. Every wait is bounded: libpq runs in non-blocking mode under a
+wait callback (`psycopg2.extensions.set_wait_callback`) that gives up on a connection
+after 2 s of silence; a failed statement
 is logged, the connection is closed and made again, and the client goes on. The writer
 commits a stop mark (key -1) at the end; the readers leave when they see it (or at their
 own deadline) and say what they saw.
