@@ -120,8 +120,8 @@ class DavClient:
         return data
 
     def step(self, i):
-        data = content(i)
         try:
+            data = content(i)
             self.call("PUT", f"/up/{i}.bin", data)
             back = self.call("GET", f"/up/{i}.bin")
             if len(back) != len(data) or hashlib.sha1(back).digest() != hashlib.sha1(data).digest():
