@@ -1,6 +1,20 @@
 """Fault cases of the validation systems added on 2026-11-29 for validation run 10 (branch
 loc-sysm). No method has been run on them. The categories and the SPEC grammar are those
-of `faults.py`; every SPEC is narrowed to one process and one call, mid-run."""
+of `faults.py`; every SPEC is narrowed to one process and one call, mid-run.
+
+Recorded on 2026-11-29 for validation run 10 (`run.py --record-only` into
+/tmp/val10/loc-sysm with the lead's build /tmp/rec11/culprit: 3 normal runs, the control
+and every case per system; aioftp-transfer's server-enospc recorded again after its SPEC
+moved from a file write, where it never fired, to a reply; yaws-dav and h2-pgwire recorded
+again whole after a change of their modules: the uploader's content() inside its try, a
+docstring reflowed), then checked with `run.py --check --reuse` on those recordings
+(injection records and client summaries only, no model, no ranking): every case of the
+three systems fired (one injection each, the EAGAIN storms 25), no control holds an
+injection record, and every normal run and control ended with all steps ok. In 11 of the
+63 cases no client reported a failure (the system absorbed the fault: a short send or
+receive completed by the next call, EAGAIN read again, an EMFILE accept tried again),
+and in 5 more the process that failed was the one injected (a reader or scanner killed,
+stopped or ended by an uncaught exception) and so said nothing at the end."""
 
 from sut.common import ports
 
@@ -72,7 +86,9 @@ def _h2():
     # times and sends about 290 times on its connection; the follower receives about 770
     # times (95 rounds); the scanner about 435 times (29 rounds, each a new connection).
     # Every client gives up on a wait after 2 s. The writer calls put 51 times, the
-    # follower follow once a round, the scanner scan once a round.
+    # follower follow once a round, the scanner scan once a round. A client counts a
+    # database error, an OSError or a wrong answer and goes on; the scanner's MemoryError
+    # is none of these and ends it, as an uncaught exception ends a job.
     server = "argv=org.h2.tools.Server"
     wr, fo, sc = "argv=systems.py h2-pgwire", "argv=h2-reader --name 2", "argv=h2-reader --name 3"
     return [
