@@ -29,6 +29,7 @@ import faults_sysi
 import faults_sysj
 import faults_sysk
 import faults_sysl
+import faults_sysm
 
 RECV = "recv|read|recvfrom|recvmsg|readv"
 SEND = "send|write|sendto|sendmsg|writev"
@@ -637,4 +638,5 @@ def table():
     t.update(faults_sysj.cases())
     t.update(faults_sysk.cases())
     t.update(faults_sysl.cases())
+    t.update(faults_sysm.cases())
     return t

@@ -104,6 +104,8 @@ perl -MMojolicious -e1 2>/dev/null || need+=(libmojolicious-perl)
 [ -x /usr/sbin/vsftpd ] || need+=(vsftpd)
 [ -x /usr/sbin/named ] || need+=(bind9)
 [ -x /usr/sbin/syslog-ng ] || need+=(syslog-ng-core)
+[ -f /usr/share/java/h2.jar ] || need+=(libh2-java)  # h2-pgwire (loc-sysm)
+[ -d /usr/lib/yaws/ebin ] || need+=(yaws)  # yaws-dav (loc-sysm)
 if [ ${#need[@]} -gt 0 ]; then
     lock
     echo "localize setup: apt-get install ${need[*]}" >&2
@@ -146,6 +148,8 @@ python3 -c 'import asyncssh' 2>/dev/null || pips+=(asyncssh)
 python3 -c 'import uvicorn' 2>/dev/null || pips+=(uvicorn)
 python3 -c 'import starlette' 2>/dev/null || pips+=(starlette)
 python3 -c 'import httpx' 2>/dev/null || pips+=(httpx)
+python3 -c 'import aioftp' 2>/dev/null || pips+=(aioftp)  # aioftp-transfer (loc-sysm)
+python3 -c 'import psycopg2' 2>/dev/null || pips+=(psycopg2-binary)  # h2-pgwire (loc-sysm)
 if [ ${#pips[@]} -gt 0 ]; then
     lock
     echo "localize setup: pip install ${pips[*]}" >&2

@@ -69,6 +69,9 @@ bounded, and the launcher stops its daemons (SIGTERM, then SIGKILL) on every exi
 | `vsftpd-ftp` | validation (added 2026-11-29 for validation run 10, unseen) | 3 vsftpd servers sharing one file tree (a listener, a privileged session process and its protocol child per client) + 3 ftplib clients: a passive writer on A, an active-mode writer on B, a reader on C of what A and B stored | FTP control and data connections with privilege separation (C) |
 | `bind-chain` | validation (added 2026-11-29 for validation run 10, unseen) | BIND 9 named resolver (forward-only zone) → BIND 9 named authoritative (dynamic updates, journal) + dnspython clients: UDP queries, TCP queries, and an updater reading its changes back through the resolver | a DNS resolver chain with dynamic updates (C, worker threads on libuv) |
 | `syslog-ng-relay` | validation (added 2026-11-29 for validation run 10, unseen) | syslog-ng relay (TCP and UDP inputs) → syslog-ng central (RFC 5424 framing over TCP) writing a file + a TCP sender, a UDP sender (`SysLogHandler`) and a tailer checking each message's length and CRC | log shipping (C on ivykis, worker threads) |
+| `aioftp-transfer` | validation (added 2026-11-29 for validation run 10, unseen) | aioftp FTP server + aioftp uploader (STOR, RNFR/RNTO, RETR) and reader (MLSD, RETR), every file checked | an FTP server with passive data connections (CPython asyncio) |
+| `h2-pgwire` | validation (added 2026-11-29 for validation run 10, unseen) | H2 database server on the PostgreSQL wire protocol + psycopg2 writer, follower and scanner (a new connection each round) | an SQL database in Java and its libpq clients (JVM; C libpq, CPython) |
+| `yaws-dav` | validation (added 2026-11-29 for validation run 10, unseen) | Yaws (WebDAV document root, `revproxy` to a Python store: http.server, a thread per connection) + WebDAV uploader and a key-value client through the proxy | a web server and reverse proxy on the Erlang VM (Erlang/BEAM; CPython threads) |
 """
 
 import argparse
@@ -135,6 +138,9 @@ SYSTEMS = {
     "vsftpd-ftp": ("vsftpd_ftp", "run"),
     "bind-chain": ("bind_chain", "run"),
     "syslog-ng-relay": ("syslog_ng_relay", "run"),
+    "aioftp-transfer": ("aioftp_transfer", "run"),
+    "h2-pgwire": ("h2_pgwire", "run"),
+    "yaws-dav": ("yaws_dav", "run"),
 }
 HELPERS = {
     "job-queue-worker": ("job_queue", "beanstalk_worker"),
@@ -214,6 +220,11 @@ HELPERS = {
     "bind-client": ("bind_chain", "client"),
     "ng-sender": ("syslog_ng_relay", "sender"),
     "ng-tailer": ("syslog_ng_relay", "tailer"),
+    "ftp-server": ("aioftp_transfer", "server"),
+    "ftp-reader": ("aioftp_transfer", "reader"),
+    "h2-reader": ("h2_pgwire", "reader"),
+    "yaws-store": ("yaws_dav", "store"),
+    "yaws-client": ("yaws_dav", "client"),
 }
 
 

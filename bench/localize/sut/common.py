@@ -90,6 +90,10 @@ SLOTS = {
     "vsftpd-ftp": 51,
     "syslog-ng-relay": 52,
     "bind-chain": 53,
+    # Slots 54-56: systems added by the helper branch loc-sysm (validation run 10).
+    "aioftp-transfer": 54,
+    "h2-pgwire": 55,
+    "yaws-dav": 56,
 }
 
 
