@@ -66,6 +66,7 @@ bounded, and the launcher stops its daemons (SIGTERM, then SIGKILL) on every exi
 | `gunicorn-falcon` | tuning (validation in run 9) | gunicorn (master + 1 sync worker, respawned) running a Falcon app → XML-RPC store (`xmlrpc.server`, a thread per request) + 2 http.client clients | a preforking WSGI server and an RPC store (CPython, no event loop) |
 | `asyncssh-starlette` | tuning (validation in run 9) | asyncssh gateway (a command per SSH session) → Starlette store on uvicorn (httpx keep-alive pool) + 2 asyncssh clients | an SSH command gateway and an ASGI store (CPython asyncio; OpenSSL through cryptography) |
 | `mojo-prefork` | tuning (validation in run 9) | Mojolicious prefork server (manager + 1 worker, respawned) → Mojolicious daemon store (Mojo::UserAgent keep-alive pool) + 2 http.client clients | a preforking Perl web framework and its backend (Perl, Mojo::IOLoop) |
+| `nghttpx-proxy` | validation (added 2026-11-29 for validation run 10, unseen) | nghttpx (master + worker) routing by path → 2 http.server stores (pooled HTTP/1.1) + an HTTP/1.1 client and an HTTP/2 client (httpx, prior knowledge) | an HTTP/2 and HTTP/1.1 reverse proxy (C++ on libev; CPython threads) |
 """
 
 import argparse
@@ -129,6 +130,8 @@ SYSTEMS = {
     "gunicorn-falcon": ("gunicorn_falcon", "run"),
     "asyncssh-starlette": ("asyncssh_starlette", "run"),
     "mojo-prefork": ("mojo_prefork", "run"),
+    "nghttpx-proxy": ("nghttpx_proxy", "run"),
+    "sanic-waitress": ("sanic_waitress", "run"),
 }
 HELPERS = {
     "job-queue-worker": ("job_queue", "beanstalk_worker"),
@@ -204,6 +207,8 @@ HELPERS = {
     "asyncssh-gateway": ("asyncssh_starlette", "gateway"),
     "ssh-kv-client": ("asyncssh_starlette", "client"),
     "mojo-client": ("mojo_prefork", "client"),
+    "ng-store": ("nghttpx_proxy", "store"),
+    "ng-client": ("nghttpx_proxy", "client"),
 }
 
 

@@ -86,6 +86,9 @@ SLOTS = {
     "gunicorn-falcon": 48,
     "asyncssh-starlette": 49,
     "mojo-prefork": 50,
+    # Slots 57-59: systems added by the helper branch loc-sysn (validation run 10).
+    "nghttpx-proxy": 57,
+    "sanic-waitress": 58,
 }
 
 

@@ -1,0 +1,54 @@
+"""Fault cases of the validation systems added on 2026-11-29 for validation run 10 (branch
+loc-sysn). No method has been run on them. The categories and the SPEC grammar are those
+of `faults.py`; every SPEC is narrowed to one process and one call, mid-run."""
+
+from sut.common import ports
+
+
+def cases():
+    """Every system of this module: {system: [(case, category, SPEC), ...]}."""
+    return {"nghttpx-proxy": _nghttpx()}
+
+
+def _nghttpx():
+    F, S1, S2 = ports("nghttpx-proxy")[:3]
+    # Counted with `strace -f` on a run without the tracer (no recording of this system was
+    # looked at), 120 launcher steps and 60 HTTP/2 steps. The nghttpx worker (exe nghttpx;
+    # the master does no I/O on these ports) reads with read(2) and writes with writev(2):
+    # on the item store's pooled connection (peer-port S1) about 717 reads (header, EAGAIN,
+    # body per answer) and 240 writevs; on the blob store's (S2) 338 reads and 121 writevs;
+    # on the two client connections (local-port F) 1069 reads and 697 writevs. The stores
+    # (http.server, a thread per connection) receive each request in one recvfrom (item:
+    # ~241, blob: ~125) and answer in two sendtos (item: 480, blob: ~240). The launcher
+    # (client 1, http.client) receives 478 times (headers, body); client 2 (httpx on h2,
+    # one HTTP/2 connection) 219. About a third of the worker's reads are EAGAIN, so its
+    # corrupt and short cases are on the receivers that always get data (stores, clients).
+    # nghttpx gives up on a backend after 1 s; the clients after 2 s.
+    # The item store's do_PUT runs 120 times, client 2's H2Client.put 60 times, the
+    # launcher's KvClient.get 120 times.
+    worker = "exe=*nghttpx"
+    item, blob = "argv=ng-store --name item", "argv=ng-store --name blob"
+    c1, c2 = "argv=systems.py nghttpx-proxy", "argv=ng-client --name 2"
+    return [
+        ("item-store-reset", "reset", f"recvfrom:errno=ECONNRESET,{item},local-port={S1},nth=120,count=1"),
+        ("proxy-backend-reset", "reset", f"read:errno=ECONNRESET,{worker},peer-port={S1},nth=360,count=1"),
+        ("proxy-drops-client", "reset", f"writev:close,{worker},local-port={F},nth=350,count=1"),
+        ("blob-store-drops", "reset", f"sendto:close,{blob},local-port={S2},nth=120,count=1"),
+        ("item-request-corrupt", "corrupt", f"recvfrom:corrupt=3,{item},local-port={S1},nth=120,count=1"),
+        ("client1-corrupt", "corrupt", f"recvfrom:corrupt=4,{c1},peer-port={F},nth=240,count=1"),
+        ("client2-h2-corrupt", "corrupt", f"recvfrom:corrupt=4,{c2},peer-port={F},nth=110,count=1"),
+        ("item-store-short", "short", f"sendto:short=20,{item},local-port={S1},nth=240,count=1"),
+        ("client2-short", "short", f"recvfrom:short=5,{c2},peer-port={F},nth=110,count=1"),
+        ("item-store-slow", "delay", f"sendto:delay=2s,{item},local-port={S1},nth=240,count=1"),
+        ("proxy-slow", "delay", f"writev:delay=3s,{worker},local-port={F},nth=350,count=1"),
+        ("item-store-killed", "kill", f"recvfrom:kill=SIGKILL,{item},local-port={S1},nth=120"),
+        ("proxy-killed", "kill", f"writev:kill=SIGKILL,{worker},peer-port={S2},nth=60"),
+        ("blob-store-stopped", "stop", f"recvfrom:kill=SIGSTOP,{blob},local-port={S2},nth=60"),
+        ("proxy-stopped", "stop", f"read:kill=SIGSTOP,{worker},local-port={F},nth=500"),
+        ("item-store-enospc", "exhaust", f"sendto:errno=ENOSPC,{item},local-port={S1},nth=240,count=1"),
+        ("proxy-enobufs", "exhaust", f"writev:errno=ENOBUFS,{worker},peer-port={S1},nth=120,count=1"),
+        ("proxy-eagain-storm", "exhaust", f"read:errno=EAGAIN,{worker},peer-port={S1},after=360,count=20"),
+        ("item-store-code", "code", f"py:sut.nghttpx_proxy:StoreHandler.do_PUT:raise=MemoryError,nth=60,{item}"),
+        ("client2-code", "code", f"py:sut.nghttpx_proxy:H2Client.put:raise=TimeoutError,nth=30,{c2}"),
+        ("client1-code", "code", f"py:sut.kv_http:KvClient.get:raise=ConnectionResetError,nth=60,{c1}"),
+    ]
