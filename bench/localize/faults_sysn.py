@@ -7,7 +7,7 @@ from sut.common import ports
 
 def cases():
     """Every system of this module: {system: [(case, category, SPEC), ...]}."""
-    return {"nghttpx-proxy": _nghttpx()}
+    return {"nghttpx-proxy": _nghttpx(), "sanic-waitress": _sanic()}
 
 
 def _nghttpx():
@@ -51,4 +51,46 @@ def _nghttpx():
         ("item-store-code", "code", f"py:sut.nghttpx_proxy:StoreHandler.do_PUT:raise=MemoryError,nth=60,{item}"),
         ("client2-code", "code", f"py:sut.nghttpx_proxy:H2Client.put:raise=TimeoutError,nth=30,{c2}"),
         ("client1-code", "code", f"py:sut.kv_http:KvClient.get:raise=ConnectionResetError,nth=60,{c1}"),
+    ]
+
+
+def _sanic():
+    F, S = ports("sanic-waitress")[:2]
+    # Counted with `strace -f` on a run without the tracer (no recording of this system was
+    # looked at), 120 launcher steps and 60 of client 2. Sanic's manager (`-m sanic`) does
+    # no I/O on these ports; its worker is a `multiprocessing` spawn child (argv
+    # `spawn_main`; the other spawn child, Sanic's shared-state process, does no I/O on
+    # them either) running uvloop, which reads with read(2) and writes with write(2): on
+    # the two client connections (local-port F) about 500 reads (a third of them EAGAIN)
+    # and 360 writes, on its httpx pool to the store (peer-port S) about 600 reads and
+    # 540 writes. waitress (`sw-store`) receives in its I/O thread (recvfrom: 541, headers
+    # and bodies apart) and its 4 worker threads answer with sendto (720: headers, body).
+    # The launcher receives 240 times and sends 360; client 2 receives 120 and sends 180.
+    # The worker's Front.store_put and the store's Store.put run 180 times each, client
+    # 2's KvClient.get 60 times. The front gives up on the store after 1 s, a client on the
+    # front after 2 s.
+    worker, store = "argv=spawn_main", "argv=sw-store"
+    c1, c2 = "argv=systems.py sanic-waitress", "argv=sw-client --name 2"
+    return [
+        ("store-reset", "reset", f"recvfrom:errno=ECONNRESET,{store},local-port={S},nth=270,count=1"),
+        ("front-reset", "reset", f"read:errno=ECONNRESET,{worker},peer-port={S},nth=300,count=1"),
+        ("front-drops-client", "reset", f"write:close,{worker},local-port={F},nth=180,count=1"),
+        ("store-drops", "reset", f"sendto:close,{store},local-port={S},nth=360,count=1"),
+        ("store-request-corrupt", "corrupt", f"recvfrom:corrupt=3,{store},local-port={S},nth=270,count=1"),
+        ("client1-corrupt", "corrupt", f"recvfrom:corrupt=4,{c1},peer-port={F},nth=120,count=1"),
+        ("client2-corrupt", "corrupt", f"recvfrom:corrupt=4,{c2},peer-port={F},nth=60,count=1"),
+        ("store-short", "short", f"sendto:short=20,{store},local-port={S},nth=360,count=1"),
+        ("front-short", "short", f"write:short=10,{worker},local-port={F},nth=180,count=1"),
+        ("store-slow", "delay", f"sendto:delay=2s,{store},local-port={S},nth=360,count=1"),
+        ("front-slow", "delay", f"write:delay=3s,{worker},local-port={F},nth=180,count=1"),
+        ("store-killed", "kill", f"recvfrom:kill=SIGKILL,{store},local-port={S},nth=270"),
+        ("front-worker-killed", "kill", f"write:kill=SIGKILL,{worker},peer-port={S},nth=270"),
+        ("store-stopped", "stop", f"sendto:kill=SIGSTOP,{store},local-port={S},nth=360"),
+        ("front-stopped", "stop", f"read:kill=SIGSTOP,{worker},local-port={F},nth=250"),
+        ("store-enospc", "exhaust", f"sendto:errno=ENOSPC,{store},local-port={S},nth=360,count=1"),
+        ("front-enobufs", "exhaust", f"write:errno=ENOBUFS,{worker},peer-port={S},nth=270,count=1"),
+        ("store-eagain-storm", "exhaust", f"recvfrom:errno=EAGAIN,{store},local-port={S},after=270,count=20"),
+        ("front-code", "code", f"py:sut.sanic_waitress:Front.store_put:raise=ConnectionRefusedError,nth=90,{worker}"),
+        ("store-code", "code", f"py:sut.sanic_waitress:Store.put:raise=MemoryError,nth=90,{store}"),
+        ("client2-code", "code", f"py:sut.kv_http:KvClient.get:raise=TimeoutError,nth=30,{c2}"),
     ]

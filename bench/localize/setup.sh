@@ -143,6 +143,9 @@ python3 -c 'import asyncssh' 2>/dev/null || pips+=(asyncssh)
 python3 -c 'import uvicorn' 2>/dev/null || pips+=(uvicorn)
 python3 -c 'import starlette' 2>/dev/null || pips+=(starlette)
 python3 -c 'import httpx' 2>/dev/null || pips+=(httpx)
+python3 -c 'import sanic' 2>/dev/null || pips+=(sanic)  # sanic-waitress
+python3 -c 'import waitress' 2>/dev/null || pips+=(waitress)
+python3 -c 'import bottle' 2>/dev/null || pips+=(bottle)
 if [ ${#pips[@]} -gt 0 ]; then
     lock
     echo "localize setup: pip install ${pips[*]}" >&2

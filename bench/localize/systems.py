@@ -67,6 +67,7 @@ bounded, and the launcher stops its daemons (SIGTERM, then SIGKILL) on every exi
 | `asyncssh-starlette` | tuning (validation in run 9) | asyncssh gateway (a command per SSH session) → Starlette store on uvicorn (httpx keep-alive pool) + 2 asyncssh clients | an SSH command gateway and an ASGI store (CPython asyncio; OpenSSL through cryptography) |
 | `mojo-prefork` | tuning (validation in run 9) | Mojolicious prefork server (manager + 1 worker, respawned) → Mojolicious daemon store (Mojo::UserAgent keep-alive pool) + 2 http.client clients | a preforking Perl web framework and its backend (Perl, Mojo::IOLoop) |
 | `nghttpx-proxy` | validation (added 2026-11-29 for validation run 10, unseen) | nghttpx (master + worker) routing by path → 2 http.server stores (pooled HTTP/1.1) + an HTTP/1.1 client and an HTTP/2 client (httpx, prior knowledge) | an HTTP/2 and HTTP/1.1 reverse proxy (C++ on libev; CPython threads) |
+| `sanic-waitress` | validation (added 2026-11-29 for validation run 10, unseen) | Sanic (manager + 1 spawned worker on uvloop) → Bottle store on waitress (an I/O thread + 4 worker threads) via an httpx keep-alive pool + 2 http.client clients | an async web framework and a threaded WSGI server (CPython: uvloop/libuv, threads) |
 """
 
 import argparse
@@ -209,6 +210,8 @@ HELPERS = {
     "mojo-client": ("mojo_prefork", "client"),
     "ng-store": ("nghttpx_proxy", "store"),
     "ng-client": ("nghttpx_proxy", "client"),
+    "sw-store": ("sanic_waitress", "store"),
+    "sw-client": ("sanic_waitress", "client"),
 }
 
 
