@@ -7,7 +7,7 @@ from sut.common import ports
 
 def cases():
     """Every system of this module: {system: [(case, category, SPEC), ...]}."""
-    return {"nghttpx-proxy": _nghttpx(), "sanic-waitress": _sanic()}
+    return {"nghttpx-proxy": _nghttpx(), "sanic-waitress": _sanic(), "em-relay": _em()}
 
 
 def _nghttpx():
@@ -93,4 +93,46 @@ def _sanic():
         ("front-code", "code", f"py:sut.sanic_waitress:Front.store_put:raise=ConnectionRefusedError,nth=90,{worker}"),
         ("store-code", "code", f"py:sut.sanic_waitress:Store.put:raise=MemoryError,nth=90,{store}"),
         ("client2-code", "code", f"py:sut.kv_http:KvClient.get:raise=TimeoutError,nth=30,{c2}"),
+    ]
+
+
+def _em():
+    F, S = ports("em-relay")[:2]
+    # Counted with `strace -f` on a run without the tracer (no recording of this system was
+    # looked at), 120 launcher steps and 60 of client 2 (a step is a SET and a GET). Both
+    # Ruby processes run `ruby em.rb ROLE` (argv tells them apart); EventMachine's reactor
+    # reads with read(2) until EAGAIN (every read with data is followed by an EAGAIN one)
+    # and writes with writev(2). The front: on its store connection (peer-port S) about 700
+    # reads and 356 writevs, on the two client connections (local-port F) about 724 reads
+    # and 362 writevs. The store (local-port S): about 708 reads and 351 writevs (answers
+    # written together are one writev). The launcher receives 240 times and sends 240,
+    # client 2 120 and 120, each through LineClient.line (launcher 240 calls, client 2
+    # 120). Since half of the EventMachine reads are EAGAIN, the corruption in the store
+    # covers two consecutive reads (one of them has data); the other receive faults in the
+    # Ruby processes replace the result whatever it was. The front gives up on a store
+    # answer after 1 s, a client after 2 s. No accept is mid-run (every connection lasts
+    # the run), so the exhaustion cases are on writes and reads.
+    front, store = "argv=em.rb front", "argv=em.rb store"
+    c1, c2 = "argv=systems.py em-relay", "argv=em-client --name 2"
+    return [
+        ("store-reset", "reset", f"read:errno=ECONNRESET,{store},local-port={S},nth=350,count=1"),
+        ("front-store-reset", "reset", f"read:errno=ECONNRESET,{front},peer-port={S},nth=350,count=1"),
+        ("front-drops-client", "reset", f"writev:close,{front},local-port={F},nth=180,count=1"),
+        ("store-drops", "reset", f"writev:close,{store},local-port={S},nth=180,count=1"),
+        ("store-request-corrupt", "corrupt", f"read:corrupt=4,{store},local-port={S},nth=351,count=2"),
+        ("client1-corrupt", "corrupt", f"recvfrom:corrupt=3,{c1},peer-port={F},nth=120,count=1"),
+        ("client2-corrupt", "corrupt", f"recvfrom:corrupt=5,{c2},peer-port={F},nth=60,count=1"),
+        ("store-short", "short", f"writev:short=6,{store},local-port={S},nth=180,count=1"),
+        ("client1-short", "short", f"recvfrom:short=4,{c1},peer-port={F},nth=120,count=1"),
+        ("store-slow", "delay", f"writev:delay=2s,{store},local-port={S},nth=180,count=1"),
+        ("front-slow", "delay", f"writev:delay=3s,{front},local-port={F},nth=180,count=1"),
+        ("store-killed", "kill", f"read:kill=SIGKILL,{store},local-port={S},nth=350"),
+        ("front-killed", "kill", f"writev:kill=SIGKILL,{front},peer-port={S},nth=180"),
+        ("store-stopped", "stop", f"writev:kill=SIGSTOP,{store},local-port={S},nth=180"),
+        ("front-stopped", "stop", f"read:kill=SIGSTOP,{front},local-port={F},nth=360"),
+        ("store-enospc", "exhaust", f"writev:errno=ENOSPC,{store},local-port={S},nth=180,count=1"),
+        ("front-enobufs", "exhaust", f"writev:errno=ENOBUFS,{front},peer-port={S},nth=180,count=1"),
+        ("front-eagain-storm", "exhaust", f"read:errno=EAGAIN,{front},peer-port={S},after=350,count=20"),
+        ("client1-code", "code", f"py:sut.common:LineClient.line:raise=ConnectionResetError,nth=120,{c1}"),
+        ("client2-code", "code", f"py:sut.common:LineClient.line:raise=TimeoutError,nth=60,{c2}"),
     ]

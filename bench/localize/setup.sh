@@ -101,6 +101,7 @@ have kinit || need+=(krb5-user)
 have kvno || need+=(krb5-user)
 perl -MMojolicious -e1 2>/dev/null || need+=(libmojolicious-perl)
 have nghttpx || need+=(nghttp2-proxy)  # nghttpx-proxy
+ruby -reventmachine -e1 2>/dev/null || need+=(ruby-eventmachine)  # em-relay
 if [ ${#need[@]} -gt 0 ]; then
     lock
     echo "localize setup: apt-get install ${need[*]}" >&2

@@ -68,6 +68,7 @@ bounded, and the launcher stops its daemons (SIGTERM, then SIGKILL) on every exi
 | `mojo-prefork` | tuning (validation in run 9) | Mojolicious prefork server (manager + 1 worker, respawned) → Mojolicious daemon store (Mojo::UserAgent keep-alive pool) + 2 http.client clients | a preforking Perl web framework and its backend (Perl, Mojo::IOLoop) |
 | `nghttpx-proxy` | validation (added 2026-11-29 for validation run 10, unseen) | nghttpx (master + worker) routing by path → 2 http.server stores (pooled HTTP/1.1) + an HTTP/1.1 client and an HTTP/2 client (httpx, prior knowledge) | an HTTP/2 and HTTP/1.1 reverse proxy (C++ on libev; CPython threads) |
 | `sanic-waitress` | validation (added 2026-11-29 for validation run 10, unseen) | Sanic (manager + 1 spawned worker on uvloop) → Bottle store on waitress (an I/O thread + 4 worker threads) via an httpx keep-alive pool + 2 http.client clients | an async web framework and a threaded WSGI server (CPython: uvloop/libuv, threads) |
+| `em-relay` | validation (added 2026-11-29 for validation run 10, unseen) | Ruby EventMachine front (pipelines every client request on one connection, 1 s timers) → Ruby EventMachine key-value store + 2 Python line-protocol clients | an event-driven relay on a C++ reactor (Ruby MRI on EventMachine) |
 """
 
 import argparse
@@ -133,6 +134,7 @@ SYSTEMS = {
     "mojo-prefork": ("mojo_prefork", "run"),
     "nghttpx-proxy": ("nghttpx_proxy", "run"),
     "sanic-waitress": ("sanic_waitress", "run"),
+    "em-relay": ("em_relay", "run"),
 }
 HELPERS = {
     "job-queue-worker": ("job_queue", "beanstalk_worker"),
@@ -212,6 +214,7 @@ HELPERS = {
     "ng-client": ("nghttpx_proxy", "client"),
     "sw-store": ("sanic_waitress", "store"),
     "sw-client": ("sanic_waitress", "client"),
+    "em-client": ("em_relay", "client"),
 }
 
 

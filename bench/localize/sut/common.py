@@ -89,6 +89,7 @@ SLOTS = {
     # Slots 57-59: systems added by the helper branch loc-sysn (validation run 10).
     "nghttpx-proxy": 57,
     "sanic-waitress": 58,
+    "em-relay": 59,
 }
 
 
