@@ -27,6 +27,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from .common import LAUNCHER, PY, Daemons, log, ports, steps, wait_port, wait_readers
 from .kv_http import digest, value, workload
+from .h2o_proxy import _children
 
 REQUESTS2 = 60
 TIMEOUT_S = 2.0
@@ -171,8 +172,39 @@ def run(tmp, n):
                                 "--frontend-read-timeout=10s", "--frontend-keep-alive-timeout=10s",
                                 "--log-level=WARN", f"--errorlog-file={tmp}/nghttpx-error.log",
                                 f"--pid-file={tmp}/nghttpx.pid", "--no-server-push", "--no-ocsp"])
-        wait_port(f, p, timeout=20)
-        helper = d.start("client2", [PY, LAUNCHER, "ng-client", "--name", "2"], env=env)
-        ok, errors = workload(f, "1", n, 0.02)
-        wait_readers([helper], seconds=25)
-        log(f"nghttpx-proxy: {ok}/{n} steps ok, {errors} failed")
+        workers = []
+        try:
+            wait_port(f, p, timeout=20)
+            helper = d.start("client2", [PY, LAUNCHER, "ng-client", "--name", "2"], env=env)
+            ok, errors = workload(f, "1", n, 0.02)
+            wait_readers([helper], seconds=25)
+            log(f"nghttpx-proxy: {ok}/{n} steps ok, {errors} failed")
+        finally:
+            workers = _children(p.pid)
+    # A stopped worker does not act on the master's SIGTERM and outlives the master (killed
+    # by the launcher after 5 s): it is killed here, so the run ends.
+    kill_leftovers(workers, "nghttpx worker")
+
+
+def kill_leftovers(pids, what, grace=3.0):
+    """SIGKILL to each of pids still alive (not gone, not a zombie) after `grace` seconds:
+    a process that a fault stopped outlives its parent's SIGTERM and would hold the
+    recording open; the others leave by themselves within the grace time."""
+
+    def alive(pid):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+        except (OSError, IndexError):
+            return False
+
+    end = time.monotonic() + grace
+    while any(alive(pid) for pid in pids) and time.monotonic() < end:
+        time.sleep(0.1)
+    for pid in pids:
+        if alive(pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+                log(f"{what} {pid} outlived its parent: killed")
+            except OSError:
+                pass

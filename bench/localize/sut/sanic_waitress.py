@@ -23,6 +23,8 @@ import sys
 
 from .common import LAUNCHER, PY, Daemons, log, ports, wait_port, wait_readers
 from .kv_http import workload
+from .h2o_proxy import _children
+from .nghttpx_proxy import kill_leftovers
 
 REQUESTS2 = 60
 STORE_TIMEOUT_S = 1.0
@@ -173,8 +175,16 @@ def run(tmp, n):
         p = d.start("front", [PY, "-m", "sanic", "sut.sanic_waitress:make_front", "--factory",
                               "--host", "127.0.0.1", "--port", str(fport), "--workers", "1",
                               "--no-motd", "--no-access-logs"], env=dict(env, PYTHONPATH=path), cwd=HERE)
-        wait_port(fport, p, timeout=40)
-        helper = d.start("client2", [PY, LAUNCHER, "sw-client", "--name", "2"], env=env)
-        ok, errors = workload(fport, "1", n, 0.02)
-        wait_readers([helper], seconds=25)
-        log(f"sanic-waitress: {ok}/{n} steps ok, {errors} failed")
+        children = []
+        try:
+            wait_port(fport, p, timeout=40)
+            helper = d.start("client2", [PY, LAUNCHER, "sw-client", "--name", "2"], env=env)
+            ok, errors = workload(fport, "1", n, 0.02)
+            wait_readers([helper], seconds=25)
+            log(f"sanic-waitress: {ok}/{n} steps ok, {errors} failed")
+        finally:
+            children = _children(p.pid)
+    # A stopped worker does not act on the manager's SIGTERM and outlives the manager
+    # (killed by the launcher after 5 s): the manager's children are killed here, so the
+    # run ends.
+    kill_leftovers(children, "sanic process")
