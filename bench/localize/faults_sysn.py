@@ -4,6 +4,11 @@ of `faults.py`; every SPEC is narrowed to one process and one call, mid-run."""
 
 from sut.common import ports
 
+# CPython calls libc recv() and send() (which strace shows as recvfrom and sendto): the
+# SPECs on Python processes name both.
+RECV = "recv|recvfrom"
+SEND = "send|sendto"
+
 
 def cases():
     """Every system of this module: {system: [(case, category, SPEC), ...]}."""
@@ -30,22 +35,22 @@ def _nghttpx():
     item, blob = "argv=ng-store --name item", "argv=ng-store --name blob"
     c1, c2 = "argv=systems.py nghttpx-proxy", "argv=ng-client --name 2"
     return [
-        ("item-store-reset", "reset", f"recvfrom:errno=ECONNRESET,{item},local-port={S1},nth=120,count=1"),
+        ("item-store-reset", "reset", f"{RECV}:errno=ECONNRESET,{item},local-port={S1},nth=120,count=1"),
         ("proxy-backend-reset", "reset", f"read:errno=ECONNRESET,{worker},peer-port={S1},nth=360,count=1"),
         ("proxy-drops-client", "reset", f"writev:close,{worker},local-port={F},nth=350,count=1"),
-        ("blob-store-drops", "reset", f"sendto:close,{blob},local-port={S2},nth=120,count=1"),
-        ("item-request-corrupt", "corrupt", f"recvfrom:corrupt=3,{item},local-port={S1},nth=120,count=1"),
-        ("client1-corrupt", "corrupt", f"recvfrom:corrupt=4,{c1},peer-port={F},nth=240,count=1"),
-        ("client2-h2-corrupt", "corrupt", f"recvfrom:corrupt=4,{c2},peer-port={F},nth=110,count=1"),
-        ("item-store-short", "short", f"sendto:short=20,{item},local-port={S1},nth=240,count=1"),
-        ("client2-short", "short", f"recvfrom:short=5,{c2},peer-port={F},nth=110,count=1"),
-        ("item-store-slow", "delay", f"sendto:delay=2s,{item},local-port={S1},nth=240,count=1"),
+        ("blob-store-drops", "reset", f"{SEND}:close,{blob},local-port={S2},nth=120,count=1"),
+        ("item-request-corrupt", "corrupt", f"{RECV}:corrupt=3,{item},local-port={S1},nth=120,count=1"),
+        ("client1-corrupt", "corrupt", f"{RECV}:corrupt=4,{c1},peer-port={F},nth=240,count=1"),
+        ("client2-h2-corrupt", "corrupt", f"{RECV}:corrupt=4,{c2},peer-port={F},nth=110,count=1"),
+        ("item-store-short", "short", f"{SEND}:short=20,{item},local-port={S1},nth=240,count=1"),
+        ("client2-short", "short", f"{RECV}:short=5,{c2},peer-port={F},nth=110,count=1"),
+        ("item-store-slow", "delay", f"{SEND}:delay=2s,{item},local-port={S1},nth=240,count=1"),
         ("proxy-slow", "delay", f"writev:delay=3s,{worker},local-port={F},nth=350,count=1"),
-        ("item-store-killed", "kill", f"recvfrom:kill=SIGKILL,{item},local-port={S1},nth=120"),
+        ("item-store-killed", "kill", f"{RECV}:kill=SIGKILL,{item},local-port={S1},nth=120"),
         ("proxy-killed", "kill", f"writev:kill=SIGKILL,{worker},peer-port={S2},nth=60"),
-        ("blob-store-stopped", "stop", f"recvfrom:kill=SIGSTOP,{blob},local-port={S2},nth=60"),
+        ("blob-store-stopped", "stop", f"{RECV}:kill=SIGSTOP,{blob},local-port={S2},nth=60"),
         ("proxy-stopped", "stop", f"read:kill=SIGSTOP,{worker},local-port={F},nth=500"),
-        ("item-store-enospc", "exhaust", f"sendto:errno=ENOSPC,{item},local-port={S1},nth=240,count=1"),
+        ("item-store-enospc", "exhaust", f"{SEND}:errno=ENOSPC,{item},local-port={S1},nth=240,count=1"),
         ("proxy-enobufs", "exhaust", f"writev:errno=ENOBUFS,{worker},peer-port={S1},nth=120,count=1"),
         ("proxy-eagain-storm", "exhaust", f"read:errno=EAGAIN,{worker},peer-port={S1},after=360,count=20"),
         ("item-store-code", "code", f"py:sut.nghttpx_proxy:StoreHandler.do_PUT:raise=MemoryError,nth=60,{item}"),
@@ -72,24 +77,24 @@ def _sanic():
     worker, store = "argv=spawn_main", "argv=sw-store"
     c1, c2 = "argv=systems.py sanic-waitress", "argv=sw-client --name 2"
     return [
-        ("store-reset", "reset", f"recvfrom:errno=ECONNRESET,{store},local-port={S},nth=270,count=1"),
+        ("store-reset", "reset", f"{RECV}:errno=ECONNRESET,{store},local-port={S},nth=270,count=1"),
         ("front-reset", "reset", f"read:errno=ECONNRESET,{worker},peer-port={S},nth=300,count=1"),
         ("front-drops-client", "reset", f"write:close,{worker},local-port={F},nth=180,count=1"),
-        ("store-drops", "reset", f"sendto:close,{store},local-port={S},nth=360,count=1"),
-        ("store-request-corrupt", "corrupt", f"recvfrom:corrupt=3,{store},local-port={S},nth=270,count=1"),
-        ("client1-corrupt", "corrupt", f"recvfrom:corrupt=4,{c1},peer-port={F},nth=120,count=1"),
-        ("client2-corrupt", "corrupt", f"recvfrom:corrupt=4,{c2},peer-port={F},nth=60,count=1"),
-        ("store-short", "short", f"sendto:short=20,{store},local-port={S},nth=360,count=1"),
+        ("store-drops", "reset", f"{SEND}:close,{store},local-port={S},nth=360,count=1"),
+        ("store-request-corrupt", "corrupt", f"{RECV}:corrupt=3,{store},local-port={S},nth=270,count=1"),
+        ("client1-corrupt", "corrupt", f"{RECV}:corrupt=4,{c1},peer-port={F},nth=120,count=1"),
+        ("client2-corrupt", "corrupt", f"{RECV}:corrupt=4,{c2},peer-port={F},nth=60,count=1"),
+        ("store-short", "short", f"{SEND}:short=20,{store},local-port={S},nth=360,count=1"),
         ("front-short", "short", f"write:short=10,{worker},local-port={F},nth=180,count=1"),
-        ("store-slow", "delay", f"sendto:delay=2s,{store},local-port={S},nth=360,count=1"),
+        ("store-slow", "delay", f"{SEND}:delay=2s,{store},local-port={S},nth=360,count=1"),
         ("front-slow", "delay", f"write:delay=3s,{worker},local-port={F},nth=180,count=1"),
-        ("store-killed", "kill", f"recvfrom:kill=SIGKILL,{store},local-port={S},nth=270"),
+        ("store-killed", "kill", f"{RECV}:kill=SIGKILL,{store},local-port={S},nth=270"),
         ("front-worker-killed", "kill", f"write:kill=SIGKILL,{worker},peer-port={S},nth=270"),
-        ("store-stopped", "stop", f"sendto:kill=SIGSTOP,{store},local-port={S},nth=360"),
+        ("store-stopped", "stop", f"{SEND}:kill=SIGSTOP,{store},local-port={S},nth=360"),
         ("front-stopped", "stop", f"read:kill=SIGSTOP,{worker},local-port={F},nth=250"),
-        ("store-enospc", "exhaust", f"sendto:errno=ENOSPC,{store},local-port={S},nth=360,count=1"),
+        ("store-enospc", "exhaust", f"{SEND}:errno=ENOSPC,{store},local-port={S},nth=360,count=1"),
         ("front-enobufs", "exhaust", f"write:errno=ENOBUFS,{worker},peer-port={S},nth=270,count=1"),
-        ("store-eagain-storm", "exhaust", f"recvfrom:errno=EAGAIN,{store},local-port={S},after=270,count=20"),
+        ("store-eagain-storm", "exhaust", f"{RECV}:errno=EAGAIN,{store},local-port={S},after=270,count=20"),
         ("front-code", "code", f"py:sut.sanic_waitress:Front.store_put:raise=ConnectionRefusedError,nth=90,{worker}"),
         ("store-code", "code", f"py:sut.sanic_waitress:Store.put:raise=MemoryError,nth=90,{store}"),
         ("client2-code", "code", f"py:sut.kv_http:KvClient.get:raise=TimeoutError,nth=30,{c2}"),
@@ -120,10 +125,10 @@ def _em():
         ("front-drops-client", "reset", f"writev:close,{front},local-port={F},nth=180,count=1"),
         ("store-drops", "reset", f"writev:close,{store},local-port={S},nth=180,count=1"),
         ("store-request-corrupt", "corrupt", f"read:corrupt=4,{store},local-port={S},nth=351,count=2"),
-        ("client1-corrupt", "corrupt", f"recvfrom:corrupt=3,{c1},peer-port={F},nth=120,count=1"),
-        ("client2-corrupt", "corrupt", f"recvfrom:corrupt=5,{c2},peer-port={F},nth=60,count=1"),
+        ("client1-corrupt", "corrupt", f"{RECV}:corrupt=3,{c1},peer-port={F},nth=120,count=1"),
+        ("client2-corrupt", "corrupt", f"{RECV}:corrupt=5,{c2},peer-port={F},nth=60,count=1"),
         ("store-short", "short", f"writev:short=6,{store},local-port={S},nth=180,count=1"),
-        ("client1-short", "short", f"recvfrom:short=4,{c1},peer-port={F},nth=120,count=1"),
+        ("client1-short", "short", f"{RECV}:short=4,{c1},peer-port={F},nth=120,count=1"),
         ("store-slow", "delay", f"writev:delay=2s,{store},local-port={S},nth=180,count=1"),
         ("front-slow", "delay", f"writev:delay=3s,{front},local-port={F},nth=180,count=1"),
         ("store-killed", "kill", f"read:kill=SIGKILL,{store},local-port={S},nth=350"),
