@@ -7,7 +7,8 @@ keep-alive pool, and two Python HTTP clients (`http.client`).
 Ports: front = p[0], store = p[1]. The store (helper `sw-store`) offers `PUT /kv/K` (the
 body is the value; answers `{"key": K, "stored": LEN}`) and `GET /kv/K` (answers the value
 itself, 404 when there is none). The front (`sanic sut.sanic_waitress:make_front --factory
---workers 1`) serves the API of `sut/kv_http.py` (`PUT /item/K`, `GET /item/K`): each
+--workers 1`; the launcher waits until the worker answers `GET /ready`) serves the API of
+`sut/kv_http.py` (`PUT /item/K`, `GET /item/K`): each
 request becomes one store request on the worker's pooled `httpx.AsyncClient` (1 s timeout);
 a store failure (an exception, a timeout, a wrong key or length) becomes a 502. Each client
 (the launcher, and the helper `sw-client --name 2`) puts then reads back keys of its own
@@ -20,6 +21,7 @@ import hashlib
 import os
 import signal
 import sys
+import time
 
 from .common import LAUNCHER, PY, Daemons, log, ports, wait_port, wait_readers
 from .kv_http import workload
@@ -136,6 +138,10 @@ def make_front():
         log(f"sanic front: worker {os.getpid()}: {front.served} requests ok, {front.failed} failed (told to stop)")
         await front.http.aclose()
 
+    @app.get("/ready")
+    async def ready(_request):
+        return answer({"worker": os.getpid()})
+
     @app.put("/item/<k:int>")
     async def put(request, k):
         v = request.body
@@ -164,6 +170,29 @@ def client(name):
     log(f"sanic client {name}: {ok}/{REQUESTS2} steps ok, {errors} failed")
 
 
+def wait_ready(port, proc, timeout):
+    """Waits until Sanic's worker answers `GET /ready`: the manager binds the port before
+    it spawns the worker, so a connection is accepted into the backlog seconds before the
+    worker (a fresh interpreter importing Sanic) serves it."""
+    import http.client
+
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            raise RuntimeError(f"sanic exited with {proc.returncode} before its worker was ready")
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=1.0)
+        try:
+            conn.request("GET", "/ready")
+            if conn.getresponse().status == 200:
+                return
+        except (OSError, http.client.HTTPException):
+            pass
+        finally:
+            conn.close()
+        time.sleep(0.1)
+    raise RuntimeError(f"sanic's worker did not answer on {port} after {timeout} s")
+
+
 def run(tmp, n):
     fport, sport = ports("sanic-waitress")[:2]
     env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -178,6 +207,7 @@ def run(tmp, n):
         children = []
         try:
             wait_port(fport, p, timeout=40)
+            wait_ready(fport, p, timeout=40)
             helper = d.start("client2", [PY, LAUNCHER, "sw-client", "--name", "2"], env=env)
             ok, errors = workload(fport, "1", n, 0.02)
             wait_readers([helper], seconds=25)
