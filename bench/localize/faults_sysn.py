@@ -1,6 +1,22 @@
 """Fault cases of the validation systems added on 2026-11-29 for validation run 10 (branch
 loc-sysn). No method has been run on them. The categories and the SPEC grammar are those
-of `faults.py`; every SPEC is narrowed to one process and one call, mid-run."""
+of `faults.py`; every SPEC is narrowed to one process and one call, mid-run.
+
+Recorded on 2026-11-29 for validation run 10 (`run.py --record-only` into
+/tmp/val10/loc-sysn with the lead's build /tmp/rec11/culprit: 3 normal runs, the control
+and every case per system), then checked with `run.py --check --reuse` on those recordings
+(injection records and client summaries only, no model, no ranking): every case of the
+three systems fired (one injection each; the EAGAIN storms 20), no control holds an
+injection record, and every normal run and control ended with all steps ok. Cases in
+which no client saw a failure (the system absorbed the fault): nghttpx-proxy's
+item-store-reset, item-store-short, client2-short, proxy-enobufs and proxy-eagain-storm;
+em-relay's store-request-corrupt, store-short and client1-short; sanic-waitress: see the
+report of branch loc-sysn (recorded last).
+Recorded again before that check: em-relay's three client receive cases (first SPECs named
+recvfrom, which CPython does not call by that name: they never fired); nghttpx-proxy and
+sanic-waitress from scratch (a worker stopped by a fault held the recording open until the
+75-s timeout; then sanic-waitress once more because its clients' first request could time
+out while Sanic's worker started)."""
 
 from sut.common import ports
 
