@@ -30,6 +30,7 @@ import faults_sysj
 import faults_sysk
 import faults_sysl
 import faults_sysm
+import faults_sysn
 
 RECV = "recv|read|recvfrom|recvmsg|readv"
 SEND = "send|write|sendto|sendmsg|writev"
@@ -639,4 +640,5 @@ def table():
     t.update(faults_sysk.cases())
     t.update(faults_sysl.cases())
     t.update(faults_sysm.cases())
+    t.update(faults_sysn.cases())
     return t

@@ -106,6 +106,8 @@ perl -MMojolicious -e1 2>/dev/null || need+=(libmojolicious-perl)
 [ -x /usr/sbin/syslog-ng ] || need+=(syslog-ng-core)
 [ -f /usr/share/java/h2.jar ] || need+=(libh2-java)  # h2-pgwire (loc-sysm)
 [ -d /usr/lib/yaws/ebin ] || need+=(yaws)  # yaws-dav (loc-sysm)
+have nghttpx || need+=(nghttp2-proxy)  # nghttpx-proxy
+ruby -reventmachine -e1 2>/dev/null || need+=(ruby-eventmachine)  # em-relay
 if [ ${#need[@]} -gt 0 ]; then
     lock
     echo "localize setup: apt-get install ${need[*]}" >&2
@@ -150,6 +152,9 @@ python3 -c 'import starlette' 2>/dev/null || pips+=(starlette)
 python3 -c 'import httpx' 2>/dev/null || pips+=(httpx)
 python3 -c 'import aioftp' 2>/dev/null || pips+=(aioftp)  # aioftp-transfer (loc-sysm)
 python3 -c 'import psycopg2' 2>/dev/null || pips+=(psycopg2-binary)  # h2-pgwire (loc-sysm)
+python3 -c 'import sanic' 2>/dev/null || pips+=(sanic)  # sanic-waitress
+python3 -c 'import waitress' 2>/dev/null || pips+=(waitress)
+python3 -c 'import bottle' 2>/dev/null || pips+=(bottle)
 if [ ${#pips[@]} -gt 0 ]; then
     lock
     echo "localize setup: pip install ${pips[*]}" >&2

@@ -72,6 +72,9 @@ bounded, and the launcher stops its daemons (SIGTERM, then SIGKILL) on every exi
 | `aioftp-transfer` | validation (added 2026-11-29 for validation run 10, unseen) | aioftp FTP server + aioftp uploader (STOR, RNFR/RNTO, RETR) and reader (MLSD, RETR), every file checked | an FTP server with passive data connections (CPython asyncio) |
 | `h2-pgwire` | validation (added 2026-11-29 for validation run 10, unseen) | H2 database server on the PostgreSQL wire protocol + psycopg2 writer, follower and scanner (a new connection each round) | an SQL database in Java and its libpq clients (JVM; C libpq, CPython) |
 | `yaws-dav` | validation (added 2026-11-29 for validation run 10, unseen) | Yaws (WebDAV document root, `revproxy` to a Python store: http.server, a thread per connection) + WebDAV uploader and a key-value client through the proxy | a web server and reverse proxy on the Erlang VM (Erlang/BEAM; CPython threads) |
+| `nghttpx-proxy` | validation (added 2026-11-29 for validation run 10, unseen) | nghttpx (master + worker) routing by path → 2 http.server stores (pooled HTTP/1.1) + an HTTP/1.1 client and an HTTP/2 client (httpx, prior knowledge) | an HTTP/2 and HTTP/1.1 reverse proxy (C++ on libev; CPython threads) |
+| `sanic-waitress` | validation (added 2026-11-29 for validation run 10, unseen) | Sanic (manager + 1 spawned worker on uvloop) → Bottle store on waitress (an I/O thread + 4 worker threads) via an httpx keep-alive pool + 2 http.client clients | an async web framework and a threaded WSGI server (CPython: uvloop/libuv, threads) |
+| `em-relay` | validation (added 2026-11-29 for validation run 10, unseen) | Ruby EventMachine front (pipelines every client request on one connection, 1 s timers) → Ruby EventMachine key-value store + 2 Python line-protocol clients | an event-driven relay on a C++ reactor (Ruby MRI on EventMachine) |
 """
 
 import argparse
@@ -141,6 +144,9 @@ SYSTEMS = {
     "aioftp-transfer": ("aioftp_transfer", "run"),
     "h2-pgwire": ("h2_pgwire", "run"),
     "yaws-dav": ("yaws_dav", "run"),
+    "nghttpx-proxy": ("nghttpx_proxy", "run"),
+    "sanic-waitress": ("sanic_waitress", "run"),
+    "em-relay": ("em_relay", "run"),
 }
 HELPERS = {
     "job-queue-worker": ("job_queue", "beanstalk_worker"),
@@ -225,6 +231,11 @@ HELPERS = {
     "h2-reader": ("h2_pgwire", "reader"),
     "yaws-store": ("yaws_dav", "store"),
     "yaws-client": ("yaws_dav", "client"),
+    "ng-store": ("nghttpx_proxy", "store"),
+    "ng-client": ("nghttpx_proxy", "client"),
+    "sw-store": ("sanic_waitress", "store"),
+    "sw-client": ("sanic_waitress", "client"),
+    "em-client": ("em_relay", "client"),
 }
 
 

@@ -94,6 +94,10 @@ SLOTS = {
     "aioftp-transfer": 54,
     "h2-pgwire": 55,
     "yaws-dav": 56,
+    # Slots 57-59: systems added by the helper branch loc-sysn (validation run 10).
+    "nghttpx-proxy": 57,
+    "sanic-waitress": 58,
+    "em-relay": 59,
 }
 
 
