@@ -28,6 +28,7 @@ import faults_sysh
 import faults_sysi
 import faults_sysj
 import faults_sysk
+import faults_syso
 
 RECV = "recv|read|recvfrom|recvmsg|readv"
 SEND = "send|write|sendto|sendmsg|writev"
@@ -635,4 +636,5 @@ def table():
     t.update(faults_sysi.cases())
     t.update(faults_sysj.cases())
     t.update(faults_sysk.cases())
+    t.update(faults_syso.cases())
     return t

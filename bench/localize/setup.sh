@@ -100,6 +100,10 @@ have kadmind || need+=(krb5-admin-server)
 have kinit || need+=(krb5-user)
 have kvno || need+=(krb5-user)
 perl -MMojolicious -e1 2>/dev/null || need+=(libmojolicious-perl)
+have php || need+=(php-cli)
+have snmpd || need+=(snmpd)
+have snmpset || need+=(snmp)
+have snmpget || need+=(snmp)
 if [ ${#need[@]} -gt 0 ]; then
     lock
     echo "localize setup: apt-get install ${need[*]}" >&2

@@ -66,6 +66,9 @@ bounded, and the launcher stops its daemons (SIGTERM, then SIGKILL) on every exi
 | `gunicorn-falcon` | tuning (validation in run 9) | gunicorn (master + 1 sync worker, respawned) running a Falcon app → XML-RPC store (`xmlrpc.server`, a thread per request) + 2 http.client clients | a preforking WSGI server and an RPC store (CPython, no event loop) |
 | `asyncssh-starlette` | tuning (validation in run 9) | asyncssh gateway (a command per SSH session) → Starlette store on uvicorn (httpx keep-alive pool) + 2 asyncssh clients | an SSH command gateway and an ASGI store (CPython asyncio; OpenSSL through cryptography) |
 | `mojo-prefork` | tuning (validation in run 9) | Mojolicious prefork server (manager + 1 worker, respawned) → Mojolicious daemon store (Mojo::UserAgent keep-alive pool) + 2 http.client clients | a preforking Perl web framework and its backend (Perl, Mojo::IOLoop) |
+| `php-builtin` | validation (added 2026-11-29 for validation run 10, unseen) | `php -S` front → `php -S` file-backed store (a new connection per call) + 2 http.client clients | PHP's built-in web server, one request at a time (C, Zend) |
+| `aiosmtpd-relay` | validation (added 2026-11-29 for validation run 10, unseen) | aiosmtpd relay (smtplib session to the next hop in an executor thread) → aiosmtpd sink + 2 smtplib clients | an SMTP relay and its next hop (CPython asyncio) |
+| `snmpd-proxy` | validation (added 2026-11-29 for validation run 10, unseen) | snmpd front (`proxy` of a subtree) → snmpd back + 2 drivers running snmpset/snmpget | an SNMP proxy agent over UDP (C) |
 """
 
 import argparse
@@ -129,6 +132,9 @@ SYSTEMS = {
     "gunicorn-falcon": ("gunicorn_falcon", "run"),
     "asyncssh-starlette": ("asyncssh_starlette", "run"),
     "mojo-prefork": ("mojo_prefork", "run"),
+    "php-builtin": ("php_builtin", "run"),
+    "aiosmtpd-relay": ("aiosmtpd_relay", "run"),
+    "snmpd-proxy": ("snmpd_proxy", "run"),
 }
 HELPERS = {
     "job-queue-worker": ("job_queue", "beanstalk_worker"),
@@ -204,6 +210,11 @@ HELPERS = {
     "asyncssh-gateway": ("asyncssh_starlette", "gateway"),
     "ssh-kv-client": ("asyncssh_starlette", "client"),
     "mojo-client": ("mojo_prefork", "client"),
+    "phpb-client": ("php_builtin", "client"),
+    "smtprelay-sink": ("aiosmtpd_relay", "sink"),
+    "smtprelay-relay": ("aiosmtpd_relay", "relay"),
+    "smtprelay-client": ("aiosmtpd_relay", "client"),
+    "snmp-client": ("snmpd_proxy", "client"),
 }
 
 

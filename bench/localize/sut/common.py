@@ -86,6 +86,10 @@ SLOTS = {
     "gunicorn-falcon": 48,
     "asyncssh-starlette": 49,
     "mojo-prefork": 50,
+    # Slots 60-62: systems added by the helper branch loc-syso (validation run 10).
+    "php-builtin": 60,
+    "aiosmtpd-relay": 61,
+    "snmpd-proxy": 62,
 }
 
 
