@@ -1,6 +1,19 @@
 """Fault cases of the validation systems added on 2026-11-29 for validation run 10 (branch
 loc-syso). No method has been run on them. The categories and the SPEC grammar are those
-of `faults.py`; every SPEC is narrowed to one process and one call, mid-run."""
+of `faults.py`; every SPEC is narrowed to one process and one call, mid-run.
+
+Recorded on 2026-11-29 for validation run 10 (`run.py --record-only` into
+/tmp/val10/loc-syso with the lead's build /tmp/rec11/culprit: 3 normal runs, the control and
+every case per system), then checked with `run.py --check --reuse` on those recordings
+(injection records and client summaries only, no model, no ranking): every case of the
+three systems fired (one injection each, the EAGAIN storms 20 or 25), no normal run or
+control holds an injection record, and every normal run and control ended with all steps
+ok. In 15 of the 62 cases no client saw a failure (the system absorbed the fault): in
+php-builtin the corrupted client receive, both short sends, both EMFILE accepts (the
+connection is accepted by the next call) and both EAGAIN storms; in aiosmtpd-relay the
+sink's short send (asyncio sends the rest) and both EAGAIN storms; in snmpd-proxy the three
+errors on a UDP receive (snmpd ignores the failed call and reads the datagram on the next)
+and both EAGAIN storms."""
 
 from sut.common import ports
 
