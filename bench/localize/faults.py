@@ -31,6 +31,7 @@ import faults_sysk
 import faults_sysl
 import faults_sysm
 import faults_sysn
+import faults_syso
 
 RECV = "recv|read|recvfrom|recvmsg|readv"
 SEND = "send|write|sendto|sendmsg|writev"
@@ -641,4 +642,5 @@ def table():
     t.update(faults_sysl.cases())
     t.update(faults_sysm.cases())
     t.update(faults_sysn.cases())
+    t.update(faults_syso.cases())
     return t

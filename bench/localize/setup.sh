@@ -108,6 +108,10 @@ perl -MMojolicious -e1 2>/dev/null || need+=(libmojolicious-perl)
 [ -d /usr/lib/yaws/ebin ] || need+=(yaws)  # yaws-dav (loc-sysm)
 have nghttpx || need+=(nghttp2-proxy)  # nghttpx-proxy
 ruby -reventmachine -e1 2>/dev/null || need+=(ruby-eventmachine)  # em-relay
+have php || need+=(php-cli)
+have snmpd || need+=(snmpd)
+have snmpset || need+=(snmp)
+have snmpget || need+=(snmp)
 if [ ${#need[@]} -gt 0 ]; then
     lock
     echo "localize setup: apt-get install ${need[*]}" >&2

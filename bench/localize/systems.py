@@ -75,6 +75,9 @@ bounded, and the launcher stops its daemons (SIGTERM, then SIGKILL) on every exi
 | `nghttpx-proxy` | validation (added 2026-11-29 for validation run 10, unseen) | nghttpx (master + worker) routing by path → 2 http.server stores (pooled HTTP/1.1) + an HTTP/1.1 client and an HTTP/2 client (httpx, prior knowledge) | an HTTP/2 and HTTP/1.1 reverse proxy (C++ on libev; CPython threads) |
 | `sanic-waitress` | validation (added 2026-11-29 for validation run 10, unseen) | Sanic (manager + 1 spawned worker on uvloop) → Bottle store on waitress (an I/O thread + 4 worker threads) via an httpx keep-alive pool + 2 http.client clients | an async web framework and a threaded WSGI server (CPython: uvloop/libuv, threads) |
 | `em-relay` | validation (added 2026-11-29 for validation run 10, unseen) | Ruby EventMachine front (pipelines every client request on one connection, 1 s timers) → Ruby EventMachine key-value store + 2 Python line-protocol clients | an event-driven relay on a C++ reactor (Ruby MRI on EventMachine) |
+| `php-builtin` | validation (added 2026-11-29 for validation run 10, unseen) | `php -S` front → `php -S` file-backed store (a new connection per call) + 2 http.client clients | PHP's built-in web server, one request at a time (C, Zend) |
+| `aiosmtpd-relay` | validation (added 2026-11-29 for validation run 10, unseen) | aiosmtpd relay (smtplib session to the next hop in an executor thread) → aiosmtpd sink + 2 smtplib clients | an SMTP relay and its next hop (CPython asyncio) |
+| `snmpd-proxy` | validation (added 2026-11-29 for validation run 10, unseen) | snmpd front (`proxy` of a subtree) → snmpd back + 2 drivers running snmpset/snmpget | an SNMP proxy agent over UDP (C) |
 """
 
 import argparse
@@ -147,6 +150,9 @@ SYSTEMS = {
     "nghttpx-proxy": ("nghttpx_proxy", "run"),
     "sanic-waitress": ("sanic_waitress", "run"),
     "em-relay": ("em_relay", "run"),
+    "php-builtin": ("php_builtin", "run"),
+    "aiosmtpd-relay": ("aiosmtpd_relay", "run"),
+    "snmpd-proxy": ("snmpd_proxy", "run"),
 }
 HELPERS = {
     "job-queue-worker": ("job_queue", "beanstalk_worker"),
@@ -236,6 +242,11 @@ HELPERS = {
     "sw-store": ("sanic_waitress", "store"),
     "sw-client": ("sanic_waitress", "client"),
     "em-client": ("em_relay", "client"),
+    "phpb-client": ("php_builtin", "client"),
+    "smtprelay-sink": ("aiosmtpd_relay", "sink"),
+    "smtprelay-relay": ("aiosmtpd_relay", "relay"),
+    "smtprelay-client": ("aiosmtpd_relay", "client"),
+    "snmp-client": ("snmpd_proxy", "client"),
 }
 
 

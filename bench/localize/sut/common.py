@@ -98,6 +98,10 @@ SLOTS = {
     "nghttpx-proxy": 57,
     "sanic-waitress": 58,
     "em-relay": 59,
+    # Slots 60-62: systems added by the helper branch loc-syso (validation run 10).
+    "php-builtin": 60,
+    "aiosmtpd-relay": 61,
+    "snmpd-proxy": 62,
 }
 
 
