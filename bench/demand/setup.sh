@@ -4,7 +4,8 @@
 # plugin's Debian Python), lighttpd and php-cgi with php-mysql, Apache httpd, Node.js with npm, Redis, Varnish, Starman and Perl's DBD::Pg from Debian
 # (sqlite3 is Python's own module), gunicorn, psycopg2 and PyMySQL (for the suite's Python) from PyPI, and the
 # npm `mysql2` driver (for wiki.js, into bench/demand/node_modules); Tomcat 10, a JDK (javac) and
-# MariaDB Connector/J (libmariadb-java) from Debian, and catalog-haproxy-tomcat's servlet compiled
+# MariaDB Connector/J (libmariadb-java) from Debian; Squid, Puma and Ruby's PG driver (ruby-pg) from
+# Debian (forum-squid-puma); and catalog-haproxy-tomcat's servlet compiled
 # once (catalog.py build). Idempotent. Not run by scripts/setup.sh: the suite is not in the
 # default test run.
 set -euo pipefail
@@ -32,6 +33,9 @@ perl -MDBD::Pg -e1 2>/dev/null || need+=(libdbd-pg-perl)
 [ -f /usr/share/tomcat10/bin/bootstrap.jar ] || need+=(tomcat10)
 command -v javac >/dev/null || need+=(openjdk-17-jdk-headless)
 [ -f /usr/share/java/mariadb-java-client.jar ] || need+=(libmariadb-java)
+[ -x /usr/sbin/squid ] || need+=(squid)
+command -v puma >/dev/null || need+=(puma)
+ruby -rpg -e1 2>/dev/null || need+=(ruby-pg)
 if [ ${#need[@]} -gt 0 ]; then
     echo "demand setup: apt-get install ${need[*]}" >&2
     $SUDO apt-get update -qq

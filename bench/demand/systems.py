@@ -25,6 +25,9 @@ Systems (bench/demand/split.json):
 - catalog-haproxy-tomcat: HAProxy -> 2 Apache Tomcat 10 servers (JVMs, 4 request threads
   each, `catalog/CatalogServlet.java`, burning a known CPU time per request type) ->
   MariaDB through JDBC; phases every 30 s; in `catalog.py`.
+- forum-squid-puma: Squid (a reverse proxy passing every request) -> Puma (Ruby, 3 workers
+  of one request thread, `forum.ru`, burning a known CPU time per request type) -> Redis and
+  PostgreSQL; phases every 30 s; in `forum.py`.
 
 `run` writes a truth file (JSON): the pids of each tier, the phases, the fault (which
 tiers, when) and the known CPU demands. Loopback only; every process is bounded by the
@@ -50,6 +53,7 @@ import time
 import blog
 import catalog
 import cms
+import forum
 import nginx
 import shop
 import wiki
@@ -575,7 +579,7 @@ def run_system(a, procs, extra):
     base = a.port_base
     truth = {"system": a.system, "seconds": a.seconds, "fault": None}
     phase_s = {blog.NAME: blog.PHASE_S, wiki.NAME: wiki.PHASE_S, cms.NAME: cms.PHASE_S,
-               catalog.NAME: catalog.PHASE_S}.get(a.system)
+               catalog.NAME: catalog.PHASE_S, forum.NAME: forum.PHASE_S}.get(a.system)
     plan = phases(a.seconds, max(1, round(a.seconds / phase_s))) if phase_s else phases(a.seconds)
     truth["phases"] = plan
     py = [sys.executable, ME]
@@ -689,6 +693,10 @@ def run_system(a, procs, extra):
         send = catalog.start(tmp, base, procs, spawn, wait_port, http_get, moved)
         truth["cpu_demand_s"] = catalog.CPU_DEMAND_S
         fault_tiers = catalog.FAULT_TIERS.get(a.fault, [])
+    elif a.system == forum.NAME:
+        send = forum.start(tmp, base, procs, spawn, wait_port, http_get, moved, pg_start)
+        truth["cpu_demand_s"] = forum.CPU_DEMAND_S
+        fault_tiers = forum.FAULT_TIERS.get(a.fault, [])
     else:
         raise SystemExit("unknown system %s" % a.system)
 
@@ -720,6 +728,8 @@ def run_system(a, procs, extra):
             cms.fault(a.fault, tmp, base, extra, spawn, moved, pg_sql)
         elif a.system == catalog.NAME:
             catalog.fault(a.fault, tmp, base, extra, spawn, moved)
+        elif a.system == forum.NAME:
+            forum.fault(a.fault, tmp, base, extra, spawn, moved, pg_sql)
         elif a.fault == "index" and a.system == "api-pool-pg":
             pg_sql(base + 2, "DROP INDEX orders_customer")
         elif a.fault == "index":
@@ -749,6 +759,8 @@ def run_system(a, procs, extra):
         cms.stats(tmp)
     elif a.system == catalog.NAME:
         catalog.stats(tmp)
+    elif a.system == forum.NAME:
+        forum.stats(tmp)
     # Every process of each tier (a pre-forked pool's children too).
     tiers = {}
     for name, ps in procs.items():
