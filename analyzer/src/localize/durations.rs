@@ -21,6 +21,19 @@
 //! now and then — has the stricter rule: more than [`FACTOR`] times its longest normal
 //! call (and [`FLOOR_NS`]). Multiplexers never fire ([`crate::trees::NodeKind::Lib`] nodes only; the
 //! caller leaves `select`/`poll`/`epoll_wait` out).
+//!
+//! **How much a call too long weighs** ([`TooLong::once_in`], [`slow_score`]). The normal
+//! units behind a node are many, but its *tail* — the slowest calls, which on a shared
+//! machine are the ones the scheduler held off the CPU — is a handful of events from one
+//! machine state, and the longest of them is an extreme that a longer or busier normal
+//! run exceeds. So a call is weighed by how far past that tail it is, at the rate the tail
+//! itself falls: the tail index `α` of the slowest [`TAIL_SHARE`] of the samples (Hill's
+//! estimator on the log-scale histogram, [`Durations::tail_index`]) extends the normal
+//! tail past its longest call, and a call of `d` would come about once in
+//! `(d / longest)^α` normal recordings as long as the one learned. The call weighs as a
+//! node never seen in that many units (never more than in the units that timed the node):
+//! a call 1.2 times the longest normal one on a tail that falls slowly (`α ≈ 1`, calls
+//! preempted now and then) is weak evidence, one 100 times past it strong.
 
 /// Fewest normal samples (units with a timed call at the node) behind a duration rule.
 pub const MIN_SAMPLES: u64 = 30;
@@ -38,6 +51,12 @@ pub const BULK_QUANTILE: f64 = 0.9;
 pub const FACTOR: f64 = 20.0;
 /// ... and past this many ns (20 ms).
 pub const FLOOR_NS: u64 = 20_000_000;
+/// The share of the samples, the slowest, whose spread gives the tail index
+/// ([`Durations::tail_index`]): the samples past the [`HIGH_QUANTILE`] the rule scales.
+pub const TAIL_SHARE: f64 = 1.0 - HIGH_QUANTILE;
+/// Fewest samples the tail index is estimated from (more than [`TAIL_SHARE`] of the
+/// samples when they are few).
+pub const TAIL_MIN: u64 = 10;
 /// Buckets per octave of the histogram.
 pub const PER_OCTAVE: u32 = 4;
 /// The largest bucket ([`bucket_of`]`(u64::MAX)`).
@@ -72,6 +91,15 @@ pub fn bucket_high(b: u16) -> u64 {
     } else {
         // Octaves 0 and 1 hold the single values 1, 2 and 3.
         (1u64 << octave) + quarter / 2
+    }
+}
+
+/// The smallest duration of bucket `b` (its lower edge), ns.
+pub fn bucket_low(b: u16) -> u64 {
+    if b == 0 {
+        0
+    } else {
+        bucket_high(b - 1) + 1
     }
 }
 
@@ -150,6 +178,54 @@ impl Durations {
         };
         let scaled = scaled.min(u64::MAX as f64) as u64;
         Some(scaled.max(self.max_ns).max(FLOOR_NS).saturating_add(1))
+    }
+
+    /// The tail index `α` of the normal durations: Hill's estimator, `k / Σ ln(xᵢ / x₍ₖ₊₁₎)`
+    /// over the `k` slowest samples (the larger of [`TAIL_SHARE`] of them and
+    /// [`TAIL_MIN`], at most all but one), `x₍ₖ₊₁₎` the next one. The histogram holds each
+    /// sample's bucket only: the `c` samples of a bucket are taken as spread evenly over it
+    /// on the log scale, and the slowest is the longest call itself. Large when the slowest
+    /// calls lie close together (a tight tail: a call past them is far out), about 1 when
+    /// they spread over decades (calls preempted by a loaded machine). `None` with fewer
+    /// than two samples.
+    pub fn tail_index(&self) -> Option<f64> {
+        let n = self.samples();
+        if n < 2 {
+            return None;
+        }
+        let k = ((TAIL_SHARE * n as f64).ceil() as u64)
+            .max(TAIL_MIN)
+            .min(n - 1);
+        // The logs of the k + 1 slowest samples, slowest first.
+        let mut logs: Vec<f64> = Vec::with_capacity(k as usize + 1);
+        'buckets: for &(b, c) in self.hist.iter().rev() {
+            let low = (bucket_low(b).max(1) as f64).ln();
+            let width = ((bucket_high(b).saturating_add(1)).max(1) as f64).ln() - low;
+            for j in 0..c {
+                if logs.len() as u64 > k {
+                    break 'buckets;
+                }
+                logs.push(if logs.is_empty() {
+                    (self.max_ns.max(1) as f64).ln()
+                } else {
+                    low + width * (c - j) as f64 / c as f64 - width * 0.5 / c as f64
+                });
+            }
+        }
+        let u = *logs.last()?;
+        let sum: f64 = logs[..k as usize].iter().map(|x| (x - u).max(0.0)).sum();
+        Some(if sum > 0.0 {
+            k as f64 / sum
+        } else {
+            f64::INFINITY
+        })
+    }
+
+    /// In how many normal recordings as long as the one learned a call of `ns` would come
+    /// about once: `(ns / longest)^α` ([`Durations::tail_index`]), at least 1; infinite
+    /// with no tail to go by.
+    pub fn once_in(&self, ns: u64) -> f64 {
+        once_in(ns, self.max_ns, self.tail_index().unwrap_or(f64::INFINITY))
     }
 
     /// Is a call of `ns` too long here?
@@ -242,14 +318,39 @@ impl SlowCall {
     }
 }
 
+/// A call too long ([`ClassLimits::slowest`]) and how much it weighs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TooLong {
+    /// The call.
+    pub call: SlowCall,
+    /// In how many normal recordings as long as the one learned a call this long would
+    /// come about once ([`Durations::once_in`]).
+    pub once_in: f64,
+}
+
+/// The duration rule of one timed node.
+#[derive(Clone, Copy, Debug)]
+struct Rule {
+    /// [`Durations::limit_ns`].
+    limit: u64,
+    /// The longest normal call.
+    max_ns: u64,
+    /// Normal calls.
+    calls: u64,
+    /// Normal units (samples).
+    units: u64,
+    /// [`Durations::tail_index`] (infinite with none).
+    alpha: f64,
+}
+
 /// The duration rules of one class model: per timed node its limit
-/// ([`Durations::limit_ns`]), and the least of them (a unit whose longest call is shorter
-/// is not looked at).
+/// ([`Durations::limit_ns`]) and tail index, and the least limit (a unit whose longest
+/// call is shorter is not looked at).
 #[derive(Clone, Debug, Default)]
 pub struct ClassLimits {
     /// The least limit (`u64::MAX`: no node has a rule).
     pub min_ns: u64,
-    by_id: crate::hash::IdMap<(u64, u64, u64, u64)>,
+    by_id: crate::hash::IdMap<Rule>,
 }
 
 impl ClassLimits {
@@ -258,64 +359,88 @@ impl ClassLimits {
         let mut by_id = crate::hash::IdMap::default();
         let mut min_ns = u64::MAX;
         for (&id, d) in &m.durations {
-            if let Some(l) = d.limit_ns() {
-                min_ns = min_ns.min(l);
-                by_id.insert(id, (l, d.max_ns, d.calls, d.samples()));
+            if let Some(limit) = d.limit_ns() {
+                min_ns = min_ns.min(limit);
+                let rule = Rule {
+                    limit,
+                    max_ns: d.max_ns,
+                    calls: d.calls,
+                    units: d.samples(),
+                    alpha: d.tail_index().unwrap_or(f64::INFINITY),
+                };
+                by_id.insert(id, rule);
             }
         }
         ClassLimits { min_ns, by_id }
     }
 
-    /// The call of a unit's tree that passes its node's limit by the largest factor, if
-    /// any (`unix`: a TSC as wall-clock ns). `slowest_ns`: the tree's longest call (an
-    /// upper bound), to skip the tree at once.
+    /// The call of a unit's tree past its node's limit that weighs most — the one that
+    /// would come in the most normal recordings' worth of time ([`TooLong::once_in`]),
+    /// then the one past its limit by the largest factor —, if any (`unix`: a TSC as
+    /// wall-clock ns). `slowest_ns`: the tree's longest call (an upper bound), to skip the
+    /// tree at once.
     pub fn slowest<'a>(
         &self,
         slowest_ns: u64,
         nodes: impl IntoIterator<Item = (u64, &'a crate::trees::TreeNode)>,
         unix: impl Fn(u64) -> i64,
-    ) -> Option<SlowCall> {
+    ) -> Option<TooLong> {
         if slowest_ns < self.min_ns {
             return None;
         }
-        let mut best: Option<(f64, SlowCall)> = None;
+        let mut best: Option<((f64, f64), TooLong)> = None;
         for (id, n) in nodes {
             let dur_ns = n.dur.ns();
             if dur_ns < self.min_ns {
                 continue;
             }
-            let Some(&(limit, max_ns, calls, units)) = self.by_id.get(&id) else {
+            let Some(r) = self.by_id.get(&id) else {
                 continue;
             };
-            if dur_ns < limit {
+            if dur_ns < r.limit {
                 continue;
             }
-            let f = dur_ns as f64 / limit as f64;
-            if best.as_ref().is_none_or(|(bf, _)| f > *bf) {
+            let once_in = once_in(dur_ns, r.max_ns, r.alpha);
+            let rank = (once_in.min(r.units as f64), dur_ns as f64 / r.limit as f64);
+            if best.as_ref().is_none_or(|(b, _)| rank > *b) {
                 let end = unix(n.first_tsc);
-                best = Some((
-                    f,
-                    SlowCall {
-                        key: n.key,
-                        dur_ns,
-                        began_ns: end.saturating_sub(dur_ns.min(i64::MAX as u64) as i64),
-                        normal_max_ns: max_ns,
-                        normal_calls: calls,
-                        normal_units: units,
-                    },
-                ));
+                let call = SlowCall {
+                    key: n.key,
+                    dur_ns,
+                    began_ns: end.saturating_sub(dur_ns.min(i64::MAX as u64) as i64),
+                    normal_max_ns: r.max_ns,
+                    normal_calls: r.calls,
+                    normal_units: r.units,
+                };
+                best = Some((rank, TooLong { call, once_in }));
             }
         }
         best.map(|b| b.1)
     }
 }
 
+/// [`Durations::once_in`]: `(ns / max_ns)^alpha`, 1 for a call no longer than the longest
+/// normal one, infinite when the tail index is.
+fn once_in(ns: u64, max_ns: u64, alpha: f64) -> f64 {
+    let ratio = ns as f64 / max_ns.max(1) as f64;
+    if ratio <= 1.0 {
+        1.0
+    } else if alpha.is_finite() {
+        ratio.powf(alpha).max(1.0)
+    } else {
+        f64::INFINITY
+    }
+}
+
 /// The evidence score of a unit with a call too long ([`ClassLimits::slowest`]) whose
-/// score was `score`: the call weighs as a node never seen, backed by the normal units
-/// that timed its node (`0.8 · units / (units + 1) + 0.2 · score`), and the unit keeps the
-/// larger of that and its score.
-pub fn slow_score(score: f64, slow: &SlowCall) -> f64 {
-    score.max(0.8 * crate::evidence::backing(slow.normal_units) + 0.2 * score)
+/// score was `score`: the call weighs as a node never seen in as many units as the
+/// normal recordings it would take to see a call this long ([`TooLong::once_in`]), never
+/// more than the normal units that timed its node — `0.8 · backing(min(once_in, units))
+/// + 0.2 · score` ([`crate::evidence::backing_f`]) —, and the unit keeps the larger of
+/// that and its score.
+pub fn slow_score(score: f64, slow: &TooLong) -> f64 {
+    let backed = slow.once_in.min(slow.call.normal_units as f64);
+    score.max(0.8 * crate::evidence::backing_f(backed) + 0.2 * score)
 }
 
 /// A duration in words: `1.00 s`, `0.3 ms`, `12 µs`, `800 ns`.
@@ -513,13 +638,17 @@ mod tests {
         );
         // The delayed one: its second `recv` took 1 s.
         let bad = unit(1_000_000_000, 6_000);
-        let s = lim
+        let found = lim
             .slowest(
                 bad.slowest_ns(),
                 bad.nodes().iter().map(|(i, n)| (*i, n)),
                 |t| 5_000_000_000 + t as i64,
             )
             .expect("the delayed receive is too long");
+        // The slowest normal receives lie close together (289–300 µs): a call 3 300 times
+        // past them would not come in any number of normal recordings.
+        assert!(found.once_in > 1e20, "{}", found.once_in);
+        let s = &found.call;
         assert_eq!(s.key, recv);
         assert_eq!(s.dur_ns, 1_000_000_000);
         assert_eq!(s.normal_calls, 800);
@@ -535,12 +664,79 @@ mod tests {
             )
         );
         // It weighs as a call never seen in 400 units, above any score it had.
-        let e = slow_score(0.1, &s);
+        let e = slow_score(0.1, &found);
         assert!(
             (e - (0.8 * crate::evidence::backing(400) + 0.02)).abs() < 1e-12,
             "{e}"
         );
-        assert_eq!(slow_score(1.0, &s), 1.0);
+        assert_eq!(slow_score(1.0, &found), 1.0);
+    }
+
+    /// Normal durations whose slowest tenth falls as a Pareto tail of index `alpha` from
+    /// 1 ms: sample `i` of the tail at `1 ms · (tail / (i + 1))^(1/alpha)`, the bulk at
+    /// 100–500 µs.
+    fn pareto_tail(n: u64, alpha: f64) -> Durations {
+        let tail = n / 10;
+        let mut d = normal(n - tail, |i| 100_000 + (i * 7919) % 400_000);
+        for i in 0..tail {
+            let x = 1e6 * (tail as f64 / (i + 1) as f64).powf(1.0 / alpha);
+            d.add(x as u64, 1);
+        }
+        d
+    }
+
+    #[test]
+    fn the_tail_index_follows_how_fast_the_slowest_calls_thin_out() {
+        for alpha in [0.7, 1.0, 2.0, 4.0] {
+            let d = pareto_tail(20_000, alpha);
+            let a = d.tail_index().unwrap();
+            // The buckets are a quarter octave wide: within a fifth.
+            assert!((a / alpha - 1.0).abs() < 0.2, "α {alpha}: estimated {a}");
+        }
+        // Calls that all took the same time: no tail to speak of (the histogram spreads
+        // them over their bucket, a fifth of an octave).
+        assert!(normal(100, |_| 10_000).tail_index().unwrap() > 20.0);
+        assert_eq!(normal(1, |_| 10_000).tail_index(), None);
+        assert!(normal(2, |i| 10_000 << i).tail_index().unwrap().is_finite());
+    }
+
+    #[test]
+    fn a_call_just_past_a_spread_tail_weighs_little_and_one_far_past_it_much() {
+        // A quick call preempted now and then on a loaded machine (α = 1): 1 ms to 2 s in
+        // 20 000 units, the longest 2 s.
+        let d = pareto_tail(20_000, 1.0);
+        let max = d.max_ns;
+        // 1.2 times the longest: about one normal recording in 1.2 has one.
+        let near = d.once_in(max * 6 / 5);
+        assert!((1.0..2.0).contains(&near), "{near}");
+        // 100 times: about once in 100 recordings.
+        let far = d.once_in(max * 100);
+        assert!((50.0..200.0).contains(&far), "{far}");
+        let weigh = |once_in: f64| {
+            let call = SlowCall {
+                key: crate::trees::test_key(1),
+                dur_ns: 0,
+                began_ns: 0,
+                normal_max_ns: max,
+                normal_calls: 20_000,
+                normal_units: 20_000,
+            };
+            slow_score(0.0, &TooLong { call, once_in })
+        };
+        // The near one stays well below a node never seen in the 20 000 units; the far
+        // one close to it; none above it.
+        assert!(weigh(near) < 0.3, "{}", weigh(near));
+        assert!(weigh(far) > 0.75, "{}", weigh(far));
+        let never = 0.8 * crate::evidence::backing(20_000);
+        assert_eq!(weigh(f64::INFINITY), never);
+        // A tail that thins out fast (α = 4): 1.5 times past it is already strong.
+        let t = pareto_tail(20_000, 4.0);
+        assert!(
+            t.once_in(t.max_ns * 3 / 2) > 3.0,
+            "{}",
+            t.once_in(t.max_ns * 3 / 2)
+        );
+        assert!(weigh(t.once_in(t.max_ns * 3)) > 0.75);
     }
 
     #[test]

@@ -312,15 +312,16 @@ impl Ranker<'_> {
                     }
                     let lim = self.limits[i]
                         .get_or_insert_with(|| durations::ClassLimits::of(&g.classes[i].1));
-                    slow = lim.slowest(
+                    let found = lim.slowest(
                         slowest,
                         u.tree.nodes().iter().map(|(id, n)| (*id, n)),
                         |tsc| consequence::tsc_to_ns(tsc, h),
                     );
-                    if let Some(s) = &slow {
+                    if let Some(s) = &found {
                         let raised = durations::slow_score(score, s);
                         self.raise(&mut shared, &mut score, raised);
                     }
+                    slow = found.map(|s| s.call);
                 }
                 // A send of a size never sent at its node ([`sizes`]).
                 if u.tree.sized() && self.shared[shared as usize].verdict == score::Verdict::Scored

@@ -123,6 +123,7 @@ pub fn show(model: &Model, set: &TraceSet, id: &str, opts: &Options) -> Result<S
     if let Some(x) = &slow {
         s.score = durations::slow_score(s.score, x);
     }
+    let slow = slow.map(|x| x.call);
     if let Some(x) = &odd {
         s.score = sizes::odd_score(s.score, paper, effective, x);
     }
