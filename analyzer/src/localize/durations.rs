@@ -435,9 +435,9 @@ fn once_in(ns: u64, max_ns: u64, alpha: f64) -> f64 {
 /// The evidence score of a unit with a call too long ([`ClassLimits::slowest`]) whose
 /// score was `score`: the call weighs as a node never seen in as many units as the
 /// normal recordings it would take to see a call this long ([`TooLong::once_in`]), never
-/// more than the normal units that timed its node — `0.8 · backing(min(once_in, units))
-/// + 0.2 · score` ([`crate::evidence::backing_f`]) —, and the unit keeps the larger of
-/// that and its score.
+/// more than the normal units that timed its node — `0.8 · backing(min(once_in, units))`
+/// plus `0.2 · score` ([`crate::evidence::backing_f`]) —, and the unit keeps the larger
+/// of that and its score.
 pub fn slow_score(score: f64, slow: &TooLong) -> f64 {
     let backed = slow.once_in.min(slow.call.normal_units as f64);
     score.max(0.8 * crate::evidence::backing_f(backed) + 0.2 * score)
