@@ -58,7 +58,7 @@
 //! 4. **Which root comes first.** Between two linked incidents the earlier root comes first,
 //!    with two exceptions. *Who closed first*: what one end of a connection saw — end of
 //!    stream, a reset, a broken pipe ([`CloseRole::Observed`]) — was done by the other end
-//!    ([`CloseRole::Acted`]: a fault injected there, or a `close`/`shutdown` never seen in
+//!    ([`CloseRole::Acted`]: a `close`/`shutdown` never seen in
 //!    normal runs), so the acting end's incident comes first whenever its act may have
 //!    begun before the observation — however the two reactions' stamps fall (the end woken
 //!    by the close often runs before the closing call returns). *Clearly stronger*: a later
@@ -753,9 +753,9 @@ pub fn waited_by(tree: &crate::trees::CallTree, tsc: u64) -> bool {
 /// What a unit's first anomaly did to its connection, as far as the unit tells.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum CloseRole {
-    /// It acted: a fault was injected in it (the trace's record of a call the tracer forced
-    /// — a connection it shut down, an errno it made up), or its first call never seen in
-    /// normal runs closed or shut down a descriptor.
+    /// It acted: its first call never seen in normal runs closed or shut down a
+    /// descriptor. (The trace's records of faults the tracer injected are not read: a real
+    /// fault leaves none, and a ranking that used them would be judged on what it was told.)
     Acted,
     /// It saw its peer close the connection: its first call never seen in normal runs was
     /// a receive that reached end of stream, or a call that failed with `ECONNRESET` or
@@ -764,11 +764,8 @@ pub enum CloseRole {
 }
 
 /// The [`CloseRole`] of a unit whose first call never seen in normal runs has key
-/// `first_new`, and which holds an injected fault or not.
-pub fn close_role(first_new: Option<NodeKey>, injected: bool) -> Option<CloseRole> {
-    if injected {
-        return Some(CloseRole::Acted);
-    }
+/// `first_new`.
+pub fn close_role(first_new: Option<NodeKey>) -> Option<CloseRole> {
     let k = first_new.filter(|k| k.kind == NodeKind::Lib)?;
     if k.callee == key_lib(LibFn::Close) || k.callee == key_lib(LibFn::Shutdown) {
         return Some(CloseRole::Acted);
@@ -1423,29 +1420,22 @@ mod tests {
         };
         let (observed, acted) = (Some(CloseRole::Observed), Some(CloseRole::Acted));
         let cases = [
-            (LibFn::Recv, Outcome::Eof, false, observed),
-            (LibFn::Read, Outcome::Errno(104), false, observed),
-            (LibFn::Send, Outcome::Errno(32), false, observed),
-            // A forced outcome is the tracer's act, not something the peer did.
-            (LibFn::Read, Outcome::Errno(104), true, acted),
-            (LibFn::Close, Outcome::Ok, false, acted),
-            (LibFn::Shutdown, Outcome::Ok, false, acted),
-            (LibFn::Recv, Outcome::Errno(11), false, None),
+            (LibFn::Recv, Outcome::Eof, observed),
+            (LibFn::Read, Outcome::Errno(104), observed),
+            (LibFn::Send, Outcome::Errno(32), observed),
+            (LibFn::Close, Outcome::Ok, acted),
+            (LibFn::Shutdown, Outcome::Ok, acted),
+            (LibFn::Recv, Outcome::Errno(11), None),
         ];
-        for (f, outcome, injected, role) in cases {
-            assert_eq!(
-                close_role(Some(k(f, outcome)), injected),
-                role,
-                "{f:?} {outcome:?}"
-            );
+        for (f, outcome, role) in cases {
+            assert_eq!(close_role(Some(k(f, outcome))), role, "{f:?} {outcome:?}");
         }
-        assert_eq!(close_role(None, true), acted);
-        assert_eq!(close_role(None, false), None);
+        assert_eq!(close_role(None), None);
         let frame = NodeKey {
             kind: NodeKind::C,
             ..k(LibFn::Recv, Outcome::Eof)
         };
-        assert_eq!(close_role(Some(frame), false), None);
+        assert_eq!(close_role(Some(frame)), None);
     }
 
     struct Matched(Vec<(UnitRef, UnitRef)>);
