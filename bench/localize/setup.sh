@@ -103,7 +103,12 @@ perl -MMojolicious -e1 2>/dev/null || need+=(libmojolicious-perl)
 # Validation run 10, branch loc-sysl: vsftpd-ftp, bind-chain, syslog-ng-relay.
 [ -x /usr/sbin/vsftpd ] || need+=(vsftpd)
 [ -x /usr/sbin/named ] || need+=(bind9)
-[ -x /usr/sbin/syslog-ng ] || need+=(syslog-ng-core)
+# syslog-ng-core conflicts with rsyslog (both provide system-log-daemon) and the suite runs
+# both: syslog-ng's own files are unpacked under /opt/culprit/syslog-ng (found there by
+# sut/syslog_ng_relay.py), its libraries installed by apt below (they conflict with nothing).
+SNG=/opt/culprit/syslog-ng
+sng=""
+[ -x /usr/sbin/syslog-ng ] || [ -x "$SNG/usr/sbin/syslog-ng" ] || sng=1
 [ -f /usr/share/java/h2.jar ] || need+=(libh2-java)  # h2-pgwire (loc-sysm)
 [ -d /usr/lib/yaws/ebin ] || need+=(yaws)  # yaws-dav (loc-sysm)
 have nghttpx || need+=(nghttp2-proxy)  # nghttpx-proxy
@@ -123,6 +128,18 @@ if [ ${#need[@]} -gt 0 ]; then
     # Debian starts some of these as services on install (where an init system runs); the
     # suite runs its own copies on its own ports. policy-rc.d stops that where it is honoured.
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+if [ -n "$sng" ]; then
+    lock
+    echo "localize setup: syslog-ng-core unpacked into $SNG" >&2
+    mapfile -t deps < <(apt-cache depends --no-recommends --no-suggests --no-conflicts --no-breaks \
+        --no-replaces --no-enhances syslog-ng-core | awk '$1 == "Depends:" && $2 !~ /^</ {print $2}')
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${deps[@]}" >/dev/null
+    d=$(mktemp -d)
+    (cd "$d" && apt-get download -qq syslog-ng-core >/dev/null)
+    $SUDO mkdir -p "$SNG"
+    $SUDO dpkg-deb -x "$d"/syslog-ng-core_*.deb "$SNG"
+    rm -rf "$d"
 fi
 pips=()
 python3 -c 'import Pyro5' 2>/dev/null || pips+=(Pyro5)

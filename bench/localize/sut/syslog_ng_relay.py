@@ -166,10 +166,26 @@ def tailer(path):
         f"{' (told to stop)' if term.is_set() else ''}")
 
 
+# syslog-ng-core conflicts with rsyslog in Debian (both provide system-log-daemon); where
+# rsyslog is installed, setup.sh unpacks syslog-ng here instead.
+UNPACKED = "/opt/culprit/syslog-ng"
+
+
+def _command():
+    """syslog-ng's argv head and environment: the installed one, else the unpacked copy with
+    its libraries and modules."""
+    if os.path.exists("/usr/sbin/syslog-ng") or not os.path.exists(UNPACKED + "/usr/sbin/syslog-ng"):
+        return ["syslog-ng"], None
+    lib = UNPACKED + "/usr/lib/syslog-ng"
+    env = dict(os.environ, LD_LIBRARY_PATH=":".join(x for x in (lib, os.environ.get("LD_LIBRARY_PATH")) if x))
+    return [UNPACKED + "/usr/sbin/syslog-ng", f"--module-path={lib}/3.38"], env
+
+
 def _start(d, tmp, name):
-    return d.start(name, ["syslog-ng", "-F", "--no-caps", "-f", os.path.join(tmp, f"{name}.conf"),
-                          "-R", os.path.join(tmp, f"{name}.persist"), "-p", os.path.join(tmp, f"{name}.pid"),
-                          "-c", os.path.join(tmp, f"{name}.ctl")], cwd=tmp)
+    head, env = _command()
+    return d.start(name, head + ["-F", "--no-caps", "-f", os.path.join(tmp, f"{name}.conf"),
+                                 "-R", os.path.join(tmp, f"{name}.persist"), "-p", os.path.join(tmp, f"{name}.pid"),
+                                 "-c", os.path.join(tmp, f"{name}.ctl")], cwd=tmp, env=env)
 
 
 def run(tmp, n):
