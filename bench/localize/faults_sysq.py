@@ -45,7 +45,8 @@ def _fpm():
     # accepts 3 connections (the probe and the two workers), nginx 4, the pool 3, all
     # before the workload: the one accept case comes at nginx's second accept on F1 (the
     # launcher's client). libmemcached gives up after 1 s, nginx on the pool after 1.5 s,
-    # a client after 2 s; the pool's master kills a worker stuck 4 s on a request and
+    # a client after 2 s (worker-slow's delay, 2 s at the 120th answer, ends before the
+    # run: a first recording's 3 s at the 180th outlived it, see above); the pool's master kills a worker stuck 4 s on a request and
     # forks a new one for a worker that died, and nginx's master forks a new worker for
     # one that died. Client 2 receives 120 times; the launcher calls KvClient.put 120
     # times, client 2 KvClient.get 60 times.
@@ -62,7 +63,7 @@ def _fpm():
         ("client2-corrupt", "corrupt", f"{RECV}:corrupt=4,{c2},nth=60,count=1"),
         ("upstream-short", "short", f"{RECV}:short=7,{nginx},peer-port={FPM},nth=180,count=1"),
         ("memcached-slow", "delay", f"{SEND}:delay=2s,{mc},local-port={MC},nth=180,count=1"),
-        ("worker-slow", "delay", f"{SEND}:delay=3s,{fpm},local-port={FPM},nth=180,count=1"),
+        ("worker-slow", "delay", f"{SEND}:delay=2s,{fpm},local-port={FPM},nth=120,count=1"),
         ("memcached-killed", "kill", f"{RECV}:kill=SIGKILL,{mc},local-port={MC},nth=180"),
         ("worker-killed", "kill", f"{RECV}:kill=SIGKILL,{fpm},local-port={FPM},nth=1200"),
         ("nginx-killed", "kill", f"{RECV}:kill=SIGKILL,{nginx},local-port={F1},nth=170"),
@@ -91,7 +92,11 @@ def _unicorn():
     # two), writes each answer in four writes (960); it sends the store one command a
     # request (peer-port S: 240 writes) and receives each answer once (240, after waiting
     # for it). Worker 1 does half of each (121 accepts, 125 receives, 480 writes, 120
-    # commands). The master does no socket I/O; a SPEC keyed on W0 or W1 names one worker;
+    # commands). Traced, a worker sometimes tries a receive before a PUT's body has come
+    # (unicorn reads, then waits on EAGAIN: 13 of about 500 receives in one recording), so
+    # a corrupt on W0 can land on a receive that finds nothing and change no byte (the
+    # first recording's request-corrupt did: recorded again, see above). The master does no
+    # socket I/O; a SPEC keyed on W0 or W1 names one worker;
     # a SPEC keyed on the store port counts past what worker 1 reaches (120), so it fires in
     # worker 0. The store (a thread per connection, the counters shared by the process)
     # reads 360 commands (read, local-port S, after waiting until the socket is readable;

@@ -62,8 +62,12 @@ class Framed:
         while len(self.buf) < n:
             # Waits until the socket is readable before receiving (trio's receive tries
             # the call first and waits on EAGAIN): one receive per arrival.
-            await trio.lowlevel.wait_readable(self.stream.socket)
-            data = await self.stream.receive_some(65536)
+            try:
+                await trio.lowlevel.wait_readable(self.stream.socket)
+                data = await self.stream.receive_some(65536)
+            except (trio.BrokenResourceError, trio.ClosedResourceError) as e:
+                # trio wraps the socket's error (ECONNRESET, ...): made an OSError again.
+                raise ConnectionError(f"receive: {e.__cause__ or e!r}") from None
             if not data:
                 raise EOFError("end of stream")
             self.buf += data
@@ -82,8 +86,13 @@ class Framed:
             raise FrameError(f"bad frame: {e}") from None
 
     async def write(self, obj):
+        import trio
+
         body = json.dumps(obj).encode()
-        await self.stream.send_all(struct.pack(">I", len(body)) + body)
+        try:
+            await self.stream.send_all(struct.pack(">I", len(body)) + body)
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as e:
+            raise ConnectionError(f"send: {e.__cause__ or e!r}") from None
 
     async def aclose(self):
         import trio
