@@ -2,7 +2,29 @@
 loc-sysq). No method has been run on them. The categories and the SPEC grammar are those
 of `faults.py`; every SPEC is narrowed to one process and one call, mid-run.
 
-Recording status: not recorded yet."""
+Recorded on 2026-11-29 for validation run 11 (`run.py --record-only` into /tmp/val11/loc-
+sysq with the lead's build /tmp/rec12/culprit: 3 normal runs, the control and every case per
+system, 82 recordings, none with lost entries), then checked with `run.py --check --reuse`
+on those recordings (injection records and client summaries only, no model, no ranking):
+every case of the three systems fired, each in one process (one injection, the EAGAIN storms
+25 or 20), no corrupt or short landed on a call that moved no byte, no normal run or control
+holds an injection record, and every normal run and control ended with all steps ok (120/120
+and 60/60). Recorded again before the check: trio-chain whole (its services let trio's
+BrokenResourceError end them, so a first recording's single reset failed 91 of 180 steps;
+fixed in sut/trio_chain.py), fpm-memcache's worker-slow (its first SPEC's delay outlived the
+run: the worker was stopped inside the delayed write and the trial held no injection record,
+although a client saw the 504) and unicorn-store's request-corrupt (its first recording's
+corrupt landed on a receive that found nothing, EAGAIN). In 16 of the 70 cases no client saw
+a failure (the system absorbed the fault): in fpm-memcache fastcgi-reset, upstream-reset,
+fastcgi-corrupt, worker-killed and worker-enospc (nginx sends the request again on a new
+connection to the pool), nginx-emfile (nginx accepts the waiting connection a little later)
+and memcached's EAGAIN storm; in unicorn-store the store's short send (Ruby writes the
+rest), worker-emfile (the connection waits in the backlog for the next accept) and both
+EAGAIN storms; in trio-chain both short transfers (trio sends, and the frame reader
+receives, the rest), front-emfile (trio's serve_tcp accepts again 100 ms later) and both
+EAGAIN storms. fpm-memcache's upstream EAGAIN storm failed 20 steps: nginx waits on edge-
+triggered epoll, so an EAGAIN with the answer already queued leaves the request until
+nginx's 1.5 s timeout, once per injected call."""
 
 from sut.common import ports
 
