@@ -12,12 +12,13 @@
 #           postfix, apache2, lighttpd-mod-webdav,
 #           openssh-server, openssh-client, tomcat10, openjdk-17-jdk-headless,
 #           uwsgi-core, uwsgi-plugin-python3, ejabberd, puma, icecast2, coturn, dnsmasq-base,
-#           tinyproxy, h2o, krb5-kdc, krb5-admin-server, krb5-user, libmojolicious-perl
+#           tinyproxy, h2o, krb5-kdc, krb5-admin-server, krb5-user, libmojolicious-perl,
+#           php8.2-fpm, php-memcached, unicorn
 #           (later systems; split.json)
 #   PyPI:   Pyro5 (tuning); paho-mqtt, dnspython, aiohttp, kazoo, pika, grpcio, ldap3,
 #           tarantool, pymysql, pyzmq, slixmpp, websockets, stomp.py, aiosmtpd,
 #           gevent, twisted, tornado, CherryPy, rpyc, quart, hypercorn, h2, gunicorn, falcon,
-#           asyncssh, uvicorn, starlette, httpx (validation)
+#           asyncssh, uvicorn, starlette, httpx, trio (validation)
 # Installs (only when something is missing) run under the machine's install lock
 # (/tmp/culprit-apt.lock, at most 15 minutes' wait), so that two runs, or other installs that
 # take the same lock, do not collide; apt also waits for dpkg's own lock.
@@ -117,6 +118,9 @@ have php || need+=(php-cli)
 have snmpd || need+=(snmpd)
 have snmpset || need+=(snmp)
 have snmpget || need+=(snmp)
+have php-fpm8.2 || need+=(php8.2-fpm)  # fpm-memcache (loc-sysq)
+[ -f /usr/lib/php/20220829/memcached.so ] || need+=(php-memcached)
+have unicorn || need+=(unicorn)  # unicorn-store
 if [ ${#need[@]} -gt 0 ]; then
     lock
     echo "localize setup: apt-get install ${need[*]}" >&2
@@ -176,6 +180,7 @@ python3 -c 'import psycopg2' 2>/dev/null || pips+=(psycopg2-binary)  # h2-pgwire
 python3 -c 'import sanic' 2>/dev/null || pips+=(sanic)  # sanic-waitress
 python3 -c 'import waitress' 2>/dev/null || pips+=(waitress)
 python3 -c 'import bottle' 2>/dev/null || pips+=(bottle)
+python3 -c 'import trio' 2>/dev/null || pips+=(trio)  # trio-chain (loc-sysq)
 if [ ${#pips[@]} -gt 0 ]; then
     lock
     echo "localize setup: pip install ${pips[*]}" >&2

@@ -78,6 +78,9 @@ bounded, and the launcher stops its daemons (SIGTERM, then SIGKILL) on every exi
 | `php-builtin` | tuning (validation in run 10) | `php -S` front → `php -S` file-backed store (a new connection per call) + 2 http.client clients | PHP's built-in web server, one request at a time (C, Zend) |
 | `aiosmtpd-relay` | tuning (validation in run 10) | aiosmtpd relay (smtplib session to the next hop in an executor thread) → aiosmtpd sink + 2 smtplib clients | an SMTP relay and its next hop (CPython asyncio) |
 | `snmpd-proxy` | tuning (validation in run 10) | snmpd front (`proxy` of a subtree) → snmpd back + 2 drivers running snmpset/snmpget | an SNMP proxy agent over UDP (C) |
+| `fpm-memcache` | validation (added 2026-11-29 for validation run 11, unseen) | nginx (two sites, one keep-alive FastCGI connection each) → PHP-FPM (master + static pool of 3 workers) → memcached via php-memcached + 2 http.client clients | a PHP application server and its cache (C, PHP/Zend, libmemcached) |
+| `unicorn-store` | validation (added 2026-11-29 for validation run 11, unseen) | unicorn (master + 2 forked workers, each with a port of its own, replaced when they die or hang) running a Rack app → Ruby TCPServer key-value store (a thread per connection) + 2 http.client clients | a preforking Ruby server and its backend (Ruby MRI) |
+| `trio-chain` | validation (added 2026-11-29 for validation run 11, unseen) | trio front (pool of 2 persistent connections, move_on_after timeouts) → trio store, length-prefixed frames + 2 trio clients | structured-concurrency services (CPython trio, no asyncio) |
 """
 
 import argparse
@@ -153,6 +156,9 @@ SYSTEMS = {
     "php-builtin": ("php_builtin", "run"),
     "aiosmtpd-relay": ("aiosmtpd_relay", "run"),
     "snmpd-proxy": ("snmpd_proxy", "run"),
+    "fpm-memcache": ("fpm_memcache", "run"),
+    "unicorn-store": ("unicorn_store", "run"),
+    "trio-chain": ("trio_chain", "run"),
 }
 HELPERS = {
     "job-queue-worker": ("job_queue", "beanstalk_worker"),
@@ -247,6 +253,11 @@ HELPERS = {
     "smtprelay-relay": ("aiosmtpd_relay", "relay"),
     "smtprelay-client": ("aiosmtpd_relay", "client"),
     "snmp-client": ("snmpd_proxy", "client"),
+    "fpm-client": ("fpm_memcache", "client"),
+    "unicorn-client": ("unicorn_store", "client"),
+    "trio-store": ("trio_chain", "store"),
+    "trio-front": ("trio_chain", "front"),
+    "trio-client": ("trio_chain", "client"),
 }
 
 

@@ -102,6 +102,10 @@ SLOTS = {
     "php-builtin": 60,
     "aiosmtpd-relay": 61,
     "snmpd-proxy": 62,
+    # Slots 66-68: systems added by the helper branch loc-sysq (validation run 11).
+    "fpm-memcache": 66,
+    "unicorn-store": 67,
+    "trio-chain": 68,
 }
 
 
