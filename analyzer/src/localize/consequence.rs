@@ -18,7 +18,9 @@
 //!    is on the root's connection or, for a root that is an initializer or a finalizer,
 //!    in the root's thread (program order: a thread that serves messages in turn — an
 //!    event loop, a receive loop — runs other connections' units as other tasks, not as
-//!    the root's continuation), on a
+//!    the root's continuation) — except for the loop that called a root handler, which
+//!    acts on what the handler returned or raised before it runs the next one (a client's
+//!    loop that logs the failed step: `returned_to`) —, on a
 //!    connection first seen after the root (one the process made or accepted since), or on
 //!    a connection whose other end had an anomaly after the root began (a peer that
 //!    reacted). An earlier anomaly on another connection, in another thread, with no peer
@@ -164,7 +166,12 @@ pub(crate) fn file_consequences(
         .flatten()
         .min();
         if r.kind == crate::units::UnitKind::Handler && !x.is_some_and(|x| x.waited) {
-            return slow.map_or(r.t_start_unix_ns, |s| s.min(r.t_start_unix_ns));
+            // Calls a handler unit holds may precede the receive its span starts at (a
+            // client's step that raised before it sent anything): never later than them.
+            let start = x
+                .and_then(|x| x.anomaly_ns)
+                .map_or(r.t_start_unix_ns, |a| a.min(r.t_start_unix_ns));
+            return slow.map_or(start, |s| s.min(start));
         }
         let t = x.and_then(|x| x.anomaly_ns).unwrap_or(r.t_end_unix_ns);
         slow.map_or(t, |s| s.min(t))
@@ -419,7 +426,12 @@ pub(crate) fn file_consequences(
                     row.kind,
                     crate::units::UnitKind::Handler | crate::units::UnitKind::Loop
                 );
-                (row.conn, (!serves).then_some(row.tid), t)
+                RootPlace {
+                    conn: row.conn,
+                    thread: (!serves).then_some(row.tid),
+                    at: t,
+                    returned_to: returned_to(&blocks[b], row, t),
+                }
             })
         })
         .collect();
@@ -544,10 +556,61 @@ fn peer_reacted(
     }
 }
 
-/// A process's root as [`reached`] needs it: its connection, its thread when program
-/// order carries it (an initializer's or finalizer's; None for a handler or loop unit)
-/// and when it happened (None: the process has no root).
-type RootAt = Option<(u32, Option<u32>, i64)>;
+/// A process's root as [`reached`] needs it (None: the process has no root).
+type RootAt = Option<RootPlace>;
+
+/// Where a process's root is, as [`reached`] needs it.
+#[derive(Clone, Copy, Debug)]
+struct RootPlace {
+    /// Its connection.
+    conn: u32,
+    /// Its thread, when program order carries it (an initializer's or finalizer's; None
+    /// for a handler or loop unit).
+    thread: Option<u32>,
+    /// When its anomaly happened.
+    at: i64,
+    /// For a handler root, the loop it returned to ([`returned_to`]).
+    returned_to: Option<Return>,
+}
+
+/// Where a handler's outcome went: the thread whose loop called it, from when its
+/// anomaly happened to the next unit that thread began.
+#[derive(Clone, Copy, Debug)]
+struct Return {
+    tid: u32,
+    /// When the handler's anomaly happened.
+    at: i64,
+    /// When the thread's next handler (or other unit that is not its loop) began after
+    /// that; `i64::MAX` if none.
+    next: i64,
+}
+
+/// The loop a handler unit whose anomaly happened `at` returned to (None for any other
+/// kind of unit): a handler runs as a call from its thread's loop, which gets its outcome
+/// — the value it returned, the exception it raised — and acts on it before it runs the
+/// next handler. What the loop does differently in that gap (logs a failure, reconnects,
+/// gives up) is the handler's doing, in program order, whatever connection it is on.
+fn returned_to(rows: &[Row], root: &Row, at: i64) -> Option<Return> {
+    if root.kind != crate::units::UnitKind::Handler {
+        return None;
+    }
+    let next = rows
+        .iter()
+        .filter(|r| {
+            r.tid == root.tid
+                && r.kind != crate::units::UnitKind::Loop
+                && r.t_start_unix_ns > at
+                && r.index != root.index
+        })
+        .map(|r| r.t_start_unix_ns)
+        .min()
+        .unwrap_or(i64::MAX);
+    Some(Return {
+        tid: root.tid,
+        at,
+        next,
+    })
+}
 
 /// Is a path seen from a process's root (`root`) to a later anomaly `r` of the same
 /// process at `at`? Step 2 of the module's documentation: `r` is on the root's connection
@@ -566,12 +629,28 @@ fn reached(
     by_addr: &FxMap<(&str, &str), Vec<usize>>,
     roots: &[Option<Root>],
 ) -> bool {
-    let Some((conn, tid, t0)) = root else {
+    let Some(RootPlace {
+        conn,
+        thread,
+        at: t0,
+        returned_to,
+    }) = root
+    else {
         return true;
     };
     let on_conn = |c: u32| matches!(conns.get(c as usize), Some((_, Some(_), Some(_))));
-    if (r.conn == conn && on_conn(conn)) || tid == Some(r.tid) {
+    if (r.conn == conn && on_conn(conn)) || thread == Some(r.tid) {
         return true;
+    }
+    // The loop that called the root handler, acting on its outcome right after it.
+    if let Some(ret) = returned_to {
+        let caller = r.kind == crate::units::UnitKind::Loop
+            && r.tid == ret.tid
+            && r.t_start_unix_ns <= ret.at
+            && r.t_end_unix_ns >= ret.at;
+        if caller && at >= ret.at && at <= ret.next {
+            return true;
+        }
     }
     first
         .get(r.conn as usize)
@@ -882,6 +961,20 @@ fn date_by_closes(
 /// kind.
 fn class_key(r: &Row) -> (u32, u8, u8) {
     (r.conn, r.flags & Row::MAIN_THREAD, r.kind as u8)
+}
+
+/// The wall-clock time of a call a unit holds that may have been made before the unit's
+/// span begins (a handler unit opens when a receive returns; what its thread did before
+/// that, since the previous unit, is in its tree too): extrapolated from the unit's own
+/// rate of TSC ticks to nanoseconds below its start, interpolated inside it
+/// ([`tsc_to_ns`]).
+pub(crate) fn tsc_at(tsc: u64, h: &crate::units::UnitHead) -> i64 {
+    let span = h.tsc_end.saturating_sub(h.tsc_start);
+    if tsc >= h.tsc_start || span == 0 {
+        return tsc_to_ns(tsc, h);
+    }
+    let per_tick = (h.t_end_unix_ns - h.t_start_unix_ns) as f64 / span as f64;
+    h.t_start_unix_ns - ((h.tsc_start - tsc) as f64 * per_tick) as i64
 }
 
 /// The wall-clock time of a TSC inside a unit (interpolated between its start and end).
@@ -1519,5 +1612,43 @@ mod tests {
         assert_eq!(c.len(), 1);
         assert_eq!(c.get(&(1, 0)), Some(&(0, 0)));
         assert!((blocks[1][0].score - 0.9 * CONSEQUENCE_FACTOR).abs() < 1e-12);
+    }
+
+    #[test]
+    fn the_loop_that_called_a_root_handler_acts_on_its_outcome() {
+        // Thread 1 of one process: its loop unit (index 0, t 0..300) runs a step that raises
+        // at t 100 — the handler unit holding it (index 1) opens at t 200, when the next
+        // step's receive returned — and logs the failure at t 105, as its own first call
+        // never seen. The raise is the root (it happened first, though its unit's span
+        // starts later), and the loop's log is its consequence: the loop got the exception.
+        let run = |log_at: i64, kind: UnitKind| {
+            let mut sh = scored(&[0.89, 0.82]);
+            let mut looped = row(0, 0, 0, 0, 0.89, 0);
+            looped.kind = kind;
+            looped.t_end_unix_ns = 300;
+            let mut handler = row(0, 1, 200, 1, 0.82, 1);
+            handler.t_end_unix_ns = 210;
+            let next = row(0, 2, 250, 1, 0.1, 0);
+            let mut blocks = vec![vec![looped, handler, next]];
+            blocks[0][0].flags |= Row::EXTRA;
+            blocks[0][1].flags |= Row::EXTRA;
+            let mut extras = FxMap::default();
+            let at = |t, waited| RowExtra {
+                anomaly_ns: Some(t),
+                waited,
+                ..Default::default()
+            };
+            // (A unit that waited is dated by its anomaly whatever its kind.)
+            extras.insert((0, 0), at(log_at, true));
+            extras.insert((0, 1), at(100, false));
+            let procs = vec![("h".to_string(), 1)];
+            file_consequences(&mut blocks, &mut sh, &extras, &procs, &conns(), None)
+        };
+        assert_eq!(run(105, UnitKind::Loop).get(&(0, 0)), Some(&(0, 1)));
+        // What the loop did after the next handler began is not the root's doing.
+        assert_eq!(run(260, UnitKind::Loop).get(&(0, 0)), None);
+        // Nor is another handler's anomaly in the same thread, at the same time: no call
+        // returns to it.
+        assert_eq!(run(105, UnitKind::Handler).get(&(0, 0)), None);
     }
 }

@@ -358,7 +358,7 @@ impl Ranker<'_> {
             },
             cut: u.head.cut,
         });
-        let anomaly_ns = first_new.map(|(tsc, _)| consequence::tsc_to_ns(tsc, h));
+        let anomaly_ns = first_new.map(|(tsc, _)| consequence::tsc_at(tsc, h));
         let close = consequence::close_role(first_new.map(|(_, k)| k));
         let extra = h.lost > 0
             || !h.injections.is_empty()
