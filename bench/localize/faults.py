@@ -32,6 +32,7 @@ import faults_sysl
 import faults_sysm
 import faults_sysn
 import faults_syso
+import faults_sysp
 
 RECV = "recv|read|recvfrom|recvmsg|readv"
 SEND = "send|write|sendto|sendmsg|writev"
@@ -643,4 +644,5 @@ def table():
     t.update(faults_sysm.cases())
     t.update(faults_sysn.cases())
     t.update(faults_syso.cases())
+    t.update(faults_sysp.cases())
     return t

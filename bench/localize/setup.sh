@@ -112,6 +112,11 @@ have php || need+=(php-cli)
 have snmpd || need+=(snmpd)
 have snmpset || need+=(snmp)
 have snmpget || need+=(snmp)
+# Validation run 11, branch loc-sysp: trafficserver-cache, distcc-farm, rsyncd-mirror.
+have traffic_server || need+=(trafficserver)
+have distccd || need+=(distcc)
+have distcc || need+=(distcc)
+have rsync || need+=(rsync)
 if [ ${#need[@]} -gt 0 ]; then
     lock
     echo "localize setup: apt-get install ${need[*]}" >&2

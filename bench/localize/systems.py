@@ -78,6 +78,9 @@ bounded, and the launcher stops its daemons (SIGTERM, then SIGKILL) on every exi
 | `php-builtin` | tuning (validation in run 10) | `php -S` front → `php -S` file-backed store (a new connection per call) + 2 http.client clients | PHP's built-in web server, one request at a time (C, Zend) |
 | `aiosmtpd-relay` | tuning (validation in run 10) | aiosmtpd relay (smtplib session to the next hop in an executor thread) → aiosmtpd sink + 2 smtplib clients | an SMTP relay and its next hop (CPython asyncio) |
 | `snmpd-proxy` | tuning (validation in run 10) | snmpd front (`proxy` of a subtree) → snmpd back + 2 drivers running snmpset/snmpget | an SNMP proxy agent over UDP (C) |
+| `trafficserver-cache` | validation (added 2026-11-29 for validation run 11, unseen) | Apache Traffic Server (one process, event threads) remapping to 2 http.server origins, caching + 2 http.client clients | a caching reverse proxy (C++) |
+| `distcc-farm` | validation (added 2026-11-29 for validation run 11, unseen) | 2 distccd daemons (preforked compile child each) + 2 drivers running `distcc gcc -c` over both | a distributed compile farm (C) |
+| `rsyncd-mirror` | validation (added 2026-11-29 for validation run 11, unseen) | rsync daemon A → mirror (pull A, push B) → rsync daemon B, a writer and a reader running the rsync client | file replication through daemons that fork per connection (C) |
 """
 
 import argparse
@@ -153,6 +156,9 @@ SYSTEMS = {
     "php-builtin": ("php_builtin", "run"),
     "aiosmtpd-relay": ("aiosmtpd_relay", "run"),
     "snmpd-proxy": ("snmpd_proxy", "run"),
+    "trafficserver-cache": ("trafficserver_cache", "run"),
+    "distcc-farm": ("distcc_farm", "run"),
+    "rsyncd-mirror": ("rsyncd_mirror", "run"),
 }
 HELPERS = {
     "job-queue-worker": ("job_queue", "beanstalk_worker"),
@@ -247,6 +253,11 @@ HELPERS = {
     "smtprelay-relay": ("aiosmtpd_relay", "relay"),
     "smtprelay-client": ("aiosmtpd_relay", "client"),
     "snmp-client": ("snmpd_proxy", "client"),
+    "ats-origin": ("trafficserver_cache", "origin"),
+    "ats-client": ("trafficserver_cache", "client"),
+    "distcc-client": ("distcc_farm", "client"),
+    "rsync-mirror": ("rsyncd_mirror", "mirror"),
+    "rsync-reader": ("rsyncd_mirror", "reader"),
 }
 
 

@@ -102,6 +102,10 @@ SLOTS = {
     "php-builtin": 60,
     "aiosmtpd-relay": 61,
     "snmpd-proxy": 62,
+    # Slots 63-65: systems added by the helper branch loc-sysp (validation run 11).
+    "trafficserver-cache": 63,
+    "distcc-farm": 64,
+    "rsyncd-mirror": 65,
 }
 
 
