@@ -36,8 +36,8 @@ def _ats():
         ("origin1-reset", "reset", f"recvmsg:errno=ECONNRESET,{ats},peer-port={O1},nth=165,count=1"),
         ("client-reset", "reset", f"recvmsg:errno=ECONNRESET,{ats},local-port={F},nth=300,count=1"),
         ("origin2-drops", "reset", f"{SEND}:close,{o2},local-port={O2},nth=118,count=1"),
-        ("reply-corrupt", "corrupt", f"recvmsg:corrupt=4,{ats},peer-port={O1},nth=165,count=1"),
-        ("request-corrupt", "corrupt", f"recvmsg:corrupt=3,{ats},local-port={F},nth=300,count=1"),
+        ("reply-corrupt", "corrupt", f"recvmsg:corrupt=4,{ats},peer-port={O1},nth=166,count=1"),
+        ("request-corrupt", "corrupt", f"recvmsg:corrupt=3,{ats},local-port={F},nth=301,count=1"),
         ("origin-request-corrupt", "corrupt", f"{RECV}:corrupt=3,{o2},local-port={O2},nth=77,count=1"),
         ("client-corrupt", "corrupt", f"{RECV}:corrupt=4,{c2},nth=100,count=1"),
         ("reply-short", "short", f"recvmsg:short=10,{ats},peer-port={O2},nth=160,count=1"),
@@ -61,45 +61,46 @@ def _ats():
 def _distcc():
     D1, D2 = ports("distcc-farm")[:2]
     # Counted with `strace -f -yy` on a run without the tracer (no recording of this system
-    # was looked at), slowed by strace to 31 + 33 compiles, and from the daemons' own logs
-    # of an untraced run (40 + 40 compiles: daemon 1 served 52 jobs, daemon 2 28, the probe
-    # included: a client takes daemon 1 whenever it is free). Each daemon's work is done by
+    # was looked at; 40 compiles a client then, slowed by strace to 31 + 33), and from the
+    # daemons' own logs of untraced and traced runs (a client takes daemon 1 whenever it
+    # is free: daemon 1 serves about two thirds of the jobs). Each daemon's work is done by
     # its one preforked child (the parent only forks it), which accepts a job, reads it
     # (about 15.6 read() calls a job: tokens, the preprocessed source), runs gcc and writes
     # the answer (5 write() calls a job); it is replaced after 50 jobs, and when it dies,
     # and the new child counts from zero, so a SPEC that ends a child lies past half of
-    # what that daemon serves in a run (the new child does not reach it again). Per run:
-    # daemon 1's first child makes about 780 reads and 250 writes, daemon 2's about 430
-    # and 140, and 28 accepts. Each compile is one `distcc` process, named by its source
-    # in its command line (c1-0020.c: the launcher's 21st): it connects once (one socket,
-    # one connect), writes about 15 times and reads 7 times (one EAGAIN). The launcher
-    # calls `source` 40 times, client 2 `symbols` 40 times. A client gives up on a daemon
-    # after 3 s of silence.
+    # what that daemon serves in a run (the new child does not reach it again). With 30
+    # compiles a client (the suite's runs) daemon 1's child serves about 40 jobs (about 620
+    # reads, 200 writes), daemon 2's about 22 (340 reads, 110 writes, 23 accepts, the probe
+    # included). Each compile is one `distcc` process, named by its source in its command
+    # line (c1-0014.c: the launcher's 15th): it connects once (one socket, one connect),
+    # writes about 15 times and reads 7 times (one EAGAIN). The launcher calls `source` 30
+    # times, client 2 `symbols` 30 times. A client gives up on a daemon after 3 s of
+    # silence.
     dd = "exe=distccd"
     return [
         ("d1-reset", "reset", f"read:errno=ECONNRESET,{dd},local-port={D1},nth=300,count=1"),
-        ("d2-drops", "reset", f"read:close,{dd},local-port={D2},nth=220,count=1"),
-        ("client-reset", "reset", "read:errno=ECONNRESET,exe=distcc,argv=c1-0018.c,nth=4,count=1"),
+        ("d2-drops", "reset", f"read:close,{dd},local-port={D2},nth=180,count=1"),
+        ("client-reset", "reset", "read:errno=ECONNRESET,exe=distcc,argv=c1-0014.c,nth=4,count=1"),
         ("d1-source-corrupt", "corrupt", f"read:corrupt=4,{dd},local-port={D1},nth=310,count=1"),
-        ("d2-source-corrupt", "corrupt", f"read:corrupt=16,{dd},local-port={D2},nth=230,count=1"),
-        ("client-object-corrupt", "corrupt", "read:corrupt=8,exe=distcc,argv=c2-0019.c,nth=5,count=1"),
+        ("d2-source-corrupt", "corrupt", f"read:corrupt=16,{dd},local-port={D2},nth=190,count=1"),
+        ("client-object-corrupt", "corrupt", "read:corrupt=8,exe=distcc,argv=c2-0015.c,nth=5,count=1"),
         ("d1-short", "short", f"write:short=10,{dd},local-port={D1},nth=100,count=1"),
-        ("client-short", "short", "write:short=20,exe=distcc,argv=c1-0021.c,nth=8,count=1"),
-        ("d2-slow", "delay", f"write:delay=4s,{dd},local-port={D2},nth=70,count=1"),
+        ("client-short", "short", "write:short=20,exe=distcc,argv=c1-0016.c,nth=8,count=1"),
+        ("d2-slow", "delay", f"write:delay=4s,{dd},local-port={D2},nth=55,count=1"),
         ("d1-slow", "delay", f"read:delay=4s,{dd},local-port={D1},nth=300,count=1"),
         ("d1-killed", "kill", f"read:kill=SIGKILL,{dd},local-port={D1},nth=450"),
-        ("d2-killed", "kill", f"write:kill=SIGKILL,{dd},local-port={D2},nth=75"),
-        ("client-killed", "kill", "write:kill=SIGKILL,exe=distcc,argv=c2-0021.c,nth=8"),
+        ("d2-killed", "kill", f"write:kill=SIGKILL,{dd},local-port={D2},nth=60"),
+        ("client-killed", "kill", "write:kill=SIGKILL,exe=distcc,argv=c2-0016.c,nth=8"),
         ("d1-stopped", "stop", f"read:kill=SIGSTOP,{dd},local-port={D1},nth=300"),
-        ("d2-stopped", "stop", f"accept:kill=SIGSTOP,{dd},local-port={D2},nth=15"),
-        ("d2-accept-emfile", "exhaust", f"accept:errno=EMFILE,{dd},local-port={D2},nth=16,count=1"),
+        ("d2-stopped", "stop", f"accept:kill=SIGSTOP,{dd},local-port={D2},nth=12"),
+        ("d1-accept-emfile", "exhaust", f"accept:errno=EMFILE,{dd},local-port={D1},nth=24,count=1"),
         ("d1-enobufs", "exhaust", f"write:errno=ENOBUFS,{dd},local-port={D1},nth=100,count=1"),
-        ("client-socket-emfile", "exhaust", "socket:errno=EMFILE,exe=distcc,argv=c1-0022.c,nth=1,count=1"),
+        ("client-socket-emfile", "exhaust", "socket:errno=EMFILE,exe=distcc,argv=c1-0017.c,nth=1,count=1"),
         ("client-connect-eaddrnotavail", "exhaust",
-         "connect:errno=EADDRNOTAVAIL,exe=distcc,argv=c2-0023.c,nth=1,count=1"),
-        ("d2-eagain-storm", "exhaust", f"read:errno=EAGAIN,{dd},local-port={D2},after=200,count=20"),
-        ("launcher-code", "code", "py:sut.distcc_farm:source:raise=ValueError,nth=20,argv=systems.py distcc-farm"),
-        ("client2-code", "code", "py:sut.distcc_farm:symbols:raise=TimeoutError,nth=20,argv=distcc-client --name 2"),
+         "connect:errno=EADDRNOTAVAIL,exe=distcc,argv=c2-0017.c,nth=1,count=1"),
+        ("d2-eagain-storm", "exhaust", f"read:errno=EAGAIN,{dd},local-port={D2},after=160,count=20"),
+        ("launcher-code", "code", "py:sut.distcc_farm:source:raise=ValueError,nth=15,argv=systems.py distcc-farm"),
+        ("client2-code", "code", "py:sut.distcc_farm:symbols:raise=TimeoutError,nth=15,argv=distcc-client --name 2"),
     ]
 
 
@@ -118,7 +119,10 @@ def _rsync():
     # to B) reads its socket about 63 times (the greeting and the module's answer a byte at
     # a time, then the protocol) and writes 20 times; a pull (mirror from A, reader) reads
     # about 60 times and writes 22 before it forks its receiver (4 to 7 reads, all of them
-    # also reached by the parent first: no SPEC names it). The launcher calls `push` 60
+    # also reached by the parent first: no SPEC names it). The daemon's greeting (its
+    # version and checksum names) and its answer to the module take the first 53 reads, a
+    # byte each; the corruptions are on the protocol after them (a first recording's, on
+    # the 32nd and 40th reads, garbled a checksum name the client ignores). The launcher calls `push` 60
     # times, the mirror Mirror.push about 30, the reader `check` once a file (about 180).
     # A client gives up after 3 s of silence, a daemon after 5 s.
     da, db = "exe=rsync,argv=rsyncd-a.conf", "exe=rsync,argv=rsyncd-b.conf"
@@ -130,9 +134,9 @@ def _rsync():
         ("writer-reset", "reset", f"read:errno=ECONNRESET,{cmd('writer-push', 30)},peer-port={A},nth=32,count=1"),
         ("mirror-pull-drops", "reset", f"read:close,{cmd('mirror-pull', 15)},peer-port={A},nth=30,count=1"),
         ("reader-reset", "reset", f"read:errno=ECONNRESET,{cmd('reader-pull', 23)},peer-port={B},nth=30,count=1"),
-        ("writer-greeting-corrupt", "corrupt", f"read:corrupt=2,{cmd('writer-push', 31)},peer-port={A},nth=32,count=1"),
-        ("mirror-pull-corrupt", "corrupt", f"read:corrupt=4,{cmd('mirror-pull', 16)},peer-port={A},nth=40,count=1"),
-        ("reader-corrupt", "corrupt", f"read:corrupt=3,{cmd('reader-pull', 24)},peer-port={B},nth=40,count=1"),
+        ("writer-protocol-corrupt", "corrupt", f"read:corrupt=4,{cmd('writer-push', 31)},peer-port={A},nth=60,count=1"),
+        ("mirror-pull-corrupt", "corrupt", f"read:corrupt=4,{cmd('mirror-pull', 16)},peer-port={A},nth=56,count=1"),
+        ("reader-corrupt", "corrupt", f"read:corrupt=3,{cmd('reader-pull', 24)},peer-port={B},nth=57,count=1"),
         ("writer-short", "short", f"write:short=5,{cmd('writer-push', 32)},peer-port={A},nth=10,count=1"),
         ("mirror-push-short", "short", f"write:short=3,{cmd('mirror-push', 16)},peer-port={B},nth=10,count=1"),
         ("writer-slow", "delay", f"write:delay=6s,{cmd('writer-push', 33)},peer-port={A},nth=10,count=1"),
