@@ -1,6 +1,32 @@
 """Fault cases of the validation systems added on 2026-11-29 for validation run 11 (branch
 loc-sysp). No method has been run on them. The categories and the SPEC grammar are those
-of `faults.py`; every SPEC is narrowed to one process and one call, mid-run."""
+of `faults.py`; every SPEC is narrowed to one process and one call, mid-run.
+
+Recorded on 2026-11-29 for validation run 11 (`run.py --record-only` into
+/tmp/val11/loc-sysp with the lead's build /tmp/rec12/culprit: 3 normal runs, the control and
+every case per system), then checked with `run.py --check --reuse` on those recordings
+(injection records and client summaries only, no model, no ranking). Every case of the
+three systems fired, once (the EAGAIN storms 24 of 25 in trafficserver-cache, 20 of 20 in
+distcc-farm); no normal run or control holds an injection record, and every normal run and
+control ended with all steps ok (120/120 + 150/150 requests; 30/30 + 30/30 compiles; 60/60
+pushes, every round of the mirror and the reader, 180 of 180 files whole at the reader).
+Re-recorded after a first check: distcc-farm whole (a stopped compile child outlived its
+daemon and held two recordings to the 75-s timeout, until the launcher killed the daemons'
+process groups; with `DISTCC_BACKOFF_PERIOD=0` the clients retried a failed daemon without
+end, so distcc's default back-off was restored; its EMFILE on daemon 2's accept fired twice,
+the child that replaced the one that exited reaching the same count, and became daemon 1's
+at the 24th accept), trafficserver-cache's reply-corrupt and request-corrupt (at the 165th
+and 300th receives they fired but no client saw a failure: most likely receives that found
+nothing, as about 45 % of them do; the trace was not read) and rsyncd-mirror's three
+corruptions (on the daemon's greeting they garbled a checksum name that the clients
+ignore). Cases in which no client saw a failure (the system absorbed the fault; the reasons
+given are presumed, not read in the traces): trafficserver-cache's reply-short and
+forward-short (Traffic Server moves the rest on its next call); rsyncd-mirror's
+writer-short and mirror-push-short (rsync writes the rest) and both EMFILE accepts (the
+daemon accepts the connection on its next call); and 19 of
+distcc-farm's 22: the distcc client tries a compile that failed on one daemon again on the
+other and leaves the failed daemon for the rest of the run (back-off), so only the killed
+client and the two code faults made a compile fail."""
 
 from sut.common import ports
 
