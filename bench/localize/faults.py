@@ -33,6 +33,7 @@ import faults_sysm
 import faults_sysn
 import faults_syso
 import faults_sysq
+import faults_sysp
 
 RECV = "recv|read|recvfrom|recvmsg|readv"
 SEND = "send|write|sendto|sendmsg|writev"
@@ -645,4 +646,5 @@ def table():
     t.update(faults_sysn.cases())
     t.update(faults_syso.cases())
     t.update(faults_sysq.cases())
+    t.update(faults_sysp.cases())
     return t

@@ -121,6 +121,11 @@ have snmpget || need+=(snmp)
 have php-fpm8.2 || need+=(php8.2-fpm)  # fpm-memcache (loc-sysq)
 [ -f /usr/lib/php/20220829/memcached.so ] || need+=(php-memcached)
 have unicorn || need+=(unicorn)  # unicorn-store
+# Validation run 11, branch loc-sysp: trafficserver-cache, distcc-farm, rsyncd-mirror.
+have traffic_server || need+=(trafficserver)
+have distccd || need+=(distcc)
+have distcc || need+=(distcc)
+have rsync || need+=(rsync)
 if [ ${#need[@]} -gt 0 ]; then
     lock
     echo "localize setup: apt-get install ${need[*]}" >&2

@@ -81,6 +81,9 @@ bounded, and the launcher stops its daemons (SIGTERM, then SIGKILL) on every exi
 | `fpm-memcache` | validation (added 2026-11-29 for validation run 11, unseen) | nginx (two sites, one keep-alive FastCGI connection each) → PHP-FPM (master + static pool of 3 workers) → memcached via php-memcached + 2 http.client clients | a PHP application server and its cache (C, PHP/Zend, libmemcached) |
 | `unicorn-store` | validation (added 2026-11-29 for validation run 11, unseen) | unicorn (master + 2 forked workers, each with a port of its own, replaced when they die or hang) running a Rack app → Ruby TCPServer key-value store (a thread per connection) + 2 http.client clients | a preforking Ruby server and its backend (Ruby MRI) |
 | `trio-chain` | validation (added 2026-11-29 for validation run 11, unseen) | trio front (pool of 2 persistent connections, move_on_after timeouts) → trio store, length-prefixed frames + 2 trio clients | structured-concurrency services (CPython trio, no asyncio) |
+| `trafficserver-cache` | validation (added 2026-11-29 for validation run 11, unseen) | Apache Traffic Server (one process, event threads) remapping to 2 http.server origins, caching + 2 http.client clients | a caching reverse proxy (C++) |
+| `distcc-farm` | validation (added 2026-11-29 for validation run 11, unseen) | 2 distccd daemons (preforked compile child each) + 2 drivers running `distcc gcc -c` over both | a distributed compile farm (C) |
+| `rsyncd-mirror` | validation (added 2026-11-29 for validation run 11, unseen) | rsync daemon A → mirror (pull A, push B) → rsync daemon B, a writer and a reader running the rsync client | file replication through daemons that fork per connection (C) |
 """
 
 import argparse
@@ -159,6 +162,9 @@ SYSTEMS = {
     "fpm-memcache": ("fpm_memcache", "run"),
     "unicorn-store": ("unicorn_store", "run"),
     "trio-chain": ("trio_chain", "run"),
+    "trafficserver-cache": ("trafficserver_cache", "run"),
+    "distcc-farm": ("distcc_farm", "run"),
+    "rsyncd-mirror": ("rsyncd_mirror", "run"),
 }
 HELPERS = {
     "job-queue-worker": ("job_queue", "beanstalk_worker"),
@@ -258,6 +264,11 @@ HELPERS = {
     "trio-store": ("trio_chain", "store"),
     "trio-front": ("trio_chain", "front"),
     "trio-client": ("trio_chain", "client"),
+    "ats-origin": ("trafficserver_cache", "origin"),
+    "ats-client": ("trafficserver_cache", "client"),
+    "distcc-client": ("distcc_farm", "client"),
+    "rsync-mirror": ("rsyncd_mirror", "mirror"),
+    "rsync-reader": ("rsyncd_mirror", "reader"),
 }
 
 

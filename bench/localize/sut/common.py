@@ -106,6 +106,10 @@ SLOTS = {
     "fpm-memcache": 66,
     "unicorn-store": 67,
     "trio-chain": 68,
+    # Slots 63-65: systems added by the helper branch loc-sysp (validation run 11).
+    "trafficserver-cache": 63,
+    "distcc-farm": 64,
+    "rsyncd-mirror": 65,
 }
 
 
