@@ -78,12 +78,12 @@ bounded, and the launcher stops its daemons (SIGTERM, then SIGKILL) on every exi
 | `php-builtin` | tuning (validation in run 10) | `php -S` front → `php -S` file-backed store (a new connection per call) + 2 http.client clients | PHP's built-in web server, one request at a time (C, Zend) |
 | `aiosmtpd-relay` | tuning (validation in run 10) | aiosmtpd relay (smtplib session to the next hop in an executor thread) → aiosmtpd sink + 2 smtplib clients | an SMTP relay and its next hop (CPython asyncio) |
 | `snmpd-proxy` | tuning (validation in run 10) | snmpd front (`proxy` of a subtree) → snmpd back + 2 drivers running snmpset/snmpget | an SNMP proxy agent over UDP (C) |
-| `fpm-memcache` | validation (added 2026-11-29 for validation run 11, unseen) | nginx (two sites, one keep-alive FastCGI connection each) → PHP-FPM (master + static pool of 3 workers) → memcached via php-memcached + 2 http.client clients | a PHP application server and its cache (C, PHP/Zend, libmemcached) |
-| `unicorn-store` | validation (added 2026-11-29 for validation run 11, unseen) | unicorn (master + 2 forked workers, each with a port of its own, replaced when they die or hang) running a Rack app → Ruby TCPServer key-value store (a thread per connection) + 2 http.client clients | a preforking Ruby server and its backend (Ruby MRI) |
-| `trio-chain` | validation (added 2026-11-29 for validation run 11, unseen) | trio front (pool of 2 persistent connections, move_on_after timeouts) → trio store, length-prefixed frames + 2 trio clients | structured-concurrency services (CPython trio, no asyncio) |
-| `trafficserver-cache` | validation (added 2026-11-29 for validation run 11, unseen) | Apache Traffic Server (one process, event threads) remapping to 2 http.server origins, caching + 2 http.client clients | a caching reverse proxy (C++) |
-| `distcc-farm` | validation (added 2026-11-29 for validation run 11, unseen) | 2 distccd daemons (preforked compile child each) + 2 drivers running `distcc gcc -c` over both | a distributed compile farm (C) |
-| `rsyncd-mirror` | validation (added 2026-11-29 for validation run 11, unseen) | rsync daemon A → mirror (pull A, push B) → rsync daemon B, a writer and a reader running the rsync client | file replication through daemons that fork per connection (C) |
+| `fpm-memcache` | tuning (validation in run 11) | nginx (two sites, one keep-alive FastCGI connection each) → PHP-FPM (master + static pool of 3 workers) → memcached via php-memcached + 2 http.client clients | a PHP application server and its cache (C, PHP/Zend, libmemcached) |
+| `unicorn-store` | tuning (validation in run 11) | unicorn (master + 2 forked workers, each with a port of its own, replaced when they die or hang) running a Rack app → Ruby TCPServer key-value store (a thread per connection) + 2 http.client clients | a preforking Ruby server and its backend (Ruby MRI) |
+| `trio-chain` | tuning (validation in run 11) | trio front (pool of 2 persistent connections, move_on_after timeouts) → trio store, length-prefixed frames + 2 trio clients | structured-concurrency services (CPython trio, no asyncio) |
+| `trafficserver-cache` | tuning (validation in run 11) | Apache Traffic Server (one process, event threads) remapping to 2 http.server origins, caching + 2 http.client clients | a caching reverse proxy (C++) |
+| `distcc-farm` | tuning (validation in run 11) | 2 distccd daemons (preforked compile child each) + 2 drivers running `distcc gcc -c` over both | a distributed compile farm (C) |
+| `rsyncd-mirror` | tuning (validation in run 11) | rsync daemon A → mirror (pull A, push B) → rsync daemon B, a writer and a reader running the rsync client | file replication through daemons that fork per connection (C) |
 """
 
 import argparse
