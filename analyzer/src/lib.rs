@@ -80,6 +80,7 @@ pub mod decode {
     pub use crate::trace::builder::*;
     pub use crate::trace::decode::*;
     pub use crate::trace::load::*;
+    pub use crate::trace::outline::{HostSpan, RunOutline};
     pub use crate::trace::select::{ProcId, Selected};
 }
 

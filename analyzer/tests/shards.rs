@@ -94,10 +94,29 @@ proptest! {
 #[test]
 fn every_process_is_ranked_by_exactly_one_shard() {
     let hosts = ["a", "a", "a", "b", "c", "c"];
+    let all: Vec<analyzer::decode::ProcId> = hosts
+        .iter()
+        .enumerate()
+        .map(|(i, h)| analyzer::decode::ProcId {
+            host: h.to_string(),
+            pid: i as u32,
+            start_ticks: 0,
+        })
+        .collect();
+    let outline = analyzer::decode::RunOutline::of(&all, 6);
     for n in 1..=8 {
         let mut count = [0; 6];
         for k in 1..=n {
-            for (i, w) in (Shard { k, n }).processes(&hosts).into_iter().enumerate() {
+            let w = (Shard { k, n }).processes(&hosts);
+            // The hosts it opens, from the run's outline: those of the processes it ranks.
+            let opens: std::collections::BTreeSet<String> = hosts
+                .iter()
+                .zip(&w)
+                .filter(|(_, &w)| w)
+                .map(|(h, _)| h.to_string())
+                .collect();
+            assert_eq!(Shard { k, n }.hosts_of(&outline), opens, "{k}/{n}");
+            for (i, w) in w.into_iter().enumerate() {
                 count[i] += w as usize;
             }
         }
@@ -175,4 +194,20 @@ fn missing_repeated_or_foreign_parts_are_errors() {
     refused(&v3, "version 3");
     assert!("0/3".parse::<Shard>().is_err() && "4/3".parse::<Shard>().is_err());
     assert_eq!("2/3".parse::<Shard>(), Ok(Shard { k: 2, n: 3 }));
+}
+
+/// A shard's model read from its file, hashed from the file's bytes
+/// (`Model::load_hashed`): the hash of the model's encoding, so its parts are those of the
+/// model in memory.
+#[test]
+fn a_model_file_hashes_as_its_encoding() {
+    let normal = vec![set(5, 2, 20, None, 4)];
+    let opts = analyzer::Options::default();
+    let model = analyzer::learn(&normal, &opts).unwrap().model;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("ring.model");
+    model.save(&file).unwrap();
+    let (read, hash) = analyzer::model::Model::load_hashed(&file).unwrap();
+    assert_eq!(hash, analyzer::partial::model_hash(&model));
+    assert_eq!(read.to_json(), model.to_json());
 }

@@ -253,10 +253,19 @@ fn refused_inputs(t: &Path, model: &str, index: &str, faulty: &Path) {
     let part = s(&t.join("refused-part"));
     let mut bytes = std::fs::read(index).unwrap();
     let bad = s(&t.join("damaged.index"));
-    let n = bytes.len();
-    bytes[n / 2] ^= 0x40;
+    // Its head: every shard reads it.
+    bytes[24] ^= 0x40;
     std::fs::write(&bad, &bytes).unwrap();
     let e = shard(&bad, &part);
+    assert!(e.contains("damaged.index") && e.contains("checksum"), "{e}");
+    // Its last host's section: read by the shard of that host.
+    bytes[24] ^= 0x40;
+    let n = bytes.len();
+    bytes[n - 2] ^= 0x40;
+    std::fs::write(&bad, &bytes).unwrap();
+    let e = culprit_fails(&[
+        "rank", "--model", model, "--index", &bad, "--shard", "2/2", "-o", &part,
+    ]);
     assert!(e.contains("damaged.index") && e.contains("checksum"), "{e}");
     std::fs::write(&bad, b"not an index").unwrap();
     let e = shard(&bad, &part);

@@ -608,6 +608,14 @@ impl Model {
     /// Reads a model file: its size checked before it is read, its text parsed into the
     /// typed form and dropped before the model is built (the peak is a few times the file).
     pub fn load(path: &Path) -> Result<Model> {
+        Ok(Self::load_hashed(path)?.0)
+    }
+
+    /// [`Model::load`], with the hash of the file's bytes (its last newline left out) that
+    /// a shard's part file carries (`crate::partial::model_hash`): the hash of the model's
+    /// encoding when the file is as `culprit learn` or `culprit merge` wrote it, found
+    /// without encoding the model again.
+    pub fn load_hashed(path: &Path) -> Result<(Model, u64)> {
         // A regular file of bounded size (never a FIFO or /dev/zero).
         let bytes = reader::safefile::read_bounded(path, super::model_check::MAX_MODEL_BYTES)
             .map_err(Error::Reader)?;
@@ -618,8 +626,9 @@ impl Model {
             });
         }
         let w = Self::wire_of(path, &bytes)?;
+        let hash = crate::hash::str_hash(bytes.strip_suffix(b"\n").unwrap_or(&bytes));
         drop(bytes);
-        Self::from_wire(path, w)
+        Ok((Self::from_wire(path, w)?, hash))
     }
 
     /// Total number of nodes.

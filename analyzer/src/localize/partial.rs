@@ -16,15 +16,17 @@
 //! `H` in shard `⌊h·N/H⌋`); with more, each a run of `⌈P/N⌉` or `⌊P/N⌋` processes. A shard
 //! scans (pass 1) the other processes of its hosts too, since forked children inherit from
 //! their parents on the same host; every process is ranked by exactly one shard. A shard
-//! opens only its hosts' trace directories ([`crate::decode::TraceSet::open_selected`]):
-//! the other processes of the run are numbered from their manifests, and the merge checks
-//! that every part numbered them alike. The processes' labels and what is not recorded of
-//! them come from the shard that ranked them.
+//! opens only its hosts' trace directories ([`crate::decode::TraceSet::open_selected`]);
+//! of the rest of the run it needs only its **outline** ([`RunOutline`]: the hosts in
+//! ranking order with their processes' count, the run's size and identity), and the merge
+//! checks that every part outlined the run alike. The processes' labels and what is not
+//! recorded of them come from the shard that ranked them.
 //!
-//! A shard names the run's processes either from every manifest of the run or from the
-//! run's index (`culprit rank --write-index`, [`crate::runindex`]), made once for every
-//! shard. A part file carries only its own processes (their place in the run, host and
-//! pid) and the run's identity (a hash of every process), which the merge checks.
+//! A shard outlines the run either from every manifest of the run or from the run's
+//! index (`culprit rank --write-index`, [`crate::runindex`]), made once for every shard,
+//! of which it reads only the head and its own hosts' part. A part file carries only its
+//! own processes (their place in the run, host and pid) and the run's identity, which the
+//! merge checks.
 //!
 //! Part files are binary: [`PART_MAGIC`], the version [`PART_VERSION`] (`u32`,
 //! little-endian), the body's length (`u64`), the body — the [`PartFile`] in `bincode`'s
@@ -38,11 +40,13 @@ use super::interned::{InternedLines, LineRef, Strings};
 use super::options::Options;
 use super::pipeline::{book_names, sorted_processes};
 use super::rank::{assemble, score_processes, Heavy, HeavyLines, ProcessNames, ProcessRanking};
-use crate::decode::{DecodeStats, TraceSet};
+pub use crate::decode::RunOutline;
+use crate::decode::{DecodeStats, Selected, TraceSet};
 use crate::error::{Error, Result};
 use crate::model::Model;
 use crate::report::{self, ConnRow, Report, Row, RowExtra, SharedScore};
 use crate::score::UnitScore;
+pub use crate::trace::outline::ranking_perm;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -91,22 +95,29 @@ impl Shard {
     /// The hosts whose trace directories this shard opens, of the run's processes `all`
     /// (any order): those of the processes it ranks.
     pub fn hosts(&self, all: &[crate::decode::ProcId]) -> std::collections::BTreeSet<String> {
-        self.hosts_in(&ranking_order(all))
+        self.hosts_of(&RunOutline::of(all, 0))
     }
 
-    /// The hosts whose trace directories this shard opens, of the run's processes
-    /// `sorted` in ranking order ([`ranking_order`]).
-    pub fn hosts_in(
-        &self,
-        sorted: &[&crate::decode::ProcId],
-    ) -> std::collections::BTreeSet<String> {
-        let hosts: Vec<&str> = sorted.iter().map(|p| p.host.as_str()).collect();
-        hosts
+    /// The hosts whose trace directories this shard opens, of the run outlined by `o`:
+    /// those of the processes it ranks.
+    pub fn hosts_of(&self, o: &RunOutline) -> std::collections::BTreeSet<String> {
+        o.hosts
             .iter()
-            .zip(self.processes(&hosts))
-            .filter(|(_, w)| *w)
-            .map(|(h, _)| h.to_string())
+            .enumerate()
+            .filter(|&(h, s)| (s.first..s.first + s.count).any(|i| self.ranks(o, h, i)))
+            .map(|(_, s)| s.host.clone())
             .collect()
+    }
+
+    /// Whether this shard ranks the process at place `i` in ranking order, of the `h`-th
+    /// host of the run outlined by `o` (as [`Shard::processes`] says).
+    fn ranks(&self, o: &RunOutline, h: usize, i: u32) -> bool {
+        let hosts = o.hosts.len();
+        if self.n <= hosts {
+            h * self.n / hosts == self.k - 1
+        } else {
+            i as usize * self.n / o.total as usize == self.k - 1
+        }
     }
 
     /// Which of the processes (their hosts, in sorted order) this shard ranks.
@@ -134,41 +145,12 @@ impl Shard {
     }
 }
 
-/// The processes `all` in ranking order: sorted by host, pid and start time. The hosts
-/// are ranked first (each name compared once, not in every comparison of the sort).
+/// The processes `all` in ranking order: sorted by host, pid and start time.
 pub fn ranking_order(all: &[crate::decode::ProcId]) -> Vec<&crate::decode::ProcId> {
     ranking_perm(all)
         .into_iter()
         .map(|i| &all[i as usize])
         .collect()
-}
-
-/// The places in `all` of its processes in ranking order ([`ranking_order`]): what a
-/// shard works out once and uses for every step that needs the order.
-pub fn ranking_perm(all: &[crate::decode::ProcId]) -> Vec<u32> {
-    let mut rank: crate::hash::FxMap<&str, u32> = Default::default();
-    for p in all {
-        let n = rank.len() as u32;
-        rank.entry(p.host.as_str()).or_insert(n);
-    }
-    let mut hosts: Vec<(&str, u32)> = rank.iter().map(|(&h, &i)| (h, i)).collect();
-    hosts.sort_unstable();
-    let mut of = vec![0u32; hosts.len()];
-    for (r, (_, i)) in hosts.iter().enumerate() {
-        of[*i as usize] = r as u32;
-    }
-    let mut keyed: Vec<((u32, u32, u64), u32)> = all
-        .iter()
-        .enumerate()
-        .map(|(i, p)| {
-            (
-                (of[rank[p.host.as_str()] as usize], p.pid, p.start_ticks),
-                i as u32,
-            )
-        })
-        .collect();
-    keyed.sort_unstable_by_key(|k| k.0);
-    keyed.into_iter().map(|(_, i)| i).collect()
 }
 
 /// A part file: one shard's scored processes.
@@ -259,39 +241,99 @@ pub fn rank_shard_of(
     opts: &Options,
     shard: Shard,
 ) -> Result<PartFile> {
-    rank_shard_sorted(model, set, &ranking_order(all), opts, shard)
+    let outline = RunOutline::of(all, 0);
+    let ours = shard.hosts_of(&outline);
+    let hash = model_hash(model);
+    Ok(rank_shard_outlined(model, hash, set, &ours, &outline, opts, shard)?.0)
 }
 
-/// [`rank_shard_of`] given the run's processes already in ranking order
-/// ([`ranking_order`]).
-pub fn rank_shard_sorted(
+/// The hash of a model that a part file carries ([`PartFile::model_hash`]): of its
+/// encoding, as `culprit learn` writes it (a model file's bytes, its last newline left
+/// out, hash alike: [`crate::model::Model::load_hashed`]).
+pub fn model_hash(model: &Model) -> u64 {
+    crate::hash::str_hash(model.to_json().as_bytes())
+}
+
+/// Ranks shard `shard` of the run outlined in `sel` (its hosts' directories opened,
+/// [`Shard::hosts_of`]) against `model`, whose hash is `model_hash` ([`model_hash`]): the
+/// part file, with the labels of the processes it ranks and what is not recorded of them.
+pub fn rank_selected(
     model: &Model,
-    set: &TraceSet,
-    all: &[&crate::decode::ProcId],
+    model_hash: u64,
+    sel: &Selected,
     opts: &Options,
     shard: Shard,
 ) -> Result<PartFile> {
-    let hosts: Vec<&str> = all.iter().map(|p| p.host.as_str()).collect();
-    let wanted = shard.processes(&hosts);
-    // The shard's processes and the other processes of their hosts (pass 1 only).
-    let ours: std::collections::BTreeSet<&str> = hosts
+    let ours = shard.hosts_of(&sel.outline);
+    let (mut part, ranked) = rank_shard_outlined(
+        model,
+        model_hash,
+        &sel.set,
+        &ours,
+        &sel.outline,
+        opts,
+        shard,
+    )?;
+    let ranked: crate::hash::FxSet<*const crate::decode::ProcessTrace> =
+        ranked.into_iter().map(std::ptr::from_ref).collect();
+    // In the set's order, each with its place in the order one `TraceSet::open` lists
+    // the run's processes.
+    let mine: Vec<(&crate::decode::ProcessTrace, u64)> = sel
+        .set
+        .processes
         .iter()
-        .zip(&wanted)
-        .filter(|(_, &w)| w)
-        .map(|(h, _)| *h)
+        .zip(&sel.places)
+        .filter(|(p, _)| ranked.contains(&std::ptr::from_ref(*p)))
+        .map(|(p, &at)| (p, at))
         .collect();
-    let keep: Vec<usize> = (0..all.len())
-        .filter(|&i| ours.contains(hosts[i]))
-        .collect();
+    use rayon::prelude::*;
+    let labels: Vec<crate::procname::ProcLabel> = mine
+        .par_iter()
+        .map(|(p, _)| crate::procname::label_of(p))
+        .collect::<Result<_>>()?;
+    for ((p, at), l) in mine.iter().zip(&labels) {
+        part.labels.push((p.host.clone(), p.pid, l.text()));
+        if let Some(note) = crate::procname::unseen_note(p, l) {
+            part.unseen.push((*at, note));
+        }
+    }
+    part.labels.sort();
+    part.unseen.sort();
+    Ok(part)
+}
+
+/// Ranks shard `shard`, whose hosts are `ours`, of the run outlined by `outline`, of
+/// which `set` holds at least the processes of `ours` (any others are not read): the part
+/// file and the processes of `set` it ranked.
+fn rank_shard_outlined<'a>(
+    model: &Model,
+    model_hash: u64,
+    set: &'a TraceSet,
+    ours: &std::collections::BTreeSet<String>,
+    outline: &RunOutline,
+    opts: &Options,
+    shard: Shard,
+) -> Result<(PartFile, Vec<&'a crate::decode::ProcessTrace>)> {
+    // The shard's processes and the other processes of their hosts (pass 1 only), in
+    // ranking order: host by host, each at its host's places.
     let sub: Vec<&crate::decode::ProcessTrace> = sorted_processes(std::slice::from_ref(set))
         .into_iter()
-        .filter(|p| ours.contains(p.host.as_str()))
+        .filter(|p| ours.contains(&p.host))
         .collect();
-    let same = sub.len() == keep.len()
-        && sub.iter().zip(&keep).all(|(p, &i)| {
-            let q = all[i];
-            (p.host.as_str(), p.pid, p.start_ticks) == (q.host.as_str(), q.pid, q.start_ticks)
-        });
+    let mut global = Vec::with_capacity(sub.len());
+    let mut wanted = Vec::with_capacity(sub.len());
+    let mut hosts = Vec::with_capacity(sub.len());
+    for (h, s) in outline.hosts.iter().enumerate() {
+        if !ours.contains(&s.host) {
+            continue;
+        }
+        for i in s.first..s.first + s.count {
+            global.push(i as usize);
+            wanted.push(shard.ranks(outline, h, i));
+            hosts.push(s.host.as_str());
+        }
+    }
+    let same = sub.len() == global.len() && sub.iter().zip(&hosts).all(|(p, &h)| p.host == h);
     if !same {
         return Err(Error::BadTrace {
             path: sub
@@ -300,54 +342,46 @@ pub fn rank_shard_sorted(
             why: format!(
                 "shard {shard}: the traces of its hosts hold {} processes, the run's list names {}",
                 sub.len(),
-                keep.len()
+                global.len()
             ),
         });
     }
-    let sub_wanted: Vec<bool> = keep.iter().map(|&i| wanted[i]).collect();
-    let scored = score_processes(model, &sub, &sub_wanted, all.len(), opts, |j| keep[j])?;
+    let total = outline.total as usize;
+    let scored = score_processes(model, &sub, &wanted, total, opts, |j| global[j])?;
     let mut processes = Vec::new();
     let mut table = Table::default();
     let mut resolved = crate::hash::FxMap::default();
+    let mut ranked = Vec::new();
     for (j, pr) in scored.into_iter().enumerate() {
         let Some(pr) = pr else { continue };
-        let p = all[keep[j]];
+        let p = sub[j];
+        ranked.push(p);
         processes.push(part_process(
             model,
-            (keep[j] as u32, p),
+            (global[j] as u32, &p.host, p.pid),
             pr,
             opts,
             (&mut table, &mut resolved),
         ));
     }
-    Ok(PartFile {
+    let part = PartFile {
         format: PART_FORMAT.into(),
         version: PART_VERSION,
         shard,
         score: opts.score.name().into(),
-        model_hash: crate::hash::str_hash(model.to_json().as_bytes()),
+        model_hash,
         groups: model.groups.len(),
         normal_processes: super::rank::normal_processes(model),
         model_names: model.names.clone(),
-        run: run_hash(all),
-        total: all.len() as u32,
+        run: outline.run,
+        total: outline.total,
         strings: table.strings.into_vec(),
         names: table.names,
         processes,
         labels: Vec::new(),
         unseen: Vec::new(),
-    })
-}
-
-/// The identity of a run of processes `all` (sorted): what every part of it carries.
-fn run_hash(all: &[&crate::decode::ProcId]) -> u64 {
-    let mut h = crate::hash::mix(0x0072_756e, all.len() as u64);
-    for p in all {
-        h = crate::hash::mix(h, crate::hash::str_hash(p.host.as_bytes()));
-        h = crate::hash::mix(h, p.pid as u64);
-        h = crate::hash::mix(h, p.start_ticks);
-    }
-    h
+    };
+    Ok((part, ranked))
 }
 
 /// The strings and names of key parts of a part file under construction.
@@ -375,7 +409,7 @@ impl Table {
 /// strings in the part's `table`.
 fn part_process(
     model: &Model,
-    (index, id): (u32, &crate::decode::ProcId),
+    (index, host, pid): (u32, &str, u32),
     pr: ProcessRanking,
     opts: &Options,
     (table, resolved): (
@@ -416,8 +450,8 @@ fn part_process(
         .collect();
     PartProcess {
         index,
-        host: table.strings.of(&id.host),
-        pid: id.pid,
+        host: table.strings.of(host),
+        pid,
         rows: pr.rows,
         shared: pr.shared,
         extras: pr.extras,

@@ -9,6 +9,7 @@ pub mod decode;
 pub mod discover;
 pub mod elf;
 pub mod load;
+pub mod outline;
 pub mod procname;
 pub mod recorded;
 pub mod runindex;

@@ -10,6 +10,7 @@
 //! processes opened are converted exactly alike.
 
 use super::load::{host_of, open_dir, process_threads, TraceSet};
+use super::outline::RunOutline;
 use crate::error::{Error, Result};
 use bufpool::Calibration;
 use std::collections::BTreeSet;
@@ -27,19 +28,38 @@ pub struct ProcId {
     pub start_ticks: u64,
 }
 
-/// A run with every process named and some hosts' directories opened
-/// ([`TraceSet::open_selected`]).
+/// A run outlined ([`RunOutline`]) and some hosts' directories opened
+/// ([`TraceSet::open_selected`], `crate::runindex::RunIndex::open_selected`).
 #[derive(Debug, Default)]
 pub struct Selected {
     /// The processes of the directories opened.
     pub set: TraceSet,
-    /// Every process of the run, in the order [`TraceSet::open`] lists them (directories
-    /// in discovery order, then pid and start time).
-    pub all: Vec<ProcId>,
-    /// Trace directories found.
-    pub recordings: usize,
-    /// Of them, opened.
+    /// Where each process of `set` is (by index in `set.processes`) in the order
+    /// [`TraceSet::open`] lists the whole run's processes (directories in discovery order,
+    /// then pid and start time).
+    pub places: Vec<u64>,
+    /// The whole run: its hosts in ranking order, its size and identity.
+    pub outline: RunOutline,
+    /// Of the trace directories found, opened.
     pub opened: usize,
+}
+
+impl Selected {
+    /// Adds the opened directory `dir` (at `d`, converted by `calib`), whose first process
+    /// is at `place` in the run's order.
+    pub(super) fn add(
+        &mut self,
+        dir: &Arc<reader::TraceDir>,
+        d: &std::path::Path,
+        calib: Calibration,
+        place: u64,
+    ) {
+        let before = self.set.processes.len();
+        self.set.add_recording(dir, d, calib);
+        let added = self.set.processes.len() - before;
+        self.places.extend((0..added as u64).map(|k| place + k));
+        self.opened += 1;
+    }
 }
 
 enum Source {
@@ -121,14 +141,14 @@ impl TraceSet {
             .collect()
     }
 
-    /// Names every process under `dirs` from the manifests and opens the directories of
-    /// the hosts `choose` picks from those names (see the [module docs](self)). A
-    /// directory opened whose records hold other processes than its manifest lists is an
-    /// error naming it (shards must agree on the run's processes).
+    /// Names every process under `dirs` from the manifests, outlines the run, and opens
+    /// the directories of the hosts `choose` picks from the outline (see the [module
+    /// docs](self)). A directory opened whose records hold other processes than its
+    /// manifest lists is an error naming it (shards must agree on the run's processes).
     pub fn open_selected(
         dirs: &[PathBuf],
         quiet: bool,
-        choose: impl FnOnce(&[ProcId]) -> BTreeSet<String>,
+        choose: impl FnOnce(&RunOutline) -> BTreeSet<String>,
     ) -> Result<Selected> {
         let named = Named::find(dirs, quiet)?;
         let mut all = Vec::new();
@@ -139,10 +159,16 @@ impl TraceSet {
                 start_ticks,
             }));
         }
-        let chosen = choose(&all);
-        let mut set = TraceSet::default();
-        let mut opened = 0;
+        let mut sel = Selected {
+            outline: RunOutline::of(&all, named.found.len()),
+            ..Default::default()
+        };
+        drop(all);
+        let chosen = choose(&sel.outline);
+        let mut place = 0;
         for i in 0..named.found.len() {
+            let first = place;
+            place += named.ids[i].len() as u64;
             if !chosen.contains(&named.hosts[i]) {
                 continue;
             }
@@ -165,15 +191,9 @@ impl TraceSet {
                     ),
                 });
             }
-            set.add_recording(&dir, d, named.clocks[i]);
-            opened += 1;
+            sel.add(&dir, d, named.clocks[i], first);
         }
-        Ok(Selected {
-            set,
-            all,
-            recordings: named.found.len(),
-            opened,
-        })
+        Ok(sel)
     }
 }
 
@@ -187,17 +207,21 @@ mod tests {
         crate::synth::write_task_tree(tmp.path(), 6, 3).unwrap();
         let root = vec![tmp.path().to_path_buf()];
         let whole = TraceSet::open(&root).unwrap();
-        let sel = TraceSet::open_selected(&root, true, |all| {
-            assert_eq!(all.len(), 6);
+        let sel = TraceSet::open_selected(&root, true, |o| {
+            assert_eq!(o.total, 6);
             ["h1".to_string()].into_iter().collect()
         })
         .unwrap();
         let ids = TraceSet::ids;
-        // Named in the order one open lists them; opened: h1's two directories only.
-        assert_eq!(sel.all, ids(&whole));
-        assert_eq!((sel.recordings, sel.opened), (6, 2));
+        // Outlined as the whole run is; opened: h1's two directories only, each process
+        // at its place in the order one open lists them.
+        assert_eq!(sel.outline, RunOutline::of(&ids(&whole), 6));
+        assert_eq!((sel.outline.recordings, sel.opened), (6, 2));
         let want: Vec<ProcId> = ids(&whole).into_iter().filter(|p| p.host == "h1").collect();
         assert_eq!(ids(&sel.set), want);
+        for (p, &at) in sel.set.processes.iter().zip(&sel.places) {
+            assert_eq!(whole.processes[at as usize].pid, p.pid);
+        }
         // Converted alike.
         for p in &sel.set.processes {
             let q = whole.processes.iter().find(|q| q.pid == p.pid).unwrap();

@@ -160,10 +160,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let Some(model_path) = &args.model else {
             anyhow::bail!("--model is needed (unless --merge)");
         };
-        let model = Model::load(model_path)?;
+        let (model, model_hash) = Model::load_hashed(model_path)?;
         if let (Some(shard), Some(out)) = (args.shard, &args.output) {
             super::outpath::check_output_file(out, "part file (-o)")?;
-            let part = rank_shard(&model, &args.dirs, args.index.as_deref(), &opts, shard)?;
+            let part = rank_shard(
+                (&model, model_hash),
+                &args.dirs,
+                args.index.as_deref(),
+                &opts,
+                shard,
+            )?;
             part.save(out)?;
             eprintln!(
                 "culprit: shard {shard}: ranked {} of {} processes → {}",
@@ -279,100 +285,39 @@ fn leave_at_exit<T>(what: T) {
     std::mem::forget(what);
 }
 
-/// Shard `shard` of the run under `dirs` as a part file: only the shard's hosts' trace
-/// directories opened (the other processes named from their manifests), the labels of the
-/// processes it ranks and what is not recorded of them.
+/// Shard `shard` of the run under `dirs` (or in the run's `index`) as a part file: only
+/// the shard's hosts' trace directories opened (the run outlined from the index, or from
+/// every manifest), with the labels of the processes it ranks and what is not recorded of
+/// them.
 fn rank_shard(
-    model: &Model,
+    (model, model_hash): (&Model, u64),
     dirs: &[PathBuf],
     index: Option<&std::path::Path>,
     opts: &analyzer::Options,
     shard: analyzer::partial::Shard,
 ) -> anyhow::Result<analyzer::partial::PartFile> {
-    // The run's processes in ranking order, worked out once (as the shard's hosts are
-    // chosen) for every step that needs it.
-    let mut perm = None;
-    let choose = |all: &[analyzer::decode::ProcId]| {
-        let p = analyzer::partial::ranking_perm(all);
-        let sorted: Vec<&analyzer::decode::ProcId> = p.iter().map(|&i| &all[i as usize]).collect();
-        let hosts = shard.hosts_in(&sorted);
-        perm = Some(p);
-        hosts
-    };
+    let choose = |o: &analyzer::partial::RunOutline| shard.hosts_of(o);
     let sel = match index {
-        Some(f) => analyzer::runindex::RunIndex::load(f)?.open_selected(f, false, choose)?,
+        Some(f) => analyzer::runindex::RunIndex::open_selected(f, false, choose)?,
         None => analyzer::decode::TraceSet::open_selected(dirs, false, choose)?,
     };
-    let perm = perm.unwrap_or_else(|| analyzer::partial::ranking_perm(&sel.all));
-    let sorted: Vec<&analyzer::decode::ProcId> =
-        perm.iter().map(|&i| &sel.all[i as usize]).collect();
-    if sel.all.is_empty() {
+    let o = &sel.outline;
+    if o.total == 0 {
         let what = match index {
             Some(f) => format!("the run index {}", f.display()),
             None => dir_list(dirs),
         };
         anyhow::bail!("no traced process in {what}");
     }
-    let hosts: std::collections::BTreeSet<&str> = sel.all.iter().map(|p| p.host.as_str()).collect();
     eprintln!(
         "culprit: found {} processes in {} recordings on {} hosts; shard {shard} opens {} of the recordings ({} processes)",
-        sel.all.len(),
-        sel.recordings,
-        hosts.len(),
+        o.total,
+        o.recordings,
+        o.hosts.len(),
         sel.opened,
         sel.set.processes.len()
     );
-    let mut part = analyzer::partial::rank_shard_sorted(model, &sel.set, &sorted, opts, shard)?;
-    // Where each process of the shard's hosts is in the order one ranking lists them (its
-    // notes' order).
-    let opened: std::collections::HashSet<&str> =
-        sel.set.processes.iter().map(|p| p.host.as_str()).collect();
-    let place: std::collections::HashMap<&analyzer::decode::ProcId, usize> = sel
-        .all
-        .iter()
-        .enumerate()
-        .rev()
-        .filter(|(_, p)| opened.contains(p.host.as_str()))
-        .map(|(i, p)| (p, i))
-        .collect();
-    let ranked: std::collections::HashSet<&analyzer::decode::ProcId> = part
-        .processes
-        .iter()
-        .map(|q| sorted[q.index as usize])
-        .collect();
-    let mine: Vec<&analyzer::decode::ProcessTrace> = sel
-        .set
-        .processes
-        .iter()
-        .filter(|p| {
-            ranked.contains(&analyzer::decode::ProcId {
-                host: p.host.clone(),
-                pid: p.pid,
-                start_ticks: p.start_ticks,
-            })
-        })
-        .collect();
-    use rayon::prelude::*;
-    let labels: Vec<analyzer::procname::ProcLabel> = mine
-        .par_iter()
-        .map(|p| analyzer::procname::label_of(p))
-        .collect::<analyzer::Result<_>>()?;
-    let mut named = Vec::new();
-    for (p, l) in mine.iter().zip(&labels) {
-        named.push((p.host.clone(), p.pid, l.text()));
-        if let Some(note) = analyzer::procname::unseen_note(p, l) {
-            let id = analyzer::decode::ProcId {
-                host: p.host.clone(),
-                pid: p.pid,
-                start_ticks: p.start_ticks,
-            };
-            let at = place.get(&id).copied().unwrap_or(usize::MAX) as u64;
-            part.unseen.push((at, note));
-        }
-    }
-    named.sort();
-    part.labels = named;
-    part.unseen.sort();
+    let part = analyzer::partial::rank_selected(model, model_hash, &sel, opts, shard)?;
     leave_at_exit(sel);
     Ok(part)
 }
