@@ -143,16 +143,16 @@ def start(tmp, base, procs, spawn, wait_port, http_get, moved):
     wait_port(base + 3)
     procs["broker"].append(spawn([RABBIT], env=env, cwd=tmp, stdout=open(log, "w"), stderr=subprocess.STDOUT))
     wait_broker(base + 1, procs["broker"][1], log)
-    stats = dict(os.environ, PYTHONUNBUFFERED="1")
+    py_env = dict(os.environ, PYTHONUNBUFFERED="1")
     procs["worker"] = []
     for i in range(WORKERS):
         procs["worker"].append(spawn([sys.executable, os.path.join(HERE, "jobq_worker.py"), "--broker", str(base + 1),
-                                      "--db", str(base + 2), "--stats", tmp], env=stats, cwd=tmp,
+                                      "--db", str(base + 2), "--stats", tmp], env=py_env, cwd=tmp,
                                      stdout=subprocess.DEVNULL,
                                      stderr=open(os.path.join(tmp, "worker%d.log" % i), "w")))
     front_log = os.path.join(tmp, "front.log")
     procs["front"] = [spawn([sys.executable, os.path.join(HERE, "jobq_front.py"), "--port", str(base),
-                             "--broker", str(base + 1), "--procs", str(FRONT_PROCS)], env=stats, cwd=tmp,
+                             "--broker", str(base + 1), "--procs", str(FRONT_PROCS)], env=py_env, cwd=tmp,
                             stdout=subprocess.DEVNULL, stderr=open(front_log, "w"))]
     wait_port(base, 60)
     end = time.time() + 60
@@ -160,9 +160,10 @@ def start(tmp, base, procs, spawn, wait_port, http_get, moved):
         if time.time() > end or procs["front"][0].poll() is not None:
             raise RuntimeError("the front did not start %d children: see %s" % (FRONT_PROCS, front_log))
         time.sleep(0.2)
-    # Every worker and every child of the front has served jobs of each type (and has its
-    # connections) before the load begins: four jobs a round, not three, since the broker
-    # hands jobs to idle consumers in turn (three a round would give each worker one type).
+    # Every worker has served jobs of each type before the load begins (the front's children
+    # connect to the broker as they start; which child accepts a request is the kernel's
+    # choice): four jobs a round, not three, since the broker hands jobs to idle consumers in
+    # turn (three a round would give each worker one type).
     for k in range(8 * FRONT_PROCS):
         for path in ("/resize/%d", "/report/%d", "/notify/%d", "/resize/%d"):
             status = http_get(base, path % k)
@@ -179,6 +180,9 @@ def start(tmp, base, procs, spawn, wait_port, http_get, moved):
     return sender(http_get, base)
 
 
+# At the end of a run the tiers are stopped together (systems.py `run`): RabbitMQ may close
+# the front's and the workers' connections before they exit ("connection_forced ... shutdown"
+# in its log), after the load has ended.
 # Requests the load sent per type, those that failed (an exception or a status not 200) and
 # the answered ones' latencies (sum, count) before and after the fault, written to
 # tmp/load.json by `stats`.
