@@ -5,7 +5,8 @@
 # (sqlite3 is Python's own module), gunicorn, psycopg2 and PyMySQL (for the suite's Python) from PyPI, and the
 # npm `mysql2` driver (for wiki.js, into bench/demand/node_modules); Tomcat 10, a JDK (javac) and
 # MariaDB Connector/J (libmariadb-java) from Debian; Squid, Puma and Ruby's PG driver (ruby-pg) from
-# Debian (forum-squid-puma); and catalog-haproxy-tomcat's servlet compiled
+# Debian (forum-squid-puma); RabbitMQ from Debian and pika from PyPI (job-rabbit-workers); and
+# catalog-haproxy-tomcat's servlet compiled
 # once (catalog.py build). Idempotent. Not run by scripts/setup.sh: the suite is not in the
 # default test run.
 set -euo pipefail
@@ -36,6 +37,7 @@ command -v javac >/dev/null || need+=(openjdk-17-jdk-headless)
 [ -x /usr/sbin/squid ] || need+=(squid)
 command -v puma >/dev/null || need+=(puma)
 ruby -rpg -e1 2>/dev/null || need+=(ruby-pg)
+[ -x /usr/lib/rabbitmq/bin/rabbitmq-server ] || need+=(rabbitmq-server)
 if [ ${#need[@]} -gt 0 ]; then
     echo "demand setup: apt-get install ${need[*]}" >&2
     $SUDO apt-get update -qq
@@ -44,6 +46,7 @@ fi
 python3 -c 'import sqlite3' || { echo "demand setup: this Python has no sqlite3 module" >&2; exit 1; }
 python3 -c 'import gunicorn, psycopg2' 2>/dev/null || python3 -m pip install -q gunicorn psycopg2-binary
 python3 -c 'import pymysql' 2>/dev/null || python3 -m pip install -q pymysql
+python3 -c 'import pika' 2>/dev/null || python3 -m pip install -q pika
 here="$(cd "$(dirname "$0")" && pwd)"
 [ -d "$here/node_modules/mysql2" ] || npm install --no-save --no-package-lock --no-audit --no-fund --prefix "$here" mysql2@3
 id postgres >/dev/null 2>&1 || { echo "demand setup: no postgres user (the postgresql package makes it)" >&2; exit 1; }

@@ -28,6 +28,10 @@ Systems (bench/demand/split.json):
 - forum-squid-puma: Squid (a reverse proxy passing every request) -> Puma (Ruby, 3 workers
   of one request thread, `forum.ru`, burning a known CPU time per request type) -> Redis and
   PostgreSQL; phases every 30 s; in `forum.py`.
+- job-rabbit-workers: a pre-forked Python HTTP front (6 children, `jobq_front.py`) turning
+  each request into a job published to RabbitMQ and waiting for its reply -> 3 Python
+  workers (pika consumers, prefetch 1, `jobq_worker.py`, burning a known CPU time per job
+  type) -> MariaDB; phases every 30 s; in `jobq.py`.
 
 `run` writes a truth file (JSON): the pids of each tier, the phases, the fault (which
 tiers, when) and the known CPU demands. Loopback only; every process is bounded by the
@@ -54,6 +58,7 @@ import blog
 import catalog
 import cms
 import forum
+import jobq
 import nginx
 import shop
 import wiki
@@ -579,7 +584,7 @@ def run_system(a, procs, extra):
     base = a.port_base
     truth = {"system": a.system, "seconds": a.seconds, "fault": None}
     phase_s = {blog.NAME: blog.PHASE_S, wiki.NAME: wiki.PHASE_S, cms.NAME: cms.PHASE_S,
-               catalog.NAME: catalog.PHASE_S, forum.NAME: forum.PHASE_S}.get(a.system)
+               catalog.NAME: catalog.PHASE_S, forum.NAME: forum.PHASE_S, jobq.NAME: jobq.PHASE_S}.get(a.system)
     plan = phases(a.seconds, max(1, round(a.seconds / phase_s))) if phase_s else phases(a.seconds)
     truth["phases"] = plan
     py = [sys.executable, ME]
@@ -697,6 +702,10 @@ def run_system(a, procs, extra):
         send = forum.start(tmp, base, procs, spawn, wait_port, http_get, moved, pg_start)
         truth["cpu_demand_s"] = forum.CPU_DEMAND_S
         fault_tiers = forum.FAULT_TIERS.get(a.fault, [])
+    elif a.system == jobq.NAME:
+        send = jobq.start(tmp, base, procs, spawn, wait_port, http_get, moved)
+        truth["cpu_demand_s"] = jobq.CPU_DEMAND_S
+        fault_tiers = jobq.FAULT_TIERS.get(a.fault, [])
     else:
         raise SystemExit("unknown system %s" % a.system)
 
@@ -730,6 +739,8 @@ def run_system(a, procs, extra):
             catalog.fault(a.fault, tmp, base, extra, spawn, moved)
         elif a.system == forum.NAME:
             forum.fault(a.fault, tmp, base, extra, spawn, moved, pg_sql)
+        elif a.system == jobq.NAME:
+            jobq.fault(a.fault, tmp, base, extra, spawn, moved)
         elif a.fault == "index" and a.system == "api-pool-pg":
             pg_sql(base + 2, "DROP INDEX orders_customer")
         elif a.fault == "index":
@@ -761,6 +772,8 @@ def run_system(a, procs, extra):
         catalog.stats(tmp)
     elif a.system == forum.NAME:
         forum.stats(tmp)
+    elif a.system == jobq.NAME:
+        jobq.stats(tmp)
     # Every process of each tier (a pre-forked pool's children too).
     tiers = {}
     for name, ps in procs.items():
