@@ -33,6 +33,7 @@ import faults_sysm
 import faults_sysn
 import faults_syso
 import faults_sysq
+import faults_sysr
 import faults_sysp
 
 RECV = "recv|read|recvfrom|recvmsg|readv"
@@ -646,5 +647,6 @@ def table():
     t.update(faults_sysn.cases())
     t.update(faults_syso.cases())
     t.update(faults_sysq.cases())
+    t.update(faults_sysr.cases())
     t.update(faults_sysp.cases())
     return t

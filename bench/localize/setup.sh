@@ -13,7 +13,8 @@
 #           openssh-server, openssh-client, tomcat10, openjdk-17-jdk-headless,
 #           uwsgi-core, uwsgi-plugin-python3, ejabberd, puma, icecast2, coturn, dnsmasq-base,
 #           tinyproxy, h2o, krb5-kdc, krb5-admin-server, krb5-user, libmojolicious-perl,
-#           php8.2-fpm, php-memcached, unicorn
+#           php8.2-fpm, php-memcached, unicorn, jetty9, znc, inspircd,
+#           exim4-daemon-light (unpacked under /opt/culprit/exim4: it conflicts with postfix)
 #           (later systems; split.json)
 #   PyPI:   Pyro5 (tuning); paho-mqtt, dnspython, aiohttp, kazoo, pika, grpcio, ldap3,
 #           tarantool, pymysql, pyzmq, slixmpp, websockets, stomp.py, aiosmtpd,
@@ -126,6 +127,16 @@ have traffic_server || need+=(trafficserver)
 have distccd || need+=(distcc)
 have distcc || need+=(distcc)
 have rsync || need+=(rsync)
+# Validation run 12, branch loc-sysr: jetty-chain, znc-inspircd, exim-relay.
+[ -f /usr/share/jetty9/start.jar ] || need+=(jetty9)
+have znc || need+=(znc)
+[ -x /usr/sbin/inspircd ] || need+=(inspircd)
+# exim4-daemon-light conflicts with postfix (both provide mail-transport-agent) and the
+# suite runs both: exim's own files (and exim4-base's) are unpacked under /opt/culprit/exim4
+# (found there by sut/exim_relay.py), its libraries installed by apt below.
+EXIM=/opt/culprit/exim4
+exim=""
+[ -x "$EXIM/usr/sbin/exim4" ] || exim=1
 if [ ${#need[@]} -gt 0 ]; then
     lock
     echo "localize setup: apt-get install ${need[*]}" >&2
@@ -149,6 +160,23 @@ if [ -n "$sng" ]; then
     $SUDO mkdir -p "$SNG"
     $SUDO dpkg-deb -x "$d"/syslog-ng-core_*.deb "$SNG"
     rm -rf "$d"
+fi
+if [ -n "$exim" ]; then
+    lock
+    echo "localize setup: exim4-daemon-light and exim4-base unpacked into $EXIM" >&2
+    mapfile -t deps < <(apt-cache depends --no-recommends --no-suggests --no-conflicts --no-breaks \
+        --no-replaces --no-enhances exim4-daemon-light | awk '$1 == "Depends:" && $2 !~ /^</ && $2 !~ /^exim4/ {print $2}')
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${deps[@]}" >/dev/null
+    d=$(mktemp -d)
+    (cd "$d" && apt-get download -qq exim4-daemon-light exim4-base >/dev/null)
+    $SUDO mkdir -p "$EXIM"
+    for f in "$d"/*.deb; do $SUDO dpkg-deb -x "$f" "$EXIM"; done
+    rm -rf "$d"
+fi
+# The exim binary's compiled-in user (exim4-base's postinst makes it on an installed system).
+if ! getent passwd Debian-exim >/dev/null; then
+    lock
+    $SUDO adduser --system --group --quiet --allow-bad-names --home /var/spool/exim4 --no-create-home Debian-exim
 fi
 pips=()
 python3 -c 'import Pyro5' 2>/dev/null || pips+=(Pyro5)
@@ -196,3 +224,5 @@ fi
 (cd "$(dirname "$0")" && python3 -c 'from sut.mariadb_replication import template; template()')
 # tomcat-chain's servlet is compiled once, outside every recording.
 (cd "$(dirname "$0")" && python3 -c 'from sut.tomcat_chain import build; build()')
+# jetty-chain's servlet too (against Jetty's servlet-api-3.1.jar).
+(cd "$(dirname "$0")" && python3 -c 'from sut.jetty_chain import build; build()')

@@ -110,6 +110,10 @@ SLOTS = {
     "trafficserver-cache": 63,
     "distcc-farm": 64,
     "rsyncd-mirror": 65,
+    # Slots 69-71: systems added by the helper branch loc-sysr (validation run 12).
+    "jetty-chain": 69,
+    "znc-inspircd": 70,
+    "exim-relay": 71,
 }
 
 

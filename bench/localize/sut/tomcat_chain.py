@@ -129,9 +129,9 @@ class Store:
             return v
 
 
-def store(name):
-    """Helper process `tomcat-store --name 1|2`."""
-    port = ports("tomcat-chain")[int(name)]
+def store(name, port=None, label="tomcat store"):
+    """Helper process `tomcat-store --name 1|2` (jetty-chain's store too, with its port)."""
+    port = ports("tomcat-chain")[int(name)] if port is None else port
     data = Store()
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -168,7 +168,7 @@ def store(name):
     server.daemon_threads = True
 
     def bye(*_):
-        log(f"tomcat store {name}: {data.served} requests ok, {data.missing} missing keys (told to stop)")
+        log(f"{label} {name}: {data.served} requests ok, {data.missing} missing keys (told to stop)")
         sys.stderr.flush()
         os._exit(0)
 
