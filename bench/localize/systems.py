@@ -84,9 +84,9 @@ bounded, and the launcher stops its daemons (SIGTERM, then SIGKILL) on every exi
 | `trafficserver-cache` | tuning (validation in run 11) | Apache Traffic Server (one process, event threads) remapping to 2 http.server origins, caching + 2 http.client clients | a caching reverse proxy (C++) |
 | `distcc-farm` | tuning (validation in run 11) | 2 distccd daemons (preforked compile child each) + 2 drivers running `distcc gcc -c` over both | a distributed compile farm (C) |
 | `rsyncd-mirror` | tuning (validation in run 11) | rsync daemon A → mirror (pull A, push B) → rsync daemon B, a writer and a reader running the rsync client | file replication through daemons that fork per connection (C) |
-| `jetty-chain` | validation (added 2026-11-29 for validation run 12, unseen) | Jetty 9 (its own connector and thread pool) with a servlet → Python ThreadingHTTPServer store (JDK HTTP client, 1 s timeout) + 2 http.client clients | a servlet container and its backend (JVM; CPython threads) |
-| `znc-inspircd` | validation (added 2026-11-29 for validation run 12, unseen) | ZNC bouncer (two users, each with a connection to the server) → InspIRCd + 3 Python IRC clients (two through ZNC, one straight), checksummed channel messages | an IRC bouncer and its server (C++) |
-| `exim-relay` | validation (added 2026-11-29 for validation run 12, unseen) | Exim relay (a process forked per connection and per message) → Exim sink delivering to a maildir + 2 smtplib senders and a maildir reader checking each body's digest | a mail relay and its next hop (C) |
+| `jetty-chain` | tuning (validation in run 12) | Jetty 9 (its own connector and thread pool) with a servlet → Python ThreadingHTTPServer store (JDK HTTP client, 1 s timeout) + 2 http.client clients | a servlet container and its backend (JVM; CPython threads) |
+| `znc-inspircd` | tuning (validation in run 12) | ZNC bouncer (two users, each with a connection to the server) → InspIRCd + 3 Python IRC clients (two through ZNC, one straight), checksummed channel messages | an IRC bouncer and its server (C++) |
+| `exim-relay` | tuning (validation in run 12) | Exim relay (a process forked per connection and per message) → Exim sink delivering to a maildir + 2 smtplib senders and a maildir reader checking each body's digest | a mail relay and its next hop (C) |
 """
 
 import argparse
