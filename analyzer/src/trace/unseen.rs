@@ -9,6 +9,9 @@
 //! - a **static** executable (no program interpreter): the dynamic loader never runs, so
 //!   `LD_PRELOAD` does not apply and nothing of it is recorded — when a traced process
 //!   `exec`s one, nothing after the exec;
+//! - a **set-user-ID or set-group-ID** executable a traced process `exec`s: the loader runs
+//!   it in secure-execution mode, which ignores `LD_PRELOAD` (unless the process already ran
+//!   as the file's owner) — nothing after the exec;
 //! - any process that **made no call Culprit records** while it ran (raw system calls, or it only
 //!   waited).
 //!
@@ -68,6 +71,12 @@ pub enum Unseen {
         /// It is a Go program.
         go: bool,
     },
+    /// It exec'd a set-user-ID or set-group-ID executable and no traced image started after
+    /// the exec: the loader's secure-execution mode dropped `LD_PRELOAD`.
+    ExecSetId {
+        /// The executable.
+        path: String,
+    },
     /// It made no call Culprit records (socket, poll, fork, exec through libc) while it ran.
     NoLibcCall,
 }
@@ -86,6 +95,11 @@ impl Unseen {
                 "exec'd {path}, a static {}executable: LD_PRELOAD does not apply to it, so \
                  nothing after the exec is recorded",
                 if *go { "Go " } else { "" }
+            ),
+            Unseen::ExecSetId { path } => format!(
+                "exec'd {path}, a set-user-ID or set-group-ID executable: the loader ran it in \
+                 secure-execution mode, which ignores LD_PRELOAD, so nothing after the exec is \
+                 recorded"
             ),
             Unseen::NoLibcCall => "made no call that Culprit records (no socket, select/poll, \
                                    fork or exec through libc: it made raw system calls, only \
@@ -114,6 +128,9 @@ impl Unseen {
                     })
                 }
                 _ => {}
+            }
+            if p.as_deref().is_some_and(set_id) {
+                return Some(Unseen::ExecSetId { path: to.into() });
             }
         }
         if !exe.is_empty() && matches!(ExeKind::of(Path::new(exe)), Some(ExeKind::Go { .. })) {
@@ -169,6 +186,12 @@ impl ExecWatch {
     }
 }
 
+/// Is the file at `path` set-user-ID or set-group-ID?
+fn set_id(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.permissions().mode() & 0o6000 != 0)
+}
+
 /// An executable named as `exec` finds it: a path as it is, a bare name in `$PATH`.
 pub fn resolve(cmd: &str) -> Option<PathBuf> {
     if cmd.contains('/') {
@@ -194,5 +217,22 @@ mod tests {
             Unseen::of(exe.to_str().unwrap(), 0, None),
             Some(Unseen::NoLibcCall)
         );
+    }
+
+    #[test]
+    fn an_untraced_exec_of_a_set_id_executable_is_said_so() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let exe = std::env::current_exe().unwrap();
+        let copy = dir.path().join("setid");
+        std::fs::copy(&exe, &copy).unwrap();
+        let to = copy.to_str().unwrap();
+        // An ordinary dynamic executable: an exec of it that left no traced image has no
+        // reason here (the process may have been killed first).
+        assert_eq!(Unseen::of(exe.to_str().unwrap(), 3, Some(to)), None);
+        std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o4755)).unwrap();
+        let got = Unseen::of(exe.to_str().unwrap(), 3, Some(to));
+        assert_eq!(got, Some(Unseen::ExecSetId { path: to.into() }));
+        assert!(got.unwrap().why().contains("secure-execution mode"));
     }
 }
