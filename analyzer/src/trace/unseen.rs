@@ -225,7 +225,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let exe = std::env::current_exe().unwrap();
         let copy = dir.path().join("setid");
-        std::fs::copy(&exe, &copy).unwrap();
+        std::fs::write(&copy, "#!/bin/sh\n").unwrap();
         let to = copy.to_str().unwrap();
         // An ordinary dynamic executable: an exec of it that left no traced image has no
         // reason here (the process may have been killed first).

@@ -142,6 +142,26 @@ def terminated():
     return flag
 
 
+
+def descendants(pid):
+    """The processes below pid (from /proc), deepest last."""
+    children = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(d))
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
 def log(*a):
     print("systems:", *a, file=sys.stderr, flush=True)
 

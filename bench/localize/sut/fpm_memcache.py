@@ -29,7 +29,7 @@ those connections only.
 import os
 import signal
 
-from .common import LAUNCHER, PY, Daemons, log, ports, wait_port, wait_readers
+from .common import LAUNCHER, PY, Daemons, descendants, log, ports, wait_port, wait_readers
 from .kv_http import workload
 
 REQUESTS2 = 60
@@ -154,24 +154,6 @@ def client(name):
     log(f"fpm client {name}: {ok}/{REQUESTS2} steps ok, {errors} failed")
 
 
-def _descendants(pid):
-    """The processes below pid (from /proc)."""
-    children = {}
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open(f"/proc/{d}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(d))
-    out, todo = [], [pid]
-    while todo:
-        for c in children.get(todo.pop(), []):
-            out.append(c)
-            todo.append(c)
-    return out
-
 
 def run(tmp, n):
     port, mc, fpm, port2 = ports("fpm-memcache")[:4]
@@ -203,7 +185,7 @@ def run(tmp, n):
                 wait_readers([helper], seconds=25)
                 log(f"fpm-memcache: {ok}/{n} steps ok, {errors} failed")
             finally:
-                left = _descendants(f.pid)
+                left = descendants(f.pid)
     finally:
         # A worker stopped by SIGSTOP takes no signal from its master: whatever is left of
         # the pool is killed.

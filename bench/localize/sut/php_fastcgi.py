@@ -14,7 +14,7 @@ import os
 import signal
 import time
 
-from .common import drop_http, LAUNCHER, PY, Daemons, log, ports, steps, wait_port
+from .common import LAUNCHER, PY, Daemons, descendants, drop_http, log, ports, steps, wait_port
 
 COUNTS = 60
 ITEM = """<?php
@@ -83,24 +83,6 @@ def client(name):
     log(f"php client {name}: {ok}/{COUNTS} counts ok, {c.errors} failed")
 
 
-def _descendants(pid):
-    """The processes below pid (from /proc), deepest last."""
-    children = {}
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open(f"/proc/{d}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(d))
-    out, todo = [], [pid]
-    while todo:
-        for c in children.get(todo.pop(), []):
-            out.append(c)
-            todo.append(c)
-    return out
-
 
 def run(tmp, n):
     port = ports("php-fastcgi")[0]
@@ -119,7 +101,7 @@ def run(tmp, n):
             try:
                 _workload(port, n, d)
             finally:
-                php = _descendants(p.pid)
+                php = descendants(p.pid)
     finally:
         # lighttpd puts php-cgi in a session of its own, and a worker stopped by SIGSTOP
         # never takes the SIGTERM that stops the others: whatever is left is killed.

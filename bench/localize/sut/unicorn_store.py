@@ -26,7 +26,7 @@ many commands it served and how many failed.
 import os
 import signal
 
-from .common import LAUNCHER, PY, Daemons, log, ports, wait_port, wait_readers
+from .common import LAUNCHER, PY, Daemons, descendants, log, ports, wait_port, wait_readers
 from .kv_http import workload
 
 REQUESTS2 = 60
@@ -203,24 +203,6 @@ def client(name):
     log(f"unicorn client {name}: {ok}/{REQUESTS2} steps ok, {errors} failed")
 
 
-def _descendants(pid):
-    """The processes below pid (from /proc)."""
-    children = {}
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open(f"/proc/{d}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(d))
-    out, todo = [], [pid]
-    while todo:
-        for c in children.get(todo.pop(), []):
-            out.append(c)
-            todo.append(c)
-    return out
-
 
 def run(tmp, n):
     port, kv, own0, own1 = ports("unicorn-store")[:4]
@@ -244,7 +226,7 @@ def run(tmp, n):
                 wait_readers([helper], seconds=25)
                 log(f"unicorn-store: {ok}/{n} steps ok, {errors} failed")
             finally:
-                workers = _descendants(u.pid)
+                workers = descendants(u.pid)
     finally:
         # A worker stopped by SIGSTOP takes no SIGTERM (the master's, then ours): whatever
         # is left of unicorn is killed.
