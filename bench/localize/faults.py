@@ -34,6 +34,7 @@ import faults_sysn
 import faults_syso
 import faults_sysq
 import faults_sysr
+import faults_syst
 import faults_sysp
 
 RECV = "recv|read|recvfrom|recvmsg|readv"
@@ -648,5 +649,6 @@ def table():
     t.update(faults_syso.cases())
     t.update(faults_sysq.cases())
     t.update(faults_sysr.cases())
+    t.update(faults_syst.cases())
     t.update(faults_sysp.cases())
     return t

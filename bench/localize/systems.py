@@ -87,6 +87,9 @@ bounded, and the launcher stops its daemons (SIGTERM, then SIGKILL) on every exi
 | `jetty-chain` | tuning (validation in run 12) | Jetty 9 (its own connector and thread pool) with a servlet → Python ThreadingHTTPServer store (JDK HTTP client, 1 s timeout) + 2 http.client clients | a servlet container and its backend (JVM; CPython threads) |
 | `znc-inspircd` | tuning (validation in run 12) | ZNC bouncer (two users, each with a connection to the server) → InspIRCd + 3 Python IRC clients (two through ZNC, one straight), checksummed channel messages | an IRC bouncer and its server (C++) |
 | `exim-relay` | tuning (validation in run 12) | Exim relay (a process forked per connection and per message) → Exim sink delivering to a maildir + 2 smtplib senders and a maildir reader checking each body's digest | a mail relay and its next hop (C) |
+| `git-daemon-mirror` | validation (added 2026-11-29 for validation run 13, unseen) | git daemon A → mirror (fetch A, push B) → git daemon B (a child per connection running upload-pack/receive-pack), a writer and a reader running the git client | git replication over the git:// protocol through daemons that fork per connection (C) |
+| `hsqldb-front` | validation (added 2026-11-29 for validation run 13, unseen) | Java HTTP front (com.sun.net.httpserver, a JDBC pool, 1 s per call) → HSQLDB server (private database files) + 2 http.client clients | a web front on an SQL database server, two JVMs (JVM; CPython) |
+| `paramiko-sftp` | validation (added 2026-11-29 for validation run 13, unseen) | paramiko SFTP server (a Transport thread per connection) → socketserver file store (a connection per SFTP session) + 2 paramiko SFTP clients | an SSH file-transfer server on a storage service (CPython threads) |
 """
 
 import argparse
@@ -171,6 +174,9 @@ SYSTEMS = {
     "jetty-chain": ("jetty_chain", "run"),
     "znc-inspircd": ("znc_inspircd", "run"),
     "exim-relay": ("exim_relay", "run"),
+    "git-daemon-mirror": ("git_daemon_mirror", "run"),
+    "hsqldb-front": ("hsqldb_front", "run"),
+    "paramiko-sftp": ("paramiko_sftp", "run"),
 }
 HELPERS = {
     "job-queue-worker": ("job_queue", "beanstalk_worker"),
@@ -280,6 +286,12 @@ HELPERS = {
     "exim-sender": ("exim_relay", "sender"),
     "exim-reader": ("exim_relay", "reader"),
     "irc-bnc-client": ("znc_inspircd", "client"),
+    "git-mirror": ("git_daemon_mirror", "mirror"),
+    "git-reader": ("git_daemon_mirror", "reader"),
+    "hsqldb-client": ("hsqldb_front", "client"),
+    "sftp-store": ("paramiko_sftp", "store"),
+    "sftp-server": ("paramiko_sftp", "server"),
+    "sftp-client": ("paramiko_sftp", "client"),
 }
 
 

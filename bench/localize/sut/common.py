@@ -114,6 +114,10 @@ SLOTS = {
     "jetty-chain": 69,
     "znc-inspircd": 70,
     "exim-relay": 71,
+    # Slots 75-77: systems added by the helper branch loc-syst (validation run 13).
+    "git-daemon-mirror": 75,
+    "hsqldb-front": 76,
+    "paramiko-sftp": 77,
 }
 
 
