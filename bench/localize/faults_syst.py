@@ -2,7 +2,37 @@
 loc-syst). No method has been run on them. The categories and the SPEC grammar are those
 of `faults.py`; every SPEC is narrowed to one process and one call, mid-run.
 
-Recording status: not recorded yet."""
+Recorded on 2026-11-29 for validation run 13 (`run.py --record-only` into
+/tmp/val13/loc-syst with the lead's build /tmp/rec12/culprit: 3 normal runs, the control and
+every case per system, 81 recordings, none with lost entries), then checked with `run.py
+--check --reuse` on those recordings (injection records and client summaries only, no
+model, no ranking): every case of the three systems fired (69 of 69), each in one process
+(one injection; the EAGAIN storms 20 of 20 in git daemon B's listener, in the HSQLDB
+server and in the SFTP server); no normal run or control holds an injection record, and
+every normal run and control ended with all steps ok (git-daemon-mirror 30/30 pushes, every
+round of the mirror (20 to 22) and of the reader (31 or 32 fetches), 90 of 90 files whole
+at the reader; hsqldb-front 120/120 and 60/60 steps, 360 requests served by the front;
+paramiko-sftp 60/60 and 30/30 steps). A first recording was stopped and made again after
+three changes to the systems (of it only injection records and client summaries were
+looked at): hsqldb-front's front gave up on its first JDBC connection after 1 s on a
+machine with a load average of 20 and exited before it listened (the control and
+db-reset), so its start-up now allows 20 s a call and runs both statements once on each
+pooled connection; git-daemon-mirror's b-stopped ran into run.py's 75-s timeout, because
+`git daemon` runs git-daemon as a child and waits for it: the launcher killed the waiting
+wrapper and the stopped daemon stayed (the launcher now starts /usr/lib/git-core/git-daemon
+itself); and git-daemon-mirror's normal runs ended at the workload deadline after 43 to 58
+of 60 writer rounds (all ok), so the writer now makes 30 rounds. Cases in which no client
+saw a failure (the system absorbed the fault; the reasons given are presumed, not read in
+the traces): in git-daemon-mirror reader-fetch-corrupt (the garbled read did not make
+that fetch fail), writer-push-short and reader-fetch-short (git writes and reads the rest),
+mirror-fetch-slow (that round took 7 s longer; A's upload-pack was not waiting on that
+write) and b-eagain-storm (git daemon goes back to poll on EAGAIN); in hsqldb-front db-short
+and front-short (the JVMs write the rest) and db-eagain-storm (a blocking Java socket polls
+and reads again); in paramiko-sftp server-store-short and client1-short (sendall and
+paramiko's reads move the rest), both EMFILE accepts (the connection waits in the backlog
+for the next accept) and server-eagain-storm (a Python socket with a timeout polls and
+receives again): 13 of 69. In hsqldb-front's and paramiko-sftp's client2-killed only the
+killed client lost its steps (it left no summary); the other client saw nothing."""
 
 from sut.common import ports
 
