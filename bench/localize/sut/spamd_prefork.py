@@ -10,10 +10,12 @@ rules, required score 5, `report_safe 0` so that the body comes back as it was s
 Bayes, no DNS, no network tests: `-L`), `--siteconfigpath` one `init.pre` that loads the
 rule engine's `Check` plugin only (no `sa-update`, no rules from /usr/share or
 /var/lib/spamassassin); no user configuration (`-x`), its helper home in the scratch
-directory, logging to standard error. It keeps 2 children (`--min-children 2
---max-children 2`) and replaces each after CONN_PER_CHILD connections, so children are
-replaced mid-run; the parent and its children talk over socketpairs (the parent's orders
-to accept, the children's state reports).
+directory, logging to standard error. It keeps one child at a time (`--min-children 1
+--max-children 1`: with two, which child takes a connection shifts with timing, and no
+SPEC could name one of them) and replaces it after CONN_PER_CHILD (110) connections, so the
+first child serves the first 61 % of a run and its replacement the rest; the parent and
+its child talk over a socketpair (the parent's orders to accept, the child's state
+reports). A child stopped by SIGSTOP is killed at the end (the parent waits for it).
 
 Every message is made at set-up from its index: spam (rules worth 5.5 or 6.5 points) or
 ham (-1 or 1.5 points), with a body of varying length. The Python client (the launcher)
@@ -31,11 +33,12 @@ logged and counted and the driver goes on.
 import hashlib
 import os
 import re
+import signal
 import socket
 import subprocess
 import time
 
-from .common import LAUNCHER, PY, Daemons, log, ports, steps, wait_port, wait_readers
+from .common import LAUNCHER, PY, Daemons, descendants, log, ports, steps, wait_port, wait_readers
 
 REQUESTS2 = 60
 CONN_PER_CHILD = 110
@@ -210,18 +213,31 @@ def run(tmp, n):
         f.write(RULES)
     with open(os.path.join(site, "init.pre"), "w") as f:
         f.write("loadplugin Mail::SpamAssassin::Plugin::Check\n")
-    with Daemons(tmp) as d:
-        spamd = d.start("spamd", ["spamd", "--configpath", rules, "--siteconfigpath", site, "-x", "-L",
-                                  "--listen", f"127.0.0.1:{port}", "--min-children", "1", "--max-children", "1",
-                                  "--max-conn-per-child", str(CONN_PER_CHILD), "--timeout-tcp", "5",
-                                  "--timeout-child", "10", "-s", "stderr", "-H", home,
-                                  "--pidfile", os.path.join(tmp, "spamd.pid")])
-        wait_port(port, spamd, timeout=30)
-        helper = d.start("spamc2", [PY, LAUNCHER, "spamc-driver", "--name", "2"])
-        c = SpamdClient(port)
-        ok = 0
-        for i in steps(n):
-            ok += c.step("1", i)
-            time.sleep(0.05)
-        wait_readers([helper], seconds=25)
-        log(f"spamd-prefork: {ok}/{n} messages ok, {c.errors} failed")
+    children = []
+    try:
+        with Daemons(tmp) as d:
+            spamd = d.start("spamd", ["spamd", "--configpath", rules, "--siteconfigpath", site, "-x", "-L",
+                                      "--listen", f"127.0.0.1:{port}", "--min-children", "1", "--max-children", "1",
+                                      "--max-conn-per-child", str(CONN_PER_CHILD), "--timeout-tcp", "5",
+                                      "--timeout-child", "10", "-s", "stderr", "-H", home,
+                                      "--pidfile", os.path.join(tmp, "spamd.pid")])
+            wait_port(port, spamd, timeout=30)
+            try:
+                helper = d.start("spamc2", [PY, LAUNCHER, "spamc-driver", "--name", "2"])
+                c = SpamdClient(port)
+                ok = 0
+                for i in steps(n):
+                    ok += c.step("1", i)
+                    time.sleep(0.05)
+                wait_readers([helper], seconds=25)
+                log(f"spamd-prefork: {ok}/{n} messages ok, {c.errors} failed")
+            finally:
+                children = descendants(spamd.pid)
+    finally:
+        # A child stopped by SIGSTOP takes no SIGTERM (the parent's, then ours), and the
+        # parent waits for it: whatever is left of spamd is killed.
+        for pid in children:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
