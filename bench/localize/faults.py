@@ -35,6 +35,7 @@ import faults_syso
 import faults_sysq
 import faults_sysr
 import faults_sysp
+import faults_syss
 
 RECV = "recv|read|recvfrom|recvmsg|readv"
 SEND = "send|write|sendto|sendmsg|writev"
@@ -649,4 +650,5 @@ def table():
     t.update(faults_sysq.cases())
     t.update(faults_sysr.cases())
     t.update(faults_sysp.cases())
+    t.update(faults_syss.cases())
     return t

@@ -14,12 +14,13 @@
 #           uwsgi-core, uwsgi-plugin-python3, ejabberd, puma, icecast2, coturn, dnsmasq-base,
 #           tinyproxy, h2o, krb5-kdc, krb5-admin-server, krb5-user, libmojolicious-perl,
 #           php8.2-fpm, php-memcached, unicorn, jetty9, znc, inspircd,
-#           exim4-daemon-light (unpacked under /opt/culprit/exim4: it conflicts with postfix)
+#           exim4-daemon-light (unpacked under /opt/culprit/exim4: it conflicts with postfix),
+#           kea-dhcp4-server, kea-ctrl-agent, spamd, spamassassin, spamc
 #           (later systems; split.json)
 #   PyPI:   Pyro5 (tuning); paho-mqtt, dnspython, aiohttp, kazoo, pika, grpcio, ldap3,
 #           tarantool, pymysql, pyzmq, slixmpp, websockets, stomp.py, aiosmtpd,
 #           gevent, twisted, tornado, CherryPy, rpyc, quart, hypercorn, h2, gunicorn, falcon,
-#           asyncssh, uvicorn, starlette, httpx, trio (validation)
+#           asyncssh, uvicorn, starlette, httpx, trio, aiocoap (validation)
 # Installs (only when something is missing) run under the machine's install lock
 # (/tmp/culprit-apt.lock, at most 15 minutes' wait), so that two runs, or other installs that
 # take the same lock, do not collide; apt also waits for dpkg's own lock.
@@ -131,6 +132,11 @@ have rsync || need+=(rsync)
 [ -f /usr/share/jetty9/start.jar ] || need+=(jetty9)
 have znc || need+=(znc)
 [ -x /usr/sbin/inspircd ] || need+=(inspircd)
+# Validation run 13, branch loc-syss: kea-dhcp, spamd-prefork (aiocoap-proxy: pip below).
+have kea-dhcp4 || need+=(kea-dhcp4-server)
+have kea-ctrl-agent || need+=(kea-ctrl-agent)
+have spamd || need+=(spamd spamassassin)
+have spamc || need+=(spamc)
 # exim4-daemon-light conflicts with postfix (both provide mail-transport-agent) and the
 # suite runs both: exim's own files (and exim4-base's) are unpacked under /opt/culprit/exim4
 # (found there by sut/exim_relay.py), its libraries installed by apt below.
@@ -214,6 +220,7 @@ python3 -c 'import sanic' 2>/dev/null || pips+=(sanic)  # sanic-waitress
 python3 -c 'import waitress' 2>/dev/null || pips+=(waitress)
 python3 -c 'import bottle' 2>/dev/null || pips+=(bottle)
 python3 -c 'import trio' 2>/dev/null || pips+=(trio)  # trio-chain (loc-sysq)
+python3 -c 'import aiocoap' 2>/dev/null || pips+=(aiocoap)  # aiocoap-proxy (loc-syss)
 if [ ${#pips[@]} -gt 0 ]; then
     lock
     echo "localize setup: pip install ${pips[*]}" >&2
