@@ -36,6 +36,7 @@ import faults_sysq
 import faults_sysr
 import faults_syst
 import faults_sysp
+import faults_syss
 
 RECV = "recv|read|recvfrom|recvmsg|readv"
 SEND = "send|write|sendto|sendmsg|writev"
@@ -651,4 +652,5 @@ def table():
     t.update(faults_sysr.cases())
     t.update(faults_syst.cases())
     t.update(faults_sysp.cases())
+    t.update(faults_syss.cases())
     return t

@@ -114,6 +114,10 @@ SLOTS = {
     "jetty-chain": 69,
     "znc-inspircd": 70,
     "exim-relay": 71,
+    # Slots 72-74: systems added by the helper branch loc-syss (validation run 13).
+    "kea-dhcp": 72,
+    "spamd-prefork": 73,
+    "aiocoap-proxy": 74,
     # Slots 75-77: systems added by the helper branch loc-syst (validation run 13).
     "git-daemon-mirror": 75,
     "hsqldb-front": 76,
