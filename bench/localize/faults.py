@@ -34,6 +34,7 @@ import faults_sysn
 import faults_syso
 import faults_sysq
 import faults_sysr
+import faults_syst
 import faults_sysp
 import faults_syss
 
@@ -649,6 +650,7 @@ def table():
     t.update(faults_syso.cases())
     t.update(faults_sysq.cases())
     t.update(faults_sysr.cases())
+    t.update(faults_syst.cases())
     t.update(faults_sysp.cases())
     t.update(faults_syss.cases())
     return t

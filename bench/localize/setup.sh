@@ -15,12 +15,13 @@
 #           tinyproxy, h2o, krb5-kdc, krb5-admin-server, krb5-user, libmojolicious-perl,
 #           php8.2-fpm, php-memcached, unicorn, jetty9, znc, inspircd,
 #           exim4-daemon-light (unpacked under /opt/culprit/exim4: it conflicts with postfix),
-#           kea-dhcp4-server, kea-ctrl-agent, spamd, spamassassin, spamc
+#           kea-dhcp4-server, kea-ctrl-agent, spamd, spamassassin, spamc,
+#           git, libhsqldb-java
 #           (later systems; split.json)
 #   PyPI:   Pyro5 (tuning); paho-mqtt, dnspython, aiohttp, kazoo, pika, grpcio, ldap3,
 #           tarantool, pymysql, pyzmq, slixmpp, websockets, stomp.py, aiosmtpd,
 #           gevent, twisted, tornado, CherryPy, rpyc, quart, hypercorn, h2, gunicorn, falcon,
-#           asyncssh, uvicorn, starlette, httpx, trio, aiocoap (validation)
+#           asyncssh, uvicorn, starlette, httpx, trio, aiocoap, paramiko (validation)
 # Installs (only when something is missing) run under the machine's install lock
 # (/tmp/culprit-apt.lock, at most 15 minutes' wait), so that two runs, or other installs that
 # take the same lock, do not collide; apt also waits for dpkg's own lock.
@@ -137,6 +138,10 @@ have kea-dhcp4 || need+=(kea-dhcp4-server)
 have kea-ctrl-agent || need+=(kea-ctrl-agent)
 have spamd || need+=(spamd spamassassin)
 have spamc || need+=(spamc)
+# Validation run 13, branch loc-syst: git-daemon-mirror (Debian's git in /usr/bin, whatever
+# else PATH holds), hsqldb-front (its front is compiled below with javac).
+{ [ -x /usr/bin/git ] && [ -x /usr/lib/git-core/git-daemon ]; } || need+=(git)
+[ -f /usr/share/java/hsqldb.jar ] || need+=(libhsqldb-java)
 # exim4-daemon-light conflicts with postfix (both provide mail-transport-agent) and the
 # suite runs both: exim's own files (and exim4-base's) are unpacked under /opt/culprit/exim4
 # (found there by sut/exim_relay.py), its libraries installed by apt below.
@@ -221,6 +226,7 @@ python3 -c 'import waitress' 2>/dev/null || pips+=(waitress)
 python3 -c 'import bottle' 2>/dev/null || pips+=(bottle)
 python3 -c 'import trio' 2>/dev/null || pips+=(trio)  # trio-chain (loc-sysq)
 python3 -c 'import aiocoap' 2>/dev/null || pips+=(aiocoap)  # aiocoap-proxy (loc-syss)
+python3 -c 'import paramiko' 2>/dev/null || pips+=(paramiko)  # paramiko-sftp (loc-syst)
 if [ ${#pips[@]} -gt 0 ]; then
     lock
     echo "localize setup: pip install ${pips[*]}" >&2
@@ -233,3 +239,5 @@ fi
 (cd "$(dirname "$0")" && python3 -c 'from sut.tomcat_chain import build; build()')
 # jetty-chain's servlet too (against Jetty's servlet-api-3.1.jar).
 (cd "$(dirname "$0")" && python3 -c 'from sut.jetty_chain import build; build()')
+# hsqldb-front's HTTP front too (the JDK only; HSQLDB's driver is on its class path at run time).
+(cd "$(dirname "$0")" && python3 -c 'from sut.hsqldb_front import build; build()')

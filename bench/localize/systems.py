@@ -90,6 +90,9 @@ bounded, and the launcher stops its daemons (SIGTERM, then SIGKILL) on every exi
 | `kea-dhcp` | validation (added 2026-11-29 for validation run 13, unseen) | ISC Kea kea-dhcp4 (relayed DHCPv4 on loopback UDP, memfile leases, lease_cmds hook) ← kea-ctrl-agent (HTTP → kea-dhcp4's UNIX control socket) + 2 Python DHCP relays (DISCOVER/OFFER/REQUEST/ACK, RELEASE) and a control client (lease4-add/get/del, statistic-get) | a DHCP server and its control agent (C++ on Boost.Asio) |
 | `spamd-prefork` | validation (added 2026-11-29 for validation run 13, unseen) | SpamAssassin spamd (a parent and its preforked child, replaced after 110 connections, talking over a socketpair; private rules) + a driver running spamc per message and a Python SPAMD-protocol client | a preforking Perl content filter and its C client |
 | `aiocoap-proxy` | validation (added 2026-11-29 for validation run 13, unseen) | aiocoap reverse proxy (`aiocoap.cli.proxy`) → aiocoap key-value store (block-wise transfer) + 2 aiocoap clients, one through the proxy, one straight | CoAP over UDP (CPython asyncio) |
+| `git-daemon-mirror` | validation (added 2026-11-29 for validation run 13, unseen) | git daemon A → mirror (fetch A, push B) → git daemon B (a child per connection running upload-pack/receive-pack), a writer and a reader running the git client | git replication over the git:// protocol through daemons that fork per connection (C) |
+| `hsqldb-front` | validation (added 2026-11-29 for validation run 13, unseen) | Java HTTP front (com.sun.net.httpserver, a JDBC pool, 1 s per call) → HSQLDB server (private database files) + 2 http.client clients | a web front on an SQL database server, two JVMs (JVM; CPython) |
+| `paramiko-sftp` | validation (added 2026-11-29 for validation run 13, unseen) | paramiko SFTP server (a Transport thread per connection) → socketserver file store (a connection per SFTP session) + 2 paramiko SFTP clients | an SSH file-transfer server on a storage service (CPython threads) |
 """
 
 import argparse
@@ -177,6 +180,9 @@ SYSTEMS = {
     "kea-dhcp": ("kea_dhcp", "run"),
     "spamd-prefork": ("spamd_prefork", "run"),
     "aiocoap-proxy": ("aiocoap_proxy", "run"),
+    "git-daemon-mirror": ("git_daemon_mirror", "run"),
+    "hsqldb-front": ("hsqldb_front", "run"),
+    "paramiko-sftp": ("paramiko_sftp", "run"),
 }
 HELPERS = {
     "job-queue-worker": ("job_queue", "beanstalk_worker"),
@@ -293,6 +299,12 @@ HELPERS = {
     "coap-store": ("aiocoap_proxy", "store"),
     "coap-proxy": ("aiocoap_proxy", "proxy"),
     "coap-client": ("aiocoap_proxy", "client"),
+    "git-mirror": ("git_daemon_mirror", "mirror"),
+    "git-reader": ("git_daemon_mirror", "reader"),
+    "hsqldb-client": ("hsqldb_front", "client"),
+    "sftp-store": ("paramiko_sftp", "store"),
+    "sftp-server": ("paramiko_sftp", "server"),
+    "sftp-client": ("paramiko_sftp", "client"),
 }
 
 

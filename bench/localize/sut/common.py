@@ -118,6 +118,10 @@ SLOTS = {
     "kea-dhcp": 72,
     "spamd-prefork": 73,
     "aiocoap-proxy": 74,
+    # Slots 75-77: systems added by the helper branch loc-syst (validation run 13).
+    "git-daemon-mirror": 75,
+    "hsqldb-front": 76,
+    "paramiko-sftp": 77,
 }
 
 
