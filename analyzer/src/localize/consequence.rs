@@ -20,8 +20,10 @@
 //!    event loop, a receive loop — runs other connections' units as other tasks, not as
 //!    the root's continuation) — except for the loop that called a root handler, which
 //!    acts on what the handler returned or raised before it runs the next one (a client's
-//!    loop that logs the failed step: `returned_to`) —, on a
-//!    connection first seen after the root (one the process made or accepted since), or on
+//!    loop that logs the failed step: `returned_to`) —, on a connection the process made
+//!    after the root (a connection a peer opened is the peer's act — in a server with a
+//!    connection per request every request comes on a new one — and counts only through
+//!    the next path: `made_by_itself`), or on
 //!    a connection whose other end had an anomaly after the root began (a peer that
 //!    reacted). An earlier anomaly on another connection, in another thread, with no peer
 //!    in between, did not cause it: a rare path at start-up in one worker thread does not
@@ -85,6 +87,9 @@ use crate::score::Verdict;
 use crate::symbolize::key_lib;
 use crate::trees::{NodeKey, NodeKind, Outcome};
 use bufpool::format::LibFn;
+use within::{delay_reached, reached, returned_to, RootAt, RootPlace};
+
+mod within;
 
 /// The least score of a root (an anomaly that can have consequences).
 pub const ROOT_MIN: f64 = 0.65;
@@ -435,6 +440,8 @@ pub(crate) fn file_consequences(
             })
         })
         .collect();
+    // The connections each process made itself ([`within::made_by_itself`]).
+    let first_made = within::made_by_itself(&first, conns);
     // (shared score, consequence score) → the shared score of such consequences.
     let mut demoted: FxMap<(u32, u64), u32> = FxMap::default();
     for (b, rows) in blocks.iter_mut().enumerate() {
@@ -460,7 +467,7 @@ pub(crate) fn file_consequences(
                 && at >= t0
                 && (b != t
                     || (delay_reached(delays[t], r, at, conns, &by_addr, &roots)
-                        && reached(root_at[t], r, at, &first, conns, &by_addr, &roots)));
+                        && reached(root_at[t], r, at, &first_made, conns, &by_addr, &roots)));
             let new_class = (v == Verdict::NoUnitModel
                 && r.t_start_unix_ns >= t0
                 && first_class.get(&class_key(r)).is_some_and(|&f| f >= t0))
@@ -507,157 +514,6 @@ pub(crate) fn file_consequences(
 /// run's members weigh as that unit alone, against the reset (0.84) that began it all.
 pub(crate) fn strength(r: &Row, shared: &[SharedScore]) -> f64 {
     r.score - shared[r.shared as usize].run_added
-}
-
-/// Can the root of a process, when it is a call too long (`delay`: when the call began
-/// and ended, and the root's connection), have caused a later anomaly `r` of the same
-/// process at `at`? A delay acts through time: on its own connection (what came after
-/// the withheld reply), on what ran while it lasted, and through the peers that waited
-/// for it — a later anomaly on a connection whose other end had an anomaly of its own
-/// after the delay began (a client that timed out, then closed or resent). A structural
-/// anomaly on another connection, after the call returned, from a peer that met nothing,
-/// is not the delay's doing: a `write` slowed 40 ms by a loaded machine does not make a
-/// later request on another connection arrive short. A root that is not a delay may
-/// have caused any later anomaly of its process (`delay` None).
-fn delay_reached(
-    delay: Option<(i64, i64, u32)>,
-    r: &Row,
-    at: i64,
-    conns: &[ConnRow],
-    by_addr: &FxMap<(&str, &str), Vec<usize>>,
-    roots: &[Option<Root>],
-) -> bool {
-    let Some((began, ended, conn)) = delay else {
-        return true;
-    };
-    let on_conn = |c: u32| matches!(conns.get(c as usize), Some((_, Some(_), Some(_))));
-    (r.conn == conn && on_conn(conn))
-        || at <= ended
-        || peer_reacted(r.conn, began, at, conns, by_addr, roots)
-}
-
-/// Did the other end of connection `conn` have an anomaly (a root) between `from` and
-/// `to`?
-fn peer_reacted(
-    conn: u32,
-    from: i64,
-    to: i64,
-    conns: &[ConnRow],
-    by_addr: &FxMap<(&str, &str), Vec<usize>>,
-    roots: &[Option<Root>],
-) -> bool {
-    match conns.get(conn as usize) {
-        Some((_, Some(l), Some(p))) => by_addr
-            .get(&(p.as_str(), l.as_str()))
-            .into_iter()
-            .flatten()
-            .any(|&a| roots[a].is_some_and(|(_, ta)| ta >= from && ta <= to)),
-        _ => false,
-    }
-}
-
-/// A process's root as [`reached`] needs it (None: the process has no root).
-type RootAt = Option<RootPlace>;
-
-/// Where a process's root is, as [`reached`] needs it.
-#[derive(Clone, Copy, Debug)]
-struct RootPlace {
-    /// Its connection.
-    conn: u32,
-    /// Its thread, when program order carries it (an initializer's or finalizer's; None
-    /// for a handler or loop unit).
-    thread: Option<u32>,
-    /// When its anomaly happened.
-    at: i64,
-    /// For a handler root, the loop it returned to ([`returned_to`]).
-    returned_to: Option<Return>,
-}
-
-/// Where a handler's outcome went: the thread whose loop called it, from when its
-/// anomaly happened to the next unit that thread began.
-#[derive(Clone, Copy, Debug)]
-struct Return {
-    tid: u32,
-    /// When the handler's anomaly happened.
-    at: i64,
-    /// When the thread's next handler (or other unit that is not its loop) began after
-    /// that; `i64::MAX` if none.
-    next: i64,
-}
-
-/// The loop a handler unit whose anomaly happened `at` returned to (None for any other
-/// kind of unit): a handler runs as a call from its thread's loop, which gets its outcome
-/// — the value it returned, the exception it raised — and acts on it before it runs the
-/// next handler. What the loop does differently in that gap (logs a failure, reconnects,
-/// gives up) is the handler's doing, in program order, whatever connection it is on.
-fn returned_to(rows: &[Row], root: &Row, at: i64) -> Option<Return> {
-    if root.kind != crate::units::UnitKind::Handler {
-        return None;
-    }
-    let next = rows
-        .iter()
-        .filter(|r| {
-            r.tid == root.tid
-                && r.kind != crate::units::UnitKind::Loop
-                && r.t_start_unix_ns > at
-                && r.index != root.index
-        })
-        .map(|r| r.t_start_unix_ns)
-        .min()
-        .unwrap_or(i64::MAX);
-    Some(Return {
-        tid: root.tid,
-        at,
-        next,
-    })
-}
-
-/// Is a path seen from a process's root (`root`) to a later anomaly `r` of the same
-/// process at `at`? Step 2 of the module's documentation: `r` is on the root's connection
-/// or in its thread (program order, from an initializer or a finalizer only), on a connection first seen at or after the root
-/// (`first`: each connection's first unit; one made or accepted since), or on a
-/// connection whose other end had an anomaly between the root and `r` (a peer that
-/// reacted). Threads of one process share memory the trace does not see, so this is the
-/// part of causality the trace shows; an anomaly with none of these paths is weighed on
-/// its own.
-fn reached(
-    root: RootAt,
-    r: &Row,
-    at: i64,
-    first: &[Option<(usize, i64)>],
-    conns: &[ConnRow],
-    by_addr: &FxMap<(&str, &str), Vec<usize>>,
-    roots: &[Option<Root>],
-) -> bool {
-    let Some(RootPlace {
-        conn,
-        thread,
-        at: t0,
-        returned_to,
-    }) = root
-    else {
-        return true;
-    };
-    let on_conn = |c: u32| matches!(conns.get(c as usize), Some((_, Some(_), Some(_))));
-    if (r.conn == conn && on_conn(conn)) || thread == Some(r.tid) {
-        return true;
-    }
-    // The loop that called the root handler, acting on its outcome right after it.
-    if let Some(ret) = returned_to {
-        let caller = r.kind == crate::units::UnitKind::Loop
-            && r.tid == ret.tid
-            && r.t_start_unix_ns <= ret.at
-            && r.t_end_unix_ns >= ret.at;
-        if caller && at >= ret.at && at <= ret.next {
-            return true;
-        }
-    }
-    first
-        .get(r.conn as usize)
-        .copied()
-        .flatten()
-        .is_some_and(|(_, f)| f >= t0)
-        || peer_reacted(r.conn, t0, at, conns, by_addr, roots)
 }
 
 /// Links through a **relay**: a process with no root of its own between two that have
@@ -1037,9 +893,12 @@ mod tests {
             (Default::default(), None, None),
             c("a:1", "b:2"),
             c("a:1", "b:3"),
-            c("a:1", "b:4"),
+            // Made by the process (a port of its own), where 1–2 and 5 were accepted on
+            // its listening address.
+            c("a:9", "b:4"),
             // The other end of connection 1.
             c("b:2", "a:1"),
+            c("a:1", "b:5"),
         ]
     }
 
@@ -1178,9 +1037,13 @@ mod tests {
             at(3, 40, 2, 1, 1),
             at(4, 50, 1, 3, 1),
             at(5, 60, 3, 3, 1),
+            // On connection 5, first seen after the root but accepted: a peer's new
+            // request, not the root's doing.
+            at(6, 70, 5, 4, 1),
         ]];
         // The root is a handler: its thread serves messages in turn, so the anomaly in
-        // thread 1 on connection 2 is another task, not the root's continuation.
+        // thread 1 on connection 2 is another task, not the root's continuation; the one
+        // on connection 5 came with a connection a peer opened.
         let procs = vec![("h".to_string(), 7)];
         let pristine = blocks.clone();
         let mut got: Vec<_> = file(&mut blocks, &mut sh, &procs, None)
@@ -1193,6 +1056,7 @@ mod tests {
             blocks[0][3].score, 0.8,
             "a handler's thread: no program order"
         );
+        assert_eq!(blocks[0][6].score, 0.8, "accepted after the root: no path");
         // The same with the root an initializer: what a thread set up affects all it does
         // later, so program order carries it to thread 1's unit on connection 2.
         let mut sh = scored(&[0.1, 0.8]);
@@ -1213,14 +1077,14 @@ mod tests {
         let mut blocks = vec![
             vec![at(0, 10, 2, 2, 0), at(1, 20, 1, 1, 1), at(2, 30, 2, 2, 1)],
             vec![{
-                let mut r = row(1, 0, 25, 5, 0.8, 1);
+                let mut r = row(1, 0, 25, 6, 0.8, 1);
                 r.tid = 9;
                 r
             }],
         ];
         let procs = vec![("h".to_string(), 7), ("h".to_string(), 8)];
         let mut cs = conns();
-        // Connection 5: process 1's end of connection 2 (b:3 ⇄ a:1).
+        // Connection 6: process 1's end of connection 2 (b:3 ⇄ a:1).
         cs.push((Default::default(), Some("b:3".into()), Some("a:1".into())));
         let filed = file_consequences(&mut blocks, &mut sh, &FxMap::default(), &procs, &cs, None);
         assert_eq!(filed.get(&(0, 2)), Some(&(0, 1)), "{filed:?}");
@@ -1418,17 +1282,18 @@ mod tests {
     }
 
     /// A server (process 0, a:1) whose first anomaly is a call too long (t 10 to 15) on
-    /// its connection to b:2, then anomalies on its connections to b:3 (a peer that met
-    /// nothing: process 1) at t 12 and t 100, to b:2 at t 120, and to b:4 (a peer that
-    /// timed out at t 50: process 2) at t 100. `slow`: is the root a delay?
+    /// its connection to b:2, then anomalies on the connection it made (from a:7) to b:3
+    /// (a peer that met nothing: process 1) at t 12 and t 100, to b:2 at t 120, and to
+    /// b:4 (a peer that timed out at t 50: process 2) at t 100. `slow`: is the root a
+    /// delay?
     fn after_a_delay(slow: bool) -> FxMap<RowRef, RowRef> {
         let c = |l: &str, p: &str| (Default::default(), Some(l.to_string()), Some(p.to_string()));
         let conns: Vec<ConnRow> = vec![
             (Default::default(), None, None),
             c("a:1", "b:2"),
-            c("a:1", "b:3"),
+            c("a:7", "b:3"),
             c("a:1", "b:4"),
-            c("b:3", "a:1"),
+            c("b:3", "a:7"),
             c("b:4", "a:1"),
         ];
         let mut sh = scored(&[0.1, 0.8]);
