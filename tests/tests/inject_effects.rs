@@ -879,8 +879,8 @@ fn errno_by_port_after_n_count_1_on_read_and_send() {
     for lang in [Lang::C, Lang::Py] {
         let rules = [
             // The server's accepted socket has local port {port}; the client's socket has
-            // peer port {port} (asked while connected: a socket whose connection is fully
-            // closed has no peer any more, so it would not match).
+            // peer port {port} (also once the connection is fully closed: libtrace.so
+            // remembers the ports it had — tests/inject_ports.rs).
             "read:errno=ECONNRESET,local-port={port},after=20,count=1",
             "send:errno=ETIMEDOUT,peer-port={port},nth=30",
             "read|recv|send:errno=EPIPE,peer-port=1",

@@ -41,8 +41,8 @@
 
 use bufpool::format::{LibFn, TSC_MASK};
 use bufpool::inject::{
-    corrupt_bytes, encode_inject, sleep_ns, Effect, FdPorts, InjectEvent, ProcessInfo, RuleSet,
-    INJECT_ENV,
+    corrupt_bytes, encode_inject, sleep_ns, socket_port, Effect, InjectEvent, PortSource,
+    ProcessInfo, RuleSet, INJECT_ENV,
 };
 use core::cell::{Cell, UnsafeCell};
 use core::ffi::{c_char, c_int, CStr};
@@ -197,6 +197,9 @@ fn install(value: &[u8]) {
         }
     };
     set.bind(&ProcessInfo::current());
+    if set.has_port_keys() {
+        crate::fdtab::track_ports();
+    }
     // SAFETY: constructor, single-threaded, runs once (ACTIVE is still false, so nobody
     // reads RULES yet).
     unsafe { (*RULES.0.get()).write(set) };
@@ -219,7 +222,7 @@ pub fn before(call: &CallInfo) -> Option<Forced> {
     if !r.wants(call.func) {
         return None;
     }
-    let hit = r.check(call.func, &mut FdPorts::new(call.fd))?;
+    let hit = r.check(call.func, &mut TracedPorts::new(call.fd))?;
     let p = Pending {
         rule: hit.rule,
         effect: hit.effect,
@@ -267,6 +270,67 @@ pub fn before(call: &CallInfo) -> Option<Forced> {
         }
         // `py:` rules have no libc functions, so `check` never returns them here.
         Effect::Raise => None,
+    }
+}
+
+/// The ports of a call's socket for the rules' port keys: asked of the kernel (once per
+/// call), remembered in the fd table when it answers, and taken from the table when it
+/// answers `ENOTCONN` — a TCP connection closed in both directions, or reset, keeps the
+/// ports it had (see `fdtab::Ports`). Any other failure (not a socket, bad fd) or a
+/// socket without ports (UNIX) gives none, as does a never-connected one for the peer.
+struct TracedPorts {
+    fd: i32,
+    local: Option<Option<u16>>,
+    peer: Option<Option<u16>>,
+}
+
+impl TracedPorts {
+    fn new(fd: i32) -> TracedPorts {
+        TracedPorts {
+            fd,
+            local: None,
+            peer: None,
+        }
+    }
+
+    fn ask(fd: i32, peer: bool) -> Option<u16> {
+        use crate::fdtab;
+        // Read before the lookup, so a store of its answer fails if the fd was closed or
+        // replaced meanwhile.
+        let seen = fdtab::ports(fd);
+        let known = if peer { seen.peer() } else { seen.local() };
+        match socket_port(fd, peer) {
+            Ok(Some(p)) if p != 0 => {
+                // A peer port answered: any connect under way has completed.
+                let done = peer && seen.connecting();
+                if known.is_none() || done {
+                    let (l, r) = if peer {
+                        (None, Some(p))
+                    } else {
+                        (Some(p), None)
+                    };
+                    fdtab::remember(fd, seen, l, r, seen.connecting() && !done);
+                }
+                Some(p)
+            }
+            Ok(p) => p,
+            Err(libc::ENOTCONN) if peer => fdtab::peer_it_had(fd, seen),
+            Err(libc::ENOTCONN) => known,
+            Err(_) => None,
+        }
+    }
+}
+
+impl PortSource for TracedPorts {
+    fn local_port(&mut self) -> Option<u16> {
+        let fd = self.fd;
+        *self
+            .local
+            .get_or_insert_with(|| TracedPorts::ask(fd, false))
+    }
+    fn peer_port(&mut self) -> Option<u16> {
+        let fd = self.fd;
+        *self.peer.get_or_insert_with(|| TracedPorts::ask(fd, true))
     }
 }
 

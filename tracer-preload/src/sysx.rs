@@ -165,6 +165,32 @@ pub fn tcp_offsets(fd: i32) -> Option<(u64, u64)> {
     Some((read, written))
 }
 
+/// `tcpi_bytes_acked` of a TCP socket (`TCP_INFO`, Linux ≥ 4.1): at least 1 once the
+/// peer acknowledged the SYN, so > 0 iff the connection was ever established — it stays
+/// so after the connection is closed or reset. `None` for a socket that is not TCP or an
+/// older kernel. No side effect (unlike `SO_ERROR`, which clears the pending error).
+pub fn tcp_bytes_acked(fd: i32) -> Option<u64> {
+    let _e = bufpool::sys::ErrnoGuard::new();
+    // struct tcp_info offset (include/uapi/linux/tcp.h).
+    const BYTES_ACKED: usize = 120;
+    let mut b = [0u8; 136];
+    let mut len = b.len() as libc::socklen_t;
+    let r = raw!(
+        libc::SYS_getsockopt,
+        fd,
+        libc::IPPROTO_TCP,
+        libc::TCP_INFO,
+        b.as_mut_ptr(),
+        &mut len as *mut libc::socklen_t
+    );
+    if r < 0 || (len as usize) < BYTES_ACKED + 8 {
+        return None;
+    }
+    Some(u64::from_ne_bytes(
+        b[BYTES_ACKED..BYTES_ACKED + 8].try_into().ok()?,
+    ))
+}
+
 /// Reads 16 bytes at `addr` of our own memory without faulting (`process_vm_readv`);
 /// `None` if it is not mapped readable.
 pub fn peek16(addr: usize) -> Option<[u64; 2]> {

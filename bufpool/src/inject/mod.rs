@@ -64,9 +64,7 @@
 //!
 //! For each rule, in order, a call *matches* when its function is one of the rule's,
 //! the process passes the process filters, and the socket passes the port filters
-//! (a socket without a port — UNIX, or not connected for `peer-port`: not yet, or no
-//! longer, once the kernel has fully closed the connection — never passes a port filter;
-//! ports are asked of the kernel at the time of the call), and, with `at=T` (UNIX seconds)
+//! (see *Ports* below), and, with `at=T` (UNIX seconds)
 //! or `after-s=S` (seconds since the process started: the library's constructor, or the
 //! fork for a forked child), the call is made at or after that `CLOCK_REALTIME` instant
 //! (both given: the later one; once a call has reached it the rule stays open in that
@@ -88,6 +86,20 @@
 //! (`libtrace.so` calls [`RuleSet::on_fork`] from a `pthread_atfork` child handler; a
 //! child made with a raw `clone`, or a `vfork` child before it execs, shares the parent's
 //! counts), and so does a program after `exec` (the library is loaded afresh).
+//!
+//! # Ports
+//!
+//! `local-port=P` and `peer-port=P` concern the socket the call is made on; a socket
+//! without a port (UNIX, not a socket, `peer-port` on a socket that was never connected)
+//! never passes them. The caller's [`PortSource`] gives the ports: [`FdPorts`] asks the
+//! kernel at the time of the call, while `libtrace.so` also remembers the ports a TCP
+//! connection *had* — after `connect` (a non-blocking one once it completes), `accept`,
+//! or the first lookup that succeeds — so that a call made after the connection was
+//! closed in both directions or reset (when `getpeername` fails with `ENOTCONN`) still
+//! matches: the receive of the last data and the one that meets end of stream included.
+//! It forgets them when the descriptor is closed or replaced. A datagram socket's peer
+//! port is the one it is `connect`ed to, never the address a `sendto`/`recvfrom` names:
+//! an unconnected UDP socket never passes `peer-port`, and `local-port` is its bound port.
 //!
 //! # Effects
 //!
@@ -162,7 +174,9 @@ KEY     pid=PID        only in this process
                        GLOB has a '/') matches: exe=python3*
         argv=TEXT      only if the command line contains TEXT ('*', '?' ok)
         local-port=P   only on sockets with this local port
-        peer-port=P    only on sockets connected to this peer port
+        peer-port=P    only on sockets connected to this peer port (TCP: also
+                       after the connection closed or was reset; UDP: the
+                       connect()ed peer, never a sendto/recvfrom address)
         nth=N          only the N-th matching call of each process (1-based)
         after=N        only matching calls after the N-th
         count=N        at most N injections per process (0 = no limit)
@@ -227,7 +241,8 @@ impl SpecError {
 }
 
 /// Where the port filters get a call's ports from. Asked only when a rule that could
-/// inject into this call has a port key; an implementation should cache its answers.
+/// inject into this call has a port key; an implementation should cache its answers, and
+/// may answer with the ports a closed connection had (see the module's *Ports*).
 pub trait PortSource {
     /// The local port of the call's socket (`None`: no port — UNIX socket, not a socket).
     fn local_port(&mut self) -> Option<u16>;
@@ -282,34 +297,45 @@ impl FdPorts {
             peer: None,
         }
     }
+}
 
-    fn ask(fd: i32, nr: libc::c_long) -> Option<u16> {
-        let _e = crate::sys::ErrnoGuard::new();
-        // SAFETY: sockaddr_storage is plain data; all zeroes is a valid value.
-        let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-        let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-        // SAFETY: `ss` and `len` are valid and writable, `len` gives the size of `ss`;
-        // getsockname/getpeername write at most `len` bytes and have no other effect.
-        let r = unsafe {
-            libc::syscall(
-                nr,
-                fd,
-                &mut ss as *mut libc::sockaddr_storage,
-                &mut len as *mut libc::socklen_t,
-            )
-        };
-        if r != 0 {
-            return None;
+/// The local (`peer == false`) or peer port of socket `fd`, asked of the kernel with a raw
+/// `getsockname` / `getpeername` system call (errno preserved, no allocation): `Ok(None)`
+/// for a socket without a port (UNIX), `Err(errno)` when the call fails (`ENOTCONN`: not
+/// connected, or no longer; `ENOTSOCK`, `EBADF`).
+pub fn socket_port(fd: i32, peer: bool) -> Result<Option<u16>, i32> {
+    let _e = crate::sys::ErrnoGuard::new();
+    let nr = if peer {
+        libc::SYS_getpeername
+    } else {
+        libc::SYS_getsockname
+    };
+    // SAFETY: sockaddr_storage is plain data; all zeroes is a valid value.
+    let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    // SAFETY: `ss` and `len` are valid and writable, `len` gives the size of `ss`;
+    // getsockname/getpeername write at most `len` bytes and have no other effect.
+    let r = unsafe {
+        libc::syscall(
+            nr,
+            fd,
+            &mut ss as *mut libc::sockaddr_storage,
+            &mut len as *mut libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        // SAFETY: reads this thread's errno (set by the failed call; `_e` restores the
+        // program's value when it drops).
+        return Err(unsafe { *libc::__errno_location() });
+    }
+    match ss.ss_family as i32 {
+        libc::AF_INET | libc::AF_INET6 => {
+            // SAFETY: for both families the port is the big-endian u16 at offset 2
+            // (sin_port / sin6_port), inside the storage.
+            let raw = unsafe { *(((&ss) as *const _ as *const u8).add(2) as *const [u8; 2]) };
+            Ok(Some(u16::from_be_bytes(raw)))
         }
-        match ss.ss_family as i32 {
-            libc::AF_INET | libc::AF_INET6 => {
-                // SAFETY: for both families the port is the big-endian u16 at offset 2
-                // (sin_port / sin6_port), inside the storage.
-                let raw = unsafe { *(((&ss) as *const _ as *const u8).add(2) as *const [u8; 2]) };
-                Some(u16::from_be_bytes(raw))
-            }
-            _ => None,
-        }
+        _ => Ok(None),
     }
 }
 
@@ -318,13 +344,13 @@ impl PortSource for FdPorts {
         let fd = self.fd;
         *self
             .local
-            .get_or_insert_with(|| FdPorts::ask(fd, libc::SYS_getsockname))
+            .get_or_insert_with(|| socket_port(fd, false).ok().flatten())
     }
     fn peer_port(&mut self) -> Option<u16> {
         let fd = self.fd;
         *self
             .peer
-            .get_or_insert_with(|| FdPorts::ask(fd, libc::SYS_getpeername))
+            .get_or_insert_with(|| socket_port(fd, true).ok().flatten())
     }
 }
 
@@ -494,6 +520,8 @@ pub struct Hit<'a> {
 pub struct RuleSet {
     rules: Vec<Rule>,
     wanted: FnSet,
+    /// Some rule has `local-port=` or `peer-port=`.
+    port_keys: bool,
 }
 
 impl RuleSet {
@@ -508,7 +536,20 @@ impl RuleSet {
         for r in &rules {
             wanted.union_with(&r.funcs);
         }
-        RuleSet { rules, wanted }
+        let port_keys = rules
+            .iter()
+            .any(|r| r.spec.local_port.is_some() || r.spec.peer_port.is_some());
+        RuleSet {
+            rules,
+            wanted,
+            port_keys,
+        }
+    }
+
+    /// Whether some rule has a port key (`local-port=`, `peer-port=`): only then does a
+    /// caller need to remember the ports of its connections (see [`PortSource`]).
+    pub fn has_port_keys(&self) -> bool {
+        self.port_keys
     }
 
     /// Parses an [`INJECT_ENV`] value (see [`parse_rules`]).

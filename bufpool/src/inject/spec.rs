@@ -246,7 +246,8 @@ pub struct Spec {
     pub argv: Option<String>,
     /// `local-port=`: only on sockets bound to this local port.
     pub local_port: Option<u16>,
-    /// `peer-port=`: only on sockets connected to this peer port.
+    /// `peer-port=`: only on sockets connected to this peer port (or that were: see the
+    /// *Ports* section of [`crate::inject`]).
     pub peer_port: Option<u16>,
     /// `nth=`: only the n-th matching call of the process (1-based).
     pub nth: Option<u64>,

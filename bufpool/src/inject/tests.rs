@@ -629,6 +629,23 @@ fn fd_ports_reads_real_sockets() {
     assert_eq!((p.local_port(), p.peer_port()), (None, None));
     let mut p = FdPorts::new(-1);
     assert_eq!(p.peer_port(), None);
+    // Why a lookup failed: the caller tells "not connected (any more)" from the rest.
+    let t = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    assert_eq!(socket_port(t.as_raw_fd(), true), Err(libc::ENOTCONN));
+    assert_eq!(
+        socket_port(t.as_raw_fd(), false),
+        Ok(Some(t.local_addr().unwrap().port()))
+    );
+    assert_eq!(socket_port(-1, true), Err(libc::EBADF));
+    let f = std::fs::File::open("/proc/self/stat").unwrap();
+    assert_eq!(socket_port(f.as_raw_fd(), false), Err(libc::ENOTSOCK));
+}
+
+#[test]
+fn a_rule_set_says_whether_it_has_port_keys() {
+    assert!(!set(&["recv:eof,nth=2", "send:short=1"], 1).has_port_keys());
+    assert!(set(&["recv:eof", "send:short=1,local-port=5"], 1).has_port_keys());
+    assert!(set(&["recv:eof,peer-port=7000"], 1).has_port_keys());
 }
 
 proptest! {

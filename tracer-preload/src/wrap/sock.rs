@@ -227,6 +227,13 @@ pub unsafe extern "C" fn connect(
         let r: c_int = real_or_sys!(CONNECT, (fd, addr, len), libc::SYS_connect);
         r as i64
     });
+    if fdtab::tracking_ports() {
+        // SAFETY: the program passes `len` bytes at `addr` to connect.
+        let to = unsafe { addr_from(addr, len) }
+            .filter(|a| matches!(a.family as i32, libc::AF_INET | libc::AF_INET6))
+            .map(|a| a.port);
+        fdtab::connected(fd, to, s.ret, s.err);
+    }
     if let Some(c) = call {
         let mut o = LibOpts {
             fd: Some(fd),
@@ -267,6 +274,7 @@ fn accept_common(
     let nfd = s.ret as c_int;
     if s.ret >= 0 {
         fdtab::created(nfd, true);
+        fdtab::learn_ports(nfd);
     }
     if let Some(c) = call {
         let mut o = LibOpts {
@@ -344,13 +352,18 @@ pub unsafe extern "C" fn close(fd: c_int, site: usize) -> c_int {
     let sock = crate::global::pool().is_some() && fdtab::is_socket(fd);
     fdtab::forget(fd);
     if !sock {
-        return real_or_sys!(CLOSE, (fd), libc::SYS_close);
+        let r: c_int = real_or_sys!(CLOSE, (fd), libc::SYS_close);
+        // Again after the real close: a lookup that raced with it may have stored the
+        // closing connection's ports (see `fdtab::Ports`). Atomics only: errno is kept.
+        fdtab::forget_ports(fd);
+        return r;
     }
     let call = Call::enter(LibFn::Close, site, &Small::fd(fd));
     let s = seamed(CallInfo::new(LibFn::Close, fd, 0), || {
         let r: c_int = real_or_sys!(CLOSE, (fd), libc::SYS_close);
         r as i64
     });
+    fdtab::forget_ports(fd);
     if let Some(c) = call {
         c.exit(&exit_small(Some(fd), &s), None);
     }
