@@ -354,6 +354,9 @@ pub struct IoShareReport {
     pub segment_window: Option<WindowChoice>,
     /// How the primary estimate followed the shares' course: `windows`, `search`, `trend`.
     pub course: Course,
+    /// With the trend filter: its bend penalty and the held-out intervals that chose it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bend: Option<trend::BendChoice>,
     /// Which processes were candidate clients and why; the others.
     pub clients: ClientsInfo,
     /// Warnings: damaged tail, taskstats off, permission denied…
@@ -497,6 +500,7 @@ pub fn analyze(
     let mut selection = None;
     let mut pieces = segments::Pieces::default();
     let mut segment_window = None;
+    let mut bend = None;
     if regressed {
         let mut o = RegressionOptions {
             prior_window: ropts.prior_window.max(4 * ropts.window),
@@ -517,10 +521,15 @@ pub fn analyze(
             // gives no standard error of its own; the windows' is the larger), no lag.
             // Without a noise scale (a server load the clients explain exactly) it has no
             // units for its penalties: the search then.
-            let to = trend::TrendOptions {
+            let mut to = trend::TrendOptions {
                 sigma: noise(&fine, &ols),
                 ..Default::default()
             };
+            // How much the shares bend, from held-out intervals of this run.
+            bend = trend::choose_bend(&fine, &to, &trend::BENDS);
+            if let Some(b) = &bend {
+                to.bend = b.bend;
+            }
             match trend::fit(&fine, &to) {
                 Some(tr) => {
                     for (c, beta) in tr.beta.iter().enumerate() {
@@ -742,6 +751,7 @@ pub fn analyze(
         selection,
         segment_window,
         course,
+        bend: if course == Course::Trend { bend } else { None },
         clients: ClientsInfo {
             by: chosen.by,
             listen: chosen.listen,
@@ -879,7 +889,11 @@ impl IoShareReport {
         if self.course == Course::Trend {
             let _ = writeln!(
                 o,
-                "regression: each share fitted over the run by the trend filter (penalised jumps and bends; the default from {TREND_FROM} client processes; --course search: change points and segmented windows)"
+                "regression: each share fitted over the run by the trend filter (penalised jumps and bends; the default from {TREND_FROM} client processes; --course search: change points and segmented windows){}",
+                self.bend.as_ref().map_or(String::new(), |b| format!(
+                    "; bend penalty {} of {:?}, chosen on every fifth interval held out",
+                    b.bend, b.candidates
+                ))
             );
         } else if cps + drifting > 0 {
             let _ = writeln!(

@@ -126,6 +126,63 @@ pub fn fit(s: &Series, o: &TrendOptions) -> Option<Trend> {
     })
 }
 
+/// Bend penalties λ₂ tried by [`choose_bend`]: the default's 3 (round `trend`, shares
+/// that drift) and below it, down to a tenth of it.
+pub const BENDS: [f64; 3] = [0.3, 1.0, 3.0];
+
+/// How much the shares bend, read from the run: the bend penalty among `bends` whose
+/// fit, made without every fifth usable busy interval, predicts the server's load in
+/// those intervals best (mean absolute error). A step of a share costs one jump and two
+/// bends, so a bend penalty fit for drifting shares draws each step as a ramp of a
+/// second or more and leaves the levels on both sides off while the other shares
+/// compensate; shares that move in steps choose a smaller one, drifting shares keep it.
+/// Returns the choice and each candidate's held-out error (bytes per interval); `None`
+/// when nothing could be held out or fitted.
+pub fn choose_bend(s: &Series, o: &TrendOptions, bends: &[f64]) -> Option<BendChoice> {
+    let held: Vec<usize> = (0..s.y.len())
+        .filter(|&t| s.usable(t) && s.y[t] > 0.0 && t % 5 == 2)
+        .collect();
+    if held.is_empty() {
+        return None;
+    }
+    let mut fold = s.clone();
+    for &t in &held {
+        fold.unsure[t] = true;
+    }
+    let mut errors = Vec::with_capacity(bends.len());
+    for &bend in bends {
+        let tr = fit(&fold, &TrendOptions { bend, ..*o })?;
+        let e: f64 = held
+            .iter()
+            .map(|&t| {
+                let ex: f64 = (0..s.columns.len())
+                    .map(|c| tr.beta[c][t] * s.columns[c].x[t])
+                    .sum();
+                (s.y[t] - ex).abs()
+            })
+            .sum::<f64>()
+            / held.len() as f64;
+        errors.push(e);
+    }
+    let best = (0..bends.len()).min_by(|&a, &b| errors[a].total_cmp(&errors[b]))?;
+    Some(BendChoice {
+        bend: bends[best],
+        candidates: bends.to_vec(),
+        held_out_errors: errors,
+    })
+}
+
+/// The bend penalty chosen by [`choose_bend`].
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct BendChoice {
+    /// λ₂ chosen.
+    pub bend: f64,
+    /// λ₂ tried.
+    pub candidates: Vec<f64>,
+    /// Mean absolute error of each candidate's fit in the held-out intervals, bytes.
+    pub held_out_errors: Vec<f64>,
+}
+
 /// The ADMM state of one fit. Vectors are process-major: entry `i·n + t` (`z₁`, `z₂`
 /// per process `n − 1` and `n − 2` long).
 struct Admm<'a> {
@@ -494,6 +551,107 @@ mod tests {
         assert!(fitted(0.0).is_none());
         let b = fitted(0.1).unwrap().beta;
         assert!(b[0].iter().all(|v| (v - 0.5).abs() < 1e-3), "{b:?}");
+    }
+
+    /// Three clients over 600 intervals whose shares move in steps (`drift` false) or
+    /// drift between the same levels; the server's load is their bytes times the shares
+    /// plus noise. Returns the series and the true shares.
+    fn clients(drift: bool) -> (Series, Vec<Vec<f64>>) {
+        let (p, n) = (3, 600);
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let levels = [0.2, 0.9, 0.5, 0.1, 0.7];
+        let share = |i: usize, t: usize| {
+            let period = 90 + 23 * i;
+            let k = t / period + i;
+            let (a, b) = (levels[k % 5], levels[(k + 1) % 5]);
+            if drift {
+                a + (b - a) * (t % period) as f64 / period as f64
+            } else {
+                a
+            }
+        };
+        let beta: Vec<Vec<f64>> = (0..p)
+            .map(|i| (0..n).map(|t| share(i, t)).collect())
+            .collect();
+        let x: Vec<Vec<f64>> = (0..p)
+            .map(|_| (0..n).map(|_| 20_000.0 + 60_000.0 * next()).collect())
+            .collect();
+        let y: Vec<f64> = (0..n)
+            .map(|t| (0..p).map(|i| beta[i][t] * x[i][t]).sum::<f64>() + 4_000.0 * (next() - 0.5))
+            .collect();
+        let s = Series {
+            t_end: (1..=n as u64).collect(),
+            t_start: (0..n as u64).collect(),
+            y,
+            columns: x
+                .into_iter()
+                .enumerate()
+                .map(|(i, x)| super::super::series::Column {
+                    pid: i as u32 + 1,
+                    exe: String::new(),
+                    comm: String::new(),
+                    x,
+                })
+                .collect(),
+            server: Vec::new(),
+            small_bytes: 0.0,
+            backlog: None,
+            backlog_max: 0.0,
+            backlog_added: false,
+            intake: None,
+            intake_closes: Vec::new(),
+            intake_used: false,
+            unsure: vec![false; n],
+        };
+        (s, beta)
+    }
+
+    fn error(fit: &Trend, truth: &[Vec<f64>]) -> f64 {
+        let (p, n) = (truth.len(), truth[0].len());
+        (0..p)
+            .flat_map(|i| (0..n).map(move |t| (i, t)))
+            .map(|(i, t)| (fit.beta[i][t] - truth[i][t]).abs())
+            .sum::<f64>()
+            / (p * n) as f64
+    }
+
+    #[test]
+    fn shares_in_steps_choose_a_smaller_bend_penalty_and_follow_the_steps_closer() {
+        let (s, truth) = clients(false);
+        let o = TrendOptions {
+            sigma: 1_155.0,
+            ..Default::default()
+        };
+        let c = choose_bend(&s, &o, &BENDS).unwrap();
+        assert!(c.bend < o.bend, "{c:?}");
+        let chosen = error(
+            &fit(&s, &TrendOptions { bend: c.bend, ..o }).unwrap(),
+            &truth,
+        );
+        let default = error(&fit(&s, &o).unwrap(), &truth);
+        assert!(chosen < 0.8 * default, "{chosen} {default}");
+    }
+
+    #[test]
+    fn drifting_shares_are_not_made_worse_by_the_choice() {
+        let (s, truth) = clients(true);
+        let o = TrendOptions {
+            sigma: 1_155.0,
+            ..Default::default()
+        };
+        let c = choose_bend(&s, &o, &BENDS).unwrap();
+        let chosen = error(
+            &fit(&s, &TrendOptions { bend: c.bend, ..o }).unwrap(),
+            &truth,
+        );
+        let default = error(&fit(&s, &o).unwrap(), &truth);
+        assert!(chosen < 1.1 * default, "{c:?} {chosen} {default}");
     }
 
     #[test]

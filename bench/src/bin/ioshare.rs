@@ -44,7 +44,8 @@
 //! cargo run --release -p bench --bin ioshare [-- --only cost|interfaces|accuracy|estimate] [--clients 2,5,8,16] [--duration 60] [--cost-seconds 60] [--seed K] [--ramp] [--server-nice N] [--keep DIR | --from DIR]
 //! cargo run --release -p bench --bin ioshare -- --only accuracy --neighbours 24 --kind ftp|http --clients 4,8 --seeds 0,1 [--body-buffer SIZE] [--keep DIR | --from DIR]
 //!   (--record-only: record and keep, estimate later with --from; --skip-every: no estimate
-//!   with every process a column, the slowest, its cells NaN)
+//!   with every process a column, the slowest, its cells NaN; IOSHARE_CULPRIT=PATH: the
+//!   recordings estimated by another culprit binary, e.g. an older method's, with --from)
 //! ```
 
 #[path = "ioshare_parts/busy.rs"]
@@ -461,7 +462,11 @@ fn estimate(dir: &Path, extra: &[&str]) -> Result<serde_json::Value> {
     // Recordings made before `server.pid` was kept: the server by name.
     let server =
         std::fs::read_to_string(dir.join("server.pid")).unwrap_or_else(|_| "vsftpd".into());
-    let r = Command::new(release("culprit"))
+    // `IOSHARE_CULPRIT=PATH`: another build estimates (an older method on the same
+    // recordings, with `--from`).
+    let culprit =
+        std::env::var_os("IOSHARE_CULPRIT").map_or_else(|| release("culprit"), PathBuf::from);
+    let r = Command::new(culprit)
         .arg("ioshare")
         .arg(dir.join("io.cios"))
         .args([
