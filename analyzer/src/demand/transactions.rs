@@ -268,6 +268,8 @@ struct Conn {
     edge: Option<i64>,
     /// Called: the process received on it since it last sent on it ([`pull`]).
     recv_since_send: bool,
+    /// The process connected it itself (not inherited, not accepted).
+    opened: bool,
 }
 
 impl Conn {
@@ -299,6 +301,7 @@ impl Conn {
             made_for: None,
             edge: None,
             recv_since_send: false,
+            opened: false,
         }
     }
 }
@@ -604,6 +607,7 @@ impl TransactionSource for ByteFlow {
                             made_for: None,
                             edge: None,
                             recv_since_send: false,
+                            opened: false,
                         },
                     );
                 }
@@ -645,6 +649,7 @@ impl TransactionSource for ByteFlow {
                             made_for,
                             edge: None,
                             recv_since_send: false,
+                            opened: true,
                         },
                     );
                 }

@@ -28,6 +28,9 @@
 //! sent for the requests it serves (1.), so such a connection never serves: the rule
 //! follows who asked, not how long the peer took.
 //!
+//! Only a connection the process made itself (`connect`) can serve so: one it inherited
+//! from its parent is not known to be its own.
+//!
 //! A connection whose two ends are both the process's (connected to its own listener: the
 //! "self-pipe" some libraries make over loopback TCP to wake their event loop, as pika
 //! does) is neither served nor called: its bytes are the process talking to itself.
@@ -98,7 +101,9 @@ pub(super) fn received(
     conn_no: &mut u32,
     a: Arrival,
 ) {
-    let Some(c) = conns.get(&a.fd) else { return };
+    let Some(c) = conns.get(&a.fd).filter(|c| c.opened) else {
+        return;
+    };
     let new = !c.recv_since_send || a.waited;
     // Not asked for a request, on a thread free to serve it.
     let free =
