@@ -18,8 +18,8 @@
 //!   a burst of bytes sent after the process last received on that connection, and its
 //!   reply arrives with the first receive after it.
 //! - **pulled** (a job handed on a connection the process opened, as to a queue's worker):
-//!   served, under the service `pull peer:PORT`, by the rule of [`pull`]; a connection
-//!   between two of the process's own descriptors is neither served nor called.
+//!   served, under the service `pull peer:PORT`, by the rule of `transactions/pull.rs`; a
+//!   connection between two of the process's own descriptors is neither served nor called.
 //! - **waiting for a connection**: a connection carries one call at a time. When a call
 //!   on it is made for a request that arrived while the connection's previous call, made
 //!   for another request, was still out (a pool of connections to a downstream tier
