@@ -695,3 +695,221 @@ fn a_worker_starved_while_its_peers_are_not_is_alarmed_a_starved_machine_is_not(
         assert!(lone(&r, pid).is_empty(), "{pid}: {:?}", lone(&r, pid));
     }
 }
+
+fn proc_start(t: &mut TraceBuilder, pid: u32, exe: &[u8]) {
+    t.meta(&Meta::Proc(ProcRecord {
+        reason: ProcReason::Start,
+        pid,
+        ppid: 1,
+        start_ticks: 0,
+        exe: exe.to_vec(),
+        argv: vec![exe.to_vec()],
+    }));
+}
+
+fn lo(port: u16) -> Option<Addr> {
+    Some(Addr::new(2, port, &[127, 0, 0, 1]))
+}
+
+/// A receive with a timeout: a poll of the one descriptor `fd`.
+fn poll_one(t: &mut TraceBuilder, fd: i32) {
+    let one = LibOpts {
+        arg: Some(1),
+        ..o(fd, 1)
+    };
+    t.lib_enter(0x27, LibFn::Poll, one);
+    t.lib_exit(0x27, LibFn::Poll, one);
+}
+
+/// A client's persistent connection `fd` to a database on port 3306, made at start: the
+/// server's greeting, the login, its OK.
+fn db_login(t: &mut TraceBuilder, fd: i32) {
+    t.lib(
+        0x10,
+        LibFn::Connect,
+        LibOpts {
+            local: lo(40000 + fd as u16),
+            peer: lo(3306),
+            ..o(fd, 0)
+        },
+    );
+    t.wait(MS / 10);
+    t.lib(0x11, LibFn::Recv, o(fd, 100));
+    t.lib(0x12, LibFn::Send, o(fd, 120));
+    t.wait(MS / 10);
+    poll_one(t, fd);
+    t.lib(0x11, LibFn::Recv, o(fd, 11));
+}
+
+/// A pull worker of `/usr/bin/worker`: its database connection (fd 3, [`db_login`]); a
+/// loopback connection to itself to wake its loop (fd 5 to its listener, accepted as 6,
+/// one byte through it); its broker connection (fd 7, port 5672: three handshake steps,
+/// each a send and its answer); then `jobs` jobs handed on fd 7: it waits for readiness,
+/// receives the job (200 B), works 2 ms, queries the database (1 ms there), works 1 ms,
+/// publishes the reply (300 B), waits for the socket to be writable and acks (20 B). Its
+/// database client polls the one connection before each receive (a socket timeout). With
+/// `merged`, the last handshake step's answer comes with the first job, in one receive.
+fn pull_worker(jobs: usize, merged: bool) -> crate::decode::ProcessTrace {
+    let mut t = TraceBuilder::new("h", 400, 400);
+    proc_start(&mut t, 400, b"/usr/bin/worker");
+    db_login(&mut t, 3);
+    t.lib(
+        0x20,
+        LibFn::Bind,
+        LibOpts {
+            local: lo(50000),
+            ..o(4, 0)
+        },
+    );
+    t.lib(
+        0x10,
+        LibFn::Connect,
+        LibOpts {
+            local: lo(47000),
+            peer: lo(50000),
+            ..o(5, 0)
+        },
+    );
+    t.lib(
+        0x21,
+        LibFn::Accept,
+        LibOpts {
+            local: lo(50000),
+            peer: lo(47000),
+            ..o(4, 6)
+        },
+    );
+    t.lib(
+        0x10,
+        LibFn::Connect,
+        LibOpts {
+            local: lo(48000),
+            peer: lo(5672),
+            ..o(7, 0)
+        },
+    );
+    t.lib(0x22, LibFn::Send, o(5, 1));
+    t.lib(0x23, LibFn::EpollWait, o(8, 1));
+    t.lib(0x24, LibFn::Recv, o(6, 1));
+    for k in 0..3 {
+        t.lib(0x25, LibFn::Send, o(7, 30));
+        if !(merged && k == 2) {
+            t.lib(0x23, LibFn::EpollWait, o(8, 1));
+            t.wait(MS / 5);
+            t.lib(0x26, LibFn::Recv, o(7, 20));
+        }
+    }
+    for _ in 0..jobs {
+        t.wait(50 * MS);
+        t.lib(0x23, LibFn::EpollWait, o(8, 1));
+        t.lib(0x26, LibFn::Recv, o(7, 200));
+        t.wait(2 * MS);
+        t.lib(0x12, LibFn::Send, o(3, 60));
+        t.wait(MS);
+        poll_one(&mut t, 3);
+        t.lib(0x11, LibFn::Recv, o(3, 200));
+        t.wait(MS);
+        t.lib(0x25, LibFn::Send, o(7, 300));
+        t.lib(0x23, LibFn::EpollWait, o(8, 1));
+        t.lib(0x25, LibFn::Send, o(7, 20));
+    }
+    t.finish()
+}
+
+/// An application server of `/usr/bin/app`: logs in to its database at start
+/// ([`db_login`], fd 3), then serves `requests` requests on port 8080 (fd 5), each
+/// working 1 ms, querying the database (1 ms there) and replying after 1 ms more; between
+/// two requests, the database sends 30 B nobody asked for (a notice).
+fn app_with_db(requests: usize) -> crate::decode::ProcessTrace {
+    let mut t = TraceBuilder::new("h", 500, 500);
+    proc_start(&mut t, 500, b"/usr/bin/app");
+    db_login(&mut t, 3);
+    t.lib(
+        0x20,
+        LibFn::Bind,
+        LibOpts {
+            local: lo(8080),
+            ..o(4, 0)
+        },
+    );
+    for k in 0..requests {
+        t.wait(50 * MS);
+        t.lib(
+            0x21,
+            LibFn::Accept,
+            LibOpts {
+                local: lo(8080),
+                ..o(4, 5)
+            },
+        );
+        t.lib(0x30, LibFn::Recv, o(5, 100));
+        t.wait(MS);
+        t.lib(0x12, LibFn::Send, o(3, 60));
+        t.wait(MS);
+        t.lib(0x11, LibFn::Recv, o(3, 200));
+        t.wait(MS);
+        t.lib(0x31, LibFn::Send, o(5, 500));
+        t.lib(0x32, LibFn::Close, o(5, 0));
+        if k % 2 == 1 {
+            t.wait(MS);
+            t.lib(0x23, LibFn::Poll, o(3, 1));
+            t.lib(0x11, LibFn::Recv, o(3, 30));
+        }
+    }
+    t.finish()
+}
+
+#[test]
+fn jobs_a_worker_pulls_on_a_connection_it_opened_are_served_requests() {
+    for merged in [false, true] {
+        pulled_jobs(&pull_worker(40, merged));
+    }
+}
+
+fn pulled_jobs(p: &crate::decode::ProcessTrace) {
+    use transactions::Role;
+    let pt = ByteFlow.transactions(p, ServiceMode::Port).unwrap();
+    let served: Vec<&transactions::Transaction> = pt
+        .transactions
+        .iter()
+        .filter(|t| t.role == Role::Served)
+        .collect();
+    // Every job, nothing else: not the handshakes' answers, not the database's replies,
+    // not the byte the worker sent itself.
+    assert_eq!(served.len(), 40, "{:?}", pt.transactions);
+    assert!(
+        served.iter().all(|t| t.service == "pull peer:5672"),
+        "{served:?}"
+    );
+    // From the job's arrival to its ack: 2 + 1 + 1 ms (and a few entries' ticks).
+    for t in &served {
+        let ms = (t.end_ns - t.start_ns) as f64 / MS as f64;
+        assert!((ms - 4.0).abs() < 0.1, "{ms} ms");
+    }
+    // The worker's own time: 3 ms a job, the database's not.
+    let b = busy_ms(&pt);
+    assert!((b - 120.0).abs() < 2.0, "busy {b} ms");
+    // Its queries are its jobs' calls.
+    let calls = pt
+        .transactions
+        .iter()
+        .filter(|t| t.role == Role::Called && t.service == "peer:3306" && t.link.parent.is_some())
+        .count();
+    assert_eq!(calls, 40, "{:?}", pt.transactions);
+}
+
+#[test]
+fn an_application_servers_database_connection_serves_nothing() {
+    use transactions::Role;
+    let pt = ByteFlow
+        .transactions(&app_with_db(40), ServiceMode::Port)
+        .unwrap();
+    let served: Vec<&str> = pt
+        .transactions
+        .iter()
+        .filter(|t| t.role == Role::Served)
+        .map(|t| t.service.as_str())
+        .collect();
+    assert_eq!(served.len(), 40, "{served:?}");
+    assert!(served.iter().all(|s| *s == "port:8080"), "{served:?}");
+}

@@ -17,6 +17,9 @@
 //! - **called** (a connected, client-side connection): a call leaves with the last send of
 //!   a burst of bytes sent after the process last received on that connection, and its
 //!   reply arrives with the first receive after it.
+//! - **pulled** (a job handed on a connection the process opened, as to a queue's worker):
+//!   served, under the service `pull peer:PORT`, by the rule of `transactions/pull.rs`; a
+//!   connection between two of the process's own descriptors is neither served nor called.
 //! - **waiting for a connection**: a connection carries one call at a time. When a call
 //!   on it is made for a request that arrived while the connection's previous call, made
 //!   for another request, was still out (a pool of connections to a downstream tier
@@ -41,6 +44,8 @@
 
 use super::shape::{self, FnName, FnTable, OpenShape, Pending, RawFn, Shape};
 use super::waits::{self, ThreadWaits};
+
+mod pull;
 use super::ServiceMode;
 use crate::decode::{Event, ProcessTrace};
 use crate::error::Result;
@@ -163,8 +168,15 @@ enum StepKind {
         local: Option<Addr>,
         peer: Option<Addr>,
     },
-    /// `fd` received `n` bytes (0: end of stream), in a call entered at TSC `enter`.
-    Recv { fd: i32, n: i64, enter: u64 },
+    /// `fd` received `n` bytes (0: end of stream), in a call entered at TSC `enter`; the
+    /// thread `waited` for the readiness of any of several descriptors since its
+    /// previous socket call.
+    Recv {
+        fd: i32,
+        n: i64,
+        enter: u64,
+        waited: bool,
+    },
     /// `fd` sent `n` bytes, in a call that returned at TSC `exit`.
     Sent { fd: i32, n: i64, exit: u64 },
     /// The thread ran these functions since its last socket call; the next one is a send
@@ -254,6 +266,10 @@ struct Conn {
     /// Served: the entry of the receive that began the current request; called: the
     /// return of the current call's last send.
     edge: Option<i64>,
+    /// Called: the process received on it since it last sent on it ([`pull`]).
+    recv_since_send: bool,
+    /// The process connected it itself (not inherited, not accepted).
+    opened: bool,
 }
 
 impl Conn {
@@ -284,6 +300,8 @@ impl Conn {
             claimed: 0,
             made_for: None,
             edge: None,
+            recv_since_send: false,
+            opened: false,
         }
     }
 }
@@ -331,6 +349,10 @@ impl TransactionSource for ByteFlow {
             // TSC of the thread's last receive entry: a delay before the bytes are read
             // (the call sat on data it had) lies between it and the return.
             let mut recv_enter = 0u64;
+            // A readiness wait on several descriptors returned since the thread's last
+            // socket call ([`pull`]), and whether the current wait is on one only.
+            let mut waited = false;
+            let mut one_fd = false;
             t.for_each(|e| {
                 let tsc = e.tsc();
                 if let Event::Lib(l) = e {
@@ -349,8 +371,12 @@ impl TransactionSource for ByteFlow {
                     if waits::is_readiness_wait(l.func) {
                         if !l.exit {
                             wait_enter = Some(tsc);
+                            // A poll of one descriptor is a receive with a timeout.
+                            one_fd = matches!(l.func, LibFn::Poll | LibFn::Ppoll)
+                                && l.opts.arg == Some(1);
                         } else if let Some(a) = wait_enter.take() {
                             waits.push((a, tsc));
+                            waited |= !one_fd;
                         }
                     }
                 }
@@ -433,11 +459,13 @@ impl TransactionSource for ByteFlow {
                                     fd,
                                     n,
                                     enter: if recv_enter != 0 { recv_enter } else { tsc },
+                                    waited: std::mem::take(&mut waited),
                                 }),
                                 _ => None,
                             },
                             f if is_send(f) && o.is_socket != Some(false) => match (o.fd, o.ret) {
                                 (Some(fd), Some(n)) if n > 0 => {
+                                    waited = false;
                                     Some(StepKind::Sent { fd, n, exit: tsc })
                                 }
                                 _ => None,
@@ -500,6 +528,8 @@ impl TransactionSource for ByteFlow {
         let mut serving: HashMap<u32, i32> = HashMap::new();
         // Threads that received a request while another of theirs was unanswered.
         let mut loops: std::collections::HashSet<u32> = Default::default();
+        // Both ends of connections the process made to itself ([`pull`]).
+        let mut internal: std::collections::HashSet<i32> = Default::default();
         let mut tx = Vec::new();
         let mut fin = Finish {
             tx: &mut tx,
@@ -548,6 +578,13 @@ impl TransactionSource for ByteFlow {
                         }
                     };
                     fin.close(&mut conns, *fd);
+                    internal.remove(fd);
+                    if let Some(other) = pull::own_end(&conns, ports_of(local, peer)) {
+                        // The process's own pipe: neither served nor called.
+                        fin.close(&mut conns, other);
+                        internal.extend([other, *fd]);
+                        continue;
+                    }
                     conns.insert(
                         *fd,
                         Conn {
@@ -569,6 +606,8 @@ impl TransactionSource for ByteFlow {
                             claimed: 0,
                             made_for: None,
                             edge: None,
+                            recv_since_send: false,
+                            opened: false,
                         },
                     );
                 }
@@ -580,6 +619,7 @@ impl TransactionSource for ByteFlow {
                 }
                 StepKind::Connected { fd, local, peer } => {
                     fin.close(&mut conns, *fd);
+                    internal.remove(fd);
                     let made_for = parent_of(&conns, &serving, &loops, s.tid);
                     if let Some(c) = made_for.and_then(|(p, _)| conns.get_mut(&p)) {
                         c.claimed += 1;
@@ -608,10 +648,20 @@ impl TransactionSource for ByteFlow {
                             claimed: 0,
                             made_for,
                             edge: None,
+                            recv_since_send: false,
+                            opened: true,
                         },
                     );
                 }
-                StepKind::Recv { fd, n, enter } => {
+                StepKind::Recv {
+                    fd,
+                    n,
+                    enter,
+                    waited,
+                } => {
+                    if internal.contains(fd) {
+                        continue;
+                    }
                     if *n > 0 && !conns.contains_key(fd) && !listeners.contains_key(fd) {
                         let mut c = Conn::inherited(true);
                         c.ports = seen.get(fd).copied().flatten();
@@ -638,7 +688,12 @@ impl TransactionSource for ByteFlow {
                         }
                         c.tid = s.tid;
                         let before = serving.insert(s.tid, *fd);
-                        if let Some(b) = before.filter(|b| b != fd) {
+                        if let Some(b) = before.filter(|b| pull::is_key(*b)) {
+                            // The thread leaves a pulled exchange for a request it accepted.
+                            if conns.get(&b).is_some_and(|o| o.last_send.is_none()) {
+                                pull::abandon(&mut conns, &mut serving, &mut fin, b);
+                            }
+                        } else if let Some(b) = before.filter(|b| b != fd) {
                             // Two requests open on one thread at once: both interleaved.
                             let waiting = conns
                                 .get(&b)
@@ -656,6 +711,24 @@ impl TransactionSource for ByteFlow {
                         }
                         continue;
                     }
+                    let arrival = pull::Arrival {
+                        fd: *fd,
+                        tid: s.tid,
+                        t,
+                        edge: conv.unix_ns(*enter) as i64,
+                        n: *n as u64,
+                        waited: *waited,
+                        auto,
+                    };
+                    pull::received(
+                        &mut conns,
+                        &mut serving,
+                        &loops,
+                        &mut fin,
+                        &mut conn_no,
+                        arrival,
+                    );
+                    let Some(c) = conns.get_mut(fd) else { continue };
                     // A reply to a call: its bytes go to the request that made it.
                     let (peer, parent) = (c.service.clone(), c.parent);
                     let first = matches!((c.open, c.answered), (Some(_), false));
@@ -700,6 +773,15 @@ impl TransactionSource for ByteFlow {
                     }
                 }
                 StepKind::Sent { fd, n, exit } => {
+                    if internal.contains(fd) {
+                        continue;
+                    }
+                    // The reply of a pulled request ([`pull`]) is no call.
+                    if conns.get(fd).is_some_and(|c| !c.served)
+                        && pull::sent(&mut conns, &mut serving, &mut fin, *fd, s.tid, t, *n as u64)
+                    {
+                        continue;
+                    }
                     if !conns.contains_key(fd) && !listeners.contains_key(fd) {
                         let mut c = Conn::inherited(false);
                         c.ports = seen.get(fd).copied().flatten();
@@ -757,6 +839,7 @@ impl TransactionSource for ByteFlow {
                 }
                 StepKind::Closed { fd } => {
                     fin.close(&mut conns, *fd);
+                    internal.remove(fd);
                     seen.remove(fd);
                     listeners.remove(fd);
                 }
@@ -902,6 +985,9 @@ impl Finish<'_> {
     fn close(&mut self, conns: &mut HashMap<i32, Conn>, fd: i32) {
         if let Some(mut c) = conns.remove(&fd) {
             self.end_exchange(&mut c);
+        }
+        if !pull::is_key(fd) {
+            self.close(conns, pull::key(fd));
         }
     }
 }
