@@ -30,12 +30,12 @@ pub(super) fn made_by_itself(
         .iter()
         .enumerate()
         .map(|(c, f)| {
-            let (b, _) = (*f)?;
+            let (b, t) = (*f)?;
             let accepted = match conns.get(c) {
                 Some((_, Some(l), Some(_))) => locals.get(&(b, l.as_str())).is_some_and(|&n| n > 1),
                 _ => false,
             };
-            (!accepted).then_some((*f)?)
+            (!accepted).then_some((b, t))
         })
         .collect()
 }
