@@ -100,11 +100,10 @@ impl ProcCtx {
         if let Some(&i) = self.conn_by_ptr.get(&ptr) {
             return i;
         }
-        let row: ConnRow = (
-            ci.key(),
-            ci.local.map(|a| a.to_display()),
-            ci.peer.map(|a| a.to_display()),
-        );
+        // Addresses as the other end sees them: an IPv4-mapped IPv6 address (a JVM's dual-
+        // stack socket) is the IPv4 address its IPv4 peers connect to.
+        let show = |a: bufpool::format::Addr| crate::messages::sockets::normalize(&a).to_display();
+        let row: ConnRow = (ci.key(), ci.local.map(show), ci.peer.map(show));
         let i = match self.conn_by_value.get(&row) {
             Some(&i) => i,
             None => {

@@ -845,3 +845,40 @@ fn a_client_waiting_for_its_replies_has_no_receive_loop() {
     let u = split_process(&p, &scan, &TreeOptions::default()).unwrap();
     assert_eq!(kinds(&u), vec![(Initializer, None)]);
 }
+
+#[test]
+fn an_ipv4_mapped_connection_is_shown_as_its_ipv4_peers_see_it() {
+    // A JVM's dual-stack socket accepts an IPv4 client: its addresses are IPv4-mapped IPv6,
+    // while the client's own record names them in IPv4. The connection's row must use the
+    // IPv4 form, or no peer ever finds the process at the other end.
+    let mapped = |port: u16| {
+        let mut b = [0u8; 16];
+        b[10] = 0xff;
+        b[11] = 0xff;
+        b[12..].copy_from_slice(&[127, 0, 0, 1]);
+        bufpool::format::Addr::new(10, port, &b)
+    };
+    let mut t = TraceBuilder::new("h", 7, 7);
+    t.lib(0x10, LibFn::Socket, o(-1, 3, 0));
+    t.lib(0x20, LibFn::Bind, o(3, 0, 0));
+    t.lib(0x30, LibFn::Listen, o(3, 0, 0));
+    let mut accept = o(3, 4, 0);
+    accept.local = Some(mapped(7000));
+    accept.peer = Some(mapped(50000));
+    t.lib(0x50, LibFn::Accept, accept);
+    t.lib(0x60, LibFn::Recv, o(4, 8, 8));
+    t.lib(0x70, LibFn::Send, o(4, 8, 8));
+    t.lib(0x60, LibFn::Recv, o(4, 0, 8));
+    t.lib_enter(0x90, LibFn::Exit, LibOpts::default());
+    let p = t.finish();
+    let u = process_units(&p, &TreeOptions::default()).unwrap();
+    let rows: Vec<(Option<&str>, Option<&str>)> = u
+        .conns
+        .iter()
+        .map(|(_, l, p)| (l.as_deref(), p.as_deref()))
+        .collect();
+    assert!(
+        rows.contains(&(Some("127.0.0.1:7000"), Some("127.0.0.1:50000"))),
+        "{rows:?}"
+    );
+}
