@@ -240,12 +240,12 @@ pub fn run(
             if let Some(every) = opts.live_interval {
                 if last_live.elapsed() >= every {
                     last_live = Instant::now();
-                    let room = keeper.map_or(Ok(()), |k| {
-                        reserve_live(k, workers as u32 + 1, &live_out, live, pool)
+                    let room = keeper.map_or(Ok(None), |k| {
+                        reserve_live(k, workers as u32 + 1, &live_out, live, pool).map(Some)
                     });
-                    let polled = room.and_then(|()| {
+                    let polled = room.and_then(|room| {
                         let _held = live_gate.hold();
-                        live.poll(pool, &mut live_out, live_chunk, &mut live_buf)
+                        live.poll(pool, &mut live_out, live_chunk, &mut live_buf, room)
                     });
                     let polled = polled.and_then(|p| {
                         if let Some(k) = keeper {
@@ -324,12 +324,15 @@ pub fn run(
     // the pool).
     if opts.live_interval.is_some() {
         let open = || new_chunk(dir, keeper, (pid, workers as u32 + 1, t0));
-        if let Some(k) = keeper {
-            reserve_live(k, workers as u32 + 1, &live_out, live, pool)?;
-        }
+        let room = match keeper {
+            Some(k) => Some(reserve_live(k, workers as u32 + 1, &live_out, live, pool)?),
+            None => None,
+        };
         let gate = crate::keep::Gate::open(dir)?;
         let held = gate.hold();
-        live_pieces += live.poll(pool, &mut live_out, open, &mut live_buf)?.pieces;
+        live_pieces += live
+            .poll(pool, &mut live_out, open, &mut live_buf, room)?
+            .pieces;
         drop(held);
     }
     if let Some(w) = &live_out {
@@ -515,27 +518,19 @@ fn drain_now(
     Ok(n)
 }
 
-/// Reserves what the live copier's next poll will write. A rotation the reservation makes
-/// takes time (it syncs what it keeps) while the traced threads go on committing entries,
-/// so what is due is measured again after it, and reserved again while it grew (a few
-/// times at most: the last measure comes right before the poll).
+/// Reserves what the live copier's next poll will write and returns it: the poll writes
+/// no more than that (the traced threads go on committing entries meanwhile; what they
+/// add waits for the next poll), so the flight recorder's count of the directory holds.
 fn reserve_live(
     k: &Keeper,
     who: u32,
     out: &Option<ChunkWriter>,
     live: &LiveSaved,
     pool: &Pool,
-) -> Result<()> {
-    let mut due = live.due(pool);
-    for _ in 0..4 {
-        k.reserve(who, out, due)?;
-        let now = live.due(pool);
-        if now <= due {
-            break;
-        }
-        due = now;
-    }
-    Ok(())
+) -> Result<u64> {
+    let due = live.due(pool);
+    k.reserve(who, out, due)?;
+    Ok(due)
 }
 
 /// Bytes a sub-buffer's record takes on disk at most (the pieces already saved by the

@@ -22,14 +22,18 @@
 //! *window*). The budget counts every file of the directory (chunks, the keep file,
 //! `manifest.json`, `cpu.tsv`, `rotated.json`). Writers [`Keeper::reserve`] the bytes of
 //! what they are about to write (a drain thread one sub-buffer, the live copier the
-//! committed prefixes it will copy), so the rotation comes before the write. Rotation
-//! starts one segment below the budget, the room a rotation needs while it writes what it
-//! carries and keeps before it deletes: the directory passes the budget only when a
-//! rotation carries more than a segment (many threads' newest records), or by what its
-//! other files grew since they were last measured. That is the design; once, in a loaded
-//! run of the whole test suite, a 4 MiB directory passed its budget by 1.07 sub-buffers, a
-//! cause not established (the live copier now measures what it is due again after the
-//! rotation its reservation made).
+//! committed prefixes it will copy — and its poll writes no more than that, however much
+//! the traced threads committed meanwhile), so the rotation comes before the write. A
+//! rotation writes what it carries and keeps before it deletes the segment, so rotations
+//! start that far below the budget, and a segment at least: what the oldest segment's
+//! rotation would write is read from it once and weighed against each thread's newest
+//! record (`Keeper::headroom`). It is more than a segment when the drain is behind: the
+//! live copier's pieces of sub-buffers published after a thread's newest drained record
+//! are carried too. The directory passes the budget only when it holds nothing a rotation
+//! can drop (each thread's newest records), or by what its other files grew since they
+//! were last measured. (Two passes measured before both rules, in loaded test runs of a
+//! debug build: 1.07 and 2.02 sub-buffers over a 4 MiB budget — a live poll that wrote
+//! 700 KB more than it had reserved, and carries of up to 1.1 MB.)
 //!
 //! Writers, rotation and [`crate::snapshot`] are ordered by `flock` on `DIR/keep.lock`: each
 //! writer holds it shared (through its own descriptor, a [`Gate`]) while it appends; a
@@ -80,6 +84,30 @@ struct Segment {
     path: PathBuf,
     len: u64,
     closed_ns: u64,
+    /// Its records as a rotation sees them (read once, when first needed).
+    plan: Option<Vec<Planned>>,
+}
+
+impl Segment {
+    fn new(path: PathBuf, len: u64, closed_ns: u64) -> Segment {
+        Segment {
+            path,
+            len,
+            closed_ns,
+            plan: None,
+        }
+    }
+}
+
+/// One record of a closed segment: what its rotation writes before it deletes the segment.
+#[derive(Debug)]
+struct Planned {
+    thread: ThreadKey,
+    key: RecordKey,
+    /// Bytes of the record, carried whole if it is its thread's newest or later.
+    whole: u64,
+    /// Bytes of its compacted copy in the keep file (0: nothing of it is kept).
+    kept: u64,
 }
 
 #[derive(Default)]
@@ -154,11 +182,7 @@ impl Keeper {
                 .ok()
                 .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
                 .map_or(0, |d| d.as_nanos() as u64);
-            st.closed.push(Segment {
-                path,
-                len: m.len(),
-                closed_ns,
-            });
+            st.closed.push(Segment::new(path, m.len(), closed_ns));
         }
         st.closed.sort_by_key(|s| s.closed_ns);
         drop(st);
@@ -196,11 +220,11 @@ impl Keeper {
             done.sync()?;
             close_read_only(done.path());
             st.open.remove(&who);
-            st.closed.push(Segment {
-                path: done.path().to_path_buf(),
-                len: done.len(),
-                closed_ns: now_ns(),
-            });
+            st.closed.push(Segment::new(
+                done.path().to_path_buf(),
+                done.len(),
+                now_ns(),
+            ));
         } else {
             st.open.insert(who, cur.len());
         }
@@ -224,15 +248,16 @@ impl Keeper {
     fn make_room(&self, st: &mut State) -> Result<()> {
         if let Some(budget) = self.opts.bytes {
             // A rotation writes the kept and carried records before it deletes the
-            // segment (a crash never loses them): keep one segment of headroom for that.
-            let limit = budget.saturating_sub(self.segment);
-            if total(st) > limit {
+            // segment (a crash never loses them): the directory stays below the budget by
+            // what the next rotation writes, and by one segment at least.
+            let limit = |st: &mut State| budget.saturating_sub(self.headroom(st));
+            if total(st) > limit(st) {
                 st.other = self.other_files();
                 // Each closed segment at most once: carried records go to a new segment
                 // at the end, and a directory of nothing but each thread's newest record
                 // cannot shrink further.
                 for _ in 0..st.closed.len() {
-                    if total(st) <= limit {
+                    if total(st) <= limit(st) {
                         break;
                     }
                     self.rotate_oldest(st)?;
@@ -263,6 +288,29 @@ impl Keeper {
             self.rotate_oldest(&mut st)?;
         }
         Ok(())
+    }
+
+    /// The room the rotation of the oldest closed segment needs while it writes what it
+    /// carries and keeps: a segment, or more when it carries more — each thread's newest
+    /// record and every piece the live copier saved of sub-buffers drained after it, so
+    /// as much as the drain is behind.
+    fn headroom(&self, st: &mut State) -> u64 {
+        let State { closed, newest, .. } = st;
+        let Some(seg) = closed.first_mut() else {
+            return self.segment;
+        };
+        let plan = seg
+            .plan
+            .get_or_insert_with(|| plan(&seg.path, seg.len, self.segment));
+        let writes: u64 = plan
+            .iter()
+            .map(|r| match newest.get(&r.thread) {
+                Some(n) if r.key < *n => r.kept,
+                _ => r.whole,
+            })
+            .sum();
+        // A new carried segment and, the first time, the keep file: a header each.
+        (writes + 2 * disk::CHUNK_HEADER_SIZE as u64).max(self.segment)
     }
 
     /// Bytes of the directory's files that are not chunk segments.
@@ -315,11 +363,7 @@ impl Keeper {
                     )
                 });
             if stale {
-                let seg = Segment {
-                    len: bytes.len() as u64,
-                    path,
-                    closed_ns: now_ns(),
-                };
+                let seg = Segment::new(path, bytes.len() as u64, now_ns());
                 self.rewrite(&mut st, &seg, Rewrite::Settle(&windows))?;
             }
         }
@@ -365,19 +409,7 @@ impl Keeper {
                         .map_err(io(c.path(), "write"))?;
                     continue;
                 }
-                if rec.info.flags & FLAG_COMPACTED != 0 {
-                    meta.clear();
-                    meta.extend_from_slice(rec.data);
-                } else {
-                    meta.clear();
-                    // What later entries need to be read right: metadata, the loss
-                    // marker, and the calls that say what each descriptor is.
-                    let (entries, last_tsc) = crate::tracedir::kept_entries(
-                        rec.data,
-                        rec.info.first_tsc,
-                        true,
-                        &mut meta,
-                    );
+                if let Some((entries, last_tsc)) = compacted(&rec, &mut meta) {
                     rotated.note(thread, k, entries, last_tsc);
                     rotated.records += 1;
                     rotated.entries += entries;
@@ -406,11 +438,7 @@ impl Keeper {
             Some(c) => {
                 c.sync()?;
                 close_read_only(c.path());
-                Some(Segment {
-                    path: c.path().to_path_buf(),
-                    len: c.len(),
-                    closed_ns: seg.closed_ns,
-                })
+                Some(Segment::new(c.path().to_path_buf(), c.len(), seg.closed_ns))
             }
             None => None,
         };
@@ -439,6 +467,53 @@ enum Rewrite<'a> {
     Rotate,
     /// The records before each thread's window (the end of a run).
     Settle(&'a std::collections::BTreeMap<ThreadKey, RecordKey>),
+}
+
+/// Puts into `meta` what the keep file holds of `rec` once compacted: what later entries
+/// need to be read right (metadata, the loss marker, the calls that say what each
+/// descriptor is), or all of a record compacted before. Returns the count of the other
+/// entries and the TSC of the last of them, or `None` for a record compacted before.
+fn compacted(rec: &disk::RecordRef<'_>, meta: &mut Vec<u8>) -> Option<(u64, u64)> {
+    meta.clear();
+    if rec.info.flags & FLAG_COMPACTED != 0 {
+        meta.extend_from_slice(rec.data);
+        return None;
+    }
+    Some(crate::tracedir::kept_entries(
+        rec.data,
+        rec.info.first_tsc,
+        true,
+        meta,
+    ))
+}
+
+/// The records of the segment at `path` (`len` bytes when closed) as its rotation treats
+/// them. An unreadable segment plans nothing (its rotation keeps nothing of it).
+fn plan(path: &Path, len: u64, segment: u64) -> Vec<Planned> {
+    let bytes = crate::safefile::read_bounded(path, len.max(segment) * 2).unwrap_or_default();
+    let (good, _) = disk::valid_prefix(&bytes);
+    if good < disk::CHUNK_HEADER_SIZE {
+        return Vec::new();
+    }
+    let mut meta = Vec::new();
+    disk::records(&bytes[..good])
+        .flatten()
+        .map(|rec| {
+            compacted(&rec, &mut meta);
+            let fixed = disk::RECORD_FIXED_SIZE as u64;
+            let kept = if !meta.is_empty() || rec.info.lost_before > 0 {
+                fixed + meta.len() as u64
+            } else {
+                0
+            };
+            Planned {
+                thread: ThreadKey::of(&rec.info),
+                key: record_key(&rec.info, rec.piece),
+                whole: fixed + rec.data.len() as u64,
+                kept,
+            }
+        })
+        .collect()
 }
 
 fn total(st: &State) -> u64 {
@@ -548,5 +623,63 @@ impl Drop for LockFile {
         use std::os::fd::AsRawFd;
         // SAFETY: unlocking a descriptor this value owns.
         unsafe { libc::flock(self.0.as_raw_fd(), libc::LOCK_UN) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bufpool::format::{encode_fn, Kind};
+
+    fn info(seq: u64, lost_before: u64) -> SubBufInfo {
+        SubBufInfo {
+            pid: 7,
+            tid: 7,
+            seq,
+            first_tsc: 1000 + seq,
+            lost_before,
+            magic: bufpool::layout::SUBBUF_MAGIC,
+            bytes_used: 40_000,
+            data_size: 256 << 10,
+            ..Default::default()
+        }
+    }
+
+    /// The room a rotation needs is what it writes before it deletes the segment: each
+    /// thread's newest record and what came after it whole, of older records only what
+    /// the keep file holds (here a loss marker's record header), one segment at least.
+    #[test]
+    fn headroom_is_what_the_oldest_segments_rotation_writes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let opts = KeepOptions {
+            bytes: Some(1 << 20),
+            age: None,
+        };
+        let k = Keeper::new(tmp.path(), opts, 1, 10).unwrap();
+        assert_eq!(k.segment_bytes(), 64 << 10);
+        let entry = encode_fn(Kind::FnEnter, 1, 0, 0x4000);
+        let data: Vec<u8> = (0..2000).flat_map(|_| entry.as_bytes().to_vec()).collect();
+        assert_eq!(data.len(), 40_000, "the records' bytes_used");
+        let mut w = ChunkWriter::create_segment(tmp.path(), 1, 0).unwrap();
+        // seq 1 (older, with a loss before it), 2 (the newest drained), 3 (a live piece
+        // of a sub-buffer not drained yet).
+        for (seq, lost) in [(1, 3), (2, 0), (3, 0)] {
+            w.append_piece(&info(seq, lost), 0, &data).unwrap();
+        }
+        w.sync().unwrap();
+        let whole = (disk::RECORD_FIXED_SIZE + data.len()) as u64;
+        let mut st = k.lock();
+        st.closed
+            .push(Segment::new(w.path().to_path_buf(), w.len(), 1));
+        // Nothing drained yet: every record is carried.
+        assert_eq!(k.headroom(&mut st), 3 * whole + 64);
+        let newest = record_key(&info(2, 0), 0);
+        st.newest.insert(ThreadKey::of(&info(2, 0)), newest);
+        let kept = disk::RECORD_FIXED_SIZE as u64;
+        assert_eq!(k.headroom(&mut st), kept + 2 * whole + 64);
+        // Once the piece's sub-buffer is drained, only it is carried: less than a segment.
+        st.newest
+            .insert(ThreadKey::of(&info(3, 0)), record_key(&info(3, 0), 0));
+        assert_eq!(k.headroom(&mut st), 64 << 10);
     }
 }

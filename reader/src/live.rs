@@ -15,8 +15,9 @@
 
 use crate::chunkfile::ChunkWriter;
 use crate::error::Result;
+use bufpool::format::Decoder;
 use bufpool::layout::FLAG_LIVE;
-use bufpool::live::{peek, Incarnation};
+use bufpool::live::{peek, Incarnation, Piece};
 use bufpool::{Pool, State, SubBufInfo};
 use std::collections::HashMap;
 use std::path::Path;
@@ -109,14 +110,18 @@ impl LiveSaved {
     }
 
     /// Copies the newly committed prefix of every sub-buffer a writer owns to `out` (one
-    /// piece record each). `out` is created by `open` on first use. On a write error the
-    /// piece is not remembered (it is copied again at the next poll).
+    /// piece record each), at most `room` bytes of records in all (`None`: no limit; a
+    /// flight recorder passes what it reserved): a piece that does not fit is cut at its
+    /// last whole entry that does, and the rest waits for the next poll. `out` is created
+    /// by `open` on first use. On a write error the piece is not remembered (it is copied
+    /// again at the next poll).
     pub fn poll(
         &self,
         pool: &Pool,
         out: &mut Option<ChunkWriter>,
         open: impl Fn() -> Result<ChunkWriter>,
         buf: &mut Vec<u8>,
+        mut room: Option<u64>,
     ) -> Result<Polled> {
         let mut done = Polled::default();
         let slots = pool.slots();
@@ -127,9 +132,17 @@ impl LiveSaved {
             }
             let mut saved = self.lock();
             let from = |inc: &Incarnation| saved.get(inc).copied().unwrap_or(0);
-            let Some(p) = peek(pool, i, from, buf) else {
+            let Some(mut p) = peek(pool, i, from, buf) else {
                 continue;
             };
+            if let Some(room) = &mut room {
+                let fixed = bufpool::disk::RECORD_FIXED_SIZE as u64;
+                let fits = room.saturating_sub(fixed);
+                if !cut(&mut p, buf, fits) {
+                    continue;
+                }
+                *room -= fixed + buf.len() as u64;
+            }
             if out.is_none() {
                 *out = Some(open()?);
             }
@@ -178,4 +191,28 @@ impl LiveSaved {
         saved.remove(&inc);
         Ok(())
     }
+}
+
+/// Cuts piece `p` (its entries in `buf`) after its last whole entry that ends within
+/// `max` bytes. False if not even its first entry fits (nothing to write).
+fn cut(p: &mut Piece, buf: &mut Vec<u8>, max: u64) -> bool {
+    if buf.len() as u64 <= max {
+        return true;
+    }
+    let mut dec = Decoder::new(buf);
+    let (mut end, mut last_tsc) = (0, None);
+    while let Some(Ok(e)) = dec.next() {
+        if dec.position() as u64 > max {
+            break;
+        }
+        end = dec.position();
+        last_tsc = Some(e.tsc);
+    }
+    if end == 0 {
+        return false;
+    }
+    buf.truncate(end);
+    p.info.bytes_used = end as u32;
+    p.info.last_tsc = last_tsc.unwrap_or(p.info.first_tsc);
+    true
 }

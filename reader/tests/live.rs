@@ -215,3 +215,49 @@ fn a_piece_overlapping_another_in_part_is_reported_and_skipped() {
     assert!(d[0].why.contains("overlaps"), "{}", d[0].why);
     assert_eq!(callers(&out).unwrap(), (0..10).collect::<Vec<_>>());
 }
+
+/// A flight recorder reserves what the live copier will write before it polls; the traced
+/// thread goes on meanwhile. A poll given less room than is committed writes a piece cut
+/// at a whole entry within that room, and the next poll continues where it stopped.
+#[test]
+fn a_poll_writes_no_more_than_its_room_and_the_next_one_continues() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pool = pool(tmp.path());
+    let dir = tmp.path().join("trace");
+    std::fs::create_dir(&dir).unwrap();
+    let mut w = WriterState::for_this_thread(&pool);
+    append(&pool, &mut w, 0..100);
+    let live = reader::live::LiveSaved::new();
+    let entry = encode_fn(Kind::FnEnter, 1, 0, 0x4000).as_bytes().len() as u64;
+    let fixed = bufpool::disk::RECORD_FIXED_SIZE as u64;
+    let due = live.due(&pool);
+    assert_eq!(due, fixed + 100 * entry);
+    let mut out = None;
+    let open = || reader::ChunkWriter::create(&dir, 1, 0, 1);
+    let mut buf = Vec::new();
+    // Room for 10 entries and a half: 10 are written.
+    let room = fixed + 10 * entry + entry / 2;
+    let p = live
+        .poll(&pool, &mut out, open, &mut buf, Some(room))
+        .unwrap();
+    assert_eq!((p.pieces, p.bytes), (1, 10 * entry));
+    assert_eq!(out.as_ref().unwrap().len() - 32, fixed + 10 * entry);
+    assert_eq!(live.due(&pool), fixed + 90 * entry);
+    // Room for less than one entry: nothing is written, nothing is remembered.
+    let p = live
+        .poll(&pool, &mut out, open, &mut buf, Some(fixed + entry - 1))
+        .unwrap();
+    assert_eq!(p.pieces, 0);
+    // The thread goes on; an unlimited poll takes all the rest.
+    append(&pool, &mut w, 100..150);
+    let p = live.poll(&pool, &mut out, open, &mut buf, None).unwrap();
+    assert_eq!((p.pieces, p.bytes), (1, 140 * entry));
+    out.as_ref().unwrap().sync().unwrap();
+    w.flush(&pool, bufpool::layout::FLAG_THREAD_EXIT);
+    let c = bufpool::Consumer::new(&pool);
+    let t = c.take().unwrap();
+    live.save_taken(t.info(), t.data(), out.as_mut().unwrap())
+        .unwrap();
+    t.release();
+    assert_eq!(callers(&dir).unwrap(), (0..150).collect::<Vec<_>>());
+}
