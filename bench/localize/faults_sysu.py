@@ -2,7 +2,32 @@
 loc-sysu). No method has been run on them. The categories and the SPEC grammar are those
 of `faults.py`; every SPEC is narrowed to one process and one call, mid-run.
 
-Recording status: not recorded yet."""
+Recorded on 2026-11-29 for validation run 14 (`run.py --record-only` into
+/tmp/val14/loc-sysu with the lead's build /tmp/rec13/culprit: 3 normal runs, the control and
+every case per system, 79 recordings, none with lost entries), then checked with `run.py
+--check --reuse` on those recordings (injection records and client summaries only, no
+model, no ranking): every case of the three systems fired, each in one process (one
+injection; the EAGAIN storms 25 of 25 in beanstalkd, 20 of 20 in the Thrift front and in
+the Modbus device); no normal run or control holds an injection record, and every normal
+run and control ended with all steps ok (beanstalkd-workers: producers 120/120 and 60/60
+jobs; thrift-chain: clients 120/120 and 60/60 steps, front and store 180 puts and 180
+gets; modbus-gateway: clients 120/120 and 60/60 rounds, the gateway 180 reads and 180
+writes forwarded). Changed after a first check and recorded anew: beanstalkd-workers'
+server-reply-enospc replaces server-write-enospc (an ENOSPC on beanstalkd's 4 000th write,
+meant for the binlog, never fired: the tracer intercepts read and write on sockets only,
+and beanstalkd makes about 915 on sockets; see `_beanstalkd`). The final check ran on the
+recordings as they are. In 11 of the 67 cases no client saw a failure (the system
+absorbed the fault; the reasons given are presumed, not read in the traces): in
+beanstalkd-workers server-reserve-short (beanstalkd writes the rest of a job when the
+socket takes it), the EAGAIN storm (beanstalkd reads again at the next event),
+worker2-slow and worker2-stopped (the delayed or stopped worker held no job a producer
+was waiting for, or its job came back in time: worker 1 did the rest), worker1-killed
+(beanstalkd put the killed worker's job back in the ready queue; worker 2 did it); in
+thrift-chain front-reply-short (Thrift's TSocket sends the rest); in modbus-gateway the
+device's EAGAIN storm (asyncio reads again at the next event) and gateway-reply-short
+(asyncio's transport sends the rest). In producer2-killed, and in thrift-chain's and
+modbus-gateway's client2-killed, the killed client stops (no summary of its own), and no
+other client sees a failure."""
 
 from sut.common import ports
 
@@ -22,9 +47,10 @@ def _beanstalkd():
     # delete for a worker) and answers with write (915 on B: the one-line answers) and
     # writev (362 on B: the RESERVED line with the job's body, 2 a job); which client a
     # given read comes from depends on timing, so no peer is named. Its other writes go to
-    # the binlog: about 2 440 writes of 4 KB at start-up (the file made to its full size),
-    # then 3 to 5 per put or delete (header, tube name, body): 5 648 writes in all, so its
-    # 4 000th write falls in the middle of the run, on the binlog or on a client. Producer 1
+    # the binlog (about 2 440 writes of 4 KB at start-up, the file made to its full size,
+    # then 3 to 5 per put or delete), which the tracer neither records nor injects into
+    # (read and write on sockets only): a first recording's ENOSPC on its 4 000th write of
+    # any kind never fired, so the ENOSPC is on an answer to a client. Producer 1
     # (the launcher) receives and sends 366 times (libc recv and send, strace's recvfrom and
     # sendto; greenstalk reads through a buffered file on the socket), producer 2 183;
     # worker 1 376, worker 2 352 (the split between the workers shifts with timing by about
@@ -42,7 +68,7 @@ def _beanstalkd():
         ("server-slow", "delay", f"write:delay=4s,{bs},local-port={B},nth=460,count=1"),
         ("server-killed", "kill", f"read:kill=SIGKILL,{bs},local-port={B},nth=730"),
         ("server-stopped", "stop", f"read:kill=SIGSTOP,{bs},local-port={B},nth=730"),
-        ("server-write-enospc", "exhaust", f"write:errno=ENOSPC,{bs},nth=4000,count=1"),
+        ("server-reply-enospc", "exhaust", f"write:errno=ENOSPC,{bs},local-port={B},nth=470,count=1"),
         ("server-eagain-storm", "exhaust", f"read:errno=EAGAIN,{bs},local-port={B},after=700,count=25"),
         ("worker1-reset", "reset", f"recv:errno=ECONNRESET,{w1},peer-port={B},nth=180,count=1"),
         ("worker2-corrupt", "corrupt", f"recv:corrupt=3,{w2},peer-port={B},nth=170,count=1"),
@@ -132,8 +158,8 @@ def _modbus():
         ("device-stopped", "stop", f"recv:kill=SIGSTOP,{dev},local-port={D},nth=180"),
         ("device-enobufs", "exhaust", f"send:errno=ENOBUFS,{dev},local-port={D},nth=181,count=1"),
         ("device-eagain-storm", "exhaust", f"recv:errno=EAGAIN,{dev},local-port={D},after=170,count=20"),
-        ("device-code", "code",
-         f"py:pymodbus.pdu.register_message:WriteMultipleRegistersRequest.datastore_update:raise=MemoryError,nth=90,{dev}"),
+        ("device-code", "code", f"py:pymodbus.pdu.register_message:WriteMultipleRegistersRequest.datastore_update"
+                                f":raise=MemoryError,nth=90,{dev}"),
         ("gateway-client-reset", "reset", f"recv:errno=ECONNRESET,{gw},local-port={G},nth=180,count=1"),
         ("gateway-device-reset", "reset", f"recv:errno=ECONNRESET,{gw},peer-port={D},nth=180,count=1"),
         ("gateway-device-corrupt", "corrupt", f"recv:corrupt=4,{gw},peer-port={D},nth=182,count=1"),

@@ -12,7 +12,7 @@ step (one that came too late) is deleted and skipped. The workers (helpers `bs-w
 --name 1|2`) watch only `work`: each reserves a job (1 s at a time), computes the result
 (SHA-1 of the payload hashed again CHAIN times), uses the producer's `done-N` tube, puts
 the result `STEP LENGTH HEX` there and deletes the job; a `stop` job (put by the launcher
-at the lowest priority after both producers finished) ends a worker, as do 15 s without a
+at the lowest priority after both producers finished) ends a worker, as do 10 s without a
 job. Every connection is a socket with a 3 s timeout handed to greenstalk; after any
 failure a process logs it, closes its connection, makes a new one and goes on (a job a
 worker held when its connection broke goes back to the ready queue: beanstalkd releases
