@@ -248,3 +248,5 @@ fi
 (cd "$(dirname "$0")" && python3 -c 'from sut.jetty_chain import build; build()')
 # hsqldb-front's HTTP front too (the JDK only; HSQLDB's driver is on its class path at run time).
 (cd "$(dirname "$0")" && python3 -c 'from sut.hsqldb_front import build; build()')
+# thrift-chain's IDL too (Debian's thrift compiler: generated Python code).
+(cd "$(dirname "$0")" && python3 -c 'from sut.thrift_chain import build; build()')

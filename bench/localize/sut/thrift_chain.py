@@ -4,10 +4,10 @@ library: binary protocol, buffered transport over TCP; CPython threads).
 
 Ports: front = p[0], store = p[1]. The IDL (`IDL` below: a `Store` service with `put(key,
 value)` answering the value's length and the first 16 hex digits of its SHA-1, and
-`get(key)` answering the value or raising `Missing`) is written to the scratch directory at
-set-up and compiled there with Debian's Thrift compiler (`thrift --gen py`, package
-`thrift-compiler` 0.17); every process imports the generated package from there
-(`THRIFT_CHAIN_GEN`). The store (helper `thrift-store`) is a `TThreadPoolServer` of 4
+`get(key)` answering the value or raising `Missing`) is compiled once by setup.sh, outside
+every recording, with Debian's Thrift compiler (`thrift --gen py`, package
+`thrift-compiler` 0.17) into a directory named for the IDL's digest (`generated_dir`);
+every process imports the generated package `kvchain` from there. The store (helper `thrift-store`) is a `TThreadPoolServer` of 4
 threads holding the values in a dict. The front (helper `thrift-front`) is a
 `TThreadedServer` (a thread per client connection) serving the same interface: each call
 takes one of 2 pooled client connections to the store (at most 5 s' wait for one; 1.5 s
@@ -25,6 +25,7 @@ Front and store say at their end (SIGTERM) how many calls they answered.
 import hashlib
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import sys
@@ -61,9 +62,31 @@ def value(name, i):
     return (head + bytes(range(97, 123)) * (size // 26 + 1))[:size]
 
 
+def generated_dir():
+    """Where the generated Python code lives: a directory named for the IDL's digest."""
+    tag = hashlib.sha1(IDL.encode()).hexdigest()[:12]
+    return os.path.join(os.environ.get("TMPDIR", "/tmp"), f"culprit-localize-thrift-{tag}")
+
+
+def build():
+    """Compiles the IDL once (setup.sh), outside every recording."""
+    out = generated_dir()
+    if os.path.exists(os.path.join(out, "kvchain", "Store.py")):
+        return out
+    tmp = out + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    with open(os.path.join(tmp, "kv.thrift"), "w") as f:
+        f.write(IDL)
+    subprocess.run(["thrift", "--gen", "py", "-out", tmp, os.path.join(tmp, "kv.thrift")], check=True, timeout=60)
+    os.replace(tmp, out)
+    return out
+
+
 def generated():
-    """The generated package (kvchain.Store, kvchain.ttypes) from the scratch directory."""
-    sys.path.insert(0, os.environ["THRIFT_CHAIN_GEN"])
+    """The generated package (kvchain.Store, kvchain.ttypes)."""
+    if generated_dir() not in sys.path:
+        sys.path.insert(0, generated_dir())
     from kvchain import Store, ttypes
 
     return Store, ttypes
@@ -236,12 +259,7 @@ def client(name):
 
 def run(tmp, n):
     fport, sport = ports("thrift-chain")[:2]
-    gen = os.path.join(tmp, "gen")
-    os.makedirs(gen, exist_ok=True)
-    with open(os.path.join(tmp, "kv.thrift"), "w") as f:
-        f.write(IDL)
-    subprocess.run(["thrift", "--gen", "py", "-out", gen, os.path.join(tmp, "kv.thrift")], check=True, timeout=30)
-    os.environ["THRIFT_CHAIN_GEN"] = gen
+    build()  # made by setup.sh already: nothing to do inside a recording
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     with Daemons(tmp) as d:
         s = d.start("store", [PY, LAUNCHER, "thrift-store"], env=env)
