@@ -16,12 +16,13 @@
 #           php8.2-fpm, php-memcached, unicorn, jetty9, znc, inspircd,
 #           exim4-daemon-light (unpacked under /opt/culprit/exim4: it conflicts with postfix),
 #           kea-dhcp4-server, kea-ctrl-agent, spamd, spamassassin, spamc,
-#           git, libhsqldb-java
+#           git, libhsqldb-java, thrift-compiler
 #           (later systems; split.json)
 #   PyPI:   Pyro5 (tuning); paho-mqtt, dnspython, aiohttp, kazoo, pika, grpcio, ldap3,
 #           tarantool, pymysql, pyzmq, slixmpp, websockets, stomp.py, aiosmtpd,
 #           gevent, twisted, tornado, CherryPy, rpyc, quart, hypercorn, h2, gunicorn, falcon,
-#           asyncssh, uvicorn, starlette, httpx, trio, aiocoap, paramiko (validation)
+#           asyncssh, uvicorn, starlette, httpx, trio, aiocoap, paramiko, greenstalk, thrift,
+#           pymodbus (validation)
 # Installs (only when something is missing) run under the machine's install lock
 # (/tmp/culprit-apt.lock, at most 15 minutes' wait), so that two runs, or other installs that
 # take the same lock, do not collide; apt also waits for dpkg's own lock.
@@ -142,6 +143,9 @@ have spamc || need+=(spamc)
 # else PATH holds), hsqldb-front (its front is compiled below with javac).
 { [ -x /usr/bin/git ] && [ -x /usr/lib/git-core/git-daemon ]; } || need+=(git)
 [ -f /usr/share/java/hsqldb.jar ] || need+=(libhsqldb-java)
+# Validation run 14, branch loc-sysu: thrift-chain's IDL is compiled with Debian's Thrift
+# compiler (beanstalkd-workers: beanstalkd above; modbus-gateway: pip below).
+have thrift || need+=(thrift-compiler)
 # exim4-daemon-light conflicts with postfix (both provide mail-transport-agent) and the
 # suite runs both: exim's own files (and exim4-base's) are unpacked under /opt/culprit/exim4
 # (found there by sut/exim_relay.py), its libraries installed by apt below.
@@ -227,6 +231,9 @@ python3 -c 'import bottle' 2>/dev/null || pips+=(bottle)
 python3 -c 'import trio' 2>/dev/null || pips+=(trio)  # trio-chain (loc-sysq)
 python3 -c 'import aiocoap' 2>/dev/null || pips+=(aiocoap)  # aiocoap-proxy (loc-syss)
 python3 -c 'import paramiko' 2>/dev/null || pips+=(paramiko)  # paramiko-sftp (loc-syst)
+python3 -c 'import greenstalk' 2>/dev/null || pips+=(greenstalk)  # beanstalkd-workers (loc-sysu)
+python3 -c 'import thrift' 2>/dev/null || pips+=(thrift)  # thrift-chain (loc-sysu)
+python3 -c 'import pymodbus' 2>/dev/null || pips+=(pymodbus)  # modbus-gateway (loc-sysu)
 if [ ${#pips[@]} -gt 0 ]; then
     lock
     echo "localize setup: pip install ${pips[*]}" >&2
@@ -241,3 +248,5 @@ fi
 (cd "$(dirname "$0")" && python3 -c 'from sut.jetty_chain import build; build()')
 # hsqldb-front's HTTP front too (the JDK only; HSQLDB's driver is on its class path at run time).
 (cd "$(dirname "$0")" && python3 -c 'from sut.hsqldb_front import build; build()')
+# thrift-chain's IDL too (Debian's thrift compiler: generated Python code).
+(cd "$(dirname "$0")" && python3 -c 'from sut.thrift_chain import build; build()')

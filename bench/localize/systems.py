@@ -93,6 +93,9 @@ bounded, and the launcher stops its daemons (SIGTERM, then SIGKILL) on every exi
 | `git-daemon-mirror` | validation (added 2026-11-29 for validation run 13, unseen) | git daemon A → mirror (fetch A, push B) → git daemon B (a child per connection running upload-pack/receive-pack), a writer and a reader running the git client | git replication over the git:// protocol through daemons that fork per connection (C) |
 | `hsqldb-front` | validation (added 2026-11-29 for validation run 13, unseen) | Java HTTP front (com.sun.net.httpserver, a JDBC pool, 1 s per call) → HSQLDB server (private database files) + 2 http.client clients | a web front on an SQL database server, two JVMs (JVM; CPython) |
 | `paramiko-sftp` | validation (added 2026-11-29 for validation run 13, unseen) | paramiko SFTP server (a Transport thread per connection) → socketserver file store (a connection per SFTP session) + 2 paramiko SFTP clients | an SSH file-transfer server on a storage service (CPython threads) |
+| `beanstalkd-workers` | validation (added 2026-11-29 for validation run 14, unseen) | beanstalkd (binlog in the scratch directory) + 2 greenstalk worker processes (reserve from `work`, SHA-1 chain, result into the producer's `done` tube) + 2 greenstalk producers (put a job, wait for its result, check it) | a work queue with results travelling back through it (C server, Python clients) |
+| `thrift-chain` | validation (added 2026-11-29 for validation run 14, unseen) | Thrift front (TThreadedServer, keeps nothing) → Thrift store (TThreadPoolServer) over a pool of 2 connections + 2 Thrift clients | an RPC service chain on Apache Thrift, binary protocol (CPython threads) |
+| `modbus-gateway` | validation (added 2026-11-29 for validation run 14, unseen) | pymodbus gateway server (its datastore forwards every access over an asyncio client) → pymodbus device server + 2 synchronous pymodbus clients | a Modbus/TCP gateway and its device (CPython asyncio) |
 """
 
 import argparse
@@ -183,6 +186,9 @@ SYSTEMS = {
     "git-daemon-mirror": ("git_daemon_mirror", "run"),
     "hsqldb-front": ("hsqldb_front", "run"),
     "paramiko-sftp": ("paramiko_sftp", "run"),
+    "beanstalkd-workers": ("beanstalkd_workers", "run"),
+    "thrift-chain": ("thrift_chain", "run"),
+    "modbus-gateway": ("modbus_gateway", "run"),
 }
 HELPERS = {
     "job-queue-worker": ("job_queue", "beanstalk_worker"),
@@ -305,6 +311,14 @@ HELPERS = {
     "sftp-store": ("paramiko_sftp", "store"),
     "sftp-server": ("paramiko_sftp", "server"),
     "sftp-client": ("paramiko_sftp", "client"),
+    "bs-worker": ("beanstalkd_workers", "worker"),
+    "bs-producer": ("beanstalkd_workers", "producer"),
+    "thrift-store": ("thrift_chain", "store"),
+    "thrift-front": ("thrift_chain", "front"),
+    "thrift-client": ("thrift_chain", "client"),
+    "modbus-device": ("modbus_gateway", "device"),
+    "modbus-gw": ("modbus_gateway", "gateway"),
+    "modbus-client": ("modbus_gateway", "client"),
 }
 
 

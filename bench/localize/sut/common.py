@@ -122,6 +122,10 @@ SLOTS = {
     "git-daemon-mirror": 75,
     "hsqldb-front": 76,
     "paramiko-sftp": 77,
+    # Slots 78-80: systems added by the helper branch loc-sysu (validation run 14).
+    "beanstalkd-workers": 78,
+    "thrift-chain": 79,
+    "modbus-gateway": 80,
 }
 
 
