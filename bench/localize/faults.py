@@ -37,6 +37,7 @@ import faults_sysr
 import faults_syst
 import faults_sysp
 import faults_syss
+import faults_sysv
 
 RECV = "recv|read|recvfrom|recvmsg|readv"
 SEND = "send|write|sendto|sendmsg|writev"
@@ -653,4 +654,5 @@ def table():
     t.update(faults_syst.cases())
     t.update(faults_sysp.cases())
     t.update(faults_syss.cases())
+    t.update(faults_sysv.cases())
     return t

@@ -16,7 +16,7 @@
 #           php8.2-fpm, php-memcached, unicorn, jetty9, znc, inspircd,
 #           exim4-daemon-light (unpacked under /opt/culprit/exim4: it conflicts with postfix),
 #           kea-dhcp4-server, kea-ctrl-agent, spamd, spamassassin, spamc,
-#           git, libhsqldb-java
+#           git, libhsqldb-java, xrootd-server, xrootd-client, libnetty-java
 #           (later systems; split.json)
 #   PyPI:   Pyro5 (tuning); paho-mqtt, dnspython, aiohttp, kazoo, pika, grpcio, ldap3,
 #           tarantool, pymysql, pyzmq, slixmpp, websockets, stomp.py, aiosmtpd,
@@ -142,6 +142,13 @@ have spamc || need+=(spamc)
 # else PATH holds), hsqldb-front (its front is compiled below with javac).
 { [ -x /usr/bin/git ] && [ -x /usr/lib/git-core/git-daemon ]; } || need+=(git)
 [ -f /usr/share/java/hsqldb.jar ] || need+=(libhsqldb-java)
+# Validation run 14, branch loc-sysv: xrootd-cluster, netty-chain (compiled below with
+# javac), drb-chain (ruby, above).
+have xrootd || need+=(xrootd-server)
+have cmsd || need+=(xrootd-server)
+have xrdcp || need+=(xrootd-client)
+have xrdfs || need+=(xrootd-client)
+[ -f /usr/share/java/netty-codec-http.jar ] || need+=(libnetty-java)
 # exim4-daemon-light conflicts with postfix (both provide mail-transport-agent) and the
 # suite runs both: exim's own files (and exim4-base's) are unpacked under /opt/culprit/exim4
 # (found there by sut/exim_relay.py), its libraries installed by apt below.
@@ -241,3 +248,5 @@ fi
 (cd "$(dirname "$0")" && python3 -c 'from sut.jetty_chain import build; build()')
 # hsqldb-front's HTTP front too (the JDK only; HSQLDB's driver is on its class path at run time).
 (cd "$(dirname "$0")" && python3 -c 'from sut.hsqldb_front import build; build()')
+# netty-chain's two JVMs too (against Debian's Netty jars).
+(cd "$(dirname "$0")" && python3 -c 'from sut.netty_chain import build; build()')

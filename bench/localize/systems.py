@@ -93,6 +93,9 @@ bounded, and the launcher stops its daemons (SIGTERM, then SIGKILL) on every exi
 | `git-daemon-mirror` | validation (added 2026-11-29 for validation run 13, unseen) | git daemon A → mirror (fetch A, push B) → git daemon B (a child per connection running upload-pack/receive-pack), a writer and a reader running the git client | git replication over the git:// protocol through daemons that fork per connection (C) |
 | `hsqldb-front` | validation (added 2026-11-29 for validation run 13, unseen) | Java HTTP front (com.sun.net.httpserver, a JDBC pool, 1 s per call) → HSQLDB server (private database files) + 2 http.client clients | a web front on an SQL database server, two JVMs (JVM; CPython) |
 | `paramiko-sftp` | validation (added 2026-11-29 for validation run 13, unseen) | paramiko SFTP server (a Transport thread per connection) → socketserver file store (a connection per SFTP session) + 2 paramiko SFTP clients | an SSH file-transfer server on a storage service (CPython threads) |
+| `xrootd-cluster` | validation (added 2026-11-29 for validation run 14, unseen) | XRootD manager (xrootd redirector + cmsd) → 2 data servers (xrootd + cmsd each, an export directory each) + 2 Python drivers running xrdcp and xrdfs (a process per command) | a clustered data-access service with redirection (C++) |
+| `netty-chain` | validation (added 2026-11-29 for validation run 14, unseen) | Netty HTTP front → Netty key-value backend (length-prefixed frames, a pool of 3 connections, 1 s per call) + 2 http.client clients | services on NIO event loops, two JVMs (JVM; CPython) |
+| `drb-chain` | validation (added 2026-11-29 for validation run 14, unseen) | DRb front service → DRb store service (a thread per connection each, 1 s per store call) + 2 Ruby DRb clients | Ruby distributed objects, a forwarding chain (Ruby MRI, threads) |
 """
 
 import argparse
@@ -183,6 +186,9 @@ SYSTEMS = {
     "git-daemon-mirror": ("git_daemon_mirror", "run"),
     "hsqldb-front": ("hsqldb_front", "run"),
     "paramiko-sftp": ("paramiko_sftp", "run"),
+    "xrootd-cluster": ("xrootd_cluster", "run"),
+    "netty-chain": ("netty_chain", "run"),
+    "drb-chain": ("drb_chain", "run"),
 }
 HELPERS = {
     "job-queue-worker": ("job_queue", "beanstalk_worker"),
@@ -305,6 +311,8 @@ HELPERS = {
     "sftp-store": ("paramiko_sftp", "store"),
     "sftp-server": ("paramiko_sftp", "server"),
     "sftp-client": ("paramiko_sftp", "client"),
+    "xrootd-driver": ("xrootd_cluster", "driver"),
+    "netty-client": ("netty_chain", "client"),
 }
 
 

@@ -122,6 +122,10 @@ SLOTS = {
     "git-daemon-mirror": 75,
     "hsqldb-front": 76,
     "paramiko-sftp": 77,
+    # Slots 81-83: systems added by the helper branch loc-sysv (validation run 14).
+    "xrootd-cluster": 81,
+    "netty-chain": 82,
+    "drb-chain": 83,
 }
 
 
