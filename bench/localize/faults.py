@@ -38,6 +38,7 @@ import faults_syst
 import faults_sysp
 import faults_syss
 import faults_sysu
+import faults_sysv
 
 RECV = "recv|read|recvfrom|recvmsg|readv"
 SEND = "send|write|sendto|sendmsg|writev"
@@ -655,4 +656,5 @@ def table():
     t.update(faults_sysp.cases())
     t.update(faults_syss.cases())
     t.update(faults_sysu.cases())
+    t.update(faults_sysv.cases())
     return t

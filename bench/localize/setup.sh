@@ -16,7 +16,8 @@
 #           php8.2-fpm, php-memcached, unicorn, jetty9, znc, inspircd,
 #           exim4-daemon-light (unpacked under /opt/culprit/exim4: it conflicts with postfix),
 #           kea-dhcp4-server, kea-ctrl-agent, spamd, spamassassin, spamc,
-#           git, libhsqldb-java, thrift-compiler
+#           git, libhsqldb-java, thrift-compiler, xrootd-server, xrootd-client,
+#           libnetty-java
 #           (later systems; split.json)
 #   PyPI:   Pyro5 (tuning); paho-mqtt, dnspython, aiohttp, kazoo, pika, grpcio, ldap3,
 #           tarantool, pymysql, pyzmq, slixmpp, websockets, stomp.py, aiosmtpd,
@@ -146,6 +147,13 @@ have spamc || need+=(spamc)
 # Validation run 14, branch loc-sysu: thrift-chain's IDL is compiled with Debian's Thrift
 # compiler (beanstalkd-workers: beanstalkd above; modbus-gateway: pip below).
 have thrift || need+=(thrift-compiler)
+# Validation run 14, branch loc-sysv: xrootd-cluster, netty-chain (compiled below with
+# javac), drb-chain (ruby, above).
+have xrootd || need+=(xrootd-server)
+have cmsd || need+=(xrootd-server)
+have xrdcp || need+=(xrootd-client)
+have xrdfs || need+=(xrootd-client)
+[ -f /usr/share/java/netty-codec-http.jar ] || need+=(libnetty-java)
 # exim4-daemon-light conflicts with postfix (both provide mail-transport-agent) and the
 # suite runs both: exim's own files (and exim4-base's) are unpacked under /opt/culprit/exim4
 # (found there by sut/exim_relay.py), its libraries installed by apt below.
@@ -250,3 +258,5 @@ fi
 (cd "$(dirname "$0")" && python3 -c 'from sut.hsqldb_front import build; build()')
 # thrift-chain's IDL too (Debian's thrift compiler: generated Python code).
 (cd "$(dirname "$0")" && python3 -c 'from sut.thrift_chain import build; build()')
+# netty-chain's two JVMs too (against Debian's Netty jars).
+(cd "$(dirname "$0")" && python3 -c 'from sut.netty_chain import build; build()')

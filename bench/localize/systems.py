@@ -96,6 +96,9 @@ bounded, and the launcher stops its daemons (SIGTERM, then SIGKILL) on every exi
 | `beanstalkd-workers` | validation (added 2026-11-29 for validation run 14, unseen) | beanstalkd (binlog in the scratch directory) + 2 greenstalk worker processes (reserve from `work`, SHA-1 chain, result into the producer's `done` tube) + 2 greenstalk producers (put a job, wait for its result, check it) | a work queue with results travelling back through it (C server, Python clients) |
 | `thrift-chain` | validation (added 2026-11-29 for validation run 14, unseen) | Thrift front (TThreadedServer, keeps nothing) → Thrift store (TThreadPoolServer) over a pool of 2 connections + 2 Thrift clients | an RPC service chain on Apache Thrift, binary protocol (CPython threads) |
 | `modbus-gateway` | validation (added 2026-11-29 for validation run 14, unseen) | pymodbus gateway server (its datastore forwards every access over an asyncio client) → pymodbus device server + 2 synchronous pymodbus clients | a Modbus/TCP gateway and its device (CPython asyncio) |
+| `xrootd-cluster` | validation (added 2026-11-29 for validation run 14, unseen) | XRootD manager (xrootd redirector + cmsd) → 2 data servers (xrootd + cmsd each, an export directory each) + 2 Python drivers running xrdcp and xrdfs (a process per command) | a clustered data-access service with redirection (C++) |
+| `netty-chain` | validation (added 2026-11-29 for validation run 14, unseen) | Netty HTTP front → Netty key-value backend (length-prefixed frames, a pool of 3 connections, 1 s per call) + 2 http.client clients | services on NIO event loops, two JVMs (JVM; CPython) |
+| `drb-chain` | validation (added 2026-11-29 for validation run 14, unseen) | DRb front service → DRb store service (a thread per connection each, 1 s per store call) + 2 Ruby DRb clients | Ruby distributed objects, a forwarding chain (Ruby MRI, threads) |
 """
 
 import argparse
@@ -189,6 +192,9 @@ SYSTEMS = {
     "beanstalkd-workers": ("beanstalkd_workers", "run"),
     "thrift-chain": ("thrift_chain", "run"),
     "modbus-gateway": ("modbus_gateway", "run"),
+    "xrootd-cluster": ("xrootd_cluster", "run"),
+    "netty-chain": ("netty_chain", "run"),
+    "drb-chain": ("drb_chain", "run"),
 }
 HELPERS = {
     "job-queue-worker": ("job_queue", "beanstalk_worker"),
@@ -319,6 +325,8 @@ HELPERS = {
     "modbus-device": ("modbus_gateway", "device"),
     "modbus-gw": ("modbus_gateway", "gateway"),
     "modbus-client": ("modbus_gateway", "client"),
+    "xrootd-driver": ("xrootd_cluster", "driver"),
+    "netty-client": ("netty_chain", "client"),
 }
 
 

@@ -126,6 +126,10 @@ SLOTS = {
     "beanstalkd-workers": 78,
     "thrift-chain": 79,
     "modbus-gateway": 80,
+    # Slots 81-83: systems added by the helper branch loc-sysv (validation run 14).
+    "xrootd-cluster": 81,
+    "netty-chain": 82,
+    "drb-chain": 83,
 }
 
 
