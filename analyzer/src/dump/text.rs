@@ -150,18 +150,72 @@ fn meta_text(m: &Meta) -> String {
             lossy(&i.spec)
         ),
         Meta::Inject(i) => format!(
-            "# injected by rule {} ({}): fd {} returned {} instead of {}, errno {}",
+            "# injected by rule {} ({}): {}",
             i.rule,
             lossy(&i.spec),
-            i.fd,
-            i.forced_ret,
-            i.original_ret,
-            i.forced_errno
+            injected(i)
         ),
         Meta::Filter(f) => format!(
             "# filters: depth ≤ {}, excluded {:?}",
             f.depth_limit,
             lossy(&f.excluded)
+        ),
+    }
+}
+
+/// What an injection did to the call, as its rule's effect says: a call that was not made
+/// has no real result to show (the record's `original_ret` is -1 then).
+fn injected(i: &bufpool::format::InjectRecord) -> String {
+    use bufpool::inject::Effect;
+    let errno = |e: i32| match bufpool::inject::errno_name(e) {
+        Some(n) => format!("{n} ({e})"),
+        None => format!("errno {e}"),
+    };
+    let effect = std::str::from_utf8(&i.spec)
+        .ok()
+        .and_then(|s| bufpool::inject::parse_spec(s).ok())
+        .map(|s| s.effect);
+    let fd = i.fd;
+    match effect {
+        Some(Effect::Errno(_)) => format!(
+            "fd {fd} failed with {} without the call being made",
+            errno(i.forced_errno)
+        ),
+        Some(Effect::Close) => format!(
+            "fd {fd} shut down; the call failed with {} without being made",
+            errno(i.forced_errno)
+        ),
+        Some(Effect::Eof) => format!("fd {fd} saw end of stream (0) without the call being made"),
+        Some(Effect::Signal(sig)) => {
+            format!("signal {sig} sent to the process at a call on fd {fd}")
+        }
+        Some(Effect::Delay(ns)) => format!(
+            "fd {fd} delayed {:.3} s, then the call returned {}",
+            ns as f64 / 1e9,
+            i.forced_ret
+        ),
+        Some(Effect::Corrupt(_)) => format!(
+            "fd {fd} returned {}, its first bytes inverted",
+            i.forced_ret
+        ),
+        _ if i.forced_ret == i.original_ret => format!(
+            "fd {fd} returned {}{}",
+            i.forced_ret,
+            if i.forced_errno != 0 {
+                format!(", {}", errno(i.forced_errno))
+            } else {
+                String::new()
+            }
+        ),
+        _ => format!(
+            "fd {fd} returned {} instead of {}{}",
+            i.forced_ret,
+            i.original_ret,
+            if i.forced_errno != 0 {
+                format!(", {}", errno(i.forced_errno))
+            } else {
+                String::new()
+            }
         ),
     }
 }
@@ -189,5 +243,47 @@ mod tests {
         // 2026-11-22T13:37:01.000000042Z
         assert_eq!(fmt_time(1_795_354_621_000_000_042), "13:37:01.000000042");
         assert_eq!(fmt_time(-5), "00:00:00.000000000");
+    }
+
+    /// A call the injection did not let happen shows no real result ("returned -1
+    /// instead of -1" said the opposite); one it changed shows both.
+    #[test]
+    fn an_injection_says_whether_the_call_was_made() {
+        let rec = |spec: &str, original_ret: i64, forced_ret: i64, forced_errno: i32| {
+            injected(&bufpool::format::InjectRecord {
+                rule: 0,
+                func: bufpool::format::LibFn::Recv.id() as u16,
+                fd: 5,
+                original_ret,
+                forced_ret,
+                forced_errno,
+                spec: spec.as_bytes().to_vec(),
+            })
+        };
+        assert_eq!(
+            rec("recv:errno=ECONNRESET,nth=3", -1, -1, 104),
+            "fd 5 failed with ECONNRESET (104) without the call being made"
+        );
+        assert_eq!(
+            rec("recv:eof,nth=3", -1, 0, 0),
+            "fd 5 saw end of stream (0) without the call being made"
+        );
+        assert_eq!(
+            rec("recv:short=10,nth=3", 300, 10, 0),
+            "fd 5 returned 10 instead of 300"
+        );
+        assert_eq!(
+            rec("recv:corrupt=4,nth=3", 300, 300, 0),
+            "fd 5 returned 300, its first bytes inverted"
+        );
+        assert_eq!(
+            rec("recv:delay=2s,nth=3", 300, 300, 0),
+            "fd 5 delayed 2.000 s, then the call returned 300"
+        );
+        // A rule this build cannot read: the values as recorded.
+        assert_eq!(
+            rec("recv:new-effect", -1, -1, 11),
+            "fd 5 returned -1, EAGAIN (11)"
+        );
     }
 }

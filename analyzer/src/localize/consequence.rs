@@ -243,7 +243,7 @@ pub(crate) fn file_consequences(
     }
     // A root that saw its peer close the connection dates no earlier than the peer's act
     // that closed it (step 3 of the module's documentation: who closed first).
-    let (roots, closed) = date_by_closes(blocks, shared, extras, conns, &by_local, roots);
+    let (roots, closed) = date_by_closes(blocks, shared, extras, conns, &by_local, procs, roots);
     // 2. Happens-before: (process with a root, process it reached after its root). A
     // handler unit starts when a receive returns, so a unit of `b` on a connection whose
     // other end is in `a` is something `a` sent that reached `b` then: `a`'s anomaly may
@@ -718,6 +718,10 @@ pub fn close_role(first_new: Option<NodeKey>) -> Option<CloseRole> {
 /// ([`CloseRole::Acted`]) on a connection to it and could have begun before the
 /// observation: the act's call began after its thread's previous unit ended (the bound the
 /// trace gives, whatever its own stamps say), and that bound precedes the observation.
+/// On one host, whose processes share one clock, the act's own call bounds it better: it
+/// was entered no earlier than its return minus the longest such call of the unit, and an
+/// act entered after the observing call returned did not cause what it saw (a peer that
+/// closes its end after being told of the break, not the end that broke it).
 /// Returns the roots, re-dated, and the pairs (process that acted, process that saw it).
 fn date_by_closes(
     blocks: &[Vec<Row>],
@@ -725,8 +729,15 @@ fn date_by_closes(
     extras: &FxMap<RowRef, RowExtra>,
     conns: &[ConnRow],
     by_local: &FxMap<&str, Vec<usize>>,
+    procs: &[(String, u32)],
     mut roots: Vec<Option<Root>>,
 ) -> (Vec<Option<Root>>, Vec<(usize, usize)>) {
+    let host = |b: usize| {
+        blocks[b]
+            .first()
+            .and_then(|r| procs.get(r.proc_ as usize))
+            .map(|p| p.0.as_str())
+    };
     let role = |b: usize, i: usize| {
         (blocks[b][i].flags & Row::EXTRA != 0)
             .then(|| extras.get(&(b as u32, i as u32)))
@@ -770,10 +781,17 @@ fn date_by_closes(
                 (_, Some(_), Some(p)) => by_local.get(p.as_str()).map_or(&[][..], |v| &v[..]),
                 _ => &[],
             };
+            // When the act's call was entered, at the earliest (its clock is its host's).
+            let entered = extras
+                .get(&(y as u32, i as u32))
+                .and_then(|x| Some(x.anomaly_ns? - x.anomaly_dur_ns as i64));
             let seen: Vec<(i64, usize)> = (0..blocks.len())
                 .filter(|&x| x != y)
                 .filter_map(|x| {
                     let (t, theirs) = observed[x]?;
+                    if entered.is_some_and(|e| e > t) && host(x).is_some() && host(x) == host(y) {
+                        return None;
+                    }
                     let linked = if peers.is_empty() {
                         theirs.contains(&y)
                     } else {
@@ -1211,6 +1229,55 @@ mod tests {
         // Two observations: the earlier roots the incident.
         let c = closed_under(8, CloseRole::Observed);
         assert_eq!(c.get(&(1, 1)), Some(&(0, 0)));
+    }
+
+    /// [`closed_under`] with the calls' own times: the observation returned at t 10, the
+    /// act returned at t 12 after at most `act_dur`; the acting process on another host
+    /// when `other_host`.
+    fn closed_under_timed(act_dur: u64, other_host: bool) -> FxMap<RowRef, RowRef> {
+        let mut sh = scored(&[0.9, 0.95, 0.1]);
+        let mut blocks = vec![
+            vec![row(0, 0, 10, 4, 0.9, 0)],
+            vec![row(1, 0, 8, 0, 0.1, 2), row(1, 1, 12, 1, 0.95, 1)],
+        ];
+        blocks[0][0].flags |= Row::EXTRA;
+        blocks[1][1].flags |= Row::EXTRA;
+        let mut extras = FxMap::default();
+        extras.insert(
+            (0, 0),
+            RowExtra {
+                close: Some(CloseRole::Observed),
+                anomaly_ns: Some(10),
+                ..Default::default()
+            },
+        );
+        extras.insert(
+            (1, 1),
+            RowExtra {
+                close: Some(CloseRole::Acted),
+                anomaly_ns: Some(12),
+                anomaly_dur_ns: act_dur,
+                ..Default::default()
+            },
+        );
+        let second = if other_host { "g" } else { "h" };
+        let procs = vec![("h".to_string(), 1), (second.to_string(), 2)];
+        file_consequences(&mut blocks, &mut sh, &extras, &procs, &conns(), None)
+    }
+
+    #[test]
+    fn an_act_entered_after_the_observation_returned_did_not_cause_it() {
+        // The close may have been entered at t 7, before the observation (t 10): it may
+        // have caused it, and roots the incident.
+        let c = closed_under_timed(5, false);
+        assert_eq!(c.get(&(0, 0)), Some(&(1, 1)));
+        // Entered at t 11 at the earliest, after the observation returned: the peer
+        // closed its end after the break it had nothing to do with.
+        let c = closed_under_timed(1, false);
+        assert_eq!(c.get(&(1, 1)), Some(&(0, 0)));
+        // On two hosts the clocks are not one: the thread's bound decides, as before.
+        let c = closed_under_timed(1, true);
+        assert_eq!(c.get(&(0, 0)), Some(&(1, 1)));
     }
 
     /// A client's handler (process 0, on a:1 ⇄ b:2) began at t 10 with the reply it

@@ -210,7 +210,7 @@ impl Ranker<'_> {
             self.cache.get(&key).copied()
         };
         // TSC and key of the first call never seen in normal runs (units that may be roots).
-        let mut first_new: Option<(u64, trees::NodeKey)> = None;
+        let mut first_new: Option<(u64, trees::NodeKey, u64)> = None;
         let mut waited = false;
         let CachedScore {
             score,
@@ -259,9 +259,13 @@ impl Ranker<'_> {
                         .effective
                         .iter()
                         .filter(|e| e.class == score::NodeClass::New)
-                        .filter_map(|e| tree.nodes.get(&e.id).map(|n| (n.first_tsc, n.key)))
-                        .min_by_key(|&(tsc, _)| tsc);
-                    waited = first_new.is_some_and(|(t, _)| consequence::waited_by(&tree, t));
+                        .filter_map(|e| {
+                            tree.nodes
+                                .get(&e.id)
+                                .map(|n| (n.first_tsc, n.key, n.dur.ns()))
+                        })
+                        .min_by_key(|&(tsc, _, _)| tsc);
+                    waited = first_new.is_some_and(|(t, _, _)| consequence::waited_by(&tree, t));
                 }
                 let light: Box<[score::Effective]> = s
                     .effective
@@ -358,8 +362,9 @@ impl Ranker<'_> {
             },
             cut: u.head.cut,
         });
-        let anomaly_ns = first_new.map(|(tsc, _)| consequence::tsc_at(tsc, h));
-        let close = consequence::close_role(first_new.map(|(_, k)| k));
+        let anomaly_ns = first_new.map(|(tsc, _, _)| consequence::tsc_at(tsc, h));
+        let anomaly_dur_ns = first_new.map_or(0, |(_, _, d)| d);
+        let close = consequence::close_role(first_new.map(|(_, k, _)| k));
         let extra = h.lost > 0
             || !h.injections.is_empty()
             || anomaly_ns.is_some()
@@ -373,6 +378,7 @@ impl Ranker<'_> {
                     lost: h.lost,
                     injections: h.injections.clone(),
                     anomaly_ns,
+                    anomaly_dur_ns,
                     waited,
                     slow,
                     odd,

@@ -64,6 +64,10 @@ pub(crate) struct RowExtra {
     /// When the unit's first call never seen in normal runs was made (wall clock, ns), for
     /// units that may be the root of an incident ([`crate::consequence`]).
     pub anomaly_ns: Option<i64>,
+    /// The longest that call took there (entry to return, ns): the call was entered no
+    /// earlier than `anomaly_ns` minus this.
+    #[serde(default)]
+    pub anomaly_dur_ns: u64,
     /// Whether a wait of the unit (a multiplexer call) returned at or before its first
     /// call never seen in normal runs ([`crate::consequence::waited_by`]).
     pub waited: bool,

@@ -87,6 +87,7 @@ pub fn inherit(procs: &[&ProcessTrace], scans: &mut [ProcessScan]) {
                 let from = scans[j].fds.clone();
                 scans[i].build_fds(Some((&from, at)));
                 scans[i].inherited_fds = Some((from, at));
+                scans[i].resolve_loops();
             }
             None if resymbolized[i] => scans[i].build_fds(None),
             None => {}

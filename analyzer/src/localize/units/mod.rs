@@ -128,8 +128,26 @@ pub struct ThreadScan {
     pub tid: u32,
     /// The event loop, if any.
     pub event_loop: Option<LoopSpec>,
+    /// The receive loop the thread has if what it reads are sockets the process's other
+    /// threads made, to be judged with the process's descriptor history.
+    pub deferred: Option<DeferredLoop>,
     /// Socket receives and accepts (an upper bound of its handler units).
     pub receives: u64,
+}
+
+/// A receive loop known only once the process's descriptor history is: a thread per
+/// connection reads (`read`, not `recv`) a connection its acceptor thread accepted, so
+/// pass 1, reading one thread at a time, cannot tell its reads for socket receives.
+#[derive(Clone, Debug)]
+pub struct DeferredLoop {
+    /// The loop, by the thread's possible receives.
+    pub spec: LoopSpec,
+    /// Conversations the thread surely answered and opened.
+    pub answered: u64,
+    /// See `answered`.
+    pub asked: u64,
+    /// First moves on descriptors of unknown kind: `(fd, tsc, receive)`.
+    pub others: Vec<(i32, u64, bool)>,
 }
 
 /// What pass 1 learned about a process.
@@ -180,6 +198,32 @@ impl ProcessScan {
             })
             .collect();
         self.fds = FdTable::build_from(inherited, calls);
+    }
+
+    /// Gives each thread without an event loop the receive loop it deferred, if the
+    /// descriptors it answered on first were sockets then and it answers at least as many
+    /// conversations as it opens — the rule pass 1 applies to the sockets a thread made
+    /// itself.
+    fn resolve_loops(&mut self) {
+        let resolved: Vec<Option<LoopSpec>> = self
+            .threads
+            .iter()
+            .map(|t| {
+                let d = t.deferred.as_ref().filter(|_| t.event_loop.is_none())?;
+                let (mut answered, mut asked) = (d.answered, d.asked);
+                for &(fd, tsc, receive) in &d.others {
+                    if self.fd_at(fd, tsc).is_some() {
+                        *if receive { &mut answered } else { &mut asked } += 1;
+                    }
+                }
+                (answered > 0 && answered >= asked).then_some(d.spec)
+            })
+            .collect();
+        for (t, r) in self.threads.iter_mut().zip(resolved) {
+            if r.is_some() {
+                t.event_loop = r;
+            }
+        }
     }
 
     /// What `fd` was at `tsc`: this process's own history, else what it inherited at fork.

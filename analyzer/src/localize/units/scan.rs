@@ -5,7 +5,7 @@ use super::keys::{is_exit, raw_step, RAW_ROOT};
 #[cfg(test)]
 use super::pairing::for_each_paired;
 use super::pairing::{merge_enter, PairSink};
-use super::{LoopSpec, ProcessScan, ThreadScan};
+use super::{DeferredLoop, LoopSpec, ProcessScan, ThreadScan};
 use crate::connections::{self, FdTable, SetupCall};
 use crate::decode::{CallKind, DecodeStats, Event, LibEvent, ProcessTrace, ThreadTrace};
 use crate::error::Result;
@@ -58,13 +58,17 @@ pub(super) struct Candidates {
     /// Receive-loop candidates (see [`LoopSpec::by_receive`]): used only when no frame
     /// of the thread is a multiplexer loop candidate.
     by_recv: IdMap<LoopSpec>,
+    /// Receive-loop candidates by possible receives (reads of descriptors the thread did
+    /// not make): judged once the process's descriptor history is known
+    /// ([`DeferredLoop`]).
+    by_maybe: IdMap<LoopSpec>,
 }
 
 impl Candidates {
-    /// Do these counts make a frame a candidate (of either kind)?
+    /// Do these counts make a frame a candidate (of any kind)?
     #[inline]
     fn counts(w: Waits) -> bool {
-        Candidates::mux_loop(w) || w.sure >= 2
+        Candidates::mux_loop(w) || w.recv >= 2
     }
 
     #[inline]
@@ -77,6 +81,8 @@ impl Candidates {
             (&mut self.by_path, w.mux, false)
         } else if w.sure >= 2 {
             (&mut self.by_recv, w.sure, true)
+        } else if w.recv >= 2 {
+            (&mut self.by_maybe, w.recv, true)
         } else {
             return;
         };
@@ -110,6 +116,19 @@ impl Candidates {
             (true, true) => &self.by_recv,
             (true, false) => return None,
         };
+        Candidates::deepest_busy(cands)
+    }
+
+    /// The thread's receive loop if its possible receives turn out to be on sockets:
+    /// chosen among those candidates alike.
+    fn deferred(&self) -> Option<LoopSpec> {
+        if !self.by_path.is_empty() {
+            return None;
+        }
+        Candidates::deepest_busy(&self.by_maybe)
+    }
+
+    fn deepest_busy(cands: &IdMap<LoopSpec>) -> Option<LoopSpec> {
         let max = cands.values().map(|c| c.busiest).max()?;
         cands
             .values()
@@ -155,9 +174,22 @@ pub(super) struct FirstMoves {
     seen: FxSet<i32>,
     answered: u64,
     asked: u64,
+    /// First moves on descriptors of unknown kind (made by another thread: a connection
+    /// the acceptor thread handed over), `(fd, tsc, receive)`, judged with the process's
+    /// descriptor history ([`DeferredLoop`]).
+    others: Vec<(i32, u64, bool)>,
 }
 
 impl FirstMoves {
+    #[inline]
+    fn note_other(&mut self, fd: Option<i32>, tsc: u64, receive: bool) {
+        if let Some(fd) = fd {
+            if self.seen.insert(fd) {
+                self.others.push((fd, tsc, receive));
+            }
+        }
+    }
+
     #[inline]
     fn note(&mut self, fd: Option<i32>, receive: bool) {
         if let Some(fd) = fd {
@@ -275,14 +307,25 @@ impl ThreadScanner<'_> {
         }
     }
 
-    /// The thread's event loop, once every event was seen, and its number of socket
-    /// receives and accepts.
-    fn finish(mut self) -> (Option<LoopSpec>, u64) {
+    /// The thread's event loop, once every event was seen (or the receive loop it has if
+    /// its possible receives are on sockets), and its number of socket receives and
+    /// accepts.
+    fn finish(mut self) -> (Option<LoopSpec>, Option<DeferredLoop>, u64) {
         while !self.frames.is_empty() {
             self.pop();
         }
         self.cands.consider(RAW_ROOT, 0, self.root);
-        (self.cands.choose(self.moves.answers()), self.root.recv)
+        let chosen = self.cands.choose(self.moves.answers());
+        let deferred = match (chosen, self.cands.deferred()) {
+            (None, Some(spec)) if !self.moves.others.is_empty() => Some(DeferredLoop {
+                spec,
+                answered: self.moves.answered,
+                asked: self.moves.asked,
+                others: std::mem::take(&mut self.moves.others),
+            }),
+            _ => None,
+        };
+        (chosen, deferred, self.root.recv)
     }
 }
 
@@ -325,7 +368,7 @@ impl PairSink for ThreadScanner<'_> {
     }
 
     fn call(&mut self, l: &LibEvent, _o: Outcome) {
-        self.lean_call(l.func, l.opts.fd, l.opts.is_socket);
+        self.lean_call(l.func, l.tsc, l.opts.fd, l.opts.is_socket);
         let ret_fd = l.opts.ret.filter(|r| *r >= 0).map(|r| r as i32);
         match l.func {
             LibFn::Socket | LibFn::Accept | LibFn::Accept4 => {
@@ -367,9 +410,10 @@ impl PairSink for ThreadScanner<'_> {
 /// A library call's entry waiting for its exit in pass 1.
 pub(super) enum Pending1 {
     None,
-    /// A call pass 1 reads nothing of but its function, descriptor and socket flag.
+    /// A call pass 1 reads nothing of but its function, time, descriptor and socket flag.
     Lean {
         func: LibFn,
+        tsc: u64,
         fd: Option<i32>,
         is_socket: Option<bool>,
     },
@@ -380,7 +424,7 @@ pub(super) enum Pending1 {
 impl ThreadScanner<'_> {
     /// What [`PairSink::call`] does with a call that creates no descriptor: count it.
     #[inline]
-    fn lean_call(&mut self, func: LibFn, fd: Option<i32>, is_socket: Option<bool>) {
+    fn lean_call(&mut self, func: LibFn, tsc: u64, fd: Option<i32>, is_socket: Option<bool>) {
         let sockets = &self.sockets;
         // Descriptors inherited at fork are not known yet here: a read on a descriptor of
         // unknown kind counts as a possible receive (the loop also needs multiplexer calls).
@@ -396,8 +440,12 @@ impl ThreadScanner<'_> {
         w.sure += sure as u64;
         if sure {
             self.moves.note(fd, true);
+        } else if recv {
+            self.moves.note_other(fd, tsc, true);
         } else if is_socket_send(func, is_socket, fd, |fd| sockets.contains(&fd)) {
             self.moves.note(fd, false);
+        } else if is_socket_send(func, is_socket, fd, |fd| fd > 2) {
+            self.moves.note_other(fd, tsc, false);
         }
     }
 
@@ -414,9 +462,10 @@ impl ThreadScanner<'_> {
             Pending1::None => {}
             Pending1::Lean {
                 func,
+                tsc,
                 fd,
                 is_socket,
-            } => self.lean_call(func, fd, is_socket),
+            } => self.lean_call(func, tsc, fd, is_socket),
             Pending1::Full(l) => self.call(&l, Outcome::Unfinished),
         }
     }
@@ -439,6 +488,7 @@ impl ThreadScanner<'_> {
                 func,
                 fd,
                 is_socket,
+                ..
             } if func == l.func => {
                 l.opts.fd = l.opts.fd.or(fd);
                 l.opts.is_socket = l.opts.is_socket.or(is_socket);
@@ -547,7 +597,7 @@ impl QuickVisit<'_> for Lean<'_, '_> {
     }
 
     #[inline(always)]
-    fn lib(&mut self, exit: bool, _tsc: u64, _site: u64, func: LibFn, body: &[u8]) -> bool {
+    fn lib(&mut self, exit: bool, tsc: u64, _site: u64, func: LibFn, body: &[u8]) -> bool {
         let (s, pending) = (&mut *self.s, &mut *self.pending);
         // Receives and sends need their descriptor and socket flag (sends for
         // [`FirstMoves`]); other calls that create no descriptor, nothing.
@@ -566,6 +616,7 @@ impl QuickVisit<'_> for Lean<'_, '_> {
             if !(is_exit(func) || func.is_exec()) {
                 *pending = Pending1::Lean {
                     func,
+                    tsc,
                     fd,
                     is_socket,
                 };
@@ -578,6 +629,7 @@ impl QuickVisit<'_> for Lean<'_, '_> {
                     func: f,
                     fd: efd,
                     is_socket: es,
+                    ..
                 } if *f == func => Some((*efd, *es)),
                 Pending1::Full(e) if e.func == func => Some((e.opts.fd, e.opts.is_socket)),
                 _ => None,
@@ -591,7 +643,7 @@ impl QuickVisit<'_> for Lean<'_, '_> {
                 }
                 None => s.flush1(pending),
             }
-            s.lean_call(func, fd, is_socket);
+            s.lean_call(func, tsc, fd, is_socket);
         }
         true
     }
@@ -636,10 +688,11 @@ fn scan_process_with(
             forked: &mut forked,
         };
         stats += scan_thread(&mut s, t)?;
-        let (event_loop, receives) = s.finish();
+        let (event_loop, deferred, receives) = s.finish();
         threads.push(ThreadScan {
             tid: t.tid,
             event_loop,
+            deferred,
             receives,
         });
     }
@@ -655,6 +708,7 @@ fn scan_process_with(
         setups: raw_setups,
     };
     scan.build_fds(None);
+    scan.resolve_loops();
     Ok(scan)
 }
 

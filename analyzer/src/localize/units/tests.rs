@@ -882,3 +882,57 @@ fn an_ipv4_mapped_connection_is_shown_as_its_ipv4_peers_see_it() {
         "{rows:?}"
     );
 }
+
+/// A thread per connection (a JVM server: HSQLDB's, `HttpServer`'s workers): the acceptor
+/// thread accepts, a worker thread reads the connection with `read` — no `recv`, no socket
+/// flag, no descriptor it made itself — and answers with `write`. Pass 1 reads one thread at
+/// a time; the process's descriptor history tells that what the worker reads is the
+/// accepted socket, so it has a receive loop and a handler per request, on that
+/// connection — not one initializer unit with no connection.
+#[test]
+fn a_worker_thread_reading_a_connection_its_acceptor_accepted_has_a_receive_loop() {
+    use UnitKind::*;
+    let mut t = TraceBuilder::new("h", 5, 5);
+    t.lib(0x10, LibFn::Socket, o(-1, 4, 0));
+    t.lib(0x14, LibFn::Bind, o(4, 0, 0));
+    t.lib(0x18, LibFn::Listen, o(4, 0, 0));
+    t.lib(0x1c, LibFn::Accept, o(4, 7, 0));
+    t.thread(6);
+    for _ in 0..5 {
+        t.lib(0x40, LibFn::Read, o(7, 41, 16384));
+        t.lib(0x44, LibFn::Write, o(7, 74, 74));
+    }
+    t.lib(0x48, LibFn::Close, o(7, 0, 0));
+    // A thread that reads a descriptor no thread of the process made a socket: no loop.
+    t.thread(8);
+    for _ in 0..5 {
+        t.lib(0x60, LibFn::Read, o(9, 41, 16384));
+        t.lib(0x64, LibFn::Write, o(9, 74, 74));
+    }
+    let p = t.finish();
+    let scan = scan_process(&p).unwrap();
+    let worker = scan.threads.iter().find(|t| t.tid == 6).unwrap();
+    let l = worker.event_loop.expect("the worker's receive loop");
+    assert!(l.by_receive);
+    assert_eq!(l.busiest, 5);
+    let other = scan.threads.iter().find(|t| t.tid == 8).unwrap();
+    assert_eq!(other.event_loop, None);
+    let u = split_process(&p, &scan, &TreeOptions::default()).unwrap();
+    let worker: Vec<_> = u
+        .units
+        .iter()
+        .filter(|u| u.info.tid == 6)
+        .map(|u| (u.info.kind, u.info.fd))
+        .collect();
+    assert_eq!(worker[0], (Initializer, None));
+    assert_eq!(
+        &worker[1..6],
+        &[(Handler, Some(7)); 5],
+        "a handler per request"
+    );
+    assert!(u
+        .units
+        .iter()
+        .filter(|u| u.info.tid == 8)
+        .all(|u| u.info.kind == Initializer));
+}
