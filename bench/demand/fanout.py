@@ -32,7 +32,14 @@ request function, `fault` at the fault's time and `stats` at the end. Faults:
   `culprit record --inject 'recv|read|recvfrom|recvmsg:delay=2ms,at=T,exe=mariadbd'` (run.py
   computes T; the load starts at `--start-at`) — nothing to do here;
 - `hog`: CPU taken from the `search` process (at the fault, on CPU 0 with three busy loops,
-  at nice 19: `shop.hog`).
+  at nice 19: `shop.hog`). `search` is its tier's only process (the pooled tiers of the other
+  systems keep serving on their other processes): from the fault on it gets about 1 % of a CPU,
+  less than the B and C calls need in most phases, so they wait seconds (type B 7 ms -> 2.2 s
+  in the recording of 2026-11-29) and the load, at most 16 requests in flight, skips some
+  (10 228 of 10 827 sent; 0 errors).
+
+The load's latencies in load.json are means over everything before and after the fault, so
+they mix phases: compare the services' own logs (profile-PID.tsv, search-PID.tsv) instead.
 """
 
 import json
