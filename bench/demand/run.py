@@ -9,7 +9,7 @@ and recover the demand of each request type whatever the mix?
 For each system of the half (bench/demand/split.json, systems in systems.py) it records
 with `culprit record` one fault-free run and one run per fault, each `--minutes` long with
 phases of intensity and mix (6 phases; blog-lighttpd-php, wiki-apache-node, cms-varnish-perl, catalog-haproxy-tomcat,
-forum-squid-puma, job-rabbit-workers: a phase every 30 s); the fault begins at 3/4 of the run (after the
+forum-squid-puma, job-rabbit-workers, grpc-fanout-mariadb: a phase every 30 s); the fault begins at 3/4 of the run (after the
 longest training window `culprit demand` may take, 2/3). Then `culprit demand --json`
 (default services: auto; 1 s intervals) and, for comparison, `--services port`.
 
@@ -21,12 +21,12 @@ request type burns), the error of each type's demand — CPU per request (`cpu_d
 from the reader's CPU samples) and busy time per request (`demand_s`, wall clock: it
 includes waiting for a CPU on a loaded machine).
 
-A fault injected by time (`dbread` of shop-uwsgi-mariadb, catalog-haproxy-tomcat and job-rabbit-workers: MariaDB's
+A fault injected by time (`dbread` of shop-uwsgi-mariadb, catalog-haproxy-tomcat, job-rabbit-workers and grpc-fanout-mariadb: MariaDB's
 socket reads delayed from the fault's instant on; `cacheread` of blog-lighttpd-php: memcached's; of wiki-apache-node and forum-squid-puma: Redis's; of cms-varnish-perl: memcached's) is passed to `culprit record --inject` with `at=` that
 instant; the run's load then starts at a fixed time, SETUP_S after the recording begins.
 
 Set-up (Debian: memcached, haproxy, nginx, PostgreSQL, MariaDB, uWSGI, lighttpd, php-cgi, Apache
-httpd, Node.js, Redis, Varnish, Starman with DBD::Pg, Tomcat 10 with a JDK and MariaDB Connector/J, Squid, Puma with ruby-pg, RabbitMQ; PyPI: pika; npm: mysql2;
+httpd, Node.js, Redis, Varnish, Starman with DBD::Pg, Tomcat 10 with a JDK and MariaDB Connector/J, Squid, Puma with ruby-pg, RabbitMQ; PyPI: pika, aiohttp, grpcio, grpcio-tools; npm: mysql2;
 sqlite3 is Python's) is `bench/demand/setup.sh`, run first. Loopback only, ports 26000-26099 by default (--port-base). Not part of the default
 test run.
 """
@@ -45,6 +45,7 @@ sys.path.insert(0, HERE)
 import blog  # noqa: E402  (bench/demand/blog.py: a system's tiers and faults)
 import catalog  # noqa: E402  (bench/demand/catalog.py: a system's tiers and faults)
 import cms  # noqa: E402  (bench/demand/cms.py: a system's tiers and faults)
+import fanout  # noqa: E402  (bench/demand/fanout.py: a system's tiers and faults)
 import forum  # noqa: E402  (bench/demand/forum.py: a system's tiers and faults)
 import jobq  # noqa: E402  (bench/demand/jobq.py: a system's tiers and faults)
 import shop  # noqa: E402  (bench/demand/shop.py: a system's tiers and faults)
@@ -62,6 +63,7 @@ FAULTS = {
     catalog.NAME: catalog.FAULTS,
     forum.NAME: forum.FAULTS,
     jobq.NAME: jobq.FAULTS,
+    fanout.NAME: fanout.FAULTS,
 }
 # Faults injected by `culprit record --inject` from a given time (`at=`): the rule, with
 # `{at}` the fault's UNIX time. The load of such a run starts at a fixed instant
@@ -70,11 +72,11 @@ FAULTS = {
 # Systems whose request types run.py cannot tell by a word of the type's name: the type
 # (a key of the truth's cpu_demand_s) of a service from its name.
 TYPE_OF = {blog.NAME: blog.type_of, wiki.NAME: wiki.type_of, cms.NAME: cms.type_of, catalog.NAME: catalog.type_of,
-           forum.NAME: forum.type_of, jobq.NAME: jobq.type_of}
+           forum.NAME: forum.type_of, jobq.NAME: jobq.type_of, fanout.NAME: fanout.type_of}
 INJECTED = {(shop.NAME, "dbread"): shop.DBREAD_RULE, (blog.NAME, "cacheread"): blog.CACHEREAD_RULE,
             (wiki.NAME, "cacheread"): wiki.CACHEREAD_RULE, (cms.NAME, "cacheread"): cms.CACHEREAD_RULE,
             (catalog.NAME, "dbread"): catalog.DBREAD_RULE, (forum.NAME, "cacheread"): forum.CACHEREAD_RULE,
-            (jobq.NAME, "dbread"): jobq.DBREAD_RULE}
+            (jobq.NAME, "dbread"): jobq.DBREAD_RULE, (fanout.NAME, "dbread"): fanout.DBREAD_RULE}
 SETUP_S = 150.0
 # Systems with tiers running as another user (PostgreSQL runs as postgres, Apache's child as
 # www-data, Squid as proxy): the pool must be writable by them.

@@ -5,7 +5,8 @@
 # (sqlite3 is Python's own module), gunicorn, psycopg2 and PyMySQL (for the suite's Python) from PyPI, and the
 # npm `mysql2` driver (for wiki.js, into bench/demand/node_modules); Tomcat 10, a JDK (javac) and
 # MariaDB Connector/J (libmariadb-java) from Debian; Squid, Puma and Ruby's PG driver (ruby-pg) from
-# Debian (forum-squid-puma); RabbitMQ from Debian and pika from PyPI (job-rabbit-workers); and
+# Debian (forum-squid-puma); RabbitMQ from Debian and pika from PyPI (job-rabbit-workers); aiohttp,
+# grpcio and grpcio-tools from PyPI (grpc-fanout-mariadb); and
 # catalog-haproxy-tomcat's servlet compiled
 # once (catalog.py build). Idempotent. Not run by scripts/setup.sh: the suite is not in the
 # default test run.
@@ -47,6 +48,7 @@ python3 -c 'import sqlite3' || { echo "demand setup: this Python has no sqlite3 
 python3 -c 'import gunicorn, psycopg2' 2>/dev/null || python3 -m pip install -q gunicorn psycopg2-binary
 python3 -c 'import pymysql' 2>/dev/null || python3 -m pip install -q pymysql
 python3 -c 'import pika' 2>/dev/null || python3 -m pip install -q pika
+python3 -c 'import aiohttp, grpc, grpc_tools' 2>/dev/null || python3 -m pip install -q aiohttp grpcio grpcio-tools
 here="$(cd "$(dirname "$0")" && pwd)"
 [ -d "$here/node_modules/mysql2" ] || npm install --no-save --no-package-lock --no-audit --no-fund --prefix "$here" mysql2@3
 id postgres >/dev/null 2>&1 || { echo "demand setup: no postgres user (the postgresql package makes it)" >&2; exit 1; }

@@ -32,6 +32,10 @@ Systems (bench/demand/split.json):
   each request into a job published to RabbitMQ and waiting for its reply -> 3 Python
   workers (pika consumers, prefetch 1, `jobq_worker.py`, burning a known CPU time per job
   type) -> MariaDB; phases every 30 s; in `jobq.py`.
+- grpc-fanout-mariadb: an aiohttp gateway (`fanout_gateway.py`) calling two gRPC services
+  (grpcio thread-pool servers, each its own process): `profile` (`fanout_profile.py`) ->
+  MariaDB, and `search` (`fanout_search.py`, burning a known CPU time per call); a request
+  type calls one or both (in parallel); phases every 30 s; in `fanout.py`.
 
 `run` writes a truth file (JSON): the pids of each tier, the phases, the fault (which
 tiers, when) and the known CPU demands. Loopback only; every process is bounded by the
@@ -57,6 +61,7 @@ import time
 import blog
 import catalog
 import cms
+import fanout
 import forum
 import jobq
 import nginx
@@ -584,7 +589,8 @@ def run_system(a, procs, extra):
     base = a.port_base
     truth = {"system": a.system, "seconds": a.seconds, "fault": None}
     phase_s = {blog.NAME: blog.PHASE_S, wiki.NAME: wiki.PHASE_S, cms.NAME: cms.PHASE_S,
-               catalog.NAME: catalog.PHASE_S, forum.NAME: forum.PHASE_S, jobq.NAME: jobq.PHASE_S}.get(a.system)
+               catalog.NAME: catalog.PHASE_S, forum.NAME: forum.PHASE_S, jobq.NAME: jobq.PHASE_S,
+               fanout.NAME: fanout.PHASE_S}.get(a.system)
     plan = phases(a.seconds, max(1, round(a.seconds / phase_s))) if phase_s else phases(a.seconds)
     truth["phases"] = plan
     py = [sys.executable, ME]
@@ -706,6 +712,10 @@ def run_system(a, procs, extra):
         send = jobq.start(tmp, base, procs, spawn, wait_port, http_get, moved)
         truth["cpu_demand_s"] = jobq.CPU_DEMAND_S
         fault_tiers = jobq.FAULT_TIERS.get(a.fault, [])
+    elif a.system == fanout.NAME:
+        send = fanout.start(tmp, base, procs, spawn, wait_port, http_get, moved)
+        truth["cpu_demand_s"] = fanout.CPU_DEMAND_S
+        fault_tiers = fanout.FAULT_TIERS.get(a.fault, [])
     else:
         raise SystemExit("unknown system %s" % a.system)
 
@@ -741,6 +751,8 @@ def run_system(a, procs, extra):
             forum.fault(a.fault, tmp, base, extra, spawn, moved, pg_sql)
         elif a.system == jobq.NAME:
             jobq.fault(a.fault, tmp, base, extra, spawn, moved)
+        elif a.system == fanout.NAME:
+            fanout.fault(a.fault, tmp, base, extra, spawn, procs)
         elif a.fault == "index" and a.system == "api-pool-pg":
             pg_sql(base + 2, "DROP INDEX orders_customer")
         elif a.fault == "index":
@@ -774,6 +786,8 @@ def run_system(a, procs, extra):
         forum.stats(tmp)
     elif a.system == jobq.NAME:
         jobq.stats(tmp)
+    elif a.system == fanout.NAME:
+        fanout.stats(tmp)
     # Every process of each tier (a pre-forked pool's children too).
     tiers = {}
     for name, ps in procs.items():
