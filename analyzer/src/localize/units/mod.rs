@@ -200,23 +200,26 @@ impl ProcessScan {
         self.fds = FdTable::build_from(inherited, calls);
     }
 
-    /// Gives each thread without an event loop the receive loop it deferred, if the
-    /// descriptors it answered on first were sockets then and it answers at least as many
-    /// conversations as it opens — the rule pass 1 applies to the sockets a thread made
-    /// itself.
+    /// Gives each thread without an event loop the receive loop it deferred, if some of
+    /// the descriptors it answered on first were sockets then and it answers at least as
+    /// many conversations as it opens — the rule pass 1 applies to the sockets a thread
+    /// made itself.
     fn resolve_loops(&mut self) {
         let resolved: Vec<Option<LoopSpec>> = self
             .threads
             .iter()
             .map(|t| {
                 let d = t.deferred.as_ref().filter(|_| t.event_loop.is_none())?;
-                let (mut answered, mut asked) = (d.answered, d.asked);
+                let (mut answered, mut asked, mut handed) = (d.answered, d.asked, 0);
                 for &(fd, tsc, receive) in &d.others {
                     if self.fd_at(fd, tsc).is_some() {
                         *if receive { &mut answered } else { &mut asked } += 1;
+                        handed += u64::from(receive);
                     }
                 }
-                (answered > 0 && answered >= asked).then_some(d.spec)
+                // The loop stands on receives from sockets it was handed: without one, its
+                // possible receives were reads of something else.
+                (handed > 0 && answered >= asked).then_some(d.spec)
             })
             .collect();
         for (t, r) in self.threads.iter_mut().zip(resolved) {
