@@ -10,7 +10,8 @@ request id (`ID PUT key b64`, answered `ID OK ...`). The front (`poe.pl front`) 
 `POE::Component::Client::TCP`, on which it forwards every client request with a new id; an
 answer goes back to the client session that asked, by id; a call not answered within 1 s,
 or pending when the store connection fails, is answered `ERR` (the front connects again
-0.2 s after a failed or lost connection). Each client (the launcher, and the helper
+0.2 s after a failed or lost connection; the clients start once its first connection is
+made). Each client (the launcher, and the helper
 `poe-client --name 2`, which starts 1.5 s later) puts a value a step (300 bytes to 9 KB,
 bytes that depend on the key; keys of its own) and gets it back on one connection (2 s
 timeout), checks the answers (key, length and SHA-1 of a put; the value's length and
@@ -24,6 +25,7 @@ import os
 import time
 
 from .common import Daemons, LineClient, LAUNCHER, PY, log, ports, steps, wait_port, wait_readers
+from .rmi_chain import wait_log
 
 REQUESTS2 = 60
 
@@ -90,7 +92,7 @@ if ($role eq 'store') {
     POE::Component::Client::TCP->new(
         Alias => 'store', RemoteAddress => '127.0.0.1', RemotePort => $sport,
         ConnectTimeout => 1,
-        Connected => sub { $_[HEAP]{up} = 1; },
+        Connected => sub { $_[HEAP]{up} = 1; say('poe front: connected to the store'); },
         ConnectError => sub { $_[HEAP]{up} = 0; $_[KERNEL]->delay(reconnect => 0.2); },
         Disconnected => sub {
             $_[HEAP]{up} = 0;
@@ -205,6 +207,9 @@ def run(tmp, n):
         wait_port(store, p, timeout=15)
         p = d.start("front", ["perl", script, "front", str(front), str(store)])
         wait_port(front, p, timeout=15)
+        # The front listens before its connection to the store is made: the clients start once
+        # it is (a request before would be answered `ERR ... not connected`).
+        wait_log(os.path.join(tmp, "front.log"), "connected to the store", p, timeout=15)
         helper = d.start("client2", [PY, LAUNCHER, "poe-client", "--name", "2"],
                          env=dict(os.environ, PYTHONUNBUFFERED="1"))
         ok, errors = workload("1", n, 0.02)

@@ -10,13 +10,14 @@ and binds it as `store`; the front (`RmiChain front`) exports its own `Kv` on it
 it as `front`, looks the store up in the registry at its first call and forwards each call
 to it (RMI's transport: a connection per call in flight, kept for reuse; a thread per
 connection in each server), each call given up after 1 s (`sun.rmi.transport.tcp.
-responseTimeout`); it checks a put's answer against the value (key, length, SHA-1), and
+responseTimeout`, and `handshakeTimeout` for a new connection's JRMP handshake, 60 s by
+default, which a stopped server never answers); it checks a put's answer against the value (key, length, SHA-1), and
 after any failure looks the store up again at the next call and raises a RemoteException to
 its client. Each client (`RmiChain client NAME`: client 1 makes N steps 20 ms apart, client 2
 starts 1.5 s later and makes 60 steps 60 ms apart) looks the front up, puts a value a step
 (300 bytes to 9 KB, bytes that depend on the key; keys of its own) and reads it back, checks
-the put's answer (key, length, SHA-1) and the value's length and SHA-1, every call bounded to
-2 s; a failed step is logged and counted, the front looked up again and the client goes
+the put's answer (key, length, SHA-1) and the value's length and SHA-1, every call (and a
+new connection's handshake) bounded to 2 s; a failed step is logged and counted, the front looked up again and the client goes
 on; both stop at the workload deadline and say how many steps went right. The store and
 the front say at their exit (SIGTERM) how many calls they served. The program is compiled
 once by setup.sh (javac; the JDK only).
@@ -86,13 +87,15 @@ def run(tmp, n):
         p = d.start("store", [*java, "RmiChain", "store", str(reg), str(sport)], cwd=tmp)
         wait_log(os.path.join(tmp, "store.log"), "bound in the registry", p, timeout=40)
         p = d.start("front", [*java, "-Dsun.rmi.transport.tcp.responseTimeout=1000",
-                              "-Dsun.rmi.transport.proxy.connectTimeout=1000", "RmiChain", "front", str(reg),
+                              "-Dsun.rmi.transport.proxy.connectTimeout=1000",
+                              "-Dsun.rmi.transport.tcp.handshakeTimeout=1000", "RmiChain", "front", str(reg),
                               str(fport)], cwd=tmp)
         wait_log(os.path.join(tmp, "front.log"), "bound in the registry", p, timeout=40)
         clients = []
         for name, steps, pause in (("1", n, 20), ("2", REQUESTS2, 60)):
             clients.append(d.start(f"client{name}", [*java, "-Dsun.rmi.transport.tcp.responseTimeout=2000",
-                                                     "-Dsun.rmi.transport.proxy.connectTimeout=2000", "RmiChain",
+                                                     "-Dsun.rmi.transport.proxy.connectTimeout=2000",
+                                                     "-Dsun.rmi.transport.tcp.handshakeTimeout=2000", "RmiChain",
                                                      "client", name, str(reg), str(steps), str(pause),
                                                      str(WORKLOAD_S)], cwd=tmp))
             # Client 2 comes a little later: the front accepts its connection mid-run.
