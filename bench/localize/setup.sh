@@ -154,6 +154,14 @@ have cmsd || need+=(xrootd-server)
 have xrdcp || need+=(xrootd-client)
 have xrdfs || need+=(xrootd-client)
 [ -f /usr/share/java/netty-codec-http.jar ] || need+=(libnetty-java)
+# Validation run 15, branch loc-sysx: rmi-chain (the JDK's rmiregistry; compiled below with
+# javac), poe-chain (Perl POE), copas-chain (Copas 1.1.7 is packaged for Lua 5.1 and 5.2
+# only: run under Debian's lua5.1, with lua-socket).
+have rmiregistry || need+=(openjdk-17-jdk-headless)
+perl -MPOE -e 1 2>/dev/null || need+=(libpoe-perl)
+have lua5.1 || need+=(lua5.1)
+[ -f /usr/share/lua/5.1/copas.lua ] || need+=(lua-copas)
+[ -f /usr/share/lua/5.1/socket.lua ] || need+=(lua-socket)
 # exim4-daemon-light conflicts with postfix (both provide mail-transport-agent) and the
 # suite runs both: exim's own files (and exim4-base's) are unpacked under /opt/culprit/exim4
 # (found there by sut/exim_relay.py), its libraries installed by apt below.
@@ -260,3 +268,5 @@ fi
 (cd "$(dirname "$0")" && python3 -c 'from sut.thrift_chain import build; build()')
 # netty-chain's two JVMs too (against Debian's Netty jars).
 (cd "$(dirname "$0")" && python3 -c 'from sut.netty_chain import build; build()')
+# rmi-chain's JVMs too (the JDK only).
+(cd "$(dirname "$0")" && python3 -c 'from sut.rmi_chain import build; build()')

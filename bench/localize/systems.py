@@ -99,6 +99,9 @@ bounded, and the launcher stops its daemons (SIGTERM, then SIGKILL) on every exi
 | `xrootd-cluster` | tuning (validation in run 14) | XRootD manager (xrootd redirector + cmsd) → 2 data servers (xrootd + cmsd each, an export directory each) + 2 Python drivers running xrdcp and xrdfs (a process per command) | a clustered data-access service with redirection (C++) |
 | `netty-chain` | tuning (validation in run 14) | Netty HTTP front → Netty key-value backend (length-prefixed frames, a pool of 3 connections, 1 s per call) + 2 http.client clients | services on NIO event loops, two JVMs (JVM; CPython) |
 | `drb-chain` | tuning (validation in run 14) | DRb front service → DRb store service (a thread per connection each, 1 s per store call) + 2 Ruby DRb clients | Ruby distributed objects, a forwarding chain (Ruby MRI, threads) |
+| `rmi-chain` | validation (added 2026-11-29 for validation run 15, unseen) | rmiregistry + Java RMI front object → Java RMI store object in another JVM (JRMP, a thread per connection, 1 s per store call) + 2 Java RMI clients | remote method invocation through a registry (JVM, threads) |
+| `poe-chain` | validation (added 2026-11-29 for validation run 15, unseen) | POE front server (Server::TCP; one Client::TCP connection to the store, calls matched by id, 1 s per call) → POE store server + 2 Python clients | Perl event loops, a forwarding chain (Perl POE; CPython) |
+| `copas-chain` | validation (added 2026-11-29 for validation run 15, unseen) | Copas front server (a coroutine per connection, a store connection each) → Copas store server + 2 Python clients | Lua coroutines on one select loop, a forwarding chain (Lua 5.1; CPython) |
 """
 
 import argparse
@@ -195,6 +198,9 @@ SYSTEMS = {
     "xrootd-cluster": ("xrootd_cluster", "run"),
     "netty-chain": ("netty_chain", "run"),
     "drb-chain": ("drb_chain", "run"),
+    "rmi-chain": ("rmi_chain", "run"),
+    "poe-chain": ("poe_chain", "run"),
+    "copas-chain": ("copas_chain", "run"),
 }
 HELPERS = {
     "job-queue-worker": ("job_queue", "beanstalk_worker"),
@@ -327,6 +333,8 @@ HELPERS = {
     "modbus-client": ("modbus_gateway", "client"),
     "xrootd-driver": ("xrootd_cluster", "driver"),
     "netty-client": ("netty_chain", "client"),
+    "poe-client": ("poe_chain", "client"),
+    "copas-client": ("copas_chain", "client"),
 }
 
 

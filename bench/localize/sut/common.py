@@ -130,6 +130,10 @@ SLOTS = {
     "xrootd-cluster": 81,
     "netty-chain": 82,
     "drb-chain": 83,
+    # Slots 87-89: systems added by the helper branch loc-sysx (validation run 15).
+    "rmi-chain": 87,
+    "poe-chain": 88,
+    "copas-chain": 89,
 }
 
 
