@@ -39,6 +39,7 @@ import faults_sysp
 import faults_syss
 import faults_sysu
 import faults_sysv
+import faults_sysw
 
 RECV = "recv|read|recvfrom|recvmsg|readv"
 SEND = "send|write|sendto|sendmsg|writev"
@@ -657,4 +658,5 @@ def table():
     t.update(faults_syss.cases())
     t.update(faults_sysu.cases())
     t.update(faults_sysv.cases())
+    t.update(faults_sysw.cases())
     return t

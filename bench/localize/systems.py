@@ -99,6 +99,9 @@ bounded, and the launcher stops its daemons (SIGTERM, then SIGKILL) on every exi
 | `xrootd-cluster` | tuning (validation in run 14) | XRootD manager (xrootd redirector + cmsd) → 2 data servers (xrootd + cmsd each, an export directory each) + 2 Python drivers running xrdcp and xrdfs (a process per command) | a clustered data-access service with redirection (C++) |
 | `netty-chain` | tuning (validation in run 14) | Netty HTTP front → Netty key-value backend (length-prefixed frames, a pool of 3 connections, 1 s per call) + 2 http.client clients | services on NIO event loops, two JVMs (JVM; CPython) |
 | `drb-chain` | tuning (validation in run 14) | DRb front service → DRb store service (a thread per connection each, 1 s per store call) + 2 Ruby DRb clients | Ruby distributed objects, a forwarding chain (Ruby MRI, threads) |
+| `opensmtpd-relay` | validation (added 2026-11-29 for validation run 15, unseen) | OpenSMTPD relay (parent + ca, control, lka, queue, scheduler, pony) → OpenSMTPD sink (the same, + a mail.maildir agent per delivery), each in a mount namespace + 2 smtplib clients and a checker of the delivered maildir | a privilege-separated mail relay and its next hop (C on libevent, imsg between processes) |
+| `xmlrpc-chain` | validation (added 2026-11-29 for validation run 15, unseen) | XML-RPC front (ThreadingMixIn, keeps nothing, a pool of 2 ServerProxy) → XML-RPC store + 2 xmlrpc.client clients (base64 values) | an RPC service chain on the standard library, a connection per call (CPython threads) |
+| `node-h2-chain` | validation (added 2026-11-29 for validation run 15, unseen) | Node.js HTTP/2 front (one h2c session to the backend) → Node.js HTTP/2 key-value backend + 2 httpx HTTP/2 clients | HTTP/2 services, streams multiplexed on one session (Node.js: V8, libuv) |
 """
 
 import argparse
@@ -195,6 +198,9 @@ SYSTEMS = {
     "xrootd-cluster": ("xrootd_cluster", "run"),
     "netty-chain": ("netty_chain", "run"),
     "drb-chain": ("drb_chain", "run"),
+    "opensmtpd-relay": ("opensmtpd_relay", "run"),
+    "xmlrpc-chain": ("xmlrpc_chain", "run"),
+    "node-h2-chain": ("node_h2_chain", "run"),
 }
 HELPERS = {
     "job-queue-worker": ("job_queue", "beanstalk_worker"),
@@ -327,6 +333,11 @@ HELPERS = {
     "modbus-client": ("modbus_gateway", "client"),
     "xrootd-driver": ("xrootd_cluster", "driver"),
     "netty-client": ("netty_chain", "client"),
+    "smtpd-client": ("opensmtpd_relay", "client"),
+    "xmlrpc-store": ("xmlrpc_chain", "store"),
+    "xmlrpc-front": ("xmlrpc_chain", "front"),
+    "xmlrpc-client": ("xmlrpc_chain", "client"),
+    "h2-client": ("node_h2_chain", "client"),
 }
 
 

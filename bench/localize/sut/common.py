@@ -130,6 +130,10 @@ SLOTS = {
     "xrootd-cluster": 81,
     "netty-chain": 82,
     "drb-chain": 83,
+    # Slots 84-86: systems added by the helper branch loc-sysw (validation run 15).
+    "opensmtpd-relay": 84,
+    "xmlrpc-chain": 85,
+    "node-h2-chain": 86,
 }
 
 
