@@ -2,7 +2,42 @@
 loc-sysw). No method has been run on them. The categories and the SPEC grammar are those
 of `faults.py`; every SPEC is narrowed to one process and one call, mid-run.
 
-RECORDING STATUS: not recorded yet.
+Recorded on 2026-11-29 for validation run 15 (`run.py --record-only --no-setup` into
+/tmp/val15/loc-sysw with the lead's build /tmp/rec14/culprit: 3 normal runs, the control and
+every case per system, 83 recordings, none with lost entries), then checked with `run.py
+--check --reuse` on those recordings (injection records and client summaries only, no
+model, no ranking): every case of the three systems fired (71 of 71), each in one process
+(one injection; the EAGAIN storms 25 of 25 in the relay's pony process, 20 of 20 in the
+XML-RPC front and in the Node backend); no normal run or control holds an injection
+record, and every normal run and control ended with all steps ok (opensmtpd-relay: clients
+120/120 and 60/60 messages accepted, 180/180 delivered intact; xmlrpc-chain: clients
+120/120 and 60/60 steps, front and store 180 puts and 180 gets; node-h2-chain: clients
+120/120 and 60/60 steps, front and backend 180 puts and 180 gets; in node-h2-chain's
+normal2 the front also logged one session error, `read ECONNRESET`, on a client's
+connection after the clients' last step: a client closing its connection with data
+unread). Changed after a first recording of opensmtpd-relay and all its recordings made
+anew: its relay-pony-stopped ran into run.py's 75 s limit (the stopped process is a
+child of smtpd, whose parent waits for it after SIGTERM: the launcher now kills whatever is
+left below both instances on its way out).
+
+In 20 of the 71 cases no client (nor opensmtpd-relay's checker) saw a failure (the system
+absorbed the fault; the reasons given are presumed, not read in the traces): in
+opensmtpd-relay relay-reply-short (smtpd writes the rest), relay-emfile (the connection
+waits in the backlog for the next accept), relay-mta-reset (the relay delivers the message
+again on a new session) and sink-slow (the relay waits minutes for the sink); in
+xmlrpc-chain store-reset, front-client-reset, front-store-reset and client1-reset
+(xmlrpc.client's Transport.request sends a call again once after ECONNRESET or a closed
+connection), store-enospc (the store's handler fails and closes the connection without an
+answer: the same retry), store-emfile and front-emfile (socketserver ignores the failed
+accept; the connection waits in the backlog), front-reply-short (sendall sends the rest);
+in node-h2-chain back-short and front-reply-short (libuv writes the rest), the backend's
+EAGAIN storm (libuv reads again at the next event), front-client-corrupt and
+front-back-enobufs (the garbled bytes or the failed write hit no stream a client waited
+on); and in the three client2-killed cases the killed client stops (no summary of its
+own), and no other client sees a failure. In opensmtpd-relay the checker counts delivered
+messages against the ones the clients saw accepted: relay-slow and client1-code deliver
+one message more than counted (the relay accepted it, the client saw its reply fail), and
+in client2-killed the killed client's count is missing, so the checker stops at 122/120.
 """
 
 from sut.common import ports

@@ -30,10 +30,11 @@ import email
 import hashlib
 import os
 import pwd
+import signal
 import smtplib
 import time
 
-from .common import LAUNCHER, PY, Daemons, log, ports, steps, wait_port, wait_readers
+from .common import LAUNCHER, PY, Daemons, descendants, log, ports, steps, wait_port, wait_readers
 
 OPT = "/opt/culprit/opensmtpd"
 SMTPD = f"{OPT}/usr/sbin/smtpd"
@@ -150,7 +151,8 @@ def instance(d, tmp, name, conf):
     resolv = os.path.join(tmp, "resolv.conf")
     with open(resolv, "w") as f:
         f.write("nameserver 127.0.0.1\noptions attempts:1 timeout:1\n")
-    script = (f"mount --bind {spool} /var/spool && mount --bind {run} /run && mount --bind {resolv} /etc/resolv.conf && "
+    script = (f"mount --bind {spool} /var/spool && mount --bind {run} /run && "
+              f"mount --bind {resolv} /etc/resolv.conf && "
               f"mount --bind {OPT}/usr/libexec/opensmtpd /usr/libexec/opensmtpd && exec {SMTPD} -d -f {path}")
     return d.start(name, ["unshare", "-m", "--propagation", "private", "--", "sh", "-c", script])
 
@@ -163,29 +165,47 @@ def run(tmp, n):
     os.chown(maildir, u.pw_uid, u.pw_gid)
     status = os.path.join(tmp, "client2.status")
     env = dict(os.environ, PYTHONUNBUFFERED="1", SMTPD_CLIENT_STATUS=status)
-    with Daemons(tmp) as d:
-        k = instance(d, tmp, "sink", f'listen on 127.0.0.1 port {sink} hostname sink.test\n'
-                                     f'action "local" maildir "{maildir}"\n'
-                                     'match from any for any action "local"\n')
-        wait_port(sink, k, timeout=20)
-        r = instance(d, tmp, "relay", f'listen on 127.0.0.1 port {relay} hostname relay.test\n'
-                                      f'action "out" relay host smtp+notls://127.0.0.1:{sink}\n'
-                                      'match from any for any action "out"\n')
-        wait_port(relay, r, timeout=20)
-        helper = d.start("client2", [PY, LAUNCHER, "smtpd-client", "--name", "2"], env=env)
-        ok, errors = workload("1", n, 0.02)
-        log(f"opensmtpd-relay client 1: {ok}/{n} messages accepted, {errors} failed")
-        wait_readers([helper], seconds=25)
-        try:
-            with open(status) as f:
-                accepted = ok + int(f.read())
-        except (OSError, ValueError):
-            accepted = ok
-            log("client 2 said nothing of what it sent")
-        end = time.monotonic() + 10
+    left = []
+    try:
+        with Daemons(tmp) as d:
+            k = instance(d, tmp, "sink", f'listen on 127.0.0.1 port {sink} hostname sink.test\n'
+                                         f'action "local" maildir "{maildir}"\n'
+                                         'match from any for any action "local"\n')
+            wait_port(sink, k, timeout=20)
+            r = instance(d, tmp, "relay", f'listen on 127.0.0.1 port {relay} hostname relay.test\n'
+                                          f'action "out" relay host smtp+notls://127.0.0.1:{sink}\n'
+                                          'match from any for any action "out"\n')
+            try:
+                wait_port(relay, r, timeout=20)
+                _drive(tmp, n, maildir, status, env, d)
+            finally:
+                left = descendants(k.pid) + descendants(r.pid)
+    finally:
+        # A process of smtpd stopped by SIGSTOP takes no signal, and its parent waits for it:
+        # whatever is left of both instances is killed.
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def _drive(tmp, n, maildir, status, env, d):
+    """The clients, then the check of the maildir."""
+    helper = d.start("client2", [PY, LAUNCHER, "smtpd-client", "--name", "2"], env=env)
+    ok, errors = workload("1", n, 0.02)
+    log(f"opensmtpd-relay client 1: {ok}/{n} messages accepted, {errors} failed")
+    wait_readers([helper], seconds=25)
+    try:
+        with open(status) as f:
+            accepted = ok + int(f.read())
+    except (OSError, ValueError):
+        accepted = ok
+        log("client 2 said nothing of what it sent")
+    end = time.monotonic() + 10
+    good, bad = check(maildir)
+    while good + bad < accepted and time.monotonic() < end:
+        time.sleep(0.25)
         good, bad = check(maildir)
-        while good + bad < accepted and time.monotonic() < end:
-            time.sleep(0.25)
-            good, bad = check(maildir)
-        log(f"opensmtpd-relay: {good}/{accepted} accepted messages delivered intact, {bad} corrupt, "
-            f"{max(0, accepted - good - bad)} not delivered")
+    log(f"opensmtpd-relay: {good}/{accepted} accepted messages delivered intact, {bad} corrupt, "
+        f"{max(0, accepted - good - bad)} not delivered")
