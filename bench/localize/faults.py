@@ -40,6 +40,7 @@ import faults_syss
 import faults_sysu
 import faults_sysv
 import faults_sysx
+import faults_sysw
 
 RECV = "recv|read|recvfrom|recvmsg|readv"
 SEND = "send|write|sendto|sendmsg|writev"
@@ -659,4 +660,5 @@ def table():
     t.update(faults_sysu.cases())
     t.update(faults_sysv.cases())
     t.update(faults_sysx.cases())
+    t.update(faults_sysw.cases())
     return t

@@ -17,7 +17,8 @@
 #           exim4-daemon-light (unpacked under /opt/culprit/exim4: it conflicts with postfix),
 #           kea-dhcp4-server, kea-ctrl-agent, spamd, spamassassin, spamc,
 #           git, libhsqldb-java, thrift-compiler, xrootd-server, xrootd-client,
-#           libnetty-java
+#           libnetty-java,
+#           opensmtpd (unpacked under /opt/culprit/opensmtpd: it conflicts with postfix)
 #           (later systems; split.json)
 #   PyPI:   Pyro5 (tuning); paho-mqtt, dnspython, aiohttp, kazoo, pika, grpcio, ldap3,
 #           tarantool, pymysql, pyzmq, slixmpp, websockets, stomp.py, aiosmtpd,
@@ -209,6 +210,35 @@ if ! getent passwd Debian-exim >/dev/null; then
     lock
     $SUDO adduser --system --group --quiet --allow-bad-names --home /var/spool/exim4 --no-create-home Debian-exim
 fi
+# Validation run 15, branch loc-sysw: opensmtpd-relay. opensmtpd conflicts with postfix too
+# (mail-transport-agent): its files are unpacked under /opt/culprit/opensmtpd (found there by
+# sut/opensmtpd_relay.py, which binds its compiled-in paths in a mount namespace per
+# instance), its libraries installed by apt; its two users and its chroot directory are made
+# as its postinst makes them, and /usr/libexec/opensmtpd as the mount point of its agents.
+# (xmlrpc-chain: the standard library; node-h2-chain: nodejs above, httpx and h2 below.)
+OSMTPD=/opt/culprit/opensmtpd
+if [ ! -x "$OSMTPD/usr/sbin/smtpd" ]; then
+    lock
+    echo "localize setup: opensmtpd unpacked into $OSMTPD" >&2
+    mapfile -t deps < <(apt-cache depends --no-recommends --no-suggests --no-conflicts --no-breaks \
+        --no-replaces --no-enhances opensmtpd | awk '$1 == "Depends:" && $2 !~ /^</ {print $2}')
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${deps[@]}" >/dev/null
+    d=$(mktemp -d)
+    (cd "$d" && apt-get download -qq opensmtpd >/dev/null)
+    $SUDO mkdir -p "$OSMTPD"
+    $SUDO dpkg-deb -x "$d"/opensmtpd_*.deb "$OSMTPD"
+    rm -rf "$d"
+fi
+for u in opensmtpd opensmtpq; do
+    if ! getent passwd "$u" >/dev/null; then
+        lock
+        getent group "$u" >/dev/null || $SUDO addgroup --system --quiet "$u"
+        $SUDO adduser --system --quiet --home /var/lib/opensmtpd/empty --no-create-home \
+            --disabled-password --ingroup "$u" "$u"
+    fi
+done
+[ -d /var/lib/opensmtpd/empty ] || $SUDO mkdir -p /var/lib/opensmtpd/empty
+[ -d /usr/libexec/opensmtpd ] || $SUDO mkdir -p /usr/libexec/opensmtpd
 pips=()
 python3 -c 'import Pyro5' 2>/dev/null || pips+=(Pyro5)
 python3 -c 'import paho.mqtt' 2>/dev/null || pips+=(paho-mqtt)

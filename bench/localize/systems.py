@@ -102,6 +102,9 @@ bounded, and the launcher stops its daemons (SIGTERM, then SIGKILL) on every exi
 | `rmi-chain` | validation (added 2026-11-29 for validation run 15, unseen) | rmiregistry + Java RMI front object → Java RMI store object in another JVM (JRMP, a thread per connection, 1 s per store call) + 2 Java RMI clients | remote method invocation through a registry (JVM, threads) |
 | `poe-chain` | validation (added 2026-11-29 for validation run 15, unseen) | POE front server (Server::TCP; one Client::TCP connection to the store, calls matched by id, 1 s per call) → POE store server + 2 Python clients | Perl event loops, a forwarding chain (Perl POE; CPython) |
 | `copas-chain` | validation (added 2026-11-29 for validation run 15, unseen) | Copas front server (a coroutine per connection, a store connection each) → Copas store server + 2 Python clients | Lua coroutines on one select loop, a forwarding chain (Lua 5.1; CPython) |
+| `opensmtpd-relay` | validation (added 2026-11-29 for validation run 15, unseen) | OpenSMTPD relay (parent + ca, control, lka, queue, scheduler, pony) → OpenSMTPD sink (the same, + a mail.maildir agent per delivery), each in a mount namespace + 2 smtplib clients and a checker of the delivered maildir | a privilege-separated mail relay and its next hop (C on libevent, imsg between processes) |
+| `xmlrpc-chain` | validation (added 2026-11-29 for validation run 15, unseen) | XML-RPC front (ThreadingMixIn, keeps nothing, a pool of 2 ServerProxy) → XML-RPC store + 2 xmlrpc.client clients (base64 values) | an RPC service chain on the standard library, a connection per call (CPython threads) |
+| `node-h2-chain` | validation (added 2026-11-29 for validation run 15, unseen) | Node.js HTTP/2 front (one h2c session to the backend) → Node.js HTTP/2 key-value backend + 2 httpx HTTP/2 clients | HTTP/2 services, streams multiplexed on one session (Node.js: V8, libuv) |
 """
 
 import argparse
@@ -201,6 +204,9 @@ SYSTEMS = {
     "rmi-chain": ("rmi_chain", "run"),
     "poe-chain": ("poe_chain", "run"),
     "copas-chain": ("copas_chain", "run"),
+    "opensmtpd-relay": ("opensmtpd_relay", "run"),
+    "xmlrpc-chain": ("xmlrpc_chain", "run"),
+    "node-h2-chain": ("node_h2_chain", "run"),
 }
 HELPERS = {
     "job-queue-worker": ("job_queue", "beanstalk_worker"),
@@ -335,6 +341,11 @@ HELPERS = {
     "netty-client": ("netty_chain", "client"),
     "poe-client": ("poe_chain", "client"),
     "copas-client": ("copas_chain", "client"),
+    "smtpd-client": ("opensmtpd_relay", "client"),
+    "xmlrpc-store": ("xmlrpc_chain", "store"),
+    "xmlrpc-front": ("xmlrpc_chain", "front"),
+    "xmlrpc-client": ("xmlrpc_chain", "client"),
+    "h2-client": ("node_h2_chain", "client"),
 }
 
 

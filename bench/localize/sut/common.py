@@ -134,6 +134,10 @@ SLOTS = {
     "rmi-chain": 87,
     "poe-chain": 88,
     "copas-chain": 89,
+    # Slots 84-86: systems added by the helper branch loc-sysw (validation run 15).
+    "opensmtpd-relay": 84,
+    "xmlrpc-chain": 85,
+    "node-h2-chain": 86,
 }
 
 
