@@ -198,25 +198,19 @@ fn injected(i: &bufpool::format::InjectRecord) -> String {
             "fd {fd} returned {}, its first bytes inverted",
             i.forced_ret
         ),
-        _ if i.forced_ret == i.original_ret => format!(
-            "fd {fd} returned {}{}",
-            i.forced_ret,
-            if i.forced_errno != 0 {
+        _ => {
+            let instead = if i.forced_ret == i.original_ret {
+                String::new()
+            } else {
+                format!(" instead of {}", i.original_ret)
+            };
+            let err = if i.forced_errno != 0 {
                 format!(", {}", errno(i.forced_errno))
             } else {
                 String::new()
-            }
-        ),
-        _ => format!(
-            "fd {fd} returned {} instead of {}{}",
-            i.forced_ret,
-            i.original_ret,
-            if i.forced_errno != 0 {
-                format!(", {}", errno(i.forced_errno))
-            } else {
-                String::new()
-            }
-        ),
+            };
+            format!("fd {fd} returned {}{instead}{err}", i.forced_ret)
+        }
     }
 }
 
